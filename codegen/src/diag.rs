@@ -1,0 +1,177 @@
+//! Diagnostics: every manifest problem found by parsing or validation, with the byte span it
+//! points at, rendered as `file:LINE:COL` messages.
+
+use std::fmt;
+use std::ops::Range;
+
+/// One problem in a manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Byte range in the manifest source that the problem points at.
+    pub span: Range<usize>,
+    /// Dotted path of the offending key, e.g. `op[2].inputs[0].tensor`.
+    pub key: String,
+    /// What is wrong, in one sentence.
+    pub message: String,
+    /// How to fix it.
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    /// A diagnostic without a `help` line yet.
+    pub fn new(span: Range<usize>, key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            span,
+            key: key.into(),
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    /// Adds the fix.
+    #[must_use]
+    pub fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    /// 1-based line and column (in characters) of the span start within `source`.
+    pub fn line_col(&self, source: &str) -> (usize, usize) {
+        line_col(source, self.span.start)
+    }
+
+    /// Renders the diagnostic as one line: `ops.toml:LINE:COL: `key`: message; help: fix`.
+    pub fn render_line(&self, file: &str, source: &str) -> String {
+        let (line, col) = self.line_col(source);
+        let mut out = format!("{file}:{line}:{col}: `{}`: {}", self.key, self.message);
+        if let Some(help) = &self.help {
+            out.push_str("; help: ");
+            out.push_str(help);
+        }
+        out
+    }
+}
+
+/// 1-based line and character column of byte offset `at` in `source`.
+pub fn line_col(source: &str, at: usize) -> (usize, usize) {
+    let at = floor_char_boundary(source, at.min(source.len()));
+    let before = &source[..at];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let col = source[line_start..at].chars().count() + 1;
+    (line, col)
+}
+
+fn floor_char_boundary(s: &str, mut at: usize) -> usize {
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// Every diagnostic of one manifest, sorted by position, with the source they refer to.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The manifest's display name, e.g. `ops.toml`.
+    pub file: String,
+    /// The manifest source text.
+    pub source: String,
+    /// The problems, in source order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Report {
+    /// One line per diagnostic, as [`Diagnostic::render_line`] writes it.
+    pub fn lines(&self) -> Vec<String> {
+        self.diagnostics
+            .iter()
+            .map(|d| d.render_line(&self.file, &self.source))
+            .collect()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for line in self.lines() {
+            writeln!(f, "{line}")?;
+        }
+        write!(
+            f,
+            "{} error{} in {}",
+            self.diagnostics.len(),
+            if self.diagnostics.len() == 1 { "" } else { "s" },
+            self.file
+        )
+    }
+}
+
+/// The closest candidate to `word` by edit distance, if it is close enough to be a likely typo.
+pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let word = word.to_ascii_lowercase();
+    candidates
+        .iter()
+        .map(|c| (edit_distance(&word, &c.to_ascii_lowercase()), *c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Edit distance counting insertions, deletions, substitutions and swaps of adjacent characters
+/// (optimal string alignment), so `itn` is one edit from `int`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column_are_one_based_and_count_chars() {
+        let src = "a = 1\nbé = 2\n";
+        assert_eq!(line_col(src, 0), (1, 1));
+        assert_eq!(line_col(src, 6), (2, 1));
+        // `=` after the two-byte `é`.
+        assert_eq!(line_col(src, src.find('=').unwrap()), (1, 3));
+        assert_eq!(line_col(src, src.rfind('=').unwrap()), (2, 4));
+    }
+
+    #[test]
+    fn suggestions_only_for_close_words() {
+        assert_eq!(
+            did_you_mean("outptu", &["output", "inputs"]),
+            Some("output")
+        );
+        assert_eq!(
+            did_you_mean("flaot", &["float", "int", "bool"]),
+            Some("float")
+        );
+        assert_eq!(did_you_mean("itn", &["float", "int", "bool"]), Some("int"));
+        assert_eq!(
+            did_you_mean("Flx", &["Flex", "Cube", "Remote"]),
+            Some("Flex")
+        );
+        assert_eq!(did_you_mean("zzz", &["float", "int", "bool"]), None);
+    }
+}

@@ -1,0 +1,254 @@
+//! The generator behind `burn-route`: reads an `ops.toml` manifest of routed tensor ops and
+//! writes readable Rust modules that route each op through Burn's `Dispatch` backend.
+//!
+//! The pipeline runs in one direction: [`parse`] (TOML → [`model`], with spans) →
+//! [`validate`] (every rule, all errors collected → [`ir`]) → [`emit`] (tokens, pretty-printed
+//! with prettyplease) → [`write`] (atomic, only when changed).
+//!
+//! A build script needs one call:
+//!
+//! ```no_run
+//! // in build.rs's `fn main`:
+//! burn_route_codegen::Builder::new("ops.toml").build_script();
+//! ```
+//!
+//! and the crate includes the three files from `OUT_DIR` as sibling modules (the trait module
+//! name is [`Builder::trait_module`]'s default, `super::ops`):
+//!
+//! ```ignore
+//! pub mod ops { include!(concat!(env!("OUT_DIR"), "/routed_ops.rs")); }
+//! pub mod dispatch { include!(concat!(env!("OUT_DIR"), "/routed_dispatch.rs")); }
+//! pub mod tensor { include!(concat!(env!("OUT_DIR"), "/routed_tensor.rs")); }
+//! ```
+
+pub mod diag;
+pub mod emit;
+pub mod ir;
+pub mod model;
+pub mod parse;
+pub mod snapshot;
+pub mod validate;
+pub mod write;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use diag::{Diagnostic, Report};
+pub use emit::File;
+pub use write::WriteOutcome;
+
+/// Why a render failed.
+#[derive(Debug)]
+pub enum Error {
+    /// The manifest has problems; the report lists every one.
+    Manifest(Report),
+    /// A builder option is invalid.
+    Config(String),
+    /// Reading the manifest or writing an output failed.
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Manifest(report) => report.fmt(f),
+            Self::Config(msg) => write!(f, "burn-route-codegen: {msg}"),
+            Self::Io { path, source } => write!(f, "{}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Owns every generator option. Start with [`Builder::new`], adjust, then call
+/// [`Builder::build_script`] from a build script, or [`Builder::render`] / [`Builder::write`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    manifest: PathBuf,
+    manifest_name: Option<String>,
+    out_dir: Option<PathBuf>,
+    runtime_path: String,
+    trait_module: String,
+    regenerate: String,
+}
+
+impl Builder {
+    /// A builder for the manifest at `manifest` (relative paths are relative to the current
+    /// directory, which for a build script is the package root).
+    pub fn new(manifest: impl Into<PathBuf>) -> Self {
+        Self {
+            manifest: manifest.into(),
+            manifest_name: None,
+            out_dir: None,
+            runtime_path: "::burn_route::rt".to_owned(),
+            trait_module: "super::ops".to_owned(),
+            regenerate: "bless the snapshot with `UPDATE_GENERATED=1 cargo test`".to_owned(),
+        }
+    }
+
+    /// Where [`Builder::write`] puts the files. Defaults to `$OUT_DIR`.
+    #[must_use]
+    pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.out_dir = Some(dir.into());
+        self
+    }
+
+    /// The path generated code uses for the runtime support module. Defaults to
+    /// `::burn_route::rt`; `burn-route` itself uses `crate::rt`.
+    #[must_use]
+    pub fn runtime_path(mut self, path: impl Into<String>) -> Self {
+        self.runtime_path = path.into();
+        self
+    }
+
+    /// The path, as seen from the generated dispatch and tensor modules, of the module that
+    /// includes the generated traits. Defaults to `super::ops`.
+    #[must_use]
+    pub fn trait_module(mut self, path: impl Into<String>) -> Self {
+        self.trait_module = path.into();
+        self
+    }
+
+    /// How the manifest is named in diagnostics, docs and runtime messages. Defaults to the
+    /// manifest path as given to [`Builder::new`].
+    #[must_use]
+    pub fn manifest_name(mut self, name: impl Into<String>) -> Self {
+        self.manifest_name = Some(name.into());
+        self
+    }
+
+    /// The regenerate hint written in each file's header.
+    #[must_use]
+    pub fn regenerate_hint(mut self, hint: impl Into<String>) -> Self {
+        self.regenerate = hint.into();
+        self
+    }
+
+    fn display_name(&self) -> String {
+        self.manifest_name
+            .clone()
+            .unwrap_or_else(|| self.manifest.display().to_string())
+    }
+
+    fn config(&self) -> Result<emit::EmitConfig, Error> {
+        let parse_path = |what: &str, value: &str| {
+            syn::parse_str::<syn::Path>(value)
+                .map_err(|e| Error::Config(format!("{what} `{value}` is not a Rust path: {e}")))
+        };
+        Ok(emit::EmitConfig {
+            runtime: parse_path("runtime path", &self.runtime_path)?,
+            trait_module: parse_path("trait module", &self.trait_module)?,
+            regenerate: self.regenerate.clone(),
+        })
+    }
+
+    /// Renders the files from manifest text, without touching the file system.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Manifest`] with every problem in the manifest, or [`Error::Config`].
+    pub fn render_str(&self, source: &str) -> Result<Vec<File>, Error> {
+        let config = self.config()?;
+        let name = self.display_name();
+        let report = |diagnostics| {
+            Error::Manifest(Report {
+                file: name.clone(),
+                source: source.to_owned(),
+                diagnostics,
+            })
+        };
+        // Validation also runs on what parsed, so one pass reports every problem.
+        let (manifest, mut diagnostics) = parse::parse(source);
+        match validate::validate(&manifest, &name, source) {
+            Ok(ir) if diagnostics.is_empty() => Ok(emit::emit(&ir, &config)),
+            Ok(_) => Err(report(diagnostics)),
+            Err(more) => {
+                diagnostics.extend(more);
+                if diagnostics.is_empty() {
+                    return Err(Error::Config(
+                        "validation failed without a diagnostic (a generator bug)".to_owned(),
+                    ));
+                }
+                diagnostics.sort_by(|a, b| (a.span.start, &a.key).cmp(&(b.span.start, &b.key)));
+                diagnostics.dedup();
+                Err(report(diagnostics))
+            }
+        }
+    }
+
+    /// Reads the manifest and renders the files in memory.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::render_str`], plus [`Error::Io`] when the manifest cannot be read.
+    pub fn render(&self) -> Result<Vec<File>, Error> {
+        let source = std::fs::read_to_string(&self.manifest).map_err(|source| Error::Io {
+            path: self.manifest.clone(),
+            source,
+        })?;
+        self.render_str(&source)
+    }
+
+    /// Renders and writes every file into the output directory (atomically, and only the files
+    /// whose content changed). Returns each path with what was done to it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::render`]; [`Error::Config`] when no output directory is set and `OUT_DIR`
+    /// is unset; [`Error::Io`] when a write fails (earlier files keep their previous content).
+    pub fn write(&self) -> Result<Vec<(PathBuf, WriteOutcome)>, Error> {
+        let out_dir = match &self.out_dir {
+            Some(dir) => dir.clone(),
+            None => std::env::var_os("OUT_DIR")
+                .map(PathBuf::from)
+                .ok_or_else(|| {
+                    Error::Config(
+                        "no output directory: call `out_dir(..)` or run from a build script"
+                            .to_owned(),
+                    )
+                })?,
+        };
+        let files = self.render()?;
+        files
+            .iter()
+            .map(|file| {
+                let path = out_dir.join(file.name);
+                write::write_if_changed(&path, &file.contents)
+                    .map(|outcome| (path.clone(), outcome))
+                    .map_err(|source| Error::Io { path, source })
+            })
+            .collect()
+    }
+
+    /// Runs the generator from a build script: declares the manifest as the only input besides
+    /// `build.rs` (`cargo::rerun-if-changed`), writes the files to `OUT_DIR`, and reports every
+    /// problem as a `cargo::error=` line naming `file:LINE:COL`, the key and the fix. Cargo then
+    /// fails the build with those messages; nothing panics.
+    pub fn build_script(&self) {
+        println!("cargo::rerun-if-changed={}", self.manifest.display());
+        println!("cargo::rerun-if-changed=build.rs");
+        if let Err(err) = self.write() {
+            for line in error_lines(&err) {
+                println!("cargo::error={line}");
+            }
+        }
+    }
+
+    /// The manifest path this builder reads.
+    pub fn manifest_path(&self) -> &Path {
+        &self.manifest
+    }
+}
+
+/// One line per problem, as build scripts and command lines print them.
+pub fn error_lines(err: &Error) -> Vec<String> {
+    match err {
+        Error::Manifest(report) => report.lines(),
+        other => vec![other.to_string()],
+    }
+}

@@ -1,0 +1,144 @@
+//! The manifest model: what `ops.toml` says, as plain data with the byte span of every value.
+//!
+//! This layer knows TOML shapes, not Rust: strings stay strings here. Checking that a name is an
+//! identifier or that a type parses is validation's job ([`crate::validate`]).
+
+use std::ops::Range;
+
+/// A value and the byte range of the manifest text it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sp<T> {
+    /// The value.
+    pub value: T,
+    /// Where it is written in the manifest.
+    pub span: Range<usize>,
+}
+
+impl<T> Sp<T> {
+    /// Wraps `value` with its span.
+    pub fn new(value: T, span: Range<usize>) -> Self {
+        Self { value, span }
+    }
+}
+
+/// The whole manifest.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    /// The `[routing]` table.
+    pub routing: Routing,
+    /// The `[[op]]` entries, in manifest order.
+    pub ops: Vec<OpSpec>,
+}
+
+/// The `[routing]` table.
+#[derive(Clone, Debug)]
+pub struct Routing {
+    /// Span of the table header (or the whole document when the table is missing).
+    pub span: Range<usize>,
+    /// `trait`: name of the generated extension trait.
+    pub trait_name: Option<Sp<String>>,
+    /// `autodiff_trait`: name of the trait with the `Autodiff<B, C>` kernels.
+    pub autodiff_trait: Option<Sp<String>>,
+    /// `backends`: the backends every op is routed to unless it lists its own.
+    pub backends: Option<Sp<Vec<BackendSpec>>>,
+    /// `autodiff_cfg`: the cfg predicate (in the consuming crate) that gates autodiff routing.
+    pub autodiff_cfg: Option<Sp<String>>,
+}
+
+/// One entry of `backends`: `"Flex"` or `{ name = "Cube", cfg = 'feature = "cube"' }`.
+#[derive(Clone, Debug)]
+pub struct BackendSpec {
+    /// The whole entry.
+    pub span: Range<usize>,
+    /// The backend selector.
+    pub name: Sp<String>,
+    /// The cfg predicate that must hold for the backend to be compiled in.
+    pub cfg: Option<Sp<String>>,
+}
+
+/// One `[[op]]` entry.
+#[derive(Clone, Debug)]
+pub struct OpSpec {
+    /// Position of the entry in the `op` array.
+    pub index: usize,
+    /// The whole entry.
+    pub span: Range<usize>,
+    /// `name`.
+    pub name: Option<Sp<String>>,
+    /// `doc`.
+    pub doc: Option<Sp<String>>,
+    /// `autodiff`: the policy name as written.
+    pub autodiff: Option<Sp<String>>,
+    /// `inputs`.
+    pub inputs: Option<Sp<Vec<InputSpec>>>,
+    /// `output`; absent means `()`.
+    pub output: Option<OutputSpec>,
+}
+
+/// One entry of an op's `inputs`.
+#[derive(Clone, Debug)]
+pub struct InputSpec {
+    /// The whole entry.
+    pub span: Range<usize>,
+    /// `name`.
+    pub name: Option<Sp<String>>,
+    /// `tensor` or `type`.
+    pub ty: Option<ArgSpec>,
+}
+
+/// What an input or output carries.
+#[derive(Clone, Debug)]
+pub enum ArgSpec {
+    /// `tensor = "float"` (with optional `borrowed` and `dims`).
+    Tensor(TensorSpec),
+    /// `type = "f32"`: a plain Rust type, passed through unchanged.
+    Plain(Sp<String>),
+}
+
+/// A tensor argument.
+#[derive(Clone, Debug)]
+pub struct TensorSpec {
+    /// `tensor`: the kind name as written.
+    pub kind: Sp<String>,
+    /// `borrowed = true`: passed as `&Tensor`.
+    pub borrowed: Option<Sp<bool>>,
+    /// `dims`: rank at the `Tensor<D>` level, a const-generic name or a number.
+    pub dims: Option<Sp<Dims>>,
+}
+
+/// Rank of a tensor at the `Tensor<D>` level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dims {
+    /// A const generic parameter shared by every tensor naming it, e.g. `"D"`.
+    Generic(String),
+    /// A fixed rank.
+    Fixed(i64),
+}
+
+/// An op's `output`.
+#[derive(Clone, Debug)]
+pub enum OutputSpec {
+    /// A tensor or a plain type.
+    Single {
+        /// The whole value.
+        span: Range<usize>,
+        /// What it carries.
+        ty: ArgSpec,
+    },
+    /// An array of outputs: a tuple.
+    Tuple {
+        /// The whole array.
+        span: Range<usize>,
+        /// The elements.
+        items: Vec<OutputSpec>,
+    },
+}
+
+impl OutputSpec {
+    /// Span of the whole output value.
+    pub fn span(&self) -> Range<usize> {
+        match self {
+            Self::Single { span, .. } | Self::Tuple { span, .. } => span.clone(),
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! TOML text → [`Manifest`]: syntax, unknown keys, missing keys and value types.
+//!
+//! The walk never stops at the first problem: every table is checked and every problem becomes a
+//! [`Diagnostic`] with the span of the key or value at fault.
+
+use std::ops::Range;
+
+use toml::Spanned;
+use toml::de::{DeArray, DeTable, DeValue};
+
+use crate::diag::{Diagnostic, did_you_mean};
+use crate::model::{
+    ArgSpec, BackendSpec, Dims, InputSpec, Manifest, OpSpec, OutputSpec, Routing, Sp, TensorSpec,
+};
+
+/// Keys of the top level of the manifest.
+pub const TOP_KEYS: &[&str] = &["routing", "op"];
+/// Keys of the `[routing]` table.
+pub const ROUTING_KEYS: &[&str] = &["trait", "autodiff_trait", "backends", "autodiff_cfg"];
+/// Keys of a table entry in `backends`.
+pub const BACKEND_KEYS: &[&str] = &["name", "cfg"];
+/// Keys of an `[[op]]` entry.
+pub const OP_KEYS: &[&str] = &["name", "doc", "autodiff", "inputs", "output"];
+/// Keys of an entry in an op's `inputs`.
+pub const INPUT_KEYS: &[&str] = &["name", "tensor", "type", "borrowed", "dims"];
+/// Keys of a table in an op's `output`.
+pub const OUTPUT_KEYS: &[&str] = &["tensor", "type", "dims"];
+
+/// Parses manifest text. Returns the model (as complete as the text allows) and every problem
+/// found on the way; the model is only meaningful when the list is empty.
+pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
+    let (root, syntax) = DeTable::parse_recoverable(source);
+    let mut p = Parser { diags: Vec::new() };
+    for err in syntax {
+        let span = err.span().unwrap_or(0..0);
+        p.diags.push(
+            Diagnostic::new(
+                span,
+                "<syntax>",
+                format!("TOML syntax error: {}", err.message()),
+            )
+            .help("fix the TOML syntax at this position (see https://toml.io)"),
+        );
+    }
+    let root_span = root.span();
+    let root = root.into_inner();
+    p.unknown_keys(&root, "", TOP_KEYS);
+
+    let routing = match root.get("routing") {
+        Some(value) => p.routing(value),
+        None => {
+            p.diags.push(
+                Diagnostic::new(0..0, "routing", "missing `[routing]` table")
+                    .help("add `[routing]` with `trait = \"MyOps\"` and `backends = [\"Flex\"]`"),
+            );
+            Routing {
+                span: root_span,
+                trait_name: None,
+                autodiff_trait: None,
+                backends: None,
+                autodiff_cfg: None,
+            }
+        }
+    };
+
+    let mut ops = Vec::new();
+    if let Some(value) = root.get("op")
+        && let Some((array, _)) = p.as_array(value, "op", "an array of `[[op]]` tables")
+    {
+        for (index, item) in array.iter().enumerate() {
+            if let Some(op) = p.op(item, index) {
+                ops.push(op);
+            }
+        }
+    }
+
+    p.diags.sort_by(|a, b| {
+        (a.span.start, a.span.end, &a.key).cmp(&(b.span.start, b.span.end, &b.key))
+    });
+    p.diags.dedup();
+    (Manifest { routing, ops }, p.diags)
+}
+
+struct Parser {
+    diags: Vec<Diagnostic>,
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+impl Parser {
+    fn unknown_keys(&mut self, table: &DeTable<'_>, path: &str, known: &[&str]) {
+        for (key, _) in table.iter() {
+            let name: &str = key.get_ref();
+            if known.contains(&name) {
+                continue;
+            }
+            let where_ = if path.is_empty() {
+                "at the top level".to_owned()
+            } else {
+                format!("in `{path}`")
+            };
+            let help = match did_you_mean(name, known) {
+                Some(close) => format!("did you mean `{close}`? known keys: {}", known.join(", ")),
+                None => format!("remove it; known keys: {}", known.join(", ")),
+            };
+            self.diags.push(
+                Diagnostic::new(
+                    key.span(),
+                    join(path, name),
+                    format!("unknown key `{name}` {where_}"),
+                )
+                .help(help),
+            );
+        }
+    }
+
+    fn wrong_type(&mut self, value: &Spanned<DeValue<'_>>, path: &str, expected: &str) {
+        self.diags.push(
+            Diagnostic::new(
+                value.span(),
+                path,
+                format!(
+                    "`{path}` must be {expected}, found {}",
+                    value.get_ref().type_str()
+                ),
+            )
+            .help(format!("write `{path}` as {expected}")),
+        );
+    }
+
+    fn as_table<'a, 'i>(
+        &mut self,
+        value: &'a Spanned<DeValue<'i>>,
+        path: &str,
+        known: &[&str],
+    ) -> Option<&'a DeTable<'i>> {
+        match value.get_ref() {
+            DeValue::Table(table) => {
+                self.unknown_keys(table, path, known);
+                Some(table)
+            }
+            _ => {
+                self.wrong_type(value, path, "a table");
+                None
+            }
+        }
+    }
+
+    fn as_array<'a, 'i>(
+        &mut self,
+        value: &'a Spanned<DeValue<'i>>,
+        path: &str,
+        expected: &str,
+    ) -> Option<(&'a DeArray<'i>, Range<usize>)> {
+        match value.get_ref() {
+            DeValue::Array(array) => Some((array, value.span())),
+            _ => {
+                self.wrong_type(value, path, expected);
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, table: &DeTable<'_>, path: &str, key: &str) -> Option<Sp<String>> {
+        let value = table.get(key)?;
+        let path = join(path, key);
+        match value.get_ref() {
+            DeValue::String(s) => Some(Sp::new(s.to_string(), value.span())),
+            _ => {
+                self.wrong_type(value, &path, "a string");
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, table: &DeTable<'_>, path: &str, key: &str) -> Option<Sp<bool>> {
+        let value = table.get(key)?;
+        match value.get_ref() {
+            DeValue::Boolean(b) => Some(Sp::new(*b, value.span())),
+            _ => {
+                self.wrong_type(value, &join(path, key), "`true` or `false`");
+                None
+            }
+        }
+    }
+
+    fn required<T>(
+        &mut self,
+        found: Option<T>,
+        table: &DeTable<'_>,
+        span: Range<usize>,
+        path: &str,
+        key: &str,
+        example: &str,
+    ) -> Option<T> {
+        if found.is_none() && table.get(key).is_none() {
+            self.diags.push(
+                Diagnostic::new(
+                    span,
+                    join(path, key),
+                    format!("missing key `{key}` in `{path}`"),
+                )
+                .help(format!("add `{key} = {example}`")),
+            );
+        }
+        found
+    }
+
+    fn routing(&mut self, value: &Spanned<DeValue<'_>>) -> Routing {
+        let path = "routing";
+        let mut routing = Routing {
+            span: value.span(),
+            trait_name: None,
+            autodiff_trait: None,
+            backends: None,
+            autodiff_cfg: None,
+        };
+        let Some(table) = self.as_table(value, path, ROUTING_KEYS) else {
+            return routing;
+        };
+        let name = self.string(table, path, "trait");
+        routing.trait_name = self.required(name, table, value.span(), path, "trait", "\"MyOps\"");
+        routing.autodiff_trait = self.string(table, path, "autodiff_trait");
+        routing.autodiff_cfg = self.string(table, path, "autodiff_cfg");
+        let backends = table
+            .get("backends")
+            .and_then(|v| self.backends(v, "routing.backends"));
+        routing.backends = self.required(
+            backends,
+            table,
+            value.span(),
+            path,
+            "backends",
+            "[\"Flex\"]",
+        );
+        routing
+    }
+
+    fn backends(
+        &mut self,
+        value: &Spanned<DeValue<'_>>,
+        path: &str,
+    ) -> Option<Sp<Vec<BackendSpec>>> {
+        let (array, span) = self.as_array(value, path, "an array of backends")?;
+        let mut out = Vec::new();
+        for (i, item) in array.iter().enumerate() {
+            let item_path = format!("{path}[{i}]");
+            match item.get_ref() {
+                DeValue::String(s) => out.push(BackendSpec {
+                    span: item.span(),
+                    name: Sp::new(s.to_string(), item.span()),
+                    cfg: None,
+                }),
+                DeValue::Table(_) => {
+                    let Some(table) = self.as_table(item, &item_path, BACKEND_KEYS) else {
+                        continue;
+                    };
+                    let name = self.string(table, &item_path, "name");
+                    let name = self.required(name, table, item.span(), &item_path, "name", "\"Cube\"");
+                    let cfg = self.string(table, &item_path, "cfg");
+                    if let Some(name) = name {
+                        out.push(BackendSpec { span: item.span(), name, cfg });
+                    }
+                }
+                _ => self.wrong_type(
+                    item,
+                    &item_path,
+                    "a backend name such as \"Flex\" or a table `{ name = \"Cube\", cfg = 'feature = \"cube\"' }`",
+                ),
+            }
+        }
+        Some(Sp::new(out, span))
+    }
+
+    fn op(&mut self, value: &Spanned<DeValue<'_>>, index: usize) -> Option<OpSpec> {
+        let path = format!("op[{index}]");
+        let table = self.as_table(value, &path, OP_KEYS)?;
+        let name = self.string(table, &path, "name");
+        let name = self.required(name, table, value.span(), &path, "name", "\"my_op\"");
+        let doc = self.string(table, &path, "doc");
+        let autodiff = self.string(table, &path, "autodiff");
+        let inputs = table.get("inputs").and_then(|v| {
+            let inputs_path = join(&path, "inputs");
+            let (array, span) = self.as_array(v, &inputs_path, "an array of inputs")?;
+            let items = array
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| self.input(item, &format!("{inputs_path}[{i}]")))
+                .collect();
+            Some(Sp::new(items, span))
+        });
+        let inputs = self.required(
+            inputs,
+            table,
+            value.span(),
+            &path,
+            "inputs",
+            "[{ name = \"x\", tensor = \"float\" }]",
+        );
+        let output = table
+            .get("output")
+            .and_then(|v| self.output(v, &join(&path, "output")));
+        Some(OpSpec {
+            index,
+            span: value.span(),
+            name,
+            doc,
+            autodiff,
+            inputs,
+            output,
+        })
+    }
+
+    fn input(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<InputSpec> {
+        let table = self.as_table(value, path, INPUT_KEYS)?;
+        let name = self.string(table, path, "name");
+        let name = self.required(name, table, value.span(), path, "name", "\"x\"");
+        let ty = self.arg(table, value.span(), path, true);
+        Some(InputSpec {
+            span: value.span(),
+            name,
+            ty,
+        })
+    }
+
+    fn output(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<OutputSpec> {
+        match value.get_ref() {
+            DeValue::Array(array) => {
+                let items = array
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, item)| self.output(item, &format!("{path}[{i}]")))
+                    .collect();
+                Some(OutputSpec::Tuple {
+                    span: value.span(),
+                    items,
+                })
+            }
+            DeValue::Table(_) => {
+                let table = self.as_table(value, path, OUTPUT_KEYS)?;
+                let ty = self.arg(table, value.span(), path, false)?;
+                Some(OutputSpec::Single {
+                    span: value.span(),
+                    ty,
+                })
+            }
+            _ => {
+                self.wrong_type(
+                    value,
+                    path,
+                    "a table such as `{ tensor = \"float\" }` or `{ type = \"usize\" }`, or an array of them for a tuple",
+                );
+                None
+            }
+        }
+    }
+
+    /// Reads `tensor` / `type` (and the tensor-only keys) from an input or output table.
+    fn arg(
+        &mut self,
+        table: &DeTable<'_>,
+        span: Range<usize>,
+        path: &str,
+        is_input: bool,
+    ) -> Option<ArgSpec> {
+        let tensor = self.string(table, path, "tensor");
+        let plain = self.string(table, path, "type");
+        let borrowed = if is_input {
+            self.boolean(table, path, "borrowed")
+        } else {
+            None
+        };
+        let dims = table
+            .get("dims")
+            .and_then(|v| self.dims(v, &join(path, "dims")));
+        match (tensor, plain) {
+            (Some(kind), None) => Some(ArgSpec::Tensor(TensorSpec {
+                kind,
+                borrowed,
+                dims,
+            })),
+            (None, Some(ty)) => {
+                for key in ["borrowed", "dims"] {
+                    if let Some((k, _)) = table.get_key_value(key) {
+                        self.diags.push(
+                            Diagnostic::new(
+                                k.span(),
+                                join(path, key),
+                                format!("`{key}` only applies to tensors, but `{path}` has `type`"),
+                            )
+                            .help(format!(
+                                "remove `{key}`, or use `tensor = \"float\"` instead of `type`"
+                            )),
+                        );
+                    }
+                }
+                Some(ArgSpec::Plain(ty))
+            }
+            (Some(_), Some(ty)) => {
+                self.diags.push(
+                    Diagnostic::new(ty.span, join(path, "type"), format!("`{path}` has both `tensor` and `type`"))
+                        .help("keep `tensor` for a tensor argument or `type` for a plain Rust value, not both"),
+                );
+                None
+            }
+            (None, None) => {
+                if table.get("tensor").is_none() && table.get("type").is_none() {
+                    self.diags.push(
+                        Diagnostic::new(span, path, format!("`{path}` needs `tensor` or `type`"))
+                            .help("add `tensor = \"float\"` (or \"int\", \"bool\") or `type = \"f32\"`"),
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    fn dims(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<Sp<Dims>> {
+        match value.get_ref() {
+            DeValue::String(s) => Some(Sp::new(Dims::Generic(s.to_string()), value.span())),
+            DeValue::Integer(i) => match i64::from_str_radix(i.as_str(), i.radix()) {
+                Ok(n) => Some(Sp::new(Dims::Fixed(n), value.span())),
+                Err(_) => {
+                    self.wrong_type(value, path, "a small integer");
+                    None
+                }
+            },
+            _ => {
+                self.wrong_type(
+                    value,
+                    path,
+                    "a const-generic name such as \"D\" or a rank such as 2",
+                );
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Every bad manifest gives the exact `ops.toml:LINE:COL` diagnostics, all at once.
+
+use burn_route_codegen::{Builder, Error, error_lines};
+
+const VALID: &str = r#"[routing]
+trait = "MyOps"
+backends = ["Flex"]
+
+[[op]]
+name = "add"
+autodiff = "differentiable"
+inputs = [
+    { name = "lhs", tensor = "float" },
+    { name = "rhs", tensor = "float" },
+]
+output = { tensor = "float" }
+"#;
+
+fn errors(source: &str) -> Vec<String> {
+    match Builder::new("ops.toml").render_str(source) {
+        Ok(_) => panic!("manifest unexpectedly valid:\n{source}"),
+        Err(err @ Error::Manifest(_)) => error_lines(&err),
+        Err(other) => panic!("unexpected error kind: {other}"),
+    }
+}
+
+fn edited(from: &str, to: &str) -> String {
+    assert!(VALID.contains(from), "fixture has no `{from}`");
+    VALID.replacen(from, to, 1)
+}
+
+#[test]
+fn the_fixture_is_valid() {
+    let files = Builder::new("ops.toml")
+        .render_str(VALID)
+        .expect("valid manifest");
+    assert_eq!(files.len(), 3);
+}
+
+#[test]
+fn toml_syntax_error() {
+    assert_eq!(
+        errors(&edited("name = \"add\"", "name = \"add")),
+        [
+            "ops.toml:6:12: `<syntax>`: TOML syntax error: invalid basic string, expected `\"`; help: fix the TOML syntax at this position (see https://toml.io)"
+        ]
+    );
+}
+
+#[test]
+fn unknown_key_with_suggestion() {
+    assert_eq!(
+        errors(&edited("output =", "outptu =")),
+        [
+            "ops.toml:12:1: `op[0].outptu`: unknown key `outptu` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output"
+        ]
+    );
+}
+
+#[test]
+fn unknown_top_level_key() {
+    assert_eq!(
+        errors(&format!("[rooting]\nx = 1\n{VALID}")),
+        [
+            "ops.toml:1:2: `rooting`: unknown key `rooting` at the top level; help: did you mean `routing`? known keys: routing, op"
+        ]
+    );
+}
+
+#[test]
+fn duplicate_op_name() {
+    let source = format!(
+        "{VALID}\n[[op]]\nname = \"add\"\ninputs = [{{ name = \"x\", tensor = \"float\" }}]\n"
+    );
+    assert_eq!(
+        errors(&source),
+        [
+            "ops.toml:15:8: `op[1].name`: duplicate op name `add` (first declared on line 6); help: rename one of the ops; op names become trait methods and must be unique"
+        ]
+    );
+}
+
+#[test]
+fn duplicate_input_name() {
+    assert_eq!(
+        errors(&edited("name = \"rhs\"", "name = \"lhs\"")),
+        [
+            "ops.toml:10:14: `op[0].inputs[1].name`: duplicate input name `lhs`; help: give every input of an op a distinct name"
+        ]
+    );
+}
+
+#[test]
+fn names_must_be_identifiers_and_not_keywords() {
+    assert_eq!(
+        errors(&edited("name = \"add\"", "name = \"add-relu\"")),
+        [
+            "ops.toml:6:8: `op[0].name`: `add-relu` is not a Rust identifier; help: use a snake_case name such as \"add_relu\": letters, digits and `_`, not starting with a digit, not a keyword"
+        ]
+    );
+    assert_eq!(
+        errors(&edited("name = \"lhs\"", "name = \"fn\"")),
+        [
+            "ops.toml:9:14: `op[0].inputs[0].name`: `fn` is a Rust keyword; help: use a snake_case name such as \"lhs\": letters, digits and `_`, not starting with a digit, not a keyword"
+        ]
+    );
+    assert_eq!(
+        errors(&edited("trait = \"MyOps\"", "trait = \"Self\"")),
+        [
+            "ops.toml:2:9: `routing.trait`: `Self` is a Rust keyword; help: use a trait name such as \"RoutedOps\": letters, digits and `_`, not starting with a digit, not a keyword"
+        ]
+    );
+}
+
+#[test]
+fn unknown_tensor_kind_and_backend() {
+    assert_eq!(
+        errors(&edited(
+            "tensor = \"float\" },\n    { name = \"rhs\"",
+            "tensor = \"flaot\" },\n    { name = \"rhs\""
+        )),
+        [
+            "ops.toml:9:30: `op[0].inputs[0].tensor`: unknown tensor kind `flaot`; help: did you mean `float`? tensor kinds: float, int, bool"
+        ]
+    );
+    assert_eq!(
+        errors(&edited("[\"Flex\"]", "[\"Flx\"]")),
+        [
+            "ops.toml:3:13: `routing.backends[0]`: unknown backend `Flx`; help: did you mean `Flex`? known backends: Flex, Cube, Remote"
+        ]
+    );
+}
+
+#[test]
+fn empty_backend_list() {
+    assert_eq!(
+        errors(&edited("[\"Flex\"]", "[]")),
+        [
+            "ops.toml:3:12: `routing.backends`: empty backend list: no op could run anywhere; help: list at least one backend, e.g. `backends = [\"Flex\"]`"
+        ]
+    );
+}
+
+#[test]
+fn policy_needs_a_float_input() {
+    let source = VALID.replace("tensor = \"float\" }", "tensor = \"int\" }");
+    assert_eq!(
+        errors(&source),
+        [
+            "ops.toml:7:12: `op[0].autodiff`: op `add` is `differentiable` but has no float tensor input, so autodiff never reaches it; help: remove `autodiff` (the default `reject` is exact here), or add a float tensor input"
+        ]
+    );
+}
+
+#[test]
+fn no_tensor_input_needs_exactly_one_backend() {
+    let source = VALID
+        .replace(
+            "[\"Flex\"]",
+            "[\"Flex\", { name = \"Cube\", cfg = 'feature = \"cube\"' }]",
+        )
+        .replace("autodiff = \"differentiable\"\n", "")
+        .replace("tensor = \"float\" }", "type = \"f32\" }");
+    assert_eq!(
+        errors(&source),
+        [
+            "ops.toml:7:10: `op[0].inputs`: op `add` has no tensor input, so nothing tells which of the 2 backends to run it on; help: add a tensor input to route by, or list exactly one backend in `routing.backends`"
+        ]
+    );
+    // With exactly one backend it is fine.
+    let single = source.replace(", { name = \"Cube\", cfg = 'feature = \"cube\"' }", "");
+    Builder::new("ops.toml")
+        .render_str(&single)
+        .expect("one backend routes a tensor-less op");
+}
+
+#[test]
+fn unknown_policy_wrong_type_and_reserved_name() {
+    assert_eq!(
+        errors(&edited("\"differentiable\"", "\"diferentiable\"")),
+        [
+            "ops.toml:7:12: `op[0].autodiff`: unknown autodiff policy `diferentiable`; help: did you mean `differentiable`? one of: differentiable, detach, reject"
+        ]
+    );
+    assert_eq!(
+        errors(&edited("name = \"add\"", "name = 3")),
+        [
+            "ops.toml:6:8: `op[0].name`: `op[0].name` must be a string, found integer; help: write `op[0].name` as a string"
+        ]
+    );
+    assert_eq!(
+        errors(&edited("name = \"lhs\"", "name = \"route\"")),
+        [
+            "ops.toml:9:14: `op[0].inputs[0].name`: input name `route` is reserved by the generated routing code; help: rename the input; reserved names: route, kernel"
+        ]
+    );
+}
+
+#[test]
+fn plain_types_and_cfgs_must_parse() {
+    assert_eq!(
+        errors(&edited(
+            "tensor = \"float\" },\n    { name = \"rhs\"",
+            "type = \"Vec<\" },\n    { name = \"rhs\""
+        )),
+        [
+            "ops.toml:9:28: `op[0].inputs[0].type`: `Vec<` is not a Rust type: unexpected end of input, expected one of: `for`, parentheses, `fn`, `unsafe`, `extern`, identifier, `::`, `<`, `dyn`, square brackets, `*`, `&`, `!`, `impl`, `_`, lifetime; help: write a Rust type such as \"f32\", \"usize\" or \"Option<u64>\""
+        ]
+    );
+    assert_eq!(
+        errors(&edited(
+            "[\"Flex\"]",
+            "[{ name = \"Flex\", cfg = \"feature = \" }]"
+        )),
+        [
+            "ops.toml:3:36: `routing.backends[0].cfg`: `feature = ` is not a cfg predicate: unexpected end of input, expected an expression; help: write what goes inside `#[cfg(...)]`, e.g. 'feature = \"cube\"'"
+        ]
+    );
+}
+
+#[test]
+fn missing_keys() {
+    assert_eq!(
+        errors("[[op]]\nname = \"x\"\ninputs = []\n"),
+        [
+            "ops.toml:1:1: `routing`: missing `[routing]` table; help: add `[routing]` with `trait = \"MyOps\"` and `backends = [\"Flex\"]`"
+        ]
+    );
+    assert_eq!(
+        errors(&edited("name = \"lhs\", ", "")),
+        [
+            "ops.toml:9:5: `op[0].inputs[0].name`: missing key `name` in `op[0].inputs[0]`; help: add `name = \"x\"`"
+        ]
+    );
+}
+
+#[test]
+fn every_error_is_reported_in_one_pass() {
+    let source = VALID
+        .replace("trait = \"MyOps\"", "trait = \"My Ops\"")
+        .replace("outp", "outpt")
+        .replace(
+            "name = \"rhs\", tensor = \"float\"",
+            "name = \"rhs\", tensor = \"double\"",
+        );
+    assert_eq!(
+        errors(&source),
+        [
+            "ops.toml:2:9: `routing.trait`: `My Ops` is not a Rust identifier; help: use a trait name such as \"RoutedOps\": letters, digits and `_`, not starting with a digit, not a keyword",
+            "ops.toml:10:30: `op[0].inputs[1].tensor`: unknown tensor kind `double`; help: use one of: float, int, bool",
+            "ops.toml:12:1: `op[0].outptut`: unknown key `outptut` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output",
+        ]
+    );
+}

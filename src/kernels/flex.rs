@@ -1,0 +1,86 @@
+//! `Flex` kernels. Each runs one pass over contiguous `f32` storage (in place when the buffer is
+//! uniquely owned) and falls back to composing Flex's own ops for other dtypes, broadcasting or
+//! strided layouts.
+
+use burn_backend::backend::ops::{ActivationOps, FloatTensorOps};
+use burn_backend::tensor::{FloatTensor, IntTensor};
+use burn_backend::{DType, IntDType, Scalar, TensorData, TensorMetadata};
+use burn_dispatch::backends::Flex;
+use burn_dispatch::backends::flex::FlexTensor;
+
+use crate::ops::RoutedOps;
+
+/// `f32` elements of a contiguous tensor, or `None` (other dtype, strided or offset view).
+fn f32_slice(tensor: &FlexTensor) -> Option<&[f32]> {
+    tensor.as_slice::<f32>()
+}
+
+/// Applies `f` to every element: in place when `x` is contiguous `f32` and uniquely owned, else
+/// into a new buffer. Gives `x` back when it is not contiguous `f32`.
+fn map_f32(mut x: FlexTensor, f: impl Fn(f32) -> f32) -> Result<FlexTensor, FlexTensor> {
+    if x.dtype() != DType::F32 || !x.is_contiguous() || x.layout().start_offset() != 0 {
+        return Err(x);
+    }
+    if x.is_unique()
+        && x.layout().is_dense_unique_storage()
+        && let Some(values) = x.try_storage_mut::<f32>()
+    {
+        values.iter_mut().for_each(|v| *v = f(*v));
+        return Ok(x);
+    }
+    let shape = x.shape();
+    match f32_slice(&x) {
+        Some(values) => {
+            let out: Vec<f32> = values.iter().map(|v| f(*v)).collect();
+            Ok(FlexTensor::from_data(TensorData::new(out, shape)))
+        }
+        None => Err(x),
+    }
+}
+
+impl RoutedOps for Flex {
+    fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        if lhs.shape() == rhs.shape()
+            && let (Some(a), Some(b)) = (f32_slice(&lhs), f32_slice(&rhs))
+        {
+            let out: Vec<f32> = a.iter().zip(b).map(|(a, b)| (a + b).max(0.0)).collect();
+            return FlexTensor::from_data(TensorData::new(out, lhs.shape()));
+        }
+        // Broadcasting, strided views or another float dtype: Flex's own ops.
+        Flex::relu(Flex::float_add(lhs, rhs))
+    }
+
+    fn scale(x: FloatTensor<Self>, alpha: f32) -> FloatTensor<Self> {
+        map_f32(x, |v| v * alpha).unwrap_or_else(|x| Flex::float_mul_scalar(x, Scalar::from(alpha)))
+    }
+
+    fn argmax_last(x: &FloatTensor<Self>) -> IntTensor<Self> {
+        let shape = x.shape();
+        let last = shape.num_dims() - 1;
+        let width = shape[last];
+        if let Some(values) = f32_slice(x).filter(|_| width > 0) {
+            let out: Vec<i64> = values
+                .chunks_exact(width)
+                .map(|row| {
+                    let mut best = 0;
+                    for (i, v) in row.iter().enumerate() {
+                        // `>` keeps the first of equal maxima; NaN never wins.
+                        if *v > row[best] || row[best].is_nan() && !v.is_nan() {
+                            best = i;
+                        }
+                    }
+                    i64::try_from(best).expect("index fits in i64")
+                })
+                .collect();
+            let mut out_shape = shape.clone();
+            out_shape[last] = 1;
+            return FlexTensor::from_data(TensorData::new(out, out_shape));
+        }
+        Flex::float_argmax(x.clone(), last, IntDType::I64)
+    }
+
+    fn round_half_even(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        // Burn's `float_round` also rounds half to even; it is the fallback for other dtypes.
+        map_f32(x, f32::round_ties_even).unwrap_or_else(Flex::float_round)
+    }
+}

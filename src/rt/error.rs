@@ -1,0 +1,228 @@
+//! Routing errors: one variant per way a call can break the routing contract.
+
+use core::fmt;
+
+use super::Checkpointing;
+use super::route::{BackendId, TensorKind};
+
+/// Why a routed op call could not run. Every variant names the op, the input and the backend
+/// involved; the `Display` text also says how to fix it and points at its section of `ERRORS.md`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RouteError {
+    /// A float input tracked by autodiff reached an op declared `reject`.
+    TrackedInput {
+        /// The op.
+        op: &'static str,
+        /// The tracked input.
+        input: &'static str,
+        /// The backend the call was routed to.
+        backend: BackendId,
+        /// `manifest:LINE` of the op's policy.
+        location: &'static str,
+    },
+    /// The routing tensor is on a backend the op is not routed to (or not compiled for).
+    UnlistedBackend {
+        /// The op.
+        op: &'static str,
+        /// The backend of the routing tensor.
+        backend: BackendId,
+        /// `manifest:LINE` of the op.
+        location: &'static str,
+    },
+    /// Two inputs live on different backends.
+    BackendMismatch {
+        /// The op.
+        op: &'static str,
+        /// The input on another backend.
+        input: &'static str,
+        /// Its backend.
+        backend: BackendId,
+        /// The input that picked the backend.
+        routing_input: &'static str,
+        /// The backend it picked.
+        routing_backend: BackendId,
+    },
+    /// Two inputs carry enabled autodiff contexts with different checkpointing strategies.
+    CheckpointingMismatch {
+        /// The op.
+        op: &'static str,
+        /// The input whose strategy differs.
+        input: &'static str,
+        /// Its strategy.
+        strategy: Checkpointing,
+        /// The first input with an enabled context.
+        first_input: &'static str,
+        /// That input's strategy.
+        first_strategy: Checkpointing,
+    },
+    /// A dispatch tensor whose parts contradict each other.
+    Malformed {
+        /// The op.
+        op: &'static str,
+        /// The malformed input.
+        input: &'static str,
+        /// Its backend.
+        backend: BackendId,
+        /// What is wrong with it.
+        problem: Malformed,
+    },
+    /// No input carries a tensor, so nothing says which backend to use.
+    NoRoutingTensor {
+        /// The op.
+        op: &'static str,
+    },
+    /// An enabled autodiff context reached routing in a build without the `autodiff` feature.
+    AutodiffFeatureOff {
+        /// The op.
+        op: &'static str,
+    },
+}
+
+/// How a dispatch tensor is malformed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Malformed {
+    /// An int, bool or quantized primitive wrapped as autodiff.
+    NonFloatAutodiff,
+    /// A plain float primitive under an enabled autodiff context.
+    EnabledFloatNotAutodiff,
+    /// An autodiff primitive under a disabled context.
+    AutodiffWithDisabledContext,
+    /// An autodiff primitive not wrapped in `DispatchTensorKind::Autodiff`.
+    UnwrappedAutodiff,
+    /// `DispatchTensorKind::Autodiff` inside another one.
+    NestedAutodiff,
+    /// The primitive's kind is not the declared one.
+    WrongKind {
+        /// The declared kind.
+        expected: TensorKind,
+        /// The primitive found.
+        found: &'static str,
+    },
+    /// A primitive that does not fit the planned route.
+    UnexpectedPrimitive {
+        /// What the route needed.
+        expected: &'static str,
+        /// The primitive found.
+        found: &'static str,
+    },
+}
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NonFloatAutodiff => {
+                f.write_str("only float tensors may use an autodiff primitive")
+            }
+            Self::EnabledFloatNotAutodiff => {
+                f.write_str("an enabled float tensor must use an autodiff primitive")
+            }
+            Self::AutodiffWithDisabledContext => {
+                f.write_str("an autodiff float primitive must have an enabled autodiff context")
+            }
+            Self::UnwrappedAutodiff => f.write_str(
+                "an autodiff float primitive must be wrapped in `DispatchTensorKind::Autodiff`",
+            ),
+            Self::NestedAutodiff => {
+                f.write_str("an autodiff tensor must not wrap another autodiff tensor")
+            }
+            Self::WrongKind { expected, found } => {
+                write!(
+                    f,
+                    "the input is declared `{expected}` but holds a {found} primitive"
+                )
+            }
+            Self::UnexpectedPrimitive { expected, found } => {
+                write!(
+                    f,
+                    "the route needs a {expected} primitive but found {found}"
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for RouteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TrackedInput {
+                op,
+                input,
+                backend,
+                location,
+            } => write!(
+                f,
+                "autodiff float input reached concrete dispatch: op `{op}` got a tracked float input \
+                 `{input}` on backend {backend}, but {location} declares the op `reject` (the default), \
+                 which would silently drop its gradient. Fix: detach the input before the call \
+                 (`{input}.without_autodiff()`, or `{input}.detach()` on an intermediate result), or declare the op `autodiff = \"detach\"` (runs without gradient) \
+                 or `autodiff = \"differentiable\"` (and implement its `Autodiff<B, C>` kernel) in {location}. \
+                 See ERRORS.md#tracked-input"
+            ),
+            Self::UnlistedBackend {
+                op,
+                backend,
+                location,
+            } => write!(
+                f,
+                "op `{op}` is not routed to backend {backend}: its inputs live there, but {location} does \
+                 not list {backend} for it (or this build does not compile that backend in). Fix: add \
+                 {backend} to the op's backends in the manifest and implement its kernel, enable the \
+                 feature that compiles {backend} in, or move the inputs to a listed backend. \
+                 See ERRORS.md#unlisted-backend"
+            ),
+            Self::BackendMismatch {
+                op,
+                input,
+                backend,
+                routing_input,
+                routing_backend,
+            } => write!(
+                f,
+                "op `{op}` got inputs on different backends: `{routing_input}` is on {routing_backend} \
+                 (it picks the backend) but `{input}` is on {backend}. Fix: move `{input}` to the same \
+                 device first (`{input}.to_device(&device)`). See ERRORS.md#backend-mismatch"
+            ),
+            Self::CheckpointingMismatch {
+                op,
+                input,
+                strategy,
+                first_input,
+                first_strategy,
+            } => write!(
+                f,
+                "gradient checkpointing strategy mismatch in op `{op}`: input `{first_input}` uses \
+                 {first_strategy:?} but `{input}` uses {strategy:?}. Tensors in one operation must share a \
+                 strategy. Fix: create both on autodiff devices with the same checkpointing setting. \
+                 See ERRORS.md#checkpointing-mismatch"
+            ),
+            Self::Malformed {
+                op,
+                input,
+                backend,
+                problem,
+            } => write!(
+                f,
+                "{problem}: input `{input}` of op `{op}` (backend {backend}) is a malformed dispatch \
+                 tensor. Fix: build tensors through Burn's API (`Tensor::from_data`, `.require_grad()`, \
+                 `Tensor::into_dispatch`) rather than assembling `DispatchTensor` by hand. \
+                 See ERRORS.md#malformed-dispatch-tensor"
+            ),
+            Self::NoRoutingTensor { op } => write!(
+                f,
+                "op `{op}` has no tensor to route by: every tensor input is empty or absent. Fix: pass at \
+                 least one tensor. See ERRORS.md#no-routing-tensor"
+            ),
+            Self::AutodiffFeatureOff { op } => write!(
+                f,
+                "autodiff context requires the `autodiff` feature: op `{op}` got a tensor with an enabled \
+                 autodiff context, but burn-route was built without its `autodiff` feature. Fix: enable \
+                 the `autodiff` feature of burn-route (and of the crate that generated the op), or use a \
+                 device without `.autodiff()`. See ERRORS.md#autodiff-feature-off"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RouteError {}

@@ -1,0 +1,40 @@
+//! Runtime support for generated routing code.
+//!
+//! Generated modules name everything they need through this one path (`burn_route::rt`, or
+//! `crate::rt` inside this crate), so a downstream crate depends on `burn-route` alone for the
+//! Burn types its generated code uses.
+
+mod error;
+mod lane;
+mod route;
+
+pub use error::{Malformed, RouteError};
+pub use lane::{Held, Lane};
+pub use route::{BackendId, Input, Mode, OpInfo, Policy, Route, TensorKind};
+
+pub use burn_backend::Backend;
+pub use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
+pub use burn_dispatch::backends::Flex;
+pub use burn_dispatch::{
+    BackendTensor, Dispatch, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind,
+    GradientCheckpointingStrategy as Checkpointing,
+};
+pub use burn_tensor::{Bool, Float, Int, Tensor};
+
+#[cfg(feature = "autodiff")]
+pub use burn_autodiff::Autodiff;
+#[cfg(feature = "autodiff")]
+pub use burn_autodiff::checkpoint::strategy::{
+    BalancedCheckpointing, CheckpointStrategy, NoCheckpointing,
+};
+
+/// Unwraps a routing result, panicking with the error's message (its `Display` text).
+///
+/// This is what the panicking form of every routed op does with its `try_` twin's result.
+#[track_caller]
+pub fn expect<T>(result: Result<T, RouteError>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(err) => panic!("{err}"),
+    }
+}
