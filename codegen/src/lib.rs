@@ -230,13 +230,26 @@ impl Builder {
     /// problem as a `cargo::error=` line naming `file:LINE:COL`, the key and the fix. Cargo then
     /// fails the build with those messages; nothing panics.
     pub fn build_script(&self) {
-        println!("cargo::rerun-if-changed={}", self.manifest.display());
-        println!("cargo::rerun-if-changed=build.rs");
-        if let Err(err) = self.write() {
-            for line in error_lines(&err) {
-                println!("cargo::error={line}");
-            }
+        let stdout = std::io::stdout();
+        self.build_script_to(&mut stdout.lock());
+    }
+
+    /// [`Builder::build_script`], writing the cargo instructions to `out`. Returns whether the
+    /// files were generated.
+    pub fn build_script_to(&self, out: &mut impl std::io::Write) -> bool {
+        let mut lines = vec![
+            format!("cargo::rerun-if-changed={}", self.manifest.display()),
+            "cargo::rerun-if-changed=build.rs".to_owned(),
+        ];
+        let result = self.write();
+        if let Err(err) = &result {
+            lines.extend(error_lines(err).into_iter().map(|line| format!("cargo::error={line}")));
         }
+        for line in lines {
+            // Cargo reads these from stdout; a closed stdout leaves nothing to report to.
+            let _ = writeln!(out, "{line}");
+        }
+        result.is_ok()
     }
 
     /// The manifest path this builder reads.

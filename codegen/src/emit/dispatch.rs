@@ -26,13 +26,14 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
         let try_name = format_ident!("try_{}", op.name);
         let params = params(&rt, op, &this);
         let out = output_type(&rt, &op.output, &this);
+        let ret = super::returns(&op.output, &out);
         let args = op.inputs.iter().map(|i| ident(&i.name));
         let docs = super::doc_attrs(&[format!(
             "Routes to [`{try_name}`] and panics with its error."
         )]);
         quote! {
             #docs
-            fn #name(#(#params),*) -> #out {
+            fn #name(#(#params),*) #ret {
                 rt::expect(#try_name(#(#args),*))
             }
         }
@@ -143,6 +144,7 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
     // The generic body: unwrap every input for backend `B`, call, re-wrap.
     let kernel_params = op.inputs.iter().map(|i| input_type(&rt, &i.arg, &b));
     let kernel_out = output_type(&rt, &op.output, &b);
+    let kernel_ret = super::returns(&op.output, &kernel_out);
     let unwraps = op.inputs.iter().filter_map(|i| {
         let Arg::Tensor(t) = &i.arg else { return None };
         let id = ident(&i.name);
@@ -246,7 +248,7 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
 
             fn run<B: rt::Lane>(
                 #route_param: &rt::Route,
-                kernel: impl FnOnce(#(#kernel_params),*) -> #kernel_out,
+                kernel: impl FnOnce(#(#kernel_params),*) #kernel_ret,
                 #(#dispatch_params),*
             ) -> Result<#dispatch_out, rt::RouteError> {
                 #(#unwraps)*

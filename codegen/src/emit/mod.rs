@@ -172,6 +172,14 @@ fn input_type(runtime: &TokenStream, arg: &Arg, backend: &TokenStream) -> TokenS
     }
 }
 
+/// `-> T` for a function returning `out`, nothing for `()`.
+fn returns(out: &Output, ty: &TokenStream) -> TokenStream {
+    match out {
+        Output::Unit => TokenStream::new(),
+        _ => quote!(-> #ty),
+    }
+}
+
 /// The output type at the primitive level for backend `backend`.
 fn output_type(runtime: &TokenStream, out: &Output, backend: &TokenStream) -> TokenStream {
     match out {

@@ -23,9 +23,10 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
         let docs = op_docs(op, &[]);
         let params = params(rt, op, &this);
         let out = output_type(rt, &op.output, &this);
+            let ret = super::returns(&op.output, &out);
         quote! {
             #docs
-            fn #name(#(#params),*) -> #out;
+            fn #name(#(#params),*) #ret;
         }
     });
 
@@ -48,9 +49,10 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
                 let docs = op_docs(op, &[]);
                 let params = params(rt, op, &this);
                 let out = output_type(rt, &op.output, &this);
+            let ret = super::returns(&op.output, &out);
                 quote! {
                     #docs
-                    fn #name(#(#params),*) -> #out;
+                    fn #name(#(#params),*) #ret;
                 }
             });
         quote! {

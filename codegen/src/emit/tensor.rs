@@ -47,6 +47,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
         });
         let call = quote!(<rt::Dispatch as #trait_name>::#name(#(#args),*));
         let out_ty = output_type(&op.output);
+        let ret = super::returns(&op.output, &out_ty);
         let body = match &op.output {
             Output::Unit => quote!(#call;),
             Output::Plain(_) => call,
@@ -58,7 +59,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
         };
         quote! {
             #docs
-            pub fn #name #generics(#(#params),*) -> #out_ty {
+            pub fn #name #generics(#(#params),*) #ret {
                 #body
             }
         }
