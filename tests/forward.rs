@@ -78,6 +78,8 @@ fn argmax_last_matches_burn_and_keeps_the_dim() {
     );
     let idx = argmax_last(&x);
     assert_eq!(idx.dims(), [3, 1]);
+    // Same dtype as Burn's own argmax (the device's default int dtype).
+    assert_eq!(idx.dtype(), x.clone().argmax(1).dtype());
     // Ties go to the first index.
     assert_eq!(ints(&idx), [1, 1, 0]);
     assert_eq!(ints(&idx), ints(&x.clone().argmax(1)));

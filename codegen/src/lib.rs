@@ -243,7 +243,11 @@ impl Builder {
         ];
         let result = self.write();
         if let Err(err) = &result {
-            lines.extend(error_lines(err).into_iter().map(|line| format!("cargo::error={line}")));
+            lines.extend(
+                error_lines(err)
+                    .into_iter()
+                    .map(|line| format!("cargo::error={line}")),
+            );
         }
         for line in lines {
             // Cargo reads these from stdout; a closed stdout leaves nothing to report to.

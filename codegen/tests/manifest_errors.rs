@@ -257,8 +257,14 @@ fn every_error_is_reported_in_one_pass() {
 fn build_script_reports_cargo_errors_without_panicking() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("ops.toml");
-    std::fs::write(&manifest, edited("tensor = \"float\" }\n", "tensor = \"flaot\" }\n")).unwrap();
-    let builder = Builder::new(&manifest).manifest_name("ops.toml").out_dir(dir.path().join("out"));
+    std::fs::write(
+        &manifest,
+        edited("tensor = \"float\" }\n", "tensor = \"flaot\" }\n"),
+    )
+    .unwrap();
+    let builder = Builder::new(&manifest)
+        .manifest_name("ops.toml")
+        .out_dir(dir.path().join("out"));
     let mut stdout = Vec::new();
     assert!(!builder.build_script_to(&mut stdout));
     let stdout = String::from_utf8(stdout).unwrap();
@@ -270,7 +276,10 @@ fn build_script_reports_cargo_errors_without_panicking() {
             "cargo::error=ops.toml:12:21: `op[0].output.tensor`: unknown tensor kind `flaot`; help: did you mean `float`? tensor kinds: float, int, bool",
         ]
     );
-    assert!(!dir.path().join("out").exists(), "nothing is written when the manifest is bad");
+    assert!(
+        !dir.path().join("out").exists(),
+        "nothing is written when the manifest is bad"
+    );
 }
 
 #[test]
@@ -282,12 +291,27 @@ fn build_script_writes_the_files_once_and_deterministically() {
     let builder = Builder::new(&manifest).out_dir(&out);
     let first = builder.write().unwrap();
     assert_eq!(first.len(), 3);
-    assert!(first.iter().all(|(_, outcome)| *outcome == burn_route_codegen::WriteOutcome::Written));
-    let contents: Vec<String> = first.iter().map(|(p, _)| std::fs::read_to_string(p).unwrap()).collect();
+    assert!(
+        first
+            .iter()
+            .all(|(_, outcome)| *outcome == burn_route_codegen::WriteOutcome::Written)
+    );
+    let contents: Vec<String> = first
+        .iter()
+        .map(|(p, _)| std::fs::read_to_string(p).unwrap())
+        .collect();
     let second = builder.write().unwrap();
-    assert!(second.iter().all(|(_, outcome)| *outcome == burn_route_codegen::WriteOutcome::Unchanged));
+    assert!(
+        second
+            .iter()
+            .all(|(_, outcome)| *outcome == burn_route_codegen::WriteOutcome::Unchanged)
+    );
     // Rendering again (from text) is byte-identical.
-    let again: Vec<String> =
-        Builder::new(&manifest).render().unwrap().into_iter().map(|f| f.contents).collect();
+    let again: Vec<String> = Builder::new(&manifest)
+        .render()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.contents)
+        .collect();
     assert_eq!(contents, again);
 }

@@ -42,7 +42,11 @@ fn render() -> Vec<(String, String)> {
 }
 
 fn file(name: &str) -> String {
-    render().into_iter().find(|(n, _)| n == name).expect("file").1
+    render()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .expect("file")
+        .1
 }
 
 fn flat(s: &str) -> String {
@@ -56,7 +60,10 @@ fn trait_signatures() {
     assert!(ops.contains(
         "fn mixed( x: &rt::FloatTensor<Self>, ids: rt::IntTensor<Self>, mask: &rt::BoolTensor<Self>, k: usize, ) -> (rt::FloatTensor<Self>, (rt::IntTensor<Self>, u64));"
     ), "{ops}");
-    assert!(ops.contains("fn count(mask: rt::BoolTensor<Self>) -> usize;"), "{ops}");
+    assert!(
+        ops.contains("fn count(mask: rt::BoolTensor<Self>) -> usize;"),
+        "{ops}"
+    );
     assert!(ops.contains("fn fill(value: f32);"), "{ops}");
     // No differentiable op: no autodiff trait.
     assert!(!ops.contains("ShapeOpsAutodiff"), "{ops}");
@@ -76,7 +83,10 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         "let route = rt::Route::fixed(&OP, rt::BackendId::Flex);",
         "fn run<B: rt::Lane>( _route: &rt::Route, kernel: impl FnOnce(f32), value: f32, ) -> Result<(), rt::RouteError> { kernel(value); Ok(()) }",
     ] {
-        assert!(dispatch.contains(expected), "missing `{expected}` in\n{dispatch}");
+        assert!(
+            dispatch.contains(expected),
+            "missing `{expected}` in\n{dispatch}"
+        );
     }
 }
 
@@ -90,6 +100,9 @@ fn tensor_api_signatures() {
         "pub fn count<const D: usize>(mask: rt::Tensor<D, rt::Bool>) -> usize",
         "pub fn fill(value: f32) {",
     ] {
-        assert!(tensor.contains(expected), "missing `{expected}` in\n{tensor}");
+        assert!(
+            tensor.contains(expected),
+            "missing `{expected}` in\n{tensor}"
+        );
     }
 }

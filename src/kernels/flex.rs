@@ -2,9 +2,12 @@
 //! uniquely owned) and falls back to composing Flex's own ops for other dtypes, broadcasting or
 //! strided layouts.
 
+use burn_backend::backend::ops::IntTensorOps;
 use burn_backend::backend::ops::{ActivationOps, FloatTensorOps};
 use burn_backend::tensor::{FloatTensor, IntTensor};
-use burn_backend::{DType, IntDType, Scalar, TensorData, TensorMetadata};
+use burn_backend::{
+    DType, IntDType, Scalar, TensorData, TensorMetadata, get_or_init_device_settings,
+};
 use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
@@ -58,25 +61,41 @@ impl RoutedOps for Flex {
         let shape = x.shape();
         let last = shape.num_dims() - 1;
         let width = shape[last];
+        // Indices come out in the device's default int dtype, as Burn's own argmax does.
+        let int_dtype = get_or_init_device_settings::<Self>(&x.device()).int_dtype;
         if let Some(values) = f32_slice(x).filter(|_| width > 0) {
-            let out: Vec<i64> = values
-                .chunks_exact(width)
-                .map(|row| {
-                    let mut best = 0;
-                    for (i, v) in row.iter().enumerate() {
-                        // `>` keeps the first of equal maxima; NaN never wins.
-                        if *v > row[best] || row[best].is_nan() && !v.is_nan() {
-                            best = i;
-                        }
+            let best = values.chunks_exact(width).map(|row| {
+                let mut best = 0;
+                for (i, v) in row.iter().enumerate() {
+                    // `>` keeps the first of equal maxima; a NaN is never the maximum.
+                    if *v > row[best] || row[best].is_nan() && !v.is_nan() {
+                        best = i;
                     }
-                    i64::try_from(best).expect("index fits in i64")
-                })
-                .collect();
+                }
+                best
+            });
             let mut out_shape = shape.clone();
             out_shape[last] = 1;
-            return FlexTensor::from_data(TensorData::new(out, out_shape));
+            let data = match int_dtype {
+                IntDType::I32 => TensorData::new(
+                    best.map(|i| i32::try_from(i).expect("index fits in i32"))
+                        .collect(),
+                    out_shape,
+                ),
+                _ => TensorData::new(
+                    best.map(|i| i64::try_from(i).expect("index fits in i64"))
+                        .collect(),
+                    out_shape,
+                ),
+            };
+            let out = FlexTensor::from_data(data);
+            return if out.dtype() == DType::from(int_dtype) {
+                out
+            } else {
+                Flex::int_cast(out, int_dtype)
+            };
         }
-        Flex::float_argmax(x.clone(), last, IntDType::I64)
+        Flex::float_argmax(x.clone(), last, int_dtype)
     }
 
     fn round_half_even(x: FloatTensor<Self>) -> FloatTensor<Self> {

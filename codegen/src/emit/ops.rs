@@ -23,7 +23,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
         let docs = op_docs(op, &[]);
         let params = params(rt, op, &this);
         let out = output_type(rt, &op.output, &this);
-            let ret = super::returns(&op.output, &out);
+        let ret = super::returns(&op.output, &out);
         quote! {
             #docs
             fn #name(#(#params),*) #ret;
@@ -49,7 +49,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
                 let docs = op_docs(op, &[]);
                 let params = params(rt, op, &this);
                 let out = output_type(rt, &op.output, &this);
-            let ret = super::returns(&op.output, &out);
+                let ret = super::returns(&op.output, &out);
                 quote! {
                     #docs
                     fn #name(#(#params),*) #ret;
