@@ -5,6 +5,8 @@ use crate::rt;
 use super::ops::RoutedOps;
 #[cfg(feature = "autodiff")]
 use super::ops::RoutedOpsAutodiff;
+use super::ops::RoutedOpsComposite;
+use super::ops::RoutedOpsFlex;
 
 impl RoutedOps for rt::Dispatch {
     /// Routes to [`try_add_relu`] and panics with its error.
@@ -26,19 +28,74 @@ impl RoutedOps for rt::Dispatch {
     fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         rt::expect(try_round_half_even(x))
     }
+    /// Routes to [`try_axpby`] and panics with its error.
+    fn axpby(
+        x: rt::FloatTensor<Self>,
+        y: Option<rt::FloatTensor<Self>>,
+        alpha: f32,
+        beta: f32,
+    ) -> rt::FloatTensor<Self> {
+        rt::expect(try_axpby(x, y, alpha, beta))
+    }
+    /// Routes to [`try_masked_fill_count`] and panics with its error.
+    fn masked_fill_count(
+        x: rt::FloatTensor<Self>,
+        mask: &rt::BoolTensor<Self>,
+        value: f32,
+    ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
+        rt::expect(try_masked_fill_count(x, mask, value))
+    }
+    /// Routes to [`try_nan_to_num`] and panics with its error.
+    fn nan_to_num(
+        x: rt::FloatTensor<Self>,
+        value: f32,
+        with_mask: bool,
+    ) -> (rt::FloatTensor<Self>, Option<rt::BoolTensor<Self>>) {
+        rt::expect(try_nan_to_num(x, value, with_mask))
+    }
+    /// Routes to [`try_dequantize_relu`] and panics with its error.
+    fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self> {
+        rt::expect(try_dequantize_relu(x))
+    }
+}
+
+impl RoutedOpsComposite for rt::Dispatch {
+    /// Routes to [`try_sum_all`] and panics with its error.
+    fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
+        rt::expect(try_sum_all(xs))
+    }
+    /// Routes to [`try_split_last`] and panics with its error.
+    fn split_last(
+        x: rt::FloatTensor<Self>,
+        sizes: Vec<usize>,
+    ) -> Vec<rt::FloatTensor<Self>> {
+        rt::expect(try_split_last(x, sizes))
+    }
+    /// Routes to [`try_softplus`] and panics with its error.
+    fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
+        rt::expect(try_softplus(x, beta))
+    }
+}
+
+impl RoutedOpsFlex for rt::Dispatch {
+    /// Routes to [`try_iota`] and panics with its error.
+    fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self> {
+        rt::expect(try_iota(len, device))
+    }
 }
 
 /// Fused `relu(lhs + rhs)` for tensors of the same shape.
 ///
 /// Routing:
-/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` kernel and get gradients.
-/// - backends: Flex.
-/// - declared at `ops.toml:18`.
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:23`.
 ///
 /// # Errors
 ///
-/// Returns a [`rt::RouteError`] when the inputs break the routing contract: see the variants
-/// and `ERRORS.md`.
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 pub fn try_add_relu(
     lhs: rt::DispatchTensor,
     rhs: rt::DispatchTensor,
@@ -46,7 +103,8 @@ pub fn try_add_relu(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "add_relu",
         rt::Policy::Differentiable,
-        "ops.toml:18",
+        "ops.toml:23",
+        "ops.toml:12",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -63,7 +121,7 @@ pub fn try_add_relu(
     }
     let route = rt::Route::plan(
         &OP,
-        &[rt::Input::float("lhs", &lhs), rt::Input::float("rhs", &rhs)],
+        [rt::Input::float("lhs", &lhs), rt::Input::float("rhs", &rhs)],
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
@@ -89,6 +147,59 @@ pub fn try_add_relu(
                 rhs,
             )
         }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Cube>,
+            >(&route, <rt::Autodiff<rt::Cube> as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Cube,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsAutodiff>::add_relu,
+                lhs,
+                rhs,
+            )
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Remote>,
+            >(
+                &route,
+                <rt::Autodiff<rt::Remote> as RoutedOpsAutodiff>::add_relu,
+                lhs,
+                rhs,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Remote,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsAutodiff>::add_relu,
+                lhs,
+                rhs,
+            )
+        }
         _ => Err(route.unserved()),
     }
 }
@@ -96,14 +207,15 @@ pub fn try_add_relu(
 /// Multiplies every element by `alpha`.
 ///
 /// Routing:
-/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` kernel and get gradients.
-/// - backends: Flex.
-/// - declared at `ops.toml:28`.
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:33`.
 ///
 /// # Errors
 ///
-/// Returns a [`rt::RouteError`] when the inputs break the routing contract: see the variants
-/// and `ERRORS.md`.
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 pub fn try_scale(
     x: rt::DispatchTensor,
     alpha: f32,
@@ -111,7 +223,8 @@ pub fn try_scale(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "scale",
         rt::Policy::Differentiable,
-        "ops.toml:28",
+        "ops.toml:33",
+        "ops.toml:12",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -122,7 +235,7 @@ pub fn try_scale(
         let x = B::float(route, "x", x)?;
         Ok(B::float_out(route, kernel(x, alpha)))
     }
-    let route = rt::Route::plan(&OP, &[rt::Input::float("x", &x)])?;
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha)
@@ -147,6 +260,54 @@ pub fn try_scale(
                 alpha,
             )
         }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Cube>,
+            >(&route, <rt::Autodiff<rt::Cube> as RoutedOpsAutodiff>::scale, x, alpha)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Cube,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsAutodiff>::scale,
+                x,
+                alpha,
+            )
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Remote>,
+            >(&route, <rt::Autodiff<rt::Remote> as RoutedOpsAutodiff>::scale, x, alpha)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Remote,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsAutodiff>::scale,
+                x,
+                alpha,
+            )
+        }
         _ => Err(route.unserved()),
     }
 }
@@ -156,20 +317,22 @@ pub fn try_scale(
 ///
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
-/// - backends: Flex.
-/// - declared at `ops.toml:40`.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:45`.
 ///
 /// # Errors
 ///
-/// Returns a [`rt::RouteError`] when the inputs break the routing contract: see the variants
-/// and `ERRORS.md`.
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 pub fn try_argmax_last(
     x: &rt::DispatchTensor,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "argmax_last",
         rt::Policy::Detach,
-        "ops.toml:40",
+        "ops.toml:45",
+        "ops.toml:12",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -179,10 +342,18 @@ pub fn try_argmax_last(
         let x = B::float_ref(route, "x", x)?;
         Ok(B::int_out(route, kernel(&x)))
     }
-    let route = rt::Route::plan(&OP, &[rt::Input::float("x", x)])?;
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x)
         }
         _ => Err(route.unserved()),
     }
@@ -194,20 +365,22 @@ pub fn try_argmax_last(
 ///
 /// Routing:
 /// - autodiff policy `reject`: a tracked float input is an error.
-/// - backends: Flex.
-/// - declared at `ops.toml:45`.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:50`.
 ///
 /// # Errors
 ///
-/// Returns a [`rt::RouteError`] when the inputs break the routing contract: see the variants
-/// and `ERRORS.md`.
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 pub fn try_round_half_even(
     x: rt::DispatchTensor,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "round_half_even",
         rt::Policy::Reject,
-        "ops.toml:45",
+        "ops.toml:50",
+        "ops.toml:12",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -217,10 +390,743 @@ pub fn try_round_half_even(
         let x = B::float(route, "x", x)?;
         Ok(B::float_out(route, kernel(x)))
     }
-    let route = rt::Route::plan(&OP, &[rt::Input::float("x", &x)])?;
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x)
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:61`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_axpby(
+    x: rt::DispatchTensor,
+    y: Option<rt::DispatchTensor>,
+    alpha: f32,
+    beta: f32,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "axpby",
+        rt::Policy::Differentiable,
+        "ops.toml:61",
+        "ops.toml:12",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(
+            rt::FloatTensor<B>,
+            Option<rt::FloatTensor<B>>,
+            f32,
+            f32,
+        ) -> rt::FloatTensor<B>,
+        x: rt::DispatchTensor,
+        y: Option<rt::DispatchTensor>,
+        alpha: f32,
+        beta: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        let y = y.map(|t| B::float(route, "y", t)).transpose()?;
+        Ok(B::float_out(route, kernel(x, y, alpha, beta)))
+    }
+    let route = rt::Route::plan(
+        &OP,
+        [rt::Input::float("x", &x)]
+            .into_iter()
+            .chain(y.as_ref().map(|t| rt::Input::float("y", t))),
+    )?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Flex>,
+            >(
+                &route,
+                <rt::Autodiff<rt::Flex> as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Flex,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Cube>,
+            >(
+                &route,
+                <rt::Autodiff<rt::Cube> as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Cube,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<
+                rt::Remote,
+            >(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Remote>,
+            >(
+                &route,
+                <rt::Autodiff<rt::Remote> as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Remote,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// Element-wise sum of a non-empty list of tensors of the same shape. Composite: built from backend
+/// additions, so it runs everywhere and its gradient comes from the composition.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - composite: `crate::composite::sum_all` implements it on every backend.
+/// - declared at `ops.toml:75`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_sum_all(
+    xs: Vec<rt::DispatchTensor>,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "sum_all",
+        rt::Policy::Differentiable,
+        "ops.toml:75",
+        "ops.toml:12",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(Vec<rt::FloatTensor<B>>) -> rt::FloatTensor<B>,
+        xs: Vec<rt::DispatchTensor>,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let xs = xs
+            .into_iter()
+            .map(|t| B::float(route, "xs", t))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(B::float_out(route, kernel(xs)))
+    }
+    let route = rt::Route::plan(
+        &OP,
+        xs.iter().enumerate().map(|(i, t)| rt::Input::float("xs", t).at(i)),
+    )?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Flex>,
+            >(&route, <rt::Autodiff<rt::Flex> as RoutedOpsComposite>::sum_all, xs)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Flex,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsComposite>::sum_all,
+                xs,
+            )
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Cube>,
+            >(&route, <rt::Autodiff<rt::Cube> as RoutedOpsComposite>::sum_all, xs)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Cube,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsComposite>::sum_all,
+                xs,
+            )
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Remote>,
+            >(&route, <rt::Autodiff<rt::Remote> as RoutedOpsComposite>::sum_all, xs)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Remote,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsComposite>::sum_all,
+                xs,
+            )
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// Splits `x` along its last dimension into consecutive pieces of the given sizes (which must add
+/// up to that dimension). Composite: gradients flow back into the matching slices of `x`.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - composite: `crate::composite::split_last` implements it on every backend.
+/// - declared at `ops.toml:85`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_split_last(
+    x: rt::DispatchTensor,
+    sizes: Vec<usize>,
+) -> Result<Vec<rt::DispatchTensor>, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "split_last",
+        rt::Policy::Differentiable,
+        "ops.toml:85",
+        "ops.toml:12",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(rt::FloatTensor<B>, Vec<usize>) -> Vec<rt::FloatTensor<B>>,
+        x: rt::DispatchTensor,
+        sizes: Vec<usize>,
+    ) -> Result<Vec<rt::DispatchTensor>, rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        Ok(kernel(x, sizes).into_iter().map(|t| B::float_out(route, t)).collect())
+    }
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<
+                rt::Flex,
+            >(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Flex>,
+            >(
+                &route,
+                <rt::Autodiff<rt::Flex> as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            )
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Flex,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            )
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<
+                rt::Cube,
+            >(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Cube>,
+            >(
+                &route,
+                <rt::Autodiff<rt::Cube> as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Cube,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            )
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<
+                rt::Remote,
+            >(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Remote>,
+            >(
+                &route,
+                <rt::Autodiff<rt::Remote> as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Remote,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            )
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// `ln(1 + exp(beta * x)) / beta`, computed stably. Composite: its gradient (the logistic
+/// sigmoid of `beta * x`) comes from the composition.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - composite: `crate::composite::softplus` implements it on every backend.
+/// - declared at `ops.toml:98`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_softplus(
+    x: rt::DispatchTensor,
+    beta: f32,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "softplus",
+        rt::Policy::Differentiable,
+        "ops.toml:98",
+        "ops.toml:12",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
+        x: rt::DispatchTensor,
+        beta: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        Ok(B::float_out(route, kernel(x, beta)))
+    }
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Flex>,
+            >(&route, <rt::Autodiff<rt::Flex> as RoutedOpsComposite>::softplus, x, beta)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Flex,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsComposite>::softplus,
+                x,
+                beta,
+            )
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Cube>,
+            >(&route, <rt::Autodiff<rt::Cube> as RoutedOpsComposite>::softplus, x, beta)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Cube,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsComposite>::softplus,
+                x,
+                beta,
+            )
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<
+                rt::Remote,
+            >(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<
+                rt::Autodiff<rt::Remote>,
+            >(
+                &route,
+                <rt::Autodiff<rt::Remote> as RoutedOpsComposite>::softplus,
+                x,
+                beta,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<
+                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
+            >(
+                &route,
+                <rt::Autodiff<
+                    rt::Remote,
+                    rt::BalancedCheckpointing,
+                > as RoutedOpsComposite>::softplus,
+                x,
+                beta,
+            )
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// Replaces the elements of `x` where `mask` is true by `value`, and counts them.
+/// Returns the filled tensor and a one-element int tensor with the count.
+///
+/// Routing:
+/// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:111`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_masked_fill_count(
+    x: rt::DispatchTensor,
+    mask: &rt::DispatchTensor,
+    value: f32,
+) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "masked_fill_count",
+        rt::Policy::Detach,
+        "ops.toml:111",
+        "ops.toml:12",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(
+            rt::FloatTensor<B>,
+            &rt::BoolTensor<B>,
+            f32,
+        ) -> (rt::FloatTensor<B>, rt::IntTensor<B>),
+        x: rt::DispatchTensor,
+        mask: &rt::DispatchTensor,
+        value: f32,
+    ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        let mask = B::bool_ref(route, "mask", mask)?;
+        let (out_0, out_1) = kernel(x, &mask, value);
+        Ok((B::float_out(route, out_0), B::int_out(route, out_1)))
+    }
+    let route = rt::Route::plan(
+        &OP,
+        [rt::Input::float("x", &x), rt::Input::bool("mask", mask)],
+    )?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<
+                rt::Flex,
+            >(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<
+                rt::Cube,
+            >(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<
+                rt::Remote,
+            >(&route, <rt::Remote as RoutedOps>::masked_fill_count, x, mask, value)
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// Replaces NaN elements by `value`. With `with_mask`, also returns where the NaNs were.
+///
+/// Routing:
+/// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:123`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_nan_to_num(
+    x: rt::DispatchTensor,
+    value: f32,
+    with_mask: bool,
+) -> Result<(rt::DispatchTensor, Option<rt::DispatchTensor>), rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "nan_to_num",
+        rt::Policy::Detach,
+        "ops.toml:123",
+        "ops.toml:12",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(
+            rt::FloatTensor<B>,
+            f32,
+            bool,
+        ) -> (rt::FloatTensor<B>, Option<rt::BoolTensor<B>>),
+        x: rt::DispatchTensor,
+        value: f32,
+        with_mask: bool,
+    ) -> Result<(rt::DispatchTensor, Option<rt::DispatchTensor>), rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        let (out_0, out_1) = kernel(x, value, with_mask);
+        Ok((B::float_out(route, out_0), out_1.map(|t| B::bool_out(route, t))))
+    }
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<
+                rt::Flex,
+            >(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<
+                rt::Cube,
+            >(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<
+                rt::Remote,
+            >(&route, <rt::Remote as RoutedOps>::nan_to_num, x, value, with_mask)
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// Dequantizes `x` to `f32` and applies relu, in one step.
+///
+/// Routing:
+/// - autodiff policy `reject`: a tracked float input is an error.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:132`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_dequantize_relu(
+    x: rt::DispatchTensor,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "dequantize_relu",
+        rt::Policy::Reject,
+        "ops.toml:132",
+        "ops.toml:12",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(rt::QuantizedTensor<B>) -> rt::FloatTensor<B>,
+        x: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let x = B::quantized(route, "x", x)?;
+        Ok(B::float_out(route, kernel(x)))
+    }
+    let route = rt::Route::plan(&OP, [rt::Input::quantized("x", &x)])?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x)
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// `[0, 1, ..., len - 1]` as an int tensor on `device`. A factory: no tensor input, so the device
+/// routes it, and it is listed for one backend.
+///
+/// Routing:
+/// - autodiff policy `reject`: a tracked float input is an error.
+/// - backends: Flex.
+/// - declared at `ops.toml:138`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_iota(
+    len: usize,
+    device: &rt::DispatchDevice,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "iota",
+        rt::Policy::Reject,
+        "ops.toml:138",
+        "ops.toml:142",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(usize, &rt::DeviceOf<B>) -> rt::IntTensor<B>,
+        len: usize,
+        device: &rt::DispatchDevice,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let device = B::device(route, "device", device)?;
+        Ok(B::int_out(route, kernel(len, &device)))
+    }
+    let route = rt::Route::plan_device(&OP, "device", device)?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device)
         }
         _ => Err(route.unserved()),
     }

@@ -5,15 +5,15 @@ use crate::rt;
 
 /// Routed ops declared in `ops.toml`.
 ///
-/// Implement it for every concrete backend the manifest lists (`Flex`, and `Cube` or `Remote`
-/// where enabled); `Dispatch` gets a generated implementation that routes each call.
+/// Implement it for `Flex`, `Cube`, `Remote`; `Dispatch` gets a generated implementation that routes
+/// each call to the backend of its inputs.
 pub trait RoutedOps: rt::Backend {
     /// Fused `relu(lhs + rhs)` for tensors of the same shape.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` kernel and get gradients.
-    /// - backends: Flex.
-    /// - declared at `ops.toml:18`.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:23`.
     fn add_relu(
         lhs: rt::FloatTensor<Self>,
         rhs: rt::FloatTensor<Self>,
@@ -21,17 +21,17 @@ pub trait RoutedOps: rt::Backend {
     /// Multiplies every element by `alpha`.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` kernel and get gradients.
-    /// - backends: Flex.
-    /// - declared at `ops.toml:28`.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:33`.
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self>;
     /// Index of the largest element along the last dimension, which is kept with size 1.
     /// Ties resolve to the first index. Not differentiable: gradients never flow through an index.
     ///
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
-    /// - backends: Flex.
-    /// - declared at `ops.toml:40`.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:45`.
     fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self>;
     /// Rounds every element to the nearest integer, ties to even (banker's rounding).
     /// Inference only: its derivative is zero almost everywhere, so a tracked input is refused rather
@@ -39,24 +39,65 @@ pub trait RoutedOps: rt::Backend {
     ///
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
-    /// - backends: Flex.
-    /// - declared at `ops.toml:45`.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:50`.
     fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:61`.
+    fn axpby(
+        x: rt::FloatTensor<Self>,
+        y: Option<rt::FloatTensor<Self>>,
+        alpha: f32,
+        beta: f32,
+    ) -> rt::FloatTensor<Self>;
+    /// Replaces the elements of `x` where `mask` is true by `value`, and counts them.
+    /// Returns the filled tensor and a one-element int tensor with the count.
+    ///
+    /// Routing:
+    /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:111`.
+    fn masked_fill_count(
+        x: rt::FloatTensor<Self>,
+        mask: &rt::BoolTensor<Self>,
+        value: f32,
+    ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>);
+    /// Replaces NaN elements by `value`. With `with_mask`, also returns where the NaNs were.
+    ///
+    /// Routing:
+    /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:123`.
+    fn nan_to_num(
+        x: rt::FloatTensor<Self>,
+        value: f32,
+        with_mask: bool,
+    ) -> (rt::FloatTensor<Self>, Option<rt::BoolTensor<Self>>);
+    /// Dequantizes `x` to `f32` and applies relu, in one step.
+    ///
+    /// Routing:
+    /// - autodiff policy `reject`: a tracked float input is an error.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:132`.
+    fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self>;
 }
 
-/// `Autodiff<B, C>` kernels of the differentiable ops in `ops.toml`.
+/// `Autodiff<B, C>` kernels of the differentiable ops of [`RoutedOps`].
 ///
-/// Implement it for `Autodiff<B, C>` (forward on `B`, plus a backward pass). The generated
-/// `Dispatch` routing calls it when a float input carries an enabled autodiff context; `RoutedOps`
-/// is used otherwise.
+/// Implement it for `Autodiff<B, C>`: the forward pass on `B` plus a backward pass. The
+/// generated `Dispatch` routing calls it when an input carries an enabled autodiff context.
 #[cfg(feature = "autodiff")]
 pub trait RoutedOpsAutodiff: rt::Backend {
     /// Fused `relu(lhs + rhs)` for tensors of the same shape.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` kernel and get gradients.
-    /// - backends: Flex.
-    /// - declared at `ops.toml:18`.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:23`.
     fn add_relu(
         lhs: rt::FloatTensor<Self>,
         rhs: rt::FloatTensor<Self>,
@@ -64,8 +105,91 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// Multiplies every element by `alpha`.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` kernel and get gradients.
-    /// - backends: Flex.
-    /// - declared at `ops.toml:28`.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:33`.
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self>;
+    /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:61`.
+    fn axpby(
+        x: rt::FloatTensor<Self>,
+        y: Option<rt::FloatTensor<Self>>,
+        alpha: f32,
+        beta: f32,
+    ) -> rt::FloatTensor<Self>;
+}
+
+/// Composite ops declared in `ops.toml`.
+///
+/// Each method's default body calls the op's composite function, built from backend
+/// primitives, so it runs on `Flex`, `Cube`, `Remote` and on `Autodiff<B, C>` (where its gradient
+/// comes from the composition); the impls below are generated.
+pub trait RoutedOpsComposite: rt::Backend {
+    /// Element-wise sum of a non-empty list of tensors of the same shape. Composite: built from backend
+    /// additions, so it runs everywhere and its gradient comes from the composition.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - composite: `crate::composite::sum_all` implements it on every backend.
+    /// - declared at `ops.toml:75`.
+    fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
+        crate::composite::sum_all::<Self>(xs)
+    }
+    /// Splits `x` along its last dimension into consecutive pieces of the given sizes (which must add
+    /// up to that dimension). Composite: gradients flow back into the matching slices of `x`.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - composite: `crate::composite::split_last` implements it on every backend.
+    /// - declared at `ops.toml:85`.
+    fn split_last(
+        x: rt::FloatTensor<Self>,
+        sizes: Vec<usize>,
+    ) -> Vec<rt::FloatTensor<Self>> {
+        crate::composite::split_last::<Self>(x, sizes)
+    }
+    /// `ln(1 + exp(beta * x)) / beta`, computed stably. Composite: its gradient (the logistic
+    /// sigmoid of `beta * x`) comes from the composition.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - composite: `crate::composite::softplus` implements it on every backend.
+    /// - declared at `ops.toml:98`.
+    fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
+        crate::composite::softplus::<Self>(x, beta)
+    }
+}
+
+impl RoutedOpsComposite for rt::Flex {}
+
+#[cfg(feature = "cube")]
+impl RoutedOpsComposite for rt::Cube {}
+
+#[cfg(feature = "remote")]
+impl RoutedOpsComposite for rt::Remote {}
+
+#[cfg(feature = "autodiff")]
+impl<B: rt::Backend, C: rt::CheckpointStrategy> RoutedOpsComposite
+for rt::Autodiff<B, C> {}
+
+/// Routed ops declared in `ops.toml`.
+///
+/// Implement it for `Flex`; `Dispatch` gets a generated implementation that routes
+/// each call to the backend of its inputs.
+pub trait RoutedOpsFlex: rt::Backend {
+    /// `[0, 1, ..., len - 1]` as an int tensor on `device`. A factory: no tensor input, so the device
+    /// routes it, and it is listed for one backend.
+    ///
+    /// Routing:
+    /// - autodiff policy `reject`: a tracked float input is an error.
+    /// - backends: Flex.
+    /// - declared at `ops.toml:138`.
+    fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self>;
 }

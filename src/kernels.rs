@@ -1,10 +1,16 @@
 //! Hand-written kernels for the ops in `ops.toml`: the generated traits declare them, these
 //! implement them.
 //!
-//! - [`flex`]: `impl RoutedOps for Flex`, forward kernels on the primitive's storage.
+//! - [`flex`]: `impl RoutedOps for Flex` (and the Flex-only `RoutedOpsFlex`), forward kernels on
+//!   the primitive's storage.
+//! - [`composed`]: every op written with backend primitives; the kernels of `Cube` and `Remote`.
 //! - `autodiff`: `impl RoutedOpsAutodiff for Autodiff<B, C>`, forward on `B` plus the backward
 //!   pass of each differentiable op.
+//!
+//! Composite ops (`composite = ...` in the manifest) need no kernel here: see
+//! [`crate::composite`].
 
 #[cfg(feature = "autodiff")]
 mod autodiff;
+pub mod composed;
 pub mod flex;

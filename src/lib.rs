@@ -8,6 +8,7 @@
 //!
 //! The generated modules are also checked in under `generated/` for review.
 
+pub mod composite;
 pub mod kernels;
 pub mod rt;
 
@@ -27,6 +28,5 @@ pub mod tensor {
     include!(concat!(env!("OUT_DIR"), "/routed_tensor.rs"));
 }
 
-pub use dispatch::*;
 pub use ops::*;
 pub use tensor::*;

@@ -5,7 +5,7 @@
 mod common;
 
 use burn_route::dispatch::{try_add_relu, try_round_half_even};
-use burn_route::rt::{BackendId, RouteError};
+use burn_route::rt::{BackendId, InputName, RouteError};
 use burn_route::{add_relu, argmax_last, round_half_even, scale};
 use burn_tensor::{Device, Tensor};
 use common::{Rng, assert_close, finite_difference, panic_message, tensor, values};
@@ -197,7 +197,7 @@ fn reject_op_refuses_a_tracked_input_with_the_exact_message() {
         err,
         RouteError::TrackedInput {
             op: "round_half_even",
-            input: "x",
+            input: InputName::new("x"),
             backend: BackendId::Flex,
             location: "ops.toml:45"
         }

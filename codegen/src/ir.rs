@@ -1,16 +1,16 @@
 //! The validated, resolved form of a manifest that the emitters read.
 //!
 //! Everything here has been checked: names are identifiers, kinds and policies are enums, Rust
-//! types and cfg predicates are parsed. Emitters only turn this into tokens.
+//! types, paths and cfg predicates are parsed. Emitters only turn this into tokens.
 
 /// A validated manifest.
 #[derive(Clone, Debug)]
 pub struct Ir {
     /// Display name of the manifest file, used in generated docs and runtime messages.
     pub manifest_name: String,
-    /// The extension trait every listed backend implements.
+    /// The main extension trait.
     pub trait_name: String,
-    /// The trait with the `Autodiff<B, C>` kernels of differentiable ops.
+    /// The trait with the `Autodiff<B, C>` kernels of the main trait's differentiable ops.
     pub autodiff_trait: String,
     /// cfg predicate (in the consuming crate) that gates autodiff routing.
     pub autodiff_cfg: syn::Meta,
@@ -18,15 +18,42 @@ pub struct Ir {
     pub backends: Vec<Backend>,
     /// The ops, in manifest order.
     pub ops: Vec<Op>,
+    /// The traits, in order of first use by an op.
+    pub groups: Vec<TraitGroup>,
 }
 
 impl Ir {
-    /// Whether any op routes tracked floats to an `Autodiff<B, C>` kernel.
-    pub fn has_differentiable(&self) -> bool {
-        self.ops
-            .iter()
-            .any(|op| op.policy == Policy::Differentiable)
+    /// The ops of group `group`, in manifest order.
+    pub fn ops_of(&self, group: usize) -> impl Iterator<Item = &Op> {
+        self.ops.iter().filter(move |op| op.group == group)
     }
+
+    /// Whether group `group` has differentiable ops whose `Autodiff<B, C>` kernels are written
+    /// by hand (and so needs its companion autodiff trait).
+    pub fn needs_autodiff_trait(&self, group: usize) -> bool {
+        !self.groups[group].composite
+            && self
+                .ops_of(group)
+                .any(|op| op.policy == Policy::Differentiable)
+    }
+}
+
+/// One generated extension trait: the ops that share a backend list and a kind of body.
+///
+/// Ops routed to the manifest's default backends with hand-written kernels form the main trait
+/// (`routing.trait`). An op with its own `backends` list goes to a trait named after them
+/// (`RoutedOpsCube`) so only those backends implement it; composite ops go to a `...Composite`
+/// trait whose methods have default bodies.
+#[derive(Clone, Debug)]
+pub struct TraitGroup {
+    /// Trait name.
+    pub name: String,
+    /// Name of the companion trait with the hand-written `Autodiff<B, C>` kernels.
+    pub autodiff_name: String,
+    /// Backends that implement the trait.
+    pub backends: Vec<Backend>,
+    /// Methods have default bodies calling a composite function.
+    pub composite: bool,
 }
 
 /// A backend selector and the cfg that compiles it in.
@@ -94,7 +121,7 @@ pub struct Op {
     pub doc: Vec<String>,
     /// Autodiff policy.
     pub policy: Policy,
-    /// `ops.toml:LINE` of the line to edit to change the policy, for runtime messages.
+    /// `manifest:LINE` of the line to edit to change the policy, for runtime messages.
     pub location: String,
     /// Inputs, in manifest order.
     pub inputs: Vec<Input>,
@@ -102,6 +129,12 @@ pub struct Op {
     pub output: Output,
     /// Backends this op is routed to.
     pub backends: Vec<Backend>,
+    /// `manifest:LINE` of the backend list that routes this op, for runtime messages.
+    pub backends_location: String,
+    /// Index of the op's trait in [`Ir::groups`].
+    pub group: usize,
+    /// The composite function implementing the op on every backend, if any.
+    pub composite: Option<syn::Path>,
 }
 
 impl Op {
@@ -109,8 +142,13 @@ impl Op {
     pub fn tensor_inputs(&self) -> impl Iterator<Item = (&Input, &TensorArg)> {
         self.inputs.iter().filter_map(|input| match &input.arg {
             Arg::Tensor(t) => Some((input, t)),
-            Arg::Plain(_) => None,
+            Arg::Plain(_) | Arg::Device => None,
         })
+    }
+
+    /// The device input, if any.
+    pub fn device_input(&self) -> Option<&Input> {
+        self.inputs.iter().find(|i| matches!(i.arg, Arg::Device))
     }
 }
 
@@ -132,11 +170,13 @@ pub enum TensorKind {
     Int,
     /// Boolean.
     Bool,
+    /// Quantized float.
+    Quantized,
 }
 
 impl TensorKind {
     /// Every kind, in manifest-reference order.
-    pub const ALL: [Self; 3] = [Self::Float, Self::Int, Self::Bool];
+    pub const ALL: [Self; 4] = [Self::Float, Self::Int, Self::Bool, Self::Quantized];
 
     /// The kind as written in the manifest.
     pub fn as_str(self) -> &'static str {
@@ -144,8 +184,20 @@ impl TensorKind {
             Self::Float => "float",
             Self::Int => "int",
             Self::Bool => "bool",
+            Self::Quantized => "quantized",
         }
     }
+}
+
+/// What holds the tensor(s) of an argument or output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    /// Exactly one tensor.
+    One,
+    /// `Option<tensor>`.
+    Option,
+    /// `Vec<tensor>`.
+    Vec,
 }
 
 /// Rank of a tensor at the `Tensor<D>` level.
@@ -166,15 +218,19 @@ pub struct TensorArg {
     pub borrowed: bool,
     /// Rank at the `Tensor<D>` level.
     pub rank: Rank,
+    /// One tensor, an `Option` or a `Vec`.
+    pub container: Container,
 }
 
 /// What an input carries.
 #[derive(Clone, Debug)]
 pub enum Arg {
-    /// A tensor.
+    /// A tensor (or an `Option`/`Vec` of them).
     Tensor(TensorArg),
     /// A plain Rust value, passed through unchanged.
     Plain(syn::Type),
+    /// The device (`&Device<B>`): routes ops without tensor inputs.
+    Device,
 }
 
 /// What an op returns.
@@ -182,7 +238,7 @@ pub enum Arg {
 pub enum Output {
     /// Nothing: `()`.
     Unit,
-    /// A tensor.
+    /// A tensor (or an `Option`/`Vec` of them).
     Tensor(TensorArg),
     /// A plain Rust value.
     Plain(syn::Type),

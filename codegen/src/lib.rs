@@ -74,6 +74,7 @@ pub struct Builder {
     out_dir: Option<PathBuf>,
     runtime_path: String,
     trait_module: String,
+    dispatch_module: String,
     regenerate: String,
 }
 
@@ -87,6 +88,7 @@ impl Builder {
             out_dir: None,
             runtime_path: "::burn_route::rt".to_owned(),
             trait_module: "super::ops".to_owned(),
+            dispatch_module: "super::dispatch".to_owned(),
             regenerate: "bless the snapshot with `UPDATE_GENERATED=1 cargo test`".to_owned(),
         }
     }
@@ -111,6 +113,14 @@ impl Builder {
     #[must_use]
     pub fn trait_module(mut self, path: impl Into<String>) -> Self {
         self.trait_module = path.into();
+        self
+    }
+
+    /// The path, as seen from the generated tensor module, of the module that includes the
+    /// generated dispatch file (its `try_` functions). Defaults to `super::dispatch`.
+    #[must_use]
+    pub fn dispatch_module(mut self, path: impl Into<String>) -> Self {
+        self.dispatch_module = path.into();
         self
     }
 
@@ -143,6 +153,7 @@ impl Builder {
         Ok(emit::EmitConfig {
             runtime: parse_path("runtime path", &self.runtime_path)?,
             trait_module: parse_path("trait module", &self.trait_module)?,
+            dispatch_module: parse_path("dispatch module", &self.dispatch_module)?,
             regenerate: self.regenerate.clone(),
         })
     }

@@ -73,6 +73,10 @@ pub struct OpSpec {
     pub inputs: Option<Sp<Vec<InputSpec>>>,
     /// `output`; absent means `()`.
     pub output: Option<OutputSpec>,
+    /// `backends`: this op's own backend list, replacing `routing.backends`.
+    pub backends: Option<Sp<Vec<BackendSpec>>>,
+    /// `composite`: path of a function generic over `B: Backend` that implements the op.
+    pub composite: Option<Sp<String>>,
 }
 
 /// One entry of an op's `inputs`.
@@ -89,10 +93,12 @@ pub struct InputSpec {
 /// What an input or output carries.
 #[derive(Clone, Debug)]
 pub enum ArgSpec {
-    /// `tensor = "float"` (with optional `borrowed` and `dims`).
+    /// `tensor = "float"` (with optional `borrowed`, `dims` and `container`).
     Tensor(TensorSpec),
     /// `type = "f32"`: a plain Rust type, passed through unchanged.
     Plain(Sp<String>),
+    /// `device = true`: the backend device, which routes ops without tensor inputs.
+    Device(Sp<bool>),
 }
 
 /// A tensor argument.
@@ -104,6 +110,8 @@ pub struct TensorSpec {
     pub borrowed: Option<Sp<bool>>,
     /// `dims`: rank at the `Tensor<D>` level, a const-generic name or a number.
     pub dims: Option<Sp<Dims>>,
+    /// `container`: `"option"` or `"vec"` around the tensor.
+    pub container: Option<Sp<String>>,
 }
 
 /// Rank of a tensor at the `Tensor<D>` level.

@@ -20,11 +20,11 @@ pub const ROUTING_KEYS: &[&str] = &["trait", "autodiff_trait", "backends", "auto
 /// Keys of a table entry in `backends`.
 pub const BACKEND_KEYS: &[&str] = &["name", "cfg"];
 /// Keys of an `[[op]]` entry.
-pub const OP_KEYS: &[&str] = &["name", "doc", "autodiff", "inputs", "output"];
+pub const OP_KEYS: &[&str] = &["name", "doc", "autodiff", "inputs", "output", "backends", "composite"];
 /// Keys of an entry in an op's `inputs`.
-pub const INPUT_KEYS: &[&str] = &["name", "tensor", "type", "borrowed", "dims"];
+pub const INPUT_KEYS: &[&str] = &["name", "tensor", "type", "device", "borrowed", "dims", "container"];
 /// Keys of a table in an op's `output`.
-pub const OUTPUT_KEYS: &[&str] = &["tensor", "type", "dims"];
+pub const OUTPUT_KEYS: &[&str] = &["tensor", "type", "dims", "container"];
 
 /// Parses manifest text. Returns the model (as complete as the text allows) and every problem
 /// found on the way; the model is only meaningful when the list is empty.
@@ -303,18 +303,10 @@ impl Parser {
             "inputs",
             "[{ name = \"x\", tensor = \"float\" }]",
         );
-        let output = table
-            .get("output")
-            .and_then(|v| self.output(v, &join(&path, "output")));
-        Some(OpSpec {
-            index,
-            span: value.span(),
-            name,
-            doc,
-            autodiff,
-            inputs,
-            output,
-        })
+        let output = table.get("output").and_then(|v| self.output(v, &join(&path, "output")));
+        let backends = table.get("backends").and_then(|v| self.backends(v, &join(&path, "backends")));
+        let composite = self.string(table, &path, "composite");
+        Some(OpSpec { index, span: value.span(), name, doc, autodiff, inputs, output, backends, composite })
     }
 
     fn input(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<InputSpec> {
@@ -361,7 +353,8 @@ impl Parser {
         }
     }
 
-    /// Reads `tensor` / `type` (and the tensor-only keys) from an input or output table.
+    /// Reads `tensor` / `type` / `device` (and the tensor-only keys) from an input or output
+    /// table. Exactly one of the three must be present.
     fn arg(
         &mut self,
         table: &DeTable<'_>,
@@ -371,54 +364,55 @@ impl Parser {
     ) -> Option<ArgSpec> {
         let tensor = self.string(table, path, "tensor");
         let plain = self.string(table, path, "type");
-        let borrowed = if is_input {
-            self.boolean(table, path, "borrowed")
-        } else {
-            None
-        };
-        let dims = table
-            .get("dims")
-            .and_then(|v| self.dims(v, &join(path, "dims")));
-        match (tensor, plain) {
-            (Some(kind), None) => Some(ArgSpec::Tensor(TensorSpec {
-                kind,
-                borrowed,
-                dims,
-            })),
-            (None, Some(ty)) => {
-                for key in ["borrowed", "dims"] {
-                    if let Some((k, _)) = table.get_key_value(key) {
-                        self.diags.push(
-                            Diagnostic::new(
-                                k.span(),
-                                join(path, key),
-                                format!("`{key}` only applies to tensors, but `{path}` has `type`"),
-                            )
-                            .help(format!(
-                                "remove `{key}`, or use `tensor = \"float\"` instead of `type`"
-                            )),
-                        );
-                    }
-                }
-                Some(ArgSpec::Plain(ty))
-            }
-            (Some(_), Some(ty)) => {
-                self.diags.push(
-                    Diagnostic::new(ty.span, join(path, "type"), format!("`{path}` has both `tensor` and `type`"))
-                        .help("keep `tensor` for a tensor argument or `type` for a plain Rust value, not both"),
-                );
-                None
-            }
-            (None, None) => {
-                if table.get("tensor").is_none() && table.get("type").is_none() {
+        let device = if is_input { self.boolean(table, path, "device") } else { None };
+        let borrowed = if is_input { self.boolean(table, path, "borrowed") } else { None };
+        let dims = table.get("dims").and_then(|v| self.dims(v, &join(path, "dims")));
+        let container = self.string(table, path, "container");
+        let present: Vec<&str> = ["tensor", "type", "device"]
+            .into_iter()
+            .filter(|k| table.get(*k).is_some())
+            .collect();
+        if present.len() > 1 {
+            let (key, _) = table.get_key_value(present[1]).expect("present");
+            self.diags.push(
+                Diagnostic::new(key.span(), join(path, present[1]), format!("`{path}` has both `{}` and `{}`", present[0], present[1]))
+                    .help("give exactly one of `tensor` (a tensor), `type` (a plain Rust value) or `device = true` (the device)"),
+            );
+            return None;
+        }
+        if present.is_empty() {
+            let what = if is_input { "`tensor`, `type` or `device = true`" } else { "`tensor` or `type`" };
+            self.diags.push(
+                Diagnostic::new(span, path, format!("`{path}` needs {what}"))
+                    .help("add `tensor = \"float\"` (or \"int\", \"bool\", \"quantized\") or `type = \"f32\"`"),
+            );
+            return None;
+        }
+        if tensor.is_none() {
+            for key in ["borrowed", "dims", "container"] {
+                if let Some((k, _)) = table.get_key_value(key) {
                     self.diags.push(
-                        Diagnostic::new(span, path, format!("`{path}` needs `tensor` or `type`"))
-                            .help("add `tensor = \"float\"` (or \"int\", \"bool\") or `type = \"f32\"`"),
+                        Diagnostic::new(k.span(), join(path, key), format!("`{key}` only applies to tensors, but `{path}` is not a tensor"))
+                            .help(format!("remove `{key}`, or make the entry a tensor with `tensor = \"float\"`")),
                     );
                 }
-                None
             }
         }
+        if let Some(kind) = tensor {
+            return Some(ArgSpec::Tensor(TensorSpec { kind, borrowed, dims, container }));
+        }
+        if let Some(ty) = plain {
+            return Some(ArgSpec::Plain(ty));
+        }
+        let device = device?;
+        if !device.value {
+            self.diags.push(
+                Diagnostic::new(device.span.clone(), join(path, "device"), "`device = false` declares nothing")
+                    .help("write `device = true` for the device argument, or remove the entry"),
+            );
+            return None;
+        }
+        Some(ArgSpec::Device(device))
     }
 
     fn dims(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<Sp<Dims>> {

@@ -5,15 +5,17 @@ use std::ops::Range;
 
 use crate::diag::{Diagnostic, did_you_mean, line_col};
 use crate::ir::{
-    Arg, Backend, BackendName, Input, Ir, Op, Output, Policy, Rank, TensorArg, TensorKind,
+    Arg, Backend, BackendName, Container, Input, Ir, Op, Output, Policy, Rank, TensorArg,
+    TensorKind, TraitGroup,
 };
-use crate::model::{ArgSpec, Dims, Manifest, OpSpec, OutputSpec, Sp, TensorSpec};
+use crate::model::{ArgSpec, BackendSpec, Dims, Manifest, OpSpec, OutputSpec, Sp, TensorSpec};
 
 /// Parameter names the generated routing code uses for itself.
 pub const RESERVED_INPUT_NAMES: &[&str] = &["route", "kernel"];
 
 const POLICIES: &[&str] = &["differentiable", "detach", "reject"];
-const KINDS: &[&str] = &["float", "int", "bool"];
+const KINDS: &[&str] = &["float", "int", "bool", "quantized"];
+const CONTAINERS: &[&str] = &["option", "vec"];
 const DEFAULT_AUTODIFF_CFG: &str = "feature = \"autodiff\"";
 
 /// Checks `manifest` and lowers it. `manifest_name` is how runtime messages name the file;
@@ -41,8 +43,16 @@ pub fn validate(
     if let (Some(t), Some(a)) = (&trait_name, &routing.autodiff_trait)
         && *t == a.value
     {
-        v.push(Diagnostic::new(a.span.clone(), "routing.autodiff_trait", "`autodiff_trait` must differ from `trait`")
-                .help(format!("rename it, e.g. `autodiff_trait = \"{t}Autodiff\"`, or remove the key to use that default")));
+        v.push(
+            Diagnostic::new(
+                a.span.clone(),
+                "routing.autodiff_trait",
+                "`autodiff_trait` must differ from `trait`",
+            )
+            .help(format!(
+                "rename it, e.g. `autodiff_trait = \"{t}Autodiff\"`, or remove the key to use that default"
+            )),
+        );
     }
     let autodiff_cfg = match &routing.autodiff_cfg {
         Some(cfg) => v.cfg(cfg, "routing.autodiff_cfg"),
@@ -52,8 +62,12 @@ pub fn validate(
     let backends = routing
         .backends
         .as_ref()
-        .map(|b| v.backends(b))
+        .map(|b| v.backends(b, "routing.backends", &[]))
         .unwrap_or_default();
+    let backends_location = routing.backends.as_ref().map_or_else(
+        || format!("{manifest_name}:1"),
+        |b| format!("{manifest_name}:{}", line_col(source, b.span.start).0),
+    );
 
     let mut seen: BTreeMap<String, Range<usize>> = BTreeMap::new();
     let mut ops = Vec::new();
@@ -78,7 +92,13 @@ pub fn validate(
                 seen.insert(name.value.clone(), name.span.clone());
             }
         }
-        if let Some(op) = v.op(spec, &backends, manifest_name, source) {
+        let context = OpContext {
+            defaults: &backends,
+            defaults_location: &backends_location,
+            manifest_name,
+            source,
+        };
+        if let Some(op) = v.op(spec, &context) {
             ops.push(op);
         }
     }
@@ -108,6 +128,7 @@ pub fn validate(
         .sort_by(|a, b| (a.span.start, &a.key).cmp(&(b.span.start, &b.key)));
     match (trait_name, autodiff_trait, autodiff_cfg) {
         (Some(trait_name), Some(autodiff_trait), Some(autodiff_cfg)) if v.diags.is_empty() => {
+            let groups = assign_groups(&mut ops, &backends, &trait_name, &autodiff_trait);
             Ok(Ir {
                 manifest_name: manifest_name.to_owned(),
                 trait_name,
@@ -115,11 +136,62 @@ pub fn validate(
                 autodiff_cfg,
                 backends,
                 ops,
+                groups,
             })
         }
         // A missing value with no diagnostic here was already reported by parsing.
         _ => Err(v.diags),
     }
+}
+
+/// Puts every op in its trait: one per (backend list, composite) pair, in order of first use.
+fn assign_groups(
+    ops: &mut [Op],
+    defaults: &[Backend],
+    trait_name: &str,
+    autodiff_trait: &str,
+) -> Vec<TraitGroup> {
+    let names = |backends: &[Backend]| -> Vec<BackendName> { backends.iter().map(|b| b.name).collect() };
+    let default_names = names(defaults);
+    let mut keys: Vec<(Vec<BackendName>, bool)> = Vec::new();
+    let mut groups = Vec::new();
+    for op in ops.iter_mut() {
+        let key = (names(&op.backends), op.composite.is_some());
+        let index = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
+            let mut name = trait_name.to_owned();
+            if key.0 != default_names {
+                for backend in &op.backends {
+                    name.push_str(backend.name.as_str());
+                }
+            }
+            if key.1 {
+                name.push_str("Composite");
+            }
+            let autodiff_name = if name == trait_name {
+                autodiff_trait.to_owned()
+            } else {
+                format!("{name}Autodiff")
+            };
+            groups.push(TraitGroup {
+                name,
+                autodiff_name,
+                backends: op.backends.clone(),
+                composite: key.1,
+            });
+            keys.push(key);
+            keys.len() - 1
+        });
+        op.group = index;
+    }
+    groups
+}
+
+/// Manifest-wide facts an op needs while it is validated.
+struct OpContext<'a> {
+    defaults: &'a [Backend],
+    defaults_location: &'a str,
+    manifest_name: &'a str,
+    source: &'a str,
 }
 
 struct Validator {
@@ -141,17 +213,19 @@ impl Validator {
             return Some(name.value.clone());
         }
         let why = if syn::parse_str::<syn::Ident>(&format!("r#{}", name.value)).is_ok()
-            || name.value == "self"
-            || name.value == "Self"
-            || name.value == "crate"
-            || name.value == "super"
+            || ["self", "Self", "crate", "super"].contains(&name.value.as_str())
         {
             "is a Rust keyword"
         } else {
             "is not a Rust identifier"
         };
-        self.push(Diagnostic::new(name.span.clone(), key, format!("`{}` {why}", name.value))
-            .help(format!("use {example}: letters, digits and `_`, not starting with a digit, not a keyword")));
+        self.push(
+            Diagnostic::new(name.span.clone(), key, format!("`{}` {why}", name.value)).help(
+                format!(
+                    "use {example}: letters, digits and `_`, not starting with a digit, not a keyword"
+                ),
+            ),
+        );
         None
     }
 
@@ -172,13 +246,20 @@ impl Validator {
         }
     }
 
-    fn backends(&mut self, list: &Sp<Vec<crate::model::BackendSpec>>) -> Vec<Backend> {
+    /// A backend list. `inherit` is the manifest's default list: an op's entry naming one of
+    /// its backends takes that backend's cfg.
+    fn backends(
+        &mut self,
+        list: &Sp<Vec<BackendSpec>>,
+        key: &str,
+        inherit: &[Backend],
+    ) -> Vec<Backend> {
         let names: Vec<&str> = BackendName::ALL.iter().map(|b| b.as_str()).collect();
         if list.value.is_empty() {
             self.push(
                 Diagnostic::new(
                     list.span.clone(),
-                    "routing.backends",
+                    key,
                     "empty backend list: no op could run anywhere",
                 )
                 .help("list at least one backend, e.g. `backends = [\"Flex\"]`"),
@@ -186,7 +267,7 @@ impl Validator {
         }
         let mut out: Vec<Backend> = Vec::new();
         for (i, spec) in list.value.iter().enumerate() {
-            let key = format!("routing.backends[{i}]");
+            let key = format!("{key}[{i}]");
             let Some(name) = BackendName::ALL
                 .into_iter()
                 .find(|b| b.as_str() == spec.name.value)
@@ -219,26 +300,162 @@ impl Validator {
                 );
                 continue;
             }
-            let cfg = spec
-                .cfg
-                .as_ref()
-                .and_then(|c| self.cfg(c, &format!("routing.backends[{i}].cfg")));
-            if spec.cfg.is_some() && cfg.is_none() {
-                continue;
-            }
+            let inherited = inherit.iter().find(|b| b.name == name);
+            let cfg = match (&spec.cfg, inherited) {
+                (Some(c), Some(_)) => {
+                    self.push(
+                        Diagnostic::new(
+                            c.span.clone(),
+                            format!("{key}.cfg"),
+                            format!(
+                                "backend `{}` already has its cfg in `routing.backends`",
+                                name.as_str()
+                            ),
+                        )
+                        .help(format!(
+                            "remove `cfg` here: the op uses the `routing.backends` entry for `{}`",
+                            name.as_str()
+                        )),
+                    );
+                    continue;
+                }
+                (Some(c), None) => match self.cfg(c, &format!("{key}.cfg")) {
+                    Some(meta) => Some(meta),
+                    None => continue,
+                },
+                (None, Some(b)) => b.cfg.clone(),
+                (None, None) => None,
+            };
             out.push(Backend { name, cfg });
         }
         out
     }
 
-    fn op(
-        &mut self,
-        spec: &OpSpec,
-        backends: &[Backend],
-        manifest_name: &str,
-        source: &str,
-    ) -> Option<Op> {
+    fn policy(&mut self, spec: &OpSpec, path: &str) -> Option<Policy> {
+        let Some(p) = &spec.autodiff else {
+            return Some(Policy::Reject);
+        };
+        match p.value.as_str() {
+            "differentiable" => Some(Policy::Differentiable),
+            "detach" => Some(Policy::Detach),
+            "reject" => Some(Policy::Reject),
+            other => {
+                let help = match did_you_mean(other, POLICIES) {
+                    Some(close) => {
+                        format!("did you mean `{close}`? one of: differentiable, detach, reject")
+                    }
+                    None => "use one of: differentiable, detach, reject".to_owned(),
+                };
+                self.push(
+                    Diagnostic::new(
+                        p.span.clone(),
+                        format!("{path}.autodiff"),
+                        format!("unknown autodiff policy `{other}`"),
+                    )
+                    .help(help),
+                );
+                None
+            }
+        }
+    }
+
+    /// The inputs, or `None` when any of them is invalid (each problem is reported).
+    fn inputs(&mut self, spec: &OpSpec, path: &str) -> Option<Vec<Input>> {
+        let list = spec.inputs.as_ref()?;
+        let mut inputs = Vec::new();
+        let mut ok = true;
+        let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
+        for (i, input) in list.value.iter().enumerate() {
+            let key = format!("{path}.inputs[{i}]");
+            let name = input.name.as_ref().and_then(|n| {
+                self.ident(
+                    n,
+                    &format!("{key}.name"),
+                    "a snake_case name such as \"lhs\"",
+                )
+            });
+            if let (Some(n), Some(sp)) = (&name, &input.name) {
+                if RESERVED_INPUT_NAMES.contains(&n.as_str()) {
+                    self.push(
+                        Diagnostic::new(
+                            sp.span.clone(),
+                            format!("{key}.name"),
+                            format!("input name `{n}` is reserved by the generated routing code"),
+                        )
+                        .help(format!(
+                            "rename the input; reserved names: {}",
+                            RESERVED_INPUT_NAMES.join(", ")
+                        )),
+                    );
+                    ok = false;
+                } else if seen.insert(sp.value.as_str(), ()).is_some() {
+                    self.push(
+                        Diagnostic::new(
+                            sp.span.clone(),
+                            format!("{key}.name"),
+                            format!("duplicate input name `{n}`"),
+                        )
+                        .help("give every input of an op a distinct name"),
+                    );
+                    ok = false;
+                }
+            }
+            let arg = input.ty.as_ref().and_then(|ty| self.arg(ty, &key));
+            match (name, arg) {
+                (Some(name), Some(arg)) => inputs.push(Input { name, arg }),
+                _ => ok = false,
+            }
+        }
+        let devices: Vec<usize> = (0..inputs.len())
+            .filter(|i| matches!(inputs[*i].arg, Arg::Device))
+            .collect();
+        if ok && devices.len() > 1 {
+            self.push(
+                Diagnostic::new(
+                    list.value[devices[1]].span.clone(),
+                    format!("{path}.inputs[{}]", devices[1]),
+                    "more than one device input",
+                )
+                .help("keep one `device = true` input: an op runs on one device"),
+            );
+            ok = false;
+        }
+        ok.then_some(inputs)
+    }
+
+    fn composite(&mut self, spec: &OpSpec, path: &str) -> Result<Option<syn::Path>, ()> {
+        let Some(c) = &spec.composite else {
+            return Ok(None);
+        };
+        match syn::parse_str::<syn::Path>(&c.value) {
+            Ok(p) => Ok(Some(p)),
+            Err(err) => {
+                self.push(
+                    Diagnostic::new(
+                        c.span.clone(),
+                        format!("{path}.composite"),
+                        format!("`{}` is not a Rust path: {err}", c.value),
+                    )
+                    .help("name the function by its path, e.g. \"crate::composite::softplus\""),
+                );
+                Err(())
+            }
+        }
+    }
+
+    fn op(&mut self, spec: &OpSpec, cx: &OpContext<'_>) -> Option<Op> {
         let path = format!("op[{}]", spec.index);
+        let (backends, backends_location) = match &spec.backends {
+            Some(list) => (
+                self.backends(list, &format!("{path}.backends"), cx.defaults),
+                format!(
+                    "{}:{}",
+                    cx.manifest_name,
+                    line_col(cx.source, list.span.start).0
+                ),
+            ),
+            None => (cx.defaults.to_vec(), cx.defaults_location.to_owned()),
+        };
         let name = spec.name.as_ref().and_then(|n| {
             self.ident(
                 n,
@@ -246,102 +463,35 @@ impl Validator {
                 "a snake_case name such as \"add_relu\"",
             )
         });
-        let policy = match &spec.autodiff {
-            None => Some(Policy::Reject),
-            Some(p) => match p.value.as_str() {
-                "differentiable" => Some(Policy::Differentiable),
-                "detach" => Some(Policy::Detach),
-                "reject" => Some(Policy::Reject),
-                other => {
-                    let help = match did_you_mean(other, POLICIES) {
-                        Some(close) => format!(
-                            "did you mean `{close}`? one of: differentiable, detach, reject"
-                        ),
-                        None => "use one of: differentiable, detach, reject".to_owned(),
-                    };
-                    self.push(
-                        Diagnostic::new(
-                            p.span.clone(),
-                            format!("{path}.autodiff"),
-                            format!("unknown autodiff policy `{other}`"),
-                        )
-                        .help(help),
-                    );
-                    None
-                }
-            },
-        };
-
-        let mut inputs = Vec::new();
-        let mut ok = true;
-        if let Some(list) = &spec.inputs {
-            let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
-            for (i, input) in list.value.iter().enumerate() {
-                let key = format!("{path}.inputs[{i}]");
-                let name = input.name.as_ref().and_then(|n| {
-                    self.ident(
-                        n,
-                        &format!("{key}.name"),
-                        "a snake_case name such as \"lhs\"",
-                    )
-                });
-                if let (Some(n), Some(sp)) = (&name, &input.name) {
-                    if RESERVED_INPUT_NAMES.contains(&n.as_str()) {
-                        self.push(
-                            Diagnostic::new(
-                                sp.span.clone(),
-                                format!("{key}.name"),
-                                format!(
-                                    "input name `{n}` is reserved by the generated routing code"
-                                ),
-                            )
-                            .help(format!(
-                                "rename the input; reserved names: {}",
-                                RESERVED_INPUT_NAMES.join(", ")
-                            )),
-                        );
-                        ok = false;
-                    } else if seen.insert(sp.value.as_str(), ()).is_some() {
-                        self.push(
-                            Diagnostic::new(
-                                sp.span.clone(),
-                                format!("{key}.name"),
-                                format!("duplicate input name `{n}`"),
-                            )
-                            .help("give every input of an op a distinct name"),
-                        );
-                        ok = false;
-                    }
-                }
-                let arg = input.ty.as_ref().and_then(|ty| self.arg(ty, &key));
-                match (name, arg) {
-                    (Some(name), Some(arg)) => inputs.push(Input { name, arg }),
-                    _ => ok = false,
-                }
-            }
-        } else {
-            ok = false;
-        }
+        let policy = self.policy(spec, &path);
+        let composite = self.composite(spec, &path);
+        let inputs = self.inputs(spec, &path);
         let output = match &spec.output {
             None => Some(Output::Unit),
             Some(out) => self.output(out, &format!("{path}.output")),
         };
+        let (name, policy, inputs, output) = (name?, policy?, inputs?, output?);
+        let composite = composite.ok()?;
 
-        let (name, policy, output) = (name?, policy?, output?);
-        if !ok {
-            return None;
-        }
         let has_float = inputs
             .iter()
             .any(|i| matches!(&i.arg, Arg::Tensor(t) if t.kind == TensorKind::Float));
         let has_tensor = inputs.iter().any(|i| matches!(i.arg, Arg::Tensor(_)));
         if policy != Policy::Reject && !has_float {
-            let p = spec
-                .autodiff
-                .as_ref()
-                .expect("non-default policy is written");
-            self.push(Diagnostic::new(p.span.clone(), format!("{path}.autodiff"), format!("op `{name}` is `{}` but has no float tensor input, so autodiff never reaches it", policy.as_str()))
-                .help("remove `autodiff` (the default `reject` is exact here), or add a float tensor input"));
+            let p = spec.autodiff.as_ref().expect("non-default policy is written");
+            self.push(
+                Diagnostic::new(
+                    p.span.clone(),
+                    format!("{path}.autodiff"),
+                    format!(
+                        "op `{name}` is `{}` but has no float tensor input, so autodiff never reaches it",
+                        policy.as_str()
+                    ),
+                )
+                .help(
+                    "remove `autodiff` (the default `reject` is exact here), or add a float tensor input",
+                ),
+            );
             return None;
         }
         // (An empty or missing backend list is reported on its own.)
@@ -350,8 +500,19 @@ impl Validator {
                 .inputs
                 .as_ref()
                 .map_or(spec.span.clone(), |i| i.span.clone());
-            self.push(Diagnostic::new(span, format!("{path}.inputs"), format!("op `{name}` has no tensor input, so nothing tells which of the {} backends to run it on", backends.len()))
-                .help("add a tensor input to route by, or list exactly one backend in `routing.backends`"));
+            self.push(
+                Diagnostic::new(
+                    span,
+                    format!("{path}.inputs"),
+                    format!(
+                        "op `{name}` has no tensor input, so nothing tells which of the {} backends to run it on",
+                        backends.len()
+                    ),
+                )
+                .help(
+                    "add a tensor input to route by, or list exactly one backend (in the op's `backends` or in `routing.backends`)",
+                ),
+            );
             return None;
         }
         let location_span = spec.autodiff.as_ref().map_or_else(
@@ -362,7 +523,7 @@ impl Validator {
             },
             |p| p.span.clone(),
         );
-        let (line, _) = line_col(source, location_span.start);
+        let (line, _) = line_col(cx.source, location_span.start);
         let doc = spec
             .doc
             .as_ref()
@@ -372,10 +533,13 @@ impl Validator {
             name,
             doc,
             policy,
-            location: format!("{manifest_name}:{line}"),
+            location: format!("{}:{line}", cx.manifest_name),
             inputs,
             output,
-            backends: backends.to_vec(),
+            backends,
+            backends_location,
+            group: 0,
+            composite,
         })
     }
 
@@ -383,6 +547,7 @@ impl Validator {
         match spec {
             ArgSpec::Tensor(t) => self.tensor(t, key).map(Arg::Tensor),
             ArgSpec::Plain(ty) => self.plain(ty, &format!("{key}.type")).map(Arg::Plain),
+            ArgSpec::Device(_) => Some(Arg::Device),
         }
     }
 
@@ -408,12 +573,13 @@ impl Validator {
             "float" => Some(TensorKind::Float),
             "int" => Some(TensorKind::Int),
             "bool" => Some(TensorKind::Bool),
+            "quantized" => Some(TensorKind::Quantized),
             other => {
                 let help = match did_you_mean(other, KINDS) {
-                    Some(close) => {
-                        format!("did you mean `{close}`? tensor kinds: float, int, bool")
-                    }
-                    None => "use one of: float, int, bool".to_owned(),
+                    Some(close) => format!(
+                        "did you mean `{close}`? tensor kinds: float, int, bool, quantized"
+                    ),
+                    None => "use one of: float, int, bool, quantized".to_owned(),
                 };
                 self.push(
                     Diagnostic::new(
@@ -454,10 +620,47 @@ impl Validator {
                 }
             },
         };
+        let borrowed = t.borrowed.as_ref().is_some_and(|b| b.value);
+        let container = match &t.container {
+            None => Some(Container::One),
+            Some(c) => match c.value.as_str() {
+                "option" => Some(Container::Option),
+                "vec" if borrowed => {
+                    self.push(
+                        Diagnostic::new(
+                            c.span.clone(),
+                            format!("{key}.container"),
+                            "a borrowed `vec` of tensors is not supported",
+                        )
+                        .help("pass the `Vec` by value (remove `borrowed`)"),
+                    );
+                    None
+                }
+                "vec" => Some(Container::Vec),
+                other => {
+                    let help = match did_you_mean(other, CONTAINERS) {
+                        Some(close) => format!("did you mean `{close}`? containers: option, vec"),
+                        None => {
+                            "use \"option\" (`Option<tensor>`) or \"vec\" (`Vec<tensor>`)".to_owned()
+                        }
+                    };
+                    self.push(
+                        Diagnostic::new(
+                            c.span.clone(),
+                            format!("{key}.container"),
+                            format!("unknown container `{other}`"),
+                        )
+                        .help(help),
+                    );
+                    None
+                }
+            },
+        };
         Some(TensorArg {
             kind: kind?,
-            borrowed: t.borrowed.as_ref().is_some_and(|b| b.value),
+            borrowed,
             rank: rank?,
+            container: container?,
         })
     }
 
@@ -471,6 +674,11 @@ impl Validator {
                 ty: ArgSpec::Plain(ty),
                 ..
             } => self.plain(ty, &format!("{key}.type")).map(Output::Plain),
+            // Parsing reads `device` from inputs only.
+            OutputSpec::Single {
+                ty: ArgSpec::Device(_),
+                ..
+            } => None,
             OutputSpec::Tuple { span, items } => {
                 if items.is_empty() {
                     self.push(
@@ -484,9 +692,7 @@ impl Validator {
                     .enumerate()
                     .map(|(i, item)| self.output(item, &format!("{key}[{i}]")))
                     .collect();
-                outs.into_iter()
-                    .collect::<Option<Vec<_>>>()
-                    .map(Output::Tuple)
+                outs.into_iter().collect::<Option<Vec<_>>>().map(Output::Tuple)
             }
         }
     }

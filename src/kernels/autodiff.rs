@@ -57,7 +57,54 @@ impl<B: Backend> Backward<B, 1> for ScaleBackward {
     }
 }
 
+/// Backward of `alpha * x + beta * y`: the incoming gradient times `alpha` for `x` and `beta`
+/// for `y`, summed back over broadcast dimensions.
+#[derive(Debug)]
+struct AxpbyBackward;
+
+impl<B: Backend> Backward<B, 2> for AxpbyBackward {
+    /// `alpha`, `beta` and the two input shapes.
+    type State = (f32, f32, Shape, Shape);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let (alpha, beta, x_shape, y_shape) = ops.state;
+        binary::<B, _, _>(
+            ops.parents,
+            ops.node,
+            grads,
+            |grad| broadcast_shape::<B>(B::float_mul_scalar(grad, Scalar::from(alpha)), &x_shape),
+            |grad| broadcast_shape::<B>(B::float_mul_scalar(grad, Scalar::from(beta)), &y_shape),
+        );
+    }
+}
+
 impl<B: RoutedOps, C: CheckpointStrategy> RoutedOpsAutodiff for Autodiff<B, C> {
+    fn axpby(
+        x: FloatTensor<Self>,
+        y: Option<FloatTensor<Self>>,
+        alpha: f32,
+        beta: f32,
+    ) -> FloatTensor<Self> {
+        // Without `y` the op is `scale`, backward included.
+        let Some(y) = y else {
+            return Self::scale(x, alpha);
+        };
+        let (x_shape, y_shape) = (x.shape(), y.shape());
+        let (x, x_node) = x.into_parts();
+        let (y, y_node) = y.into_parts();
+        match AxpbyBackward.prepare::<C>([x_node, y_node]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                prep.finish((alpha, beta, x_shape, y_shape), B::axpby(x, Some(y), alpha, beta))
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::axpby(x, Some(y), alpha, beta)),
+        }
+    }
+
     fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         let (lhs_shape, rhs_shape) = (lhs.shape(), rhs.shape());
         let (lhs, lhs_node) = lhs.into_parts();

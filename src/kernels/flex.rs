@@ -3,15 +3,16 @@
 //! strided layouts.
 
 use burn_backend::backend::ops::IntTensorOps;
-use burn_backend::backend::ops::{ActivationOps, FloatTensorOps};
-use burn_backend::tensor::{FloatTensor, IntTensor};
+use burn_backend::backend::ops::FloatTensorOps;
+use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
 use burn_backend::{
-    DType, IntDType, Scalar, TensorData, TensorMetadata, get_or_init_device_settings,
+    DType, IntDType, TensorData, TensorMetadata, get_or_init_device_settings,
 };
 use burn_dispatch::backends::Flex;
-use burn_dispatch::backends::flex::FlexTensor;
+use burn_dispatch::backends::flex::{FlexDevice, FlexTensor};
 
-use crate::ops::RoutedOps;
+use super::composed;
+use crate::ops::{RoutedOps, RoutedOpsFlex};
 
 /// `f32` elements of a contiguous tensor, or `None` (other dtype, strided or offset view).
 fn f32_slice(tensor: &FlexTensor) -> Option<&[f32]> {
@@ -50,11 +51,11 @@ impl RoutedOps for Flex {
             return FlexTensor::from_data(TensorData::new(out, lhs.shape()));
         }
         // Broadcasting, strided views or another float dtype: Flex's own ops.
-        Flex::relu(Flex::float_add(lhs, rhs))
+        composed::add_relu::<Self>(lhs, rhs)
     }
 
     fn scale(x: FloatTensor<Self>, alpha: f32) -> FloatTensor<Self> {
-        map_f32(x, |v| v * alpha).unwrap_or_else(|x| Flex::float_mul_scalar(x, Scalar::from(alpha)))
+        map_f32(x, |v| v * alpha).unwrap_or_else(|x| composed::scale::<Self>(x, alpha))
     }
 
     fn argmax_last(x: &FloatTensor<Self>) -> IntTensor<Self> {
@@ -98,8 +99,63 @@ impl RoutedOps for Flex {
         Flex::float_argmax(x.clone(), last, int_dtype)
     }
 
+    fn axpby(
+        x: FloatTensor<Self>,
+        y: Option<FloatTensor<Self>>,
+        alpha: f32,
+        beta: f32,
+    ) -> FloatTensor<Self> {
+        match y {
+            None => Self::scale(x, alpha),
+            Some(y) => {
+                if x.shape() == y.shape()
+                    && let (Some(a), Some(b)) = (f32_slice(&x), f32_slice(&y))
+                {
+                    let out: Vec<f32> = a.iter().zip(b).map(|(a, b)| alpha * a + beta * b).collect();
+                    return FlexTensor::from_data(TensorData::new(out, x.shape()));
+                }
+                composed::axpby::<Self>(x, Some(y), alpha, beta)
+            }
+        }
+    }
+
+    fn masked_fill_count(
+        x: FloatTensor<Self>,
+        mask: &BoolTensor<Self>,
+        value: f32,
+    ) -> (FloatTensor<Self>, IntTensor<Self>) {
+        composed::masked_fill_count::<Self>(x, mask, value)
+    }
+
+    fn nan_to_num(
+        x: FloatTensor<Self>,
+        value: f32,
+        with_mask: bool,
+    ) -> (FloatTensor<Self>, Option<BoolTensor<Self>>) {
+        if !with_mask {
+            // One pass, in place when the buffer is ours.
+            return match map_f32(x, |v| if v.is_nan() { value } else { v }) {
+                Ok(out) => (out, None),
+                Err(x) => composed::nan_to_num::<Self>(x, value, false),
+            };
+        }
+        composed::nan_to_num::<Self>(x, value, true)
+    }
+
+    fn dequantize_relu(x: QuantizedTensor<Self>) -> FloatTensor<Self> {
+        composed::dequantize_relu::<Self>(x)
+    }
+
     fn round_half_even(x: FloatTensor<Self>) -> FloatTensor<Self> {
         // Burn's `float_round` also rounds half to even; it is the fallback for other dtypes.
         map_f32(x, f32::round_ties_even).unwrap_or_else(Flex::float_round)
+    }
+}
+
+impl RoutedOpsFlex for Flex {
+    fn iota(len: usize, device: &FlexDevice) -> IntTensor<Self> {
+        let int_dtype = get_or_init_device_settings::<Self>(device).int_dtype;
+        let end = i64::try_from(len).expect("iota length fits in i64");
+        Flex::int_arange(0..end, device, int_dtype)
     }
 }

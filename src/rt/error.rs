@@ -3,7 +3,7 @@
 use core::fmt;
 
 use super::Checkpointing;
-use super::route::{BackendId, TensorKind};
+use super::route::{BackendId, InputName, TensorKind};
 
 /// Why a routed op call could not run. Every variant names the op, the input and the backend
 /// involved; the `Display` text also says how to fix it and points at its section of `ERRORS.md`.
@@ -15,7 +15,7 @@ pub enum RouteError {
         /// The op.
         op: &'static str,
         /// The tracked input.
-        input: &'static str,
+        input: InputName,
         /// The backend the call was routed to.
         backend: BackendId,
         /// `manifest:LINE` of the op's policy.
@@ -25,6 +25,8 @@ pub enum RouteError {
     UnlistedBackend {
         /// The op.
         op: &'static str,
+        /// The input that picked the backend (the routing tensor, or the device).
+        input: InputName,
         /// The backend of the routing tensor.
         backend: BackendId,
         /// `manifest:LINE` of the op.
@@ -35,11 +37,11 @@ pub enum RouteError {
         /// The op.
         op: &'static str,
         /// The input on another backend.
-        input: &'static str,
+        input: InputName,
         /// Its backend.
         backend: BackendId,
         /// The input that picked the backend.
-        routing_input: &'static str,
+        routing_input: InputName,
         /// The backend it picked.
         routing_backend: BackendId,
     },
@@ -48,11 +50,11 @@ pub enum RouteError {
         /// The op.
         op: &'static str,
         /// The input whose strategy differs.
-        input: &'static str,
+        input: InputName,
         /// Its strategy.
         strategy: Checkpointing,
         /// The first input with an enabled context.
-        first_input: &'static str,
+        first_input: InputName,
         /// That input's strategy.
         first_strategy: Checkpointing,
     },
@@ -61,7 +63,7 @@ pub enum RouteError {
         /// The op.
         op: &'static str,
         /// The malformed input.
-        input: &'static str,
+        input: InputName,
         /// Its backend.
         backend: BackendId,
         /// What is wrong with it.
@@ -76,6 +78,8 @@ pub enum RouteError {
     AutodiffFeatureOff {
         /// The op.
         op: &'static str,
+        /// The input with the enabled context.
+        input: InputName,
     },
 }
 
@@ -162,12 +166,14 @@ impl fmt::Display for RouteError {
             ),
             Self::UnlistedBackend {
                 op,
+                input,
                 backend,
                 location,
             } => write!(
                 f,
-                "op `{op}` is not routed to backend {backend}: its inputs live there, but {location} does \
-                 not list {backend} for it (or this build does not compile that backend in). Fix: add \
+                "op `{op}` is not routed to backend {backend}: input `{input}` (which picks the backend) \
+                 is on {backend}, but {location} does not list {backend} for the op (or this build does \
+                 not compile that backend in). Fix: add \
                  {backend} to the op's backends in the manifest and implement its kernel, enable the \
                  feature that compiles {backend} in, or move the inputs to a listed backend. \
                  See ERRORS.md#unlisted-backend"
@@ -214,12 +220,12 @@ impl fmt::Display for RouteError {
                 "op `{op}` has no tensor to route by: every tensor input is empty or absent. Fix: pass at \
                  least one tensor. See ERRORS.md#no-routing-tensor"
             ),
-            Self::AutodiffFeatureOff { op } => write!(
+            Self::AutodiffFeatureOff { op, input } => write!(
                 f,
-                "autodiff context requires the `autodiff` feature: op `{op}` got a tensor with an enabled \
-                 autodiff context, but burn-route was built without its `autodiff` feature. Fix: enable \
-                 the `autodiff` feature of burn-route (and of the crate that generated the op), or use a \
-                 device without `.autodiff()`. See ERRORS.md#autodiff-feature-off"
+                "autodiff context requires the `autodiff` feature: input `{input}` of op `{op}` carries \
+                 an enabled autodiff context, but burn-route was built without its `autodiff` feature. \
+                 Fix: enable the `autodiff` feature of burn-route (and of the crate that generated the \
+                 op), or use a device without `.autodiff()`. See ERRORS.md#autodiff-feature-off"
             ),
         }
     }

@@ -3,18 +3,21 @@
 use core::ops::Deref;
 
 use burn_backend::Backend;
-use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
-use burn_dispatch::backends::Flex;
-use burn_dispatch::{BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind};
+use burn_backend::tensor::{BoolTensor, Device, FloatTensor, IntTensor, QuantizedTensor};
+use burn_dispatch::backends::*;
+use burn_dispatch::{
+    BackendTensor, DispatchAutodiffContext, DispatchDevice, DispatchTensor, DispatchTensorKind,
+};
 
 use super::error::RouteError;
 use super::route::{Route, describe};
 
 /// A borrowed input, or an owned value standing in for it (an untracked float lifted into
-/// `Autodiff<B, C>` as a constant). Dereferences to the primitive.
+/// `Autodiff<B, C>` as a constant, or the inner device of an autodiff device). Dereferences to
+/// the value.
 #[derive(Debug)]
 pub enum Held<'a, T> {
-    /// Borrowed straight from the caller's tensor.
+    /// Borrowed straight from the caller's value.
     Borrowed(&'a T),
     /// Built for this call.
     Owned(T),
@@ -30,74 +33,45 @@ impl<T> Deref for Held<'_, T> {
     }
 }
 
-/// A backend implementation a route can call: a concrete backend (`Flex`, ...) or
-/// `Autodiff<B, C>` over one. Generated code unwraps each input with these functions, calls the
-/// kernel, and wraps each output in the route's autodiff context.
-pub trait Lane: Backend {
-    /// Unwraps an owned float input.
-    ///
-    /// # Errors
-    /// When the tensor does not fit the route (planning rules this out).
-    fn float(
-        route: &Route,
-        input: &'static str,
-        tensor: DispatchTensor,
-    ) -> Result<FloatTensor<Self>, RouteError>;
-    /// Unwraps a borrowed float input.
-    ///
-    /// # Errors
-    /// When the tensor does not fit the route (planning rules this out).
-    fn float_ref<'a>(
-        route: &Route,
-        input: &'static str,
-        tensor: &'a DispatchTensor,
-    ) -> Result<Held<'a, FloatTensor<Self>>, RouteError>;
-    /// Unwraps an owned int input.
-    ///
-    /// # Errors
-    /// When the tensor does not fit the route (planning rules this out).
-    fn int(
-        route: &Route,
-        input: &'static str,
-        tensor: DispatchTensor,
-    ) -> Result<IntTensor<Self>, RouteError>;
-    /// Unwraps a borrowed int input.
-    ///
-    /// # Errors
-    /// When the tensor does not fit the route (planning rules this out).
-    fn int_ref<'a>(
-        route: &Route,
-        input: &'static str,
-        tensor: &'a DispatchTensor,
-    ) -> Result<Held<'a, IntTensor<Self>>, RouteError>;
-    /// Unwraps an owned bool input.
-    ///
-    /// # Errors
-    /// When the tensor does not fit the route (planning rules this out).
-    fn bool(
-        route: &Route,
-        input: &'static str,
-        tensor: DispatchTensor,
-    ) -> Result<BoolTensor<Self>, RouteError>;
-    /// Unwraps a borrowed bool input.
-    ///
-    /// # Errors
-    /// When the tensor does not fit the route (planning rules this out).
-    fn bool_ref<'a>(
-        route: &Route,
-        input: &'static str,
-        tensor: &'a DispatchTensor,
-    ) -> Result<Held<'a, BoolTensor<Self>>, RouteError>;
-    /// Wraps a float output in the route's context (tracked from an `Autodiff` kernel; an
-    /// untracked autodiff primitive from a concrete kernel under an enabled context).
-    fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor;
-    /// Wraps an int output; it carries the route's context.
-    fn int_out(route: &Route, out: IntTensor<Self>) -> DispatchTensor;
-    /// Wraps a bool output; it carries the route's context.
-    fn bool_out(route: &Route, out: BoolTensor<Self>) -> DispatchTensor;
+/// Declares `Lane`'s unwrap functions for one tensor kind.
+macro_rules! lane_kind_fns {
+    ($($owned:ident, $borrowed:ident, $out:ident, $prim:ident, $what:literal;)*) => {$(
+        #[doc = concat!("Unwraps an owned ", $what, " input.")]
+        ///
+        /// # Errors
+        /// When the tensor does not fit the route (planning rules this out).
+        fn $owned(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<$prim<Self>, RouteError>;
+        #[doc = concat!("Unwraps a borrowed ", $what, " input.")]
+        ///
+        /// # Errors
+        /// When the tensor does not fit the route (planning rules this out).
+        fn $borrowed<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, $prim<Self>>, RouteError>;
+        #[doc = concat!("Wraps a ", $what, " output in the route's autodiff context.")]
+        fn $out(route: &Route, out: $prim<Self>) -> DispatchTensor;
+    )*};
 }
 
-/// A concrete backend's variant of `DispatchTensorKind`.
+/// A backend implementation a route can call: a concrete backend (`Flex`, ...) or
+/// `Autodiff<B, C>` over one. Generated code unwraps each input with these functions, calls the
+/// kernel, and wraps each output in the route's autodiff context: float outputs of an
+/// `Autodiff` kernel stay tracked; those of a concrete kernel under an enabled context become
+/// untracked autodiff primitives; int, bool and quantized outputs carry the context.
+pub trait Lane: Backend {
+    lane_kind_fns! {
+        float, float_ref, float_out, FloatTensor, "float";
+        int, int_ref, int_out, IntTensor, "int";
+        bool, bool_ref, bool_out, BoolTensor, "bool";
+        quantized, quantized_ref, quantized_out, QuantizedTensor, "quantized";
+    }
+
+    /// Unwraps the device argument.
+    ///
+    /// # Errors
+    /// [`RouteError::BackendMismatch`] when the device is on another backend than the route.
+    fn device<'a>(route: &Route, input: &'static str, device: &'a DispatchDevice) -> Result<Held<'a, Device<Self>>, RouteError>;
+}
+
+/// A concrete backend's variants of `DispatchTensorKind` and `DispatchDevice`.
 pub trait Concrete: Backend {
     /// Moves the backend tensor out of `kind`; `None` when it is another backend's.
     fn take(kind: DispatchTensorKind) -> Option<BackendTensor<Self>>;
@@ -105,27 +79,8 @@ pub trait Concrete: Backend {
     fn peek(kind: &DispatchTensorKind) -> Option<&BackendTensor<Self>>;
     /// Puts a backend tensor into its `DispatchTensorKind` variant.
     fn put(tensor: BackendTensor<Self>) -> DispatchTensorKind;
-}
-
-// Only the variants of backends compiled into Burn exist; with a single backend the wildcard
-// arms are unreachable, with several they are needed.
-#[allow(unreachable_patterns)]
-impl Concrete for Flex {
-    fn take(kind: DispatchTensorKind) -> Option<BackendTensor<Self>> {
-        match kind {
-            DispatchTensorKind::Flex(t) => Some(t),
-            _ => None,
-        }
-    }
-    fn peek(kind: &DispatchTensorKind) -> Option<&BackendTensor<Self>> {
-        match kind {
-            DispatchTensorKind::Flex(t) => Some(t),
-            _ => None,
-        }
-    }
-    fn put(tensor: BackendTensor<Self>) -> DispatchTensorKind {
-        DispatchTensorKind::Flex(tensor)
-    }
+    /// This backend's device in `device` (also inside an autodiff device).
+    fn device_of(device: &DispatchDevice) -> Option<Held<'_, Device<Self>>>;
 }
 
 /// Strips the `Autodiff` wrapper of a dispatch kind, if any.
@@ -147,16 +102,16 @@ fn unwrap_kind_ref(kind: &DispatchTensorKind) -> &DispatchTensorKind {
     }
 }
 
-/// Generic bodies of the concrete lane.
+fn device<'a, B: Concrete>(route: &Route, input: &'static str, device: &'a DispatchDevice) -> Result<Held<'a, Device<B>>, RouteError> {
+    B::device_of(device).ok_or_else(|| route.device_mismatch(input, device))
+}
+
+/// Generic bodies of the concrete lane's float functions.
 mod concrete {
     use super::*;
 
     #[allow(unreachable_patterns)]
-    pub(super) fn float<B: Concrete>(
-        route: &Route,
-        input: &'static str,
-        tensor: DispatchTensor,
-    ) -> Result<FloatTensor<B>, RouteError> {
+    pub(super) fn float<B: Concrete>(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<FloatTensor<B>, RouteError> {
         let found = describe(&tensor.kind);
         match B::take(unwrap_kind(tensor.kind)) {
             Some(BackendTensor::Float(t)) => Ok(t),
@@ -169,11 +124,7 @@ mod concrete {
     }
 
     #[allow(unreachable_patterns)]
-    pub(super) fn float_ref<'a, B: Concrete>(
-        route: &Route,
-        input: &'static str,
-        tensor: &'a DispatchTensor,
-    ) -> Result<Held<'a, FloatTensor<B>>, RouteError> {
+    pub(super) fn float_ref<'a, B: Concrete>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, FloatTensor<B>>, RouteError> {
         match B::peek(unwrap_kind_ref(&tensor.kind)) {
             Some(BackendTensor::Float(t)) => Ok(Held::Borrowed(t)),
             #[cfg(feature = "autodiff")]
@@ -189,9 +140,7 @@ mod concrete {
                 use burn_backend::AutodiffBackend;
                 let lifted = <burn_autodiff::Autodiff<B> as AutodiffBackend>::from_inner(out);
                 DispatchTensor {
-                    kind: DispatchTensorKind::Autodiff(Box::new(B::put(BackendTensor::Autodiff(
-                        lifted,
-                    )))),
+                    kind: DispatchTensorKind::Autodiff(Box::new(B::put(BackendTensor::Autodiff(lifted)))),
                     autodiff: DispatchAutodiffContext::Enabled(strategy),
                 }
             }
@@ -203,7 +152,7 @@ mod concrete {
     }
 }
 
-/// Generic bodies of the `Autodiff<B, C>` lane.
+/// Generic bodies of the `Autodiff<B, C>` lane's float functions.
 #[cfg(feature = "autodiff")]
 mod autodiff {
     use super::*;
@@ -211,11 +160,7 @@ mod autodiff {
     use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
     use burn_backend::AutodiffBackend;
 
-    pub(super) fn float<B: Concrete, C: CheckpointStrategy>(
-        route: &Route,
-        input: &'static str,
-        tensor: DispatchTensor,
-    ) -> Result<FloatTensor<Autodiff<B, C>>, RouteError> {
+    pub(super) fn float<B: Concrete, C: CheckpointStrategy>(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<FloatTensor<Autodiff<B, C>>, RouteError> {
         let found = describe(&tensor.kind);
         match B::take(unwrap_kind(tensor.kind)) {
             Some(BackendTensor::Autodiff(t)) => Ok(t),
@@ -225,24 +170,15 @@ mod autodiff {
         }
     }
 
-    pub(super) fn float_ref<'a, B: Concrete, C: CheckpointStrategy>(
-        route: &Route,
-        input: &'static str,
-        tensor: &'a DispatchTensor,
-    ) -> Result<Held<'a, FloatTensor<Autodiff<B, C>>>, RouteError> {
+    pub(super) fn float_ref<'a, B: Concrete, C: CheckpointStrategy>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, FloatTensor<Autodiff<B, C>>>, RouteError> {
         match B::peek(unwrap_kind_ref(&tensor.kind)) {
             Some(BackendTensor::Autodiff(t)) => Ok(Held::Borrowed(t)),
-            Some(BackendTensor::Float(t)) => Ok(Held::Owned(
-                <Autodiff<B, C> as AutodiffBackend>::from_inner(t.clone()),
-            )),
+            Some(BackendTensor::Float(t)) => Ok(Held::Owned(<Autodiff<B, C> as AutodiffBackend>::from_inner(t.clone()))),
             _ => Err(route.mismatch(input, "float", describe(&tensor.kind))),
         }
     }
 
-    pub(super) fn float_out<B: Concrete>(
-        route: &Route,
-        out: FloatTensor<Autodiff<B>>,
-    ) -> DispatchTensor {
+    pub(super) fn float_out<B: Concrete>(route: &Route, out: FloatTensor<Autodiff<B>>) -> DispatchTensor {
         DispatchTensor {
             kind: DispatchTensorKind::Autodiff(Box::new(B::put(BackendTensor::Autodiff(out)))),
             autodiff: route.context(),
@@ -250,14 +186,11 @@ mod autodiff {
     }
 }
 
-/// Int and bool primitives are shared between `B` and `Autodiff<B, C>`: one body serves both.
+/// Int, bool and quantized primitives are shared between `B` and `Autodiff<B, C>`: one body
+/// serves both lanes.
 macro_rules! shared_kind {
-    ($owned:ident, $borrowed:ident, $variant:ident, $name:literal, $prim:ident) => {
-        fn $owned<B: Concrete>(
-            route: &Route,
-            input: &'static str,
-            tensor: DispatchTensor,
-        ) -> Result<$prim<B>, RouteError> {
+    ($($owned:ident, $borrowed:ident, $out:ident, $variant:ident, $name:literal, $prim:ident;)*) => {$(
+        fn $owned<B: Concrete>(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<$prim<B>, RouteError> {
             let found = describe(&tensor.kind);
             match B::take(tensor.kind) {
                 Some(BackendTensor::$variant(t)) => Ok(t),
@@ -265,143 +198,128 @@ macro_rules! shared_kind {
             }
         }
 
-        fn $borrowed<'a, B: Concrete>(
-            route: &Route,
-            input: &'static str,
-            tensor: &'a DispatchTensor,
-        ) -> Result<Held<'a, $prim<B>>, RouteError> {
+        fn $borrowed<'a, B: Concrete>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, $prim<B>>, RouteError> {
             match B::peek(&tensor.kind) {
                 Some(BackendTensor::$variant(t)) => Ok(Held::Borrowed(t)),
                 _ => Err(route.mismatch(input, $name, describe(&tensor.kind))),
             }
         }
+
+        fn $out<B: Concrete>(route: &Route, out: $prim<B>) -> DispatchTensor {
+            DispatchTensor { kind: B::put(BackendTensor::$variant(out)), autodiff: route.context() }
+        }
+    )*};
+}
+
+shared_kind! {
+    take_int, peek_int, wrap_int, Int, "int", IntTensor;
+    take_bool, peek_bool, wrap_bool, Bool, "bool", BoolTensor;
+    take_quantized, peek_quantized, wrap_quantized, Quantized, "quantized", QuantizedTensor;
+}
+
+/// The functions both lanes of a backend share (`$inner` is the concrete backend).
+macro_rules! shared_lane_fns {
+    ($inner:ty) => {
+        fn int(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<IntTensor<Self>, RouteError> {
+            take_int::<$inner>(route, input, tensor)
+        }
+        fn int_ref<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, IntTensor<Self>>, RouteError> {
+            peek_int::<$inner>(route, input, tensor)
+        }
+        fn int_out(route: &Route, out: IntTensor<Self>) -> DispatchTensor {
+            wrap_int::<$inner>(route, out)
+        }
+        fn bool(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<BoolTensor<Self>, RouteError> {
+            take_bool::<$inner>(route, input, tensor)
+        }
+        fn bool_ref<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, BoolTensor<Self>>, RouteError> {
+            peek_bool::<$inner>(route, input, tensor)
+        }
+        fn bool_out(route: &Route, out: BoolTensor<Self>) -> DispatchTensor {
+            wrap_bool::<$inner>(route, out)
+        }
+        fn quantized(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<QuantizedTensor<Self>, RouteError> {
+            take_quantized::<$inner>(route, input, tensor)
+        }
+        fn quantized_ref<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, QuantizedTensor<Self>>, RouteError> {
+            peek_quantized::<$inner>(route, input, tensor)
+        }
+        fn quantized_out(route: &Route, out: QuantizedTensor<Self>) -> DispatchTensor {
+            wrap_quantized::<$inner>(route, out)
+        }
+        fn device<'a>(route: &Route, input: &'static str, device: &'a DispatchDevice) -> Result<Held<'a, Device<Self>>, RouteError> {
+            self::device::<$inner>(route, input, device)
+        }
     };
 }
 
-shared_kind!(take_int, peek_int, Int, "int", IntTensor);
-shared_kind!(take_bool, peek_bool, Bool, "bool", BoolTensor);
+/// `Concrete` and `Lane` for a backend compiled in under `$cfg`, and `Lane` for
+/// `Autodiff<B, C>` over it.
+macro_rules! backend_lanes {
+    ($backend:ident, $cfg:meta) => {
+        // Only the variants of backends compiled into Burn exist; with a single backend the
+        // wildcard arms are unreachable, with several they are needed.
+        #[cfg($cfg)]
+        #[allow(unreachable_patterns)]
+        impl Concrete for $backend {
+            fn take(kind: DispatchTensorKind) -> Option<BackendTensor<Self>> {
+                match kind {
+                    DispatchTensorKind::$backend(t) => Some(t),
+                    _ => None,
+                }
+            }
+            fn peek(kind: &DispatchTensorKind) -> Option<&BackendTensor<Self>> {
+                match kind {
+                    DispatchTensorKind::$backend(t) => Some(t),
+                    _ => None,
+                }
+            }
+            fn put(tensor: BackendTensor<Self>) -> DispatchTensorKind {
+                DispatchTensorKind::$backend(tensor)
+            }
+            fn device_of(device: &DispatchDevice) -> Option<Held<'_, Device<Self>>> {
+                match device {
+                    DispatchDevice::$backend(d) => Some(Held::Borrowed(d)),
+                    #[cfg(feature = "autodiff")]
+                    DispatchDevice::Autodiff(ad) => match ad.clone().inner() {
+                        DispatchDevice::$backend(d) => Some(Held::Owned(d)),
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            }
+        }
 
-fn shared_out<B: Concrete>(route: &Route, tensor: BackendTensor<B>) -> DispatchTensor {
-    DispatchTensor {
-        kind: B::put(tensor),
-        autodiff: route.context(),
-    }
-}
-
-/// `Lane` for a concrete backend and for `Autodiff<B, C>` over it.
-macro_rules! lanes {
-    ($backend:ident) => {
+        #[cfg($cfg)]
         impl Lane for $backend {
-            fn float(
-                route: &Route,
-                input: &'static str,
-                tensor: DispatchTensor,
-            ) -> Result<FloatTensor<Self>, RouteError> {
+            fn float(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<FloatTensor<Self>, RouteError> {
                 concrete::float::<Self>(route, input, tensor)
             }
-            fn float_ref<'a>(
-                route: &Route,
-                input: &'static str,
-                tensor: &'a DispatchTensor,
-            ) -> Result<Held<'a, FloatTensor<Self>>, RouteError> {
+            fn float_ref<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, FloatTensor<Self>>, RouteError> {
                 concrete::float_ref::<Self>(route, input, tensor)
-            }
-            fn int(
-                route: &Route,
-                input: &'static str,
-                tensor: DispatchTensor,
-            ) -> Result<IntTensor<Self>, RouteError> {
-                take_int::<Self>(route, input, tensor)
-            }
-            fn int_ref<'a>(
-                route: &Route,
-                input: &'static str,
-                tensor: &'a DispatchTensor,
-            ) -> Result<Held<'a, IntTensor<Self>>, RouteError> {
-                peek_int::<Self>(route, input, tensor)
-            }
-            fn bool(
-                route: &Route,
-                input: &'static str,
-                tensor: DispatchTensor,
-            ) -> Result<BoolTensor<Self>, RouteError> {
-                take_bool::<Self>(route, input, tensor)
-            }
-            fn bool_ref<'a>(
-                route: &Route,
-                input: &'static str,
-                tensor: &'a DispatchTensor,
-            ) -> Result<Held<'a, BoolTensor<Self>>, RouteError> {
-                peek_bool::<Self>(route, input, tensor)
             }
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {
                 concrete::float_out::<Self>(route, out)
             }
-            fn int_out(route: &Route, out: IntTensor<Self>) -> DispatchTensor {
-                shared_out::<Self>(route, BackendTensor::Int(out))
-            }
-            fn bool_out(route: &Route, out: BoolTensor<Self>) -> DispatchTensor {
-                shared_out::<Self>(route, BackendTensor::Bool(out))
-            }
+            shared_lane_fns!(Self);
         }
 
-        #[cfg(feature = "autodiff")]
-        impl<C: burn_autodiff::checkpoint::strategy::CheckpointStrategy> Lane
-            for burn_autodiff::Autodiff<$backend, C>
-        {
-            fn float(
-                route: &Route,
-                input: &'static str,
-                tensor: DispatchTensor,
-            ) -> Result<FloatTensor<Self>, RouteError> {
+        #[cfg(all($cfg, feature = "autodiff"))]
+        impl<C: burn_autodiff::checkpoint::strategy::CheckpointStrategy> Lane for burn_autodiff::Autodiff<$backend, C> {
+            fn float(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<FloatTensor<Self>, RouteError> {
                 autodiff::float::<$backend, C>(route, input, tensor)
             }
-            fn float_ref<'a>(
-                route: &Route,
-                input: &'static str,
-                tensor: &'a DispatchTensor,
-            ) -> Result<Held<'a, FloatTensor<Self>>, RouteError> {
+            fn float_ref<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, FloatTensor<Self>>, RouteError> {
                 autodiff::float_ref::<$backend, C>(route, input, tensor)
-            }
-            fn int(
-                route: &Route,
-                input: &'static str,
-                tensor: DispatchTensor,
-            ) -> Result<IntTensor<Self>, RouteError> {
-                take_int::<$backend>(route, input, tensor)
-            }
-            fn int_ref<'a>(
-                route: &Route,
-                input: &'static str,
-                tensor: &'a DispatchTensor,
-            ) -> Result<Held<'a, IntTensor<Self>>, RouteError> {
-                peek_int::<$backend>(route, input, tensor)
-            }
-            fn bool(
-                route: &Route,
-                input: &'static str,
-                tensor: DispatchTensor,
-            ) -> Result<BoolTensor<Self>, RouteError> {
-                take_bool::<$backend>(route, input, tensor)
-            }
-            fn bool_ref<'a>(
-                route: &Route,
-                input: &'static str,
-                tensor: &'a DispatchTensor,
-            ) -> Result<Held<'a, BoolTensor<Self>>, RouteError> {
-                peek_bool::<$backend>(route, input, tensor)
             }
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {
                 autodiff::float_out::<$backend>(route, out)
             }
-            fn int_out(route: &Route, out: IntTensor<Self>) -> DispatchTensor {
-                shared_out::<$backend>(route, BackendTensor::Int(out))
-            }
-            fn bool_out(route: &Route, out: BoolTensor<Self>) -> DispatchTensor {
-                shared_out::<$backend>(route, BackendTensor::Bool(out))
-            }
+            shared_lane_fns!($backend);
         }
     };
 }
 
-lanes!(Flex);
+backend_lanes!(Flex, all());
+backend_lanes!(Cube, feature = "cube");
+backend_lanes!(Remote, feature = "remote");

@@ -9,17 +9,23 @@ mod lane;
 mod route;
 
 pub use error::{Malformed, RouteError};
-pub use lane::{Held, Lane};
-pub use route::{BackendId, Input, Mode, OpInfo, Policy, Route, TensorKind};
+pub use lane::{Concrete, Held, Lane};
+pub use route::{BackendId, Input, InputName, Mode, OpInfo, Policy, Route, TensorKind};
 
 pub use burn_backend::Backend;
-pub use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
-pub use burn_dispatch::backends::Flex;
-pub use burn_dispatch::{
-    BackendTensor, Dispatch, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind,
-    GradientCheckpointingStrategy as Checkpointing,
+pub use burn_backend::tensor::{
+    BoolTensor, Device as DeviceOf, FloatTensor, IntTensor, QuantizedTensor,
 };
-pub use burn_tensor::{Bool, Float, Int, Tensor};
+#[cfg(feature = "cube")]
+pub use burn_dispatch::backends::Cube;
+pub use burn_dispatch::backends::Flex;
+#[cfg(feature = "remote")]
+pub use burn_dispatch::backends::Remote;
+pub use burn_dispatch::{
+    BackendTensor, Dispatch, DispatchAutodiffContext, DispatchDevice, DispatchTensor,
+    DispatchTensorKind, GradientCheckpointingStrategy as Checkpointing,
+};
+pub use burn_tensor::{Bool, Device, Float, Int, Tensor};
 
 #[cfg(feature = "autodiff")]
 pub use burn_autodiff::Autodiff;

@@ -4,7 +4,9 @@
 use core::fmt;
 
 use burn_backend::Backend;
-use burn_dispatch::{BackendTensor, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind};
+use burn_dispatch::{
+    BackendTensor, DispatchAutodiffContext, DispatchDevice, DispatchTensor, DispatchTensorKind,
+};
 
 use super::Checkpointing;
 use super::error::{Malformed, RouteError};
@@ -28,7 +30,7 @@ impl fmt::Display for BackendId {
             Self::Flex => "Flex",
             Self::Cube => "Cube",
             Self::Remote => "Remote",
-            Self::Other => "an unsupported backend",
+            Self::Other => "a backend burn-route does not support",
         })
     }
 }
@@ -63,15 +65,23 @@ pub struct OpInfo {
     pub policy: Policy,
     /// `manifest:LINE` of the line that declares the policy.
     pub location: &'static str,
+    /// `manifest:LINE` of the backend list that routes the op.
+    pub backends_location: &'static str,
 }
 
 impl OpInfo {
     /// Creates the facts for one op.
-    pub const fn new(name: &'static str, policy: Policy, location: &'static str) -> Self {
+    pub const fn new(
+        name: &'static str,
+        policy: Policy,
+        location: &'static str,
+        backends_location: &'static str,
+    ) -> Self {
         Self {
             name,
             policy,
             location,
+            backends_location,
         }
     }
 }
@@ -85,6 +95,8 @@ pub enum TensorKind {
     Int,
     /// Boolean.
     Bool,
+    /// Quantized float.
+    Quantized,
 }
 
 impl fmt::Display for TensorKind {
@@ -93,41 +105,82 @@ impl fmt::Display for TensorKind {
             Self::Float => "float",
             Self::Int => "int",
             Self::Bool => "bool",
+            Self::Quantized => "quantized",
         })
+    }
+}
+
+/// The name of an input as error messages show it: `x`, or `xs[2]` for an element of a `Vec`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputName {
+    /// The parameter name.
+    pub name: &'static str,
+    /// The element index, for `Vec` inputs.
+    pub index: Option<usize>,
+}
+
+impl InputName {
+    /// A plain parameter.
+    pub const fn new(name: &'static str) -> Self {
+        Self { name, index: None }
+    }
+
+    /// Element `index` of a `Vec` parameter.
+    pub const fn at(name: &'static str, index: usize) -> Self {
+        Self {
+            name,
+            index: Some(index),
+        }
+    }
+}
+
+impl fmt::Display for InputName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            Some(i) => write!(f, "{}[{i}]", self.name),
+            None => f.write_str(self.name),
+        }
     }
 }
 
 /// One tensor input of an op call, seen by the planner.
 #[derive(Clone, Copy, Debug)]
 pub struct Input<'a> {
-    name: &'static str,
+    name: InputName,
     kind: TensorKind,
     tensor: &'a DispatchTensor,
 }
 
 impl<'a> Input<'a> {
-    /// A float input.
-    pub fn float(name: &'static str, tensor: &'a DispatchTensor) -> Self {
+    fn new(name: &'static str, kind: TensorKind, tensor: &'a DispatchTensor) -> Self {
         Self {
-            name,
-            kind: TensorKind::Float,
+            name: InputName::new(name),
+            kind,
             tensor,
         }
+    }
+    /// A float input.
+    pub fn float(name: &'static str, tensor: &'a DispatchTensor) -> Self {
+        Self::new(name, TensorKind::Float, tensor)
     }
     /// An int input.
     pub fn int(name: &'static str, tensor: &'a DispatchTensor) -> Self {
-        Self {
-            name,
-            kind: TensorKind::Int,
-            tensor,
-        }
+        Self::new(name, TensorKind::Int, tensor)
     }
     /// A bool input.
     pub fn bool(name: &'static str, tensor: &'a DispatchTensor) -> Self {
+        Self::new(name, TensorKind::Bool, tensor)
+    }
+    /// A quantized input.
+    pub fn quantized(name: &'static str, tensor: &'a DispatchTensor) -> Self {
+        Self::new(name, TensorKind::Quantized, tensor)
+    }
+    /// This input as element `index` of a `Vec` parameter.
+    #[must_use]
+    pub fn at(self, index: usize) -> Self {
         Self {
-            name,
-            kind: TensorKind::Bool,
-            tensor,
+            name: InputName::at(self.name.name, index),
+            ..self
         }
     }
 }
@@ -147,6 +200,7 @@ pub enum Mode {
 pub struct Route {
     op: &'static OpInfo,
     backend: BackendId,
+    router: InputName,
     mode: Mode,
     context: DispatchAutodiffContext,
 }
@@ -191,9 +245,9 @@ pub(crate) struct Described {
     pub(crate) primitive: Primitive,
 }
 
-// Which `BackendTensor` variants and `DispatchTensorKind` variants exist depends on the features
-// Burn is built with across the whole dependency graph, not only on ours; the wildcard arms cover
-// the ones this build does not route and are unreachable in builds without them.
+// Which `BackendTensor` and `DispatchTensorKind` variants exist depends on the features Burn is
+// built with across the whole dependency graph, not only on ours; the wildcard arms cover the
+// ones this build does not route and are unreachable in builds without them.
 #[allow(unreachable_patterns)]
 fn primitive_of<B: Backend>(tensor: &BackendTensor<B>) -> Primitive {
     match tensor {
@@ -209,15 +263,23 @@ fn primitive_of<B: Backend>(tensor: &BackendTensor<B>) -> Primitive {
     }
 }
 
+fn concrete(backend: BackendId, primitive: Primitive) -> Described {
+    Described {
+        backend,
+        wrapped: false,
+        nested: false,
+        primitive,
+    }
+}
+
 #[allow(unreachable_patterns)]
 pub(crate) fn describe(kind: &DispatchTensorKind) -> Described {
     match kind {
-        DispatchTensorKind::Flex(t) => Described {
-            backend: BackendId::Flex,
-            wrapped: false,
-            nested: false,
-            primitive: primitive_of(t),
-        },
+        DispatchTensorKind::Flex(t) => concrete(BackendId::Flex, primitive_of(t)),
+        #[cfg(feature = "cube")]
+        DispatchTensorKind::Cube(t) => concrete(BackendId::Cube, primitive_of(t)),
+        #[cfg(feature = "remote")]
+        DispatchTensorKind::Remote(t) => concrete(BackendId::Remote, primitive_of(t)),
         #[cfg(feature = "autodiff")]
         DispatchTensorKind::Autodiff(inner) => {
             let inner = describe(inner);
@@ -227,17 +289,31 @@ pub(crate) fn describe(kind: &DispatchTensorKind) -> Described {
                 ..inner
             }
         }
-        _ => Described {
-            backend: BackendId::Other,
-            wrapped: false,
-            nested: false,
-            primitive: Primitive::Unknown,
-        },
+        _ => concrete(BackendId::Other, Primitive::Unknown),
+    }
+}
+
+/// The backend of a device and the autodiff context it implies.
+#[allow(unreachable_patterns)]
+pub(crate) fn describe_device(device: &DispatchDevice) -> (BackendId, DispatchAutodiffContext) {
+    match device {
+        DispatchDevice::Flex(_) => (BackendId::Flex, DispatchAutodiffContext::Disabled),
+        #[cfg(feature = "cube")]
+        DispatchDevice::Cube(_) => (BackendId::Cube, DispatchAutodiffContext::Disabled),
+        #[cfg(feature = "remote")]
+        DispatchDevice::Remote(_) => (BackendId::Remote, DispatchAutodiffContext::Disabled),
+        #[cfg(feature = "autodiff")]
+        DispatchDevice::Autodiff(device) => {
+            let strategy = device.gradient_checkpointing_strategy();
+            let (backend, _) = describe_device(&device.clone().inner());
+            (backend, DispatchAutodiffContext::Enabled(strategy))
+        }
+        _ => (BackendId::Other, DispatchAutodiffContext::Disabled),
     }
 }
 
 impl Route {
-    /// Plans a call from its tensor inputs (at least one).
+    /// Plans a call from its tensor inputs (absent `Option`s and empty `Vec`s contribute none).
     ///
     /// The routing tensor is the first float input, else the first tensor input: it picks the
     /// backend, and every other input must be on the same one. The inputs' autodiff contexts are
@@ -249,22 +325,27 @@ impl Route {
     /// # Errors
     ///
     /// The first contract violation found, as a [`RouteError`].
-    pub fn plan(op: &'static OpInfo, inputs: &[Input<'_>]) -> Result<Self, RouteError> {
+    pub fn plan<'a, I>(op: &'static OpInfo, inputs: I) -> Result<Self, RouteError>
+    where
+        I: IntoIterator<Item = Input<'a>>,
+        I::IntoIter: Clone,
+    {
+        let inputs = inputs.into_iter();
         let Some(router) = inputs
-            .iter()
+            .clone()
             .find(|i| i.kind == TensorKind::Float)
-            .or(inputs.first())
+            .or_else(|| inputs.clone().next())
         else {
             return Err(RouteError::NoRoutingTensor { op: op.name });
         };
         let routed = describe(&router.tensor.kind);
         let mut context = DispatchAutodiffContext::Disabled;
-        let mut context_from: Option<&'static str> = None;
-        let mut tracked: Option<&'static str> = None;
+        let mut context_from: Option<InputName> = None;
+        let mut tracked: Option<InputName> = None;
 
         for input in inputs {
             let found = describe(&input.tensor.kind);
-            check_input(op, input, found)?;
+            check_input(op, &input, found)?;
             if found.backend != routed.backend {
                 return Err(RouteError::BackendMismatch {
                     op: op.name,
@@ -288,16 +369,15 @@ impl Route {
                         });
                     }
                     _ => {
-                        if context_from.is_none() {
-                            context_from = Some(input.name);
-                        }
+                        context_from.get_or_insert(input.name);
                         context = DispatchAutodiffContext::Enabled(strategy);
                     }
                 }
             }
-            if matches!(found.primitive, Primitive::Autodiff { tracked: true }) && tracked.is_none()
+            if input.kind == TensorKind::Float
+                && matches!(found.primitive, Primitive::Autodiff { tracked: true })
             {
-                tracked = Some(input.name);
+                tracked.get_or_insert(input.name);
             }
         }
 
@@ -321,16 +401,44 @@ impl Route {
         Ok(Self {
             op,
             backend: routed.backend,
+            router: router.name,
             mode,
             context,
         })
     }
 
-    /// A route for an op without tensor inputs: the manifest lists exactly one backend for it.
+    /// Plans a call of an op without tensor inputs from its device argument: the device picks
+    /// the backend, and an autodiff device makes float outputs untracked autodiff tensors.
+    ///
+    /// # Errors
+    ///
+    /// [`RouteError::AutodiffFeatureOff`] for an autodiff device in a build without autodiff.
+    pub fn plan_device(
+        op: &'static OpInfo,
+        input: &'static str,
+        device: &DispatchDevice,
+    ) -> Result<Self, RouteError> {
+        let (backend, context) = describe_device(device);
+        let input = InputName::new(input);
+        if context != DispatchAutodiffContext::Disabled && !cfg!(feature = "autodiff") {
+            return Err(RouteError::AutodiffFeatureOff { op: op.name, input });
+        }
+        Ok(Self {
+            op,
+            backend,
+            router: input,
+            mode: Mode::Concrete,
+            context,
+        })
+    }
+
+    /// A route for an op without tensor or device inputs: the manifest lists exactly one
+    /// backend for it.
     pub fn fixed(op: &'static OpInfo, backend: BackendId) -> Self {
         Self {
             op,
             backend,
+            router: InputName::new(op.name),
             mode: Mode::Concrete,
             context: DispatchAutodiffContext::Disabled,
         }
@@ -355,12 +463,27 @@ impl Route {
     /// (or that is not compiled in), or autodiff routing in a build without autodiff.
     pub fn unserved(&self) -> RouteError {
         match self.mode {
-            Mode::Autodiff(_) => RouteError::AutodiffFeatureOff { op: self.op.name },
+            Mode::Autodiff(_) => RouteError::AutodiffFeatureOff {
+                op: self.op.name,
+                input: self.router,
+            },
             Mode::Concrete => RouteError::UnlistedBackend {
                 op: self.op.name,
+                input: self.router,
                 backend: self.backend,
-                location: self.op.location,
+                location: self.op.backends_location,
             },
+        }
+    }
+
+    /// The error for a device argument on another backend than the routing tensor.
+    pub(crate) fn device_mismatch(&self, input: &'static str, device: &DispatchDevice) -> RouteError {
+        RouteError::BackendMismatch {
+            op: self.op.name,
+            input: InputName::new(input),
+            backend: describe_device(device).0,
+            routing_input: self.router,
+            routing_backend: self.backend,
         }
     }
 
@@ -374,7 +497,7 @@ impl Route {
     ) -> RouteError {
         RouteError::Malformed {
             op: self.op.name,
-            input,
+            input: InputName::new(input),
             backend: found.backend,
             problem: Malformed::UnexpectedPrimitive {
                 expected,
@@ -384,7 +507,11 @@ impl Route {
     }
 }
 
-fn check_input(op: &'static OpInfo, input: &Input<'_>, found: Described) -> Result<(), RouteError> {
+fn check_input(
+    op: &'static OpInfo,
+    input: &Input<'_>,
+    found: Described,
+) -> Result<(), RouteError> {
     let malformed = |problem| RouteError::Malformed {
         op: op.name,
         input: input.name,
@@ -393,13 +520,17 @@ fn check_input(op: &'static OpInfo, input: &Input<'_>, found: Described) -> Resu
     };
     let enabled = matches!(input.tensor.autodiff, DispatchAutodiffContext::Enabled(_));
     if (enabled || found.wrapped) && !cfg!(feature = "autodiff") {
-        return Err(RouteError::AutodiffFeatureOff { op: op.name });
+        return Err(RouteError::AutodiffFeatureOff {
+            op: op.name,
+            input: input.name,
+        });
     }
     if found.backend == BackendId::Other {
         return Err(RouteError::UnlistedBackend {
             op: op.name,
+            input: input.name,
             backend: BackendId::Other,
-            location: op.location,
+            location: op.backends_location,
         });
     }
     if found.nested {
@@ -424,6 +555,7 @@ fn check_input(op: &'static OpInfo, input: &Input<'_>, found: Described) -> Resu
         ),
         TensorKind::Int => found.primitive == Primitive::Int,
         TensorKind::Bool => found.primitive == Primitive::Bool,
+        TensorKind::Quantized => found.primitive == Primitive::Quantized,
     };
     if !kind_fits {
         return Err(malformed(Malformed::WrongKind {

@@ -4,226 +4,254 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
 use super::{
-    EmitConfig, backend_cfg, ident, input_type, op_docs, output_type, params, use_runtime,
+    EmitConfig, autodiff_backend_cfg, backend_cfg, contained, convert_output, doc_attrs, ident,
+    input_type, kind_fn, map_output_type, op_docs, output_type, params, returns, use_runtime,
 };
-use crate::ir::{Arg, Ir, Op, Output, Policy, TensorKind};
+use crate::ir::{Arg, Container, Ir, Op, Output, Policy, TensorArg};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
-    let rt = quote!(rt);
     let use_rt = use_runtime(config);
     let module = &config.trait_module;
-    let trait_name = ident(&ir.trait_name);
-    let use_autodiff_trait = if ir.has_differentiable() {
-        let cfg = &ir.autodiff_cfg;
-        let ad = ident(&ir.autodiff_trait);
-        quote!(#[cfg(#cfg)] use #module::#ad;)
-    } else {
-        TokenStream::new()
-    };
-    let this = quote!(Self);
-    let methods = ir.ops.iter().map(|op| {
-        let name = ident(&op.name);
-        let try_name = format_ident!("try_{}", op.name);
-        let params = params(&rt, op, &this);
-        let out = output_type(&rt, &op.output, &this);
-        let ret = super::returns(&op.output, &out);
-        let args = op.inputs.iter().map(|i| ident(&i.name));
-        let docs = super::doc_attrs(&[format!(
-            "Routes to [`{try_name}`] and panics with its error."
-        )]);
+    let mut uses = Vec::new();
+    for (index, group) in ir.groups.iter().enumerate() {
+        let name = ident(&group.name);
+        uses.push(quote!(use #module::#name;));
+        if ir.needs_autodiff_trait(index) {
+            let cfg = &ir.autodiff_cfg;
+            let ad = ident(&group.autodiff_name);
+            uses.push(quote!(#[cfg(#cfg)] use #module::#ad;));
+        }
+    }
+    let impls = ir.groups.iter().enumerate().map(|(index, group)| {
+        let name = ident(&group.name);
+        let methods = ir.ops_of(index).map(dispatch_method);
         quote! {
-            #docs
-            fn #name(#(#params),*) #ret {
-                rt::expect(#try_name(#(#args),*))
+            impl #name for rt::Dispatch {
+                #(#methods)*
             }
         }
     });
     let try_fns = ir.ops.iter().map(|op| try_fn(ir, op));
     quote! {
         #use_rt
-        use #module::#trait_name;
-        #use_autodiff_trait
+        #(#uses)*
 
-        impl #trait_name for rt::Dispatch {
-            #(#methods)*
-        }
+        #(#impls)*
 
         #(#try_fns)*
     }
 }
 
-/// The primitive type of an input or output at the `Dispatch` level.
+fn dispatch_method(op: &Op) -> TokenStream {
+    let this = quote!(Self);
+    let name = ident(&op.name);
+    let try_name = format_ident!("try_{}", op.name);
+    let params = params(op, &this);
+    let ret = returns(&op.output, &output_type(&op.output, &this));
+    let args = op.inputs.iter().map(|i| ident(&i.name));
+    let docs = doc_attrs(&[format!(
+        "Routes to [`{try_name}`] and panics with its error."
+    )]);
+    quote! {
+        #docs
+        fn #name(#(#params),*) #ret {
+            rt::expect(#try_name(#(#args),*))
+        }
+    }
+}
+
+/// A parameter's type at the `Dispatch` level.
 fn dispatch_input(arg: &Arg) -> TokenStream {
     match arg {
-        Arg::Tensor(t) if t.borrowed => quote!(&rt::DispatchTensor),
-        Arg::Tensor(_) => quote!(rt::DispatchTensor),
+        Arg::Tensor(t) => contained(t, quote!(rt::DispatchTensor)),
         Arg::Plain(ty) => quote!(#ty),
+        Arg::Device => quote!(&rt::DispatchDevice),
     }
 }
 
-fn dispatch_output(out: &Output) -> TokenStream {
-    match out {
-        Output::Unit => quote!(()),
-        Output::Tensor(_) => quote!(rt::DispatchTensor),
-        Output::Plain(ty) => quote!(#ty),
-        Output::Tuple(items) => {
-            let items = items.iter().map(dispatch_output);
-            quote!((#(#items,)*))
+/// Unwraps one input inside the generic `run::<B>` body.
+fn unwrap_input(name: &str, t: &TensorArg) -> TokenStream {
+    let id = ident(name);
+    let func = if t.borrowed {
+        format_ident!("{}_ref", kind_fn(t.kind))
+    } else {
+        format_ident!("{}", kind_fn(t.kind))
+    };
+    match t.container {
+        Container::One => quote!(let #id = B::#func(route, #name, #id)?;),
+        Container::Option => {
+            quote!(let #id = #id.map(|t| B::#func(route, #name, t)).transpose()?;)
         }
+        Container::Vec => quote! {
+            let #id = #id
+                .into_iter()
+                .map(|t| B::#func(route, #name, t))
+                .collect::<Result<Vec<_>, _>>()?;
+        },
     }
 }
 
-fn kind_name(kind: TensorKind) -> &'static str {
-    match kind {
-        TensorKind::Float => "float",
-        TensorKind::Int => "int",
-        TensorKind::Bool => "bool",
+/// How the kernel receives an unwrapped input.
+fn kernel_arg(name: &str, arg: &Arg) -> TokenStream {
+    let id = ident(name);
+    match arg {
+        Arg::Tensor(t) if t.borrowed && t.container == Container::Option => quote!(#id.as_deref()),
+        Arg::Tensor(t) if t.borrowed => quote!(&#id),
+        Arg::Device => quote!(&#id),
+        Arg::Tensor(_) | Arg::Plain(_) => quote!(#id),
     }
 }
 
-fn contains_tensor(out: &Output) -> bool {
-    match out {
-        Output::Tensor(_) => true,
-        Output::Tuple(items) => items.iter().any(contains_tensor),
-        Output::Unit | Output::Plain(_) => false,
+/// The planner's view of the tensor inputs: an iterator of `rt::Input`s.
+fn plan_inputs(op: &Op) -> TokenStream {
+    let mut segments: Vec<TokenStream> = Vec::new();
+    let mut singles: Vec<TokenStream> = Vec::new();
+    for (input, t) in op.tensor_inputs() {
+        let id = ident(&input.name);
+        let name = &input.name;
+        let ctor = format_ident!("{}", kind_fn(t.kind));
+        match t.container {
+            Container::One if t.borrowed => singles.push(quote!(rt::Input::#ctor(#name, #id))),
+            Container::One => singles.push(quote!(rt::Input::#ctor(#name, &#id))),
+            Container::Option => {
+                if !singles.is_empty() {
+                    segments.push(quote!([#(#singles),*]));
+                    singles.clear();
+                }
+                let source = if t.borrowed { quote!(#id) } else { quote!(#id.as_ref()) };
+                segments.push(quote!(#source.map(|t| rt::Input::#ctor(#name, t))));
+            }
+            Container::Vec => {
+                if !singles.is_empty() {
+                    segments.push(quote!([#(#singles),*]));
+                    singles.clear();
+                }
+                segments.push(quote! {
+                    #id.iter().enumerate().map(|(i, t)| rt::Input::#ctor(#name, t).at(i))
+                });
+            }
+        }
     }
-}
-
-/// A destructuring pattern for `out` and the expression that re-wraps it for `Dispatch`.
-fn wrap_output(out: &Output, name: &str) -> (TokenStream, TokenStream) {
-    match out {
-        Output::Unit => (quote!(()), quote!(())),
-        Output::Plain(_) => {
-            let id = format_ident!("{}", name);
-            (quote!(#id), quote!(#id))
-        }
-        Output::Tensor(t) => {
-            let id = format_ident!("{}", name);
-            let wrap = format_ident!("{}_out", kind_name(t.kind));
-            (quote!(#id), quote!(B::#wrap(route, #id)))
-        }
-        Output::Tuple(items) => {
-            let (pats, exprs): (Vec<_>, Vec<_>) = items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| wrap_output(item, &format!("{name}_{i}")))
-                .unzip();
-            (quote!((#(#pats,)*)), quote!((#(#exprs,)*)))
-        }
+    if !singles.is_empty() {
+        segments.push(quote!([#(#singles),*]));
+    }
+    let mut segments = segments.into_iter();
+    let first = segments.next().expect("an op with tensor inputs");
+    let rest: Vec<TokenStream> = segments.collect();
+    if rest.is_empty() {
+        first
+    } else {
+        quote!(#first.into_iter()#(.chain(#rest))*)
     }
 }
 
 fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
-    let rt = quote!(rt);
     let b = quote!(B);
     let name = &op.name;
     let try_name = format_ident!("try_{}", op.name);
     let location = &op.location;
+    let backends_location = &op.backends_location;
     let policy = match op.policy {
         Policy::Differentiable => quote!(rt::Policy::Differentiable),
         Policy::Detach => quote!(rt::Policy::Detach),
         Policy::Reject => quote!(rt::Policy::Reject),
     };
-    let docs = op_docs(op, &[
-        String::new(),
-        "# Errors".to_owned(),
-        String::new(),
-        "Returns a [`rt::RouteError`] when the inputs break the routing contract: see the variants".to_owned(),
-        "and `ERRORS.md`.".to_owned(),
-    ]);
+    let docs = op_docs(
+        op,
+        &[
+            String::new(),
+            "# Errors".to_owned(),
+            String::new(),
+            "A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to"
+                .to_owned(),
+            "a `reject` op, a backend the op is not routed to, inputs on different backends or"
+                .to_owned(),
+            "with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`)."
+                .to_owned(),
+        ],
+    );
 
-    let dispatch_params = op.inputs.iter().map(|i| {
-        let id = ident(&i.name);
-        let ty = dispatch_input(&i.arg);
-        quote!(#id: #ty)
-    });
-    let dispatch_params: Vec<TokenStream> = dispatch_params.collect();
-    let dispatch_out = dispatch_output(&op.output);
+    let dispatch_params: Vec<TokenStream> = op
+        .inputs
+        .iter()
+        .map(|i| {
+            let id = ident(&i.name);
+            let ty = dispatch_input(&i.arg);
+            quote!(#id: #ty)
+        })
+        .collect();
+    let dispatch_out = map_output_type(&op.output, &|t| contained(t, quote!(rt::DispatchTensor)));
     let args: Vec<_> = op.inputs.iter().map(|i| ident(&i.name)).collect();
 
     // The generic body: unwrap every input for backend `B`, call, re-wrap.
-    let kernel_params = op.inputs.iter().map(|i| input_type(&rt, &i.arg, &b));
-    let kernel_out = output_type(&rt, &op.output, &b);
-    let kernel_ret = super::returns(&op.output, &kernel_out);
-    let unwraps = op.inputs.iter().filter_map(|i| {
-        let Arg::Tensor(t) = &i.arg else { return None };
-        let id = ident(&i.name);
-        let func = if t.borrowed {
-            format_ident!("{}_ref", kind_name(t.kind))
-        } else {
-            format_ident!("{}", kind_name(t.kind))
-        };
-        let input = &i.name;
-        Some(quote!(let #id = B::#func(route, #input, #id)?;))
-    });
-    let call_args = op.inputs.iter().map(|i| {
-        let id = ident(&i.name);
-        match &i.arg {
-            Arg::Tensor(t) if t.borrowed => quote!(&#id),
-            _ => quote!(#id),
-        }
-    });
+    let kernel_params = op.inputs.iter().map(|i| input_type(&i.arg, &b));
+    let kernel_ret = returns(&op.output, &output_type(&op.output, &b));
+    let mut unwraps: Vec<TokenStream> = op
+        .tensor_inputs()
+        .map(|(input, t)| unwrap_input(&input.name, t))
+        .collect();
+    if let Some(device) = op.device_input() {
+        let id = ident(&device.name);
+        let name = &device.name;
+        unwraps.push(quote!(let #id = B::device(route, #name, #id)?;));
+    }
+    let call_args = op.inputs.iter().map(|i| kernel_arg(&i.name, &i.arg));
     let call = quote!(kernel(#(#call_args),*));
+    let wrap = |t: &TensorArg, value: TokenStream| {
+        let f = format_ident!("{}_out", kind_fn(t.kind));
+        match t.container {
+            Container::One => quote!(B::#f(route, #value)),
+            Container::Option => quote!(#value.map(|t| B::#f(route, t))),
+            Container::Vec => quote!(#value.into_iter().map(|t| B::#f(route, t)).collect()),
+        }
+    };
     let body = match &op.output {
         Output::Unit => quote!(#call; Ok(())),
         Output::Plain(_) => quote!(Ok(#call)),
         Output::Tensor(t) => {
-            let wrap = format_ident!("{}_out", kind_name(t.kind));
-            quote!(Ok(B::#wrap(route, #call)))
+            let wrapped = wrap(t, call);
+            quote!(Ok(#wrapped))
         }
         Output::Tuple(_) => {
-            let (pat, wrap) = wrap_output(&op.output, "out");
-            quote!(let #pat = #call; Ok(#wrap))
+            let (pat, wrapped) = convert_output(&op.output, "out", &wrap);
+            quote!(let #pat = #call; Ok(#wrapped))
         }
     };
-    let uses_route = op.tensor_inputs().next().is_some() || contains_tensor(&op.output);
-    let route_param = if uses_route {
-        quote!(route)
-    } else {
-        quote!(_route)
-    };
+    let uses_route = !unwraps.is_empty() || contains_tensor(&op.output);
+    let route_param = if uses_route { quote!(route) } else { quote!(_route) };
 
-    // Plan: pick the backend and the autodiff mode from the tensor inputs.
-    let plan_inputs: Vec<TokenStream> = op
-        .tensor_inputs()
-        .map(|(i, t)| {
-            let id = ident(&i.name);
-            let ctor = format_ident!("{}", kind_name(t.kind));
-            let input = &i.name;
-            if t.borrowed {
-                quote!(rt::Input::#ctor(#input, #id))
-            } else {
-                quote!(rt::Input::#ctor(#input, &#id))
-            }
-        })
-        .collect();
-    let plan = if plan_inputs.is_empty() {
-        let only = op.backends[0].name.as_str();
-        let only = format_ident!("{}", only);
+    let plan = if op.tensor_inputs().next().is_some() {
+        let inputs = plan_inputs(op);
+        quote!(let route = rt::Route::plan(&OP, #inputs)?;)
+    } else if let Some(device) = op.device_input() {
+        let id = ident(&device.name);
+        let name = &device.name;
+        quote!(let route = rt::Route::plan_device(&OP, #name, #id)?;)
+    } else {
+        let only = ident(op.backends[0].name.as_str());
         quote!(let route = rt::Route::fixed(&OP, rt::BackendId::#only);)
-    } else {
-        quote!(let route = rt::Route::plan(&OP, &[#(#plan_inputs),*])?;)
     };
 
-    let trait_name = ident(&ir.trait_name);
-    let ad_trait = ident(&ir.autodiff_trait);
-    let ad_cfg = &ir.autodiff_cfg;
-    let op_ident = ident(&op.name);
+    let group = &ir.groups[op.group];
+    let concrete_trait = ident(&group.name);
+    let autodiff_trait = if group.composite {
+        ident(&group.name)
+    } else {
+        ident(&group.autodiff_name)
+    };
+    let method = ident(&op.name);
     let mut arms = Vec::new();
     for backend in &op.backends {
         let cfg = backend_cfg(backend);
-        let id = format_ident!("{}", backend.name.as_str());
+        let id = ident(backend.name.as_str());
         arms.push(quote! {
             #cfg
             (rt::BackendId::#id, rt::Mode::Concrete) => {
-                run::<rt::#id>(&route, <rt::#id as #trait_name>::#op_ident, #(#args),*)
+                run::<rt::#id>(&route, <rt::#id as #concrete_trait>::#method, #(#args),*)
             }
         });
         if op.policy == Policy::Differentiable {
-            let cfg = match &backend.cfg {
-                Some(meta) => quote!(#[cfg(all(#ad_cfg, #meta))]),
-                None => quote!(#[cfg(#ad_cfg)]),
-            };
+            let cfg = autodiff_backend_cfg(ir, backend);
             for (strategy, ty) in [
                 (quote!(Disabled), quote!(rt::Autodiff<rt::#id>)),
                 (
@@ -234,7 +262,7 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
                 arms.push(quote! {
                     #cfg
                     (rt::BackendId::#id, rt::Mode::Autodiff(rt::Checkpointing::#strategy)) => {
-                        run::<#ty>(&route, <#ty as #ad_trait>::#op_ident, #(#args),*)
+                        run::<#ty>(&route, <#ty as #autodiff_trait>::#method, #(#args),*)
                     }
                 });
             }
@@ -244,7 +272,7 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
     quote! {
         #docs
         pub fn #try_name(#(#dispatch_params),*) -> Result<#dispatch_out, rt::RouteError> {
-            static OP: rt::OpInfo = rt::OpInfo::new(#name, #policy, #location);
+            static OP: rt::OpInfo = rt::OpInfo::new(#name, #policy, #location, #backends_location);
 
             fn run<B: rt::Lane>(
                 #route_param: &rt::Route,
@@ -261,5 +289,13 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
                 _ => Err(route.unserved()),
             }
         }
+    }
+}
+
+fn contains_tensor(out: &Output) -> bool {
+    match out {
+        Output::Tensor(_) => true,
+        Output::Tuple(items) => items.iter().any(contains_tensor),
+        Output::Unit | Output::Plain(_) => false,
     }
 }

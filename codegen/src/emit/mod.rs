@@ -1,5 +1,8 @@
 //! [`Ir`] → token streams → pretty-printed files. Emitters never parse: every path they need
 //! arrives parsed in [`EmitConfig`], every type in the IR.
+//!
+//! Generated code names the runtime as `rt` (`use <runtime path> as rt;`), so every runtime item
+//! reads `rt::Item`.
 
 mod dispatch;
 mod ops;
@@ -8,15 +11,18 @@ mod tensor;
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
-use crate::ir::{Arg, Backend, Ir, Op, Output, Policy, Rank, TensorArg, TensorKind};
+use crate::ir::{Arg, Backend, Container, Op, Output, Policy, Rank, TensorArg, TensorKind};
+use crate::ir::Ir;
 
 /// Paths the generated code refers to.
 #[derive(Clone, Debug)]
 pub struct EmitConfig {
     /// Where the runtime support lives, e.g. `::burn_route::rt`.
     pub runtime: syn::Path,
-    /// The module (relative to the generated dispatch and tensor modules) that holds the traits.
+    /// The module (as seen from the generated dispatch module) that includes the traits.
     pub trait_module: syn::Path,
+    /// The module (as seen from the generated tensor module) that includes the dispatch file.
+    pub dispatch_module: syn::Path,
     /// The command that regenerates the files, for their header.
     pub regenerate: String,
 }
@@ -41,16 +47,8 @@ pub const TENSOR_FILE: &str = "routed_tensor.rs";
 pub fn emit(ir: &Ir, config: &EmitConfig) -> Vec<File> {
     [
         (OPS_FILE, "the extension traits", ops::emit(ir, config)),
-        (
-            DISPATCH_FILE,
-            "`Dispatch` routing",
-            dispatch::emit(ir, config),
-        ),
-        (
-            TENSOR_FILE,
-            "the `Tensor<D>`-level functions",
-            tensor::emit(ir, config),
-        ),
+        (DISPATCH_FILE, "`Dispatch` routing", dispatch::emit(ir, config)),
+        (TENSOR_FILE, "the `Tensor<D>`-level functions", tensor::emit(ir, config)),
     ]
     .into_iter()
     .map(|(name, what, tokens)| File {
@@ -89,8 +87,7 @@ fn pretty(ir: &Ir, config: &EmitConfig, what: &str, tokens: TokenStream) -> Stri
     )
 }
 
-/// `use <runtime> as rt;` (or `use <runtime>;` when it already ends in `rt`): generated code
-/// names every runtime item as `rt::Item`.
+/// `use <runtime> as rt;` (or `use <runtime>;` when it already ends in `rt`).
 fn use_runtime(config: &EmitConfig) -> TokenStream {
     let path = &config.runtime;
     let ends_in_rt = path.segments.last().is_some_and(|s| s.ident == "rt");
@@ -106,6 +103,15 @@ fn backend_cfg(backend: &Backend) -> TokenStream {
     match &backend.cfg {
         Some(meta) => quote!(#[cfg(#meta)]),
         None => TokenStream::new(),
+    }
+}
+
+/// `#[cfg(...)]` for autodiff routing on a backend: the autodiff cfg and the backend's.
+fn autodiff_backend_cfg(ir: &Ir, backend: &Backend) -> TokenStream {
+    let ad = &ir.autodiff_cfg;
+    match &backend.cfg {
+        Some(meta) => quote!(#[cfg(all(#ad, #meta))]),
+        None => quote!(#[cfg(#ad)]),
     }
 }
 
@@ -133,6 +139,12 @@ fn op_docs(op: &Op, extra: &[String]) -> TokenStream {
         policy_summary(op.policy)
     ));
     lines.push(format!("- backends: {}.", backends.join(", ")));
+    if let Some(path) = &op.composite {
+        lines.push(format!(
+            "- composite: `{}` implements it on every backend.",
+            quote!(#path).to_string().replace(' ', "")
+        ));
+    }
     lines.push(format!("- declared at `{}`.", op.location));
     lines.extend(extra.iter().cloned());
     doc_attrs(&lines)
@@ -141,7 +153,7 @@ fn op_docs(op: &Op, extra: &[String]) -> TokenStream {
 fn policy_summary(policy: Policy) -> &'static str {
     match policy {
         Policy::Differentiable => {
-            "tracked floats run the `Autodiff<B, C>` kernel and get gradients"
+            "tracked floats run the `Autodiff<B, C>` implementation and get gradients"
         }
         Policy::Detach => "tracked floats are detached; outputs carry no gradient",
         Policy::Reject => "a tracked float input is an error",
@@ -152,23 +164,55 @@ fn ident(name: &str) -> Ident {
     format_ident!("{}", name)
 }
 
-/// The primitive type of a tensor kind for backend `backend` (e.g. `FloatTensor<Self>`).
-fn primitive(runtime: &TokenStream, kind: TensorKind, backend: &TokenStream) -> TokenStream {
+/// The runtime's name for a kind: the `Input`/`Lane` function stem.
+fn kind_fn(kind: TensorKind) -> &'static str {
+    kind.as_str()
+}
+
+/// The primitive type of a tensor kind for backend `backend` (e.g. `rt::FloatTensor<Self>`).
+fn primitive(kind: TensorKind, backend: &TokenStream) -> TokenStream {
     match kind {
-        TensorKind::Float => quote!(#runtime::FloatTensor<#backend>),
-        TensorKind::Int => quote!(#runtime::IntTensor<#backend>),
-        TensorKind::Bool => quote!(#runtime::BoolTensor<#backend>),
+        TensorKind::Float => quote!(rt::FloatTensor<#backend>),
+        TensorKind::Int => quote!(rt::IntTensor<#backend>),
+        TensorKind::Bool => quote!(rt::BoolTensor<#backend>),
+        TensorKind::Quantized => quote!(rt::QuantizedTensor<#backend>),
+    }
+}
+
+/// Wraps `one` (the type of one tensor) in the argument's container and reference.
+fn contained(t: &TensorArg, one: TokenStream) -> TokenStream {
+    let one = if t.borrowed { quote!(&#one) } else { one };
+    match t.container {
+        Container::One => one,
+        Container::Option => quote!(Option<#one>),
+        Container::Vec => quote!(Vec<#one>),
     }
 }
 
 /// A parameter's type at the primitive level for backend `backend`.
-fn input_type(runtime: &TokenStream, arg: &Arg, backend: &TokenStream) -> TokenStream {
+fn input_type(arg: &Arg, backend: &TokenStream) -> TokenStream {
     match arg {
-        Arg::Tensor(t) => {
-            let ty = primitive(runtime, t.kind, backend);
-            if t.borrowed { quote!(&#ty) } else { ty }
-        }
+        Arg::Tensor(t) => contained(t, primitive(t.kind, backend)),
         Arg::Plain(ty) => quote!(#ty),
+        Arg::Device => quote!(&rt::DeviceOf<#backend>),
+    }
+}
+
+/// The output type at the primitive level for backend `backend`.
+fn output_type(out: &Output, backend: &TokenStream) -> TokenStream {
+    map_output_type(out, &|t| contained(t, primitive(t.kind, backend)))
+}
+
+/// An output type with `tensor` giving each tensor's type.
+fn map_output_type(out: &Output, tensor: &dyn Fn(&TensorArg) -> TokenStream) -> TokenStream {
+    match out {
+        Output::Unit => quote!(()),
+        Output::Tensor(t) => tensor(t),
+        Output::Plain(ty) => quote!(#ty),
+        Output::Tuple(items) => {
+            let items = items.iter().map(|o| map_output_type(o, tensor));
+            quote!((#(#items,)*))
+        }
     }
 }
 
@@ -180,29 +224,48 @@ fn returns(out: &Output, ty: &TokenStream) -> TokenStream {
     }
 }
 
-/// The output type at the primitive level for backend `backend`.
-fn output_type(runtime: &TokenStream, out: &Output, backend: &TokenStream) -> TokenStream {
-    match out {
-        Output::Unit => quote!(()),
-        Output::Tensor(t) => primitive(runtime, t.kind, backend),
-        Output::Plain(ty) => quote!(#ty),
-        Output::Tuple(items) => {
-            let items = items.iter().map(|o| output_type(runtime, o, backend));
-            quote!((#(#items,)*))
-        }
-    }
-}
-
-/// Method signature parameters at the primitive level: `lhs: FloatTensor<Self>, ...`.
-fn params(runtime: &TokenStream, op: &Op, backend: &TokenStream) -> Vec<TokenStream> {
+/// Method signature parameters at the primitive level: `lhs: rt::FloatTensor<Self>, ...`.
+fn params(op: &Op, backend: &TokenStream) -> Vec<TokenStream> {
     op.inputs
         .iter()
         .map(|input| {
             let name = ident(&input.name);
-            let ty = input_type(runtime, &input.arg, backend);
+            let ty = input_type(&input.arg, backend);
             quote!(#name: #ty)
         })
         .collect()
+}
+
+/// A destructuring pattern for an output and the expression that converts it, with `convert`
+/// turning one tensor's name into its converted expression.
+fn convert_output(
+    out: &Output,
+    name: &str,
+    convert: &dyn Fn(&TensorArg, TokenStream) -> TokenStream,
+) -> (TokenStream, TokenStream) {
+    let id = format_ident!("{}", name);
+    match out {
+        Output::Unit => (quote!(()), quote!(())),
+        Output::Plain(_) => (quote!(#id), quote!(#id)),
+        Output::Tensor(t) => (quote!(#id), convert(t, quote!(#id))),
+        Output::Tuple(items) => {
+            let (pats, exprs): (Vec<_>, Vec<_>) = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| convert_output(item, &format!("{name}_{i}"), convert))
+                .unzip();
+            (quote!((#(#pats,)*)), quote!((#(#exprs,)*)))
+        }
+    }
+}
+
+/// Applies `one` (a function path or closure taking one tensor) through a container.
+fn through_container(t: &TensorArg, value: TokenStream, one: TokenStream) -> TokenStream {
+    match t.container {
+        Container::One => quote!(#one(#value)),
+        Container::Option => quote!(#value.map(#one)),
+        Container::Vec => quote!(#value.into_iter().map(#one).collect()),
+    }
 }
 
 /// The const generics used by an op's `Tensor<D>`-level signature, in first-use order.
