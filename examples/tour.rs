@@ -3,8 +3,12 @@
 //!
 //! Run it with `cargo run --example tour`.
 
-use burn_route::{add_relu, argmax_last, dispatch, round_half_even, scale};
-use burn_tensor::{Device, Int, Tensor};
+use burn_route::{
+    add_relu, argmax_last, axpby, dequantize_relu, dispatch, iota, masked_fill_count, nan_to_num,
+    round_half_even, scale, softplus, split_last, sum_all,
+};
+use burn_tensor::quantization::QuantScheme;
+use burn_tensor::{Bool, Device, Int, Tensor};
 
 fn values<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
     t.clone().into_data().try_to_vec::<f32>().expect("f32 data")
@@ -37,6 +41,51 @@ fn main() {
         "argmax_last(&lhs)    = {:?}   index of the row maximum",
         ints(&argmax_last(&lhs))
     );
+    println!(
+        "axpby(lhs, Some(rhs), 2, -1) = {:?}   2 lhs - rhs (y is an Option)",
+        values(&axpby(lhs.clone(), Some(rhs.clone()), 2.0, -1.0))
+    );
+    println!(
+        "axpby(lhs, None, 2, -1)      = {:?}   2 lhs",
+        values(&axpby(lhs.clone(), None, 2.0, -1.0))
+    );
+    println!(
+        "sum_all(vec![lhs, rhs, lhs]) = {:?}   a Vec input (composite)",
+        values(&sum_all(vec![lhs.clone(), rhs.clone(), lhs.clone()]))
+    );
+    let parts = split_last(lhs.clone(), vec![1, 2]);
+    println!(
+        "split_last(lhs, [1, 2])      = {:?} and {:?}   a Vec output (composite)",
+        values(&parts[0]),
+        values(&parts[1])
+    );
+    println!(
+        "softplus(lhs, 1)             = {:?}   (composite)",
+        values(&softplus(lhs.clone(), 1.0))
+    );
+    let mask = Tensor::<2, Bool>::from_data([[true, false, false], [false, true, true]], &device);
+    let (filled, count) = masked_fill_count(lhs.clone(), &mask, 0.0);
+    println!(
+        "masked_fill_count(lhs, &mask, 0) = {:?}, count {:?}   a tuple output",
+        values(&filled),
+        ints(&count)
+    );
+    let with_nan = Tensor::<1>::from_data([1.0, f32::NAN, 3.0], &device);
+    let (clean, nan_mask) = nan_to_num(with_nan, 0.0, true);
+    println!(
+        "nan_to_num([1, NaN, 3], 0, true) = {:?}, mask {:?}   an Option output",
+        values(&clean),
+        nan_mask.map(|m| m.into_data().try_to_vec::<bool>().unwrap())
+    );
+    let quantized = lhs.clone().quantize_dynamic(&QuantScheme::default());
+    println!(
+        "dequantize_relu(quantized lhs) = {:?}   a quantized input",
+        values(&dequantize_relu(quantized))
+    );
+    println!(
+        "iota(4, &device)             = {:?}   routed by its device",
+        ints(&iota(4, &device))
+    );
     let halves = Tensor::<1>::from_data([0.5, 1.5, 2.5, -0.5, -1.5, 2.4], &device);
     println!(
         "round_half_even({:?}) = {:?}",
@@ -68,6 +117,19 @@ fn main() {
     println!(
         "  d sum / d lhs       = {:?}   alpha everywhere",
         values(&lhs.grad(&grads).expect("lhs grad"))
+    );
+
+    let out = axpby(lhs.clone(), Some(rhs.clone()), 2.0, -1.0);
+    let grads = out.sum().backward();
+    println!(
+        "axpby(lhs, Some(rhs), 2, -1): d/d lhs = {:?}, d/d rhs = {:?}",
+        values(&lhs.grad(&grads).unwrap()),
+        values(&rhs.grad(&grads).unwrap())
+    );
+    let grads = softplus(lhs.clone(), 1.0).sum().backward();
+    println!(
+        "softplus: d/d lhs = {:?}   sigmoid(lhs), from the composition",
+        values(&lhs.grad(&grads).unwrap())
     );
 
     // detach: tracked input is fine, the output carries no gradient.

@@ -20,9 +20,25 @@ pub const ROUTING_KEYS: &[&str] = &["trait", "autodiff_trait", "backends", "auto
 /// Keys of a table entry in `backends`.
 pub const BACKEND_KEYS: &[&str] = &["name", "cfg"];
 /// Keys of an `[[op]]` entry.
-pub const OP_KEYS: &[&str] = &["name", "doc", "autodiff", "inputs", "output", "backends", "composite"];
+pub const OP_KEYS: &[&str] = &[
+    "name",
+    "doc",
+    "autodiff",
+    "inputs",
+    "output",
+    "backends",
+    "composite",
+];
 /// Keys of an entry in an op's `inputs`.
-pub const INPUT_KEYS: &[&str] = &["name", "tensor", "type", "device", "borrowed", "dims", "container"];
+pub const INPUT_KEYS: &[&str] = &[
+    "name",
+    "tensor",
+    "type",
+    "device",
+    "borrowed",
+    "dims",
+    "container",
+];
 /// Keys of a table in an op's `output`.
 pub const OUTPUT_KEYS: &[&str] = &["tensor", "type", "dims", "container"];
 
@@ -303,10 +319,24 @@ impl Parser {
             "inputs",
             "[{ name = \"x\", tensor = \"float\" }]",
         );
-        let output = table.get("output").and_then(|v| self.output(v, &join(&path, "output")));
-        let backends = table.get("backends").and_then(|v| self.backends(v, &join(&path, "backends")));
+        let output = table
+            .get("output")
+            .and_then(|v| self.output(v, &join(&path, "output")));
+        let backends = table
+            .get("backends")
+            .and_then(|v| self.backends(v, &join(&path, "backends")));
         let composite = self.string(table, &path, "composite");
-        Some(OpSpec { index, span: value.span(), name, doc, autodiff, inputs, output, backends, composite })
+        Some(OpSpec {
+            index,
+            span: value.span(),
+            name,
+            doc,
+            autodiff,
+            inputs,
+            output,
+            backends,
+            composite,
+        })
     }
 
     fn input(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<InputSpec> {
@@ -364,9 +394,19 @@ impl Parser {
     ) -> Option<ArgSpec> {
         let tensor = self.string(table, path, "tensor");
         let plain = self.string(table, path, "type");
-        let device = if is_input { self.boolean(table, path, "device") } else { None };
-        let borrowed = if is_input { self.boolean(table, path, "borrowed") } else { None };
-        let dims = table.get("dims").and_then(|v| self.dims(v, &join(path, "dims")));
+        let device = if is_input {
+            self.boolean(table, path, "device")
+        } else {
+            None
+        };
+        let borrowed = if is_input {
+            self.boolean(table, path, "borrowed")
+        } else {
+            None
+        };
+        let dims = table
+            .get("dims")
+            .and_then(|v| self.dims(v, &join(path, "dims")));
         let container = self.string(table, path, "container");
         let present: Vec<&str> = ["tensor", "type", "device"]
             .into_iter()
@@ -381,7 +421,11 @@ impl Parser {
             return None;
         }
         if present.is_empty() {
-            let what = if is_input { "`tensor`, `type` or `device = true`" } else { "`tensor` or `type`" };
+            let what = if is_input {
+                "`tensor`, `type` or `device = true`"
+            } else {
+                "`tensor` or `type`"
+            };
             self.diags.push(
                 Diagnostic::new(span, path, format!("`{path}` needs {what}"))
                     .help("add `tensor = \"float\"` (or \"int\", \"bool\", \"quantized\") or `type = \"f32\"`"),
@@ -392,14 +436,27 @@ impl Parser {
             for key in ["borrowed", "dims", "container"] {
                 if let Some((k, _)) = table.get_key_value(key) {
                     self.diags.push(
-                        Diagnostic::new(k.span(), join(path, key), format!("`{key}` only applies to tensors, but `{path}` is not a tensor"))
-                            .help(format!("remove `{key}`, or make the entry a tensor with `tensor = \"float\"`")),
+                        Diagnostic::new(
+                            k.span(),
+                            join(path, key),
+                            format!(
+                                "`{key}` only applies to tensors, but `{path}` is not a tensor"
+                            ),
+                        )
+                        .help(format!(
+                            "remove `{key}`, or make the entry a tensor with `tensor = \"float\"`"
+                        )),
                     );
                 }
             }
         }
         if let Some(kind) = tensor {
-            return Some(ArgSpec::Tensor(TensorSpec { kind, borrowed, dims, container }));
+            return Some(ArgSpec::Tensor(TensorSpec {
+                kind,
+                borrowed,
+                dims,
+                container,
+            }));
         }
         if let Some(ty) = plain {
             return Some(ArgSpec::Plain(ty));
@@ -407,8 +464,12 @@ impl Parser {
         let device = device?;
         if !device.value {
             self.diags.push(
-                Diagnostic::new(device.span.clone(), join(path, "device"), "`device = false` declares nothing")
-                    .help("write `device = true` for the device argument, or remove the entry"),
+                Diagnostic::new(
+                    device.span.clone(),
+                    join(path, "device"),
+                    "`device = false` declares nothing",
+                )
+                .help("write `device = true` for the device argument, or remove the entry"),
             );
             return None;
         }

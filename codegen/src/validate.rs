@@ -151,7 +151,8 @@ fn assign_groups(
     trait_name: &str,
     autodiff_trait: &str,
 ) -> Vec<TraitGroup> {
-    let names = |backends: &[Backend]| -> Vec<BackendName> { backends.iter().map(|b| b.name).collect() };
+    let names =
+        |backends: &[Backend]| -> Vec<BackendName> { backends.iter().map(|b| b.name).collect() };
     let default_names = names(defaults);
     let mut keys: Vec<(Vec<BackendName>, bool)> = Vec::new();
     let mut groups = Vec::new();
@@ -478,7 +479,10 @@ impl Validator {
             .any(|i| matches!(&i.arg, Arg::Tensor(t) if t.kind == TensorKind::Float));
         let has_tensor = inputs.iter().any(|i| matches!(i.arg, Arg::Tensor(_)));
         if policy != Policy::Reject && !has_float {
-            let p = spec.autodiff.as_ref().expect("non-default policy is written");
+            let p = spec
+                .autodiff
+                .as_ref()
+                .expect("non-default policy is written");
             self.push(
                 Diagnostic::new(
                     p.span.clone(),
@@ -576,9 +580,9 @@ impl Validator {
             "quantized" => Some(TensorKind::Quantized),
             other => {
                 let help = match did_you_mean(other, KINDS) {
-                    Some(close) => format!(
-                        "did you mean `{close}`? tensor kinds: float, int, bool, quantized"
-                    ),
+                    Some(close) => {
+                        format!("did you mean `{close}`? tensor kinds: float, int, bool, quantized")
+                    }
                     None => "use one of: float, int, bool, quantized".to_owned(),
                 };
                 self.push(
@@ -640,9 +644,8 @@ impl Validator {
                 other => {
                     let help = match did_you_mean(other, CONTAINERS) {
                         Some(close) => format!("did you mean `{close}`? containers: option, vec"),
-                        None => {
-                            "use \"option\" (`Option<tensor>`) or \"vec\" (`Vec<tensor>`)".to_owned()
-                        }
+                        None => "use \"option\" (`Option<tensor>`) or \"vec\" (`Vec<tensor>`)"
+                            .to_owned(),
                     };
                     self.push(
                         Diagnostic::new(
@@ -692,7 +695,9 @@ impl Validator {
                     .enumerate()
                     .map(|(i, item)| self.output(item, &format!("{key}[{i}]")))
                     .collect();
-                outs.into_iter().collect::<Option<Vec<_>>>().map(Output::Tuple)
+                outs.into_iter()
+                    .collect::<Option<Vec<_>>>()
+                    .map(Output::Tuple)
             }
         }
     }

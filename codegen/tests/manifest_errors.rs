@@ -52,7 +52,7 @@ fn unknown_key_with_suggestion() {
     assert_eq!(
         errors(&edited("output =", "outptu =")),
         [
-            "ops.toml:12:1: `op[0].outptu`: unknown key `outptu` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output"
+            "ops.toml:12:1: `op[0].outptu`: unknown key `outptu` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite"
         ]
     );
 }
@@ -120,7 +120,7 @@ fn unknown_tensor_kind_and_backend() {
             "tensor = \"flaot\" },\n    { name = \"rhs\""
         )),
         [
-            "ops.toml:9:30: `op[0].inputs[0].tensor`: unknown tensor kind `flaot`; help: did you mean `float`? tensor kinds: float, int, bool"
+            "ops.toml:9:30: `op[0].inputs[0].tensor`: unknown tensor kind `flaot`; help: did you mean `float`? tensor kinds: float, int, bool, quantized"
         ]
     );
     assert_eq!(
@@ -164,7 +164,7 @@ fn no_tensor_input_needs_exactly_one_backend() {
     assert_eq!(
         errors(&source),
         [
-            "ops.toml:7:10: `op[0].inputs`: op `add` has no tensor input, so nothing tells which of the 2 backends to run it on; help: add a tensor input to route by, or list exactly one backend in `routing.backends`"
+            "ops.toml:7:10: `op[0].inputs`: op `add` has no tensor input, so nothing tells which of the 2 backends to run it on; help: add a tensor input to route by, or list exactly one backend (in the op's `backends` or in `routing.backends`)"
         ]
     );
     // With exactly one backend it is fine.
@@ -247,8 +247,8 @@ fn every_error_is_reported_in_one_pass() {
         errors(&source),
         [
             "ops.toml:2:9: `routing.trait`: `My Ops` is not a Rust identifier; help: use a trait name such as \"RoutedOps\": letters, digits and `_`, not starting with a digit, not a keyword",
-            "ops.toml:10:30: `op[0].inputs[1].tensor`: unknown tensor kind `double`; help: use one of: float, int, bool",
-            "ops.toml:12:1: `op[0].outptut`: unknown key `outptut` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output",
+            "ops.toml:10:30: `op[0].inputs[1].tensor`: unknown tensor kind `double`; help: use one of: float, int, bool, quantized",
+            "ops.toml:12:1: `op[0].outptut`: unknown key `outptut` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite",
         ]
     );
 }
@@ -273,7 +273,7 @@ fn build_script_reports_cargo_errors_without_panicking() {
         [
             format!("cargo::rerun-if-changed={}", manifest.display()).as_str(),
             "cargo::rerun-if-changed=build.rs",
-            "cargo::error=ops.toml:12:21: `op[0].output.tensor`: unknown tensor kind `flaot`; help: did you mean `float`? tensor kinds: float, int, bool",
+            "cargo::error=ops.toml:12:21: `op[0].output.tensor`: unknown tensor kind `flaot`; help: did you mean `float`? tensor kinds: float, int, bool, quantized",
         ]
     );
     assert!(
@@ -314,4 +314,104 @@ fn build_script_writes_the_files_once_and_deterministically() {
         .map(|f| f.contents)
         .collect();
     assert_eq!(contents, again);
+}
+
+#[test]
+fn container_device_and_composite_rules() {
+    assert_eq!(
+        errors(&edited(
+            "tensor = \"float\" },\n    { name = \"rhs\"",
+            "tensor = \"float\", container = \"list\" },\n    { name = \"rhs\""
+        )),
+        [
+            "ops.toml:9:51: `op[0].inputs[0].container`: unknown container `list`; help: use \"option\" (`Option<tensor>`) or \"vec\" (`Vec<tensor>`)"
+        ]
+    );
+    assert_eq!(
+        errors(&edited(
+            "tensor = \"float\" },\n    { name = \"rhs\"",
+            "tensor = \"float\", borrowed = true, container = \"vec\" },\n    { name = \"rhs\""
+        )),
+        [
+            "ops.toml:9:68: `op[0].inputs[0].container`: a borrowed `vec` of tensors is not supported; help: pass the `Vec` by value (remove `borrowed`)"
+        ]
+    );
+    assert_eq!(
+        errors(&edited(
+            "]\noutput",
+            "    { name = \"d1\", device = true },\n    { name = \"d2\", device = true },\n]\noutput"
+        )),
+        [
+            "ops.toml:12:5: `op[0].inputs[3]`: more than one device input; help: keep one `device = true` input: an op runs on one device"
+        ]
+    );
+    assert_eq!(
+        errors(&edited(
+            "{ name = \"lhs\", tensor = \"float\" }",
+            "{ name = \"lhs\", tensor = \"float\", type = \"f32\" }"
+        )),
+        [
+            "ops.toml:9:39: `op[0].inputs[0].type`: `op[0].inputs[0]` has both `tensor` and `type`; help: give exactly one of `tensor` (a tensor), `type` (a plain Rust value) or `device = true` (the device)"
+        ]
+    );
+    assert_eq!(
+        errors(&edited(
+            "{ name = \"lhs\", tensor = \"float\" }",
+            "{ name = \"lhs\", type = \"f32\", dims = 2 }"
+        )),
+        [
+            "ops.toml:9:35: `op[0].inputs[0].dims`: `dims` only applies to tensors, but `op[0].inputs[0]` is not a tensor; help: remove `dims`, or make the entry a tensor with `tensor = \"float\"`"
+        ]
+    );
+    assert_eq!(
+        errors(&edited(
+            "name = \"add\"\n",
+            "name = \"add\"\ncomposite = \"crate::\"\n"
+        )),
+        [
+            "ops.toml:7:13: `op[0].composite`: `crate::` is not a Rust path: unexpected end of input, expected identifier; help: name the function by its path, e.g. \"crate::composite::softplus\""
+        ]
+    );
+}
+
+#[test]
+fn per_op_backends_inherit_the_routing_cfg() {
+    let source = VALID
+        .replace(
+            "[\"Flex\"]",
+            "[\"Flex\", { name = \"Cube\", cfg = 'feature = \"cube\"' }]",
+        )
+        .replace(
+            "name = \"add\"\n",
+            "name = \"add\"\nbackends = [{ name = \"Cube\", cfg = 'feature = \"gpu\"' }]\n",
+        );
+    assert_eq!(
+        errors(&source),
+        [
+            "ops.toml:7:36: `op[0].backends[0].cfg`: backend `Cube` already has its cfg in `routing.backends`; help: remove `cfg` here: the op uses the `routing.backends` entry for `Cube`"
+        ]
+    );
+    let inherited = source.replace(
+        "{ name = \"Cube\", cfg = 'feature = \"gpu\"' }]\n",
+        "\"Cube\"]\n",
+    );
+    let files = Builder::new("ops.toml")
+        .render_str(&inherited)
+        .expect("valid");
+    let dispatch = &files
+        .iter()
+        .find(|f| f.name == "routed_dispatch.rs")
+        .unwrap()
+        .contents;
+    // The op's own trait is named after its backends, and its arm carries the inherited cfg.
+    assert!(
+        dispatch.contains("impl MyOpsCube for rt::Dispatch"),
+        "{dispatch}"
+    );
+    assert!(
+        dispatch.contains(
+            "#[cfg(feature = \"cube\")]\n        (rt::BackendId::Cube, rt::Mode::Concrete)"
+        ),
+        "{dispatch}"
+    );
 }

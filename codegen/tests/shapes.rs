@@ -49,8 +49,13 @@ fn file(name: &str) -> String {
         .1
 }
 
+/// The text with whitespace runs collapsed, and no space before a method-call dot, so
+/// assertions do not depend on where the pretty-printer breaks lines.
 fn flat(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace(" .", ".")
 }
 
 #[test]
@@ -95,8 +100,10 @@ fn tensor_api_signatures() {
     let tensor = flat(&file("routed_tensor.rs"));
     for expected in [
         "pub fn mixed<const D: usize, const E: usize>( x: &rt::Tensor<D>, ids: rt::Tensor<D, rt::Int>, mask: &rt::Tensor<2, rt::Bool>, k: usize, ) -> (rt::Tensor<D>, (rt::Tensor<E, rt::Int>, u64))",
-        "let (out_0, (out_1_0, out_1_1)) = <rt::Dispatch as ShapeOps>::mixed( &x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k, );",
-        "(rt::Tensor::from_dispatch(out_0), (rt::Tensor::from_dispatch(out_1_0), out_1_1))",
+        "let (out_0, (out_1_0, out_1_1)) = dispatch::try_mixed( &x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k, )?;",
+        "Ok((rt::Tensor::from_dispatch(out_0), (rt::Tensor::from_dispatch(out_1_0), out_1_1)))",
+        "pub fn try_mixed<const D: usize, const E: usize>(",
+        "rt::expect(try_mixed(x, ids, mask, k))",
         "pub fn count<const D: usize>(mask: rt::Tensor<D, rt::Bool>) -> usize",
         "pub fn fill(value: f32) {",
     ] {
@@ -105,4 +112,110 @@ fn tensor_api_signatures() {
             "missing `{expected}` in\n{tensor}"
         );
     }
+}
+
+const CONTAINERS: &str = r#"[routing]
+trait = "C"
+backends = ["Flex", { name = "Cube", cfg = 'feature = "cube"' }]
+
+[[op]]
+name = "pick"
+autodiff = "differentiable"
+inputs = [
+    { name = "xs", tensor = "float", container = "vec" },
+    { name = "bias", tensor = "float", container = "option", borrowed = true },
+    { name = "q", tensor = "quantized" },
+]
+output = [{ tensor = "float", container = "vec" }, { tensor = "int", container = "option" }]
+
+[[op]]
+name = "make"
+backends = ["Flex"]
+inputs = [{ name = "n", type = "usize" }, { name = "device", device = true }]
+output = { tensor = "float" }
+
+[[op]]
+name = "soft"
+autodiff = "differentiable"
+composite = "crate::soft"
+inputs = [{ name = "x", tensor = "float" }]
+output = { tensor = "float" }
+"#;
+
+fn render_containers(name: &str) -> String {
+    let files = Builder::new("ops.toml")
+        .render_str(CONTAINERS)
+        .expect("valid");
+    flat(
+        &files
+            .into_iter()
+            .find(|f| f.name == name)
+            .expect("file")
+            .contents,
+    )
+}
+
+#[test]
+fn option_vec_quantized_and_device_shapes() {
+    let ops = render_containers("routed_ops.rs");
+    assert!(ops.contains(
+        "fn pick( xs: Vec<rt::FloatTensor<Self>>, bias: Option<&rt::FloatTensor<Self>>, q: rt::QuantizedTensor<Self>, ) -> (Vec<rt::FloatTensor<Self>>, Option<rt::IntTensor<Self>>);"
+    ), "{ops}");
+    assert!(
+        ops.contains("fn make(n: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self>;"),
+        "{ops}"
+    );
+    let dispatch = render_containers("routed_dispatch.rs");
+    for expected in [
+        "let xs = xs.into_iter().map(|t| B::float(route, \"xs\", t)).collect::<Result<Vec<_>, _>>()?;",
+        "let bias = bias.map(|t| B::float_ref(route, \"bias\", t)).transpose()?;",
+        "let q = B::quantized(route, \"q\", q)?;",
+        "kernel(xs, bias.as_deref(), q)",
+        "out_0.into_iter().map(|t| B::float_out(route, t)).collect()",
+        "out_1.map(|t| B::int_out(route, t))",
+        "xs.iter().enumerate().map(|(i, t)| rt::Input::float(\"xs\", t).at(i)).into_iter().chain(bias.map(|t| rt::Input::float(\"bias\", t))).chain([rt::Input::quantized(\"q\", &q)])",
+        "let route = rt::Route::plan_device(&OP, \"device\", device)?;",
+        "let device = B::device(route, \"device\", device)?;",
+        // Per-op backends: `make` is in its own trait, implemented by Flex only.
+        "impl CFlex for rt::Dispatch",
+        "<rt::Flex as CFlex>::make",
+    ] {
+        assert!(
+            dispatch.contains(expected),
+            "missing `{expected}` in\n{dispatch}"
+        );
+    }
+    let tensor = render_containers("routed_tensor.rs");
+    for expected in [
+        "pub fn pick<const D: usize>( xs: Vec<rt::Tensor<D>>, bias: Option<&rt::Tensor<D>>, q: rt::Tensor<D>, ) -> (Vec<rt::Tensor<D>>, Option<rt::Tensor<D, rt::Int>>)",
+        "xs.into_iter().map(rt::Tensor::into_dispatch).collect(), bias.map(|t| t.clone().into_dispatch()).as_ref(), q.into_dispatch(),",
+        "pub fn make<const D: usize>(n: usize, device: &rt::Device) -> rt::Tensor<D>",
+        "dispatch::try_make(n, device.as_dispatch())?",
+    ] {
+        assert!(
+            tensor.contains(expected),
+            "missing `{expected}` in\n{tensor}"
+        );
+    }
+}
+
+#[test]
+fn composite_ops_get_default_bodies_and_generated_impls() {
+    let ops = render_containers("routed_ops.rs");
+    for expected in [
+        "pub trait CComposite: rt::Backend {",
+        "fn soft(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> { crate::soft::<Self>(x) }",
+        "impl CComposite for rt::Flex {}",
+        "#[cfg(feature = \"cube\")] impl CComposite for rt::Cube {}",
+        "#[cfg(feature = \"autodiff\")] impl<B: rt::Backend, C: rt::CheckpointStrategy> CComposite for rt::Autodiff<B, C> {}",
+    ] {
+        assert!(ops.contains(expected), "missing `{expected}` in\n{ops}");
+    }
+    // The autodiff route calls the composite through `Autodiff<B, C>`: no hand-written kernel.
+    let dispatch = render_containers("routed_dispatch.rs");
+    assert!(
+        dispatch.contains("<rt::Autodiff<rt::Flex> as CComposite>::soft"),
+        "{dispatch}"
+    );
+    assert!(!dispatch.contains("CCompositeAutodiff"), "{dispatch}");
 }

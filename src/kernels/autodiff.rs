@@ -97,10 +97,15 @@ impl<B: RoutedOps, C: CheckpointStrategy> RoutedOpsAutodiff for Autodiff<B, C> {
         let (x_shape, y_shape) = (x.shape(), y.shape());
         let (x, x_node) = x.into_parts();
         let (y, y_node) = y.into_parts();
-        match AxpbyBackward.prepare::<C>([x_node, y_node]).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => {
-                prep.finish((alpha, beta, x_shape, y_shape), B::axpby(x, Some(y), alpha, beta))
-            }
+        match AxpbyBackward
+            .prepare::<C>([x_node, y_node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                (alpha, beta, x_shape, y_shape),
+                B::axpby(x, Some(y), alpha, beta),
+            ),
             OpsKind::UnTracked(prep) => prep.finish(B::axpby(x, Some(y), alpha, beta)),
         }
     }

@@ -5,7 +5,9 @@
 //! loops do not cover.
 
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
-use burn_backend::{Backend, FloatDType, Scalar, Shape, TensorMetadata, get_or_init_device_settings};
+use burn_backend::{
+    Backend, FloatDType, Scalar, Shape, TensorMetadata, get_or_init_device_settings,
+};
 
 pub fn add_relu<B: Backend>(lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
     B::relu(B::float_add(lhs, rhs))
@@ -82,13 +84,26 @@ macro_rules! composed_routed_ops {
             fn round_half_even(x: FloatTensor<Self>) -> FloatTensor<Self> {
                 $crate::kernels::composed::round_half_even::<Self>(x)
             }
-            fn axpby(x: FloatTensor<Self>, y: Option<FloatTensor<Self>>, alpha: f32, beta: f32) -> FloatTensor<Self> {
+            fn axpby(
+                x: FloatTensor<Self>,
+                y: Option<FloatTensor<Self>>,
+                alpha: f32,
+                beta: f32,
+            ) -> FloatTensor<Self> {
                 $crate::kernels::composed::axpby::<Self>(x, y, alpha, beta)
             }
-            fn masked_fill_count(x: FloatTensor<Self>, mask: &BoolTensor<Self>, value: f32) -> (FloatTensor<Self>, IntTensor<Self>) {
+            fn masked_fill_count(
+                x: FloatTensor<Self>,
+                mask: &BoolTensor<Self>,
+                value: f32,
+            ) -> (FloatTensor<Self>, IntTensor<Self>) {
                 $crate::kernels::composed::masked_fill_count::<Self>(x, mask, value)
             }
-            fn nan_to_num(x: FloatTensor<Self>, value: f32, with_mask: bool) -> (FloatTensor<Self>, Option<BoolTensor<Self>>) {
+            fn nan_to_num(
+                x: FloatTensor<Self>,
+                value: f32,
+                with_mask: bool,
+            ) -> (FloatTensor<Self>, Option<BoolTensor<Self>>) {
                 $crate::kernels::composed::nan_to_num::<Self>(x, value, with_mask)
             }
             fn dequantize_relu(x: QuantizedTensor<Self>) -> FloatTensor<Self> {

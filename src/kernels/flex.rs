@@ -2,12 +2,10 @@
 //! uniquely owned) and falls back to composing Flex's own ops for other dtypes, broadcasting or
 //! strided layouts.
 
-use burn_backend::backend::ops::IntTensorOps;
 use burn_backend::backend::ops::FloatTensorOps;
+use burn_backend::backend::ops::IntTensorOps;
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
-use burn_backend::{
-    DType, IntDType, TensorData, TensorMetadata, get_or_init_device_settings,
-};
+use burn_backend::{DType, IntDType, TensorData, TensorMetadata, get_or_init_device_settings};
 use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::{FlexDevice, FlexTensor};
 
@@ -111,7 +109,8 @@ impl RoutedOps for Flex {
                 if x.shape() == y.shape()
                     && let (Some(a), Some(b)) = (f32_slice(&x), f32_slice(&y))
                 {
-                    let out: Vec<f32> = a.iter().zip(b).map(|(a, b)| alpha * a + beta * b).collect();
+                    let out: Vec<f32> =
+                        a.iter().zip(b).map(|(a, b)| alpha * a + beta * b).collect();
                     return FlexTensor::from_data(TensorData::new(out, x.shape()));
                 }
                 composed::axpby::<Self>(x, Some(y), alpha, beta)

@@ -113,6 +113,35 @@ pub enum Malformed {
     },
 }
 
+impl Malformed {
+    /// The section of `ERRORS.md` that explains this problem.
+    pub fn anchor(&self) -> &'static str {
+        match self {
+            Self::NonFloatAutodiff => "only-float-autodiff",
+            Self::EnabledFloatNotAutodiff => "enabled-float-not-autodiff",
+            Self::AutodiffWithDisabledContext => "autodiff-disabled-context",
+            Self::UnwrappedAutodiff | Self::NestedAutodiff | Self::UnexpectedPrimitive { .. } => {
+                "malformed-dispatch-tensor"
+            }
+            Self::WrongKind { .. } => "wrong-kind",
+        }
+    }
+}
+
+impl Malformed {
+    /// How to fix it, as a clause.
+    pub fn fix(&self) -> String {
+        match self {
+            Self::WrongKind { expected, .. } => format!(
+                "pass a `{expected}` tensor here (convert with `.float()`, `.int()` or `.bool()` first)"
+            ),
+            _ => "build tensors through Burn's API (`Tensor::from_data`, `.require_grad()`, \
+                  `Tensor::into_dispatch`) rather than assembling `DispatchTensor` by hand"
+                .to_owned(),
+        }
+    }
+}
+
 impl fmt::Display for Malformed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -211,9 +240,9 @@ impl fmt::Display for RouteError {
             } => write!(
                 f,
                 "{problem}: input `{input}` of op `{op}` (backend {backend}) is a malformed dispatch \
-                 tensor. Fix: build tensors through Burn's API (`Tensor::from_data`, `.require_grad()`, \
-                 `Tensor::into_dispatch`) rather than assembling `DispatchTensor` by hand. \
-                 See ERRORS.md#malformed-dispatch-tensor"
+                 tensor. Fix: {}. See ERRORS.md#{}",
+                problem.fix(),
+                problem.anchor()
             ),
             Self::NoRoutingTensor { op } => write!(
                 f,

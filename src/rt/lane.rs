@@ -68,7 +68,11 @@ pub trait Lane: Backend {
     ///
     /// # Errors
     /// [`RouteError::BackendMismatch`] when the device is on another backend than the route.
-    fn device<'a>(route: &Route, input: &'static str, device: &'a DispatchDevice) -> Result<Held<'a, Device<Self>>, RouteError>;
+    fn device<'a>(
+        route: &Route,
+        input: &'static str,
+        device: &'a DispatchDevice,
+    ) -> Result<Held<'a, Device<Self>>, RouteError>;
 }
 
 /// A concrete backend's variants of `DispatchTensorKind` and `DispatchDevice`.
@@ -102,7 +106,11 @@ fn unwrap_kind_ref(kind: &DispatchTensorKind) -> &DispatchTensorKind {
     }
 }
 
-fn device<'a, B: Concrete>(route: &Route, input: &'static str, device: &'a DispatchDevice) -> Result<Held<'a, Device<B>>, RouteError> {
+fn device<'a, B: Concrete>(
+    route: &Route,
+    input: &'static str,
+    device: &'a DispatchDevice,
+) -> Result<Held<'a, Device<B>>, RouteError> {
     B::device_of(device).ok_or_else(|| route.device_mismatch(input, device))
 }
 
@@ -111,7 +119,11 @@ mod concrete {
     use super::*;
 
     #[allow(unreachable_patterns)]
-    pub(super) fn float<B: Concrete>(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<FloatTensor<B>, RouteError> {
+    pub(super) fn float<B: Concrete>(
+        route: &Route,
+        input: &'static str,
+        tensor: DispatchTensor,
+    ) -> Result<FloatTensor<B>, RouteError> {
         let found = describe(&tensor.kind);
         match B::take(unwrap_kind(tensor.kind)) {
             Some(BackendTensor::Float(t)) => Ok(t),
@@ -124,7 +136,11 @@ mod concrete {
     }
 
     #[allow(unreachable_patterns)]
-    pub(super) fn float_ref<'a, B: Concrete>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, FloatTensor<B>>, RouteError> {
+    pub(super) fn float_ref<'a, B: Concrete>(
+        route: &Route,
+        input: &'static str,
+        tensor: &'a DispatchTensor,
+    ) -> Result<Held<'a, FloatTensor<B>>, RouteError> {
         match B::peek(unwrap_kind_ref(&tensor.kind)) {
             Some(BackendTensor::Float(t)) => Ok(Held::Borrowed(t)),
             #[cfg(feature = "autodiff")]
@@ -140,7 +156,9 @@ mod concrete {
                 use burn_backend::AutodiffBackend;
                 let lifted = <burn_autodiff::Autodiff<B> as AutodiffBackend>::from_inner(out);
                 DispatchTensor {
-                    kind: DispatchTensorKind::Autodiff(Box::new(B::put(BackendTensor::Autodiff(lifted)))),
+                    kind: DispatchTensorKind::Autodiff(Box::new(B::put(BackendTensor::Autodiff(
+                        lifted,
+                    )))),
                     autodiff: DispatchAutodiffContext::Enabled(strategy),
                 }
             }
@@ -160,7 +178,11 @@ mod autodiff {
     use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
     use burn_backend::AutodiffBackend;
 
-    pub(super) fn float<B: Concrete, C: CheckpointStrategy>(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<FloatTensor<Autodiff<B, C>>, RouteError> {
+    pub(super) fn float<B: Concrete, C: CheckpointStrategy>(
+        route: &Route,
+        input: &'static str,
+        tensor: DispatchTensor,
+    ) -> Result<FloatTensor<Autodiff<B, C>>, RouteError> {
         let found = describe(&tensor.kind);
         match B::take(unwrap_kind(tensor.kind)) {
             Some(BackendTensor::Autodiff(t)) => Ok(t),
@@ -170,15 +192,24 @@ mod autodiff {
         }
     }
 
-    pub(super) fn float_ref<'a, B: Concrete, C: CheckpointStrategy>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, FloatTensor<Autodiff<B, C>>>, RouteError> {
+    pub(super) fn float_ref<'a, B: Concrete, C: CheckpointStrategy>(
+        route: &Route,
+        input: &'static str,
+        tensor: &'a DispatchTensor,
+    ) -> Result<Held<'a, FloatTensor<Autodiff<B, C>>>, RouteError> {
         match B::peek(unwrap_kind_ref(&tensor.kind)) {
             Some(BackendTensor::Autodiff(t)) => Ok(Held::Borrowed(t)),
-            Some(BackendTensor::Float(t)) => Ok(Held::Owned(<Autodiff<B, C> as AutodiffBackend>::from_inner(t.clone()))),
+            Some(BackendTensor::Float(t)) => Ok(Held::Owned(
+                <Autodiff<B, C> as AutodiffBackend>::from_inner(t.clone()),
+            )),
             _ => Err(route.mismatch(input, "float", describe(&tensor.kind))),
         }
     }
 
-    pub(super) fn float_out<B: Concrete>(route: &Route, out: FloatTensor<Autodiff<B>>) -> DispatchTensor {
+    pub(super) fn float_out<B: Concrete>(
+        route: &Route,
+        out: FloatTensor<Autodiff<B>>,
+    ) -> DispatchTensor {
         DispatchTensor {
             kind: DispatchTensorKind::Autodiff(Box::new(B::put(BackendTensor::Autodiff(out)))),
             autodiff: route.context(),
@@ -220,34 +251,62 @@ shared_kind! {
 /// The functions both lanes of a backend share (`$inner` is the concrete backend).
 macro_rules! shared_lane_fns {
     ($inner:ty) => {
-        fn int(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<IntTensor<Self>, RouteError> {
+        fn int(
+            route: &Route,
+            input: &'static str,
+            tensor: DispatchTensor,
+        ) -> Result<IntTensor<Self>, RouteError> {
             take_int::<$inner>(route, input, tensor)
         }
-        fn int_ref<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, IntTensor<Self>>, RouteError> {
+        fn int_ref<'a>(
+            route: &Route,
+            input: &'static str,
+            tensor: &'a DispatchTensor,
+        ) -> Result<Held<'a, IntTensor<Self>>, RouteError> {
             peek_int::<$inner>(route, input, tensor)
         }
         fn int_out(route: &Route, out: IntTensor<Self>) -> DispatchTensor {
             wrap_int::<$inner>(route, out)
         }
-        fn bool(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<BoolTensor<Self>, RouteError> {
+        fn bool(
+            route: &Route,
+            input: &'static str,
+            tensor: DispatchTensor,
+        ) -> Result<BoolTensor<Self>, RouteError> {
             take_bool::<$inner>(route, input, tensor)
         }
-        fn bool_ref<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, BoolTensor<Self>>, RouteError> {
+        fn bool_ref<'a>(
+            route: &Route,
+            input: &'static str,
+            tensor: &'a DispatchTensor,
+        ) -> Result<Held<'a, BoolTensor<Self>>, RouteError> {
             peek_bool::<$inner>(route, input, tensor)
         }
         fn bool_out(route: &Route, out: BoolTensor<Self>) -> DispatchTensor {
             wrap_bool::<$inner>(route, out)
         }
-        fn quantized(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<QuantizedTensor<Self>, RouteError> {
+        fn quantized(
+            route: &Route,
+            input: &'static str,
+            tensor: DispatchTensor,
+        ) -> Result<QuantizedTensor<Self>, RouteError> {
             take_quantized::<$inner>(route, input, tensor)
         }
-        fn quantized_ref<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, QuantizedTensor<Self>>, RouteError> {
+        fn quantized_ref<'a>(
+            route: &Route,
+            input: &'static str,
+            tensor: &'a DispatchTensor,
+        ) -> Result<Held<'a, QuantizedTensor<Self>>, RouteError> {
             peek_quantized::<$inner>(route, input, tensor)
         }
         fn quantized_out(route: &Route, out: QuantizedTensor<Self>) -> DispatchTensor {
             wrap_quantized::<$inner>(route, out)
         }
-        fn device<'a>(route: &Route, input: &'static str, device: &'a DispatchDevice) -> Result<Held<'a, Device<Self>>, RouteError> {
+        fn device<'a>(
+            route: &Route,
+            input: &'static str,
+            device: &'a DispatchDevice,
+        ) -> Result<Held<'a, Device<Self>>, RouteError> {
             self::device::<$inner>(route, input, device)
         }
     };
@@ -292,10 +351,18 @@ macro_rules! backend_lanes {
 
         #[cfg($cfg)]
         impl Lane for $backend {
-            fn float(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<FloatTensor<Self>, RouteError> {
+            fn float(
+                route: &Route,
+                input: &'static str,
+                tensor: DispatchTensor,
+            ) -> Result<FloatTensor<Self>, RouteError> {
                 concrete::float::<Self>(route, input, tensor)
             }
-            fn float_ref<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, FloatTensor<Self>>, RouteError> {
+            fn float_ref<'a>(
+                route: &Route,
+                input: &'static str,
+                tensor: &'a DispatchTensor,
+            ) -> Result<Held<'a, FloatTensor<Self>>, RouteError> {
                 concrete::float_ref::<Self>(route, input, tensor)
             }
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {
@@ -305,11 +372,21 @@ macro_rules! backend_lanes {
         }
 
         #[cfg(all($cfg, feature = "autodiff"))]
-        impl<C: burn_autodiff::checkpoint::strategy::CheckpointStrategy> Lane for burn_autodiff::Autodiff<$backend, C> {
-            fn float(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<FloatTensor<Self>, RouteError> {
+        impl<C: burn_autodiff::checkpoint::strategy::CheckpointStrategy> Lane
+            for burn_autodiff::Autodiff<$backend, C>
+        {
+            fn float(
+                route: &Route,
+                input: &'static str,
+                tensor: DispatchTensor,
+            ) -> Result<FloatTensor<Self>, RouteError> {
                 autodiff::float::<$backend, C>(route, input, tensor)
             }
-            fn float_ref<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, FloatTensor<Self>>, RouteError> {
+            fn float_ref<'a>(
+                route: &Route,
+                input: &'static str,
+                tensor: &'a DispatchTensor,
+            ) -> Result<Held<'a, FloatTensor<Self>>, RouteError> {
                 autodiff::float_ref::<$backend, C>(route, input, tensor)
             }
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {

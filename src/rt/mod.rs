@@ -12,6 +12,11 @@ pub use error::{Malformed, RouteError};
 pub use lane::{Concrete, Held, Lane};
 pub use route::{BackendId, Input, InputName, Mode, OpInfo, Policy, Route, TensorKind};
 
+/// Burn's autodiff decorator (`Backward`, `OpsKind`, gradients), for writing backward passes.
+#[cfg(feature = "autodiff")]
+pub use burn_autodiff as autodiff;
+/// Burn's backend API (tensor primitive ops, `TensorData`, ...), for writing kernels.
+pub use burn_backend as backend;
 pub use burn_backend::Backend;
 pub use burn_backend::tensor::{
     BoolTensor, Device as DeviceOf, FloatTensor, IntTensor, QuantizedTensor,

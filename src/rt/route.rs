@@ -477,7 +477,11 @@ impl Route {
     }
 
     /// The error for a device argument on another backend than the routing tensor.
-    pub(crate) fn device_mismatch(&self, input: &'static str, device: &DispatchDevice) -> RouteError {
+    pub(crate) fn device_mismatch(
+        &self,
+        input: &'static str,
+        device: &DispatchDevice,
+    ) -> RouteError {
         RouteError::BackendMismatch {
             op: self.op.name,
             input: InputName::new(input),
@@ -507,11 +511,7 @@ impl Route {
     }
 }
 
-fn check_input(
-    op: &'static OpInfo,
-    input: &Input<'_>,
-    found: Described,
-) -> Result<(), RouteError> {
+fn check_input(op: &'static OpInfo, input: &Input<'_>, found: Described) -> Result<(), RouteError> {
     let malformed = |problem| RouteError::Malformed {
         op: op.name,
         input: input.name,

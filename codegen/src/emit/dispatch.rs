@@ -118,7 +118,11 @@ fn plan_inputs(op: &Op) -> TokenStream {
                     segments.push(quote!([#(#singles),*]));
                     singles.clear();
                 }
-                let source = if t.borrowed { quote!(#id) } else { quote!(#id.as_ref()) };
+                let source = if t.borrowed {
+                    quote!(#id)
+                } else {
+                    quote!(#id.as_ref())
+                };
                 segments.push(quote!(#source.map(|t| rt::Input::#ctor(#name, t))));
             }
             Container::Vec => {
@@ -218,7 +222,11 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
         }
     };
     let uses_route = !unwraps.is_empty() || contains_tensor(&op.output);
-    let route_param = if uses_route { quote!(route) } else { quote!(_route) };
+    let route_param = if uses_route {
+        quote!(route)
+    } else {
+        quote!(_route)
+    };
 
     let plan = if op.tensor_inputs().next().is_some() {
         let inputs = plan_inputs(op);
@@ -269,11 +277,21 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
         }
     }
 
+    // When every backend of the op is behind a cfg, a build with none of them has no arm that
+    // calls `run`.
+    let cfgs: Vec<&syn::Meta> = op.backends.iter().filter_map(|b| b.cfg.as_ref()).collect();
+    let run_allow = if cfgs.len() == op.backends.len() {
+        quote!(#[cfg_attr(not(any(#(#cfgs),*)), allow(dead_code))])
+    } else {
+        TokenStream::new()
+    };
+
     quote! {
         #docs
         pub fn #try_name(#(#dispatch_params),*) -> Result<#dispatch_out, rt::RouteError> {
             static OP: rt::OpInfo = rt::OpInfo::new(#name, #policy, #location, #backends_location);
 
+            #run_allow
             fn run<B: rt::Lane>(
                 #route_param: &rt::Route,
                 kernel: impl FnOnce(#(#kernel_params),*) #kernel_ret,

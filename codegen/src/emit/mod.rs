@@ -11,8 +11,8 @@ mod tensor;
 use proc_macro2::{Ident, TokenStream};
 use quote::{format_ident, quote};
 
-use crate::ir::{Arg, Backend, Container, Op, Output, Policy, Rank, TensorArg, TensorKind};
 use crate::ir::Ir;
+use crate::ir::{Arg, Backend, Container, Op, Output, Policy, Rank, TensorArg, TensorKind};
 
 /// Paths the generated code refers to.
 #[derive(Clone, Debug)]
@@ -47,8 +47,16 @@ pub const TENSOR_FILE: &str = "routed_tensor.rs";
 pub fn emit(ir: &Ir, config: &EmitConfig) -> Vec<File> {
     [
         (OPS_FILE, "the extension traits", ops::emit(ir, config)),
-        (DISPATCH_FILE, "`Dispatch` routing", dispatch::emit(ir, config)),
-        (TENSOR_FILE, "the `Tensor<D>`-level functions", tensor::emit(ir, config)),
+        (
+            DISPATCH_FILE,
+            "`Dispatch` routing",
+            dispatch::emit(ir, config),
+        ),
+        (
+            TENSOR_FILE,
+            "the `Tensor<D>`-level functions",
+            tensor::emit(ir, config),
+        ),
     ]
     .into_iter()
     .map(|(name, what, tokens)| File {

@@ -5,8 +5,8 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use super::{
-    EmitConfig, autodiff_backend_cfg, backend_cfg, doc_attrs, ident, op_docs, output_type,
-    params, returns, use_runtime,
+    EmitConfig, autodiff_backend_cfg, backend_cfg, doc_attrs, ident, op_docs, output_type, params,
+    returns, use_runtime,
 };
 use crate::ir::{Ir, Policy, TraitGroup};
 

@@ -62,8 +62,9 @@ fn tensor_fns(op: &Op) -> TokenStream {
     let out_ty = map_output_type(&op.output, &|t| super::contained(t, tensor_type(t)));
     let ret = returns(&op.output, &out_ty);
     let call = quote!(dispatch::#try_name(#(#args),*)?);
-    let from_dispatch =
-        |t: &TensorArg, value: TokenStream| through_container(t, value, quote!(rt::Tensor::from_dispatch));
+    let from_dispatch = |t: &TensorArg, value: TokenStream| {
+        through_container(t, value, quote!(rt::Tensor::from_dispatch))
+    };
     let try_body = match &op.output {
         Output::Unit => quote!(#call; Ok(())),
         Output::Plain(_) => quote!(Ok(#call)),

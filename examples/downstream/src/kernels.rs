@@ -1,0 +1,81 @@
+//! Kernels for this crate's ops.
+
+use burn_route::rt::backend::{Scalar, Shape, TensorMetadata, get_or_init_device_settings};
+use burn_route::rt::{Backend, Flex, FloatTensor, IntTensor};
+
+use crate::ops::MyOps;
+
+/// `x * x`: the body of the composite `gpu_square`.
+pub fn square<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    B::float_mul(x.clone(), x)
+}
+
+/// Clamps to `[lo, hi]` and counts the elements outside, with backend primitives.
+fn clamp_count<B: Backend>(x: FloatTensor<B>, lo: f32, hi: f32) -> (FloatTensor<B>, IntTensor<B>) {
+    let settings = get_or_init_device_settings::<B>(&x.device());
+    let below = B::float_lower_elem(x.clone(), Scalar::from(lo), settings.bool_dtype);
+    let above = B::float_greater_elem(x.clone(), Scalar::from(hi), settings.bool_dtype);
+    let count = B::int_add(
+        B::int_sum(B::bool_into_int(below, settings.int_dtype)),
+        B::int_sum(B::bool_into_int(above, settings.int_dtype)),
+    );
+    let clamped = B::float_clamp(x, Scalar::from(lo), Scalar::from(hi));
+    (clamped, B::int_reshape(count, Shape::new([1])))
+}
+
+impl MyOps for Flex {
+    fn cube_pow(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let squared = square::<Self>(x.clone());
+        mul::<Self>(squared, x)
+    }
+
+    fn clamp_count(x: FloatTensor<Self>, lo: f32, hi: f32) -> (FloatTensor<Self>, IntTensor<Self>) {
+        clamp_count::<Self>(x, lo, hi)
+    }
+}
+
+fn mul<B: Backend>(a: FloatTensor<B>, b: FloatTensor<B>) -> FloatTensor<B> {
+    B::float_mul(a, b)
+}
+
+#[cfg(feature = "autodiff")]
+mod autodiff {
+    use burn_route::rt::autodiff::Autodiff;
+    use burn_route::rt::autodiff::checkpoint::base::Checkpointer;
+    use burn_route::rt::autodiff::grads::Gradients;
+    use burn_route::rt::autodiff::ops::{Backward, Ops, OpsKind, unary};
+    use burn_route::rt::backend::Scalar;
+    use burn_route::rt::{Backend, CheckpointStrategy, FloatTensor};
+
+    use crate::ops::{MyOps, MyOpsAutodiff};
+
+    /// d/dx x^3 = 3 x^2.
+    #[derive(Debug)]
+    struct CubePowBackward;
+
+    impl<B: Backend> Backward<B, 1> for CubePowBackward {
+        type State = FloatTensor<B>;
+
+        fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
+            let x = ops.state;
+            unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+                let slope = B::float_mul_scalar(super::square::<B>(x), Scalar::from(3.0f32));
+                B::float_mul(grad, slope)
+            });
+        }
+    }
+
+    impl<B: MyOps, C: CheckpointStrategy> MyOpsAutodiff for Autodiff<B, C> {
+        fn cube_pow(x: FloatTensor<Self>) -> FloatTensor<Self> {
+            let (x, node) = x.into_parts();
+            match CubePowBackward
+                .prepare::<C>([node])
+                .compute_bound()
+                .stateful()
+            {
+                OpsKind::Tracked(prep) => prep.finish(x.clone(), B::cube_pow(x)),
+                OpsKind::UnTracked(prep) => prep.finish(B::cube_pow(x)),
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The downstream crate's ops, routed by the code its own build script generated.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use burn_route::rt::{BackendId, Device, InputName, Int, RouteError, Tensor};
+use burn_route_downstream::{clamp_count, cube_pow, gpu_square, try_gpu_square};
+
+fn values<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
+    t.clone().into_data().try_to_vec::<f32>().unwrap()
+}
+
+#[test]
+fn cube_pow_values_and_gradient() {
+    let x = Tensor::<1>::from_data([-2.0, 0.5, 3.0], &Device::flex());
+    assert_eq!(values(&cube_pow(x)), [-8.0, 0.125, 27.0]);
+
+    let x = Tensor::<1>::from_data([-2.0, 0.5, 3.0], &Device::flex().autodiff()).require_grad();
+    let grads = cube_pow(x.clone()).sum().backward();
+    // d/dx x^3 = 3 x^2, and central differences agree.
+    assert_eq!(values(&x.grad(&grads).unwrap()), [12.0, 0.75, 27.0]);
+    let eps = 1e-2f32;
+    for (i, v) in [-2.0f32, 0.5, 3.0].into_iter().enumerate() {
+        let fd = ((v + eps).powi(3) - (v - eps).powi(3)) / (2.0 * eps);
+        assert!(
+            (fd - values(&x.grad(&grads).unwrap())[i]).abs() < 1e-2,
+            "fd {fd}"
+        );
+    }
+}
+
+#[test]
+fn clamp_count_returns_the_clamped_tensor_and_the_count() {
+    let x = Tensor::<2>::from_data([[-5.0, 0.0], [2.0, 9.0]], &Device::flex().autodiff())
+        .require_grad();
+    let (clamped, count): (Tensor<2>, Tensor<1, Int>) = clamp_count(x, -1.0, 3.0);
+    assert_eq!(values(&clamped), [-1.0, 0.0, 2.0, 3.0]);
+    assert_eq!(
+        count
+            .into_data()
+            .convert::<i64>()
+            .try_to_vec::<i64>()
+            .unwrap(),
+        [2]
+    );
+    assert!(
+        !clamped.is_tracked(),
+        "detach: no gradient through the output"
+    );
+}
+
+#[cfg(not(feature = "cube"))]
+#[test]
+fn an_op_not_routed_to_flex_names_the_backend_and_the_manifest_line() {
+    let x = Tensor::<1>::from_data([1.0, 2.0], &Device::flex());
+    let err = try_gpu_square(x.clone()).unwrap_err();
+    assert_eq!(
+        err,
+        RouteError::UnlistedBackend {
+            op: "gpu_square",
+            input: InputName::new("x"),
+            backend: BackendId::Flex,
+            location: "ops.toml:30",
+        }
+    );
+    let message = "op `gpu_square` is not routed to backend Flex: input `x` (which picks the backend) \
+is on Flex, but ops.toml:30 does not list Flex for the op (or this build does not compile that \
+backend in). Fix: add Flex to the op's backends in the manifest and implement its kernel, enable the \
+feature that compiles Flex in, or move the inputs to a listed backend. See ERRORS.md#unlisted-backend";
+    assert_eq!(err.to_string(), message);
+    let panic = catch_unwind(AssertUnwindSafe(|| drop(gpu_square(x)))).unwrap_err();
+    assert_eq!(panic.downcast_ref::<String>().unwrap(), message);
+}
