@@ -4,8 +4,8 @@
 mod common;
 
 use burn_route::rt::{
-    BackendId, Checkpointing, DispatchAutodiffContext, DispatchTensor, DispatchTensorKind,
-    InputName, Malformed, RouteError, TensorKind,
+    BackendId, Checkpointing, DispatchAutodiffContext, DispatchTensor, InputName, Malformed,
+    RouteError, TensorKind,
 };
 use burn_route::{dispatch, ops::RoutedOps, rt::Dispatch};
 use burn_tensor::{Device, Int, Tensor};
@@ -61,7 +61,7 @@ fn a_declared_float_holding_an_int_is_malformed() {
 #[cfg(feature = "autodiff")]
 mod with_autodiff {
     use super::*;
-    use burn_route::rt::BackendTensor;
+    use burn_route::rt::{BackendTensor, DispatchTensorKind};
 
     fn tracked() -> DispatchTensor {
         Tensor::<1>::from_data([1.0, 2.0], &Device::flex().autodiff())
