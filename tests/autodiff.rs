@@ -238,7 +238,7 @@ fn mismatched_checkpointing_strategies_fail_clearly() {
     let balanced = Device::flex().autodiff().gradient_checkpointing();
     let a = Tensor::<1>::from_data([1.0], &plain).require_grad();
     let b = Tensor::<1>::from_data([1.0], &balanced).require_grad();
-    let message = "gradient checkpointing strategy mismatch in op `add_relu`: input `lhs` uses Disabled \
+    let message = "gradient checkpointing strategy mismatch in op `add_relu` (backend Flex): input `lhs` uses Disabled \
 but `rhs` uses Balanced. Tensors in one operation must share a strategy. Fix: create both on autodiff \
 devices with the same checkpointing setting. See ERRORS.md#checkpointing-mismatch";
     let err = try_add_relu(a.clone().into_dispatch(), b.clone().into_dispatch()).unwrap_err();

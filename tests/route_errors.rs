@@ -160,13 +160,14 @@ fn an_enabled_context_without_the_autodiff_feature_is_refused() {
         err,
         RouteError::AutodiffFeatureOff {
             op: "add_relu",
-            input: InputName::new("rhs")
+            input: InputName::new("rhs"),
+            backend: BackendId::Flex,
         }
     );
     assert_eq!(
         message,
-        "autodiff context requires the `autodiff` feature: input `rhs` of op `add_relu` carries an \
-enabled autodiff context, but burn-route was built without its `autodiff` feature. Fix: enable the \
+        "autodiff context requires the `autodiff` feature: input `rhs` of op `add_relu` (backend Flex) \
+carries an enabled autodiff context, but burn-route was built without its `autodiff` feature. Fix: enable the \
 `autodiff` feature of burn-route (and of the crate that generated the op), or use a device without \
 `.autodiff()`. See ERRORS.md#autodiff-feature-off"
     );

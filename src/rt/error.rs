@@ -55,6 +55,8 @@ pub enum RouteError {
         strategy: Checkpointing,
         /// The first input with an enabled context.
         first_input: InputName,
+        /// The backend the call was routed to.
+        backend: BackendId,
         /// That input's strategy.
         first_strategy: Checkpointing,
     },
@@ -69,7 +71,8 @@ pub enum RouteError {
         /// What is wrong with it.
         problem: Malformed,
     },
-    /// No input carries a tensor, so nothing says which backend to use.
+    /// No input carries a tensor, so nothing says which backend to use (and there is no input
+    /// or backend to name).
     NoRoutingTensor {
         /// The op.
         op: &'static str,
@@ -80,6 +83,8 @@ pub enum RouteError {
         op: &'static str,
         /// The input with the enabled context.
         input: InputName,
+        /// Its backend.
+        backend: BackendId,
     },
 }
 
@@ -225,9 +230,10 @@ impl fmt::Display for RouteError {
                 strategy,
                 first_input,
                 first_strategy,
+                backend,
             } => write!(
                 f,
-                "gradient checkpointing strategy mismatch in op `{op}`: input `{first_input}` uses \
+                "gradient checkpointing strategy mismatch in op `{op}` (backend {backend}): input `{first_input}` uses \
                  {first_strategy:?} but `{input}` uses {strategy:?}. Tensors in one operation must share a \
                  strategy. Fix: create both on autodiff devices with the same checkpointing setting. \
                  See ERRORS.md#checkpointing-mismatch"
@@ -249,10 +255,10 @@ impl fmt::Display for RouteError {
                 "op `{op}` has no tensor to route by: every tensor input is empty or absent. Fix: pass at \
                  least one tensor. See ERRORS.md#no-routing-tensor"
             ),
-            Self::AutodiffFeatureOff { op, input } => write!(
+            Self::AutodiffFeatureOff { op, input, backend } => write!(
                 f,
-                "autodiff context requires the `autodiff` feature: input `{input}` of op `{op}` carries \
-                 an enabled autodiff context, but burn-route was built without its `autodiff` feature. \
+                "autodiff context requires the `autodiff` feature: input `{input}` of op `{op}` (backend \
+                 {backend}) carries an enabled autodiff context, but burn-route was built without its `autodiff` feature. \
                  Fix: enable the `autodiff` feature of burn-route (and of the crate that generated the \
                  op), or use a device without `.autodiff()`. See ERRORS.md#autodiff-feature-off"
             ),

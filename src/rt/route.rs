@@ -366,6 +366,7 @@ impl Route {
                             strategy,
                             first_input,
                             first_strategy: first,
+                            backend: routed.backend,
                         });
                     }
                     _ => {
@@ -421,7 +422,11 @@ impl Route {
         let (backend, context) = describe_device(device);
         let input = InputName::new(input);
         if context != DispatchAutodiffContext::Disabled && !cfg!(feature = "autodiff") {
-            return Err(RouteError::AutodiffFeatureOff { op: op.name, input });
+            return Err(RouteError::AutodiffFeatureOff {
+                op: op.name,
+                input,
+                backend,
+            });
         }
         Ok(Self {
             op,
@@ -466,6 +471,7 @@ impl Route {
             Mode::Autodiff(_) => RouteError::AutodiffFeatureOff {
                 op: self.op.name,
                 input: self.router,
+                backend: self.backend,
             },
             Mode::Concrete => RouteError::UnlistedBackend {
                 op: self.op.name,
@@ -523,6 +529,7 @@ fn check_input(op: &'static OpInfo, input: &Input<'_>, found: Described) -> Resu
         return Err(RouteError::AutodiffFeatureOff {
             op: op.name,
             input: input.name,
+            backend: found.backend,
         });
     }
     if found.backend == BackendId::Other {
