@@ -89,7 +89,7 @@ impl RoutedOpsFlex for rt::Dispatch {
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:23`.
+/// - declared at `ops.toml:24`.
 ///
 /// # Errors
 ///
@@ -103,8 +103,8 @@ pub fn try_add_relu(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "add_relu",
         rt::Policy::Differentiable,
-        "ops.toml:23",
-        "ops.toml:12",
+        "ops.toml:24",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -209,7 +209,7 @@ pub fn try_add_relu(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:33`.
+/// - declared at `ops.toml:34`.
 ///
 /// # Errors
 ///
@@ -223,8 +223,8 @@ pub fn try_scale(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "scale",
         rt::Policy::Differentiable,
-        "ops.toml:33",
-        "ops.toml:12",
+        "ops.toml:34",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -318,7 +318,7 @@ pub fn try_scale(
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:45`.
+/// - declared at `ops.toml:46`.
 ///
 /// # Errors
 ///
@@ -331,8 +331,8 @@ pub fn try_argmax_last(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "argmax_last",
         rt::Policy::Detach,
-        "ops.toml:45",
-        "ops.toml:12",
+        "ops.toml:46",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -366,7 +366,7 @@ pub fn try_argmax_last(
 /// Routing:
 /// - autodiff policy `reject`: a tracked float input is an error.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:50`.
+/// - declared at `ops.toml:51`.
 ///
 /// # Errors
 ///
@@ -379,8 +379,8 @@ pub fn try_round_half_even(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "round_half_even",
         rt::Policy::Reject,
-        "ops.toml:50",
-        "ops.toml:12",
+        "ops.toml:51",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -412,7 +412,7 @@ pub fn try_round_half_even(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:61`.
+/// - declared at `ops.toml:62`.
 ///
 /// # Errors
 ///
@@ -428,8 +428,8 @@ pub fn try_axpby(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "axpby",
         rt::Policy::Differentiable,
-        "ops.toml:61",
-        "ops.toml:12",
+        "ops.toml:62",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -566,7 +566,7 @@ pub fn try_axpby(
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
 /// - composite: `crate::composite::sum_all` implements it on every backend.
-/// - declared at `ops.toml:75`.
+/// - declared at `ops.toml:76`.
 ///
 /// # Errors
 ///
@@ -579,8 +579,8 @@ pub fn try_sum_all(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "sum_all",
         rt::Policy::Differentiable,
-        "ops.toml:75",
-        "ops.toml:12",
+        "ops.toml:76",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -677,7 +677,7 @@ pub fn try_sum_all(
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
 /// - composite: `crate::composite::split_last` implements it on every backend.
-/// - declared at `ops.toml:85`.
+/// - declared at `ops.toml:86`.
 ///
 /// # Errors
 ///
@@ -691,8 +691,8 @@ pub fn try_split_last(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "split_last",
         rt::Policy::Differentiable,
-        "ops.toml:85",
-        "ops.toml:12",
+        "ops.toml:86",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -808,7 +808,7 @@ pub fn try_split_last(
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
 /// - composite: `crate::composite::softplus` implements it on every backend.
-/// - declared at `ops.toml:98`.
+/// - declared at `ops.toml:99`.
 ///
 /// # Errors
 ///
@@ -822,8 +822,8 @@ pub fn try_softplus(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "softplus",
         rt::Policy::Differentiable,
-        "ops.toml:98",
-        "ops.toml:12",
+        "ops.toml:99",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -924,7 +924,7 @@ pub fn try_softplus(
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:111`.
+/// - declared at `ops.toml:112`.
 ///
 /// # Errors
 ///
@@ -939,8 +939,8 @@ pub fn try_masked_fill_count(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "masked_fill_count",
         rt::Policy::Detach,
-        "ops.toml:111",
-        "ops.toml:12",
+        "ops.toml:112",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -989,7 +989,7 @@ pub fn try_masked_fill_count(
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:123`.
+/// - declared at `ops.toml:124`.
 ///
 /// # Errors
 ///
@@ -1004,8 +1004,8 @@ pub fn try_nan_to_num(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "nan_to_num",
         rt::Policy::Detach,
-        "ops.toml:123",
-        "ops.toml:12",
+        "ops.toml:124",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1050,7 +1050,7 @@ pub fn try_nan_to_num(
 /// Routing:
 /// - autodiff policy `reject`: a tracked float input is an error.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:132`.
+/// - declared at `ops.toml:133`.
 ///
 /// # Errors
 ///
@@ -1063,8 +1063,8 @@ pub fn try_dequantize_relu(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "dequantize_relu",
         rt::Policy::Reject,
-        "ops.toml:132",
-        "ops.toml:12",
+        "ops.toml:133",
+        "ops.toml:13",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1097,7 +1097,7 @@ pub fn try_dequantize_relu(
 /// Routing:
 /// - autodiff policy `reject`: a tracked float input is an error.
 /// - backends: Flex.
-/// - declared at `ops.toml:138`.
+/// - declared at `ops.toml:139`.
 ///
 /// # Errors
 ///
@@ -1111,8 +1111,8 @@ pub fn try_iota(
     static OP: rt::OpInfo = rt::OpInfo::new(
         "iota",
         rt::Policy::Reject,
-        "ops.toml:138",
-        "ops.toml:142",
+        "ops.toml:139",
+        "ops.toml:143",
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,

@@ -13,7 +13,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:23`.
+    /// - declared at `ops.toml:24`.
     fn add_relu(
         lhs: rt::FloatTensor<Self>,
         rhs: rt::FloatTensor<Self>,
@@ -23,7 +23,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:33`.
+    /// - declared at `ops.toml:34`.
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self>;
     /// Index of the largest element along the last dimension, which is kept with size 1.
     /// Ties resolve to the first index. Not differentiable: gradients never flow through an index.
@@ -31,7 +31,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:45`.
+    /// - declared at `ops.toml:46`.
     fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self>;
     /// Rounds every element to the nearest integer, ties to even (banker's rounding).
     /// Inference only: its derivative is zero almost everywhere, so a tracked input is refused rather
@@ -40,14 +40,14 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:50`.
+    /// - declared at `ops.toml:51`.
     fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:61`.
+    /// - declared at `ops.toml:62`.
     fn axpby(
         x: rt::FloatTensor<Self>,
         y: Option<rt::FloatTensor<Self>>,
@@ -60,7 +60,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:111`.
+    /// - declared at `ops.toml:112`.
     fn masked_fill_count(
         x: rt::FloatTensor<Self>,
         mask: &rt::BoolTensor<Self>,
@@ -71,7 +71,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:123`.
+    /// - declared at `ops.toml:124`.
     fn nan_to_num(
         x: rt::FloatTensor<Self>,
         value: f32,
@@ -82,7 +82,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:132`.
+    /// - declared at `ops.toml:133`.
     fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self>;
 }
 
@@ -97,7 +97,7 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:23`.
+    /// - declared at `ops.toml:24`.
     fn add_relu(
         lhs: rt::FloatTensor<Self>,
         rhs: rt::FloatTensor<Self>,
@@ -107,14 +107,14 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:33`.
+    /// - declared at `ops.toml:34`.
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self>;
     /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:61`.
+    /// - declared at `ops.toml:62`.
     fn axpby(
         x: rt::FloatTensor<Self>,
         y: Option<rt::FloatTensor<Self>>,
@@ -136,7 +136,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::sum_all` implements it on every backend.
-    /// - declared at `ops.toml:75`.
+    /// - declared at `ops.toml:76`.
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
         crate::composite::sum_all::<Self>(xs)
     }
@@ -147,7 +147,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::split_last` implements it on every backend.
-    /// - declared at `ops.toml:85`.
+    /// - declared at `ops.toml:86`.
     fn split_last(
         x: rt::FloatTensor<Self>,
         sizes: Vec<usize>,
@@ -161,7 +161,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::softplus` implements it on every backend.
-    /// - declared at `ops.toml:98`.
+    /// - declared at `ops.toml:99`.
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
         crate::composite::softplus::<Self>(x, beta)
     }
@@ -190,6 +190,6 @@ pub trait RoutedOpsFlex: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex.
-    /// - declared at `ops.toml:138`.
+    /// - declared at `ops.toml:139`.
     fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self>;
 }

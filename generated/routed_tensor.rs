@@ -9,7 +9,7 @@ use super::dispatch as dispatch;
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:23`.
+/// - declared at `ops.toml:24`.
 ///
 /// # Panics
 ///
@@ -27,7 +27,7 @@ pub fn add_relu<const D: usize>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:23`.
+/// - declared at `ops.toml:24`.
 ///
 /// # Errors
 ///
@@ -49,7 +49,7 @@ pub fn try_add_relu<const D: usize>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:33`.
+/// - declared at `ops.toml:34`.
 ///
 /// # Panics
 ///
@@ -64,7 +64,7 @@ pub fn scale<const D: usize>(x: rt::Tensor<D>, alpha: f32) -> rt::Tensor<D> {
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:33`.
+/// - declared at `ops.toml:34`.
 ///
 /// # Errors
 ///
@@ -83,7 +83,7 @@ pub fn try_scale<const D: usize>(
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:45`.
+/// - declared at `ops.toml:46`.
 ///
 /// # Panics
 ///
@@ -99,7 +99,7 @@ pub fn argmax_last<const D: usize>(x: &rt::Tensor<D>) -> rt::Tensor<D, rt::Int> 
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:45`.
+/// - declared at `ops.toml:46`.
 ///
 /// # Errors
 ///
@@ -118,7 +118,7 @@ pub fn try_argmax_last<const D: usize>(
 /// Routing:
 /// - autodiff policy `reject`: a tracked float input is an error.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:50`.
+/// - declared at `ops.toml:51`.
 ///
 /// # Panics
 ///
@@ -135,7 +135,7 @@ pub fn round_half_even<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 /// Routing:
 /// - autodiff policy `reject`: a tracked float input is an error.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:50`.
+/// - declared at `ops.toml:51`.
 ///
 /// # Errors
 ///
@@ -152,7 +152,7 @@ pub fn try_round_half_even<const D: usize>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:61`.
+/// - declared at `ops.toml:62`.
 ///
 /// # Panics
 ///
@@ -172,7 +172,7 @@ pub fn axpby<const D: usize>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:61`.
+/// - declared at `ops.toml:62`.
 ///
 /// # Errors
 ///
@@ -203,7 +203,7 @@ pub fn try_axpby<const D: usize>(
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
 /// - composite: `crate::composite::sum_all` implements it on every backend.
-/// - declared at `ops.toml:75`.
+/// - declared at `ops.toml:76`.
 ///
 /// # Panics
 ///
@@ -220,7 +220,7 @@ pub fn sum_all<const D: usize>(xs: Vec<rt::Tensor<D>>) -> rt::Tensor<D> {
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
 /// - composite: `crate::composite::sum_all` implements it on every backend.
-/// - declared at `ops.toml:75`.
+/// - declared at `ops.toml:76`.
 ///
 /// # Errors
 ///
@@ -245,7 +245,7 @@ pub fn try_sum_all<const D: usize>(
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
 /// - composite: `crate::composite::split_last` implements it on every backend.
-/// - declared at `ops.toml:85`.
+/// - declared at `ops.toml:86`.
 ///
 /// # Panics
 ///
@@ -265,7 +265,7 @@ pub fn split_last<const D: usize>(
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
 /// - composite: `crate::composite::split_last` implements it on every backend.
-/// - declared at `ops.toml:85`.
+/// - declared at `ops.toml:86`.
 ///
 /// # Errors
 ///
@@ -290,7 +290,7 @@ pub fn try_split_last<const D: usize>(
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
 /// - composite: `crate::composite::softplus` implements it on every backend.
-/// - declared at `ops.toml:98`.
+/// - declared at `ops.toml:99`.
 ///
 /// # Panics
 ///
@@ -307,7 +307,7 @@ pub fn softplus<const D: usize>(x: rt::Tensor<D>, beta: f32) -> rt::Tensor<D> {
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
 /// - composite: `crate::composite::softplus` implements it on every backend.
-/// - declared at `ops.toml:98`.
+/// - declared at `ops.toml:99`.
 ///
 /// # Errors
 ///
@@ -326,7 +326,7 @@ pub fn try_softplus<const D: usize>(
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:111`.
+/// - declared at `ops.toml:112`.
 ///
 /// # Panics
 ///
@@ -346,7 +346,7 @@ pub fn masked_fill_count<const D: usize>(
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:111`.
+/// - declared at `ops.toml:112`.
 ///
 /// # Errors
 ///
@@ -370,7 +370,7 @@ pub fn try_masked_fill_count<const D: usize>(
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:123`.
+/// - declared at `ops.toml:124`.
 ///
 /// # Panics
 ///
@@ -389,7 +389,7 @@ pub fn nan_to_num<const D: usize>(
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:123`.
+/// - declared at `ops.toml:124`.
 ///
 /// # Errors
 ///
@@ -409,7 +409,7 @@ pub fn try_nan_to_num<const D: usize>(
 /// Routing:
 /// - autodiff policy `reject`: a tracked float input is an error.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:132`.
+/// - declared at `ops.toml:133`.
 ///
 /// # Panics
 ///
@@ -424,7 +424,7 @@ pub fn dequantize_relu<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 /// Routing:
 /// - autodiff policy `reject`: a tracked float input is an error.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:132`.
+/// - declared at `ops.toml:133`.
 ///
 /// # Errors
 ///
@@ -442,7 +442,7 @@ pub fn try_dequantize_relu<const D: usize>(
 /// Routing:
 /// - autodiff policy `reject`: a tracked float input is an error.
 /// - backends: Flex.
-/// - declared at `ops.toml:138`.
+/// - declared at `ops.toml:139`.
 ///
 /// # Panics
 ///
@@ -458,7 +458,7 @@ pub fn iota(len: usize, device: &rt::Device) -> rt::Tensor<1, rt::Int> {
 /// Routing:
 /// - autodiff policy `reject`: a tracked float input is an error.
 /// - backends: Flex.
-/// - declared at `ops.toml:138`.
+/// - declared at `ops.toml:139`.
 ///
 /// # Errors
 ///

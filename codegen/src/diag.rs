@@ -52,6 +52,26 @@ impl Diagnostic {
     }
 }
 
+impl Diagnostic {
+    /// Renders the diagnostic like rustc: the message, `--> file:LINE:COL`, the source line with
+    /// a caret under the span labelled with the key, and the `help:` line.
+    pub fn render_snippet(&self, file: &str, source: &str) -> String {
+        use annotate_snippets::{AnnotationKind, Level, Renderer, Snippet};
+        let end = self.span.end.clamp(self.span.start, source.len());
+        let start = self.span.start.min(end);
+        let label = format!("`{}`", self.key);
+        let mut group = Level::ERROR.primary_title(&self.message).element(
+            Snippet::source(source)
+                .path(file)
+                .annotation(AnnotationKind::Primary.span(start..end).label(&label)),
+        );
+        if let Some(help) = &self.help {
+            group = group.element(Level::HELP.message(help));
+        }
+        Renderer::plain().render(&[group])
+    }
+}
+
 /// 1-based line and character column of byte offset `at` in `source`.
 pub fn line_col(source: &str, at: usize) -> (usize, usize) {
     let at = floor_char_boundary(source, at.min(source.len()));
@@ -81,6 +101,28 @@ pub struct Report {
 }
 
 impl Report {
+    /// Every diagnostic rendered like rustc ([`Diagnostic::render_snippet`]), separated by
+    /// blank lines, then a summary line.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for d in &self.diagnostics {
+            out.push_str(&d.render_snippet(&self.file, &self.source));
+            out.push_str("\n\n");
+        }
+        out.push_str(&self.summary());
+        out
+    }
+
+    /// `N errors in FILE`.
+    pub fn summary(&self) -> String {
+        let n = self.diagnostics.len();
+        format!(
+            "{n} error{} in {}",
+            if n == 1 { "" } else { "s" },
+            self.file
+        )
+    }
+
     /// One line per diagnostic, as [`Diagnostic::render_line`] writes it.
     pub fn lines(&self) -> Vec<String> {
         self.diagnostics
@@ -95,13 +137,7 @@ impl fmt::Display for Report {
         for line in self.lines() {
             writeln!(f, "{line}")?;
         }
-        write!(
-            f,
-            "{} error{} in {}",
-            self.diagnostics.len(),
-            if self.diagnostics.len() == 1 { "" } else { "s" },
-            self.file
-        )
+        write!(f, "{}", self.summary())
     }
 }
 
@@ -155,6 +191,17 @@ mod tests {
         // `=` after the two-byte `é`.
         assert_eq!(line_col(src, src.find('=').unwrap()), (1, 3));
         assert_eq!(line_col(src, src.rfind('=').unwrap()), (2, 4));
+    }
+
+    #[test]
+    fn snippets_point_at_the_span() {
+        let source = "[routing]\ntrait = \"My Ops\"\n";
+        let d = Diagnostic::new(18..26, "routing.trait", "`My Ops` is not a Rust identifier")
+            .help("use a trait name such as \"RoutedOps\"");
+        assert_eq!(
+            d.render_snippet("ops.toml", source),
+            "error: `My Ops` is not a Rust identifier\n --> ops.toml:2:9\n  |\n2 | trait = \"My Ops\"\n  |         ^^^^^^^^ `routing.trait`\n  |\n  = help: use a trait name such as \"RoutedOps\""
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod emit;
 pub mod ir;
 pub mod model;
 pub mod parse;
+pub mod schema;
 pub mod snapshot;
 pub mod validate;
 pub mod write;
@@ -238,8 +239,9 @@ impl Builder {
 
     /// Runs the generator from a build script: declares the manifest as the only input besides
     /// `build.rs` (`cargo::rerun-if-changed`), writes the files to `OUT_DIR`, and reports every
-    /// problem as a `cargo::error=` line naming `file:LINE:COL`, the key and the fix. Cargo then
-    /// fails the build with those messages; nothing panics.
+    /// problem rendered like rustc (message, `--> file:LINE:COL`, the source line with a caret
+    /// under the offending key or value, `help:` with the fix) as `cargo::error=` lines. Cargo
+    /// then fails the build with those messages; nothing panics.
     pub fn build_script(&self) {
         let stdout = std::io::stdout();
         self.build_script_to(&mut stdout.lock());
@@ -254,8 +256,10 @@ impl Builder {
         ];
         let result = self.write();
         if let Err(err) = &result {
+            // Cargo takes one line per instruction: each line of the rustc-style rendering
+            // becomes its own `cargo::error=` (blank separator lines are dropped).
             lines.extend(
-                error_lines(err)
+                rendered_lines(err)
                     .into_iter()
                     .map(|line| format!("cargo::error={line}")),
             );
@@ -273,7 +277,24 @@ impl Builder {
     }
 }
 
-/// One line per problem, as build scripts and command lines print them.
+/// Every problem rendered like rustc ([`Diagnostic::render_snippet`]), as non-blank lines.
+pub fn rendered_lines(err: &Error) -> Vec<String> {
+    let text = match err {
+        Error::Manifest(report) => report
+            .diagnostics
+            .iter()
+            .map(|d| d.render_snippet(&report.file, &report.source))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    };
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// One line per problem: `file:LINE:COL: `key`: message; help: fix`.
 pub fn error_lines(err: &Error) -> Vec<String> {
     match err {
         Error::Manifest(report) => report.lines(),

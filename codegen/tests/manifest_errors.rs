@@ -273,7 +273,13 @@ fn build_script_reports_cargo_errors_without_panicking() {
         [
             format!("cargo::rerun-if-changed={}", manifest.display()).as_str(),
             "cargo::rerun-if-changed=build.rs",
-            "cargo::error=ops.toml:12:21: `op[0].output.tensor`: unknown tensor kind `flaot`; help: did you mean `float`? tensor kinds: float, int, bool, quantized",
+            "cargo::error=error: unknown tensor kind `flaot`",
+            "cargo::error=  --> ops.toml:12:21",
+            "cargo::error=   |",
+            "cargo::error=12 | output = { tensor = \"flaot\" }",
+            "cargo::error=   |                     ^^^^^^^ `op[0].output.tensor`",
+            "cargo::error=   |",
+            "cargo::error=   = help: did you mean `float`? tensor kinds: float, int, bool, quantized",
         ]
     );
     assert!(

@@ -1,0 +1,169 @@
+//! `burn-route-codegen`: check, render and diff an ops.toml manifest, or print its JSON Schema.
+//!
+//! Exit status: 0 success; 1 the manifest has errors (`check`, `render`) or the generated files
+//! are stale (`diff`); 2 the command could not run (unreadable file, bad option).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use burn_route_codegen::{Builder, Error, File};
+use clap::{Args, Parser, Subcommand};
+use similar::TextDiff;
+
+#[derive(Parser)]
+#[command(
+    name = "burn-route-codegen",
+    version,
+    about = "Generate Burn Dispatch routing from an ops.toml manifest"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a manifest and print every problem.
+    Check {
+        /// The manifest.
+        manifest: PathBuf,
+    },
+    /// Write the generated modules.
+    Render {
+        /// The manifest.
+        manifest: PathBuf,
+        /// Output directory.
+        #[arg(long, default_value = "generated")]
+        out: PathBuf,
+        #[command(flatten)]
+        paths: Paths,
+    },
+    /// Show what `render` would change in a directory; exit 1 when it is stale.
+    Diff {
+        /// The manifest.
+        manifest: PathBuf,
+        /// The directory with the generated files.
+        generated: PathBuf,
+        #[command(flatten)]
+        paths: Paths,
+    },
+    /// Print the JSON Schema of the manifest format.
+    Schema,
+}
+
+/// The paths generated code uses (see `Builder`).
+#[derive(Args)]
+struct Paths {
+    /// Path of the runtime module in generated code.
+    #[arg(long, default_value = "::burn_route::rt")]
+    runtime_path: String,
+    /// Path of the module with the traits, seen from the dispatch module.
+    #[arg(long, default_value = "super::ops")]
+    trait_module: String,
+    /// Path of the dispatch module, seen from the tensor module.
+    #[arg(long, default_value = "super::dispatch")]
+    dispatch_module: String,
+}
+
+impl Paths {
+    fn apply(&self, builder: Builder) -> Builder {
+        builder
+            .runtime_path(&self.runtime_path)
+            .trait_module(&self.trait_module)
+            .dispatch_module(&self.dispatch_module)
+    }
+}
+
+fn builder(manifest: &PathBuf) -> Builder {
+    let name = manifest.file_name().map_or_else(
+        || manifest.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    Builder::new(manifest).manifest_name(name)
+}
+
+/// Prints a failed render: the report for manifest errors (exit 1), the error otherwise (exit 2).
+fn failure(err: &Error) -> ExitCode {
+    match err {
+        Error::Manifest(report) => {
+            eprintln!("{}", report.render());
+            ExitCode::from(1)
+        }
+        other => {
+            eprintln!("error: {other}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Check { manifest } => match builder(&manifest).render() {
+            Ok(files) => {
+                println!(
+                    "{}: ok ({} files would be generated)",
+                    manifest.display(),
+                    files.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(err) => failure(&err),
+        },
+        Command::Render {
+            manifest,
+            out,
+            paths,
+        } => match paths.apply(builder(&manifest)).out_dir(&out).write() {
+            Ok(written) => {
+                for (path, outcome) in written {
+                    println!("{:?}: {}", outcome, path.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(err) => failure(&err),
+        },
+        Command::Diff {
+            manifest,
+            generated,
+            paths,
+        } => match paths.apply(builder(&manifest)).render() {
+            Ok(files) => diff(&files, &generated),
+            Err(err) => failure(&err),
+        },
+        Command::Schema => {
+            print!("{}", burn_route_codegen::schema::json_schema_text());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn diff(files: &[File], dir: &std::path::Path) -> ExitCode {
+    let mut stale = 0;
+    for file in files {
+        let path = dir.join(file.name);
+        let old = std::fs::read_to_string(&path).unwrap_or_default();
+        if old == file.contents {
+            continue;
+        }
+        stale += 1;
+        let shown = path.display().to_string();
+        print!(
+            "{}",
+            TextDiff::from_lines(&old, &file.contents)
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("{shown} (current)"), &format!("{shown} (render)"))
+        );
+    }
+    if stale == 0 {
+        println!("{}: up to date", dir.display());
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "{stale} stale file{} in {}",
+            if stale == 1 { "" } else { "s" },
+            dir.display()
+        );
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,116 @@
+//! The command line: each subcommand's exit status and output.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_burn-route-codegen"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("utf-8 output")
+}
+
+const VALID: &str = r#"[routing]
+trait = "MyOps"
+backends = ["Flex"]
+
+[[op]]
+name = "double"
+inputs = [{ name = "x", tensor = "float" }]
+output = { tensor = "float" }
+"#;
+
+fn manifest(dir: &Path, source: &str) -> String {
+    let path = dir.join("ops.toml");
+    std::fs::write(&path, source).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn check_accepts_a_valid_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["check", &manifest(dir.path(), VALID)]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).ends_with("ops.toml: ok (3 files would be generated)\n"));
+}
+
+#[test]
+fn check_prints_every_error_rustc_style_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = VALID
+        .replace("\"float\" }]", "\"flaot\" }]")
+        .replace("output =", "outptu =");
+    let out = run(&["check", &manifest(dir.path(), &bad)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "error: unknown tensor kind `flaot`\n --> ops.toml:7:34\n  |\n7 | inputs = [{ name = \"x\", tensor = \"flaot\" }]\n  |                                  ^^^^^^^ `op[0].inputs[0].tensor`\n  |\n  = help: did you mean `float`? tensor kinds: float, int, bool, quantized\n\n\
+error: unknown key `outptu` in `op[0]`\n --> ops.toml:8:1\n  |\n8 | outptu = { tensor = \"float\" }\n  | ^^^^^^ `op[0].outptu`\n  |\n  = help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite\n\n\
+2 errors in ops.toml\n"
+    );
+}
+
+#[test]
+fn check_reports_a_missing_file_with_exit_2() {
+    let out = run(&["check", "/nonexistent/ops.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with("error: /nonexistent/ops.toml: "),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn render_then_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = manifest(dir.path(), VALID);
+    let out_dir = dir.path().join("generated");
+    let out = run(&["render", &path, "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("Written: "))
+            .count(),
+        3
+    );
+    for name in ["routed_ops.rs", "routed_dispatch.rs", "routed_tensor.rs"] {
+        assert!(out_dir.join(name).exists());
+    }
+    // Fresh: exit 0.
+    let out = run(&["diff", &path, out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).ends_with("up to date\n"));
+    // Rename the op: the diff shows it and exits 1.
+    std::fs::write(&path, VALID.replace("\"double\"", "\"twice\"")).unwrap();
+    let out = run(&["diff", &path, out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("-    fn double(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("+    fn twice(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;"),
+        "{stdout}"
+    );
+    assert_eq!(
+        text(&out.stderr),
+        format!("3 stale files in {}\n", out_dir.display())
+    );
+}
+
+#[test]
+fn schema_prints_the_checked_in_schema() {
+    let out = run(&["schema"]);
+    assert_eq!(out.status.code(), Some(0));
+    let checked_in =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../ops.schema.json"))
+            .unwrap();
+    assert_eq!(text(&out.stdout), checked_in);
+}
