@@ -8,6 +8,30 @@ use super::ops::RoutedOpsAutodiff;
 use super::ops::RoutedOpsComposite;
 use super::ops::RoutedOpsFlex;
 
+/// `Autodiff<Flex>`: the route for tracked Flex tensors.
+#[cfg(feature = "autodiff")]
+type AutodiffFlex = rt::Autodiff<rt::Flex>;
+
+/// `Autodiff<Flex>` with balanced gradient checkpointing.
+#[cfg(feature = "autodiff")]
+type BalancedFlex = rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>;
+
+/// `Autodiff<Cube>`: the route for tracked Cube tensors.
+#[cfg(all(feature = "autodiff", feature = "cube"))]
+type AutodiffCube = rt::Autodiff<rt::Cube>;
+
+/// `Autodiff<Cube>` with balanced gradient checkpointing.
+#[cfg(all(feature = "autodiff", feature = "cube"))]
+type BalancedCube = rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>;
+
+/// `Autodiff<Remote>`: the route for tracked Remote tensors.
+#[cfg(all(feature = "autodiff", feature = "remote"))]
+type AutodiffRemote = rt::Autodiff<rt::Remote>;
+
+/// `Autodiff<Remote>` with balanced gradient checkpointing.
+#[cfg(all(feature = "autodiff", feature = "remote"))]
+type BalancedRemote = rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>;
+
 impl RoutedOps for rt::Dispatch {
     /// Routes to [`try_add_relu`] and panics with its error.
     fn add_relu(
@@ -125,80 +149,39 @@ pub fn try_add_relu(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
+            run::<rt::Flex>(&route, rt::Flex::add_relu, lhs, rhs)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Flex>,
-            >(&route, <rt::Autodiff<rt::Flex> as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            run::<AutodiffFlex>(&route, AutodiffFlex::add_relu, lhs, rhs)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Flex,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsAutodiff>::add_relu,
-                lhs,
-                rhs,
-            )
+            run::<BalancedFlex>(&route, BalancedFlex::add_relu, lhs, rhs)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
+            run::<rt::Cube>(&route, rt::Cube::add_relu, lhs, rhs)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Cube>,
-            >(&route, <rt::Autodiff<rt::Cube> as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            run::<AutodiffCube>(&route, AutodiffCube::add_relu, lhs, rhs)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Cube,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsAutodiff>::add_relu,
-                lhs,
-                rhs,
-            )
+            run::<BalancedCube>(&route, BalancedCube::add_relu, lhs, rhs)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
+            run::<rt::Remote>(&route, rt::Remote::add_relu, lhs, rhs)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Remote>,
-            >(
-                &route,
-                <rt::Autodiff<rt::Remote> as RoutedOpsAutodiff>::add_relu,
-                lhs,
-                rhs,
-            )
+            run::<AutodiffRemote>(&route, AutodiffRemote::add_relu, lhs, rhs)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Remote,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsAutodiff>::add_relu,
-                lhs,
-                rhs,
-            )
+            run::<BalancedRemote>(&route, BalancedRemote::add_relu, lhs, rhs)
         }
         _ => Err(route.unserved()),
     }
@@ -238,75 +221,39 @@ pub fn try_scale(
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha)
+            run::<rt::Flex>(&route, rt::Flex::scale, x, alpha)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Flex>,
-            >(&route, <rt::Autodiff<rt::Flex> as RoutedOpsAutodiff>::scale, x, alpha)
+            run::<AutodiffFlex>(&route, AutodiffFlex::scale, x, alpha)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Flex,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsAutodiff>::scale,
-                x,
-                alpha,
-            )
+            run::<BalancedFlex>(&route, BalancedFlex::scale, x, alpha)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha)
+            run::<rt::Cube>(&route, rt::Cube::scale, x, alpha)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Cube>,
-            >(&route, <rt::Autodiff<rt::Cube> as RoutedOpsAutodiff>::scale, x, alpha)
+            run::<AutodiffCube>(&route, AutodiffCube::scale, x, alpha)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Cube,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsAutodiff>::scale,
-                x,
-                alpha,
-            )
+            run::<BalancedCube>(&route, BalancedCube::scale, x, alpha)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha)
+            run::<rt::Remote>(&route, rt::Remote::scale, x, alpha)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Remote>,
-            >(&route, <rt::Autodiff<rt::Remote> as RoutedOpsAutodiff>::scale, x, alpha)
+            run::<AutodiffRemote>(&route, AutodiffRemote::scale, x, alpha)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Remote,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsAutodiff>::scale,
-                x,
-                alpha,
-            )
+            run::<BalancedRemote>(&route, BalancedRemote::scale, x, alpha)
         }
         _ => Err(route.unserved()),
     }
@@ -345,15 +292,15 @@ pub fn try_argmax_last(
     let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x)
+            run::<rt::Flex>(&route, rt::Flex::argmax_last, x)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x)
+            run::<rt::Cube>(&route, rt::Cube::argmax_last, x)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x)
+            run::<rt::Remote>(&route, rt::Remote::argmax_last, x)
         }
         _ => Err(route.unserved()),
     }
@@ -393,15 +340,15 @@ pub fn try_round_half_even(
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x)
+            run::<rt::Flex>(&route, rt::Flex::round_half_even, x)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x)
+            run::<rt::Cube>(&route, rt::Cube::round_half_even, x)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x)
+            run::<rt::Remote>(&route, rt::Remote::round_half_even, x)
         }
         _ => Err(route.unserved()),
     }
@@ -456,104 +403,39 @@ pub fn try_axpby(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
+            run::<rt::Flex>(&route, rt::Flex::axpby, x, y, alpha, beta)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Flex>,
-            >(
-                &route,
-                <rt::Autodiff<rt::Flex> as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
+            run::<AutodiffFlex>(&route, AutodiffFlex::axpby, x, y, alpha, beta)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Flex,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
+            run::<BalancedFlex>(&route, BalancedFlex::axpby, x, y, alpha, beta)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
+            run::<rt::Cube>(&route, rt::Cube::axpby, x, y, alpha, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Cube>,
-            >(
-                &route,
-                <rt::Autodiff<rt::Cube> as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
+            run::<AutodiffCube>(&route, AutodiffCube::axpby, x, y, alpha, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Cube,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
+            run::<BalancedCube>(&route, BalancedCube::axpby, x, y, alpha, beta)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<
-                rt::Remote,
-            >(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta)
+            run::<rt::Remote>(&route, rt::Remote::axpby, x, y, alpha, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Remote>,
-            >(
-                &route,
-                <rt::Autodiff<rt::Remote> as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
+            run::<AutodiffRemote>(&route, AutodiffRemote::axpby, x, y, alpha, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Remote,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
+            run::<BalancedRemote>(&route, BalancedRemote::axpby, x, y, alpha, beta)
         }
         _ => Err(route.unserved()),
     }
@@ -599,72 +481,39 @@ pub fn try_sum_all(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
+            run::<rt::Flex>(&route, rt::Flex::sum_all, xs)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Flex>,
-            >(&route, <rt::Autodiff<rt::Flex> as RoutedOpsComposite>::sum_all, xs)
+            run::<AutodiffFlex>(&route, AutodiffFlex::sum_all, xs)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Flex,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsComposite>::sum_all,
-                xs,
-            )
+            run::<BalancedFlex>(&route, BalancedFlex::sum_all, xs)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
+            run::<rt::Cube>(&route, rt::Cube::sum_all, xs)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Cube>,
-            >(&route, <rt::Autodiff<rt::Cube> as RoutedOpsComposite>::sum_all, xs)
+            run::<AutodiffCube>(&route, AutodiffCube::sum_all, xs)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Cube,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsComposite>::sum_all,
-                xs,
-            )
+            run::<BalancedCube>(&route, BalancedCube::sum_all, xs)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
+            run::<rt::Remote>(&route, rt::Remote::sum_all, xs)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Remote>,
-            >(&route, <rt::Autodiff<rt::Remote> as RoutedOpsComposite>::sum_all, xs)
+            run::<AutodiffRemote>(&route, AutodiffRemote::sum_all, xs)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Remote,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsComposite>::sum_all,
-                xs,
-            )
+            run::<BalancedRemote>(&route, BalancedRemote::sum_all, xs)
         }
         _ => Err(route.unserved()),
     }
@@ -706,96 +555,39 @@ pub fn try_split_last(
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<
-                rt::Flex,
-            >(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes)
+            run::<rt::Flex>(&route, rt::Flex::split_last, x, sizes)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Flex>,
-            >(
-                &route,
-                <rt::Autodiff<rt::Flex> as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            )
+            run::<AutodiffFlex>(&route, AutodiffFlex::split_last, x, sizes)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Flex,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            )
+            run::<BalancedFlex>(&route, BalancedFlex::split_last, x, sizes)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<
-                rt::Cube,
-            >(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes)
+            run::<rt::Cube>(&route, rt::Cube::split_last, x, sizes)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Cube>,
-            >(
-                &route,
-                <rt::Autodiff<rt::Cube> as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            )
+            run::<AutodiffCube>(&route, AutodiffCube::split_last, x, sizes)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Cube,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            )
+            run::<BalancedCube>(&route, BalancedCube::split_last, x, sizes)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<
-                rt::Remote,
-            >(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes)
+            run::<rt::Remote>(&route, rt::Remote::split_last, x, sizes)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Remote>,
-            >(
-                &route,
-                <rt::Autodiff<rt::Remote> as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            )
+            run::<AutodiffRemote>(&route, AutodiffRemote::split_last, x, sizes)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Remote,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            )
+            run::<BalancedRemote>(&route, BalancedRemote::split_last, x, sizes)
         }
         _ => Err(route.unserved()),
     }
@@ -837,82 +629,39 @@ pub fn try_softplus(
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta)
+            run::<rt::Flex>(&route, rt::Flex::softplus, x, beta)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Flex>,
-            >(&route, <rt::Autodiff<rt::Flex> as RoutedOpsComposite>::softplus, x, beta)
+            run::<AutodiffFlex>(&route, AutodiffFlex::softplus, x, beta)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Flex,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsComposite>::softplus,
-                x,
-                beta,
-            )
+            run::<BalancedFlex>(&route, BalancedFlex::softplus, x, beta)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta)
+            run::<rt::Cube>(&route, rt::Cube::softplus, x, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Cube>,
-            >(&route, <rt::Autodiff<rt::Cube> as RoutedOpsComposite>::softplus, x, beta)
+            run::<AutodiffCube>(&route, AutodiffCube::softplus, x, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Cube,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsComposite>::softplus,
-                x,
-                beta,
-            )
+            run::<BalancedCube>(&route, BalancedCube::softplus, x, beta)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<
-                rt::Remote,
-            >(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta)
+            run::<rt::Remote>(&route, rt::Remote::softplus, x, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<
-                rt::Autodiff<rt::Remote>,
-            >(
-                &route,
-                <rt::Autodiff<rt::Remote> as RoutedOpsComposite>::softplus,
-                x,
-                beta,
-            )
+            run::<AutodiffRemote>(&route, AutodiffRemote::softplus, x, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<
-                rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>,
-            >(
-                &route,
-                <rt::Autodiff<
-                    rt::Remote,
-                    rt::BalancedCheckpointing,
-                > as RoutedOpsComposite>::softplus,
-                x,
-                beta,
-            )
+            run::<BalancedRemote>(&route, BalancedRemote::softplus, x, beta)
         }
         _ => Err(route.unserved()),
     }
@@ -964,21 +713,15 @@ pub fn try_masked_fill_count(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<
-                rt::Flex,
-            >(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value)
+            run::<rt::Flex>(&route, rt::Flex::masked_fill_count, x, mask, value)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<
-                rt::Cube,
-            >(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value)
+            run::<rt::Cube>(&route, rt::Cube::masked_fill_count, x, mask, value)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<
-                rt::Remote,
-            >(&route, <rt::Remote as RoutedOps>::masked_fill_count, x, mask, value)
+            run::<rt::Remote>(&route, rt::Remote::masked_fill_count, x, mask, value)
         }
         _ => Err(route.unserved()),
     }
@@ -1025,21 +768,15 @@ pub fn try_nan_to_num(
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<
-                rt::Flex,
-            >(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask)
+            run::<rt::Flex>(&route, rt::Flex::nan_to_num, x, value, with_mask)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<
-                rt::Cube,
-            >(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask)
+            run::<rt::Cube>(&route, rt::Cube::nan_to_num, x, value, with_mask)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<
-                rt::Remote,
-            >(&route, <rt::Remote as RoutedOps>::nan_to_num, x, value, with_mask)
+            run::<rt::Remote>(&route, rt::Remote::nan_to_num, x, value, with_mask)
         }
         _ => Err(route.unserved()),
     }
@@ -1077,15 +814,15 @@ pub fn try_dequantize_relu(
     let route = rt::Route::plan(&OP, [rt::Input::quantized("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x)
+            run::<rt::Flex>(&route, rt::Flex::dequantize_relu, x)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x)
+            run::<rt::Cube>(&route, rt::Cube::dequantize_relu, x)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x)
+            run::<rt::Remote>(&route, rt::Remote::dequantize_relu, x)
         }
         _ => Err(route.unserved()),
     }
@@ -1126,7 +863,7 @@ pub fn try_iota(
     let route = rt::Route::plan_device(&OP, "device", device)?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device)
+            run::<rt::Flex>(&route, rt::Flex::iota, len, device)
         }
         _ => Err(route.unserved()),
     }

@@ -137,6 +137,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::sum_all` implements it on every backend.
     /// - declared at `ops.toml:76`.
+    #[must_use]
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
         crate::composite::sum_all::<Self>(xs)
     }
@@ -148,6 +149,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::split_last` implements it on every backend.
     /// - declared at `ops.toml:86`.
+    #[must_use]
     fn split_last(
         x: rt::FloatTensor<Self>,
         sizes: Vec<usize>,
@@ -162,6 +164,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::softplus` implements it on every backend.
     /// - declared at `ops.toml:99`.
+    #[must_use]
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
         crate::composite::softplus::<Self>(x, beta)
     }

@@ -15,6 +15,7 @@ use super::dispatch as dispatch;
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_add_relu`] returns the error instead.
+#[must_use]
 pub fn add_relu<const D: usize>(
     lhs: rt::Tensor<D>,
     rhs: rt::Tensor<D>,
@@ -55,6 +56,7 @@ pub fn try_add_relu<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_scale`] returns the error instead.
+#[must_use]
 pub fn scale<const D: usize>(x: rt::Tensor<D>, alpha: f32) -> rt::Tensor<D> {
     rt::expect(try_scale(x, alpha))
 }
@@ -89,6 +91,7 @@ pub fn try_scale<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_argmax_last`] returns the error instead.
+#[must_use]
 pub fn argmax_last<const D: usize>(x: &rt::Tensor<D>) -> rt::Tensor<D, rt::Int> {
     rt::expect(try_argmax_last(x))
 }
@@ -124,6 +127,7 @@ pub fn try_argmax_last<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_round_half_even`] returns the error instead.
+#[must_use]
 pub fn round_half_even<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     rt::expect(try_round_half_even(x))
 }
@@ -158,6 +162,7 @@ pub fn try_round_half_even<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_axpby`] returns the error instead.
+#[must_use]
 pub fn axpby<const D: usize>(
     x: rt::Tensor<D>,
     y: Option<rt::Tensor<D>>,
@@ -209,6 +214,7 @@ pub fn try_axpby<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_sum_all`] returns the error instead.
+#[must_use]
 pub fn sum_all<const D: usize>(xs: Vec<rt::Tensor<D>>) -> rt::Tensor<D> {
     rt::expect(try_sum_all(xs))
 }
@@ -251,6 +257,7 @@ pub fn try_sum_all<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_split_last`] returns the error instead.
+#[must_use]
 pub fn split_last<const D: usize>(
     x: rt::Tensor<D>,
     sizes: Vec<usize>,
@@ -296,6 +303,7 @@ pub fn try_split_last<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_softplus`] returns the error instead.
+#[must_use]
 pub fn softplus<const D: usize>(x: rt::Tensor<D>, beta: f32) -> rt::Tensor<D> {
     rt::expect(try_softplus(x, beta))
 }
@@ -332,6 +340,7 @@ pub fn try_softplus<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_masked_fill_count`] returns the error instead.
+#[must_use]
 pub fn masked_fill_count<const D: usize>(
     x: rt::Tensor<D>,
     mask: &rt::Tensor<D, rt::Bool>,
@@ -376,6 +385,7 @@ pub fn try_masked_fill_count<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_nan_to_num`] returns the error instead.
+#[must_use]
 pub fn nan_to_num<const D: usize>(
     x: rt::Tensor<D>,
     value: f32,
@@ -415,6 +425,7 @@ pub fn try_nan_to_num<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_dequantize_relu`] returns the error instead.
+#[must_use]
 pub fn dequantize_relu<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     rt::expect(try_dequantize_relu(x))
 }
@@ -448,6 +459,7 @@ pub fn try_dequantize_relu<const D: usize>(
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_iota`] returns the error instead.
+#[must_use]
 pub fn iota(len: usize, device: &rt::Device) -> rt::Tensor<1, rt::Int> {
     rt::expect(try_iota(len, device))
 }

@@ -3,7 +3,7 @@
 //!
 //! The pipeline runs in one direction: [`parse`] (TOML → [`model`], with spans) →
 //! [`validate`] (every rule, all errors collected → [`ir`]) → [`emit`] (tokens, pretty-printed
-//! with prettyplease) → [`write`] (atomic, only when changed).
+//! with prettyplease) → [`mod@write`] (atomic, only when changed).
 //!
 //! A build script needs one call:
 //!
@@ -77,6 +77,31 @@ pub struct Builder {
     trait_module: String,
     dispatch_module: String,
     regenerate: String,
+    trait_name: Option<String>,
+    modules: Vec<Module>,
+    snapshot_dir: Option<PathBuf>,
+}
+
+/// A generated module (file) that [`Builder::modules`] can select.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Module {
+    /// `routed_ops.rs`: the extension traits.
+    Ops,
+    /// `routed_dispatch.rs`: `impl Trait for Dispatch` and the `try_` functions.
+    Dispatch,
+    /// `routed_tensor.rs`: the `Tensor<D>`-level functions.
+    Tensor,
+}
+
+impl Module {
+    /// The file this module is written to.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Self::Ops => emit::OPS_FILE,
+            Self::Dispatch => emit::DISPATCH_FILE,
+            Self::Tensor => emit::TENSOR_FILE,
+        }
+    }
 }
 
 impl Builder {
@@ -91,6 +116,9 @@ impl Builder {
             trait_module: "super::ops".to_owned(),
             dispatch_module: "super::dispatch".to_owned(),
             regenerate: "bless the snapshot with `UPDATE_GENERATED=1 cargo test`".to_owned(),
+            trait_name: None,
+            modules: vec![Module::Ops, Module::Dispatch, Module::Tensor],
+            snapshot_dir: None,
         }
     }
 
@@ -131,6 +159,47 @@ impl Builder {
     pub fn manifest_name(mut self, name: impl Into<String>) -> Self {
         self.manifest_name = Some(name.into());
         self
+    }
+
+    /// Overrides `routing.trait`: the main trait and the names derived from it (per-backend and
+    /// composite traits, and the autodiff trait unless the manifest names it).
+    #[must_use]
+    pub fn trait_name(mut self, name: impl Into<String>) -> Self {
+        self.trait_name = Some(name.into());
+        self
+    }
+
+    /// Which modules to generate (all three by default). The tensor module calls the dispatch
+    /// module and the dispatch module implements the traits, so a crate that drops one provides
+    /// it some other way.
+    #[must_use]
+    pub fn modules(mut self, modules: &[Module]) -> Self {
+        self.modules = modules.to_vec();
+        self
+    }
+
+    /// Where the checked-in copies of the generated files live, for
+    /// [`Builder::check_snapshot`].
+    #[must_use]
+    pub fn snapshot_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.snapshot_dir = Some(dir.into());
+        self
+    }
+
+    /// Compares a fresh render with the snapshot directory: `Err` with a unified diff and
+    /// `bless_command` when they differ. With `bless`, rewrites stale copies instead — unless the
+    /// manifest has errors, in which case nothing is written.
+    ///
+    /// # Errors
+    ///
+    /// The render's error, a missing snapshot directory option, or the diff report.
+    pub fn check_snapshot(&self, bless: bool, bless_command: &str) -> Result<(), String> {
+        let dir = self
+            .snapshot_dir
+            .as_ref()
+            .ok_or("no snapshot directory: call `snapshot_dir(..)`")?;
+        let files = self.render().map_err(|e| e.to_string())?;
+        snapshot::check(&files, dir, bless, bless_command)
     }
 
     /// The regenerate hint written in each file's header.
@@ -177,7 +246,14 @@ impl Builder {
         // Validation also runs on what parsed, so one pass reports every problem.
         let (manifest, mut diagnostics) = parse::parse(source);
         match validate::validate(&manifest, &name, source) {
-            Ok(ir) if diagnostics.is_empty() => Ok(emit::emit(&ir, &config)),
+            Ok(mut ir) if diagnostics.is_empty() => {
+                if let Some(new) = &self.trait_name {
+                    rename_main_trait(&mut ir, new);
+                }
+                let mut files = emit::emit(&ir, &config);
+                files.retain(|f| self.modules.iter().any(|m| m.file_name() == f.name));
+                Ok(files)
+            }
             Ok(_) => Err(report(diagnostics)),
             Err(more) => {
                 diagnostics.extend(more);
@@ -274,6 +350,24 @@ impl Builder {
     /// The manifest path this builder reads.
     pub fn manifest_path(&self) -> &Path {
         &self.manifest
+    }
+}
+
+/// Renames the main trait and every trait named after it.
+fn rename_main_trait(ir: &mut ir::Ir, new: &str) {
+    let old = std::mem::replace(&mut ir.trait_name, new.to_owned());
+    if ir.autodiff_trait == format!("{old}Autodiff") {
+        ir.autodiff_trait = format!("{new}Autodiff");
+    }
+    for group in &mut ir.groups {
+        if let Some(rest) = group.name.strip_prefix(&old) {
+            group.name = format!("{new}{rest}");
+        }
+        group.autodiff_name = if group.name == *new {
+            ir.autodiff_trait.clone()
+        } else {
+            format!("{}Autodiff", group.name)
+        };
     }
 }
 

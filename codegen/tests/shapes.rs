@@ -178,7 +178,7 @@ fn option_vec_quantized_and_device_shapes() {
         "let device = B::device(route, \"device\", device)?;",
         // Per-op backends: `make` is in its own trait, implemented by Flex only.
         "impl CFlex for rt::Dispatch",
-        "<rt::Flex as CFlex>::make",
+        "run::<rt::Flex>(&route, rt::Flex::make, n, device)",
     ] {
         assert!(
             dispatch.contains(expected),
@@ -214,8 +214,68 @@ fn composite_ops_get_default_bodies_and_generated_impls() {
     // The autodiff route calls the composite through `Autodiff<B, C>`: no hand-written kernel.
     let dispatch = render_containers("routed_dispatch.rs");
     assert!(
-        dispatch.contains("<rt::Autodiff<rt::Flex> as CComposite>::soft"),
+        dispatch.contains("run::<AutodiffFlex>(&route, AutodiffFlex::soft, x)"),
+        "{dispatch}"
+    );
+    assert!(
+        dispatch.contains("type AutodiffFlex = rt::Autodiff<rt::Flex>;"),
         "{dispatch}"
     );
     assert!(!dispatch.contains("CCompositeAutodiff"), "{dispatch}");
+}
+
+#[test]
+fn builder_overrides_the_trait_name_and_selects_modules() {
+    let files = Builder::new("ops.toml")
+        .trait_name("Renamed")
+        .modules(&[burn_route_codegen::Module::Ops])
+        .render_str(CONTAINERS)
+        .expect("valid");
+    assert_eq!(files.len(), 1);
+    let ops = flat(&files[0].contents);
+    for expected in [
+        "pub trait Renamed: rt::Backend",
+        "pub trait RenamedAutodiff: rt::Backend",
+        "pub trait RenamedFlex: rt::Backend",
+        "pub trait RenamedComposite: rt::Backend",
+    ] {
+        assert!(ops.contains(expected), "missing `{expected}` in\n{ops}");
+    }
+    assert!(!ops.contains("pub trait C:"), "{ops}");
+}
+
+#[test]
+fn check_snapshot_reports_and_blesses() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("ops.toml");
+    std::fs::write(&manifest, CONTAINERS).unwrap();
+    let snapshots = dir.path().join("generated");
+    let builder = Builder::new(&manifest)
+        .manifest_name("ops.toml")
+        .snapshot_dir(&snapshots);
+    let report = builder
+        .check_snapshot(false, "BLESS=1 cargo test")
+        .unwrap_err();
+    assert!(report.contains("+pub trait C: rt::Backend {"), "{report}");
+    assert!(
+        report.ends_with(
+            "Re-run with `BLESS=1 cargo test` to rewrite them, then review and commit the result."
+        ),
+        "{report}"
+    );
+    builder.check_snapshot(true, "").expect("bless writes");
+    builder
+        .check_snapshot(false, "")
+        .expect("fresh after bless");
+    // A manifest with errors is never blessed.
+    std::fs::write(&manifest, CONTAINERS.replace("\"float\"", "\"flaot\"")).unwrap();
+    let err = builder.check_snapshot(true, "").unwrap_err();
+    assert!(err.contains("unknown tensor kind `flaot`"), "{err}");
+    // ... and checking it fails with the manifest's errors.
+    assert!(
+        builder
+            .check_snapshot(false, "")
+            .unwrap_err()
+            .contains("unknown tensor kind")
+    );
 }

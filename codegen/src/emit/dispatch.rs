@@ -7,7 +7,7 @@ use super::{
     EmitConfig, autodiff_backend_cfg, backend_cfg, contained, convert_output, doc_attrs, ident,
     input_type, kind_fn, map_output_type, op_docs, output_type, params, returns, use_runtime,
 };
-use crate::ir::{Arg, Container, Ir, Op, Output, Policy, TensorArg};
+use crate::ir::{Arg, Backend, Container, Ir, Op, Output, Policy, TensorArg};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
     let use_rt = use_runtime(config);
@@ -32,9 +32,47 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
         }
     });
     let try_fns = ir.ops.iter().map(|op| try_fn(ir, op));
+    // Short names for the two `Autodiff<B, C>` implementations of each backend that serves a
+    // differentiable op, so the routing arms read `run::<AutodiffFlex>(...)`.
+    let mut aliased: Vec<&Backend> = Vec::new();
+    for op in ir
+        .ops
+        .iter()
+        .filter(|op| op.policy == Policy::Differentiable)
+    {
+        for backend in &op.backends {
+            if !aliased.iter().any(|b| b.name == backend.name) {
+                aliased.push(backend);
+            }
+        }
+    }
+    let aliases = aliased.iter().map(|backend| {
+        let cfg = autodiff_backend_cfg(ir, backend);
+        let id = ident(backend.name.as_str());
+        let plain = format_ident!("Autodiff{}", backend.name.as_str());
+        let balanced = format_ident!("Balanced{}", backend.name.as_str());
+        let doc_plain = format!(
+            " `Autodiff<{0}>`: the route for tracked {0} tensors.",
+            backend.name.as_str()
+        );
+        let doc_balanced = format!(
+            " `Autodiff<{}>` with balanced gradient checkpointing.",
+            backend.name.as_str()
+        );
+        quote! {
+            #[doc = #doc_plain]
+            #cfg
+            type #plain = rt::Autodiff<rt::#id>;
+            #[doc = #doc_balanced]
+            #cfg
+            type #balanced = rt::Autodiff<rt::#id, rt::BalancedCheckpointing>;
+        }
+    });
     quote! {
         #use_rt
         #(#uses)*
+
+        #(#aliases)*
 
         #(#impls)*
 
@@ -240,13 +278,6 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
         quote!(let route = rt::Route::fixed(&OP, rt::BackendId::#only);)
     };
 
-    let group = &ir.groups[op.group];
-    let concrete_trait = ident(&group.name);
-    let autodiff_trait = if group.composite {
-        ident(&group.name)
-    } else {
-        ident(&group.autodiff_name)
-    };
     let method = ident(&op.name);
     let mut arms = Vec::new();
     for backend in &op.backends {
@@ -255,22 +286,21 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
         arms.push(quote! {
             #cfg
             (rt::BackendId::#id, rt::Mode::Concrete) => {
-                run::<rt::#id>(&route, <rt::#id as #concrete_trait>::#method, #(#args),*)
+                run::<rt::#id>(&route, rt::#id::#method, #(#args),*)
             }
         });
         if op.policy == Policy::Differentiable {
             let cfg = autodiff_backend_cfg(ir, backend);
+            let plain = format_ident!("Autodiff{}", backend.name.as_str());
+            let balanced = format_ident!("Balanced{}", backend.name.as_str());
             for (strategy, ty) in [
-                (quote!(Disabled), quote!(rt::Autodiff<rt::#id>)),
-                (
-                    quote!(Balanced),
-                    quote!(rt::Autodiff<rt::#id, rt::BalancedCheckpointing>),
-                ),
+                (quote!(Disabled), quote!(#plain)),
+                (quote!(Balanced), quote!(#balanced)),
             ] {
                 arms.push(quote! {
                     #cfg
                     (rt::BackendId::#id, rt::Mode::Autodiff(rt::Checkpointing::#strategy)) => {
-                        run::<#ty>(&route, <#ty as #autodiff_trait>::#method, #(#args),*)
+                        run::<#ty>(&route, #ty::#method, #(#args),*)
                     }
                 });
             }

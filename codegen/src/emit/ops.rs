@@ -76,8 +76,14 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup) -> TokenStream {
         match &op.composite {
             Some(path) => {
                 let args = op.inputs.iter().map(|input| ident(&input.name));
+                let must_use = if ret.is_empty() {
+                    TokenStream::new()
+                } else {
+                    quote!(#[must_use])
+                };
                 quote! {
                     #docs
+                    #must_use
                     fn #method(#(#params),*) #ret {
                         #path::<Self>(#(#args),*)
                     }

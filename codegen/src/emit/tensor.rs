@@ -102,8 +102,14 @@ fn tensor_fns(op: &Op) -> TokenStream {
             "with its message instead.".to_owned(),
         ],
     );
+    // The value is the point of calling a non-unit op.
+    let must_use = match &op.output {
+        Output::Unit => TokenStream::new(),
+        _ => quote!(#[must_use]),
+    };
     quote! {
         #docs
+        #must_use
         pub fn #name #generics(#(#params),*) #ret {
             rt::expect(#try_name(#(#args_again),*))
         }
