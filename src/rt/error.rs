@@ -137,6 +137,12 @@ impl Malformed {
     /// How to fix it, as a clause.
     pub fn fix(&self) -> String {
         match self {
+            Self::WrongKind {
+                expected: TensorKind::Quantized,
+                ..
+            } => "pass a quantized tensor here (quantize it first, e.g. with \
+                  `.quantize_dynamic(&scheme)`)"
+                .to_owned(),
             Self::WrongKind { expected, .. } => format!(
                 "pass a `{expected}` tensor here (convert with `.float()`, `.int()` or `.bool()` first)"
             ),
@@ -166,9 +172,14 @@ impl fmt::Display for Malformed {
                 f.write_str("an autodiff tensor must not wrap another autodiff tensor")
             }
             Self::WrongKind { expected, found } => {
+                let article = if found.starts_with(['A', 'E', 'I', 'O', 'U']) {
+                    "an"
+                } else {
+                    "a"
+                };
                 write!(
                     f,
-                    "the input is declared `{expected}` but holds a {found} primitive"
+                    "the input is declared `{expected}` but holds {article} {found} primitive"
                 )
             }
             Self::UnexpectedPrimitive { expected, found } => {
