@@ -199,8 +199,8 @@ that compiles Cube in, or move the inputs to a listed backend. See ERRORS.md#unl
     };
     assert_eq!(
         mismatch.to_string(),
-        "op `add_relu` got inputs on different backends: `lhs` is on Flex (it picks the backend) but \
-`rhs` is on Cube. Fix: move `rhs` to the same device first (`rhs.to_device(&device)`). \
-See ERRORS.md#backend-mismatch"
+        "op `add_relu` got inputs on different backends: `lhs` is on Flex (it picks the backend) \
+but `rhs` is on Cube. Fix: put `rhs` on Flex too (`.to_device(..)` for a tensor, a Flex device \
+for a device argument). See ERRORS.md#backend-mismatch"
     );
 }

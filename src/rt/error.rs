@@ -232,8 +232,9 @@ impl fmt::Display for RouteError {
             } => write!(
                 f,
                 "op `{op}` got inputs on different backends: `{routing_input}` is on {routing_backend} \
-                 (it picks the backend) but `{input}` is on {backend}. Fix: move `{input}` to the same \
-                 device first (`{input}.to_device(&device)`). See ERRORS.md#backend-mismatch"
+                 (it picks the backend) but `{input}` is on {backend}. Fix: put `{input}` on \
+                 {routing_backend} too (`.to_device(..)` for a tensor, a {routing_backend} device for \
+                 a device argument). See ERRORS.md#backend-mismatch"
             ),
             Self::CheckpointingMismatch {
                 op,

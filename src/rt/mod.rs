@@ -30,7 +30,7 @@ pub use burn_dispatch::{
     BackendTensor, Dispatch, DispatchAutodiffContext, DispatchDevice, DispatchTensor,
     DispatchTensorKind, GradientCheckpointingStrategy as Checkpointing,
 };
-pub use burn_tensor::{Bool, Device, Float, Int, Tensor};
+pub use burn_tensor::{Bool, Device, DeviceKind, Float, Int, Tensor};
 
 #[cfg(feature = "autodiff")]
 pub use burn_autodiff::Autodiff;

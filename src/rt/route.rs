@@ -330,6 +330,38 @@ impl Route {
         I: IntoIterator<Item = Input<'a>>,
         I::IntoIter: Clone,
     {
+        Self::plan_inner(op, inputs, None)
+    }
+
+    /// [`Route::plan`] for an op that also takes a device: the device must be on the routing
+    /// tensor's backend, and an autodiff device enables autodiff for the call like an input
+    /// with an enabled context would.
+    ///
+    /// # Errors
+    ///
+    /// As [`Route::plan`]; [`RouteError::BackendMismatch`] for a device on another backend.
+    pub fn plan_with_device<'a, I>(
+        op: &'static OpInfo,
+        inputs: I,
+        device_input: &'static str,
+        device: &DispatchDevice,
+    ) -> Result<Self, RouteError>
+    where
+        I: IntoIterator<Item = Input<'a>>,
+        I::IntoIter: Clone,
+    {
+        Self::plan_inner(op, inputs, Some((device_input, device)))
+    }
+
+    fn plan_inner<'a, I>(
+        op: &'static OpInfo,
+        inputs: I,
+        device: Option<(&'static str, &DispatchDevice)>,
+    ) -> Result<Self, RouteError>
+    where
+        I: IntoIterator<Item = Input<'a>>,
+        I::IntoIter: Clone,
+    {
         let inputs = inputs.into_iter();
         let Some(router) = inputs
             .clone()
@@ -379,6 +411,46 @@ impl Route {
                 && matches!(found.primitive, Primitive::Autodiff { tracked: true })
             {
                 tracked.get_or_insert(input.name);
+            }
+        }
+
+        if let Some((name, device)) = device {
+            let name = InputName::new(name);
+            let (backend, device_context) = describe_device(device);
+            if backend != routed.backend {
+                return Err(RouteError::BackendMismatch {
+                    op: op.name,
+                    input: name,
+                    backend,
+                    routing_input: router.name,
+                    routing_backend: routed.backend,
+                });
+            }
+            match (context, device_context) {
+                (_, DispatchAutodiffContext::Disabled) => {}
+                (
+                    DispatchAutodiffContext::Enabled(first),
+                    DispatchAutodiffContext::Enabled(strategy),
+                ) if first != strategy => {
+                    return Err(RouteError::CheckpointingMismatch {
+                        op: op.name,
+                        input: name,
+                        strategy,
+                        first_input: context_from.unwrap_or(router.name),
+                        first_strategy: first,
+                        backend,
+                    });
+                }
+                (_, enabled) => {
+                    if !cfg!(feature = "autodiff") {
+                        return Err(RouteError::AutodiffFeatureOff {
+                            op: op.name,
+                            input: name,
+                            backend,
+                        });
+                    }
+                    context = enabled;
+                }
             }
         }
 

@@ -268,7 +268,14 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
 
     let plan = if op.tensor_inputs().next().is_some() {
         let inputs = plan_inputs(op);
-        quote!(let route = rt::Route::plan(&OP, #inputs)?;)
+        match op.device_input() {
+            Some(device) => {
+                let id = ident(&device.name);
+                let name = &device.name;
+                quote!(let route = rt::Route::plan_with_device(&OP, #inputs, #name, #id)?;)
+            }
+            None => quote!(let route = rt::Route::plan(&OP, #inputs)?;),
+        }
     } else if let Some(device) = op.device_input() {
         let id = ident(&device.name);
         let name = &device.name;

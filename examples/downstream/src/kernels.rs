@@ -1,7 +1,7 @@
 //! Kernels for this crate's ops.
 
 use burn_route::rt::backend::{Scalar, Shape, TensorMetadata, get_or_init_device_settings};
-use burn_route::rt::{Backend, Flex, FloatTensor, IntTensor};
+use burn_route::rt::{Backend, DeviceOf, Flex, FloatTensor, IntTensor};
 
 use crate::ops::MyOps;
 
@@ -23,6 +23,12 @@ fn clamp_count<B: Backend>(x: FloatTensor<B>, lo: f32, hi: f32) -> (FloatTensor<
     (clamped, B::int_reshape(count, Shape::new([1])))
 }
 
+/// A tensor shaped like `x` filled with `value` on `device`, in the device's float dtype.
+fn fill_like<B: Backend>(x: &FloatTensor<B>, value: f32, device: &DeviceOf<B>) -> FloatTensor<B> {
+    let dtype = get_or_init_device_settings::<B>(device).float_dtype;
+    B::float_full(x.shape(), Scalar::from(value), device, dtype)
+}
+
 impl MyOps for Flex {
     fn cube_pow(x: FloatTensor<Self>) -> FloatTensor<Self> {
         let squared = square::<Self>(x.clone());
@@ -31,6 +37,10 @@ impl MyOps for Flex {
 
     fn clamp_count(x: FloatTensor<Self>, lo: f32, hi: f32) -> (FloatTensor<Self>, IntTensor<Self>) {
         clamp_count::<Self>(x, lo, hi)
+    }
+
+    fn fill_like(x: &FloatTensor<Self>, value: f32, device: &DeviceOf<Self>) -> FloatTensor<Self> {
+        fill_like::<Self>(x, value, device)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The downstream crate's ops, routed by the code its own build script generated.
 
 use burn_route::rt::{Device, Int, Tensor};
-use burn_route_downstream::{clamp_count, cube_pow};
+use burn_route_downstream::{clamp_count, cube_pow, fill_like};
 
 fn values<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
     t.clone().into_data().try_to_vec::<f32>().unwrap()
@@ -72,5 +72,46 @@ backend in). Fix: add Flex to the op's backends in the manifest and implement it
 feature that compiles Flex in, or move the inputs to a listed backend. See ERRORS.md#unlisted-backend";
     assert_eq!(err.to_string(), message);
     let panic = catch_unwind(AssertUnwindSafe(|| drop(gpu_square(x)))).unwrap_err();
+    assert_eq!(panic.downcast_ref::<String>().unwrap(), message);
+}
+
+#[test]
+fn fill_like_runs_on_the_device_of_its_tensor() {
+    let device = Device::flex();
+    let x = Tensor::<2>::from_data([[1.0, 2.0, 3.0]], &device);
+    let out = fill_like(&x, 7.5, &device);
+    assert_eq!(out.dims(), [1, 3]);
+    assert_eq!(values(&out), [7.5, 7.5, 7.5]);
+    // An autodiff device: the output is an untracked autodiff tensor.
+    let out = fill_like(&x, 1.0, &Device::flex().autodiff());
+    assert!(out.is_autodiff() && !out.is_tracked());
+}
+
+/// A device on another backend than the routing tensor: `RouteError::BackendMismatch`, produced
+/// for real (a wgpu device value needs no GPU until a tensor is allocated on it).
+#[cfg(feature = "cube")]
+#[test]
+fn a_device_on_another_backend_is_a_backend_mismatch() {
+    use burn_route::rt::{BackendId, DeviceKind, InputName, RouteError};
+    use burn_route_downstream::try_fill_like;
+
+    let x = Tensor::<1>::from_data([1.0, 2.0], &Device::flex());
+    let gpu = Device::wgpu(DeviceKind::Cpu);
+    let err = try_fill_like(&x, 0.0, &gpu).unwrap_err();
+    assert_eq!(
+        err,
+        RouteError::BackendMismatch {
+            op: "fill_like",
+            input: InputName::new("device"),
+            backend: BackendId::Cube,
+            routing_input: InputName::new("x"),
+            routing_backend: BackendId::Flex,
+        }
+    );
+    let message = "op `fill_like` got inputs on different backends: `x` is on Flex (it picks the \
+backend) but `device` is on Cube. Fix: put `device` on Flex too (`.to_device(..)` for a tensor, a \
+Flex device for a device argument). See ERRORS.md#backend-mismatch";
+    assert_eq!(err.to_string(), message);
+    let panic = std::panic::catch_unwind(|| drop(fill_like(&x, 0.0, &gpu))).unwrap_err();
     assert_eq!(panic.downcast_ref::<String>().unwrap(), message);
 }
