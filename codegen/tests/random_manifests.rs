@@ -1,0 +1,128 @@
+//! Property tests over random manifests: the generator never panics; a manifest either fails
+//! with diagnostics that point inside the text (with a line and column), or renders Rust that
+//! `syn` parses; rendering is deterministic.
+
+use burn_route_codegen::{Builder, Error};
+use proptest::prelude::*;
+
+fn name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        8 => "[a-z][a-z0-9_]{0,6}".prop_map(String::from),
+        1 => prop_oneof![Just("fn"), Just("Self"), Just("1x"), Just("a-b"), Just(""), Just("route"), Just("try_x")]
+            .prop_map(String::from),
+    ]
+}
+
+fn kind() -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        6 => prop_oneof![Just("float"), Just("int"), Just("bool"), Just("quantized")],
+        1 => prop_oneof![Just("flaot"), Just("Float"), Just("")],
+    ]
+}
+
+fn arg() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => (kind(), any::<bool>(), prop_oneof![Just(""), Just(", container = \"option\""), Just(", container = \"vec\""), Just(", container = \"set\"")], prop_oneof![Just(""), Just(", dims = 2"), Just(", dims = \"E\""), Just(", dims = 0")])
+            .prop_map(|(k, borrowed, container, dims)| format!("tensor = \"{k}\"{}{container}{dims}", if borrowed { ", borrowed = true" } else { "" })),
+        2 => prop_oneof![Just("f32"), Just("usize"), Just("Vec<usize>"), Just("Option<u64>"), Just("Vec<"), Just("bool")]
+            .prop_map(|t| format!("type = \"{t}\"")),
+        1 => Just("device = true".to_owned()),
+        1 => Just("tensor = \"float\", type = \"f32\"".to_owned()),
+    ]
+}
+
+fn output() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        kind().prop_map(|k| format!("output = {{ tensor = \"{k}\" }}\n")),
+        Just("output = { type = \"usize\" }\n".to_owned()),
+        (kind(), kind()).prop_map(|(a, b)| format!("output = [{{ tensor = \"{a}\" }}, [{{ tensor = \"{b}\", container = \"option\" }}, {{ type = \"u8\" }}]]\n")),
+        Just("output = []\n".to_owned()),
+        Just("output = 3\n".to_owned()),
+    ]
+}
+
+fn op() -> impl Strategy<Value = String> {
+    (
+        name(),
+        prop_oneof![Just(""), Just("autodiff = \"differentiable\"\n"), Just("autodiff = \"detach\"\n"), Just("autodiff = \"reject\"\n"), Just("autodiff = \"maybe\"\n")],
+        prop::collection::vec((name(), arg()), 0..4),
+        output(),
+        prop_oneof![6 => Just(""), 1 => Just("backends = [\"Flex\"]\n"), 1 => Just("backends = [\"Cube\", \"Flx\"]\n"), 1 => Just("composite = \"crate::k\"\n"), 1 => Just("extra = 1\n")],
+    )
+        .prop_map(|(name, policy, inputs, output, extra)| {
+            let inputs: Vec<String> = inputs.into_iter().map(|(n, a)| format!("    {{ name = \"{n}\", {a} }},\n")).collect();
+            format!("[[op]]\nname = \"{name}\"\n{policy}inputs = [\n{}]\n{output}{extra}", inputs.concat())
+        })
+}
+
+fn manifest() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![Just("[\"Flex\"]"), Just("[\"Flex\", { name = \"Cube\", cfg = 'feature = \"cube\"' }]"), Just("[]"), Just("[\"Flex\", \"Flex\"]")],
+        prop::collection::vec(op(), 0..5),
+    )
+        .prop_map(|(backends, ops)| format!("[routing]\ntrait = \"Ops\"\nbackends = {backends}\n\n{}", ops.join("\n")))
+}
+
+/// Replaces one byte range with junk: the manifest may stop being TOML at all.
+fn mutated() -> impl Strategy<Value = String> {
+    (manifest(), any::<prop::sample::Index>(), 0usize..4, prop_oneof![Just(""), Just("\""), Just("["), Just("]"), Just("="), Just("\n"), Just("é"), Just("{ x = ")])
+        .prop_map(|(text, at, len, junk)| {
+            let mut at = at.index(text.len() + 1);
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            let mut end = (at + len).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            format!("{}{junk}{}", &text[..at], &text[end..])
+        })
+}
+
+fn check(source: &str) {
+    match Builder::new("ops.toml").render_str(source) {
+        Ok(files) => {
+            for file in &files {
+                syn::parse_file(&file.contents).unwrap_or_else(|e| panic!("{}: {e}\n{}", file.name, file.contents));
+            }
+            // Deterministic: the same text renders to the same bytes.
+            let again = Builder::new("ops.toml").render_str(source).expect("renders again");
+            assert_eq!(files, again);
+        }
+        Err(Error::Manifest(report)) => {
+            assert!(!report.diagnostics.is_empty());
+            for d in &report.diagnostics {
+                assert!(d.span.start <= d.span.end && d.span.end <= source.len(), "span {:?} outside the text", d.span);
+                let (line, col) = d.line_col(source);
+                assert!(line >= 1 && col >= 1);
+                assert!(d.render_line("ops.toml", source).starts_with(&format!("ops.toml:{line}:{col}: ")));
+                // The rustc-style rendering never panics either.
+                assert!(d.render_snippet("ops.toml", source).contains(&format!("ops.toml:{line}:{col}")));
+            }
+        }
+        Err(other) => panic!("unexpected error kind: {other}"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_manifests_render_or_fail_with_positions(source in manifest()) {
+        check(&source);
+    }
+
+    #[test]
+    fn mutated_manifests_never_panic(source in mutated()) {
+        check(&source);
+    }
+}
+
+#[test]
+fn random_valid_manifests_do_render() {
+    // The generators above must reach the `Ok` branch too, not only errors.
+    let source = "[routing]\ntrait = \"Ops\"\nbackends = [\"Flex\"]\n\n[[op]]\nname = \"a\"\ninputs = [\n    { name = \"x\", tensor = \"float\", container = \"vec\" },\n]\noutput = [{ tensor = \"int\" }, [{ tensor = \"bool\", container = \"option\" }, { type = \"u8\" }]]\n";
+    assert!(Builder::new("ops.toml").render_str(source).is_ok());
+    check(source);
+}
