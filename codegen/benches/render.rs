@@ -15,12 +15,22 @@ fn synthetic_manifest(ops: usize) -> String {
     );
     for i in 0..ops {
         let body = match i % 4 {
-            0 => "autodiff = \"differentiable\"\ninputs = [\n    { name = \"lhs\", tensor = \"float\" },\n    { name = \"rhs\", tensor = \"float\" },\n]\noutput = { tensor = \"float\" }\n",
-            1 => "autodiff = \"detach\"\ninputs = [{ name = \"x\", tensor = \"float\", borrowed = true }, { name = \"k\", type = \"usize\" }]\noutput = [{ tensor = \"float\" }, { tensor = \"int\" }]\n",
-            2 => "inputs = [{ name = \"x\", tensor = \"float\" }, { name = \"mask\", tensor = \"bool\", container = \"option\" }]\noutput = { tensor = \"float\" }\n",
-            _ => "autodiff = \"differentiable\"\ninputs = [{ name = \"xs\", tensor = \"float\", container = \"vec\" }]\noutput = { tensor = \"float\", container = \"vec\" }\n",
+            0 => {
+                "autodiff = \"differentiable\"\ninputs = [\n    { name = \"lhs\", tensor = \"float\" },\n    { name = \"rhs\", tensor = \"float\" },\n]\noutput = { tensor = \"float\" }\n"
+            }
+            1 => {
+                "autodiff = \"detach\"\ninputs = [{ name = \"x\", tensor = \"float\", borrowed = true }, { name = \"k\", type = \"usize\" }]\noutput = [{ tensor = \"float\" }, { tensor = \"int\" }]\n"
+            }
+            2 => {
+                "inputs = [{ name = \"x\", tensor = \"float\" }, { name = \"mask\", tensor = \"bool\", container = \"option\" }]\noutput = { tensor = \"float\" }\n"
+            }
+            _ => {
+                "autodiff = \"differentiable\"\ninputs = [{ name = \"xs\", tensor = \"float\", container = \"vec\" }]\noutput = { tensor = \"float\", container = \"vec\" }\n"
+            }
         };
-        text.push_str(&format!("\n[[op]]\nname = \"op_{i}\"\ndoc = \"Synthetic op {i}.\"\n{body}"));
+        text.push_str(&format!(
+            "\n[[op]]\nname = \"op_{i}\"\ndoc = \"Synthetic op {i}.\"\n{body}"
+        ));
     }
     text
 }
@@ -35,13 +45,22 @@ fn render(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("render_1000_ops");
     group.sample_size(10);
-    group.bench_function("parse", |b| b.iter(|| black_box(burn_route_codegen::parse::parse(black_box(&source)))));
+    group.bench_function("parse", |b| {
+        b.iter(|| black_box(burn_route_codegen::parse::parse(black_box(&source))))
+    });
     let (model, diagnostics) = burn_route_codegen::parse::parse(&source);
     assert!(diagnostics.is_empty());
     group.bench_function("validate", |b| {
-        b.iter(|| black_box(burn_route_codegen::validate::validate(black_box(&model), "ops.toml", &source).unwrap()));
+        b.iter(|| {
+            black_box(
+                burn_route_codegen::validate::validate(black_box(&model), "ops.toml", &source)
+                    .unwrap(),
+            )
+        });
     });
-    group.bench_function("parse_validate_emit_pretty", |b| b.iter(|| black_box(builder.render_str(black_box(&source)).unwrap())));
+    group.bench_function("parse_validate_emit_pretty", |b| {
+        b.iter(|| black_box(builder.render_str(black_box(&source)).unwrap()))
+    });
     let writer = Builder::new(&manifest).out_dir(dir.join("out"));
     group.bench_function("end_to_end_with_write", |b| {
         b.iter(|| {

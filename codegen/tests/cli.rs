@@ -114,3 +114,34 @@ fn schema_prints_the_checked_in_schema() {
             .unwrap();
     assert_eq!(text(&out.stdout), checked_in);
 }
+
+#[test]
+fn two_processes_render_byte_identical_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = manifest(dir.path(), VALID);
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    for out in [&a, &b] {
+        assert_eq!(
+            run(&["render", &path, "--out", out.to_str().unwrap()])
+                .status
+                .code(),
+            Some(0)
+        );
+    }
+    for name in ["routed_ops.rs", "routed_dispatch.rs", "routed_tensor.rs"] {
+        assert_eq!(
+            std::fs::read(a.join(name)).unwrap(),
+            std::fs::read(b.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+    // Rendering again over the same directory rewrites nothing.
+    let out = run(&["render", &path, "--out", a.to_str().unwrap()]);
+    assert_eq!(
+        text(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("Unchanged: "))
+            .count(),
+        3
+    );
+}

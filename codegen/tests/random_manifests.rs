@@ -58,15 +58,39 @@ fn op() -> impl Strategy<Value = String> {
 
 fn manifest() -> impl Strategy<Value = String> {
     (
-        prop_oneof![Just("[\"Flex\"]"), Just("[\"Flex\", { name = \"Cube\", cfg = 'feature = \"cube\"' }]"), Just("[]"), Just("[\"Flex\", \"Flex\"]")],
+        prop_oneof![
+            Just("[\"Flex\"]"),
+            Just("[\"Flex\", { name = \"Cube\", cfg = 'feature = \"cube\"' }]"),
+            Just("[]"),
+            Just("[\"Flex\", \"Flex\"]")
+        ],
         prop::collection::vec(op(), 0..5),
     )
-        .prop_map(|(backends, ops)| format!("[routing]\ntrait = \"Ops\"\nbackends = {backends}\n\n{}", ops.join("\n")))
+        .prop_map(|(backends, ops)| {
+            format!(
+                "[routing]\ntrait = \"Ops\"\nbackends = {backends}\n\n{}",
+                ops.join("\n")
+            )
+        })
 }
 
 /// Replaces one byte range with junk: the manifest may stop being TOML at all.
 fn mutated() -> impl Strategy<Value = String> {
-    (manifest(), any::<prop::sample::Index>(), 0usize..4, prop_oneof![Just(""), Just("\""), Just("["), Just("]"), Just("="), Just("\n"), Just("é"), Just("{ x = ")])
+    (
+        manifest(),
+        any::<prop::sample::Index>(),
+        0usize..4,
+        prop_oneof![
+            Just(""),
+            Just("\""),
+            Just("["),
+            Just("]"),
+            Just("="),
+            Just("\n"),
+            Just("é"),
+            Just("{ x = ")
+        ],
+    )
         .prop_map(|(text, at, len, junk)| {
             let mut at = at.index(text.len() + 1);
             while !text.is_char_boundary(at) {
@@ -84,21 +108,34 @@ fn check(source: &str) {
     match Builder::new("ops.toml").render_str(source) {
         Ok(files) => {
             for file in &files {
-                syn::parse_file(&file.contents).unwrap_or_else(|e| panic!("{}: {e}\n{}", file.name, file.contents));
+                syn::parse_file(&file.contents)
+                    .unwrap_or_else(|e| panic!("{}: {e}\n{}", file.name, file.contents));
             }
             // Deterministic: the same text renders to the same bytes.
-            let again = Builder::new("ops.toml").render_str(source).expect("renders again");
+            let again = Builder::new("ops.toml")
+                .render_str(source)
+                .expect("renders again");
             assert_eq!(files, again);
         }
         Err(Error::Manifest(report)) => {
             assert!(!report.diagnostics.is_empty());
             for d in &report.diagnostics {
-                assert!(d.span.start <= d.span.end && d.span.end <= source.len(), "span {:?} outside the text", d.span);
+                assert!(
+                    d.span.start <= d.span.end && d.span.end <= source.len(),
+                    "span {:?} outside the text",
+                    d.span
+                );
                 let (line, col) = d.line_col(source);
                 assert!(line >= 1 && col >= 1);
-                assert!(d.render_line("ops.toml", source).starts_with(&format!("ops.toml:{line}:{col}: ")));
+                assert!(
+                    d.render_line("ops.toml", source)
+                        .starts_with(&format!("ops.toml:{line}:{col}: "))
+                );
                 // The rustc-style rendering never panics either.
-                assert!(d.render_snippet("ops.toml", source).contains(&format!("ops.toml:{line}:{col}")));
+                assert!(
+                    d.render_snippet("ops.toml", source)
+                        .contains(&format!("ops.toml:{line}:{col}"))
+                );
             }
         }
         Err(other) => panic!("unexpected error kind: {other}"),
