@@ -11,7 +11,7 @@ use crate::ir::{
 use crate::model::{ArgSpec, BackendSpec, Dims, Manifest, OpSpec, OutputSpec, Sp, TensorSpec};
 
 /// Parameter names the generated routing code uses for itself.
-pub const RESERVED_INPUT_NAMES: &[&str] = &["route", "kernel"];
+pub const RESERVED_INPUT_NAMES: &[&str] = &["route", "kernel", "run", "OP"];
 
 const POLICIES: &[&str] = &["differentiable", "detach", "reject"];
 const KINDS: &[&str] = &["float", "int", "bool", "quantized"];

@@ -191,7 +191,7 @@ fn unknown_policy_wrong_type_and_reserved_name() {
     assert_eq!(
         errors(&edited("name = \"lhs\"", "name = \"route\"")),
         [
-            "ops.toml:9:14: `op[0].inputs[0].name`: input name `route` is reserved by the generated routing code; help: rename the input; reserved names: route, kernel"
+            "ops.toml:9:14: `op[0].inputs[0].name`: input name `route` is reserved by the generated routing code; help: rename the input; reserved names: route, kernel, run, OP"
         ]
     );
 }
