@@ -151,6 +151,8 @@ pub fn try_add_relu(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, rt::Flex::add_relu, lhs, rhs)
         }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffFlex>(&route, AutodiffFlex::add_relu, lhs, rhs)
@@ -163,6 +165,8 @@ pub fn try_add_relu(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, rt::Cube::add_relu, lhs, rhs)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, AutodiffCube::add_relu, lhs, rhs)
@@ -175,6 +179,8 @@ pub fn try_add_relu(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             run::<rt::Remote>(&route, rt::Remote::add_relu, lhs, rhs)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffRemote>(&route, AutodiffRemote::add_relu, lhs, rhs)
@@ -223,6 +229,8 @@ pub fn try_scale(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, rt::Flex::scale, x, alpha)
         }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffFlex>(&route, AutodiffFlex::scale, x, alpha)
@@ -235,6 +243,8 @@ pub fn try_scale(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, rt::Cube::scale, x, alpha)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, AutodiffCube::scale, x, alpha)
@@ -247,6 +257,8 @@ pub fn try_scale(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             run::<rt::Remote>(&route, rt::Remote::scale, x, alpha)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffRemote>(&route, AutodiffRemote::scale, x, alpha)
@@ -405,6 +417,8 @@ pub fn try_axpby(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, rt::Flex::axpby, x, y, alpha, beta)
         }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffFlex>(&route, AutodiffFlex::axpby, x, y, alpha, beta)
@@ -417,6 +431,8 @@ pub fn try_axpby(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, rt::Cube::axpby, x, y, alpha, beta)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, AutodiffCube::axpby, x, y, alpha, beta)
@@ -429,6 +445,8 @@ pub fn try_axpby(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             run::<rt::Remote>(&route, rt::Remote::axpby, x, y, alpha, beta)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffRemote>(&route, AutodiffRemote::axpby, x, y, alpha, beta)
@@ -483,6 +501,8 @@ pub fn try_sum_all(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, rt::Flex::sum_all, xs)
         }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffFlex>(&route, AutodiffFlex::sum_all, xs)
@@ -495,6 +515,8 @@ pub fn try_sum_all(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, rt::Cube::sum_all, xs)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, AutodiffCube::sum_all, xs)
@@ -507,6 +529,8 @@ pub fn try_sum_all(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             run::<rt::Remote>(&route, rt::Remote::sum_all, xs)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffRemote>(&route, AutodiffRemote::sum_all, xs)
@@ -557,6 +581,8 @@ pub fn try_split_last(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, rt::Flex::split_last, x, sizes)
         }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffFlex>(&route, AutodiffFlex::split_last, x, sizes)
@@ -569,6 +595,8 @@ pub fn try_split_last(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, rt::Cube::split_last, x, sizes)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, AutodiffCube::split_last, x, sizes)
@@ -581,6 +609,8 @@ pub fn try_split_last(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             run::<rt::Remote>(&route, rt::Remote::split_last, x, sizes)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffRemote>(&route, AutodiffRemote::split_last, x, sizes)
@@ -631,6 +661,8 @@ pub fn try_softplus(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, rt::Flex::softplus, x, beta)
         }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffFlex>(&route, AutodiffFlex::softplus, x, beta)
@@ -643,6 +675,8 @@ pub fn try_softplus(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, rt::Cube::softplus, x, beta)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, AutodiffCube::softplus, x, beta)
@@ -655,6 +689,8 @@ pub fn try_softplus(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             run::<rt::Remote>(&route, rt::Remote::softplus, x, beta)
         }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffRemote>(&route, AutodiffRemote::softplus, x, beta)

@@ -25,7 +25,10 @@ pub fn validate(
     manifest_name: &str,
     source: &str,
 ) -> Result<Ir, Vec<Diagnostic>> {
-    let mut v = Validator { diags: Vec::new() };
+    let mut v = Validator {
+        diags: Vec::new(),
+        backend_cfgs: BTreeMap::new(),
+    };
     let routing = &manifest.routing;
 
     let trait_name = routing
@@ -129,7 +132,7 @@ pub fn validate(
     match (trait_name, autodiff_trait, autodiff_cfg) {
         (Some(trait_name), Some(autodiff_trait), Some(autodiff_cfg)) if v.diags.is_empty() => {
             let groups = assign_groups(&mut ops, &backends, &trait_name, &autodiff_trait);
-            Ok(Ir {
+            let ir = Ir {
                 manifest_name: manifest_name.to_owned(),
                 trait_name,
                 autodiff_trait,
@@ -137,7 +140,18 @@ pub fn validate(
                 backends,
                 ops,
                 groups,
-            })
+            };
+            let span = routing
+                .trait_name
+                .as_ref()
+                .map_or(routing.span.clone(), |t| t.span.clone());
+            match generated_name_clash(&ir) {
+                Some(clash) => Err(vec![
+                    Diagnostic::new(span, "routing.trait", format!("the generated code would define `{clash}` twice"))
+                        .help("rename `trait` or `autodiff_trait` so the traits named after them (`...Autodiff`, `...Composite`, `...<Backends>`) and the `Autodiff<Backend>`/`Balanced<Backend>` aliases stay distinct"),
+                ]),
+                None => Ok(ir),
+            }
         }
         // A missing value with no diagnostic here was already reported by parsing.
         _ => Err(v.diags),
@@ -187,6 +201,39 @@ fn assign_groups(
     groups
 }
 
+/// A name the generated modules would define twice, if any: the traits, the autodiff aliases
+/// of the dispatch module, and its `rt` import.
+fn generated_name_clash(ir: &Ir) -> Option<String> {
+    let mut names: Vec<String> = vec!["rt".to_owned()];
+    for (index, group) in ir.groups.iter().enumerate() {
+        names.push(group.name.clone());
+        if ir.needs_autodiff_trait(index) {
+            names.push(group.autodiff_name.clone());
+        }
+    }
+    // One pair of aliases per backend that serves a differentiable op.
+    let mut aliases: Vec<String> = Vec::new();
+    for op in ir
+        .ops
+        .iter()
+        .filter(|op| op.policy == Policy::Differentiable)
+    {
+        for backend in &op.backends {
+            for alias in [
+                format!("Autodiff{}", backend.name.as_str()),
+                format!("Balanced{}", backend.name.as_str()),
+            ] {
+                if !aliases.contains(&alias) {
+                    aliases.push(alias);
+                }
+            }
+        }
+    }
+    names.extend(aliases);
+    let mut seen = std::collections::BTreeSet::new();
+    names.into_iter().find(|n| !seen.insert(n.clone()))
+}
+
 /// Manifest-wide facts an op needs while it is validated.
 struct OpContext<'a> {
     defaults: &'a [Backend],
@@ -195,8 +242,60 @@ struct OpContext<'a> {
     source: &'a str,
 }
 
+/// A cfg predicate as rustc accepts it: `name`, `name = "value"`, or `all(..)` / `any(..)` /
+/// `not(..)` of predicates.
+fn check_cfg_shape(meta: &syn::Meta) -> syn::Result<()> {
+    let single = |path: &syn::Path| {
+        path.get_ident().cloned().ok_or_else(|| {
+            syn::Error::new_spanned(path, "expected a single name such as `feature`")
+        })
+    };
+    match meta {
+        syn::Meta::Path(path) => single(path).map(|_| ()),
+        syn::Meta::NameValue(nv) => {
+            single(&nv.path)?;
+            match &nv.value {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(_),
+                    ..
+                }) => Ok(()),
+                other => Err(syn::Error::new_spanned(
+                    other,
+                    "expected a string literal, as in `feature = \"cube\"`",
+                )),
+            }
+        }
+        syn::Meta::List(list) => {
+            let name = single(&list.path)?;
+            if !["all", "any", "not"].contains(&name.to_string().as_str()) {
+                return Err(syn::Error::new_spanned(
+                    &list.path,
+                    "expected `all`, `any` or `not`",
+                ));
+            }
+            let nested = list.parse_args_with(
+                syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+            )?;
+            nested.iter().try_for_each(check_cfg_shape)
+        }
+    }
+}
+
+/// Identifiers in a type (or any tokens).
+fn idents_in(tokens: proc_macro2::TokenStream, out: &mut Vec<String>) {
+    for tree in tokens {
+        match tree {
+            proc_macro2::TokenTree::Ident(id) => out.push(id.to_string()),
+            proc_macro2::TokenTree::Group(g) => idents_in(g.stream(), out),
+            _ => {}
+        }
+    }
+}
+
 struct Validator {
     diags: Vec<Diagnostic>,
+    /// The cfg each backend was first given: one backend, one cfg.
+    backend_cfgs: BTreeMap<BackendName, String>,
 }
 
 /// Whether `s` is a Rust identifier that is not a keyword (raw identifiers are not accepted).
@@ -231,7 +330,10 @@ impl Validator {
     }
 
     fn cfg(&mut self, cfg: &Sp<String>, key: &str) -> Option<syn::Meta> {
-        match syn::parse_str::<syn::Meta>(&cfg.value) {
+        match syn::parse_str::<syn::Meta>(&cfg.value).and_then(|meta| {
+            check_cfg_shape(&meta)?;
+            Ok(meta)
+        }) {
             Ok(meta) => Some(meta),
             Err(err) => {
                 self.push(
@@ -327,6 +429,23 @@ impl Validator {
                 (None, Some(b)) => b.cfg.clone(),
                 (None, None) => None,
             };
+            let cfg_text = cfg
+                .as_ref()
+                .map(|c| quote::quote!(#c).to_string())
+                .unwrap_or_default();
+            match self.backend_cfgs.get(&name) {
+                Some(first) if *first != cfg_text => {
+                    self.push(
+                        Diagnostic::new(spec.span.clone(), key, format!("backend `{}` has a different cfg here than where it was first listed", name.as_str()))
+                            .help("give a backend the same cfg everywhere (or list it once in `routing.backends`)"),
+                    );
+                    continue;
+                }
+                Some(_) => {}
+                None => {
+                    self.backend_cfgs.insert(name, cfg_text);
+                }
+            }
             out.push(Backend { name, cfg });
         }
         out
@@ -424,6 +543,102 @@ impl Validator {
         ok.then_some(inputs)
     }
 
+    /// Names that generated code puts in scope next to the op's own: input names must not
+    /// shadow them, and plain types must not depend on them (each level of the generated API
+    /// has different generics in scope).
+    fn scoped_names(
+        &mut self,
+        spec: &OpSpec,
+        path: &str,
+        op: &str,
+        inputs: &[Input],
+        output: &Output,
+    ) -> bool {
+        fn ranks(out: &Output, acc: &mut Vec<String>) {
+            match out {
+                Output::Tensor(TensorArg {
+                    rank: Rank::Generic(g),
+                    ..
+                }) => acc.push(g.clone()),
+                Output::Tuple(items) => items.iter().for_each(|o| ranks(o, acc)),
+                _ => {}
+            }
+        }
+        let mut generics: Vec<String> = Vec::new();
+        for input in inputs {
+            if let Arg::Tensor(TensorArg {
+                rank: Rank::Generic(g),
+                ..
+            }) = &input.arg
+            {
+                generics.push(g.clone());
+            }
+        }
+        ranks(output, &mut generics);
+        let specs = spec
+            .inputs
+            .as_ref()
+            .map(|l| l.value.as_slice())
+            .unwrap_or_default();
+        let mut ok = true;
+        for (i, input) in inputs.iter().enumerate() {
+            let span = specs
+                .get(i)
+                .and_then(|s| s.name.as_ref())
+                .map_or(spec.span.clone(), |n| n.span.clone());
+            let key = format!("{path}.inputs[{i}].name");
+            let name = input.name.as_str();
+            let problem = if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                Some(format!(
+                    "input name `{name}` starts with an uppercase letter, which Rust reads as a type, constant or variant"
+                ))
+            } else if name == format!("try_{op}") {
+                Some(format!(
+                    "input name `{name}` is the op's own generated `try_` function"
+                ))
+            } else if name == "_route" {
+                Some(format!(
+                    "input name `{name}` is reserved by the generated routing code"
+                ))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                self.push(
+                    Diagnostic::new(span, key, problem)
+                        .help("use a snake_case input name such as `x` or `values`"),
+                );
+                ok = false;
+            }
+        }
+        let plain_types = inputs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, input)| match &input.arg {
+                Arg::Plain(ty) => Some((
+                    format!("{path}.inputs[{i}].type"),
+                    specs.get(i).map_or(spec.span.clone(), |s| s.span.clone()),
+                    ty,
+                )),
+                _ => None,
+            });
+        for (key, span, ty) in plain_types {
+            let mut names = Vec::new();
+            idents_in(quote::quote!(#ty), &mut names);
+            let bad = names
+                .iter()
+                .find(|n| generics.contains(n) || ["B", "Self", "impl"].contains(&n.as_str()));
+            if let Some(bad) = bad {
+                self.push(
+                    Diagnostic::new(span, key, format!("plain type `{}` uses `{bad}`, which is not in scope at every level of the generated API", quote::quote!(#ty)))
+                        .help("use a concrete type (e.g. `Vec<usize>` instead of `[usize; D]`); rank generics exist only at the `Tensor<D>` level"),
+                );
+                ok = false;
+            }
+        }
+        ok
+    }
+
     fn composite(&mut self, spec: &OpSpec, path: &str) -> Result<Option<syn::Path>, ()> {
         let Some(c) = &spec.composite else {
             return Ok(None);
@@ -473,6 +688,9 @@ impl Validator {
         };
         let (name, policy, inputs, output) = (name?, policy?, inputs?, output?);
         let composite = composite.ok()?;
+        if !self.scoped_names(spec, &path, &name, &inputs, &output) {
+            return None;
+        }
 
         let has_float = inputs
             .iter()

@@ -421,3 +421,75 @@ fn per_op_backends_inherit_the_routing_cfg() {
         "{dispatch}"
     );
 }
+
+#[test]
+fn names_and_types_that_generated_code_cannot_scope() {
+    assert_eq!(
+        errors(&edited("name = \"lhs\"", "name = \"Some\"")),
+        [
+            "ops.toml:9:14: `op[0].inputs[0].name`: input name `Some` starts with an uppercase letter, which Rust reads as a type, constant or variant; help: use a snake_case input name such as `x` or `values`"
+        ]
+    );
+    assert_eq!(
+        errors(&edited("name = \"lhs\"", "name = \"try_add\"")),
+        [
+            "ops.toml:9:14: `op[0].inputs[0].name`: input name `try_add` is the op's own generated `try_` function; help: use a snake_case input name such as `x` or `values`"
+        ]
+    );
+    assert_eq!(
+        errors(&edited(
+            "{ name = \"rhs\", tensor = \"float\" }",
+            "{ name = \"shape\", type = \"[usize; D]\" }"
+        )),
+        [
+            "ops.toml:10:5: `op[0].inputs[1].type`: plain type `[usize ; D]` uses `D`, which is not in scope at every level of the generated API; help: use a concrete type (e.g. `Vec<usize>` instead of `[usize; D]`); rank generics exist only at the `Tensor<D>` level"
+        ]
+    );
+}
+
+#[test]
+fn cfg_predicates_must_have_rustc_shape() {
+    assert_eq!(
+        errors(&edited(
+            "[\"Flex\"]",
+            "[\"Flex\", { name = \"Cube\", cfg = 'feature = cube' }]"
+        )),
+        [
+            "ops.toml:3:44: `routing.backends[1].cfg`: `feature = cube` is not a cfg predicate: expected a string literal, as in `feature = \"cube\"`; help: write what goes inside `#[cfg(...)]`, e.g. 'feature = \"cube\"'"
+        ]
+    );
+    let ok = edited(
+        "[\"Flex\"]",
+        "[\"Flex\", { name = \"Cube\", cfg = 'all(feature = \"cube\", not(target_os = \"ios\"))' }]",
+    );
+    Builder::new("ops.toml")
+        .render_str(&ok)
+        .expect("nested predicates are fine");
+}
+
+#[test]
+fn one_backend_one_cfg_and_no_name_clashes() {
+    let two_cfgs = format!(
+        "{}\n[[op]]\nname = \"b\"\nbackends = [{{ name = \"Cube\", cfg = 'feature = \"gpu\"' }}]\ninputs = [{{ name = \"x\", tensor = \"float\" }}]\n",
+        edited(
+            "name = \"add\"\n",
+            "name = \"add\"\nbackends = [{ name = \"Cube\", cfg = 'feature = \"cube\"' }]\n"
+        )
+    );
+    assert_eq!(
+        errors(&two_cfgs),
+        [
+            "ops.toml:17:13: `op[1].backends[0]`: backend `Cube` has a different cfg here than where it was first listed; help: give a backend the same cfg everywhere (or list it once in `routing.backends`)"
+        ]
+    );
+    let clash = edited(
+        "trait = \"MyOps\"",
+        "trait = \"MyOps\"\nautodiff_trait = \"AutodiffFlex\"",
+    );
+    assert_eq!(
+        errors(&clash),
+        [
+            "ops.toml:2:9: `routing.trait`: the generated code would define `AutodiffFlex` twice; help: rename `trait` or `autodiff_trait` so the traits named after them (`...Autodiff`, `...Composite`, `...<Backends>`) and the `Autodiff<Backend>`/`Balanced<Backend>` aliases stay distinct"
+        ]
+    );
+}

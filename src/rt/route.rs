@@ -368,7 +368,12 @@ impl Route {
             .find(|i| i.kind == TensorKind::Float)
             .or_else(|| inputs.clone().next())
         else {
-            return Err(RouteError::NoRoutingTensor { op: op.name });
+            // Every tensor input is an absent `Option` or an empty `Vec`: the device, if the op
+            // takes one, still says where to run.
+            return match device {
+                Some((name, device)) => Self::plan_device(op, name, device),
+                None => Err(RouteError::NoRoutingTensor { op: op.name }),
+            };
         };
         let routed = describe(&router.tensor.kind);
         let mut context = DispatchAutodiffContext::Disabled;
@@ -536,21 +541,24 @@ impl Route {
         self.context
     }
 
-    /// The error for a target the generated code has no arm for: a backend the op does not list
-    /// (or that is not compiled in), or autodiff routing in a build without autodiff.
+    /// The error for a backend the generated code has no arm for: the op does not list it, or
+    /// the cfg that compiles its route in is off.
     pub fn unserved(&self) -> RouteError {
-        match self.mode {
-            Mode::Autodiff(_) => RouteError::AutodiffFeatureOff {
-                op: self.op.name,
-                input: self.router,
-                backend: self.backend,
-            },
-            Mode::Concrete => RouteError::UnlistedBackend {
-                op: self.op.name,
-                input: self.router,
-                backend: self.backend,
-                location: self.op.backends_location,
-            },
+        RouteError::UnlistedBackend {
+            op: self.op.name,
+            input: self.router,
+            backend: self.backend,
+            location: self.op.backends_location,
+        }
+    }
+
+    /// The error for autodiff routing to a listed backend in a build where the generated code's
+    /// autodiff cfg is off.
+    pub fn autodiff_off(&self) -> RouteError {
+        RouteError::AutodiffFeatureOff {
+            op: self.op.name,
+            input: self.router,
+            backend: self.backend,
         }
     }
 

@@ -297,6 +297,17 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
             }
         });
         if op.policy == Policy::Differentiable {
+            // With the autodiff cfg off, a listed backend still answers autodiff routing with
+            // the "autodiff feature" error rather than "not routed to this backend".
+            let ad = &ir.autodiff_cfg;
+            let off = match &backend.cfg {
+                Some(meta) => quote!(#[cfg(all(not(#ad), #meta))]),
+                None => quote!(#[cfg(not(#ad))]),
+            };
+            arms.push(quote! {
+                #off
+                (rt::BackendId::#id, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+            });
             let cfg = autodiff_backend_cfg(ir, backend);
             let plain = format_ident!("Autodiff{}", backend.name.as_str());
             let balanced = format_ident!("Balanced{}", backend.name.as_str());

@@ -73,6 +73,9 @@ feature that compiles Flex in, or move the inputs to a listed backend. See ERROR
     assert_eq!(err.to_string(), message);
     let panic = catch_unwind(AssertUnwindSafe(|| drop(gpu_square(x)))).unwrap_err();
     assert_eq!(panic.downcast_ref::<String>().unwrap(), message);
+    // From an autodiff device (tracked or not) it is the same error, not an autodiff one.
+    let tracked = Tensor::<1>::from_data([1.0, 2.0], &Device::flex().autodiff()).require_grad();
+    assert_eq!(try_gpu_square(tracked).unwrap_err().to_string(), message);
 }
 
 #[test]
