@@ -34,10 +34,7 @@ type BalancedRemote = rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>;
 
 impl RoutedOps for rt::Dispatch {
     /// Routes to [`try_add_relu`] and panics with its error.
-    fn add_relu(
-        lhs: rt::FloatTensor<Self>,
-        rhs: rt::FloatTensor<Self>,
-    ) -> rt::FloatTensor<Self> {
+    fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         rt::expect(try_add_relu(lhs, rhs))
     }
     /// Routes to [`try_scale`] and panics with its error.
@@ -89,10 +86,7 @@ impl RoutedOpsComposite for rt::Dispatch {
         rt::expect(try_sum_all(xs))
     }
     /// Routes to [`try_split_last`] and panics with its error.
-    fn split_last(
-        x: rt::FloatTensor<Self>,
-        sizes: Vec<usize>,
-    ) -> Vec<rt::FloatTensor<Self>> {
+    fn split_last(x: rt::FloatTensor<Self>, sizes: Vec<usize>) -> Vec<rt::FloatTensor<Self>> {
         rt::expect(try_split_last(x, sizes))
     }
     /// Routes to [`try_softplus`] and panics with its error.
@@ -132,10 +126,7 @@ pub fn try_add_relu(
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
-        kernel: impl FnOnce(
-            rt::FloatTensor<B>,
-            rt::FloatTensor<B>,
-        ) -> rt::FloatTensor<B>,
+        kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
         lhs: rt::DispatchTensor,
         rhs: rt::DispatchTensor,
     ) -> Result<rt::DispatchTensor, rt::RouteError> {
@@ -205,10 +196,7 @@ pub fn try_add_relu(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
-pub fn try_scale(
-    x: rt::DispatchTensor,
-    alpha: f32,
-) -> Result<rt::DispatchTensor, rt::RouteError> {
+pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor, rt::RouteError> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "scale",
         rt::Policy::Differentiable,
@@ -284,9 +272,7 @@ pub fn try_scale(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
-pub fn try_argmax_last(
-    x: &rt::DispatchTensor,
-) -> Result<rt::DispatchTensor, rt::RouteError> {
+pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "argmax_last",
         rt::Policy::Detach,
@@ -332,9 +318,7 @@ pub fn try_argmax_last(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
-pub fn try_round_half_even(
-    x: rt::DispatchTensor,
-) -> Result<rt::DispatchTensor, rt::RouteError> {
+pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "round_half_even",
         rt::Policy::Reject,
@@ -409,9 +393,7 @@ pub fn try_axpby(
     }
     let route = rt::Route::plan(
         &OP,
-        [rt::Input::float("x", &x)]
-            .into_iter()
-            .chain(y.as_ref().map(|t| rt::Input::float("y", t))),
+        [rt::Input::float("x", &x)].into_iter().chain(y.as_ref().map(|t| rt::Input::float("y", t))),
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
@@ -473,9 +455,7 @@ pub fn try_axpby(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
-pub fn try_sum_all(
-    xs: Vec<rt::DispatchTensor>,
-) -> Result<rt::DispatchTensor, rt::RouteError> {
+pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt::RouteError> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "sum_all",
         rt::Policy::Differentiable,
@@ -498,9 +478,7 @@ pub fn try_sum_all(
         xs.iter().enumerate().map(|(i, t)| rt::Input::float("xs", t).at(i)),
     )?;
     match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::sum_all, xs)
-        }
+        (rt::BackendId::Flex, rt::Mode::Concrete) => run::<rt::Flex>(&route, rt::Flex::sum_all, xs),
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
@@ -512,9 +490,7 @@ pub fn try_sum_all(
             run::<BalancedFlex>(&route, BalancedFlex::sum_all, xs)
         }
         #[cfg(feature = "cube")]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::sum_all, xs)
-        }
+        (rt::BackendId::Cube, rt::Mode::Concrete) => run::<rt::Cube>(&route, rt::Cube::sum_all, xs),
         #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
@@ -743,10 +719,7 @@ pub fn try_masked_fill_count(
         let (out_0, out_1) = kernel(x, &mask, value);
         Ok((B::float_out(route, out_0), B::int_out(route, out_1)))
     }
-    let route = rt::Route::plan(
-        &OP,
-        [rt::Input::float("x", &x), rt::Input::bool("mask", mask)],
-    )?;
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x), rt::Input::bool("mask", mask)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, rt::Flex::masked_fill_count, x, mask, value)
@@ -830,9 +803,7 @@ pub fn try_nan_to_num(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
-pub fn try_dequantize_relu(
-    x: rt::DispatchTensor,
-) -> Result<rt::DispatchTensor, rt::RouteError> {
+pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "dequantize_relu",
         rt::Policy::Reject,

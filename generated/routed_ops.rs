@@ -14,10 +14,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:24`.
-    fn add_relu(
-        lhs: rt::FloatTensor<Self>,
-        rhs: rt::FloatTensor<Self>,
-    ) -> rt::FloatTensor<Self>;
+    fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Multiplies every element by `alpha`.
     ///
     /// Routing:
@@ -98,10 +95,7 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:24`.
-    fn add_relu(
-        lhs: rt::FloatTensor<Self>,
-        rhs: rt::FloatTensor<Self>,
-    ) -> rt::FloatTensor<Self>;
+    fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Multiplies every element by `alpha`.
     ///
     /// Routing:
@@ -150,10 +144,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - composite: `crate::composite::split_last` implements it on every backend.
     /// - declared at `ops.toml:86`.
     #[must_use]
-    fn split_last(
-        x: rt::FloatTensor<Self>,
-        sizes: Vec<usize>,
-    ) -> Vec<rt::FloatTensor<Self>> {
+    fn split_last(x: rt::FloatTensor<Self>, sizes: Vec<usize>) -> Vec<rt::FloatTensor<Self>> {
         crate::composite::split_last::<Self>(x, sizes)
     }
     /// `ln(1 + exp(beta * x)) / beta`, computed stably. Composite: its gradient (the logistic
@@ -179,8 +170,7 @@ impl RoutedOpsComposite for rt::Cube {}
 impl RoutedOpsComposite for rt::Remote {}
 
 #[cfg(feature = "autodiff")]
-impl<B: rt::Backend, C: rt::CheckpointStrategy> RoutedOpsComposite
-for rt::Autodiff<B, C> {}
+impl<B: rt::Backend, C: rt::CheckpointStrategy> RoutedOpsComposite for rt::Autodiff<B, C> {}
 
 /// Routed ops declared in `ops.toml`.
 ///

@@ -2,7 +2,7 @@
 // Do not edit. Change ops.toml and rebuild; bless the snapshot with `UPDATE_GENERATED=1 cargo test`.
 
 use crate::rt;
-use super::dispatch as dispatch;
+use super::dispatch;
 
 /// Fused `relu(lhs + rhs)` for tensors of the same shape.
 ///
@@ -16,33 +16,20 @@ use super::dispatch as dispatch;
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_add_relu`] returns the error instead.
 #[must_use]
-pub fn add_relu<const D: usize>(
-    lhs: rt::Tensor<D>,
-    rhs: rt::Tensor<D>,
-) -> rt::Tensor<D> {
+pub fn add_relu<const D: usize>(lhs: rt::Tensor<D>, rhs: rt::Tensor<D>) -> rt::Tensor<D> {
     rt::expect(try_add_relu(lhs, rhs))
 }
 
-/// Fused `relu(lhs + rhs)` for tensors of the same shape.
-///
-/// Routing:
-/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-/// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:24`.
+/// [`add_relu`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`add_relu`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_add_relu<const D: usize>(
     lhs: rt::Tensor<D>,
     rhs: rt::Tensor<D>,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
-    Ok(
-        rt::Tensor::from_dispatch(
-            dispatch::try_add_relu(lhs.into_dispatch(), rhs.into_dispatch())?,
-        ),
-    )
+    Ok(rt::Tensor::from_dispatch(dispatch::try_add_relu(lhs.into_dispatch(), rhs.into_dispatch())?))
 }
 
 /// Multiplies every element by `alpha`.
@@ -61,17 +48,11 @@ pub fn scale<const D: usize>(x: rt::Tensor<D>, alpha: f32) -> rt::Tensor<D> {
     rt::expect(try_scale(x, alpha))
 }
 
-/// Multiplies every element by `alpha`.
-///
-/// Routing:
-/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-/// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:34`.
+/// [`scale`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`scale`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_scale<const D: usize>(
     x: rt::Tensor<D>,
     alpha: f32,
@@ -96,18 +77,11 @@ pub fn argmax_last<const D: usize>(x: &rt::Tensor<D>) -> rt::Tensor<D, rt::Int> 
     rt::expect(try_argmax_last(x))
 }
 
-/// Index of the largest element along the last dimension, which is kept with size 1.
-/// Ties resolve to the first index. Not differentiable: gradients never flow through an index.
-///
-/// Routing:
-/// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
-/// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:46`.
+/// [`argmax_last`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`argmax_last`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_argmax_last<const D: usize>(
     x: &rt::Tensor<D>,
 ) -> Result<rt::Tensor<D, rt::Int>, rt::RouteError> {
@@ -132,19 +106,11 @@ pub fn round_half_even<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     rt::expect(try_round_half_even(x))
 }
 
-/// Rounds every element to the nearest integer, ties to even (banker's rounding).
-/// Inference only: its derivative is zero almost everywhere, so a tracked input is refused rather
-/// than silently cut off from its gradient.
-///
-/// Routing:
-/// - autodiff policy `reject`: a tracked float input is an error.
-/// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:51`.
+/// [`round_half_even`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`round_half_even`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_round_half_even<const D: usize>(
     x: rt::Tensor<D>,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
@@ -172,33 +138,23 @@ pub fn axpby<const D: usize>(
     rt::expect(try_axpby(x, y, alpha, beta))
 }
 
-/// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
-///
-/// Routing:
-/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-/// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:62`.
+/// [`axpby`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`axpby`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_axpby<const D: usize>(
     x: rt::Tensor<D>,
     y: Option<rt::Tensor<D>>,
     alpha: f32,
     beta: f32,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
-    Ok(
-        rt::Tensor::from_dispatch(
-            dispatch::try_axpby(
-                x.into_dispatch(),
-                y.map(rt::Tensor::into_dispatch),
-                alpha,
-                beta,
-            )?,
-        ),
-    )
+    Ok(rt::Tensor::from_dispatch(dispatch::try_axpby(
+        x.into_dispatch(),
+        y.map(rt::Tensor::into_dispatch),
+        alpha,
+        beta,
+    )?))
 }
 
 /// Element-wise sum of a non-empty list of tensors of the same shape. Composite: built from backend
@@ -219,29 +175,17 @@ pub fn sum_all<const D: usize>(xs: Vec<rt::Tensor<D>>) -> rt::Tensor<D> {
     rt::expect(try_sum_all(xs))
 }
 
-/// Element-wise sum of a non-empty list of tensors of the same shape. Composite: built from backend
-/// additions, so it runs everywhere and its gradient comes from the composition.
-///
-/// Routing:
-/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-/// - backends: Flex, Cube, Remote.
-/// - composite: `crate::composite::sum_all` implements it on every backend.
-/// - declared at `ops.toml:76`.
+/// [`sum_all`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`sum_all`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_sum_all<const D: usize>(
     xs: Vec<rt::Tensor<D>>,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
-    Ok(
-        rt::Tensor::from_dispatch(
-            dispatch::try_sum_all(
-                xs.into_iter().map(rt::Tensor::into_dispatch).collect(),
-            )?,
-        ),
-    )
+    Ok(rt::Tensor::from_dispatch(dispatch::try_sum_all(
+        xs.into_iter().map(rt::Tensor::into_dispatch).collect(),
+    )?))
 }
 
 /// Splits `x` along its last dimension into consecutive pieces of the given sizes (which must add
@@ -258,36 +202,23 @@ pub fn try_sum_all<const D: usize>(
 /// When the inputs break the routing contract; the message names the input and the fix
 /// (see `ERRORS.md`). [`try_split_last`] returns the error instead.
 #[must_use]
-pub fn split_last<const D: usize>(
-    x: rt::Tensor<D>,
-    sizes: Vec<usize>,
-) -> Vec<rt::Tensor<D>> {
+pub fn split_last<const D: usize>(x: rt::Tensor<D>, sizes: Vec<usize>) -> Vec<rt::Tensor<D>> {
     rt::expect(try_split_last(x, sizes))
 }
 
-/// Splits `x` along its last dimension into consecutive pieces of the given sizes (which must add
-/// up to that dimension). Composite: gradients flow back into the matching slices of `x`.
-///
-/// Routing:
-/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-/// - backends: Flex, Cube, Remote.
-/// - composite: `crate::composite::split_last` implements it on every backend.
-/// - declared at `ops.toml:86`.
+/// [`split_last`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`split_last`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_split_last<const D: usize>(
     x: rt::Tensor<D>,
     sizes: Vec<usize>,
 ) -> Result<Vec<rt::Tensor<D>>, rt::RouteError> {
-    Ok(
-        dispatch::try_split_last(x.into_dispatch(), sizes)?
-            .into_iter()
-            .map(rt::Tensor::from_dispatch)
-            .collect(),
-    )
+    Ok(dispatch::try_split_last(
+        x.into_dispatch(),
+        sizes,
+    )?.into_iter().map(rt::Tensor::from_dispatch).collect())
 }
 
 /// `ln(1 + exp(beta * x)) / beta`, computed stably. Composite: its gradient (the logistic
@@ -308,19 +239,11 @@ pub fn softplus<const D: usize>(x: rt::Tensor<D>, beta: f32) -> rt::Tensor<D> {
     rt::expect(try_softplus(x, beta))
 }
 
-/// `ln(1 + exp(beta * x)) / beta`, computed stably. Composite: its gradient (the logistic
-/// sigmoid of `beta * x`) comes from the composition.
-///
-/// Routing:
-/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-/// - backends: Flex, Cube, Remote.
-/// - composite: `crate::composite::softplus` implements it on every backend.
-/// - declared at `ops.toml:99`.
+/// [`softplus`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`softplus`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_softplus<const D: usize>(
     x: rt::Tensor<D>,
     beta: f32,
@@ -349,28 +272,20 @@ pub fn masked_fill_count<const D: usize>(
     rt::expect(try_masked_fill_count(x, mask, value))
 }
 
-/// Replaces the elements of `x` where `mask` is true by `value`, and counts them.
-/// Returns the filled tensor and a one-element int tensor with the count.
-///
-/// Routing:
-/// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
-/// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:112`.
+/// [`masked_fill_count`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`masked_fill_count`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_masked_fill_count<const D: usize>(
     x: rt::Tensor<D>,
     mask: &rt::Tensor<D, rt::Bool>,
     value: f32,
 ) -> Result<(rt::Tensor<D>, rt::Tensor<1, rt::Int>), rt::RouteError> {
-    let (out_0, out_1) = dispatch::try_masked_fill_count(
-        x.into_dispatch(),
-        &mask.clone().into_dispatch(),
-        value,
-    )?;
+    let (
+        out_0,
+        out_1,
+    ) = dispatch::try_masked_fill_count(x.into_dispatch(), &mask.clone().into_dispatch(), value)?;
     Ok((rt::Tensor::from_dispatch(out_0), rt::Tensor::from_dispatch(out_1)))
 }
 
@@ -394,17 +309,11 @@ pub fn nan_to_num<const D: usize>(
     rt::expect(try_nan_to_num(x, value, with_mask))
 }
 
-/// Replaces NaN elements by `value`. With `with_mask`, also returns where the NaNs were.
-///
-/// Routing:
-/// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
-/// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:124`.
+/// [`nan_to_num`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`nan_to_num`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_nan_to_num<const D: usize>(
     x: rt::Tensor<D>,
     value: f32,
@@ -430,17 +339,11 @@ pub fn dequantize_relu<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     rt::expect(try_dequantize_relu(x))
 }
 
-/// Dequantizes `x` to `f32` and applies relu, in one step.
-///
-/// Routing:
-/// - autodiff policy `reject`: a tracked float input is an error.
-/// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:133`.
+/// [`dequantize_relu`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`dequantize_relu`] panics
-/// with its message instead.
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
 pub fn try_dequantize_relu<const D: usize>(
     x: rt::Tensor<D>,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
@@ -464,21 +367,11 @@ pub fn iota(len: usize, device: &rt::Device) -> rt::Tensor<1, rt::Int> {
     rt::expect(try_iota(len, device))
 }
 
-/// `[0, 1, ..., len - 1]` as an int tensor on `device`. A factory: no tensor input, so the device
-/// routes it, and it is listed for one backend.
-///
-/// Routing:
-/// - autodiff policy `reject`: a tracked float input is an error.
-/// - backends: Flex.
-/// - declared at `ops.toml:139`.
+/// [`iota`], returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract; [`iota`] panics
-/// with its message instead.
-pub fn try_iota(
-    len: usize,
-    device: &rt::Device,
-) -> Result<rt::Tensor<1, rt::Int>, rt::RouteError> {
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_iota(len: usize, device: &rt::Device) -> Result<rt::Tensor<1, rt::Int>, rt::RouteError> {
     Ok(rt::Tensor::from_dispatch(dispatch::try_iota(len, device.as_dispatch())?))
 }

@@ -82,6 +82,29 @@ pub fn line_col(source: &str, at: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// The line numbers of byte offsets in one text, found by binary search: validation asks for
+/// one per op, and scanning from the start each time made a large manifest quadratic.
+#[derive(Clone, Debug)]
+pub struct LineIndex {
+    /// Byte offset where each line starts.
+    starts: Vec<usize>,
+}
+
+impl LineIndex {
+    /// Indexes `source`.
+    pub fn new(source: &str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(source.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Self { starts }
+    }
+
+    /// The 1-based line of byte offset `at` (as [`line_col`] counts it).
+    pub fn line(&self, at: usize) -> usize {
+        self.starts.partition_point(|&start| start <= at)
+    }
+}
+
 fn floor_char_boundary(s: &str, mut at: usize) -> usize {
     while !s.is_char_boundary(at) {
         at -= 1;
@@ -191,6 +214,10 @@ mod tests {
         // `=` after the two-byte `é`.
         assert_eq!(line_col(src, src.find('=').unwrap()), (1, 3));
         assert_eq!(line_col(src, src.rfind('=').unwrap()), (2, 4));
+        let index = LineIndex::new(src);
+        for at in 0..=src.len() {
+            assert_eq!(index.line(at), line_col(src, at).0, "offset {at}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The validated, resolved form of a manifest that the emitters read.
 //!
 //! Everything here has been checked: names are identifiers, kinds and policies are enums, Rust
-//! types, paths and cfg predicates are parsed. Emitters only turn this into tokens.
+//! types, paths and cfg predicates were parsed and are kept as canonical source text
+//! (`Vec<usize>`, `feature = "cube"`). Emitters only print this.
 
 /// A validated manifest.
 #[derive(Clone, Debug)]
@@ -13,7 +14,7 @@ pub struct Ir {
     /// The trait with the `Autodiff<B, C>` kernels of the main trait's differentiable ops.
     pub autodiff_trait: String,
     /// cfg predicate (in the consuming crate) that gates autodiff routing.
-    pub autodiff_cfg: syn::Meta,
+    pub autodiff_cfg: String,
     /// Default backends, in manifest order.
     pub backends: Vec<Backend>,
     /// The ops, in manifest order.
@@ -62,7 +63,7 @@ pub struct Backend {
     /// Selector name, as `DispatchTensorKind` and the runtime's `BackendId` spell it.
     pub name: BackendName,
     /// The consuming crate's cfg predicate; `None` = always compiled.
-    pub cfg: Option<syn::Meta>,
+    pub cfg: Option<String>,
 }
 
 /// The backends a manifest may name.
@@ -134,7 +135,7 @@ pub struct Op {
     /// Index of the op's trait in [`Ir::groups`].
     pub group: usize,
     /// The composite function implementing the op on every backend, if any.
-    pub composite: Option<syn::Path>,
+    pub composite: Option<String>,
 }
 
 impl Op {
@@ -228,7 +229,7 @@ pub enum Arg {
     /// A tensor (or an `Option`/`Vec` of them).
     Tensor(TensorArg),
     /// A plain Rust value, passed through unchanged.
-    Plain(syn::Type),
+    Plain(String),
     /// The device (`&Device<B>`): routes ops without tensor inputs.
     Device,
 }
@@ -241,7 +242,7 @@ pub enum Output {
     /// A tensor (or an `Option`/`Vec` of them).
     Tensor(TensorArg),
     /// A plain Rust value.
-    Plain(syn::Type),
+    Plain(String),
     /// A tuple (possibly nested).
     Tuple(Vec<Output>),
 }

@@ -2,8 +2,8 @@
 //! writes readable Rust modules that route each op through Burn's `Dispatch` backend.
 //!
 //! The pipeline runs in one direction: [`parse`] (TOML → [`model`], with spans) →
-//! [`validate`] (every rule, all errors collected → [`ir`]) → [`emit`] (tokens, pretty-printed
-//! with prettyplease) → [`mod@write`] (atomic, only when changed).
+//! [`validate`] (every rule, all errors collected → [`ir`]) → [`emit`] (formatted text, straight
+//! from the IR) → [`mod@write`] (atomic, only when changed).
 //!
 //! A build script needs one call:
 //!
@@ -21,6 +21,7 @@
 //! pub mod tensor { include!(concat!(env!("OUT_DIR"), "/routed_tensor.rs")); }
 //! ```
 
+mod canon;
 pub mod diag;
 pub mod emit;
 pub mod ir;
@@ -218,6 +219,7 @@ impl Builder {
     fn config(&self) -> Result<emit::EmitConfig, Error> {
         let parse_path = |what: &str, value: &str| {
             syn::parse_str::<syn::Path>(value)
+                .map(|path| canon::path_text(&path))
                 .map_err(|e| Error::Config(format!("{what} `{value}` is not a Rust path: {e}")))
         };
         Ok(emit::EmitConfig {

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use crate::diag::{Diagnostic, did_you_mean, line_col};
+use crate::canon::{cfg_text, path_text, type_text};
+use crate::diag::{Diagnostic, LineIndex, did_you_mean};
 use crate::ir::{
     Arg, Backend, BackendName, Container, Input, Ir, Op, Output, Policy, Rank, TensorArg,
     TensorKind, TraitGroup,
@@ -30,6 +31,7 @@ pub fn validate(
         backend_cfgs: BTreeMap::new(),
     };
     let routing = &manifest.routing;
+    let lines = LineIndex::new(source);
 
     let trait_name = routing
         .trait_name
@@ -59,7 +61,7 @@ pub fn validate(
     }
     let autodiff_cfg = match &routing.autodiff_cfg {
         Some(cfg) => v.cfg(cfg, "routing.autodiff_cfg"),
-        None => syn::parse_str(DEFAULT_AUTODIFF_CFG).ok(),
+        None => Some(DEFAULT_AUTODIFF_CFG.to_owned()),
     };
 
     let backends = routing
@@ -69,7 +71,7 @@ pub fn validate(
         .unwrap_or_default();
     let backends_location = routing.backends.as_ref().map_or_else(
         || format!("{manifest_name}:1"),
-        |b| format!("{manifest_name}:{}", line_col(source, b.span.start).0),
+        |b| format!("{manifest_name}:{}", lines.line(b.span.start)),
     );
 
     let mut seen: BTreeMap<String, Range<usize>> = BTreeMap::new();
@@ -77,7 +79,7 @@ pub fn validate(
     for spec in &manifest.ops {
         if let Some(name) = &spec.name {
             if let Some(first) = seen.get(&name.value) {
-                let (line, _) = line_col(source, first.start);
+                let line = lines.line(first.start);
                 v.push(
                     Diagnostic::new(
                         name.span.clone(),
@@ -99,7 +101,7 @@ pub fn validate(
             defaults: &backends,
             defaults_location: &backends_location,
             manifest_name,
-            source,
+            lines: &lines,
         };
         if let Some(op) = v.op(spec, &context) {
             ops.push(op);
@@ -239,7 +241,7 @@ struct OpContext<'a> {
     defaults: &'a [Backend],
     defaults_location: &'a str,
     manifest_name: &'a str,
-    source: &'a str,
+    lines: &'a LineIndex,
 }
 
 /// A cfg predicate as rustc accepts it: `name`, `name = "value"`, or `all(..)` / `any(..)` /
@@ -329,12 +331,12 @@ impl Validator {
         None
     }
 
-    fn cfg(&mut self, cfg: &Sp<String>, key: &str) -> Option<syn::Meta> {
+    fn cfg(&mut self, cfg: &Sp<String>, key: &str) -> Option<String> {
         match syn::parse_str::<syn::Meta>(&cfg.value).and_then(|meta| {
             check_cfg_shape(&meta)?;
             Ok(meta)
         }) {
-            Ok(meta) => Some(meta),
+            Ok(meta) => Some(cfg_text(&meta)),
             Err(err) => {
                 self.push(
                     Diagnostic::new(
@@ -429,10 +431,7 @@ impl Validator {
                 (None, Some(b)) => b.cfg.clone(),
                 (None, None) => None,
             };
-            let cfg_text = cfg
-                .as_ref()
-                .map(|c| quote::quote!(#c).to_string())
-                .unwrap_or_default();
+            let cfg_text = cfg.clone().unwrap_or_default();
             match self.backend_cfgs.get(&name) {
                 Some(first) if *first != cfg_text => {
                     self.push(
@@ -624,13 +623,13 @@ impl Validator {
             });
         for (key, span, ty) in plain_types {
             let mut names = Vec::new();
-            idents_in(quote::quote!(#ty), &mut names);
+            idents_in(ty.parse().unwrap_or_default(), &mut names);
             let bad = names
                 .iter()
                 .find(|n| generics.contains(n) || ["B", "Self", "impl"].contains(&n.as_str()));
             if let Some(bad) = bad {
                 self.push(
-                    Diagnostic::new(span, key, format!("plain type `{}` uses `{bad}`, which is not in scope at every level of the generated API", quote::quote!(#ty)))
+                    Diagnostic::new(span, key, format!("plain type `{ty}` uses `{bad}`, which is not in scope at every level of the generated API"))
                         .help("use a concrete type (e.g. `Vec<usize>` instead of `[usize; D]`); rank generics exist only at the `Tensor<D>` level"),
                 );
                 ok = false;
@@ -639,12 +638,12 @@ impl Validator {
         ok
     }
 
-    fn composite(&mut self, spec: &OpSpec, path: &str) -> Result<Option<syn::Path>, ()> {
+    fn composite(&mut self, spec: &OpSpec, path: &str) -> Result<Option<String>, ()> {
         let Some(c) = &spec.composite else {
             return Ok(None);
         };
         match syn::parse_str::<syn::Path>(&c.value) {
-            Ok(p) => Ok(Some(p)),
+            Ok(p) => Ok(Some(path_text(&p))),
             Err(err) => {
                 self.push(
                     Diagnostic::new(
@@ -664,11 +663,7 @@ impl Validator {
         let (backends, backends_location) = match &spec.backends {
             Some(list) => (
                 self.backends(list, &format!("{path}.backends"), cx.defaults),
-                format!(
-                    "{}:{}",
-                    cx.manifest_name,
-                    line_col(cx.source, list.span.start).0
-                ),
+                format!("{}:{}", cx.manifest_name, cx.lines.line(list.span.start)),
             ),
             None => (cx.defaults.to_vec(), cx.defaults_location.to_owned()),
         };
@@ -745,7 +740,7 @@ impl Validator {
             },
             |p| p.span.clone(),
         );
-        let (line, _) = line_col(cx.source, location_span.start);
+        let line = cx.lines.line(location_span.start);
         let doc = spec
             .doc
             .as_ref()
@@ -773,9 +768,9 @@ impl Validator {
         }
     }
 
-    fn plain(&mut self, ty: &Sp<String>, key: &str) -> Option<syn::Type> {
+    fn plain(&mut self, ty: &Sp<String>, key: &str) -> Option<String> {
         match syn::parse_str::<syn::Type>(&ty.value) {
-            Ok(t) => Some(t),
+            Ok(t) => Some(type_text(&t)),
             Err(err) => {
                 self.push(
                     Diagnostic::new(

@@ -442,7 +442,7 @@ fn names_and_types_that_generated_code_cannot_scope() {
             "{ name = \"shape\", type = \"[usize; D]\" }"
         )),
         [
-            "ops.toml:10:5: `op[0].inputs[1].type`: plain type `[usize ; D]` uses `D`, which is not in scope at every level of the generated API; help: use a concrete type (e.g. `Vec<usize>` instead of `[usize; D]`); rank generics exist only at the `Tensor<D>` level"
+            "ops.toml:10:5: `op[0].inputs[1].type`: plain type `[usize; D]` uses `D`, which is not in scope at every level of the generated API; help: use a concrete type (e.g. `Vec<usize>` instead of `[usize; D]`); rank generics exist only at the `Tensor<D>` level"
         ]
     );
 }

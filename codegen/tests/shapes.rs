@@ -49,13 +49,18 @@ fn file(name: &str) -> String {
         .1
 }
 
-/// The text with whitespace runs collapsed, and no space before a method-call dot, so
-/// assertions do not depend on where the pretty-printer breaks lines.
+/// The code on one line, as it reads when every list fits: line breaks, the trailing commas of
+/// broken lists and the padding inside brackets are layout, not content.
 fn flat(s: &str) -> String {
     s.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
         .replace(" .", ".")
+        .replace(", )", ")")
+        .replace(",)", ")")
+        .replace(", ]", "]")
+        .replace("( ", "(")
+        .replace("[ ", "[")
 }
 
 #[test]
@@ -63,7 +68,7 @@ fn trait_signatures() {
     let ops = flat(&file("routed_ops.rs"));
     assert!(ops.contains("pub trait ShapeOps: rt::Backend {"), "{ops}");
     assert!(ops.contains(
-        "fn mixed( x: &rt::FloatTensor<Self>, ids: rt::IntTensor<Self>, mask: &rt::BoolTensor<Self>, k: usize, ) -> (rt::FloatTensor<Self>, (rt::IntTensor<Self>, u64));"
+        "fn mixed(x: &rt::FloatTensor<Self>, ids: rt::IntTensor<Self>, mask: &rt::BoolTensor<Self>, k: usize) -> (rt::FloatTensor<Self>, (rt::IntTensor<Self>, u64));"
     ), "{ops}");
     assert!(
         ops.contains("fn count(mask: rt::BoolTensor<Self>) -> usize;"),
@@ -86,7 +91,7 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         "rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)",
         // A tensor-less op is routed to its only backend.
         "let route = rt::Route::fixed(&OP, rt::BackendId::Flex);",
-        "fn run<B: rt::Lane>( _route: &rt::Route, kernel: impl FnOnce(f32), value: f32, ) -> Result<(), rt::RouteError> { kernel(value); Ok(()) }",
+        "fn run<B: rt::Lane>(_route: &rt::Route, kernel: impl FnOnce(f32), value: f32) -> Result<(), rt::RouteError> { kernel(value); Ok(()) }",
     ] {
         assert!(
             dispatch.contains(expected),
@@ -99,8 +104,8 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
 fn tensor_api_signatures() {
     let tensor = flat(&file("routed_tensor.rs"));
     for expected in [
-        "pub fn mixed<const D: usize, const E: usize>( x: &rt::Tensor<D>, ids: rt::Tensor<D, rt::Int>, mask: &rt::Tensor<2, rt::Bool>, k: usize, ) -> (rt::Tensor<D>, (rt::Tensor<E, rt::Int>, u64))",
-        "let (out_0, (out_1_0, out_1_1)) = dispatch::try_mixed( &x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k, )?;",
+        "pub fn mixed<const D: usize, const E: usize>(x: &rt::Tensor<D>, ids: rt::Tensor<D, rt::Int>, mask: &rt::Tensor<2, rt::Bool>, k: usize) -> (rt::Tensor<D>, (rt::Tensor<E, rt::Int>, u64))",
+        "let (out_0, (out_1_0, out_1_1)) = dispatch::try_mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k)?;",
         "Ok((rt::Tensor::from_dispatch(out_0), (rt::Tensor::from_dispatch(out_1_0), out_1_1)))",
         "pub fn try_mixed<const D: usize, const E: usize>(",
         "rt::expect(try_mixed(x, ids, mask, k))",
@@ -159,7 +164,7 @@ fn render_containers(name: &str) -> String {
 fn option_vec_quantized_and_device_shapes() {
     let ops = render_containers("routed_ops.rs");
     assert!(ops.contains(
-        "fn pick( xs: Vec<rt::FloatTensor<Self>>, bias: Option<&rt::FloatTensor<Self>>, q: rt::QuantizedTensor<Self>, ) -> (Vec<rt::FloatTensor<Self>>, Option<rt::IntTensor<Self>>);"
+        "fn pick(xs: Vec<rt::FloatTensor<Self>>, bias: Option<&rt::FloatTensor<Self>>, q: rt::QuantizedTensor<Self>) -> (Vec<rt::FloatTensor<Self>>, Option<rt::IntTensor<Self>>);"
     ), "{ops}");
     assert!(
         ops.contains("fn make(n: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self>;"),
@@ -187,8 +192,8 @@ fn option_vec_quantized_and_device_shapes() {
     }
     let tensor = render_containers("routed_tensor.rs");
     for expected in [
-        "pub fn pick<const D: usize>( xs: Vec<rt::Tensor<D>>, bias: Option<&rt::Tensor<D>>, q: rt::Tensor<D>, ) -> (Vec<rt::Tensor<D>>, Option<rt::Tensor<D, rt::Int>>)",
-        "xs.into_iter().map(rt::Tensor::into_dispatch).collect(), bias.map(|t| t.clone().into_dispatch()).as_ref(), q.into_dispatch(),",
+        "pub fn pick<const D: usize>(xs: Vec<rt::Tensor<D>>, bias: Option<&rt::Tensor<D>>, q: rt::Tensor<D>) -> (Vec<rt::Tensor<D>>, Option<rt::Tensor<D, rt::Int>>)",
+        "xs.into_iter().map(rt::Tensor::into_dispatch).collect(), bias.map(|t| t.clone().into_dispatch()).as_ref(), q.into_dispatch())?",
         "pub fn make<const D: usize>(n: usize, device: &rt::Device) -> rt::Tensor<D>",
         "dispatch::try_make(n, device.as_dispatch())?",
     ] {

@@ -1,39 +1,40 @@
 //! `impl Trait for Dispatch` and the `try_` routing function of every op.
 
-use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
-
+use super::code::{Doc, Writer, cat, list, parens};
 use super::{
-    EmitConfig, autodiff_backend_cfg, backend_cfg, contained, convert_output, doc_attrs, ident,
-    input_type, kind_fn, map_output_type, op_docs, output_type, params, returns, use_runtime,
+    EmitConfig, autodiff_backend_cfg, contained, convert_output, forward_call, input_type, kind_fn,
+    map_output_type, op_docs, output_type, params, returns, signature, string_literal, use_runtime,
 };
 use crate::ir::{Arg, Backend, Container, Ir, Op, Output, Policy, TensorArg};
 
-pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
-    let use_rt = use_runtime(config);
+pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
+    w.line(use_runtime(config));
     let module = &config.trait_module;
-    let mut uses = Vec::new();
     for (index, group) in ir.groups.iter().enumerate() {
-        let name = ident(&group.name);
-        uses.push(quote!(use #module::#name;));
+        w.line(format!("use {module}::{};", group.name));
         if ir.needs_autodiff_trait(index) {
-            let cfg = &ir.autodiff_cfg;
-            let ad = ident(&group.autodiff_name);
-            uses.push(quote!(#[cfg(#cfg)] use #module::#ad;));
+            w.cfg(Some(&ir.autodiff_cfg));
+            w.line(format!("use {module}::{};", group.autodiff_name));
         }
     }
-    let impls = ir.groups.iter().enumerate().map(|(index, group)| {
-        let name = ident(&group.name);
-        let methods = ir.ops_of(index).map(dispatch_method);
-        quote! {
-            impl #name for rt::Dispatch {
-                #(#methods)*
-            }
+    aliases(ir, w);
+    for (index, group) in ir.groups.iter().enumerate() {
+        w.blank();
+        w.open(format!("impl {} for rt::Dispatch {{", group.name));
+        for op in ir.ops_of(index) {
+            dispatch_method(op, w);
         }
-    });
-    let try_fns = ir.ops.iter().map(|op| try_fn(ir, op));
-    // Short names for the two `Autodiff<B, C>` implementations of each backend that serves a
-    // differentiable op, so the routing arms read `run::<AutodiffFlex>(...)`.
+        w.close("}");
+    }
+    for op in &ir.ops {
+        w.blank();
+        try_fn(ir, op, w);
+    }
+}
+
+/// Short names for the two `Autodiff<B, C>` implementations of each backend that serves a
+/// differentiable op, so the routing arms read `run::<AutodiffFlex>(...)`.
+fn aliases(ir: &Ir, w: &mut Writer) {
     let mut aliased: Vec<&Backend> = Vec::new();
     for op in ir
         .ops
@@ -46,159 +47,168 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
             }
         }
     }
-    let aliases = aliased.iter().map(|backend| {
+    for backend in aliased {
         let cfg = autodiff_backend_cfg(ir, backend);
-        let id = ident(backend.name.as_str());
-        let plain = format_ident!("Autodiff{}", backend.name.as_str());
-        let balanced = format_ident!("Balanced{}", backend.name.as_str());
-        let doc_plain = format!(
-            " `Autodiff<{0}>`: the route for tracked {0} tensors.",
-            backend.name.as_str()
-        );
-        let doc_balanced = format!(
-            " `Autodiff<{}>` with balanced gradient checkpointing.",
-            backend.name.as_str()
-        );
-        quote! {
-            #[doc = #doc_plain]
-            #cfg
-            type #plain = rt::Autodiff<rt::#id>;
-            #[doc = #doc_balanced]
-            #cfg
-            type #balanced = rt::Autodiff<rt::#id, rt::BalancedCheckpointing>;
-        }
-    });
-    quote! {
-        #use_rt
-        #(#uses)*
-
-        #(#aliases)*
-
-        #(#impls)*
-
-        #(#try_fns)*
+        let name = backend.name.as_str();
+        w.blank();
+        w.doc(&[format!(
+            "`Autodiff<{name}>`: the route for tracked {name} tensors."
+        )]);
+        w.cfg(Some(&cfg));
+        w.line(format!("type Autodiff{name} = rt::Autodiff<rt::{name}>;"));
+        w.blank();
+        w.doc(&[format!(
+            "`Autodiff<{name}>` with balanced gradient checkpointing."
+        )]);
+        w.cfg(Some(&cfg));
+        w.line(format!(
+            "type Balanced{name} = rt::Autodiff<rt::{name}, rt::BalancedCheckpointing>;"
+        ));
     }
 }
 
-fn dispatch_method(op: &Op) -> TokenStream {
-    let this = quote!(Self);
-    let name = ident(&op.name);
-    let try_name = format_ident!("try_{}", op.name);
-    let params = params(op, &this);
-    let ret = returns(&op.output, &output_type(&op.output, &this));
-    let args = op.inputs.iter().map(|i| ident(&i.name));
-    let docs = doc_attrs(&[format!(
+fn dispatch_method(op: &Op, w: &mut Writer) {
+    let try_name = format!("try_{}", op.name);
+    w.doc(&[format!(
         "Routes to [`{try_name}`] and panics with its error."
     )]);
-    quote! {
-        #docs
-        fn #name(#(#params),*) #ret {
-            rt::expect(#try_name(#(#args),*))
-        }
-    }
+    w.open(signature(
+        format!("fn {}", op.name),
+        params(op, "Self"),
+        format!(
+            "{} {{",
+            returns(&op.output, &output_type(&op.output, "Self"))
+        ),
+    ));
+    w.line(cat([
+        "rt::expect".into(),
+        list("(", vec![forward_call(&try_name, op)], ")"),
+    ]));
+    w.close("}");
 }
 
 /// A parameter's type at the `Dispatch` level.
-fn dispatch_input(arg: &Arg) -> TokenStream {
+fn dispatch_input(arg: &Arg) -> String {
     match arg {
-        Arg::Tensor(t) => contained(t, quote!(rt::DispatchTensor)),
-        Arg::Plain(ty) => quote!(#ty),
-        Arg::Device => quote!(&rt::DispatchDevice),
+        Arg::Tensor(t) => contained(t, "rt::DispatchTensor"),
+        Arg::Plain(ty) => ty.clone(),
+        Arg::Device => "&rt::DispatchDevice".to_owned(),
     }
 }
 
 /// Unwraps one input inside the generic `run::<B>` body.
-fn unwrap_input(name: &str, t: &TensorArg) -> TokenStream {
-    let id = ident(name);
+fn unwrap_input(name: &str, t: &TensorArg, w: &mut Writer) {
     let func = if t.borrowed {
-        format_ident!("{}_ref", kind_fn(t.kind))
+        format!("{}_ref", kind_fn(t.kind))
     } else {
-        format_ident!("{}", kind_fn(t.kind))
+        kind_fn(t.kind).to_owned()
     };
+    let label = string_literal(name);
     match t.container {
-        Container::One => quote!(let #id = B::#func(route, #name, #id)?;),
-        Container::Option => {
-            quote!(let #id = #id.map(|t| B::#func(route, #name, t)).transpose()?;)
+        Container::One => w.line(format!("let {name} = B::{func}(route, {label}, {name})?;")),
+        Container::Option => w.line(format!(
+            "let {name} = {name}.map(|t| B::{func}(route, {label}, t)).transpose()?;"
+        )),
+        Container::Vec => {
+            w.line(format!("let {name} = {name}"));
+            w.indent();
+            w.line(".into_iter()");
+            w.line(format!(".map(|t| B::{func}(route, {label}, t))"));
+            w.line(".collect::<Result<Vec<_>, _>>()?;");
+            w.dedent();
         }
-        Container::Vec => quote! {
-            let #id = #id
-                .into_iter()
-                .map(|t| B::#func(route, #name, t))
-                .collect::<Result<Vec<_>, _>>()?;
-        },
     }
 }
 
 /// How the kernel receives an unwrapped input.
-fn kernel_arg(name: &str, arg: &Arg) -> TokenStream {
-    let id = ident(name);
+fn kernel_arg(name: &str, arg: &Arg) -> Doc {
     match arg {
-        Arg::Tensor(t) if t.borrowed && t.container == Container::Option => quote!(#id.as_deref()),
-        Arg::Tensor(t) if t.borrowed => quote!(&#id),
-        Arg::Device => quote!(&#id),
-        Arg::Tensor(_) | Arg::Plain(_) => quote!(#id),
+        Arg::Tensor(t) if t.borrowed && t.container == Container::Option => {
+            format!("{name}.as_deref()").into()
+        }
+        Arg::Tensor(t) if t.borrowed => format!("&{name}").into(),
+        Arg::Device => format!("&{name}").into(),
+        Arg::Tensor(_) | Arg::Plain(_) => name.into(),
     }
 }
 
 /// The planner's view of the tensor inputs: an iterator of `rt::Input`s.
-fn plan_inputs(op: &Op) -> TokenStream {
-    let mut segments: Vec<TokenStream> = Vec::new();
-    let mut singles: Vec<TokenStream> = Vec::new();
+fn plan_inputs(op: &Op) -> Doc {
+    let mut segments: Vec<Doc> = Vec::new();
+    let mut singles: Vec<Doc> = Vec::new();
+    let flush = |singles: &mut Vec<Doc>, segments: &mut Vec<Doc>| {
+        if !singles.is_empty() {
+            segments.push(list("[", std::mem::take(singles), "]"));
+        }
+    };
     for (input, t) in op.tensor_inputs() {
-        let id = ident(&input.name);
-        let name = &input.name;
-        let ctor = format_ident!("{}", kind_fn(t.kind));
+        let id = &input.name;
+        let label = string_literal(id);
+        let ctor = kind_fn(t.kind);
         match t.container {
-            Container::One if t.borrowed => singles.push(quote!(rt::Input::#ctor(#name, #id))),
-            Container::One => singles.push(quote!(rt::Input::#ctor(#name, &#id))),
+            Container::One if t.borrowed => {
+                singles.push(format!("rt::Input::{ctor}({label}, {id})").into());
+            }
+            Container::One => singles.push(format!("rt::Input::{ctor}({label}, &{id})").into()),
             Container::Option => {
-                if !singles.is_empty() {
-                    segments.push(quote!([#(#singles),*]));
-                    singles.clear();
-                }
+                flush(&mut singles, &mut segments);
                 let source = if t.borrowed {
-                    quote!(#id)
+                    id.clone()
                 } else {
-                    quote!(#id.as_ref())
+                    format!("{id}.as_ref()")
                 };
-                segments.push(quote!(#source.map(|t| rt::Input::#ctor(#name, t))));
+                segments.push(format!("{source}.map(|t| rt::Input::{ctor}({label}, t))").into());
             }
             Container::Vec => {
-                if !singles.is_empty() {
-                    segments.push(quote!([#(#singles),*]));
-                    singles.clear();
-                }
-                segments.push(quote! {
-                    #id.iter().enumerate().map(|(i, t)| rt::Input::#ctor(#name, t).at(i))
-                });
+                flush(&mut singles, &mut segments);
+                segments.push(
+                    format!(
+                        "{id}.iter().enumerate().map(|(i, t)| rt::Input::{ctor}({label}, t).at(i))"
+                    )
+                    .into(),
+                );
             }
         }
     }
-    if !singles.is_empty() {
-        segments.push(quote!([#(#singles),*]));
-    }
+    flush(&mut singles, &mut segments);
     let mut segments = segments.into_iter();
     let first = segments.next().expect("an op with tensor inputs");
-    let rest: Vec<TokenStream> = segments.collect();
-    if rest.is_empty() {
-        first
-    } else {
-        quote!(#first.into_iter()#(.chain(#rest))*)
+    let mut parts = vec![first];
+    let rest: Vec<Doc> = segments.collect();
+    if !rest.is_empty() {
+        parts.push(".into_iter()".into());
+        for segment in rest {
+            parts.push(cat([".chain".into(), list("(", vec![segment], ")")]));
+        }
+    }
+    Doc::Cat(parts)
+}
+
+/// Wraps one kernel output for the `Dispatch` level.
+fn wrap_output(t: &TensorArg, value: Doc) -> Doc {
+    let f = format!("B::{}_out", kind_fn(t.kind));
+    match t.container {
+        Container::One => cat([f.into(), parens([Doc::from("route"), value])]),
+        Container::Option => cat([value, format!(".map(|t| {f}(route, t))").into()]),
+        Container::Vec => cat([
+            value,
+            format!(".into_iter().map(|t| {f}(route, t)).collect()").into(),
+        ]),
     }
 }
 
-fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
-    let b = quote!(B);
-    let name = &op.name;
-    let try_name = format_ident!("try_{}", op.name);
-    let location = &op.location;
-    let backends_location = &op.backends_location;
+fn ok(value: Doc) -> Doc {
+    cat(["Ok".into(), list("(", vec![value], ")")])
+}
+
+fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
+    let try_name = format!("try_{}", op.name);
     let policy = match op.policy {
-        Policy::Differentiable => quote!(rt::Policy::Differentiable),
-        Policy::Detach => quote!(rt::Policy::Detach),
-        Policy::Reject => quote!(rt::Policy::Reject),
+        Policy::Differentiable => "rt::Policy::Differentiable",
+        Policy::Detach => "rt::Policy::Detach",
+        Policy::Reject => "rt::Policy::Reject",
     };
-    let docs = op_docs(
+    w.doc(&op_docs(
         op,
         &[
             String::new(),
@@ -211,150 +221,211 @@ fn try_fn(ir: &Ir, op: &Op) -> TokenStream {
             "with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`)."
                 .to_owned(),
         ],
-    );
-
-    let dispatch_params: Vec<TokenStream> = op
+    ));
+    let dispatch_params: Vec<Doc> = op
         .inputs
         .iter()
-        .map(|i| {
-            let id = ident(&i.name);
-            let ty = dispatch_input(&i.arg);
-            quote!(#id: #ty)
-        })
+        .map(|i| format!("{}: {}", i.name, dispatch_input(&i.arg)).into())
         .collect();
-    let dispatch_out = map_output_type(&op.output, &|t| contained(t, quote!(rt::DispatchTensor)));
-    let args: Vec<_> = op.inputs.iter().map(|i| ident(&i.name)).collect();
+    let dispatch_out = map_output_type(&op.output, &|t| contained(t, "rt::DispatchTensor"));
+    let result = format!("Result<{dispatch_out}, rt::RouteError>");
+    w.open(signature(
+        format!("pub fn {try_name}"),
+        dispatch_params.clone(),
+        format!(" -> {result} {{"),
+    ));
+    w.line(cat([
+        "static OP: rt::OpInfo = rt::OpInfo::new".into(),
+        parens([
+            string_literal(&op.name),
+            policy.to_owned(),
+            string_literal(&op.location),
+            string_literal(&op.backends_location),
+        ]),
+        ";".into(),
+    ]));
 
     // The generic body: unwrap every input for backend `B`, call, re-wrap.
-    let kernel_params = op.inputs.iter().map(|i| input_type(&i.arg, &b));
-    let kernel_ret = returns(&op.output, &output_type(&op.output, &b));
-    let mut unwraps: Vec<TokenStream> = op
-        .tensor_inputs()
-        .map(|(input, t)| unwrap_input(&input.name, t))
+    let uses_route = op.tensor_inputs().next().is_some()
+        || op.device_input().is_some()
+        || contains_tensor(&op.output);
+    // When every backend of the op is behind a cfg, a build with none of them has no arm that
+    // calls `run`.
+    let cfgs: Vec<&str> = op
+        .backends
+        .iter()
+        .filter_map(|b| b.cfg.as_deref())
         .collect();
-    if let Some(device) = op.device_input() {
-        let id = ident(&device.name);
-        let name = &device.name;
-        unwraps.push(quote!(let #id = B::device(route, #name, #id)?;));
+    if cfgs.len() == op.backends.len() {
+        w.line(format!(
+            "#[cfg_attr(not(any({})), allow(dead_code))]",
+            cfgs.join(", ")
+        ));
     }
-    let call_args = op.inputs.iter().map(|i| kernel_arg(&i.name, &i.arg));
-    let call = quote!(kernel(#(#call_args),*));
-    let wrap = |t: &TensorArg, value: TokenStream| {
-        let f = format_ident!("{}_out", kind_fn(t.kind));
-        match t.container {
-            Container::One => quote!(B::#f(route, #value)),
-            Container::Option => quote!(#value.map(|t| B::#f(route, t))),
-            Container::Vec => quote!(#value.into_iter().map(|t| B::#f(route, t)).collect()),
+    let kernel_params: Vec<Doc> = op
+        .inputs
+        .iter()
+        .map(|i| input_type(&i.arg, "B").into())
+        .collect();
+    let kernel_type = cat([
+        "kernel: impl FnOnce".into(),
+        list("(", kernel_params, ")"),
+        returns(&op.output, &output_type(&op.output, "B")).into(),
+    ]);
+    let mut run_params = vec![
+        Doc::from(if uses_route {
+            "route: &rt::Route"
+        } else {
+            "_route: &rt::Route"
+        }),
+        kernel_type,
+    ];
+    run_params.extend(dispatch_params);
+    w.open(signature(
+        "fn run<B: rt::Lane>".to_owned(),
+        run_params,
+        format!(" -> {result} {{"),
+    ));
+    for (input, t) in op.tensor_inputs() {
+        unwrap_input(&input.name, t, w);
+    }
+    if let Some(device) = op.device_input() {
+        let id = &device.name;
+        w.line(format!(
+            "let {id} = B::device(route, {}, {id})?;",
+            string_literal(id)
+        ));
+    }
+    let call = cat([
+        "kernel".into(),
+        list(
+            "(",
+            op.inputs
+                .iter()
+                .map(|i| kernel_arg(&i.name, &i.arg))
+                .collect(),
+            ")",
+        ),
+    ]);
+    match &op.output {
+        Output::Unit => {
+            w.line(cat([call, ";".into()]));
+            w.line("Ok(())");
         }
-    };
-    let body = match &op.output {
-        Output::Unit => quote!(#call; Ok(())),
-        Output::Plain(_) => quote!(Ok(#call)),
-        Output::Tensor(t) => {
-            let wrapped = wrap(t, call);
-            quote!(Ok(#wrapped))
-        }
+        Output::Plain(_) => w.line(ok(call)),
+        Output::Tensor(t) => w.line(ok(wrap_output(t, call))),
         Output::Tuple(_) => {
-            let (pat, wrapped) = convert_output(&op.output, "out", &wrap);
-            quote!(let #pat = #call; Ok(#wrapped))
+            let (pat, wrapped) = convert_output(&op.output, "out", &wrap_output);
+            w.line(cat(["let ".into(), pat, " = ".into(), call, ";".into()]));
+            w.line(ok(wrapped));
         }
-    };
-    let uses_route = !unwraps.is_empty() || contains_tensor(&op.output);
-    let route_param = if uses_route {
-        quote!(route)
-    } else {
-        quote!(_route)
-    };
+    }
+    w.close("}");
 
     let plan = if op.tensor_inputs().next().is_some() {
         let inputs = plan_inputs(op);
         match op.device_input() {
-            Some(device) => {
-                let id = ident(&device.name);
-                let name = &device.name;
-                quote!(let route = rt::Route::plan_with_device(&OP, #inputs, #name, #id)?;)
-            }
-            None => quote!(let route = rt::Route::plan(&OP, #inputs)?;),
+            Some(device) => cat([
+                "let route = rt::Route::plan_with_device".into(),
+                parens([
+                    Doc::from("&OP"),
+                    inputs,
+                    string_literal(&device.name).into(),
+                    device.name.as_str().into(),
+                ]),
+                "?;".into(),
+            ]),
+            None => cat([
+                "let route = rt::Route::plan".into(),
+                parens([Doc::from("&OP"), inputs]),
+                "?;".into(),
+            ]),
         }
     } else if let Some(device) = op.device_input() {
-        let id = ident(&device.name);
-        let name = &device.name;
-        quote!(let route = rt::Route::plan_device(&OP, #name, #id)?;)
+        format!(
+            "let route = rt::Route::plan_device(&OP, {}, {})?;",
+            string_literal(&device.name),
+            device.name
+        )
+        .into()
     } else {
-        let only = ident(op.backends[0].name.as_str());
-        quote!(let route = rt::Route::fixed(&OP, rt::BackendId::#only);)
+        format!(
+            "let route = rt::Route::fixed(&OP, rt::BackendId::{});",
+            op.backends[0].name.as_str()
+        )
+        .into()
     };
+    w.line(plan);
 
-    let method = ident(&op.name);
-    let mut arms = Vec::new();
+    w.open("match route.target() {");
+    let run_call = |lane: &str| {
+        cat([
+            format!("run::<{lane}>").into(),
+            parens(
+                ["&route".to_owned(), format!("{lane}::{}", op.name)]
+                    .into_iter()
+                    .chain(op.inputs.iter().map(|i| i.name.clone())),
+            ),
+        ])
+    };
     for backend in &op.backends {
-        let cfg = backend_cfg(backend);
-        let id = ident(backend.name.as_str());
-        arms.push(quote! {
-            #cfg
-            (rt::BackendId::#id, rt::Mode::Concrete) => {
-                run::<rt::#id>(&route, rt::#id::#method, #(#args),*)
-            }
-        });
+        let name = backend.name.as_str();
+        let lane = format!("rt::{name}");
+        w.cfg(backend.cfg.as_deref());
+        arm(
+            w,
+            format!("(rt::BackendId::{name}, rt::Mode::Concrete)"),
+            run_call(&lane),
+        );
         if op.policy == Policy::Differentiable {
             // With the autodiff cfg off, a listed backend still answers autodiff routing with
             // the "autodiff feature" error rather than "not routed to this backend".
             let ad = &ir.autodiff_cfg;
             let off = match &backend.cfg {
-                Some(meta) => quote!(#[cfg(all(not(#ad), #meta))]),
-                None => quote!(#[cfg(not(#ad))]),
+                Some(meta) => format!("all(not({ad}), {meta})"),
+                None => format!("not({ad})"),
             };
-            arms.push(quote! {
-                #off
-                (rt::BackendId::#id, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-            });
+            w.cfg(Some(&off));
+            arm(
+                w,
+                format!("(rt::BackendId::{name}, rt::Mode::Autodiff(_))"),
+                "Err(route.autodiff_off())".into(),
+            );
             let cfg = autodiff_backend_cfg(ir, backend);
-            let plain = format_ident!("Autodiff{}", backend.name.as_str());
-            let balanced = format_ident!("Balanced{}", backend.name.as_str());
-            for (strategy, ty) in [
-                (quote!(Disabled), quote!(#plain)),
-                (quote!(Balanced), quote!(#balanced)),
+            for (strategy, lane) in [
+                ("Disabled", format!("Autodiff{name}")),
+                ("Balanced", format!("Balanced{name}")),
             ] {
-                arms.push(quote! {
-                    #cfg
-                    (rt::BackendId::#id, rt::Mode::Autodiff(rt::Checkpointing::#strategy)) => {
-                        run::<#ty>(&route, #ty::#method, #(#args),*)
-                    }
-                });
+                w.cfg(Some(&cfg));
+                arm(
+                    w,
+                    format!(
+                        "(rt::BackendId::{name}, rt::Mode::Autodiff(rt::Checkpointing::{strategy}))"
+                    ),
+                    run_call(&lane),
+                );
             }
         }
     }
+    w.line("_ => Err(route.unserved()),");
+    w.close("}");
+    w.close("}");
+}
 
-    // When every backend of the op is behind a cfg, a build with none of them has no arm that
-    // calls `run`.
-    let cfgs: Vec<&syn::Meta> = op.backends.iter().filter_map(|b| b.cfg.as_ref()).collect();
-    let run_allow = if cfgs.len() == op.backends.len() {
-        quote!(#[cfg_attr(not(any(#(#cfgs),*)), allow(dead_code))])
+/// `pattern => expr,` on one line, or with the expression in a block when that is too long.
+fn arm(w: &mut Writer, pattern: String, expr: Doc) {
+    let one_line = cat([
+        pattern.as_str().into(),
+        " => ".into(),
+        expr.clone(),
+        ",".into(),
+    ]);
+    if w.fits(&one_line) {
+        w.line(one_line);
     } else {
-        TokenStream::new()
-    };
-
-    quote! {
-        #docs
-        pub fn #try_name(#(#dispatch_params),*) -> Result<#dispatch_out, rt::RouteError> {
-            static OP: rt::OpInfo = rt::OpInfo::new(#name, #policy, #location, #backends_location);
-
-            #run_allow
-            fn run<B: rt::Lane>(
-                #route_param: &rt::Route,
-                kernel: impl FnOnce(#(#kernel_params),*) #kernel_ret,
-                #(#dispatch_params),*
-            ) -> Result<#dispatch_out, rt::RouteError> {
-                #(#unwraps)*
-                #body
-            }
-
-            #plan
-            match route.target() {
-                #(#arms)*
-                _ => Err(route.unserved()),
-            }
-        }
+        w.open(format!("{pattern} => {{"));
+        w.line(expr);
+        w.close("}");
     }
 }
 

@@ -1,35 +1,23 @@
 //! The extension traits: one per group of ops that share a backend list (plus a companion trait
 //! with the hand-written `Autodiff<B, C>` kernels), and the impls of composite traits.
 
-use proc_macro2::TokenStream;
-use quote::quote;
-
+use super::code::Writer;
 use super::{
-    EmitConfig, autodiff_backend_cfg, backend_cfg, doc_attrs, ident, op_docs, output_type, params,
-    returns, use_runtime,
+    EmitConfig, autodiff_backend_cfg, forward_call, op_docs, output_type, params, returns,
+    signature, use_runtime,
 };
 use crate::ir::{Ir, Policy, TraitGroup};
 
-pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
-    let use_rt = use_runtime(config);
-    let traits = ir.groups.iter().enumerate().map(|(index, group)| {
-        let main = group_trait(ir, index, group);
-        let autodiff = if ir.needs_autodiff_trait(index) {
-            autodiff_trait(ir, index, group)
-        } else {
-            TokenStream::new()
-        };
-        let impls = if group.composite {
-            composite_impls(ir, group)
-        } else {
-            TokenStream::new()
-        };
-        quote!(#main #autodiff #impls)
-    });
-    quote! {
-        #use_rt
-
-        #(#traits)*
+pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
+    w.line(use_runtime(config));
+    for (index, group) in ir.groups.iter().enumerate() {
+        group_trait(ir, index, group, w);
+        if ir.needs_autodiff_trait(index) {
+            autodiff_trait(ir, index, group, w);
+        }
+        if group.composite {
+            composite_impls(ir, group, w);
+        }
     }
 }
 
@@ -42,10 +30,10 @@ fn backend_list(group: &TraitGroup) -> String {
         .join(", ")
 }
 
-fn group_trait(ir: &Ir, index: usize, group: &TraitGroup) -> TokenStream {
-    let name = ident(&group.name);
-    let doc = if group.composite {
-        doc_attrs(&[
+fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
+    w.blank();
+    if group.composite {
+        w.doc(&[
             format!("Composite ops declared in `{}`.", ir.manifest_name),
             String::new(),
             "Each method's default body calls the op's composite function, built from backend"
@@ -55,9 +43,9 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup) -> TokenStream {
                 backend_list(group)
             ),
             "comes from the composition); the impls below are generated.".to_owned(),
-        ])
+        ]);
     } else {
-        doc_attrs(&[
+        w.doc(&[
             format!("Routed ops declared in `{}`.", ir.manifest_name),
             String::new(),
             format!(
@@ -65,48 +53,39 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup) -> TokenStream {
                 backend_list(group)
             ),
             "each call to the backend of its inputs.".to_owned(),
-        ])
-    };
-    let this = quote!(Self);
-    let methods = ir.ops_of(index).map(|op| {
-        let method = ident(&op.name);
-        let docs = op_docs(op, &[]);
-        let params = params(op, &this);
-        let ret = returns(&op.output, &output_type(&op.output, &this));
+        ]);
+    }
+    w.open(format!("pub trait {}: rt::Backend {{", group.name));
+    for op in ir.ops_of(index) {
+        w.doc(&op_docs(op, &[]));
+        let sig = |tail: &str| {
+            signature(
+                format!("fn {}", op.name),
+                params(op, "Self"),
+                format!(
+                    "{}{tail}",
+                    returns(&op.output, &output_type(&op.output, "Self"))
+                ),
+            )
+        };
         match &op.composite {
             Some(path) => {
-                let args = op.inputs.iter().map(|input| ident(&input.name));
-                let must_use = if ret.is_empty() {
-                    TokenStream::new()
-                } else {
-                    quote!(#[must_use])
-                };
-                quote! {
-                    #docs
-                    #must_use
-                    fn #method(#(#params),*) #ret {
-                        #path::<Self>(#(#args),*)
-                    }
+                if !returns(&op.output, "").is_empty() {
+                    w.line("#[must_use]");
                 }
+                w.open(sig(" {"));
+                w.line(forward_call(&format!("{path}::<Self>"), op));
+                w.close("}");
             }
-            None => quote! {
-                #docs
-                fn #method(#(#params),*) #ret;
-            },
-        }
-    });
-    quote! {
-        #doc
-        pub trait #name: rt::Backend {
-            #(#methods)*
+            None => w.line(sig(";")),
         }
     }
+    w.close("}");
 }
 
-fn autodiff_trait(ir: &Ir, index: usize, group: &TraitGroup) -> TokenStream {
-    let cfg = &ir.autodiff_cfg;
-    let name = ident(&group.autodiff_name);
-    let doc = doc_attrs(&[
+fn autodiff_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
+    w.blank();
+    w.doc(&[
         format!(
             "`Autodiff<B, C>` kernels of the differentiable ops of [`{}`].",
             group.name
@@ -117,57 +96,46 @@ fn autodiff_trait(ir: &Ir, index: usize, group: &TraitGroup) -> TokenStream {
         "generated `Dispatch` routing calls it when an input carries an enabled autodiff context."
             .to_owned(),
     ]);
-    let this = quote!(Self);
-    let methods = ir
+    w.cfg(Some(&ir.autodiff_cfg));
+    w.open(format!("pub trait {}: rt::Backend {{", group.autodiff_name));
+    for op in ir
         .ops_of(index)
         .filter(|op| op.policy == Policy::Differentiable)
-        .map(|op| {
-            let method = ident(&op.name);
-            let docs = op_docs(op, &[]);
-            let params = params(op, &this);
-            let ret = returns(&op.output, &output_type(&op.output, &this));
-            quote! {
-                #docs
-                fn #method(#(#params),*) #ret;
-            }
-        });
-    quote! {
-        #doc
-        #[cfg(#cfg)]
-        pub trait #name: rt::Backend {
-            #(#methods)*
-        }
+    {
+        w.doc(&op_docs(op, &[]));
+        w.line(signature(
+            format!("fn {}", op.name),
+            params(op, "Self"),
+            format!("{};", returns(&op.output, &output_type(&op.output, "Self"))),
+        ));
     }
+    w.close("}");
 }
 
 /// Composite traits are implemented for every listed backend and for `Autodiff<B, C>`: the
 /// default bodies do the work.
-fn composite_impls(ir: &Ir, group: &TraitGroup) -> TokenStream {
-    let name = ident(&group.name);
-    let concrete = group.backends.iter().map(|backend| {
-        let cfg = backend_cfg(backend);
-        let ty = ident(backend.name.as_str());
-        quote! {
-            #cfg
-            impl #name for rt::#ty {}
-        }
-    });
-    let autodiff = group.backends.first().map(|first| {
+fn composite_impls(ir: &Ir, group: &TraitGroup, w: &mut Writer) {
+    for backend in &group.backends {
+        w.blank();
+        w.cfg(backend.cfg.as_deref());
+        w.line(format!(
+            "impl {} for rt::{} {{}}",
+            group.name,
+            backend.name.as_str()
+        ));
+    }
+    if let Some(first) = group.backends.first() {
         // `Autodiff<B, C>` over any backend: one impl, compiled when autodiff is.
-        let cfg = autodiff_backend_cfg(ir, first);
         let cfg = if group.backends.len() == 1 {
-            cfg
+            autodiff_backend_cfg(ir, first)
         } else {
-            let ad = &ir.autodiff_cfg;
-            quote!(#[cfg(#ad)])
+            ir.autodiff_cfg.clone()
         };
-        quote! {
-            #cfg
-            impl<B: rt::Backend, C: rt::CheckpointStrategy> #name for rt::Autodiff<B, C> {}
-        }
-    });
-    quote! {
-        #(#concrete)*
-        #autodiff
+        w.blank();
+        w.cfg(Some(&cfg));
+        w.line(format!(
+            "impl<B: rt::Backend, C: rt::CheckpointStrategy> {} for rt::Autodiff<B, C> {{}}",
+            group.name
+        ));
     }
 }

@@ -1,84 +1,53 @@
 //! `Tensor<D>`-level functions, and their `try_` twins: the API most users call.
 
-use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
-
+use super::code::{Doc, Writer, cat, list};
 use super::{
-    EmitConfig, const_generics, convert_output, ident, map_output_type, op_docs, returns,
-    through_container, use_runtime,
+    EmitConfig, const_generics, contained, convert_output, forward_call, map_output_type, op_docs,
+    returns, signature, through_container, use_runtime,
 };
 use crate::ir::{Arg, Container, Ir, Op, Output, Rank, TensorArg, TensorKind};
 
-pub(super) fn emit(ir: &Ir, config: &EmitConfig) -> TokenStream {
-    let use_rt = use_runtime(config);
+pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
+    w.line(use_runtime(config));
     let dispatch = &config.dispatch_module;
-    let fns = ir.ops.iter().map(tensor_fns);
-    quote! {
-        #use_rt
-        use #dispatch as dispatch;
-
-        #(#fns)*
+    if dispatch == "dispatch" || dispatch.ends_with("::dispatch") {
+        w.line(format!("use {dispatch};"));
+    } else {
+        w.line(format!("use {dispatch} as dispatch;"));
+    }
+    for op in &ir.ops {
+        tensor_fns(op, w);
     }
 }
 
-fn tensor_fns(op: &Op) -> TokenStream {
-    let name = ident(&op.name);
-    let try_name = format_ident!("try_{}", op.name);
-    let generics: Vec<TokenStream> = const_generics(op)
+fn tensor_fns(op: &Op, w: &mut Writer) {
+    let name = &op.name;
+    let try_name = format!("try_{name}");
+    let generics: Vec<String> = const_generics(op)
         .into_iter()
-        .map(|g| {
-            let g = format_ident!("{}", g);
-            quote!(const #g: usize)
-        })
+        .map(|g| format!("const {g}: usize"))
         .collect();
     let generics = if generics.is_empty() {
-        TokenStream::new()
+        String::new()
     } else {
-        quote!(<#(#generics),*>)
+        format!("<{}>", generics.join(", "))
     };
-    let params: Vec<TokenStream> = op
+    let params: Vec<Doc> = op
         .inputs
         .iter()
         .map(|i| {
-            let id = ident(&i.name);
             let ty = match &i.arg {
-                Arg::Tensor(t) => super::contained(t, tensor_type(t)),
-                Arg::Plain(ty) => quote!(#ty),
-                Arg::Device => quote!(&rt::Device),
+                Arg::Tensor(t) => contained(t, &tensor_type(t)),
+                Arg::Plain(ty) => ty.clone(),
+                Arg::Device => "&rt::Device".to_owned(),
             };
-            quote!(#id: #ty)
+            format!("{}: {ty}", i.name).into()
         })
         .collect();
-    let args = op.inputs.iter().map(|i| {
-        let id = ident(&i.name);
-        match &i.arg {
-            Arg::Tensor(t) => into_dispatch(t, quote!(#id)),
-            Arg::Plain(_) => quote!(#id),
-            Arg::Device => quote!(#id.as_dispatch()),
-        }
-    });
-    let args: Vec<TokenStream> = args.collect();
-    let args_again = op.inputs.iter().map(|i| ident(&i.name));
-    let out_ty = map_output_type(&op.output, &|t| super::contained(t, tensor_type(t)));
-    let ret = returns(&op.output, &out_ty);
-    let call = quote!(dispatch::#try_name(#(#args),*)?);
-    let from_dispatch = |t: &TensorArg, value: TokenStream| {
-        through_container(t, value, quote!(rt::Tensor::from_dispatch))
-    };
-    let try_body = match &op.output {
-        Output::Unit => quote!(#call; Ok(())),
-        Output::Plain(_) => quote!(Ok(#call)),
-        Output::Tensor(t) => {
-            let converted = from_dispatch(t, call);
-            quote!(Ok(#converted))
-        }
-        Output::Tuple(_) => {
-            let (pat, expr) = convert_output(&op.output, "out", &from_dispatch);
-            quote!(let #pat = #call; Ok(#expr))
-        }
-    };
-    let result_ty = map_output_type(&op.output, &|t| super::contained(t, tensor_type(t)));
-    let docs = op_docs(
+    let out_ty = map_output_type(&op.output, &|t| contained(t, &tensor_type(t)));
+
+    w.blank();
+    w.doc(&op_docs(
         op,
         &[
             String::new(),
@@ -88,67 +57,92 @@ fn tensor_fns(op: &Op) -> TokenStream {
                 .to_owned(),
             format!("(see `ERRORS.md`). [`{try_name}`] returns the error instead."),
         ],
-    );
-    let try_docs = op_docs(
-        op,
-        &[
-            String::new(),
-            "# Errors".to_owned(),
-            String::new(),
-            format!(
-                "The [`rt::RouteError`] for inputs that break the routing contract; [`{}`] panics",
-                op.name
-            ),
-            "with its message instead.".to_owned(),
-        ],
-    );
+    ));
     // The value is the point of calling a non-unit op.
-    let must_use = match &op.output {
-        Output::Unit => TokenStream::new(),
-        _ => quote!(#[must_use]),
-    };
-    quote! {
-        #docs
-        #must_use
-        pub fn #name #generics(#(#params),*) #ret {
-            rt::expect(#try_name(#(#args_again),*))
-        }
+    if !matches!(op.output, Output::Unit) {
+        w.line("#[must_use]");
+    }
+    w.open(signature(
+        format!("pub fn {name}{generics}"),
+        params.clone(),
+        format!("{} {{", returns(&op.output, &out_ty)),
+    ));
+    w.line(cat([
+        "rt::expect".into(),
+        list("(", vec![forward_call(&try_name, op)], ")"),
+    ]));
+    w.close("}");
 
-        #try_docs
-        pub fn #try_name #generics(#(#params),*) -> Result<#result_ty, rt::RouteError> {
-            #try_body
+    w.blank();
+    w.doc(&[
+        format!("[`{name}`], returning the routing error instead of panicking."),
+        String::new(),
+        "# Errors".to_owned(),
+        String::new(),
+        "The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`)."
+            .to_owned(),
+    ]);
+    w.open(signature(
+        format!("pub fn {try_name}{generics}"),
+        params,
+        format!(" -> Result<{out_ty}, rt::RouteError> {{"),
+    ));
+    let args: Vec<Doc> = op
+        .inputs
+        .iter()
+        .map(|i| match &i.arg {
+            Arg::Tensor(t) => into_dispatch(t, &i.name),
+            Arg::Plain(_) => i.name.as_str().into(),
+            Arg::Device => format!("{}.as_dispatch()", i.name).into(),
+        })
+        .collect();
+    let call = cat([
+        format!("dispatch::{try_name}").into(),
+        list("(", args, ")"),
+        "?".into(),
+    ]);
+    let from_dispatch =
+        |t: &TensorArg, value: Doc| through_container(t, value, "rt::Tensor::from_dispatch");
+    let ok = |value: Doc| cat(["Ok".into(), list("(", vec![value], ")")]);
+    match &op.output {
+        Output::Unit => {
+            w.line(cat([call, ";".into()]));
+            w.line("Ok(())");
+        }
+        Output::Plain(_) => w.line(ok(call)),
+        Output::Tensor(t) => w.line(ok(from_dispatch(t, call))),
+        Output::Tuple(_) => {
+            let (pat, expr) = convert_output(&op.output, "out", &from_dispatch);
+            w.line(cat(["let ".into(), pat, " = ".into(), call, ";".into()]));
+            w.line(ok(expr));
         }
     }
+    w.close("}");
 }
 
 /// The `Tensor<D>`-level type of one tensor.
-fn tensor_type(t: &TensorArg) -> TokenStream {
+fn tensor_type(t: &TensorArg) -> String {
     let rank = match &t.rank {
-        Rank::Generic(g) => {
-            let g = format_ident!("{}", g);
-            quote!(#g)
-        }
-        Rank::Fixed(n) => {
-            let n = proc_macro2::Literal::usize_unsuffixed(*n);
-            quote!(#n)
-        }
+        Rank::Generic(g) => g.clone(),
+        Rank::Fixed(n) => n.to_string(),
     };
     match t.kind {
-        TensorKind::Float | TensorKind::Quantized => quote!(rt::Tensor<#rank>),
-        TensorKind::Int => quote!(rt::Tensor<#rank, rt::Int>),
-        TensorKind::Bool => quote!(rt::Tensor<#rank, rt::Bool>),
+        TensorKind::Float | TensorKind::Quantized => format!("rt::Tensor<{rank}>"),
+        TensorKind::Int => format!("rt::Tensor<{rank}, rt::Int>"),
+        TensorKind::Bool => format!("rt::Tensor<{rank}, rt::Bool>"),
     }
 }
 
 /// Converts a `Tensor<D>`-level argument for the `Dispatch` level.
-fn into_dispatch(t: &TensorArg, value: TokenStream) -> TokenStream {
+fn into_dispatch(t: &TensorArg, name: &str) -> Doc {
     match (t.container, t.borrowed) {
-        (Container::One, false) => quote!(#value.into_dispatch()),
-        (Container::One, true) => quote!(&#value.clone().into_dispatch()),
-        (Container::Option, false) => quote!(#value.map(rt::Tensor::into_dispatch)),
-        (Container::Option, true) => {
-            quote!(#value.map(|t| t.clone().into_dispatch()).as_ref())
+        (Container::One, false) => format!("{name}.into_dispatch()"),
+        (Container::One, true) => format!("&{name}.clone().into_dispatch()"),
+        (Container::Option, false) => format!("{name}.map(rt::Tensor::into_dispatch)"),
+        (Container::Option, true) => format!("{name}.map(|t| t.clone().into_dispatch()).as_ref()"),
+        (Container::Vec, _) => {
+            format!("{name}.into_iter().map(rt::Tensor::into_dispatch).collect()")
         }
-        (Container::Vec, _) => quote!(#value.into_iter().map(rt::Tensor::into_dispatch).collect()),
     }
+    .into()
 }
