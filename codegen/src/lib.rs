@@ -237,6 +237,36 @@ impl Builder {
     /// [`Error::Manifest`] with every problem in the manifest, or [`Error::Config`].
     pub fn render_str(&self, source: &str) -> Result<Vec<File>, Error> {
         let config = self.config()?;
+        let ir = self.lower(source)?;
+        let mut files = emit::emit(&ir, &config);
+        files.retain(|f| self.modules.iter().any(|m| m.file_name() == f.name));
+        Ok(files)
+    }
+
+    /// Kernel stubs for the manifest text: every `impl` the crate writes by hand (each trait for
+    /// each of its backends, and the `Autodiff<B, C>` impls of differentiable ops), with
+    /// `todo!()` bodies. A starting point to copy, not a generated module.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::render_str`].
+    pub fn skeleton_str(&self, source: &str) -> Result<String, Error> {
+        let config = self.config()?;
+        let ir = self.lower(source)?;
+        Ok(emit::skeleton(&ir, &config))
+    }
+
+    /// [`Builder::skeleton_str`] for the manifest file.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::render`].
+    pub fn skeleton(&self) -> Result<String, Error> {
+        self.skeleton_str(&self.read_manifest()?)
+    }
+
+    /// Parses and validates manifest text into the IR, with every problem in one report.
+    fn lower(&self, source: &str) -> Result<ir::Ir, Error> {
         let name = self.display_name();
         let report = |diagnostics| {
             Error::Manifest(Report {
@@ -252,9 +282,7 @@ impl Builder {
                 if let Some(new) = &self.trait_name {
                     rename_main_trait(&mut ir, new);
                 }
-                let mut files = emit::emit(&ir, &config);
-                files.retain(|f| self.modules.iter().any(|m| m.file_name() == f.name));
-                Ok(files)
+                Ok(ir)
             }
             Ok(_) => Err(report(diagnostics)),
             Err(more) => {
@@ -271,17 +299,20 @@ impl Builder {
         }
     }
 
+    fn read_manifest(&self) -> Result<String, Error> {
+        std::fs::read_to_string(&self.manifest).map_err(|source| Error::Io {
+            path: self.manifest.clone(),
+            source,
+        })
+    }
+
     /// Reads the manifest and renders the files in memory.
     ///
     /// # Errors
     ///
     /// As [`Builder::render_str`], plus [`Error::Io`] when the manifest cannot be read.
     pub fn render(&self) -> Result<Vec<File>, Error> {
-        let source = std::fs::read_to_string(&self.manifest).map_err(|source| Error::Io {
-            path: self.manifest.clone(),
-            source,
-        })?;
-        self.render_str(&source)
+        self.render_str(&self.read_manifest()?)
     }
 
     /// Renders and writes every file into the output directory (atomically, and only the files

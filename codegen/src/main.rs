@@ -47,6 +47,13 @@ enum Command {
         #[command(flatten)]
         paths: Paths,
     },
+    /// Print kernel stubs: every `impl` the crate writes by hand, with `todo!()` bodies.
+    Skeleton {
+        /// The manifest.
+        manifest: PathBuf,
+        #[command(flatten)]
+        paths: Paths,
+    },
     /// Print the JSON Schema of the manifest format.
     Schema,
 }
@@ -128,6 +135,13 @@ fn main() -> ExitCode {
             paths,
         } => match paths.apply(builder(&manifest)).render() {
             Ok(files) => diff(&files, &generated),
+            Err(err) => failure(&err),
+        },
+        Command::Skeleton { manifest, paths } => match paths.apply(builder(&manifest)).skeleton() {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
             Err(err) => failure(&err),
         },
         Command::Schema => {

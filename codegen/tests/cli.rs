@@ -145,3 +145,50 @@ fn two_processes_render_byte_identical_files() {
         3
     );
 }
+
+#[test]
+fn skeleton_prints_a_stub_for_every_impl_to_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = format!(
+        "{VALID}\n[[op]]\nname = \"scaled\"\nautodiff = \"differentiable\"\ninputs = [{{ name = \"x\", tensor = \"float\" }}, {{ name = \"alpha\", type = \"f32\" }}]\noutput = {{ tensor = \"float\" }}\n"
+    );
+    let out = run(&[
+        "skeleton",
+        &manifest(dir.path(), &source),
+        "--runtime-path",
+        "crate::rt",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "// Kernel stubs for the ops of ops.toml, from `burn-route-codegen skeleton`.
+// Copy them into your kernels module and replace each `todo!()` with the kernel.
+
+use crate::rt;
+use super::ops::MyOps;
+#[cfg(feature = \"autodiff\")]
+use super::ops::MyOpsAutodiff;
+
+impl MyOps for rt::Flex {
+    fn double(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        todo!(\"`double` on Flex\")
+    }
+    fn scaled(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self> {
+        todo!(\"`scaled` on Flex\")
+    }
+}
+
+/// The forward pass on `B`, plus a backward pass registered with burn-autodiff.
+#[cfg(feature = \"autodiff\")]
+impl<B: MyOps, C: rt::CheckpointStrategy> MyOpsAutodiff for rt::Autodiff<B, C> {
+    fn scaled(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self> {
+        todo!(\"`scaled` on Autodiff<B, C>: forward on `B`, then the backward pass\")
+    }
+}
+"
+    );
+    // A manifest with errors gets the same report as `check`.
+    let bad = run(&["skeleton", &manifest(dir.path(), "[routing]\n")]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(text(&bad.stderr).contains("error:"), "{}", text(&bad.stderr));
+}

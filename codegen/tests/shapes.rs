@@ -91,7 +91,9 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         "rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)",
         // A tensor-less op is routed to its only backend.
         "let route = rt::Route::fixed(&OP, rt::BackendId::Flex);",
-        "fn run<B: rt::Lane>(_route: &rt::Route, kernel: impl FnOnce(f32), value: f32) -> Result<(), rt::RouteError> { kernel(value); Ok(()) }",
+        // ... and, with no tensor or device in its signature, needs no backend parameter.
+        "fn run(_route: &rt::Route, kernel: impl FnOnce(f32), value: f32) -> Result<(), rt::RouteError> { kernel(value); Ok(()) }",
+        "(rt::BackendId::Flex, rt::Mode::Concrete) => run(&route, rt::Flex::fill, value),",
     ] {
         assert!(
             dispatch.contains(expected),
@@ -178,7 +180,7 @@ fn option_vec_quantized_and_device_shapes() {
         "kernel(xs, bias.as_deref(), q)",
         "out_0.into_iter().map(|t| B::float_out(route, t)).collect()",
         "out_1.map(|t| B::int_out(route, t))",
-        "xs.iter().enumerate().map(|(i, t)| rt::Input::float(\"xs\", t).at(i)).into_iter().chain(bias.map(|t| rt::Input::float(\"bias\", t))).chain([rt::Input::quantized(\"q\", &q)])",
+        "xs.iter().enumerate().map(|(i, t)| rt::Input::float(\"xs\", t).at(i)).chain(bias.map(|t| rt::Input::float(\"bias\", t))).chain([rt::Input::quantized(\"q\", &q)])",
         "let route = rt::Route::plan_device(&OP, \"device\", device)?;",
         "let device = B::device(route, \"device\", device)?;",
         // Per-op backends: `make` is in its own trait, implemented by Flex only.

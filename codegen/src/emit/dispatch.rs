@@ -2,8 +2,9 @@
 
 use super::code::{Doc, Writer, cat, list, parens};
 use super::{
-    EmitConfig, autodiff_backend_cfg, contained, convert_output, forward_call, input_type, kind_fn,
-    map_output_type, op_docs, output_type, params, returns, signature, string_literal, use_runtime,
+    EmitConfig, allow_complex_output, autodiff_backend_cfg, contained, convert_output,
+    forward_call, input_type, kind_fn, map_output_type, op_docs, output_type, params, returns,
+    signature, string_literal, use_runtime,
 };
 use crate::ir::{Arg, Backend, Container, Ir, Op, Output, Policy, TensorArg};
 
@@ -134,11 +135,12 @@ fn kernel_arg(name: &str, arg: &Arg) -> Doc {
 
 /// The planner's view of the tensor inputs: an iterator of `rt::Input`s.
 fn plan_inputs(op: &Op) -> Doc {
-    let mut segments: Vec<Doc> = Vec::new();
+    // Each segment, and whether it is already an iterator (else an array or an `Option`).
+    let mut segments: Vec<(Doc, bool)> = Vec::new();
     let mut singles: Vec<Doc> = Vec::new();
-    let flush = |singles: &mut Vec<Doc>, segments: &mut Vec<Doc>| {
+    let flush = |singles: &mut Vec<Doc>, segments: &mut Vec<(Doc, bool)>| {
         if !singles.is_empty() {
-            segments.push(list("[", std::mem::take(singles), "]"));
+            segments.push((list("[", std::mem::take(singles), "]"), false));
         }
     };
     for (input, t) in op.tensor_inputs() {
@@ -157,26 +159,32 @@ fn plan_inputs(op: &Op) -> Doc {
                 } else {
                     format!("{id}.as_ref()")
                 };
-                segments.push(format!("{source}.map(|t| rt::Input::{ctor}({label}, t))").into());
+                segments.push((
+                    format!("{source}.map(|t| rt::Input::{ctor}({label}, t))").into(),
+                    false,
+                ));
             }
             Container::Vec => {
                 flush(&mut singles, &mut segments);
-                segments.push(
+                segments.push((
                     format!(
                         "{id}.iter().enumerate().map(|(i, t)| rt::Input::{ctor}({label}, t).at(i))"
                     )
                     .into(),
-                );
+                    true,
+                ));
             }
         }
     }
     flush(&mut singles, &mut segments);
     let mut segments = segments.into_iter();
-    let first = segments.next().expect("an op with tensor inputs");
+    let (first, first_is_iterator) = segments.next().expect("an op with tensor inputs");
     let mut parts = vec![first];
-    let rest: Vec<Doc> = segments.collect();
+    let rest: Vec<Doc> = segments.map(|(segment, _)| segment).collect();
     if !rest.is_empty() {
-        parts.push(".into_iter()".into());
+        if !first_is_iterator {
+            parts.push(".into_iter()".into());
+        }
         for segment in rest {
             parts.push(cat([".chain".into(), list("(", vec![segment], ")")]));
         }
@@ -229,6 +237,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
         .collect();
     let dispatch_out = map_output_type(&op.output, &|t| contained(t, "rt::DispatchTensor"));
     let result = format!("Result<{dispatch_out}, rt::RouteError>");
+    allow_complex_output(&op.output, w);
     w.open(signature(
         format!("pub fn {try_name}"),
         dispatch_params.clone(),
@@ -281,8 +290,17 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
         kernel_type,
     ];
     run_params.extend(dispatch_params);
+    // An op with no tensor and no device in its signature runs the same on every backend: its
+    // `run` needs no backend parameter.
+    let generic = uses_route;
+    allow_complex_output(&op.output, w);
     w.open(signature(
-        "fn run<B: rt::Lane>".to_owned(),
+        if generic {
+            "fn run<B: rt::Lane>"
+        } else {
+            "fn run"
+        }
+        .to_owned(),
         run_params,
         format!(" -> {result} {{"),
     ));
@@ -360,7 +378,12 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     w.open("match route.target() {");
     let run_call = |lane: &str| {
         cat([
-            format!("run::<{lane}>").into(),
+            if generic {
+                format!("run::<{lane}>")
+            } else {
+                "run".to_owned()
+            }
+            .into(),
             parens(
                 ["&route".to_owned(), format!("{lane}::{}", op.name)]
                     .into_iter()

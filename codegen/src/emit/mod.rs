@@ -7,6 +7,7 @@
 mod code;
 mod dispatch;
 mod ops;
+mod skeleton;
 mod tensor;
 
 use code::{Doc, Writer, parens};
@@ -71,6 +72,19 @@ pub fn emit(ir: &Ir, config: &EmitConfig) -> Vec<File> {
             }
         })
         .collect()
+}
+
+/// Kernel stubs for every trait the crate implements by hand (see [`skeleton`]).
+pub fn skeleton(ir: &Ir, config: &EmitConfig) -> String {
+    let mut w = Writer::default();
+    w.line(format!(
+        "// Kernel stubs for the ops of {}, from `burn-route-codegen skeleton`.",
+        ir.manifest_name
+    ));
+    w.line("// Copy them into your kernels module and replace each `todo!()` with the kernel.");
+    w.blank();
+    skeleton::emit(ir, config, &mut w);
+    w.finish()
 }
 
 /// `use <runtime> as rt;` (or `use <runtime>;` when it already ends in `rt`).
@@ -207,6 +221,16 @@ fn map_output_type(out: &Output, tensor: &dyn Fn(&TensorArg) -> String) -> Strin
             let items: Vec<String> = items.iter().map(|o| map_output_type(o, tensor)).collect();
             tuple_text(&items)
         }
+    }
+}
+
+/// `#[allow(clippy::type_complexity)]` before an item whose signature spells a nested or wide
+/// output tuple: that shape is the manifest's, and a type alias per op would only move it.
+fn allow_complex_output(out: &Output, w: &mut Writer) {
+    if let Output::Tuple(items) = out
+        && (items.len() > 2 || items.iter().any(|i| matches!(i, Output::Tuple(_))))
+    {
+        w.line("#[allow(clippy::type_complexity)]");
     }
 }
 

@@ -3,8 +3,8 @@
 
 use super::code::Writer;
 use super::{
-    EmitConfig, autodiff_backend_cfg, forward_call, op_docs, output_type, params, returns,
-    signature, use_runtime,
+    EmitConfig, allow_complex_output, autodiff_backend_cfg, forward_call, op_docs, output_type,
+    params, returns, signature, use_runtime,
 };
 use crate::ir::{Ir, Policy, TraitGroup};
 
@@ -58,6 +58,7 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
     w.open(format!("pub trait {}: rt::Backend {{", group.name));
     for op in ir.ops_of(index) {
         w.doc(&op_docs(op, &[]));
+        allow_complex_output(&op.output, w);
         let sig = |tail: &str| {
             signature(
                 format!("fn {}", op.name),
@@ -103,6 +104,7 @@ fn autodiff_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
         .filter(|op| op.policy == Policy::Differentiable)
     {
         w.doc(&op_docs(op, &[]));
+        allow_complex_output(&op.output, w);
         w.line(signature(
             format!("fn {}", op.name),
             params(op, "Self"),

@@ -2,8 +2,8 @@
 
 use super::code::{Doc, Writer, cat, list};
 use super::{
-    EmitConfig, const_generics, contained, convert_output, forward_call, map_output_type, op_docs,
-    returns, signature, through_container, use_runtime,
+    EmitConfig, allow_complex_output, const_generics, contained, convert_output, forward_call,
+    map_output_type, op_docs, returns, signature, through_container, use_runtime,
 };
 use crate::ir::{Arg, Container, Ir, Op, Output, Rank, TensorArg, TensorKind};
 
@@ -62,6 +62,7 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
     if !matches!(op.output, Output::Unit) {
         w.line("#[must_use]");
     }
+    allow_complex_output(&op.output, w);
     w.open(signature(
         format!("pub fn {name}{generics}"),
         params.clone(),
@@ -82,6 +83,7 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
         "The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`)."
             .to_owned(),
     ]);
+    allow_complex_output(&op.output, w);
     w.open(signature(
         format!("pub fn {try_name}{generics}"),
         params,
@@ -96,11 +98,8 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
             Arg::Device => format!("{}.as_dispatch()", i.name).into(),
         })
         .collect();
-    let call = cat([
-        format!("dispatch::{try_name}").into(),
-        list("(", args, ")"),
-        "?".into(),
-    ]);
+    let call_once = cat([format!("dispatch::{try_name}").into(), list("(", args, ")")]);
+    let call = cat([call_once.clone(), "?".into()]);
     let from_dispatch =
         |t: &TensorArg, value: Doc| through_container(t, value, "rt::Tensor::from_dispatch");
     let ok = |value: Doc| cat(["Ok".into(), list("(", vec![value], ")")]);
@@ -109,7 +108,8 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
             w.line(cat([call, ";".into()]));
             w.line("Ok(())");
         }
-        Output::Plain(_) => w.line(ok(call)),
+        // A plain value crosses unchanged: the dispatch result is the result.
+        Output::Plain(_) => w.line(call_once),
         Output::Tensor(t) => w.line(ok(from_dispatch(t, call))),
         Output::Tuple(_) => {
             let (pat, expr) = convert_output(&op.output, "out", &from_dispatch);
