@@ -1,7 +1,9 @@
 //! How long a build script spends rendering: a synthetic 1,000-op manifest end to end (parse,
 //! validate, emit + pretty-print, write), and each stage on its own.
 //!
-//! Run: `cargo bench -p burn-route-codegen --bench render`.
+//! Run: `cargo bench -p burn-route-codegen --bench render` (release), and
+//! `cargo bench --profile dev -p burn-route-codegen --bench render` for the unoptimised build
+//! that build scripts get by default.
 
 use std::hint::black_box;
 
@@ -58,7 +60,17 @@ fn render(c: &mut Criterion) {
             )
         });
     });
-    group.bench_function("parse_validate_emit_pretty", |b| {
+    let ir = burn_route_codegen::validate::validate(&model, "ops.toml", &source).unwrap();
+    let config = burn_route_codegen::emit::EmitConfig {
+        runtime: "::burn_route::rt".to_owned(),
+        trait_module: "super::ops".to_owned(),
+        dispatch_module: "super::dispatch".to_owned(),
+        regenerate: "rebuild".to_owned(),
+    };
+    group.bench_function("emit", |b| {
+        b.iter(|| black_box(burn_route_codegen::emit::emit(black_box(&ir), &config)))
+    });
+    group.bench_function("parse_validate_emit", |b| {
         b.iter(|| black_box(builder.render_str(black_box(&source)).unwrap()))
     });
     let writer = Builder::new(&manifest).out_dir(dir.join("out"));
