@@ -4,8 +4,9 @@
 //! Run it with `cargo run --example tour`.
 
 use burn_route::{
-    add_relu, argmax_last, axpby, dequantize_relu, dispatch, iota, masked_fill_count, nan_to_num,
-    round_half_even, scale, softplus, split_last, sum_all,
+    add_relu, argmax_last, axpby, bias_gelu, clamp_ste, cross_entropy_logits, dequantize_relu,
+    dispatch, dropout, iota, layer_norm, masked_fill_count, nan_to_num, rms_norm, round_half_even,
+    scale, softmax_last, softplus, split_last, sum_all, swiglu, topk_last,
 };
 use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Int, Tensor};
@@ -20,6 +21,131 @@ fn ints<const D: usize>(t: &Tensor<D, Int>) -> Vec<i64> {
         .convert::<i64>()
         .try_to_vec::<i64>()
         .expect("int data")
+}
+
+/// Rounds for display, so the tour reads at a glance.
+fn short(v: Vec<f32>) -> Vec<f32> {
+    v.into_iter().map(|x| (x * 1e4).round() / 1e4).collect()
+}
+
+/// The fused layers on `device`: one line each with what the op computes and its values.
+fn fused_layers(device: &Device) {
+    let x = Tensor::<2>::from_data([[1.0, -2.0, 3.0], [-4.0, 5.0, -0.5]], device);
+    let row = Tensor::<1>::from_data([0.5, -0.5, 1.0], device);
+    let ones = Tensor::<1>::from_data([1.0, 1.0, 1.0], device);
+    let zeros = Tensor::<1>::from_data([0.0, 0.0, 0.0], device);
+    println!("x = {:?}, row = {:?}", values(&x), values(&row));
+    let show =
+        |name: &str, what: &str, v: Vec<f32>| println!("{name:<28} = {:?}   {what}", short(v));
+    show(
+        "bias_gelu(x, row)",
+        "gelu(x + row), exact erf, one pass",
+        values(&bias_gelu(x.clone(), row.clone())),
+    );
+    show(
+        "swiglu(x, x)",
+        "silu(gate) * up, one pass",
+        values(&swiglu(x.clone(), x.clone())),
+    );
+    show(
+        "rms_norm(x, ones, 1e-6)",
+        "x / rms(row), rows of RMS 1",
+        values(&rms_norm(x.clone(), ones.clone(), 1e-6)),
+    );
+    show(
+        "layer_norm(x, ones, 0, 1e-5)",
+        "(x - mean) / std per row",
+        values(&layer_norm(x.clone(), ones, zeros, 1e-5)),
+    );
+    show(
+        "softmax_last(x)",
+        "rows sum to 1",
+        values(&softmax_last(x.clone())),
+    );
+    let targets = Tensor::<1, Int>::from_data([2, 1], device);
+    show(
+        "cross_entropy_logits(x, [2, 1])",
+        "mean -log softmax(x)[target]",
+        values(&cross_entropy_logits(x.clone(), targets)),
+    );
+    let (dropped, keep) = dropout(x.clone(), 0.5, 7);
+    show(
+        "dropout(x, 0.5, seed 7)",
+        "kept values doubled, the rest 0",
+        values(&dropped),
+    );
+    println!(
+        "{:<28} = {:?}   the keep mask, reproducible from the seed",
+        "  mask",
+        keep.into_data().try_to_vec::<bool>().expect("bool data")
+    );
+    show(
+        "clamp_ste(x, -1, 1)",
+        "clamp; the gradient passes straight through",
+        values(&clamp_ste(x.clone(), -1.0, 1.0)),
+    );
+    let (top, index) = topk_last(&x, 2);
+    println!(
+        "{:<28} = {:?} at {:?}   the 2 largest per row (detach)",
+        "topk_last(&x, 2)",
+        values(&top),
+        ints(&index)
+    );
+}
+
+/// Gradients of the fused layers' hand-written backward passes.
+fn fused_gradients(device: &Device) {
+    let x = Tensor::<2>::from_data([[1.0, -2.0, 3.0], [-4.0, 5.0, -0.5]], device).require_grad();
+    let row = Tensor::<1>::from_data([0.5, -0.5, 1.0], device).require_grad();
+    let w = Tensor::<2>::from_data([[1.0, 2.0, 3.0], [-1.0, 0.5, 2.0]], device);
+    let show = |name: &str, what: &str, t: &Tensor<2>, grads: &burn_tensor::Gradients| {
+        println!(
+            "  d/dx {name:<22} = {:?}   {what}",
+            short(values(&t.grad(grads).expect("grad")))
+        );
+    };
+    let grads = (bias_gelu(x.clone(), row.clone()) * w.clone())
+        .sum()
+        .backward();
+    show("sum(w * bias_gelu)", "w * gelu'(x + row)", &x, &grads);
+    println!(
+        "  d/drow sum(w * bias_gelu)    = {:?}   summed over the rows",
+        short(values(&row.grad(&grads).expect("grad")))
+    );
+    let grads = (swiglu(x.clone(), x.clone()) * w.clone()).sum().backward();
+    show(
+        "sum(w * swiglu(x, x))",
+        "both inputs are x: the two paths add",
+        &x,
+        &grads,
+    );
+    let grads = (rms_norm(x.clone(), row.clone(), 1e-6) * w.clone())
+        .sum()
+        .backward();
+    show("sum(w * rms_norm)", "through the row RMS and the weight", &x, &grads);
+    let grads = (layer_norm(x.clone(), row.clone(), row.clone(), 1e-5) * w.clone())
+        .sum()
+        .backward();
+    show(
+        "sum(w * layer_norm)",
+        "sums to 0 per row (shift invariance)",
+        &x,
+        &grads,
+    );
+    let grads = (softmax_last(x.clone()) * w.clone()).sum().backward();
+    show("sum(w * softmax_last)", "sums to 0 per row", &x, &grads);
+    let targets = Tensor::<1, Int>::from_data([2, 1], device);
+    let grads = cross_entropy_logits(x.clone(), targets).backward();
+    show(
+        "cross_entropy_logits",
+        "(softmax - one_hot) / batch",
+        &x,
+        &grads,
+    );
+    let grads = dropout(x.clone(), 0.5, 7).0.sum().backward();
+    show("sum(dropout)", "2 where kept, 0 where dropped", &x, &grads);
+    let grads = clamp_ste(x.clone(), -1.0, 1.0).sum().backward();
+    show("sum(clamp_ste)", "1 everywhere, clamped or not", &x, &grads);
 }
 
 fn main() {
@@ -93,6 +219,9 @@ fn main() {
         values(&round_half_even(halves.clone()))
     );
 
+    println!("\n== Fused layers (Flex kernels, one pass over contiguous f32) ==");
+    fused_layers(&device);
+
     println!("\n== Flex with autodiff ==");
     let device = Device::flex().autodiff();
     let lhs = Tensor::<2>::from_data([[1.0, -2.0, 3.0], [-4.0, 5.0, -0.5]], &device).require_grad();
@@ -154,4 +283,7 @@ fn main() {
         "round_half_even(tracked.without_autodiff()) = {:?}",
         values(&round_half_even(tracked.without_autodiff()))
     );
+
+    println!("\n== Fused layers with autodiff: hand-written backward passes ==");
+    fused_gradients(&device);
 }

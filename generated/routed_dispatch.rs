@@ -78,6 +78,61 @@ impl RoutedOps for rt::Dispatch {
     fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self> {
         rt::expect(try_dequantize_relu(x))
     }
+    /// Routes to [`try_bias_gelu`] and panics with its error.
+    fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        rt::expect(try_bias_gelu(x, bias))
+    }
+    /// Routes to [`try_swiglu`] and panics with its error.
+    fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        rt::expect(try_swiglu(gate, up))
+    }
+    /// Routes to [`try_rms_norm`] and panics with its error.
+    fn rms_norm(
+        x: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        rt::expect(try_rms_norm(x, weight, eps))
+    }
+    /// Routes to [`try_layer_norm`] and panics with its error.
+    fn layer_norm(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        beta: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        rt::expect(try_layer_norm(x, gamma, beta, eps))
+    }
+    /// Routes to [`try_softmax_last`] and panics with its error.
+    fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        rt::expect(try_softmax_last(x))
+    }
+    /// Routes to [`try_cross_entropy_logits`] and panics with its error.
+    fn cross_entropy_logits(
+        logits: rt::FloatTensor<Self>,
+        targets: rt::IntTensor<Self>,
+    ) -> rt::FloatTensor<Self> {
+        rt::expect(try_cross_entropy_logits(logits, targets))
+    }
+    /// Routes to [`try_dropout`] and panics with its error.
+    fn dropout(
+        x: rt::FloatTensor<Self>,
+        p: f32,
+        seed: u64,
+    ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
+        rt::expect(try_dropout(x, p, seed))
+    }
+    /// Routes to [`try_clamp_ste`] and panics with its error.
+    fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
+        rt::expect(try_clamp_ste(x, lo, hi))
+    }
+    /// Routes to [`try_topk_last`] and panics with its error.
+    fn topk_last(
+        x: &rt::FloatTensor<Self>,
+        k: usize,
+    ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
+        rt::expect(try_topk_last(x, k))
+    }
 }
 
 impl RoutedOpsComposite for rt::Dispatch {
@@ -140,45 +195,45 @@ pub fn try_add_relu(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::add_relu, lhs, rhs)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, AutodiffFlex::add_relu, lhs, rhs)
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, BalancedFlex::add_relu, lhs, rhs)
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::add_relu, lhs, rhs)
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, AutodiffCube::add_relu, lhs, rhs)
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, BalancedCube::add_relu, lhs, rhs)
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::add_relu, lhs, rhs)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, AutodiffRemote::add_relu, lhs, rhs)
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, BalancedRemote::add_relu, lhs, rhs)
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         _ => Err(route.unserved()),
     }
@@ -215,45 +270,45 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::scale, x, alpha)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha)
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, AutodiffFlex::scale, x, alpha)
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::scale, x, alpha)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, BalancedFlex::scale, x, alpha)
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::scale, x, alpha)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::scale, x, alpha)
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, AutodiffCube::scale, x, alpha)
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::scale, x, alpha)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, BalancedCube::scale, x, alpha)
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::scale, x, alpha)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::scale, x, alpha)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, AutodiffRemote::scale, x, alpha)
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::scale, x, alpha)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, BalancedRemote::scale, x, alpha)
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::scale, x, alpha)
         }
         _ => Err(route.unserved()),
     }
@@ -290,15 +345,15 @@ pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
     let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::argmax_last, x)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::argmax_last, x)
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::argmax_last, x)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x)
         }
         _ => Err(route.unserved()),
     }
@@ -336,15 +391,15 @@ pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::round_half_even, x)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::round_half_even, x)
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::round_half_even, x)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x)
         }
         _ => Err(route.unserved()),
     }
@@ -397,45 +452,87 @@ pub fn try_axpby(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::axpby, x, y, alpha, beta)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, AutodiffFlex::axpby, x, y, alpha, beta)
+            run::<AutodiffFlex>(
+                &route,
+                <AutodiffFlex as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, BalancedFlex::axpby, x, y, alpha, beta)
+            run::<BalancedFlex>(
+                &route,
+                <BalancedFlex as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::axpby, x, y, alpha, beta)
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, AutodiffCube::axpby, x, y, alpha, beta)
+            run::<AutodiffCube>(
+                &route,
+                <AutodiffCube as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, BalancedCube::axpby, x, y, alpha, beta)
+            run::<BalancedCube>(
+                &route,
+                <BalancedCube as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::axpby, x, y, alpha, beta)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, AutodiffRemote::axpby, x, y, alpha, beta)
+            run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, BalancedRemote::axpby, x, y, alpha, beta)
+            run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::axpby,
+                x,
+                y,
+                alpha,
+                beta,
+            )
         }
         _ => Err(route.unserved()),
     }
@@ -478,42 +575,46 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
         xs.iter().enumerate().map(|(i, t)| rt::Input::float("xs", t).at(i)),
     )?;
     match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => run::<rt::Flex>(&route, rt::Flex::sum_all, xs),
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
+        }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, AutodiffFlex::sum_all, xs)
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, BalancedFlex::sum_all, xs)
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(feature = "cube")]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => run::<rt::Cube>(&route, rt::Cube::sum_all, xs),
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
+        }
         #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, AutodiffCube::sum_all, xs)
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, BalancedCube::sum_all, xs)
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::sum_all, xs)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, AutodiffRemote::sum_all, xs)
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, BalancedRemote::sum_all, xs)
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::sum_all, xs)
         }
         _ => Err(route.unserved()),
     }
@@ -555,45 +656,55 @@ pub fn try_split_last(
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::split_last, x, sizes)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, AutodiffFlex::split_last, x, sizes)
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, BalancedFlex::split_last, x, sizes)
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::split_last, x, sizes)
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, AutodiffCube::split_last, x, sizes)
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, BalancedCube::split_last, x, sizes)
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::split_last, x, sizes)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, AutodiffRemote::split_last, x, sizes)
+            run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, BalancedRemote::split_last, x, sizes)
+            run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            )
         }
         _ => Err(route.unserved()),
     }
@@ -635,45 +746,45 @@ pub fn try_softplus(
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::softplus, x, beta)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, AutodiffFlex::softplus, x, beta)
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, BalancedFlex::softplus, x, beta)
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::softplus, x, beta)
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, AutodiffCube::softplus, x, beta)
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "cube"))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, BalancedCube::softplus, x, beta)
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::softplus, x, beta)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, AutodiffRemote::softplus, x, beta)
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, BalancedRemote::softplus, x, beta)
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::softplus, x, beta)
         }
         _ => Err(route.unserved()),
     }
@@ -722,15 +833,15 @@ pub fn try_masked_fill_count(
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x), rt::Input::bool("mask", mask)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::masked_fill_count, x, mask, value)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::masked_fill_count, x, mask, value)
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::masked_fill_count, x, mask, value)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::masked_fill_count, x, mask, value)
         }
         _ => Err(route.unserved()),
     }
@@ -777,15 +888,15 @@ pub fn try_nan_to_num(
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::nan_to_num, x, value, with_mask)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::nan_to_num, x, value, with_mask)
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::nan_to_num, x, value, with_mask)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::nan_to_num, x, value, with_mask)
         }
         _ => Err(route.unserved()),
     }
@@ -821,15 +932,15 @@ pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
     let route = rt::Route::plan(&OP, [rt::Input::quantized("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::dequantize_relu, x)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x)
         }
         #[cfg(feature = "cube")]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, rt::Cube::dequantize_relu, x)
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, rt::Remote::dequantize_relu, x)
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x)
         }
         _ => Err(route.unserved()),
     }
@@ -870,7 +981,864 @@ pub fn try_iota(
     let route = rt::Route::plan_device(&OP, "device", device)?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, rt::Flex::iota, len, device)
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device)
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions
+/// (its shape is `[features]`, `x`'s last dimension).
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:157`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_bias_gelu(
+    x: rt::DispatchTensor,
+    bias: rt::DispatchTensor,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "bias_gelu",
+        rt::Policy::Differentiable,
+        "ops.toml:157",
+        "ops.toml:13",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+        x: rt::DispatchTensor,
+        bias: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        let bias = B::float(route, "bias", bias)?;
+        Ok(B::float_out(route, kernel(x, bias)))
+    }
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x), rt::Input::float("bias", &bias)])?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::bias_gelu, x, bias)
+        }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::bias_gelu, x, bias)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::bias_gelu, x, bias)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::bias_gelu, x, bias)
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:167`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_swiglu(
+    gate: rt::DispatchTensor,
+    up: rt::DispatchTensor,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "swiglu",
+        rt::Policy::Differentiable,
+        "ops.toml:167",
+        "ops.toml:13",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+        gate: rt::DispatchTensor,
+        up: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let gate = B::float(route, "gate", gate)?;
+        let up = B::float(route, "up", up)?;
+        Ok(B::float_out(route, kernel(gate, up)))
+    }
+    let route = rt::Route::plan(
+        &OP,
+        [rt::Input::float("gate", &gate), rt::Input::float("up", &up)],
+    )?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::swiglu, gate, up)
+        }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::swiglu, gate, up)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::swiglu, gate, up)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::swiglu, gate, up)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::swiglu, gate, up)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::swiglu, gate, up)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::swiglu, gate, up)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::swiglu, gate, up)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::swiglu, gate, up)
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
+/// `weight` of shape `[features]`.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:179`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_rms_norm(
+    x: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    eps: f32,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "rms_norm",
+        rt::Policy::Differentiable,
+        "ops.toml:179",
+        "ops.toml:13",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
+        x: rt::DispatchTensor,
+        weight: rt::DispatchTensor,
+        eps: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        let weight = B::float(route, "weight", weight)?;
+        Ok(B::float_out(route, kernel(x, weight, eps)))
+    }
+    let route = rt::Route::plan(
+        &OP,
+        [rt::Input::float("x", &x), rt::Input::float("weight", &weight)],
+    )?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps)
+        }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffFlex>(
+                &route,
+                <AutodiffFlex as RoutedOpsAutodiff>::rms_norm,
+                x,
+                weight,
+                eps,
+            )
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedFlex>(
+                &route,
+                <BalancedFlex as RoutedOpsAutodiff>::rms_norm,
+                x,
+                weight,
+                eps,
+            )
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffCube>(
+                &route,
+                <AutodiffCube as RoutedOpsAutodiff>::rms_norm,
+                x,
+                weight,
+                eps,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedCube>(
+                &route,
+                <BalancedCube as RoutedOpsAutodiff>::rms_norm,
+                x,
+                weight,
+                eps,
+            )
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::rms_norm, x, weight, eps)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::rms_norm,
+                x,
+                weight,
+                eps,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::rms_norm,
+                x,
+                weight,
+                eps,
+            )
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + eps) * gamma + beta`
+/// (biased variance), with `gamma` and `beta` of shape `[features]`.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:192`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_layer_norm(
+    x: rt::DispatchTensor,
+    gamma: rt::DispatchTensor,
+    beta: rt::DispatchTensor,
+    eps: f32,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "layer_norm",
+        rt::Policy::Differentiable,
+        "ops.toml:192",
+        "ops.toml:13",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(
+            rt::FloatTensor<B>,
+            rt::FloatTensor<B>,
+            rt::FloatTensor<B>,
+            f32,
+        ) -> rt::FloatTensor<B>,
+        x: rt::DispatchTensor,
+        gamma: rt::DispatchTensor,
+        beta: rt::DispatchTensor,
+        eps: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        let gamma = B::float(route, "gamma", gamma)?;
+        let beta = B::float(route, "beta", beta)?;
+        Ok(B::float_out(route, kernel(x, gamma, beta, eps)))
+    }
+    let route = rt::Route::plan(
+        &OP,
+        [
+            rt::Input::float("x", &x),
+            rt::Input::float("gamma", &gamma),
+            rt::Input::float("beta", &beta),
+        ],
+    )?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::layer_norm, x, gamma, beta, eps)
+        }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffFlex>(
+                &route,
+                <AutodiffFlex as RoutedOpsAutodiff>::layer_norm,
+                x,
+                gamma,
+                beta,
+                eps,
+            )
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedFlex>(
+                &route,
+                <BalancedFlex as RoutedOpsAutodiff>::layer_norm,
+                x,
+                gamma,
+                beta,
+                eps,
+            )
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::layer_norm, x, gamma, beta, eps)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffCube>(
+                &route,
+                <AutodiffCube as RoutedOpsAutodiff>::layer_norm,
+                x,
+                gamma,
+                beta,
+                eps,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedCube>(
+                &route,
+                <BalancedCube as RoutedOpsAutodiff>::layer_norm,
+                x,
+                gamma,
+                beta,
+                eps,
+            )
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::layer_norm, x, gamma, beta, eps)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::layer_norm,
+                x,
+                gamma,
+                beta,
+                eps,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::layer_norm,
+                x,
+                gamma,
+                beta,
+                eps,
+            )
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// Softmax over the last dimension, computed stably (the row maximum is subtracted first).
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:204`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "softmax_last",
+        rt::Policy::Differentiable,
+        "ops.toml:204",
+        "ops.toml:13",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+        x: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        Ok(B::float_out(route, kernel(x)))
+    }
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::softmax_last, x)
+        }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::softmax_last, x)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::softmax_last, x)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::softmax_last, x)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::softmax_last, x)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::softmax_last, x)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::softmax_last, x)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::softmax_last, x)
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::softmax_last, x)
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
+/// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The gradient
+/// flows to `logits` only; a target outside `0..classes` panics with its row and value.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:214`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_cross_entropy_logits(
+    logits: rt::DispatchTensor,
+    targets: rt::DispatchTensor,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "cross_entropy_logits",
+        rt::Policy::Differentiable,
+        "ops.toml:214",
+        "ops.toml:13",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(rt::FloatTensor<B>, rt::IntTensor<B>) -> rt::FloatTensor<B>,
+        logits: rt::DispatchTensor,
+        targets: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let logits = B::float(route, "logits", logits)?;
+        let targets = B::int(route, "targets", targets)?;
+        Ok(B::float_out(route, kernel(logits, targets)))
+    }
+    let route = rt::Route::plan(
+        &OP,
+        [rt::Input::float("logits", &logits), rt::Input::int("targets", &targets)],
+    )?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::cross_entropy_logits, logits, targets)
+        }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffFlex>(
+                &route,
+                <AutodiffFlex as RoutedOpsAutodiff>::cross_entropy_logits,
+                logits,
+                targets,
+            )
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedFlex>(
+                &route,
+                <BalancedFlex as RoutedOpsAutodiff>::cross_entropy_logits,
+                logits,
+                targets,
+            )
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::cross_entropy_logits, logits, targets)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffCube>(
+                &route,
+                <AutodiffCube as RoutedOpsAutodiff>::cross_entropy_logits,
+                logits,
+                targets,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedCube>(
+                &route,
+                <BalancedCube as RoutedOpsAutodiff>::cross_entropy_logits,
+                logits,
+                targets,
+            )
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(
+                &route,
+                <rt::Remote as RoutedOps>::cross_entropy_logits,
+                logits,
+                targets,
+            )
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::cross_entropy_logits,
+                logits,
+                targets,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::cross_entropy_logits,
+                logits,
+                targets,
+            )
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// Inverted dropout with a reproducible mask: zeroes each element with probability `p` (drawn
+/// from `seed` and the element's index) and scales the rest by `1 / (1 - p)`. Returns the output
+/// and the keep mask. The gradient is the incoming gradient through the same mask and scale.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:227`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_dropout(
+    x: rt::DispatchTensor,
+    p: f32,
+    seed: u64,
+) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "dropout",
+        rt::Policy::Differentiable,
+        "ops.toml:227",
+        "ops.toml:13",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(
+            rt::FloatTensor<B>,
+            f32,
+            u64,
+        ) -> (rt::FloatTensor<B>, rt::BoolTensor<B>),
+        x: rt::DispatchTensor,
+        p: f32,
+        seed: u64,
+    ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        let (out_0, out_1) = kernel(x, p, seed);
+        Ok((B::float_out(route, out_0), B::bool_out(route, out_1)))
+    }
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
+        }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::dropout, x, p, seed)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::dropout, x, p, seed)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::dropout, x, p, seed)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::dropout, x, p, seed)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dropout, x, p, seed)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::dropout,
+                x,
+                p,
+                seed,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::dropout,
+                x,
+                p,
+                seed,
+            )
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// Clamps to `[lo, hi]` with a straight-through gradient: the backward pass lets the incoming
+/// gradient through unchanged, as quantisation-aware training wants.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:240`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_clamp_ste(
+    x: rt::DispatchTensor,
+    lo: f32,
+    hi: f32,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "clamp_ste",
+        rt::Policy::Differentiable,
+        "ops.toml:240",
+        "ops.toml:13",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(rt::FloatTensor<B>, f32, f32) -> rt::FloatTensor<B>,
+        x: rt::DispatchTensor,
+        lo: f32,
+        hi: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let x = B::float(route, "x", x)?;
+        Ok(B::float_out(route, kernel(x, lo, hi)))
+    }
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi)
+        }
+        #[cfg(not(feature = "autodiff"))]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
+        }
+        #[cfg(feature = "autodiff")]
+        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
+        }
+        #[cfg(all(feature = "autodiff", feature = "cube"))]
+        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
+        }
+        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::clamp_ste,
+                x,
+                lo,
+                hi,
+            )
+        }
+        #[cfg(all(feature = "autodiff", feature = "remote"))]
+        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::clamp_ste,
+                x,
+                lo,
+                hi,
+            )
+        }
+        _ => Err(route.unserved()),
+    }
+}
+
+/// The `k` largest elements along the last dimension, in descending order, and their indices
+/// (ties keep the lower index first). Not differentiable: a selection is detached.
+///
+/// Routing:
+/// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:253`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+pub fn try_topk_last(
+    x: &rt::DispatchTensor,
+    k: usize,
+) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+    static OP: rt::OpInfo = rt::OpInfo::new(
+        "topk_last",
+        rt::Policy::Detach,
+        "ops.toml:253",
+        "ops.toml:13",
+    );
+    fn run<B: rt::Lane>(
+        route: &rt::Route,
+        kernel: impl FnOnce(&rt::FloatTensor<B>, usize) -> (rt::FloatTensor<B>, rt::IntTensor<B>),
+        x: &rt::DispatchTensor,
+        k: usize,
+    ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+        let x = B::float_ref(route, "x", x)?;
+        let (out_0, out_1) = kernel(&x, k);
+        Ok((B::float_out(route, out_0), B::int_out(route, out_1)))
+    }
+    let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
+    match route.target() {
+        (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::topk_last, x, k)
+        }
+        #[cfg(feature = "cube")]
+        (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::topk_last, x, k)
+        }
+        #[cfg(feature = "remote")]
+        (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::topk_last, x, k)
         }
         _ => Err(route.unserved()),
     }

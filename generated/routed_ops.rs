@@ -81,6 +81,97 @@ pub trait RoutedOps: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:133`.
     fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self>;
+    /// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions
+    /// (its shape is `[features]`, `x`'s last dimension).
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:157`.
+    fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:167`.
+    fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
+    /// `weight` of shape `[features]`.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:179`.
+    fn rms_norm(
+        x: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self>;
+    /// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + eps) * gamma + beta`
+    /// (biased variance), with `gamma` and `beta` of shape `[features]`.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:192`.
+    fn layer_norm(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        beta: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self>;
+    /// Softmax over the last dimension, computed stably (the row maximum is subtracted first).
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:204`.
+    fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
+    /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The gradient
+    /// flows to `logits` only; a target outside `0..classes` panics with its row and value.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:214`.
+    fn cross_entropy_logits(
+        logits: rt::FloatTensor<Self>,
+        targets: rt::IntTensor<Self>,
+    ) -> rt::FloatTensor<Self>;
+    /// Inverted dropout with a reproducible mask: zeroes each element with probability `p` (drawn
+    /// from `seed` and the element's index) and scales the rest by `1 / (1 - p)`. Returns the output
+    /// and the keep mask. The gradient is the incoming gradient through the same mask and scale.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:227`.
+    fn dropout(
+        x: rt::FloatTensor<Self>,
+        p: f32,
+        seed: u64,
+    ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>);
+    /// Clamps to `[lo, hi]` with a straight-through gradient: the backward pass lets the incoming
+    /// gradient through unchanged, as quantisation-aware training wants.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:240`.
+    fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
+    /// The `k` largest elements along the last dimension, in descending order, and their indices
+    /// (ties keep the lower index first). Not differentiable: a selection is detached.
+    ///
+    /// Routing:
+    /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:253`.
+    fn topk_last(
+        x: &rt::FloatTensor<Self>,
+        k: usize,
+    ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>);
 }
 
 /// `Autodiff<B, C>` kernels of the differentiable ops of [`RoutedOps`].
@@ -115,6 +206,86 @@ pub trait RoutedOpsAutodiff: rt::Backend {
         alpha: f32,
         beta: f32,
     ) -> rt::FloatTensor<Self>;
+    /// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions
+    /// (its shape is `[features]`, `x`'s last dimension).
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:157`.
+    fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:167`.
+    fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
+    /// `weight` of shape `[features]`.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:179`.
+    fn rms_norm(
+        x: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self>;
+    /// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + eps) * gamma + beta`
+    /// (biased variance), with `gamma` and `beta` of shape `[features]`.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:192`.
+    fn layer_norm(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        beta: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self>;
+    /// Softmax over the last dimension, computed stably (the row maximum is subtracted first).
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:204`.
+    fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
+    /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The gradient
+    /// flows to `logits` only; a target outside `0..classes` panics with its row and value.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:214`.
+    fn cross_entropy_logits(
+        logits: rt::FloatTensor<Self>,
+        targets: rt::IntTensor<Self>,
+    ) -> rt::FloatTensor<Self>;
+    /// Inverted dropout with a reproducible mask: zeroes each element with probability `p` (drawn
+    /// from `seed` and the element's index) and scales the rest by `1 / (1 - p)`. Returns the output
+    /// and the keep mask. The gradient is the incoming gradient through the same mask and scale.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:227`.
+    fn dropout(
+        x: rt::FloatTensor<Self>,
+        p: f32,
+        seed: u64,
+    ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>);
+    /// Clamps to `[lo, hi]` with a straight-through gradient: the backward pass lets the incoming
+    /// gradient through unchanged, as quantisation-aware training wants.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:240`.
+    fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
 }
 
 /// Composite ops declared in `ops.toml`.

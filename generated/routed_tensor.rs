@@ -375,3 +375,299 @@ pub fn iota(len: usize, device: &rt::Device) -> rt::Tensor<1, rt::Int> {
 pub fn try_iota(len: usize, device: &rt::Device) -> Result<rt::Tensor<1, rt::Int>, rt::RouteError> {
     Ok(rt::Tensor::from_dispatch(dispatch::try_iota(len, device.as_dispatch())?))
 }
+
+/// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions
+/// (its shape is `[features]`, `x`'s last dimension).
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:157`.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_bias_gelu`] returns the error instead.
+#[must_use]
+pub fn bias_gelu<const D: usize>(x: rt::Tensor<D>, bias: rt::Tensor<1>) -> rt::Tensor<D> {
+    rt::expect(try_bias_gelu(x, bias))
+}
+
+/// [`bias_gelu`], returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_bias_gelu<const D: usize>(
+    x: rt::Tensor<D>,
+    bias: rt::Tensor<1>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    Ok(rt::Tensor::from_dispatch(dispatch::try_bias_gelu(x.into_dispatch(), bias.into_dispatch())?))
+}
+
+/// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:167`.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_swiglu`] returns the error instead.
+#[must_use]
+pub fn swiglu<const D: usize>(gate: rt::Tensor<D>, up: rt::Tensor<D>) -> rt::Tensor<D> {
+    rt::expect(try_swiglu(gate, up))
+}
+
+/// [`swiglu`], returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_swiglu<const D: usize>(
+    gate: rt::Tensor<D>,
+    up: rt::Tensor<D>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    Ok(rt::Tensor::from_dispatch(dispatch::try_swiglu(gate.into_dispatch(), up.into_dispatch())?))
+}
+
+/// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
+/// `weight` of shape `[features]`.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:179`.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_rms_norm`] returns the error instead.
+#[must_use]
+pub fn rms_norm<const D: usize>(
+    x: rt::Tensor<D>,
+    weight: rt::Tensor<1>,
+    eps: f32,
+) -> rt::Tensor<D> {
+    rt::expect(try_rms_norm(x, weight, eps))
+}
+
+/// [`rms_norm`], returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_rms_norm<const D: usize>(
+    x: rt::Tensor<D>,
+    weight: rt::Tensor<1>,
+    eps: f32,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    Ok(rt::Tensor::from_dispatch(dispatch::try_rms_norm(
+        x.into_dispatch(),
+        weight.into_dispatch(),
+        eps,
+    )?))
+}
+
+/// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + eps) * gamma + beta`
+/// (biased variance), with `gamma` and `beta` of shape `[features]`.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:192`.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_layer_norm`] returns the error instead.
+#[must_use]
+pub fn layer_norm<const D: usize>(
+    x: rt::Tensor<D>,
+    gamma: rt::Tensor<1>,
+    beta: rt::Tensor<1>,
+    eps: f32,
+) -> rt::Tensor<D> {
+    rt::expect(try_layer_norm(x, gamma, beta, eps))
+}
+
+/// [`layer_norm`], returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_layer_norm<const D: usize>(
+    x: rt::Tensor<D>,
+    gamma: rt::Tensor<1>,
+    beta: rt::Tensor<1>,
+    eps: f32,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    Ok(rt::Tensor::from_dispatch(dispatch::try_layer_norm(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        eps,
+    )?))
+}
+
+/// Softmax over the last dimension, computed stably (the row maximum is subtracted first).
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:204`.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_softmax_last`] returns the error instead.
+#[must_use]
+pub fn softmax_last<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
+    rt::expect(try_softmax_last(x))
+}
+
+/// [`softmax_last`], returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_softmax_last<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
+    Ok(rt::Tensor::from_dispatch(dispatch::try_softmax_last(x.into_dispatch())?))
+}
+
+/// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
+/// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The gradient
+/// flows to `logits` only; a target outside `0..classes` panics with its row and value.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:214`.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_cross_entropy_logits`] returns the error instead.
+#[must_use]
+pub fn cross_entropy_logits(
+    logits: rt::Tensor<2>,
+    targets: rt::Tensor<1, rt::Int>,
+) -> rt::Tensor<1> {
+    rt::expect(try_cross_entropy_logits(logits, targets))
+}
+
+/// [`cross_entropy_logits`], returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_cross_entropy_logits(
+    logits: rt::Tensor<2>,
+    targets: rt::Tensor<1, rt::Int>,
+) -> Result<rt::Tensor<1>, rt::RouteError> {
+    Ok(rt::Tensor::from_dispatch(dispatch::try_cross_entropy_logits(
+        logits.into_dispatch(),
+        targets.into_dispatch(),
+    )?))
+}
+
+/// Inverted dropout with a reproducible mask: zeroes each element with probability `p` (drawn
+/// from `seed` and the element's index) and scales the rest by `1 / (1 - p)`. Returns the output
+/// and the keep mask. The gradient is the incoming gradient through the same mask and scale.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:227`.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_dropout`] returns the error instead.
+#[must_use]
+pub fn dropout<const D: usize>(
+    x: rt::Tensor<D>,
+    p: f32,
+    seed: u64,
+) -> (rt::Tensor<D>, rt::Tensor<D, rt::Bool>) {
+    rt::expect(try_dropout(x, p, seed))
+}
+
+/// [`dropout`], returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_dropout<const D: usize>(
+    x: rt::Tensor<D>,
+    p: f32,
+    seed: u64,
+) -> Result<(rt::Tensor<D>, rt::Tensor<D, rt::Bool>), rt::RouteError> {
+    let (out_0, out_1) = dispatch::try_dropout(x.into_dispatch(), p, seed)?;
+    Ok((rt::Tensor::from_dispatch(out_0), rt::Tensor::from_dispatch(out_1)))
+}
+
+/// Clamps to `[lo, hi]` with a straight-through gradient: the backward pass lets the incoming
+/// gradient through unchanged, as quantisation-aware training wants.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:240`.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_clamp_ste`] returns the error instead.
+#[must_use]
+pub fn clamp_ste<const D: usize>(x: rt::Tensor<D>, lo: f32, hi: f32) -> rt::Tensor<D> {
+    rt::expect(try_clamp_ste(x, lo, hi))
+}
+
+/// [`clamp_ste`], returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_clamp_ste<const D: usize>(
+    x: rt::Tensor<D>,
+    lo: f32,
+    hi: f32,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    Ok(rt::Tensor::from_dispatch(dispatch::try_clamp_ste(x.into_dispatch(), lo, hi)?))
+}
+
+/// The `k` largest elements along the last dimension, in descending order, and their indices
+/// (ties keep the lower index first). Not differentiable: a selection is detached.
+///
+/// Routing:
+/// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:253`.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_topk_last`] returns the error instead.
+#[must_use]
+pub fn topk_last<const D: usize>(
+    x: &rt::Tensor<D>,
+    k: usize,
+) -> (rt::Tensor<D>, rt::Tensor<D, rt::Int>) {
+    rt::expect(try_topk_last(x, k))
+}
+
+/// [`topk_last`], returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_topk_last<const D: usize>(
+    x: &rt::Tensor<D>,
+    k: usize,
+) -> Result<(rt::Tensor<D>, rt::Tensor<D, rt::Int>), rt::RouteError> {
+    let (out_0, out_1) = dispatch::try_topk_last(&x.clone().into_dispatch(), k)?;
+    Ok((rt::Tensor::from_dispatch(out_0), rt::Tensor::from_dispatch(out_1)))
+}

@@ -60,16 +60,24 @@ fn output() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Names of methods of Burn's own backend traits: the generated code must not call them
+/// ambiguously.
+const BURN_METHOD_NAMES: [&str; 4] = ["gelu", "relu", "layer_norm", "float_add"];
+
 fn op(index: usize) -> impl Strategy<Value = String> {
     (
+        prop_oneof![
+            3 => Just(format!("op_{index}")),
+            1 => Just(BURN_METHOD_NAMES[index].to_owned()),
+        ],
         prop_oneof![Just("differentiable"), Just("detach"), Just("reject")],
         prop::collection::vec(input(), 0..5),
         output(),
         prop_oneof![4 => Just(""), 1 => Just("backends = [\"Flex\"]\n")],
     )
-        .prop_map(move |(policy, inputs, output, backends)| {
+        .prop_map(move |(name, policy, inputs, output, backends)| {
             let mut text = format!(
-                "[[op]]\nname = \"op_{index}\"\ndoc = \"Random op {index}.\"\nautodiff = \"{policy}\"\n{backends}inputs = [\n"
+                "[[op]]\nname = \"{name}\"\ndoc = \"Random op {index}.\"\nautodiff = \"{policy}\"\n{backends}inputs = [\n"
             );
             for (i, input) in inputs.iter().enumerate() {
                 let _ = writeln!(text, "    {{ name = \"in_{i}\", {input} }},");

@@ -190,5 +190,9 @@ impl<B: MyOps, C: rt::CheckpointStrategy> MyOpsAutodiff for rt::Autodiff<B, C> {
     // A manifest with errors gets the same report as `check`.
     let bad = run(&["skeleton", &manifest(dir.path(), "[routing]\n")]);
     assert_eq!(bad.status.code(), Some(1));
-    assert!(text(&bad.stderr).contains("error:"), "{}", text(&bad.stderr));
+    assert!(
+        text(&bad.stderr).contains("error:"),
+        "{}",
+        text(&bad.stderr)
+    );
 }

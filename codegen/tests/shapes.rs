@@ -93,7 +93,7 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         "let route = rt::Route::fixed(&OP, rt::BackendId::Flex);",
         // ... and, with no tensor or device in its signature, needs no backend parameter.
         "fn run(_route: &rt::Route, kernel: impl FnOnce(f32), value: f32) -> Result<(), rt::RouteError> { kernel(value); Ok(()) }",
-        "(rt::BackendId::Flex, rt::Mode::Concrete) => run(&route, rt::Flex::fill, value),",
+        "(rt::BackendId::Flex, rt::Mode::Concrete) => { run(&route, <rt::Flex as ShapeOps>::fill, value) }",
     ] {
         assert!(
             dispatch.contains(expected),
@@ -185,7 +185,7 @@ fn option_vec_quantized_and_device_shapes() {
         "let device = B::device(route, \"device\", device)?;",
         // Per-op backends: `make` is in its own trait, implemented by Flex only.
         "impl CFlex for rt::Dispatch",
-        "run::<rt::Flex>(&route, rt::Flex::make, n, device)",
+        "run::<rt::Flex>(&route, <rt::Flex as CFlex>::make, n, device)",
     ] {
         assert!(
             dispatch.contains(expected),
@@ -221,7 +221,7 @@ fn composite_ops_get_default_bodies_and_generated_impls() {
     // The autodiff route calls the composite through `Autodiff<B, C>`: no hand-written kernel.
     let dispatch = render_containers("routed_dispatch.rs");
     assert!(
-        dispatch.contains("run::<AutodiffFlex>(&route, AutodiffFlex::soft, x)"),
+        dispatch.contains("run::<AutodiffFlex>(&route, <AutodiffFlex as CComposite>::soft, x)"),
         "{dispatch}"
     );
     assert!(

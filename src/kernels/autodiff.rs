@@ -5,10 +5,256 @@ use burn_autodiff::checkpoint::base::Checkpointer;
 use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_autodiff::grads::Gradients;
 use burn_autodiff::ops::{Backward, Ops, OpsKind, binary, broadcast_shape, unary};
-use burn_backend::tensor::FloatTensor;
-use burn_backend::{Backend, Scalar, Shape, TensorMetadata};
+use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
+use burn_backend::{Backend, Scalar, Shape, TensorMetadata, get_or_init_device_settings};
 
+use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
 use crate::ops::{RoutedOps, RoutedOpsAutodiff};
+
+/// The incoming gradient of `ops`' output, and a way to hand each tracked parent its gradient:
+/// for ops with more than one output gradient to compute from shared intermediates.
+fn distribute<B: Backend, S, const N: usize>(
+    ops: Ops<S, N>,
+    grads: &mut Gradients,
+    parent_grads: impl FnOnce(FloatTensor<B>, [bool; N]) -> [Option<FloatTensor<B>>; N],
+) {
+    let grad = grads.consume::<B>(&ops.node);
+    let wanted = ops.parents.each_ref().map(Option::is_some);
+    let computed = parent_grads(grad, wanted);
+    for (parent, grad) in ops.parents.into_iter().zip(computed) {
+        if let (Some(node), Some(grad)) = (parent, grad) {
+            grads.register::<B>(node.id, grad);
+        }
+    }
+}
+
+/// The mean over the last dimension, kept with size 1.
+fn mean_last<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
+    let last = t.shape().num_dims() - 1;
+    B::float_mean_dim(t, last)
+}
+
+/// Backward of `gelu(x + bias)`: `gelu'(x + bias)` times the incoming gradient for `x`, summed
+/// over the leading dimensions for `bias`.
+#[derive(Debug)]
+struct BiasGeluBackward;
+
+impl<B: Backend> Backward<B, 2> for BiasGeluBackward {
+    /// The inputs.
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let (x, bias) = ops.state.clone();
+        distribute::<B, _, 2>(ops, grads, |grad, [_, want_bias]| {
+            let rank = x.shape().num_dims();
+            let z = B::float_add(x, broadcast_row::<B>(bias, rank));
+            let dz = B::gelu_backward(z, grad);
+            let d_bias = want_bias.then(|| sum_to_row::<B>(dz.clone()));
+            [Some(dz), d_bias]
+        });
+    }
+}
+
+/// Backward of `silu(gate) * up`: `up * silu'(gate)` for `gate` and `silu(gate)` for `up`,
+/// times the incoming gradient, with `silu'(g) = s + g s (1 - s)` and `s = sigmoid(g)`.
+#[derive(Debug)]
+struct SwigluBackward;
+
+impl<B: Backend> Backward<B, 2> for SwigluBackward {
+    /// The inputs.
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let (gate, up) = ops.state.clone();
+        distribute::<B, _, 2>(ops, grads, |grad, [want_gate, want_up]| {
+            let s = B::sigmoid(gate.clone());
+            let silu = B::float_mul(gate, s.clone());
+            let d_up = want_up.then(|| B::float_mul(grad.clone(), silu.clone()));
+            let d_gate = want_gate.then(|| {
+                // s + silu * (1 - s)
+                let one_minus_s = B::float_add_scalar(B::float_neg(s.clone()), Scalar::from(1.0));
+                let d_silu = B::float_add(s, B::float_mul(silu, one_minus_s));
+                B::float_mul(B::float_mul(grad, up), d_silu)
+            });
+            [d_gate, d_up]
+        });
+    }
+}
+
+/// Backward of RMS normalisation. With `r = 1 / sqrt(mean(x^2) + eps)`, `x^ = x r` and
+/// `g = grad * weight`: `dx = r (g - x^ mean(g x^))`, `dweight = sum(grad x^)` over the rows.
+#[derive(Debug)]
+struct RmsNormBackward;
+
+impl<B: Backend> Backward<B, 2> for RmsNormBackward {
+    /// The inputs and `eps`.
+    type State = (FloatTensor<B>, FloatTensor<B>, f32);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let (x, weight, eps) = ops.state.clone();
+        distribute::<B, _, 2>(ops, grads, |grad, [want_x, want_weight]| {
+            let rank = x.shape().num_dims();
+            let inverse = rms_inverse::<B>(x.clone(), eps);
+            let normalized = B::float_mul(x, inverse.clone());
+            let d_weight = want_weight
+                .then(|| sum_to_row::<B>(B::float_mul(grad.clone(), normalized.clone())));
+            let d_x = want_x.then(|| {
+                let g = B::float_mul(grad, broadcast_row::<B>(weight, rank));
+                let projection = mean_last::<B>(B::float_mul(g.clone(), normalized.clone()));
+                B::float_mul(
+                    inverse,
+                    B::float_sub(g, B::float_mul(normalized, projection)),
+                )
+            });
+            [d_x, d_weight]
+        });
+    }
+}
+
+/// Backward of layer normalisation. With `r = 1 / sqrt(var + eps)`, `x^ = (x - mean) r` and
+/// `g = grad * gamma`: `dx = r (g - mean(g) - x^ mean(g x^))`, `dgamma = sum(grad x^)` and
+/// `dbeta = sum(grad)` over the rows.
+#[derive(Debug)]
+struct LayerNormBackward;
+
+impl<B: Backend> Backward<B, 3> for LayerNormBackward {
+    /// `x`, `gamma` and `eps` (`beta` does not enter the gradients).
+    type State = (FloatTensor<B>, FloatTensor<B>, f32);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 3>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let (x, gamma, eps) = ops.state.clone();
+        distribute::<B, _, 3>(ops, grads, |grad, [want_x, want_gamma, want_beta]| {
+            let rank = x.shape().num_dims();
+            let (normalized, inverse) = standardize::<B>(x, eps);
+            let d_beta = want_beta.then(|| sum_to_row::<B>(grad.clone()));
+            let d_gamma =
+                want_gamma.then(|| sum_to_row::<B>(B::float_mul(grad.clone(), normalized.clone())));
+            let d_x = want_x.then(|| {
+                let g = B::float_mul(grad, broadcast_row::<B>(gamma, rank));
+                let mean_g = mean_last::<B>(g.clone());
+                let projection = mean_last::<B>(B::float_mul(g.clone(), normalized.clone()));
+                let centered = B::float_sub(
+                    B::float_sub(g, mean_g),
+                    B::float_mul(normalized, projection),
+                );
+                B::float_mul(inverse, centered)
+            });
+            [d_x, d_gamma, d_beta]
+        });
+    }
+}
+
+/// Backward of the last-dimension softmax: `y (grad - sum(grad y))` with `y` the output.
+#[derive(Debug)]
+struct SoftmaxBackward;
+
+impl<B: Backend> Backward<B, 1> for SoftmaxBackward {
+    /// The forward output.
+    type State = FloatTensor<B>;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let output = ops.state.clone();
+        unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+            let last = output.shape().num_dims() - 1;
+            let dot = B::float_sum_dim(B::float_mul(grad.clone(), output.clone()), last);
+            B::float_mul(output, B::float_sub(grad, dot))
+        });
+    }
+}
+
+/// Backward of the mean cross-entropy: `(softmax(logits) - one_hot(targets)) * grad / batch`.
+#[derive(Debug)]
+struct CrossEntropyBackward;
+
+impl<B: Backend> Backward<B, 1> for CrossEntropyBackward {
+    /// The logits and the targets.
+    type State = (FloatTensor<B>, IntTensor<B>);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let (logits, targets) = ops.state.clone();
+        unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+            let shape = logits.shape();
+            let (batch, classes) = (shape[0], shape[1]);
+            let hot = one_hot::<B>(targets, classes, &logits);
+            let diff = B::float_sub(B::softmax(logits, 1), hot);
+            let per_row = B::float_div_scalar(
+                B::float_reshape(grad, Shape::new([1, 1])),
+                Scalar::from(batch as f32),
+            );
+            B::float_mul(diff, per_row)
+        });
+    }
+}
+
+/// Backward of dropout: the incoming gradient through the keep mask, times `1 / (1 - p)`.
+#[derive(Debug)]
+struct DropoutBackward;
+
+impl<B: Backend> Backward<B, 1> for DropoutBackward {
+    /// The keep mask and the scale.
+    type State = (BoolTensor<B>, f32);
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let (mask, scale) = ops.state.clone();
+        unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+            let float_dtype = get_or_init_device_settings::<B>(&grad.device()).float_dtype;
+            let kept = B::float_mul(grad, B::bool_into_float(mask, float_dtype));
+            B::float_mul_scalar(kept, Scalar::from(scale))
+        });
+    }
+}
+
+/// The straight-through backward of `clamp_ste`: the incoming gradient, unchanged.
+#[derive(Debug)]
+struct StraightThroughBackward;
+
+impl<B: Backend> Backward<B, 1> for StraightThroughBackward {
+    type State = ();
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        unary::<B, _>(ops.parents, ops.node, grads, |grad| grad);
+    }
+}
 
 /// Backward of `relu(lhs + rhs)`: the incoming gradient where the output is positive, zero
 /// elsewhere, summed back over any broadcast dimension of each input.
@@ -124,6 +370,132 @@ impl<B: RoutedOps, C: CheckpointStrategy> RoutedOpsAutodiff for Autodiff<B, C> {
                 prep.finish((output.clone(), lhs_shape, rhs_shape), output)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::add_relu(lhs, rhs)),
+        }
+    }
+
+    fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> FloatTensor<Self> {
+        let (x, x_node) = x.into_parts();
+        let (bias, bias_node) = bias.into_parts();
+        match BiasGeluBackward
+            .prepare::<C>([x_node, bias_node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((x.clone(), bias.clone()), B::bias_gelu(x, bias)),
+            OpsKind::UnTracked(prep) => prep.finish(B::bias_gelu(x, bias)),
+        }
+    }
+
+    fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        let (gate, gate_node) = gate.into_parts();
+        let (up, up_node) = up.into_parts();
+        match SwigluBackward
+            .prepare::<C>([gate_node, up_node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((gate.clone(), up.clone()), B::swiglu(gate, up)),
+            OpsKind::UnTracked(prep) => prep.finish(B::swiglu(gate, up)),
+        }
+    }
+
+    fn rms_norm(x: FloatTensor<Self>, weight: FloatTensor<Self>, eps: f32) -> FloatTensor<Self> {
+        let (x, x_node) = x.into_parts();
+        let (weight, weight_node) = weight.into_parts();
+        match RmsNormBackward
+            .prepare::<C>([x_node, weight_node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                (x.clone(), weight.clone(), eps),
+                B::rms_norm(x, weight, eps),
+            ),
+            OpsKind::UnTracked(prep) => prep.finish(B::rms_norm(x, weight, eps)),
+        }
+    }
+
+    fn layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        let (x, x_node) = x.into_parts();
+        let (gamma, gamma_node) = gamma.into_parts();
+        let (beta, beta_node) = beta.into_parts();
+        match LayerNormBackward
+            .prepare::<C>([x_node, gamma_node, beta_node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                (x.clone(), gamma.clone(), eps),
+                <B as RoutedOps>::layer_norm(x, gamma, beta, eps),
+            ),
+            OpsKind::UnTracked(prep) => {
+                prep.finish(<B as RoutedOps>::layer_norm(x, gamma, beta, eps))
+            }
+        }
+    }
+
+    fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let (x, node) = x.into_parts();
+        match SoftmaxBackward
+            .prepare::<C>([node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let output = B::softmax_last(x);
+                prep.finish(output.clone(), output)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::softmax_last(x)),
+        }
+    }
+
+    fn cross_entropy_logits(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let (logits, node) = logits.into_parts();
+        match CrossEntropyBackward
+            .prepare::<C>([node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                (logits.clone(), targets.clone()),
+                B::cross_entropy_logits(logits, targets),
+            ),
+            OpsKind::UnTracked(prep) => prep.finish(B::cross_entropy_logits(logits, targets)),
+        }
+    }
+
+    fn dropout(x: FloatTensor<Self>, p: f32, seed: u64) -> (FloatTensor<Self>, BoolTensor<Self>) {
+        let (x, node) = x.into_parts();
+        let scale = super::composed::dropout_scale(p);
+        let (out, mask) = B::dropout(x, p, seed);
+        let out = match DropoutBackward
+            .prepare::<C>([node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((mask.clone(), scale), out),
+            OpsKind::UnTracked(prep) => prep.finish(out),
+        };
+        (out, mask)
+    }
+
+    fn clamp_ste(x: FloatTensor<Self>, lo: f32, hi: f32) -> FloatTensor<Self> {
+        let (x, node) = x.into_parts();
+        match StraightThroughBackward
+            .prepare::<C>([node])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((), B::clamp_ste(x, lo, hi)),
+            OpsKind::UnTracked(prep) => prep.finish(B::clamp_ste(x, lo, hi)),
         }
     }
 

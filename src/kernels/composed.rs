@@ -67,6 +67,194 @@ pub fn dequantize_relu<B: Backend>(x: QuantizedTensor<B>) -> FloatTensor<B> {
     B::relu(B::dequantize(x, FloatDType::F32))
 }
 
+/// `bias` (shape `[features]`) viewed with `x`'s rank, ready to broadcast over its leading
+/// dimensions.
+pub(crate) fn broadcast_row<B: Backend>(row: FloatTensor<B>, rank: usize) -> FloatTensor<B> {
+    let features = row.shape().num_elements();
+    let mut dims = vec![1; rank];
+    dims[rank - 1] = features;
+    B::float_reshape(row, Shape::from(dims))
+}
+
+/// Sums `t` over every dimension but the last and returns it with shape `[features]`: the
+/// gradient of a per-feature parameter.
+pub(crate) fn sum_to_row<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
+    let shape = t.shape();
+    let rank = shape.num_dims();
+    let features = shape[rank - 1];
+    let leading: Vec<usize> = (0..rank - 1).collect();
+    B::float_reshape(B::float_sum_dims(t, &leading), Shape::new([features]))
+}
+
+fn last_dim<B: Backend>(x: &FloatTensor<B>) -> usize {
+    x.shape().num_dims() - 1
+}
+
+pub fn bias_gelu<B: Backend>(x: FloatTensor<B>, bias: FloatTensor<B>) -> FloatTensor<B> {
+    let rank = x.shape().num_dims();
+    B::gelu(B::float_add(x, broadcast_row::<B>(bias, rank)))
+}
+
+pub fn swiglu<B: Backend>(gate: FloatTensor<B>, up: FloatTensor<B>) -> FloatTensor<B> {
+    let silu = B::float_mul(gate.clone(), B::sigmoid(gate));
+    B::float_mul(silu, up)
+}
+
+/// `1 / sqrt(mean(x^2) + eps)` over the last dimension, kept with size 1.
+pub(crate) fn rms_inverse<B: Backend>(x: FloatTensor<B>, eps: f32) -> FloatTensor<B> {
+    let last = last_dim::<B>(&x);
+    let mean_square = B::float_mean_dim(B::float_mul(x.clone(), x), last);
+    B::float_recip(B::float_sqrt(B::float_add_scalar(
+        mean_square,
+        Scalar::from(eps),
+    )))
+}
+
+pub fn rms_norm<B: Backend>(x: FloatTensor<B>, weight: FloatTensor<B>, eps: f32) -> FloatTensor<B> {
+    let rank = x.shape().num_dims();
+    let inverse = rms_inverse::<B>(x.clone(), eps);
+    B::float_mul(B::float_mul(x, inverse), broadcast_row::<B>(weight, rank))
+}
+
+/// `(x - mean) / sqrt(var + eps)` over the last dimension, and the `1 / sqrt(var + eps)` factor.
+pub(crate) fn standardize<B: Backend>(
+    x: FloatTensor<B>,
+    eps: f32,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let last = last_dim::<B>(&x);
+    let mean = B::float_mean_dim(x.clone(), last);
+    let centered = B::float_sub(x, mean);
+    let var = B::float_mean_dim(B::float_mul(centered.clone(), centered.clone()), last);
+    let inverse = B::float_recip(B::float_sqrt(B::float_add_scalar(var, Scalar::from(eps))));
+    (B::float_mul(centered, inverse.clone()), inverse)
+}
+
+pub fn layer_norm<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: FloatTensor<B>,
+    eps: f32,
+) -> FloatTensor<B> {
+    let rank = x.shape().num_dims();
+    let (normalized, _) = standardize::<B>(x, eps);
+    B::float_add(
+        B::float_mul(normalized, broadcast_row::<B>(gamma, rank)),
+        broadcast_row::<B>(beta, rank),
+    )
+}
+
+pub fn softmax_last<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    let last = last_dim::<B>(&x);
+    B::softmax(x, last)
+}
+
+/// `targets` (`[batch]`) as a `[batch, classes]` float one-hot matrix.
+pub(crate) fn one_hot<B: Backend>(
+    targets: IntTensor<B>,
+    classes: usize,
+    like: &FloatTensor<B>,
+) -> FloatTensor<B> {
+    let device = like.device();
+    let settings = get_or_init_device_settings::<B>(&device);
+    let batch = targets.shape().num_elements();
+    let end = i64::try_from(classes).expect("class count fits in i64");
+    let classes_row = B::int_reshape(
+        B::int_arange(0..end, &device, settings.int_dtype),
+        Shape::new([1, classes]),
+    );
+    let column = B::int_reshape(targets, Shape::new([batch, 1]));
+    let rows = B::int_expand(column, Shape::new([batch, classes]));
+    let hits = B::int_equal(
+        B::int_expand(classes_row, Shape::new([batch, classes])),
+        rows,
+        settings.bool_dtype,
+    );
+    B::bool_into_float(hits, settings.float_dtype)
+}
+
+pub fn cross_entropy_logits<B: Backend>(
+    logits: FloatTensor<B>,
+    targets: IntTensor<B>,
+) -> FloatTensor<B> {
+    let shape = logits.shape();
+    let (batch, classes) = (shape[0], shape[1]);
+    let log_probs = B::log_softmax(logits.clone(), 1);
+    let picked = B::float_sum_dim(
+        B::float_mul(log_probs, one_hot::<B>(targets, classes, &logits)),
+        1,
+    );
+    let mean = B::float_mean_dim(B::float_reshape(picked, Shape::new([batch])), 0);
+    B::float_neg(B::float_reshape(mean, Shape::new([1])))
+}
+
+/// The keep mask of `dropout`: element `i` is kept when a hash of `seed` and `i`, as a uniform
+/// number in `[0, 1)`, is at least `p`. The same on every backend.
+pub(crate) fn dropout_keep(numel: usize, p: f32, seed: u64) -> Vec<bool> {
+    (0..numel as u64)
+        .map(|i| dropout_uniform(seed, i) >= p)
+        .collect()
+}
+
+/// A uniform number in `[0, 1)` from `seed` and an element index (splitmix64 finaliser).
+pub(crate) fn dropout_uniform(seed: u64, index: u64) -> f32 {
+    let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    // The top 24 bits fill an f32 mantissa exactly.
+    (z >> 40) as f32 / (1u64 << 24) as f32
+}
+
+/// `1 / (1 - p)`, after checking `p`.
+pub(crate) fn dropout_scale(p: f32) -> f32 {
+    assert!(
+        (0.0..=1.0).contains(&p),
+        "dropout: `p` must be a probability in [0, 1], got {p}"
+    );
+    if p >= 1.0 { 0.0 } else { 1.0 / (1.0 - p) }
+}
+
+pub fn dropout<B: Backend>(
+    x: FloatTensor<B>,
+    p: f32,
+    seed: u64,
+) -> (FloatTensor<B>, BoolTensor<B>) {
+    let scale = dropout_scale(p);
+    let shape = x.shape();
+    let device = x.device();
+    let keep = dropout_keep(shape.num_elements(), p, seed);
+    let mask = B::bool_from_data(burn_backend::TensorData::new(keep, shape), &device);
+    let float_dtype = get_or_init_device_settings::<B>(&device).float_dtype;
+    let kept = B::float_mul(x, B::bool_into_float(mask.clone(), float_dtype));
+    (B::float_mul_scalar(kept, Scalar::from(scale)), mask)
+}
+
+pub(crate) fn check_clamp_bounds(lo: f32, hi: f32) {
+    assert!(
+        lo <= hi,
+        "clamp_ste: `lo` ({lo}) must not exceed `hi` ({hi})"
+    );
+}
+
+pub fn clamp_ste<B: Backend>(x: FloatTensor<B>, lo: f32, hi: f32) -> FloatTensor<B> {
+    check_clamp_bounds(lo, hi);
+    B::float_clamp(x, Scalar::from(lo), Scalar::from(hi))
+}
+
+pub(crate) fn check_k(k: usize, width: usize) {
+    assert!(
+        k <= width,
+        "topk_last: `k` ({k}) exceeds the size of the last dimension ({width})"
+    );
+}
+
+pub fn topk_last<B: Backend>(x: &FloatTensor<B>, k: usize) -> (FloatTensor<B>, IntTensor<B>) {
+    let last = last_dim::<B>(x);
+    check_k(k, x.shape()[last]);
+    let int_dtype = get_or_init_device_settings::<B>(&x.device()).int_dtype;
+    B::float_topk_with_indices(x.clone(), last, k, int_dtype)
+}
+
 /// `impl RoutedOps for $backend` with the composed kernels.
 #[cfg(any(feature = "cube", feature = "remote"))]
 macro_rules! composed_routed_ops {
@@ -108,6 +296,49 @@ macro_rules! composed_routed_ops {
             }
             fn dequantize_relu(x: QuantizedTensor<Self>) -> FloatTensor<Self> {
                 $crate::kernels::composed::dequantize_relu::<Self>(x)
+            }
+            fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> FloatTensor<Self> {
+                $crate::kernels::composed::bias_gelu::<Self>(x, bias)
+            }
+            fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+                $crate::kernels::composed::swiglu::<Self>(gate, up)
+            }
+            fn rms_norm(
+                x: FloatTensor<Self>,
+                weight: FloatTensor<Self>,
+                eps: f32,
+            ) -> FloatTensor<Self> {
+                $crate::kernels::composed::rms_norm::<Self>(x, weight, eps)
+            }
+            fn layer_norm(
+                x: FloatTensor<Self>,
+                gamma: FloatTensor<Self>,
+                beta: FloatTensor<Self>,
+                eps: f32,
+            ) -> FloatTensor<Self> {
+                $crate::kernels::composed::layer_norm::<Self>(x, gamma, beta, eps)
+            }
+            fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
+                $crate::kernels::composed::softmax_last::<Self>(x)
+            }
+            fn cross_entropy_logits(
+                logits: FloatTensor<Self>,
+                targets: IntTensor<Self>,
+            ) -> FloatTensor<Self> {
+                $crate::kernels::composed::cross_entropy_logits::<Self>(logits, targets)
+            }
+            fn dropout(
+                x: FloatTensor<Self>,
+                p: f32,
+                seed: u64,
+            ) -> (FloatTensor<Self>, BoolTensor<Self>) {
+                $crate::kernels::composed::dropout::<Self>(x, p, seed)
+            }
+            fn clamp_ste(x: FloatTensor<Self>, lo: f32, hi: f32) -> FloatTensor<Self> {
+                $crate::kernels::composed::clamp_ste::<Self>(x, lo, hi)
+            }
+            fn topk_last(x: &FloatTensor<Self>, k: usize) -> (FloatTensor<Self>, IntTensor<Self>) {
+                $crate::kernels::composed::topk_last::<Self>(x, k)
             }
         }
     };

@@ -376,7 +376,11 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     w.line(plan);
 
     w.open("match route.target() {");
-    let run_call = |lane: &str| {
+    // The kernel is named through its trait: an op may share its name with a method of Burn's
+    // own backend traits (`layer_norm`, `gelu`, ...), which a plain `Lane::op` would make
+    // ambiguous.
+    let group = &ir.groups[op.group];
+    let run_call = |lane: &str, trait_name: &str| {
         cat([
             if generic {
                 format!("run::<{lane}>")
@@ -385,9 +389,12 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
             }
             .into(),
             parens(
-                ["&route".to_owned(), format!("{lane}::{}", op.name)]
-                    .into_iter()
-                    .chain(op.inputs.iter().map(|i| i.name.clone())),
+                [
+                    "&route".to_owned(),
+                    format!("<{lane} as {trait_name}>::{}", op.name),
+                ]
+                .into_iter()
+                .chain(op.inputs.iter().map(|i| i.name.clone())),
             ),
         ])
     };
@@ -398,7 +405,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
         arm(
             w,
             format!("(rt::BackendId::{name}, rt::Mode::Concrete)"),
-            run_call(&lane),
+            run_call(&lane, &group.name),
         );
         if op.policy == Policy::Differentiable {
             // With the autodiff cfg off, a listed backend still answers autodiff routing with
@@ -415,6 +422,13 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
                 "Err(route.autodiff_off())".into(),
             );
             let cfg = autodiff_backend_cfg(ir, backend);
+            // Composite ops have no autodiff trait: their `Autodiff<B, C>` impl is the main
+            // trait's default body.
+            let autodiff_trait = if group.composite {
+                &group.name
+            } else {
+                &group.autodiff_name
+            };
             for (strategy, lane) in [
                 ("Disabled", format!("Autodiff{name}")),
                 ("Balanced", format!("Balanced{name}")),
@@ -425,7 +439,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
                     format!(
                         "(rt::BackendId::{name}, rt::Mode::Autodiff(rt::Checkpointing::{strategy}))"
                     ),
-                    run_call(&lane),
+                    run_call(&lane, autodiff_trait),
                 );
             }
         }
