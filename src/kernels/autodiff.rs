@@ -6,7 +6,7 @@ use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_autodiff::grads::Gradients;
 use burn_autodiff::ops::{Backward, Ops, OpsKind, binary, broadcast_shape, unary};
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
-use burn_backend::{Backend, Scalar, Shape, TensorMetadata, get_or_init_device_settings};
+use burn_backend::{Backend, FloatDType, Scalar, Shape, TensorMetadata};
 
 use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
 use crate::ops::{RoutedOps, RoutedOpsAutodiff};
@@ -232,7 +232,7 @@ impl<B: Backend> Backward<B, 1> for DropoutBackward {
     ) {
         let (mask, scale) = ops.state.clone();
         unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-            let float_dtype = get_or_init_device_settings::<B>(&grad.device()).float_dtype;
+            let float_dtype = FloatDType::from(grad.dtype());
             let kept = B::float_mul(grad, B::bool_into_float(mask, float_dtype));
             B::float_mul_scalar(kept, Scalar::from(scale))
         });

@@ -6,7 +6,7 @@
 
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
 use burn_backend::{
-    Backend, FloatDType, Scalar, Shape, TensorMetadata, get_or_init_device_settings,
+    Backend, FloatDType, IntDType, Scalar, Shape, TensorMetadata, get_or_init_device_settings,
 };
 
 pub fn add_relu<B: Backend>(lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
@@ -148,7 +148,8 @@ pub fn softmax_last<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::softmax(x, last)
 }
 
-/// `targets` (`[batch]`) as a `[batch, classes]` float one-hot matrix.
+/// `targets` (`[batch]`, any int dtype) as a `[batch, classes]` one-hot matrix in `like`'s float
+/// dtype.
 pub(crate) fn one_hot<B: Backend>(
     targets: IntTensor<B>,
     classes: usize,
@@ -162,6 +163,12 @@ pub(crate) fn one_hot<B: Backend>(
         B::int_arange(0..end, &device, settings.int_dtype),
         Shape::new([1, classes]),
     );
+    // Compare in the dtype `arange` uses.
+    let targets = if IntDType::from(targets.dtype()) == settings.int_dtype {
+        targets
+    } else {
+        B::int_cast(targets, settings.int_dtype)
+    };
     let column = B::int_reshape(targets, Shape::new([batch, 1]));
     let rows = B::int_expand(column, Shape::new([batch, classes]));
     let hits = B::int_equal(
@@ -169,14 +176,56 @@ pub(crate) fn one_hot<B: Backend>(
         rows,
         settings.bool_dtype,
     );
-    B::bool_into_float(hits, settings.float_dtype)
+    B::bool_into_float(hits, FloatDType::from(like.dtype()))
 }
 
+/// The class of every row, read back to the host and checked against `0..classes`: an
+/// out-of-range target would otherwise select nothing and silently lower the loss.
+///
+/// # Panics
+///
+/// With the row and the value of the first target outside `0..classes`, or when the targets do
+/// not have one entry per row.
+pub(crate) fn target_classes<B: Backend>(
+    targets: &IntTensor<B>,
+    batch: usize,
+    classes: usize,
+) -> Vec<usize> {
+    let data = burn_tensor::read_sync(B::int_into_data(targets.clone()))
+        .expect("cross_entropy_logits: reading the targets failed");
+    let values = data
+        .convert::<i64>()
+        .try_into_vec::<i64>()
+        .expect("int targets convert to i64");
+    assert_eq!(
+        values.len(),
+        batch,
+        "cross_entropy_logits: {} targets for {batch} rows of logits",
+        values.len()
+    );
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, &target)| {
+            usize::try_from(target)
+                .ok()
+                .filter(|&c| c < classes)
+                .unwrap_or_else(|| {
+                    panic!(
+                        "cross_entropy_logits: target {target} of row {i} is outside 0..{classes}"
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Checks the targets on the host first (see [`target_classes`]): one read-back per call.
 pub fn cross_entropy_logits<B: Backend>(
     logits: FloatTensor<B>,
     targets: IntTensor<B>,
 ) -> FloatTensor<B> {
     let shape = logits.shape();
+    target_classes::<B>(&targets, shape[0], shape[1]);
     let (batch, classes) = (shape[0], shape[1]);
     let log_probs = B::log_softmax(logits.clone(), 1);
     let picked = B::float_sum_dim(
@@ -224,7 +273,7 @@ pub fn dropout<B: Backend>(
     let device = x.device();
     let keep = dropout_keep(shape.num_elements(), p, seed);
     let mask = B::bool_from_data(burn_backend::TensorData::new(keep, shape), &device);
-    let float_dtype = get_or_init_device_settings::<B>(&device).float_dtype;
+    let float_dtype = FloatDType::from(x.dtype());
     let kept = B::float_mul(x, B::bool_into_float(mask.clone(), float_dtype));
     (B::float_mul_scalar(kept, Scalar::from(scale)), mask)
 }

@@ -95,16 +95,6 @@ fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + (-z).exp())
 }
 
-/// Integer class targets as `i64`, whatever int dtype holds them.
-fn targets_i64(targets: &FlexTensor) -> Option<Vec<i64>> {
-    if let Some(t) = targets.as_slice::<i64>() {
-        return Some(t.to_vec());
-    }
-    targets
-        .as_slice::<i32>()
-        .map(|t| t.iter().map(|&v| i64::from(v)).collect())
-}
-
 impl RoutedOps for Flex {
     fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         if lhs.shape() == rhs.shape()
@@ -296,19 +286,14 @@ impl RoutedOps for Flex {
     ) -> FloatTensor<Self> {
         let shape = logits.shape();
         let (batch, classes) = (shape[0], shape[1]);
-        if let (Some(x), Some(t)) = (f32_slice(&logits), targets_i64(&targets))
-            && t.len() == batch
+        if let Some(x) = f32_slice(&logits)
             && batch > 0
             && classes > 0
         {
+            // Any layout and int dtype; panics on a target outside `0..classes`.
+            let class_of_row = composed::target_classes::<Self>(&targets, batch, classes);
             let mut total = 0.0_f64;
-            for (i, (row, &target)) in x.chunks_exact(classes).zip(&t).enumerate() {
-                let class = usize::try_from(target).ok().filter(|&c| c < classes);
-                let Some(class) = class else {
-                    panic!(
-                        "cross_entropy_logits: target {target} of row {i} is outside 0..{classes}"
-                    );
-                };
+            for (row, &class) in x.chunks_exact(classes).zip(&class_of_row) {
                 let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 let sum: f32 = row.iter().map(|v| (v - max).exp()).sum();
                 total += f64::from(max + sum.ln() - row[class]);
