@@ -1,0 +1,570 @@
+//! burn-route's routed ops against the same computation written with Burn's `Tensor` API, on
+//! Flex (Burn's pure-Rust CPU backend).
+//!
+//! For each op, the group `fwd/<op>` times the forward pass on `Device::flex()` and, for the
+//! differentiable ops, `fwd_bwd/<op>` times forward + backward on `Device::flex().autodiff()`
+//! (every float input a `require_grad()` leaf). Each group has the ids `burn_route/<size>` (the
+//! `burn_route::<op>` function) and `burn_tensor/<size>` (the composition a user would write
+//! without burn-route), at 1K, 64K and 1M elements: `[n / 256, 256]` inputs, `[n / 128, 128]`
+//! logits for cross-entropy, `[256]` per-feature parameters.
+//!
+//! Both variants of a benchmark get fresh, uniquely owned copies of the same input values from
+//! `iter_batched`'s untimed setup (the Flex kernels of both work in place on a buffer they own),
+//! and their outputs are dropped outside the timed part. The backward loss is the same for both:
+//! `out.sum()` for element-wise ops, `(out * w).sum()` with a fixed random `w` for the row-wise
+//! ops (whose plain sum has a constant or trivial gradient), the loss itself for cross-entropy.
+//! Before timing, a check at 1K elements asserts that both variants compute the same forward
+//! values (dropout: the same keep rate and scale, as the masks differ).
+//!
+//! Run everything (a few minutes on 2 cores), or filter with criterion's usual regex:
+//!
+//! ```sh
+//! cargo bench --bench ops
+//! cargo bench --bench ops -- rms_norm          # fwd/rms_norm and fwd_bwd/rms_norm
+//! cargo bench --bench ops -- '^fwd/'           # forward passes only
+//! cargo bench --bench ops -- 'burn_route/1M'   # one variant at one size, every op
+//! ```
+//!
+//! The short configuration (10 samples, 0.5 s warm-up, 1 s measurement) can be overridden on the
+//! command line (`-- --sample-size 50 --measurement-time 5`).
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use burn_tensor::activation::{gelu, log_softmax, relu, silu, softmax};
+use burn_tensor::{Device, Distribution, Int, Tensor, TensorData};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+
+/// Element counts of the inputs, with their labels in benchmark ids.
+const SIZES: [(usize, &str); 3] = [(1 << 10, "1K"), (1 << 16, "64K"), (1 << 20, "1M")];
+/// Last dimension of the inputs (`[n / WIDTH, WIDTH]`) and size of per-feature parameters.
+const WIDTH: usize = 256;
+/// Classes of the cross-entropy logits (`[n / CLASSES, CLASSES]`).
+const CLASSES: usize = 128;
+const EPS: f32 = 1e-5;
+/// Dropout probability and the routed op's mask seed.
+const P: f32 = 0.1;
+const SEED: u64 = 0x5EED;
+/// Clamp bounds (inputs are uniform in `[-3, 3)`).
+const LO: f32 = -1.0;
+const HI: f32 = 1.0;
+const ALPHA: f32 = 0.5;
+const BETA: f32 = -2.0;
+/// `k` of top-k along the last dimension.
+const K: usize = 8;
+
+/// Uniform values in `[lo, hi)` from a fixed xorshift stream, so every run times the same inputs.
+fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            #[allow(clippy::cast_precision_loss)] // 24 random bits fit an f32 exactly.
+            let unit = (state >> 40) as f32 / (1u64 << 24) as f32;
+            lo + (hi - lo) * unit
+        })
+        .collect()
+}
+
+/// `[n / width, width]` values uniform in `[-3, 3)`.
+fn matrix(n: usize, width: usize, seed: u64) -> TensorData {
+    TensorData::new(uniform(n, seed, -3.0, 3.0), [n / width, width])
+}
+
+/// `[WIDTH]` values uniform in `[lo, hi)`.
+fn features(seed: u64, lo: f32, hi: f32) -> TensorData {
+    TensorData::new(uniform(WIDTH, seed, lo, hi), [WIDTH])
+}
+
+/// A fresh tensor (its own buffer) with `data`'s values on `device`.
+fn float<const D: usize>(data: &TensorData, device: &Device) -> Tensor<D> {
+    Tensor::from_data(data.clone(), device)
+}
+
+/// A fresh gradient-tracked leaf with `data`'s values on the autodiff `device`.
+#[cfg(feature = "autodiff")]
+fn leaf<const D: usize>(data: &TensorData, device: &Device) -> Tensor<D> {
+    float(data, device).require_grad()
+}
+
+/// Small batches amortise the timer below 1M elements; at 1M one input at a time keeps a batch of
+/// prepared inputs from crowding the caches.
+fn batch_size(n: usize) -> BatchSize {
+    if n >= 1 << 20 {
+        BatchSize::LargeInput
+    } else {
+        BatchSize::SmallInput
+    }
+}
+
+/// The group `name`: at every size, `prepare(n)` makes the input values once (untimed), `fresh`
+/// turns them into new tensors for every iteration (untimed), and `burn_route` / `burn_tensor`
+/// consume those tensors (timed).
+fn compare<P, I, O1, O2>(
+    c: &mut Criterion,
+    name: &str,
+    prepare: impl Fn(usize) -> P,
+    fresh: impl Fn(&P) -> I,
+    burn_route: impl Fn(I) -> O1,
+    burn_tensor: impl Fn(I) -> O2,
+) {
+    let mut group = c.benchmark_group(name);
+    for (n, label) in SIZES {
+        let values = prepare(n);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::new("burn_route", label), |b| {
+            b.iter_batched(
+                || fresh(&values),
+                |inputs| burn_route(black_box(inputs)),
+                batch_size(n),
+            );
+        });
+        group.bench_function(BenchmarkId::new("burn_tensor", label), |b| {
+            b.iter_batched(
+                || fresh(&values),
+                |inputs| burn_tensor(black_box(inputs)),
+                batch_size(n),
+            );
+        });
+    }
+    group.finish();
+}
+
+// --- Burn's `Tensor` API: what a user writes without burn-route. ---
+
+fn rms_norm_burn(x: Tensor<2>, weight: Tensor<1>) -> Tensor<2> {
+    x.clone() / (x.square().mean_dim(1) + EPS).sqrt() * weight.unsqueeze::<2>()
+}
+
+fn layer_norm_burn(x: Tensor<2>, gamma: Tensor<1>, beta: Tensor<1>) -> Tensor<2> {
+    let (var, mean) = x.clone().var_mean_bias(1);
+    (x - mean) / (var + EPS).sqrt() * gamma.unsqueeze::<2>() + beta.unsqueeze::<2>()
+}
+
+fn cross_entropy_burn(logits: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
+    -log_softmax(logits, 1)
+        .gather(1, targets.unsqueeze_dim::<2>(1))
+        .mean()
+}
+
+fn dropout_burn(x: Tensor<2>) -> Tensor<2> {
+    let keep = x.random_like(Distribution::Bernoulli(f64::from(1.0 - P)));
+    x * keep / (1.0 - P)
+}
+
+// --- Inputs. ---
+
+fn two(n: usize) -> (TensorData, TensorData) {
+    (matrix(n, WIDTH, 1), matrix(n, WIDTH, 2))
+}
+
+fn one(n: usize) -> TensorData {
+    matrix(n, WIDTH, 3)
+}
+
+/// `x`, a `[WIDTH]` bias, and the loss weights.
+fn with_bias(n: usize) -> (TensorData, TensorData, TensorData) {
+    (
+        matrix(n, WIDTH, 4),
+        features(5, -1.0, 1.0),
+        matrix(n, WIDTH, 6),
+    )
+}
+
+/// `x`, `gamma`, `beta` and the loss weights.
+fn norm(n: usize) -> (TensorData, TensorData, TensorData, TensorData) {
+    (
+        matrix(n, WIDTH, 7),
+        features(8, 0.5, 1.5),
+        features(9, -0.5, 0.5),
+        matrix(n, WIDTH, 10),
+    )
+}
+
+/// `[n / CLASSES, CLASSES]` logits and one target class per row.
+fn logits(n: usize) -> (TensorData, TensorData) {
+    let rows = n / CLASSES;
+    let targets: Vec<i64> = (0..rows)
+        .map(|i| i64::try_from((i * 37 + 11) % CLASSES).expect("class fits in i64"))
+        .collect();
+    (matrix(n, CLASSES, 11), TensorData::new(targets, [rows]))
+}
+
+// --- The groups. ---
+
+fn elementwise(c: &mut Criterion) {
+    let flex = Device::flex();
+    let d = &flex;
+
+    compare(
+        c,
+        "fwd/add_relu",
+        two,
+        |(a, b)| (float::<2>(a, d), float::<2>(b, d)),
+        |(a, b)| burn_route::add_relu(a, b),
+        |(a, b)| relu(a + b),
+    );
+    compare(
+        c,
+        "fwd/bias_gelu",
+        with_bias,
+        |(x, b, _)| (float::<2>(x, d), float::<1>(b, d)),
+        |(x, b)| burn_route::bias_gelu(x, b),
+        |(x, b)| gelu(x + b.unsqueeze::<2>()),
+    );
+    compare(
+        c,
+        "fwd/swiglu",
+        two,
+        |(g, u)| (float::<2>(g, d), float::<2>(u, d)),
+        |(g, u)| burn_route::swiglu(g, u),
+        |(g, u)| silu(g) * u,
+    );
+    compare(
+        c,
+        "fwd/dropout",
+        one,
+        |x| float::<2>(x, d),
+        |x| burn_route::dropout(x, P, SEED),
+        dropout_burn,
+    );
+    compare(
+        c,
+        "fwd/clamp_ste",
+        one,
+        |x| float::<2>(x, d),
+        |x| burn_route::clamp_ste(x, LO, HI),
+        |x| x.clamp(LO, HI),
+    );
+    compare(
+        c,
+        "fwd/scale",
+        one,
+        |x| float::<2>(x, d),
+        |x| burn_route::scale(x, ALPHA),
+        |x| x * ALPHA,
+    );
+    compare(
+        c,
+        "fwd/axpby",
+        two,
+        |(x, y)| (float::<2>(x, d), float::<2>(y, d)),
+        |(x, y)| burn_route::axpby(x, Some(y), ALPHA, BETA),
+        |(x, y)| x * ALPHA + y * BETA,
+    );
+}
+
+fn rowwise(c: &mut Criterion) {
+    let flex = Device::flex();
+    let d = &flex;
+
+    compare(
+        c,
+        "fwd/rms_norm",
+        norm,
+        |(x, w, _, _)| (float::<2>(x, d), float::<1>(w, d)),
+        |(x, w)| burn_route::rms_norm(x, w, EPS),
+        |(x, w)| rms_norm_burn(x, w),
+    );
+    compare(
+        c,
+        "fwd/layer_norm",
+        norm,
+        |(x, g, b, _)| (float::<2>(x, d), float::<1>(g, d), float::<1>(b, d)),
+        |(x, g, b)| burn_route::layer_norm(x, g, b, EPS),
+        |(x, g, b)| layer_norm_burn(x, g, b),
+    );
+    compare(
+        c,
+        "fwd/softmax_last",
+        one,
+        |x| float::<2>(x, d),
+        burn_route::softmax_last,
+        |x| softmax(x, 1),
+    );
+    compare(
+        c,
+        "fwd/cross_entropy_logits",
+        logits,
+        |(l, t)| (float::<2>(l, d), Tensor::<1, Int>::from_data(t.clone(), d)),
+        |(l, t)| burn_route::cross_entropy_logits(l, t),
+        |(l, t)| cross_entropy_burn(l, t),
+    );
+    // The selections borrow their input; it is dropped in the timed part, like the input Burn's
+    // versions consume.
+    compare(
+        c,
+        "fwd/topk_last",
+        one,
+        |x| float::<2>(x, d),
+        |x| {
+            let out = burn_route::topk_last(&x, K);
+            drop(x);
+            out
+        },
+        |x| x.topk_with_indices(K, 1),
+    );
+    compare(
+        c,
+        "fwd/argmax_last",
+        one,
+        |x| float::<2>(x, d),
+        |x| {
+            let out = burn_route::argmax_last(&x);
+            drop(x);
+            out
+        },
+        |x| x.argmax(1),
+    );
+}
+
+#[cfg(feature = "autodiff")]
+fn backward(c: &mut Criterion) {
+    let autodiff = Device::flex().autodiff();
+    let d = &autodiff;
+
+    compare(
+        c,
+        "fwd_bwd/add_relu",
+        two,
+        |(a, b)| (leaf::<2>(a, d), leaf::<2>(b, d)),
+        |(a, b)| burn_route::add_relu(a, b).sum().backward(),
+        |(a, b)| relu(a + b).sum().backward(),
+    );
+    compare(
+        c,
+        "fwd_bwd/bias_gelu",
+        with_bias,
+        |(x, b, _)| (leaf::<2>(x, d), leaf::<1>(b, d)),
+        |(x, b)| burn_route::bias_gelu(x, b).sum().backward(),
+        |(x, b)| gelu(x + b.unsqueeze::<2>()).sum().backward(),
+    );
+    compare(
+        c,
+        "fwd_bwd/swiglu",
+        two,
+        |(g, u)| (leaf::<2>(g, d), leaf::<2>(u, d)),
+        |(g, u)| burn_route::swiglu(g, u).sum().backward(),
+        |(g, u)| (silu(g) * u).sum().backward(),
+    );
+    compare(
+        c,
+        "fwd_bwd/rms_norm",
+        norm,
+        |(x, w, _, lw)| (leaf::<2>(x, d), leaf::<1>(w, d), float::<2>(lw, d)),
+        |(x, w, lw)| (burn_route::rms_norm(x, w, EPS) * lw).sum().backward(),
+        |(x, w, lw)| (rms_norm_burn(x, w) * lw).sum().backward(),
+    );
+    compare(
+        c,
+        "fwd_bwd/layer_norm",
+        norm,
+        |(x, g, b, lw)| {
+            (
+                leaf::<2>(x, d),
+                leaf::<1>(g, d),
+                leaf::<1>(b, d),
+                float::<2>(lw, d),
+            )
+        },
+        |(x, g, b, lw)| (burn_route::layer_norm(x, g, b, EPS) * lw).sum().backward(),
+        |(x, g, b, lw)| (layer_norm_burn(x, g, b) * lw).sum().backward(),
+    );
+    compare(
+        c,
+        "fwd_bwd/softmax_last",
+        with_bias,
+        |(x, _, lw)| (leaf::<2>(x, d), float::<2>(lw, d)),
+        |(x, lw)| (burn_route::softmax_last(x) * lw).sum().backward(),
+        |(x, lw)| (softmax(x, 1) * lw).sum().backward(),
+    );
+    compare(
+        c,
+        "fwd_bwd/cross_entropy_logits",
+        logits,
+        |(l, t)| (leaf::<2>(l, d), Tensor::<1, Int>::from_data(t.clone(), d)),
+        |(l, t)| burn_route::cross_entropy_logits(l, t).backward(),
+        |(l, t)| cross_entropy_burn(l, t).backward(),
+    );
+    compare(
+        c,
+        "fwd_bwd/dropout",
+        one,
+        |x| leaf::<2>(x, d),
+        |x| burn_route::dropout(x, P, SEED).0.sum().backward(),
+        |x| dropout_burn(x).sum().backward(),
+    );
+    compare(
+        c,
+        "fwd_bwd/clamp_ste",
+        one,
+        |x| leaf::<2>(x, d),
+        |x| burn_route::clamp_ste(x, LO, HI).sum().backward(),
+        |x| x.clamp(LO, HI).sum().backward(),
+    );
+    compare(
+        c,
+        "fwd_bwd/scale",
+        one,
+        |x| leaf::<2>(x, d),
+        |x| burn_route::scale(x, ALPHA).sum().backward(),
+        |x| (x * ALPHA).sum().backward(),
+    );
+    compare(
+        c,
+        "fwd_bwd/axpby",
+        two,
+        |(x, y)| (leaf::<2>(x, d), leaf::<2>(y, d)),
+        |(x, y)| burn_route::axpby(x, Some(y), ALPHA, BETA).sum().backward(),
+        |(x, y)| (x * ALPHA + y * BETA).sum().backward(),
+    );
+}
+
+// --- Both variants compute the same thing (checked once, at 1K elements, before timing). ---
+
+fn floats<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
+    t.try_to_vec_as::<f32>().expect("float values")
+}
+
+fn ints<const D: usize>(t: &Tensor<D, Int>) -> Vec<i64> {
+    t.try_to_vec_as::<i64>().expect("int values")
+}
+
+#[track_caller]
+fn assert_close<const D: usize>(ours: &Tensor<D>, theirs: &Tensor<D>, what: &str) {
+    assert_eq!(ours.shape(), theirs.shape(), "{what}: shapes differ");
+    for (i, (a, b)) in floats(ours).iter().zip(floats(theirs)).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-4 * (1.0 + b.abs()),
+            "{what}: the two variants differ at element {i}: {a} vs {b}"
+        );
+    }
+}
+
+fn same_values(_: &mut Criterion) {
+    let d = &Device::flex();
+    let n = SIZES[0].0;
+    let (a, b) = two(n);
+    let (a, b) = (float::<2>(&a, d), float::<2>(&b, d));
+    let (x, bias, _) = with_bias(n);
+    let (x, bias) = (float::<2>(&x, d), float::<1>(&bias, d));
+    let (_, gamma, beta, _) = norm(n);
+    let (gamma, beta) = (float::<1>(&gamma, d), float::<1>(&beta, d));
+
+    let close = |ours: Tensor<2>, theirs: Tensor<2>, what| assert_close(&ours, &theirs, what);
+    close(
+        burn_route::add_relu(a.clone(), b.clone()),
+        relu(a.clone() + b.clone()),
+        "add_relu",
+    );
+    close(
+        burn_route::bias_gelu(x.clone(), bias.clone()),
+        gelu(x.clone() + bias.clone().unsqueeze::<2>()),
+        "bias_gelu",
+    );
+    close(
+        burn_route::swiglu(a.clone(), b.clone()),
+        silu(a.clone()) * b.clone(),
+        "swiglu",
+    );
+    close(
+        burn_route::rms_norm(x.clone(), gamma.clone(), EPS),
+        rms_norm_burn(x.clone(), gamma.clone()),
+        "rms_norm",
+    );
+    close(
+        burn_route::layer_norm(x.clone(), gamma.clone(), beta.clone(), EPS),
+        layer_norm_burn(x.clone(), gamma, beta),
+        "layer_norm",
+    );
+    close(
+        burn_route::softmax_last(x.clone()),
+        softmax(x.clone(), 1),
+        "softmax_last",
+    );
+    close(
+        burn_route::clamp_ste(x.clone(), LO, HI),
+        x.clone().clamp(LO, HI),
+        "clamp_ste",
+    );
+    close(
+        burn_route::scale(x.clone(), ALPHA),
+        x.clone() * ALPHA,
+        "scale",
+    );
+    close(
+        burn_route::axpby(a.clone(), Some(b.clone()), ALPHA, BETA),
+        a.clone() * ALPHA + b * BETA,
+        "axpby",
+    );
+    let (ours, ours_idx) = burn_route::topk_last(&x, K);
+    let (theirs, theirs_idx) = x.clone().topk_with_indices(K, 1);
+    close(ours, theirs, "topk_last values");
+    assert_eq!(ints(&ours_idx), ints(&theirs_idx), "topk_last indices");
+    assert_eq!(
+        ints(&burn_route::argmax_last(&x)),
+        ints(&x.clone().argmax(1)),
+        "argmax_last"
+    );
+
+    let (l, t) = logits(n);
+    let (l, t) = (float::<2>(&l, d), Tensor::<1, Int>::from_data(t, d));
+    assert_close(
+        &burn_route::cross_entropy_logits(l.clone(), t.clone()),
+        &cross_entropy_burn(l, t),
+        "cross_entropy_logits",
+    );
+
+    // Different masks: compare what survives, and how often, on a large input.
+    let big = one(SIZES[2].0);
+    let input = floats(&float::<2>(&big, d));
+    for (what, out) in [
+        (
+            "burn_route",
+            burn_route::dropout(float::<2>(&big, d), P, SEED).0,
+        ),
+        ("burn_tensor", dropout_burn(float::<2>(&big, d))),
+    ] {
+        let out = floats(&out);
+        let kept = out.iter().zip(&input).filter(|(o, _)| **o != 0.0);
+        let mut count = 0_usize;
+        for (o, i) in kept {
+            assert!(
+                (o - i / (1.0 - P)).abs() <= 1e-5 * (1.0 + o.abs()),
+                "dropout {what}: scale"
+            );
+            count += 1;
+        }
+        #[allow(clippy::cast_precision_loss)] // Counts up to 2^20.
+        let rate = count as f32 / input.len() as f32;
+        assert!(
+            (rate - (1.0 - P)).abs() < 0.01,
+            "dropout {what}: keep rate {rate}"
+        );
+    }
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(1))
+}
+
+#[cfg(feature = "autodiff")]
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = same_values, elementwise, rowwise, backward
+}
+
+#[cfg(not(feature = "autodiff"))]
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = same_values, elementwise, rowwise
+}
+
+criterion_main!(benches);
