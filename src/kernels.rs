@@ -6,11 +6,15 @@
 //! - [`composed`]: every op written with backend primitives; the kernels of `Cube` and `Remote`.
 //! - `autodiff`: `impl RoutedOpsAutodiff for Autodiff<B, C>`, forward on `B` plus the backward
 //!   pass of each differentiable op.
+//! - `backward`: the gradient computations those backward passes call on `B`, fused on Flex
+//!   (`BackwardKernels`).
 //!
 //! Composite ops (`composite = ...` in the manifest) need no kernel here: see
 //! [`crate::composite`].
 
 #[cfg(feature = "autodiff")]
 mod autodiff;
+#[cfg(feature = "autodiff")]
+pub mod backward;
 pub mod composed;
 pub mod flex;

@@ -8,7 +8,7 @@ use burn_autodiff::ops::{Backward, Ops, OpsKind, binary, broadcast_shape, unary}
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
 use burn_backend::{Backend, FloatDType, Scalar, Shape, TensorMetadata};
 
-use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
+use super::backward::BackwardKernels;
 use crate::ops::{RoutedOps, RoutedOpsAutodiff};
 
 /// The incoming gradient of `ops`' output, and a way to hand each tracked parent its gradient:
@@ -28,18 +28,12 @@ fn distribute<B: Backend, S, const N: usize>(
     }
 }
 
-/// The mean over the last dimension, kept with size 1.
-fn mean_last<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
-    let last = t.shape().num_dims() - 1;
-    B::float_mean_dim(t, last)
-}
-
 /// Backward of `gelu(x + bias)`: `gelu'(x + bias)` times the incoming gradient for `x`, summed
 /// over the leading dimensions for `bias`.
 #[derive(Debug)]
 struct BiasGeluBackward;
 
-impl<B: Backend> Backward<B, 2> for BiasGeluBackward {
+impl<B: BackwardKernels> Backward<B, 2> for BiasGeluBackward {
     /// The inputs.
     type State = (FloatTensor<B>, FloatTensor<B>);
 
@@ -50,12 +44,8 @@ impl<B: Backend> Backward<B, 2> for BiasGeluBackward {
         _checkpointer: &mut Checkpointer,
     ) {
         let (x, bias) = ops.state.clone();
-        distribute::<B, _, 2>(ops, grads, |grad, [_, want_bias]| {
-            let rank = x.shape().num_dims();
-            let z = B::float_add(x, broadcast_row::<B>(bias, rank));
-            let dz = B::gelu_backward(z, grad);
-            let d_bias = want_bias.then(|| sum_to_row::<B>(dz.clone()));
-            [Some(dz), d_bias]
+        distribute::<B, _, 2>(ops, grads, |grad, wanted| {
+            B::bias_gelu_backward(x, bias, grad, wanted)
         });
     }
 }
@@ -65,7 +55,7 @@ impl<B: Backend> Backward<B, 2> for BiasGeluBackward {
 #[derive(Debug)]
 struct SwigluBackward;
 
-impl<B: Backend> Backward<B, 2> for SwigluBackward {
+impl<B: BackwardKernels> Backward<B, 2> for SwigluBackward {
     /// The inputs.
     type State = (FloatTensor<B>, FloatTensor<B>);
 
@@ -76,17 +66,8 @@ impl<B: Backend> Backward<B, 2> for SwigluBackward {
         _checkpointer: &mut Checkpointer,
     ) {
         let (gate, up) = ops.state.clone();
-        distribute::<B, _, 2>(ops, grads, |grad, [want_gate, want_up]| {
-            let s = B::sigmoid(gate.clone());
-            let silu = B::float_mul(gate, s.clone());
-            let d_up = want_up.then(|| B::float_mul(grad.clone(), silu.clone()));
-            let d_gate = want_gate.then(|| {
-                // s + silu * (1 - s)
-                let one_minus_s = B::float_add_scalar(B::float_neg(s.clone()), Scalar::from(1.0));
-                let d_silu = B::float_add(s, B::float_mul(silu, one_minus_s));
-                B::float_mul(B::float_mul(grad, up), d_silu)
-            });
-            [d_gate, d_up]
+        distribute::<B, _, 2>(ops, grads, |grad, wanted| {
+            B::swiglu_backward(gate, up, grad, wanted)
         });
     }
 }
@@ -96,7 +77,7 @@ impl<B: Backend> Backward<B, 2> for SwigluBackward {
 #[derive(Debug)]
 struct RmsNormBackward;
 
-impl<B: Backend> Backward<B, 2> for RmsNormBackward {
+impl<B: BackwardKernels> Backward<B, 2> for RmsNormBackward {
     /// The inputs and `eps`.
     type State = (FloatTensor<B>, FloatTensor<B>, f32);
 
@@ -107,21 +88,8 @@ impl<B: Backend> Backward<B, 2> for RmsNormBackward {
         _checkpointer: &mut Checkpointer,
     ) {
         let (x, weight, eps) = ops.state.clone();
-        distribute::<B, _, 2>(ops, grads, |grad, [want_x, want_weight]| {
-            let rank = x.shape().num_dims();
-            let inverse = rms_inverse::<B>(x.clone(), eps);
-            let normalized = B::float_mul(x, inverse.clone());
-            let d_weight = want_weight
-                .then(|| sum_to_row::<B>(B::float_mul(grad.clone(), normalized.clone())));
-            let d_x = want_x.then(|| {
-                let g = B::float_mul(grad, broadcast_row::<B>(weight, rank));
-                let projection = mean_last::<B>(B::float_mul(g.clone(), normalized.clone()));
-                B::float_mul(
-                    inverse,
-                    B::float_sub(g, B::float_mul(normalized, projection)),
-                )
-            });
-            [d_x, d_weight]
+        distribute::<B, _, 2>(ops, grads, |grad, wanted| {
+            B::rms_norm_backward(x, weight, eps, grad, wanted)
         });
     }
 }
@@ -132,7 +100,7 @@ impl<B: Backend> Backward<B, 2> for RmsNormBackward {
 #[derive(Debug)]
 struct LayerNormBackward;
 
-impl<B: Backend> Backward<B, 3> for LayerNormBackward {
+impl<B: BackwardKernels> Backward<B, 3> for LayerNormBackward {
     /// `x`, `gamma` and `eps` (`beta` does not enter the gradients).
     type State = (FloatTensor<B>, FloatTensor<B>, f32);
 
@@ -143,23 +111,8 @@ impl<B: Backend> Backward<B, 3> for LayerNormBackward {
         _checkpointer: &mut Checkpointer,
     ) {
         let (x, gamma, eps) = ops.state.clone();
-        distribute::<B, _, 3>(ops, grads, |grad, [want_x, want_gamma, want_beta]| {
-            let rank = x.shape().num_dims();
-            let (normalized, inverse) = standardize::<B>(x, eps);
-            let d_beta = want_beta.then(|| sum_to_row::<B>(grad.clone()));
-            let d_gamma =
-                want_gamma.then(|| sum_to_row::<B>(B::float_mul(grad.clone(), normalized.clone())));
-            let d_x = want_x.then(|| {
-                let g = B::float_mul(grad, broadcast_row::<B>(gamma, rank));
-                let mean_g = mean_last::<B>(g.clone());
-                let projection = mean_last::<B>(B::float_mul(g.clone(), normalized.clone()));
-                let centered = B::float_sub(
-                    B::float_sub(g, mean_g),
-                    B::float_mul(normalized, projection),
-                );
-                B::float_mul(inverse, centered)
-            });
-            [d_x, d_gamma, d_beta]
+        distribute::<B, _, 3>(ops, grads, |grad, wanted| {
+            B::layer_norm_backward(x, gamma, eps, grad, wanted)
         });
     }
 }
@@ -168,7 +121,7 @@ impl<B: Backend> Backward<B, 3> for LayerNormBackward {
 #[derive(Debug)]
 struct SoftmaxBackward;
 
-impl<B: Backend> Backward<B, 1> for SoftmaxBackward {
+impl<B: BackwardKernels> Backward<B, 1> for SoftmaxBackward {
     /// The forward output.
     type State = FloatTensor<B>;
 
@@ -180,9 +133,7 @@ impl<B: Backend> Backward<B, 1> for SoftmaxBackward {
     ) {
         let output = ops.state.clone();
         unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-            let last = output.shape().num_dims() - 1;
-            let dot = B::float_sum_dim(B::float_mul(grad.clone(), output.clone()), last);
-            B::float_mul(output, B::float_sub(grad, dot))
+            B::softmax_last_backward(output, grad)
         });
     }
 }
@@ -191,7 +142,7 @@ impl<B: Backend> Backward<B, 1> for SoftmaxBackward {
 #[derive(Debug)]
 struct CrossEntropyBackward;
 
-impl<B: Backend> Backward<B, 1> for CrossEntropyBackward {
+impl<B: BackwardKernels> Backward<B, 1> for CrossEntropyBackward {
     /// The logits and the targets.
     type State = (FloatTensor<B>, IntTensor<B>);
 
@@ -203,15 +154,7 @@ impl<B: Backend> Backward<B, 1> for CrossEntropyBackward {
     ) {
         let (logits, targets) = ops.state.clone();
         unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-            let shape = logits.shape();
-            let (batch, classes) = (shape[0], shape[1]);
-            let hot = one_hot::<B>(targets, classes, &logits);
-            let diff = B::float_sub(B::softmax(logits, 1), hot);
-            let per_row = B::float_div_scalar(
-                B::float_reshape(grad, Shape::new([1, 1])),
-                Scalar::from(batch as f32),
-            );
-            B::float_mul(diff, per_row)
+            B::cross_entropy_backward(logits, targets, grad)
         });
     }
 }
@@ -329,7 +272,7 @@ impl<B: Backend> Backward<B, 2> for AxpbyBackward {
     }
 }
 
-impl<B: RoutedOps, C: CheckpointStrategy> RoutedOpsAutodiff for Autodiff<B, C> {
+impl<B: RoutedOps + BackwardKernels, C: CheckpointStrategy> RoutedOpsAutodiff for Autodiff<B, C> {
     fn axpby(
         x: FloatTensor<Self>,
         y: Option<FloatTensor<Self>>,
