@@ -122,7 +122,12 @@ fn fused_gradients(device: &Device) {
     let grads = (rms_norm(x.clone(), row.clone(), 1e-6) * w.clone())
         .sum()
         .backward();
-    show("sum(w * rms_norm)", "through the row RMS and the weight", &x, &grads);
+    show(
+        "sum(w * rms_norm)",
+        "through the row RMS and the weight",
+        &x,
+        &grads,
+    );
     let grads = (layer_norm(x.clone(), row.clone(), row.clone(), 1e-5) * w.clone())
         .sum()
         .backward();

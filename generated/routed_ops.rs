@@ -334,7 +334,7 @@ pub trait RoutedOpsComposite: rt::Backend {
 
 impl RoutedOpsComposite for rt::Flex {}
 
-#[cfg(feature = "cube")]
+#[cfg(feature = "wgpu")]
 impl RoutedOpsComposite for rt::Cube {}
 
 #[cfg(feature = "remote")]

@@ -419,7 +419,7 @@ mod generic {
     }
 }
 
-#[cfg(feature = "cube")]
+#[cfg(feature = "wgpu")]
 impl BackwardKernels for burn_dispatch::backends::Cube {}
 #[cfg(feature = "remote")]
 impl BackwardKernels for burn_dispatch::backends::Remote {}

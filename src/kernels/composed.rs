@@ -306,7 +306,7 @@ pub fn topk_last<B: Backend>(x: &FloatTensor<B>, k: usize) -> (FloatTensor<B>, I
 }
 
 /// `impl RoutedOps for $backend` with the composed kernels.
-#[cfg(any(feature = "cube", feature = "remote"))]
+#[cfg(any(feature = "wgpu", feature = "remote"))]
 macro_rules! composed_routed_ops {
     ($backend:ty) => {
         impl $crate::ops::RoutedOps for $backend {
@@ -394,7 +394,7 @@ macro_rules! composed_routed_ops {
     };
 }
 
-#[cfg(feature = "cube")]
+#[cfg(feature = "wgpu")]
 composed_routed_ops!(burn_dispatch::backends::Cube);
 #[cfg(feature = "remote")]
 composed_routed_ops!(burn_dispatch::backends::Remote);

@@ -47,7 +47,7 @@ fn clamp_count_returns_the_clamped_tensor_and_the_count() {
 }
 
 /// `gpu_square` is routed to Cube only: on Flex it fails with the op, the backend and the line.
-#[cfg(not(feature = "cube"))]
+#[cfg(not(feature = "wgpu"))]
 #[test]
 fn an_op_not_routed_to_flex_names_the_backend_and_the_manifest_line() {
     use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -92,7 +92,7 @@ fn fill_like_runs_on_the_device_of_its_tensor() {
 
 /// A device on another backend than the routing tensor: `RouteError::BackendMismatch`, produced
 /// for real (a wgpu device value needs no GPU until a tensor is allocated on it).
-#[cfg(feature = "cube")]
+#[cfg(feature = "wgpu")]
 #[test]
 fn a_device_on_another_backend_is_a_backend_mismatch() {
     use burn_route::rt::{BackendId, DeviceKind, InputName, RouteError};
