@@ -108,7 +108,7 @@ fn flex_tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
 }
 
 fn gelu_derivative(z: f32) -> f32 {
-    let cdf = 0.5 * (1.0 + libm::erff(z * std::f32::consts::FRAC_1_SQRT_2));
+    let cdf = 0.5 * (1.0 + super::flex::gelu_erf(z * std::f32::consts::FRAC_1_SQRT_2));
     let pdf = (-0.5 * z * z).exp() * 0.398_942_3; // 1 / sqrt(2 pi)
     cdf + z * pdf
 }
@@ -289,12 +289,13 @@ impl BackwardKernels for Flex {
         let mut dx = Vec::with_capacity(xs.len());
         for (row, class) in xs.chunks_exact(classes).zip(class_of_row) {
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let sum: f32 = row.iter().map(|v| (v - max).exp()).sum();
-            let inverse = 1.0 / sum;
-            dx.extend(row.iter().enumerate().map(|(j, v)| {
-                let p = (v - max).exp() * inverse;
-                (p - if j == class { 1.0 } else { 0.0 }) * per_row
-            }));
+            // One `exp` per element: the row's exponentials go into `dx`, then get scaled.
+            let start = dx.len();
+            dx.extend(row.iter().map(|v| (v - max).exp()));
+            let out = &mut dx[start..];
+            let scale = per_row / out.iter().sum::<f32>();
+            out.iter_mut().for_each(|e| *e *= scale);
+            out[class] -= per_row;
         }
         flex_tensor(dx, shape)
     }
