@@ -87,6 +87,17 @@ fn f32s(t: &FlexTensor) -> Option<&[f32]> {
     t.as_slice::<f32>()
 }
 
+/// `t` with a contiguous layout. The incoming gradient is often a broadcast view (the gradient
+/// of a `sum` is a scalar expanded to the output's shape); one copy lets the fused loop take it
+/// instead of falling back to the composed pass.
+fn dense(t: FlexTensor) -> FlexTensor {
+    if t.is_contiguous() && t.layout().start_offset() == 0 {
+        t
+    } else {
+        t.to_contiguous()
+    }
+}
+
 /// The rows of `x` and `grad` (same shape, both contiguous `f32`) and the per-feature parameter
 /// `param` (contiguous `f32` of the row width): what every fused row-wise backward needs.
 fn rows_and_param<'a>(
@@ -120,6 +131,7 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 2],
     ) -> [Option<FloatTensor<Self>>; 2] {
+        let grad = dense(grad);
         let Some((xs, gs, b)) = rows_and_param(&x, &grad, &bias) else {
             return generic::bias_gelu_backward::<Self>(x, bias, grad, wanted);
         };
@@ -146,6 +158,7 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 2],
     ) -> [Option<FloatTensor<Self>>; 2] {
+        let grad = dense(grad);
         let shape = gate.shape();
         let (Some(g), Some(u), Some(d)) = (f32s(&gate), f32s(&up), f32s(&grad)) else {
             return generic::swiglu_backward::<Self>(gate, up, grad, wanted);
@@ -179,6 +192,7 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 2],
     ) -> [Option<FloatTensor<Self>>; 2] {
+        let grad = dense(grad);
         let Some((xs, gs, w)) = rows_and_param(&x, &grad, &weight) else {
             return generic::rms_norm_backward::<Self>(x, weight, eps, grad, wanted);
         };
@@ -216,6 +230,7 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 3],
     ) -> [Option<FloatTensor<Self>>; 3] {
+        let grad = dense(grad);
         let Some((xs, gs, gm)) = rows_and_param(&x, &grad, &gamma) else {
             return generic::layer_norm_backward::<Self>(x, gamma, eps, grad, wanted);
         };
@@ -253,6 +268,7 @@ impl BackwardKernels for Flex {
     }
 
     fn softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let grad = dense(grad);
         let shape = y.shape();
         let width = shape[shape.num_dims() - 1];
         let (Some(ys), Some(gs)) = (f32s(&y), f32s(&grad)) else {
@@ -274,6 +290,7 @@ impl BackwardKernels for Flex {
         targets: IntTensor<Self>,
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
+        let grad = dense(grad);
         let shape = logits.shape();
         let (batch, classes) = (shape[0], shape[1]);
         let scale = f32s(&grad).and_then(|g| g.first().copied());
