@@ -37,7 +37,7 @@ impl Diagnostic {
 
     /// 1-based line and column (in characters) of the span start within `source`.
     pub fn line_col(&self, source: &str) -> (usize, usize) {
-        line_col(source, self.span.start)
+        line_col(source, at_end_of_last_line(source, self.span.start))
     }
 
     /// Renders the diagnostic as one line: `ops.toml:LINE:COL: `key`: message; help: fix`.
@@ -57,8 +57,8 @@ impl Diagnostic {
     /// a caret under the span labelled with the key, and the `help:` line.
     pub fn render_snippet(&self, file: &str, source: &str) -> String {
         use annotate_snippets::{AnnotationKind, Level, Renderer, Snippet};
-        let end = self.span.end.clamp(self.span.start, source.len());
-        let start = self.span.start.min(end);
+        let start = at_end_of_last_line(source, self.span.start);
+        let end = at_end_of_last_line(source, self.span.end).max(start);
         let label = format!("`{}`", self.key);
         let mut group = Level::ERROR.primary_title(&self.message).element(
             Snippet::source(source)
@@ -69,6 +69,17 @@ impl Diagnostic {
             group = group.element(Level::HELP.message(help));
         }
         Renderer::plain().render(&[group])
+    }
+}
+
+/// `at`, or, for a position at the very end of a text that ends with a line break (an error
+/// such as an unterminated string runs there), the end of the last line: the "line" after the
+/// final newline does not exist, and both renderings must name the same position.
+fn at_end_of_last_line(source: &str, at: usize) -> usize {
+    if at >= source.len() && source.ends_with('\n') {
+        source.len() - 1
+    } else {
+        at.min(source.len())
     }
 }
 

@@ -163,3 +163,12 @@ fn random_valid_manifests_do_render() {
     assert!(Builder::new("ops.toml").render_str(source).is_ok());
     check(source);
 }
+
+#[test]
+fn an_error_at_the_end_of_the_file_has_the_same_position_in_both_renderings() {
+    // Found by `mutated_manifests_never_panic`: an unterminated multi-line string runs to the
+    // end of a text that ends with blank lines.
+    check("[routing]\ntrait = \"\"\"\nbackends = [\"Flex\"]\n\n");
+    check("[routing]\ntrait = \"\"\"\n");
+    check("[routing]\ntrait = \"\"\"");
+}
