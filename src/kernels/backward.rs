@@ -318,12 +318,12 @@ impl BackwardKernels for Flex {
     }
 }
 
-/// The composed gradients, generic over the backend: the trait's default bodies, and what Flex
+/// The composed gradients, generic over the backend (each documented on its `BackwardKernels`
+/// method): the trait's default bodies, and what Flex
 /// falls back to.
 mod generic {
     use super::*;
 
-    /// `[dx, dbias]` of `gelu(x + bias)`.
     pub(crate) fn bias_gelu_backward<B: Backend>(
         x: FloatTensor<B>,
         bias: FloatTensor<B>,
@@ -337,7 +337,6 @@ mod generic {
         [Some(dz), d_bias]
     }
 
-    /// `[dgate, dup]` of `silu(gate) * up`: `silu'(g) = s + silu (1 - s)` with `s = sigmoid(g)`.
     pub(crate) fn swiglu_backward<B: Backend>(
         gate: FloatTensor<B>,
         up: FloatTensor<B>,
@@ -355,8 +354,6 @@ mod generic {
         [d_gate, d_up]
     }
 
-    /// `[dx, dweight]` of RMS normalisation. With `r = 1 / sqrt(mean(x^2) + eps)`, `x^ = x r` and
-    /// `g = grad * weight`: `dx = r (g - x^ mean(g x^))`, `dweight = sum(grad x^)` over rows.
     pub(crate) fn rms_norm_backward<B: Backend>(
         x: FloatTensor<B>,
         weight: FloatTensor<B>,
@@ -380,9 +377,6 @@ mod generic {
         [d_x, d_weight]
     }
 
-    /// `[dx, dgamma, dbeta]` of layer normalisation. With `r = 1 / sqrt(var + eps)`,
-    /// `x^ = (x - mean) r` and `g = grad * gamma`: `dx = r (g - mean(g) - x^ mean(g x^))`,
-    /// `dgamma = sum(grad x^)`, `dbeta = sum(grad)` over rows.
     pub(crate) fn layer_norm_backward<B: Backend>(
         x: FloatTensor<B>,
         gamma: FloatTensor<B>,
@@ -408,7 +402,6 @@ mod generic {
         [d_x, d_gamma, d_beta]
     }
 
-    /// `dx` of the last-dimension softmax with output `y`: `y (grad - sum(grad y))`.
     pub(crate) fn softmax_last_backward<B: Backend>(
         y: FloatTensor<B>,
         grad: FloatTensor<B>,
@@ -418,8 +411,6 @@ mod generic {
         B::float_mul(y, B::float_sub(grad, dot))
     }
 
-    /// `dlogits` of the mean cross-entropy: `(softmax(logits) - one_hot(targets)) * grad / batch`
-    /// (`grad` has one element).
     pub(crate) fn cross_entropy_backward<B: Backend>(
         logits: FloatTensor<B>,
         targets: IntTensor<B>,
