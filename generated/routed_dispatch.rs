@@ -17,11 +17,11 @@ type AutodiffFlex = rt::Autodiff<rt::Flex>;
 type BalancedFlex = rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>;
 
 /// `Autodiff<Cube>`: the route for tracked Cube tensors.
-#[cfg(all(feature = "autodiff", feature = "wgpu"))]
+#[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
 type AutodiffCube = rt::Autodiff<rt::Cube>;
 
 /// `Autodiff<Cube>` with balanced gradient checkpointing.
-#[cfg(all(feature = "autodiff", feature = "wgpu"))]
+#[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
 type BalancedCube = rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>;
 
 /// `Autodiff<Remote>`: the route for tracked Remote tensors.
@@ -207,17 +207,17 @@ pub fn try_add_relu(
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
@@ -282,17 +282,17 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::scale, x, alpha)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::scale, x, alpha)
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::scale, x, alpha)
         }
@@ -347,7 +347,7 @@ pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x)
         }
@@ -393,7 +393,7 @@ pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x)
         }
@@ -478,13 +478,13 @@ pub fn try_axpby(
                 beta,
             )
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(
                 &route,
@@ -495,7 +495,7 @@ pub fn try_axpby(
                 beta,
             )
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(
                 &route,
@@ -588,17 +588,17 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::sum_all, xs)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs)
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::sum_all, xs)
         }
@@ -668,17 +668,17 @@ pub fn try_split_last(
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::split_last, x, sizes)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::split_last, x, sizes)
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::split_last, x, sizes)
         }
@@ -758,17 +758,17 @@ pub fn try_softplus(
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::softplus, x, beta)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::softplus, x, beta)
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::softplus, x, beta)
         }
@@ -835,7 +835,7 @@ pub fn try_masked_fill_count(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value)
         }
@@ -890,7 +890,7 @@ pub fn try_nan_to_num(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask)
         }
@@ -934,7 +934,7 @@ pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x)
         }
@@ -1035,17 +1035,17 @@ pub fn try_bias_gelu(
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
         }
@@ -1117,17 +1117,17 @@ pub fn try_swiglu(
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::swiglu, gate, up)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::swiglu, gate, up)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::swiglu, gate, up)
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::swiglu, gate, up)
         }
@@ -1214,13 +1214,13 @@ pub fn try_rms_norm(
                 eps,
             )
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(
                 &route,
@@ -1230,7 +1230,7 @@ pub fn try_rms_norm(
                 eps,
             )
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(
                 &route,
@@ -1349,13 +1349,13 @@ pub fn try_layer_norm(
                 eps,
             )
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::layer_norm, x, gamma, beta, eps)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(
                 &route,
@@ -1366,7 +1366,7 @@ pub fn try_layer_norm(
                 eps,
             )
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(
                 &route,
@@ -1451,17 +1451,17 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::softmax_last, x)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::softmax_last, x)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::softmax_last, x)
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::softmax_last, x)
         }
@@ -1545,13 +1545,13 @@ pub fn try_cross_entropy_logits(
                 targets,
             )
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::cross_entropy_logits, logits, targets)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(
                 &route,
@@ -1560,7 +1560,7 @@ pub fn try_cross_entropy_logits(
                 targets,
             )
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(
                 &route,
@@ -1657,17 +1657,17 @@ pub fn try_dropout(
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::dropout, x, p, seed)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::dropout, x, p, seed)
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::dropout, x, p, seed)
         }
@@ -1750,17 +1750,17 @@ pub fn try_clamp_ste(
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "wgpu"))]
+        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
         }
-        #[cfg(all(feature = "autodiff", feature = "wgpu"))]
+        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
         }
@@ -1832,7 +1832,7 @@ pub fn try_topk_last(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::topk_last, x, k)
         }
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::topk_last, x, k)
         }

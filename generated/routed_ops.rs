@@ -334,7 +334,7 @@ pub trait RoutedOpsComposite: rt::Backend {
 
 impl RoutedOpsComposite for rt::Flex {}
 
-#[cfg(feature = "wgpu")]
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl RoutedOpsComposite for rt::Cube {}
 
 #[cfg(feature = "remote")]

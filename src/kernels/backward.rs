@@ -428,7 +428,7 @@ mod generic {
     }
 }
 
-#[cfg(feature = "wgpu")]
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 impl BackwardKernels for burn_dispatch::backends::Cube {}
 #[cfg(feature = "remote")]
 impl BackwardKernels for burn_dispatch::backends::Remote {}

@@ -264,6 +264,20 @@ pub(crate) fn dropout_scale(p: f32) -> f32 {
     if p >= 1.0 { 0.0 } else { 1.0 / (1.0 - p) }
 }
 
+/// A bool tensor of `values` on `device`, stored in the device's bool dtype (Cube, for one, takes
+/// only `u8`/`u32` bool data, not native `bool`).
+pub(crate) fn bool_tensor<B: Backend>(
+    values: Vec<bool>,
+    shape: Shape,
+    device: &burn_backend::tensor::Device<B>,
+) -> BoolTensor<B> {
+    let dtype = get_or_init_device_settings::<B>(device).bool_dtype;
+    B::bool_from_data(
+        burn_backend::TensorData::new(values, shape).convert_dtype(dtype.into()),
+        device,
+    )
+}
+
 pub fn dropout<B: Backend>(
     x: FloatTensor<B>,
     p: f32,
@@ -273,7 +287,7 @@ pub fn dropout<B: Backend>(
     let shape = x.shape();
     let device = x.device();
     let keep = dropout_keep(shape.num_elements(), p, seed);
-    let mask = B::bool_from_data(burn_backend::TensorData::new(keep, shape), &device);
+    let mask = bool_tensor::<B>(keep, shape, &device);
     let float_dtype = FloatDType::from(x.dtype());
     let kept = B::float_mul(x, B::bool_into_float(mask.clone(), float_dtype));
     (B::float_mul_scalar(kept, Scalar::from(scale)), mask)
@@ -306,7 +320,7 @@ pub fn topk_last<B: Backend>(x: &FloatTensor<B>, k: usize) -> (FloatTensor<B>, I
 }
 
 /// `impl RoutedOps for $backend` with the composed kernels.
-#[cfg(any(feature = "wgpu", feature = "remote"))]
+#[cfg(any(feature = "wgpu", feature = "cuda", feature = "remote"))]
 macro_rules! composed_routed_ops {
     ($backend:ty) => {
         impl $crate::ops::RoutedOps for $backend {
@@ -394,7 +408,7 @@ macro_rules! composed_routed_ops {
     };
 }
 
-#[cfg(feature = "wgpu")]
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 composed_routed_ops!(burn_dispatch::backends::Cube);
 #[cfg(feature = "remote")]
 composed_routed_ops!(burn_dispatch::backends::Remote);

@@ -2,7 +2,7 @@
 //! uniquely owned) and falls back to composing Flex's own ops for other dtypes, broadcasting or
 //! strided layouts.
 
-use burn_backend::backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
+use burn_backend::backend::ops::{FloatTensorOps, IntTensorOps};
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
 use burn_backend::{
     DType, IntDType, Shape, TensorData, TensorMetadata, get_or_init_device_settings,
@@ -341,10 +341,7 @@ impl RoutedOps for Flex {
             }
         });
         match fused {
-            Ok(out) => (
-                out,
-                Flex::bool_from_data(TensorData::new(keep, shape), &device),
-            ),
+            Ok(out) => (out, composed::bool_tensor::<Self>(keep, shape, &device)),
             Err(x) => composed::dropout::<Self>(x, p, seed),
         }
     }

@@ -398,5 +398,5 @@ macro_rules! backend_lanes {
 }
 
 backend_lanes!(Flex, all());
-backend_lanes!(Cube, feature = "wgpu");
+backend_lanes!(Cube, any(feature = "wgpu", feature = "cuda"));
 backend_lanes!(Remote, feature = "remote");

@@ -21,7 +21,7 @@ pub use burn_backend::Backend;
 pub use burn_backend::tensor::{
     BoolTensor, Device as DeviceOf, FloatTensor, IntTensor, QuantizedTensor,
 };
-#[cfg(feature = "wgpu")]
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub use burn_dispatch::backends::Cube;
 pub use burn_dispatch::backends::Flex;
 #[cfg(feature = "remote")]

@@ -276,7 +276,7 @@ fn concrete(backend: BackendId, primitive: Primitive) -> Described {
 pub(crate) fn describe(kind: &DispatchTensorKind) -> Described {
     match kind {
         DispatchTensorKind::Flex(t) => concrete(BackendId::Flex, primitive_of(t)),
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         DispatchTensorKind::Cube(t) => concrete(BackendId::Cube, primitive_of(t)),
         #[cfg(feature = "remote")]
         DispatchTensorKind::Remote(t) => concrete(BackendId::Remote, primitive_of(t)),
@@ -298,7 +298,7 @@ pub(crate) fn describe(kind: &DispatchTensorKind) -> Described {
 pub(crate) fn describe_device(device: &DispatchDevice) -> (BackendId, DispatchAutodiffContext) {
     match device {
         DispatchDevice::Flex(_) => (BackendId::Flex, DispatchAutodiffContext::Disabled),
-        #[cfg(feature = "wgpu")]
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
         DispatchDevice::Cube(_) => (BackendId::Cube, DispatchAutodiffContext::Disabled),
         #[cfg(feature = "remote")]
         DispatchDevice::Remote(_) => (BackendId::Remote, DispatchAutodiffContext::Disabled),

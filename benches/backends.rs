@@ -1,0 +1,316 @@
+//! Every routed op beyond Flex. Software-GPU figures: on a machine without a GPU, `Cube` is wgpu
+//! on lavapipe (Mesa's Vulkan on the CPU), and `Remote` is a burn-remote server on loopback.
+//!
+//! - `cube/<op>` (feature `wgpu`): the op's forward pass on `Device::flex()` (`flex`) and on
+//!   `Device::wgpu(DeviceKind::Cpu)` (`cube`), `[256, 256]` inputs (64K elements), each call
+//!   followed by `device.sync()` so the device's queued work is inside the timing.
+//! - `remote/<op>` (feature `remote`): latency per op on a Flex device served on 127.0.0.1 over
+//!   WebSocket, `[4, 256]` inputs (1K elements): `routed` is the `burn_route` op, `direct` the
+//!   same computation written with Burn's `Tensor` API (which is what the routed op runs on
+//!   `Remote`, primitive for primitive, through its composed kernel); both end with a
+//!   `device.sync()` round trip. `flex` is the routed op on local Flex, for scale.
+//!
+//! ```sh
+//! cargo bench --features wgpu,remote --bench backends      # both tables (a few minutes)
+//! cargo bench --features wgpu --bench backends -- cube/     # Cube against Flex only
+//! cargo bench --features remote --bench backends -- remote/ # loopback latency only
+//! ```
+//!
+//! Without either feature the binary has nothing to run and says so.
+// The op tables and helpers are unused in a build with neither backend.
+#![cfg_attr(not(any(feature = "wgpu", feature = "remote")), allow(dead_code))]
+
+#[cfg(feature = "remote")]
+#[path = "../tests/support/loopback.rs"]
+mod loopback;
+
+use std::any::Any;
+use std::hint::black_box;
+use std::time::Duration;
+
+use burn_tensor::activation::{gelu, log_softmax, relu, silu, softmax, softplus};
+use burn_tensor::quantization::QuantScheme;
+use burn_tensor::{Bool, Device, Int, Tensor, TensorData};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const WIDTH: usize = 256;
+const EPS: f32 = 1e-5;
+const ALPHA: f32 = 0.5;
+const BETA: f32 = -2.0;
+const P: f32 = 0.1;
+const SEED: u64 = 0x5EED;
+const K: usize = 8;
+
+/// One set of inputs on one device; every op borrows what it needs and clones it.
+struct Inputs {
+    x: Tensor<2>,
+    y: Tensor<2>,
+    weight: Tensor<1>,
+    bias: Tensor<1>,
+    targets: Tensor<1, Int>,
+    mask: Tensor<2, Bool>,
+    holes: Tensor<2>,
+    quantized: Tensor<2>,
+}
+
+/// Uniform values in `[lo, hi)` from a fixed xorshift stream.
+fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            #[allow(clippy::cast_precision_loss)] // 24 random bits fit an f32 exactly.
+            let unit = (state >> 40) as f32 / (1u64 << 24) as f32;
+            lo + (hi - lo) * unit
+        })
+        .collect()
+}
+
+impl Inputs {
+    /// `[rows, WIDTH]` inputs on `device`.
+    fn new(rows: usize, device: &Device) -> Self {
+        let n = rows * WIDTH;
+        let matrix = |seed| {
+            Tensor::<2>::from_data(
+                TensorData::new(uniform(n, seed, -3.0, 3.0), [rows, WIDTH]),
+                device,
+            )
+        };
+        let row = |seed, lo, hi| {
+            Tensor::<1>::from_data(
+                TensorData::new(uniform(WIDTH, seed, lo, hi), [WIDTH]),
+                device,
+            )
+        };
+        let x = matrix(1);
+        let targets: Vec<i64> = (0..rows)
+            .map(|i| i64::try_from((i * 37 + 11) % WIDTH).expect("class fits in i64"))
+            .collect();
+        let holes = x.clone().mask_fill(x.clone().greater_elem(2.0), f32::NAN);
+        Self {
+            mask: x.clone().greater_elem(0.5),
+            quantized: x.clone().quantize_dynamic(&QuantScheme::default()),
+            y: matrix(2),
+            weight: row(3, 0.5, 1.5),
+            bias: row(4, -0.5, 0.5),
+            targets: Tensor::from_data(TensorData::new(targets, [rows]), device),
+            holes,
+            x,
+        }
+    }
+}
+
+/// An op on prepared inputs; the output is kept alive until the device has synced.
+type Op = fn(&Inputs) -> Box<dyn Any>;
+
+/// Every op of `ops.toml` but `iota` (routed to Flex only), through burn-route.
+const ROUTED: &[(&str, Op)] = &[
+    ("add_relu", |i| {
+        Box::new(burn_route::add_relu(i.x.clone(), i.y.clone()))
+    }),
+    ("scale", |i| Box::new(burn_route::scale(i.x.clone(), ALPHA))),
+    ("axpby", |i| {
+        Box::new(burn_route::axpby(
+            i.x.clone(),
+            Some(i.y.clone()),
+            ALPHA,
+            BETA,
+        ))
+    }),
+    ("round_half_even", |i| {
+        Box::new(burn_route::round_half_even(i.x.clone()))
+    }),
+    ("sum_all", |i| {
+        Box::new(burn_route::sum_all(vec![i.x.clone(), i.y.clone()]))
+    }),
+    ("split_last", |i| {
+        Box::new(burn_route::split_last(i.x.clone(), vec![64, 192]))
+    }),
+    ("softplus", |i| {
+        Box::new(burn_route::softplus(i.x.clone(), 2.0))
+    }),
+    ("masked_fill_count", |i| {
+        Box::new(burn_route::masked_fill_count(i.x.clone(), &i.mask, -1.0))
+    }),
+    ("nan_to_num", |i| {
+        Box::new(burn_route::nan_to_num(i.holes.clone(), 0.0, true))
+    }),
+    ("dequantize_relu", |i| {
+        Box::new(burn_route::dequantize_relu(i.quantized.clone()))
+    }),
+    ("argmax_last", |i| Box::new(burn_route::argmax_last(&i.x))),
+    ("topk_last", |i| Box::new(burn_route::topk_last(&i.x, K))),
+    ("bias_gelu", |i| {
+        Box::new(burn_route::bias_gelu(i.x.clone(), i.bias.clone()))
+    }),
+    ("swiglu", |i| {
+        Box::new(burn_route::swiglu(i.x.clone(), i.y.clone()))
+    }),
+    ("rms_norm", |i| {
+        Box::new(burn_route::rms_norm(i.x.clone(), i.weight.clone(), EPS))
+    }),
+    ("layer_norm", |i| {
+        Box::new(burn_route::layer_norm(
+            i.x.clone(),
+            i.weight.clone(),
+            i.bias.clone(),
+            EPS,
+        ))
+    }),
+    ("softmax_last", |i| {
+        Box::new(burn_route::softmax_last(i.x.clone()))
+    }),
+    ("cross_entropy_logits", |i| {
+        Box::new(burn_route::cross_entropy_logits(
+            i.x.clone(),
+            i.targets.clone(),
+        ))
+    }),
+    ("dropout", |i| {
+        Box::new(burn_route::dropout(i.x.clone(), P, SEED))
+    }),
+    ("clamp_ste", |i| {
+        Box::new(burn_route::clamp_ste(i.x.clone(), -1.0, 1.0))
+    }),
+];
+
+/// The same computations with Burn's `Tensor` API, in the order of [`ROUTED`].
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
+const DIRECT: &[(&str, Op)] = &[
+    ("add_relu", |i| Box::new(relu(i.x.clone() + i.y.clone()))),
+    ("scale", |i| Box::new(i.x.clone() * ALPHA)),
+    ("axpby", |i| {
+        Box::new(i.x.clone() * ALPHA + i.y.clone() * BETA)
+    }),
+    ("round_half_even", |i| Box::new(i.x.clone().round())),
+    ("sum_all", |i| Box::new(i.x.clone() + i.y.clone())),
+    ("split_last", |i| {
+        Box::new(i.x.clone().split_with_sizes(vec![64, 192], 1))
+    }),
+    ("softplus", |i| Box::new(softplus(i.x.clone(), 2.0))),
+    ("masked_fill_count", |i| {
+        let count = i.mask.clone().int().sum();
+        Box::new((i.x.clone().mask_fill(i.mask.clone(), -1.0), count))
+    }),
+    ("nan_to_num", |i| {
+        let nan = i.holes.clone().is_nan();
+        Box::new((i.holes.clone().mask_fill(nan.clone(), 0.0), nan))
+    }),
+    ("dequantize_relu", |i| {
+        Box::new(relu(i.quantized.clone().dequantize()))
+    }),
+    ("argmax_last", |i| Box::new(i.x.clone().argmax(1))),
+    ("topk_last", |i| {
+        Box::new(i.x.clone().topk_with_indices(K, 1))
+    }),
+    ("bias_gelu", |i| {
+        Box::new(gelu(i.x.clone() + i.bias.clone().unsqueeze::<2>()))
+    }),
+    ("swiglu", |i| Box::new(silu(i.x.clone()) * i.y.clone())),
+    ("rms_norm", |i| {
+        let x = i.x.clone();
+        Box::new(
+            x.clone() / (x.square().mean_dim(1) + EPS).sqrt() * i.weight.clone().unsqueeze::<2>(),
+        )
+    }),
+    ("layer_norm", |i| {
+        let (var, mean) = i.x.clone().var_mean_bias(1);
+        Box::new(
+            (i.x.clone() - mean) / (var + EPS).sqrt() * i.weight.clone().unsqueeze::<2>()
+                + i.bias.clone().unsqueeze::<2>(),
+        )
+    }),
+    ("softmax_last", |i| Box::new(softmax(i.x.clone(), 1))),
+    ("cross_entropy_logits", |i| {
+        Box::new(
+            -log_softmax(i.x.clone(), 1)
+                .gather(1, i.targets.clone().unsqueeze_dim::<2>(1))
+                .mean(),
+        )
+    }),
+    ("dropout", |i| {
+        let x = i.x.clone();
+        let keep = x.random_like(burn_tensor::Distribution::Bernoulli(f64::from(1.0 - P)));
+        Box::new(x * keep / (1.0 - P))
+    }),
+    ("clamp_ste", |i| Box::new(i.x.clone().clamp(-1.0, 1.0))),
+];
+
+/// Times `op` on `inputs`, waiting for `device` to finish each call.
+fn time_op(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: &str,
+    op: Op,
+    inputs: &Inputs,
+    device: &Device,
+) {
+    group.bench_function(id, |b| {
+        b.iter(|| {
+            let out = op(black_box(inputs));
+            device.sync().expect("the device runs the op");
+            out
+        });
+    });
+}
+
+#[cfg(feature = "wgpu")]
+fn cube(c: &mut Criterion) {
+    let flex = Device::flex();
+    let gpu = Device::wgpu(burn_tensor::DeviceKind::Cpu);
+    let on_flex = Inputs::new(WIDTH, &flex);
+    let on_gpu = Inputs::new(WIDTH, &gpu);
+    gpu.sync().expect("lavapipe is up");
+    for &(name, op) in ROUTED {
+        let mut group = c.benchmark_group(format!("cube/{name}"));
+        time_op(&mut group, "flex", op, &on_flex, &flex);
+        time_op(&mut group, "cube", op, &on_gpu, &gpu);
+        group.finish();
+    }
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn cube(_: &mut Criterion) {
+    eprintln!("cube/*: skipped, build with `--features wgpu`");
+}
+
+#[cfg(feature = "remote")]
+fn remote(c: &mut Criterion) {
+    let server = loopback::LoopbackServer::start();
+    let far = server.device();
+    let flex = Device::flex();
+    let on_server = Inputs::new(4, &far);
+    let local = Inputs::new(4, &flex);
+    far.sync().expect("the loopback server answers");
+    for (&(name, routed), &(direct_name, direct)) in ROUTED.iter().zip(DIRECT) {
+        assert_eq!(name, direct_name, "DIRECT follows the order of ROUTED");
+        let mut group = c.benchmark_group(format!("remote/{name}"));
+        time_op(&mut group, "routed", routed, &on_server, &far);
+        time_op(&mut group, "direct", direct, &on_server, &far);
+        time_op(&mut group, "flex", routed, &local, &flex);
+        group.finish();
+    }
+    drop(on_server);
+    drop(server);
+}
+
+#[cfg(not(feature = "remote"))]
+fn remote(_: &mut Criterion) {
+    eprintln!("remote/*: skipped, build with `--features remote`");
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(1))
+        .configure_from_args()
+}
+
+criterion_group! {
+    name = backends;
+    config = config();
+    targets = cube, remote
+}
+criterion_main!(backends);
