@@ -146,6 +146,9 @@ pub fn every_op_gives_the_flex_values(other: &Device) {
     );
 }
 
+/// A differentiable op applied to the leaves `x`, `y` (both `[rows, cols]`) and `p` (`[cols]`).
+type Layer = Box<dyn Fn(Tensor<2>, Tensor<2>, Tensor<1>) -> Tensor<2>>;
+
 /// Gradients of every differentiable op on `other` (an autodiff device) against
 /// `Autodiff<Flex>`.
 pub fn gradients_match_flex(other: &Device) {
@@ -164,10 +167,7 @@ pub fn gradients_match_flex(other: &Device) {
         all.extend(p.grad(&g).map(|t| values(&t)).unwrap_or_default());
         all
     };
-    let ops: Vec<(
-        &str,
-        Box<dyn Fn(Tensor<2>, Tensor<2>, Tensor<1>) -> Tensor<2>>,
-    )> = vec![
+    let ops: Vec<(&str, Layer)> = vec![
         ("add_relu", Box::new(|x, y, _| add_relu(x, y))),
         ("scale", Box::new(|x, _, _| scale(x, -1.5))),
         ("axpby", Box::new(|x, y, _| axpby(x, Some(y), 0.5, 2.0))),
