@@ -89,6 +89,7 @@ pub trait Concrete: Backend {
 
 /// Strips the `Autodiff` wrapper of a dispatch kind, if any.
 #[allow(unreachable_patterns)]
+#[inline]
 fn unwrap_kind(kind: DispatchTensorKind) -> DispatchTensorKind {
     match kind {
         #[cfg(feature = "autodiff")]
@@ -98,6 +99,7 @@ fn unwrap_kind(kind: DispatchTensorKind) -> DispatchTensorKind {
 }
 
 #[allow(unreachable_patterns)]
+#[inline]
 fn unwrap_kind_ref(kind: &DispatchTensorKind) -> &DispatchTensorKind {
     match kind {
         #[cfg(feature = "autodiff")]
@@ -124,14 +126,24 @@ mod concrete {
         input: &'static str,
         tensor: DispatchTensor,
     ) -> Result<FloatTensor<B>, RouteError> {
-        let found = describe(&tensor.kind);
+        // Describing the tensor for the error costs a walk of its kind: only on the (planned-out)
+        // failure path, before the kind is moved.
+        let fits = match B::peek(unwrap_kind_ref(&tensor.kind)) {
+            Some(BackendTensor::Float(_)) => true,
+            #[cfg(feature = "autodiff")]
+            Some(BackendTensor::Autodiff(_)) => true,
+            _ => false,
+        };
+        if !fits {
+            return Err(route.mismatch(input, "float", describe(&tensor.kind)));
+        }
         match B::take(unwrap_kind(tensor.kind)) {
             Some(BackendTensor::Float(t)) => Ok(t),
             // Tracked inputs of `reject` ops never get here (planning refuses them); `detach`
             // ops and untracked autodiff floats run on the inner primitive.
             #[cfg(feature = "autodiff")]
             Some(BackendTensor::Autodiff(t)) => Ok(t.into_primitive()),
-            _ => Err(route.mismatch(input, "float", found)),
+            _ => unreachable!("peeked above"),
         }
     }
 
@@ -183,12 +195,17 @@ mod autodiff {
         input: &'static str,
         tensor: DispatchTensor,
     ) -> Result<FloatTensor<Autodiff<B, C>>, RouteError> {
-        let found = describe(&tensor.kind);
+        if !matches!(
+            B::peek(unwrap_kind_ref(&tensor.kind)),
+            Some(BackendTensor::Float(_) | BackendTensor::Autodiff(_))
+        ) {
+            return Err(route.mismatch(input, "float", describe(&tensor.kind)));
+        }
         match B::take(unwrap_kind(tensor.kind)) {
             Some(BackendTensor::Autodiff(t)) => Ok(t),
             // An input with a disabled context next to tracked ones: a constant.
             Some(BackendTensor::Float(t)) => Ok(<Autodiff<B, C> as AutodiffBackend>::from_inner(t)),
-            _ => Err(route.mismatch(input, "float", found)),
+            _ => unreachable!("peeked above"),
         }
     }
 
@@ -222,10 +239,12 @@ mod autodiff {
 macro_rules! shared_kind {
     ($($owned:ident, $borrowed:ident, $out:ident, $variant:ident, $name:literal, $prim:ident;)*) => {$(
         fn $owned<B: Concrete>(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<$prim<B>, RouteError> {
-            let found = describe(&tensor.kind);
+            if !matches!(B::peek(&tensor.kind), Some(BackendTensor::$variant(_))) {
+                return Err(route.mismatch(input, $name, describe(&tensor.kind)));
+            }
             match B::take(tensor.kind) {
                 Some(BackendTensor::$variant(t)) => Ok(t),
-                _ => Err(route.mismatch(input, $name, found)),
+                _ => unreachable!("peeked above"),
             }
         }
 

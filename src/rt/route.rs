@@ -152,6 +152,7 @@ pub struct Input<'a> {
 }
 
 impl<'a> Input<'a> {
+    #[inline]
     fn new(name: &'static str, kind: TensorKind, tensor: &'a DispatchTensor) -> Self {
         Self {
             name: InputName::new(name),
@@ -160,23 +161,28 @@ impl<'a> Input<'a> {
         }
     }
     /// A float input.
+    #[inline]
     pub fn float(name: &'static str, tensor: &'a DispatchTensor) -> Self {
         Self::new(name, TensorKind::Float, tensor)
     }
     /// An int input.
+    #[inline]
     pub fn int(name: &'static str, tensor: &'a DispatchTensor) -> Self {
         Self::new(name, TensorKind::Int, tensor)
     }
     /// A bool input.
+    #[inline]
     pub fn bool(name: &'static str, tensor: &'a DispatchTensor) -> Self {
         Self::new(name, TensorKind::Bool, tensor)
     }
     /// A quantized input.
+    #[inline]
     pub fn quantized(name: &'static str, tensor: &'a DispatchTensor) -> Self {
         Self::new(name, TensorKind::Quantized, tensor)
     }
     /// This input as element `index` of a `Vec` parameter.
     #[must_use]
+    #[inline]
     pub fn at(self, index: usize) -> Self {
         Self {
             name: InputName::at(self.name.name, index),
@@ -249,6 +255,7 @@ pub(crate) struct Described {
 // built with across the whole dependency graph, not only on ours; the wildcard arms cover the
 // ones this build does not route and are unreachable in builds without them.
 #[allow(unreachable_patterns)]
+#[inline]
 fn primitive_of<B: Backend>(tensor: &BackendTensor<B>) -> Primitive {
     match tensor {
         BackendTensor::Float(_) => Primitive::Float,
@@ -263,6 +270,7 @@ fn primitive_of<B: Backend>(tensor: &BackendTensor<B>) -> Primitive {
     }
 }
 
+#[inline]
 fn concrete(backend: BackendId, primitive: Primitive) -> Described {
     Described {
         backend,
@@ -273,6 +281,7 @@ fn concrete(backend: BackendId, primitive: Primitive) -> Described {
 }
 
 #[allow(unreachable_patterns)]
+#[inline]
 pub(crate) fn describe(kind: &DispatchTensorKind) -> Described {
     match kind {
         DispatchTensorKind::Flex(t) => concrete(BackendId::Flex, primitive_of(t)),
@@ -527,6 +536,7 @@ impl Route {
     }
 
     /// The backend and the implementation to call.
+    #[inline]
     pub fn target(&self) -> (BackendId, Mode) {
         (self.backend, self.mode)
     }
@@ -537,6 +547,7 @@ impl Route {
     }
 
     /// The merged autodiff context that outputs are wrapped in.
+    #[inline]
     pub fn context(&self) -> DispatchAutodiffContext {
         self.context
     }
@@ -597,6 +608,7 @@ impl Route {
     }
 }
 
+#[inline]
 fn check_input(op: &'static OpInfo, input: &Input<'_>, found: Described) -> Result<(), RouteError> {
     let malformed = |problem| RouteError::Malformed {
         op: op.name,
