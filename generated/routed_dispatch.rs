@@ -184,10 +184,10 @@ pub fn try_add_relu(
         kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
         lhs: rt::DispatchTensor,
         rhs: rt::DispatchTensor,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let lhs = B::float(route, "lhs", lhs)?;
-        let rhs = B::float(route, "rhs", rhs)?;
-        Ok(B::float_out(route, kernel(lhs, rhs)))
+    ) -> rt::DispatchTensor {
+        let lhs = B::float(route, "lhs", lhs);
+        let rhs = B::float(route, "rhs", rhs);
+        B::float_out(route, kernel(lhs, rhs))
     }
     let route = rt::Route::plan(
         &OP,
@@ -195,45 +195,55 @@ pub fn try_add_relu(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::add_relu, lhs, rhs))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::add_relu, lhs, rhs))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            Ok(run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::add_relu,
+                lhs,
+                rhs,
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            Ok(run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::add_relu,
+                lhs,
+                rhs,
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -263,52 +273,62 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
         kernel: impl FnOnce(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
         alpha: f32,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        Ok(B::float_out(route, kernel(x, alpha)))
+    ) -> rt::DispatchTensor {
+        let x = B::float(route, "x", x);
+        B::float_out(route, kernel(x, alpha))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::scale, x, alpha)
+            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::scale, x, alpha))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::scale, x, alpha)
+            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::scale, x, alpha))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::scale, x, alpha)
+            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::scale, x, alpha))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::scale, x, alpha)
+            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::scale, x, alpha))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::scale, x, alpha)
+            Ok(run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::scale,
+                x,
+                alpha,
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::scale, x, alpha)
+            Ok(run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::scale,
+                x,
+                alpha,
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -338,22 +358,22 @@ pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         route: &rt::Route,
         kernel: impl FnOnce(&rt::FloatTensor<B>) -> rt::IntTensor<B>,
         x: &rt::DispatchTensor,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::float_ref(route, "x", x)?;
-        Ok(B::int_out(route, kernel(&x)))
+    ) -> rt::DispatchTensor {
+        let x = B::float_ref(route, "x", x);
+        B::int_out(route, kernel(&x))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x))
         }
         _ => Err(route.unserved()),
     }
@@ -384,22 +404,22 @@ pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         route: &rt::Route,
         kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        Ok(B::float_out(route, kernel(x)))
+    ) -> rt::DispatchTensor {
+        let x = B::float(route, "x", x);
+        B::float_out(route, kernel(x))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x))
         }
         _ => Err(route.unserved()),
     }
@@ -441,10 +461,10 @@ pub fn try_axpby(
         y: Option<rt::DispatchTensor>,
         alpha: f32,
         beta: f32,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        let y = y.map(|t| B::float(route, "y", t)).transpose()?;
-        Ok(B::float_out(route, kernel(x, y, alpha, beta)))
+    ) -> rt::DispatchTensor {
+        let x = B::float(route, "x", x);
+        let y = y.map(|t| B::float(route, "y", t));
+        B::float_out(route, kernel(x, y, alpha, beta))
     }
     let route = rt::Route::plan(
         &OP,
@@ -452,87 +472,87 @@ pub fn try_axpby(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(
+            Ok(run::<AutodiffFlex>(
                 &route,
                 <AutodiffFlex as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            )
+            ))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(
+            Ok(run::<BalancedFlex>(
                 &route,
                 <BalancedFlex as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            )
+            ))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(
+            Ok(run::<AutodiffCube>(
                 &route,
                 <AutodiffCube as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(
+            Ok(run::<BalancedCube>(
                 &route,
                 <BalancedCube as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            )
+            ))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
+            Ok(run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
+            Ok(run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            )
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -563,12 +583,12 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
         route: &rt::Route,
         kernel: impl FnOnce(Vec<rt::FloatTensor<B>>) -> rt::FloatTensor<B>,
         xs: Vec<rt::DispatchTensor>,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    ) -> rt::DispatchTensor {
         let xs = xs
             .into_iter()
             .map(|t| B::float(route, "xs", t))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(B::float_out(route, kernel(xs)))
+            .collect::<Vec<_>>();
+        B::float_out(route, kernel(xs))
     }
     let route = rt::Route::plan(
         &OP,
@@ -576,45 +596,45 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::sum_all, xs)
+            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::sum_all, xs))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::sum_all, xs)
+            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::sum_all, xs))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs)
+            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::sum_all, xs)
+            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::sum_all, xs))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::sum_all, xs)
+            Ok(run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::sum_all, xs))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::sum_all, xs)
+            Ok(run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::sum_all, xs))
         }
         _ => Err(route.unserved()),
     }
@@ -649,62 +669,82 @@ pub fn try_split_last(
         kernel: impl FnOnce(rt::FloatTensor<B>, Vec<usize>) -> Vec<rt::FloatTensor<B>>,
         x: rt::DispatchTensor,
         sizes: Vec<usize>,
-    ) -> Result<Vec<rt::DispatchTensor>, rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        Ok(kernel(x, sizes).into_iter().map(|t| B::float_out(route, t)).collect())
+    ) -> Vec<rt::DispatchTensor> {
+        let x = B::float(route, "x", x);
+        kernel(x, sizes).into_iter().map(|t| B::float_out(route, t)).collect()
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::split_last, x, sizes)
+            Ok(run::<AutodiffFlex>(
+                &route,
+                <AutodiffFlex as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            ))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::split_last, x, sizes)
+            Ok(run::<BalancedFlex>(
+                &route,
+                <BalancedFlex as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            ))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::split_last, x, sizes)
+            Ok(run::<AutodiffCube>(
+                &route,
+                <AutodiffCube as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            ))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::split_last, x, sizes)
+            Ok(run::<BalancedCube>(
+                &route,
+                <BalancedCube as RoutedOpsComposite>::split_last,
+                x,
+                sizes,
+            ))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
+            Ok(run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsComposite>::split_last,
                 x,
                 sizes,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
+            Ok(run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsComposite>::split_last,
                 x,
                 sizes,
-            )
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -739,52 +779,62 @@ pub fn try_softplus(
         kernel: impl FnOnce(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
         beta: f32,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        Ok(B::float_out(route, kernel(x, beta)))
+    ) -> rt::DispatchTensor {
+        let x = B::float(route, "x", x);
+        B::float_out(route, kernel(x, beta))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::softplus, x, beta)
+            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::softplus, x, beta))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::softplus, x, beta)
+            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::softplus, x, beta))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::softplus, x, beta)
+            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::softplus, x, beta))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::softplus, x, beta)
+            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::softplus, x, beta))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::softplus, x, beta)
+            Ok(run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsComposite>::softplus,
+                x,
+                beta,
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::softplus, x, beta)
+            Ok(run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsComposite>::softplus,
+                x,
+                beta,
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -824,24 +874,30 @@ pub fn try_masked_fill_count(
         x: rt::DispatchTensor,
         mask: &rt::DispatchTensor,
         value: f32,
-    ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        let mask = B::bool_ref(route, "mask", mask)?;
+    ) -> (rt::DispatchTensor, rt::DispatchTensor) {
+        let x = B::float(route, "x", x);
+        let mask = B::bool_ref(route, "mask", mask);
         let (out_0, out_1) = kernel(x, &mask, value);
-        Ok((B::float_out(route, out_0), B::int_out(route, out_1)))
+        (B::float_out(route, out_0), B::int_out(route, out_1))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x), rt::Input::bool("mask", mask)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::masked_fill_count, x, mask, value)
+            Ok(run::<rt::Remote>(
+                &route,
+                <rt::Remote as RoutedOps>::masked_fill_count,
+                x,
+                mask,
+                value,
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -880,23 +936,29 @@ pub fn try_nan_to_num(
         x: rt::DispatchTensor,
         value: f32,
         with_mask: bool,
-    ) -> Result<(rt::DispatchTensor, Option<rt::DispatchTensor>), rt::RouteError> {
-        let x = B::float(route, "x", x)?;
+    ) -> (rt::DispatchTensor, Option<rt::DispatchTensor>) {
+        let x = B::float(route, "x", x);
         let (out_0, out_1) = kernel(x, value, with_mask);
-        Ok((B::float_out(route, out_0), out_1.map(|t| B::bool_out(route, t))))
+        (B::float_out(route, out_0), out_1.map(|t| B::bool_out(route, t)))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::nan_to_num, x, value, with_mask)
+            Ok(run::<rt::Remote>(
+                &route,
+                <rt::Remote as RoutedOps>::nan_to_num,
+                x,
+                value,
+                with_mask,
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -925,22 +987,22 @@ pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         route: &rt::Route,
         kernel: impl FnOnce(rt::QuantizedTensor<B>) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::quantized(route, "x", x)?;
-        Ok(B::float_out(route, kernel(x)))
+    ) -> rt::DispatchTensor {
+        let x = B::quantized(route, "x", x);
+        B::float_out(route, kernel(x))
     }
     let route = rt::Route::plan(&OP, [rt::Input::quantized("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x))
         }
         _ => Err(route.unserved()),
     }
@@ -974,14 +1036,14 @@ pub fn try_iota(
         kernel: impl FnOnce(usize, &rt::DeviceOf<B>) -> rt::IntTensor<B>,
         len: usize,
         device: &rt::DispatchDevice,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let device = B::device(route, "device", device)?;
-        Ok(B::int_out(route, kernel(len, &device)))
+    ) -> rt::DispatchTensor {
+        let device = B::device(route, "device", device);
+        B::int_out(route, kernel(len, &device))
     }
     let route = rt::Route::plan_device(&OP, "device", device)?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device))
         }
         _ => Err(route.unserved()),
     }
@@ -1015,53 +1077,63 @@ pub fn try_bias_gelu(
         kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
         bias: rt::DispatchTensor,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        let bias = B::float(route, "bias", bias)?;
-        Ok(B::float_out(route, kernel(x, bias)))
+    ) -> rt::DispatchTensor {
+        let x = B::float(route, "x", x);
+        let bias = B::float(route, "bias", bias);
+        B::float_out(route, kernel(x, bias))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x), rt::Input::float("bias", &bias)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::bias_gelu, x, bias)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::bias_gelu, x, bias))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
+            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::bias_gelu, x, bias))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
+            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::bias_gelu, x, bias))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::bias_gelu, x, bias))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
+            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::bias_gelu, x, bias))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
+            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::bias_gelu, x, bias))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::bias_gelu, x, bias)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::bias_gelu, x, bias))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::bias_gelu, x, bias)
+            Ok(run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::bias_gelu,
+                x,
+                bias,
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::bias_gelu, x, bias)
+            Ok(run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::bias_gelu,
+                x,
+                bias,
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -1094,10 +1166,10 @@ pub fn try_swiglu(
         kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
         gate: rt::DispatchTensor,
         up: rt::DispatchTensor,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let gate = B::float(route, "gate", gate)?;
-        let up = B::float(route, "up", up)?;
-        Ok(B::float_out(route, kernel(gate, up)))
+    ) -> rt::DispatchTensor {
+        let gate = B::float(route, "gate", gate);
+        let up = B::float(route, "up", up);
+        B::float_out(route, kernel(gate, up))
     }
     let route = rt::Route::plan(
         &OP,
@@ -1105,45 +1177,55 @@ pub fn try_swiglu(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::swiglu, gate, up)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::swiglu, gate, up))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::swiglu, gate, up)
+            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::swiglu, gate, up))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::swiglu, gate, up)
+            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::swiglu, gate, up))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::swiglu, gate, up)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::swiglu, gate, up))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::swiglu, gate, up)
+            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::swiglu, gate, up))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::swiglu, gate, up)
+            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::swiglu, gate, up))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::swiglu, gate, up)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::swiglu, gate, up))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::swiglu, gate, up)
+            Ok(run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::swiglu,
+                gate,
+                up,
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::swiglu, gate, up)
+            Ok(run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::swiglu,
+                gate,
+                up,
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -1179,10 +1261,10 @@ pub fn try_rms_norm(
         x: rt::DispatchTensor,
         weight: rt::DispatchTensor,
         eps: f32,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        let weight = B::float(route, "weight", weight)?;
-        Ok(B::float_out(route, kernel(x, weight, eps)))
+    ) -> rt::DispatchTensor {
+        let x = B::float(route, "x", x);
+        let weight = B::float(route, "weight", weight);
+        B::float_out(route, kernel(x, weight, eps))
     }
     let route = rt::Route::plan(
         &OP,
@@ -1190,81 +1272,81 @@ pub fn try_rms_norm(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(
+            Ok(run::<AutodiffFlex>(
                 &route,
                 <AutodiffFlex as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            )
+            ))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(
+            Ok(run::<BalancedFlex>(
                 &route,
                 <BalancedFlex as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            )
+            ))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(
+            Ok(run::<AutodiffCube>(
                 &route,
                 <AutodiffCube as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(
+            Ok(run::<BalancedCube>(
                 &route,
                 <BalancedCube as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            )
+            ))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::rms_norm, x, weight, eps)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::rms_norm, x, weight, eps))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
+            Ok(run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
+            Ok(run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            )
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -1307,11 +1389,11 @@ pub fn try_layer_norm(
         gamma: rt::DispatchTensor,
         beta: rt::DispatchTensor,
         eps: f32,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        let gamma = B::float(route, "gamma", gamma)?;
-        let beta = B::float(route, "beta", beta)?;
-        Ok(B::float_out(route, kernel(x, gamma, beta, eps)))
+    ) -> rt::DispatchTensor {
+        let x = B::float(route, "x", x);
+        let gamma = B::float(route, "gamma", gamma);
+        let beta = B::float(route, "beta", beta);
+        B::float_out(route, kernel(x, gamma, beta, eps))
     }
     let route = rt::Route::plan(
         &OP,
@@ -1323,87 +1405,94 @@ pub fn try_layer_norm(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::layer_norm, x, gamma, beta, eps)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::layer_norm, x, gamma, beta, eps))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(
+            Ok(run::<AutodiffFlex>(
                 &route,
                 <AutodiffFlex as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            )
+            ))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(
+            Ok(run::<BalancedFlex>(
                 &route,
                 <BalancedFlex as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            )
+            ))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::layer_norm, x, gamma, beta, eps)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::layer_norm, x, gamma, beta, eps))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(
+            Ok(run::<AutodiffCube>(
                 &route,
                 <AutodiffCube as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(
+            Ok(run::<BalancedCube>(
                 &route,
                 <BalancedCube as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            )
+            ))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::layer_norm, x, gamma, beta, eps)
+            Ok(run::<rt::Remote>(
+                &route,
+                <rt::Remote as RoutedOps>::layer_norm,
+                x,
+                gamma,
+                beta,
+                eps,
+            ))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
+            Ok(run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
+            Ok(run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            )
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -1432,52 +1521,60 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         route: &rt::Route,
         kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        Ok(B::float_out(route, kernel(x)))
+    ) -> rt::DispatchTensor {
+        let x = B::float(route, "x", x);
+        B::float_out(route, kernel(x))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::softmax_last, x)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::softmax_last, x))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::softmax_last, x)
+            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::softmax_last, x))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::softmax_last, x)
+            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::softmax_last, x))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::softmax_last, x)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::softmax_last, x))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::softmax_last, x)
+            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::softmax_last, x))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::softmax_last, x)
+            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::softmax_last, x))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::softmax_last, x)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::softmax_last, x))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::softmax_last, x)
+            Ok(run::<AutodiffRemote>(
+                &route,
+                <AutodiffRemote as RoutedOpsAutodiff>::softmax_last,
+                x,
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::softmax_last, x)
+            Ok(run::<BalancedRemote>(
+                &route,
+                <BalancedRemote as RoutedOpsAutodiff>::softmax_last,
+                x,
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -1512,10 +1609,10 @@ pub fn try_cross_entropy_logits(
         kernel: impl FnOnce(rt::FloatTensor<B>, rt::IntTensor<B>) -> rt::FloatTensor<B>,
         logits: rt::DispatchTensor,
         targets: rt::DispatchTensor,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let logits = B::float(route, "logits", logits)?;
-        let targets = B::int(route, "targets", targets)?;
-        Ok(B::float_out(route, kernel(logits, targets)))
+    ) -> rt::DispatchTensor {
+        let logits = B::float(route, "logits", logits);
+        let targets = B::int(route, "targets", targets);
+        B::float_out(route, kernel(logits, targets))
     }
     let route = rt::Route::plan(
         &OP,
@@ -1523,80 +1620,90 @@ pub fn try_cross_entropy_logits(
     )?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::cross_entropy_logits, logits, targets)
+            Ok(run::<rt::Flex>(
+                &route,
+                <rt::Flex as RoutedOps>::cross_entropy_logits,
+                logits,
+                targets,
+            ))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(
+            Ok(run::<AutodiffFlex>(
                 &route,
                 <AutodiffFlex as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            )
+            ))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(
+            Ok(run::<BalancedFlex>(
                 &route,
                 <BalancedFlex as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            )
+            ))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::cross_entropy_logits, logits, targets)
+            Ok(run::<rt::Cube>(
+                &route,
+                <rt::Cube as RoutedOps>::cross_entropy_logits,
+                logits,
+                targets,
+            ))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(
+            Ok(run::<AutodiffCube>(
                 &route,
                 <AutodiffCube as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(
+            Ok(run::<BalancedCube>(
                 &route,
                 <BalancedCube as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            )
+            ))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(
+            Ok(run::<rt::Remote>(
                 &route,
                 <rt::Remote as RoutedOps>::cross_entropy_logits,
                 logits,
                 targets,
-            )
+            ))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
+            Ok(run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
+            Ok(run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            )
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -1637,65 +1744,89 @@ pub fn try_dropout(
         x: rt::DispatchTensor,
         p: f32,
         seed: u64,
-    ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
-        let x = B::float(route, "x", x)?;
+    ) -> (rt::DispatchTensor, rt::DispatchTensor) {
+        let x = B::float(route, "x", x);
         let (out_0, out_1) = kernel(x, p, seed);
-        Ok((B::float_out(route, out_0), B::bool_out(route, out_1)))
+        (B::float_out(route, out_0), B::bool_out(route, out_1))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dropout, x, p, seed))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::dropout, x, p, seed)
+            Ok(run::<AutodiffFlex>(
+                &route,
+                <AutodiffFlex as RoutedOpsAutodiff>::dropout,
+                x,
+                p,
+                seed,
+            ))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::dropout, x, p, seed)
+            Ok(run::<BalancedFlex>(
+                &route,
+                <BalancedFlex as RoutedOpsAutodiff>::dropout,
+                x,
+                p,
+                seed,
+            ))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dropout, x, p, seed))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::dropout, x, p, seed)
+            Ok(run::<AutodiffCube>(
+                &route,
+                <AutodiffCube as RoutedOpsAutodiff>::dropout,
+                x,
+                p,
+                seed,
+            ))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::dropout, x, p, seed)
+            Ok(run::<BalancedCube>(
+                &route,
+                <BalancedCube as RoutedOpsAutodiff>::dropout,
+                x,
+                p,
+                seed,
+            ))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dropout, x, p, seed)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dropout, x, p, seed))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
+            Ok(run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::dropout,
                 x,
                 p,
                 seed,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
+            Ok(run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::dropout,
                 x,
                 p,
                 seed,
-            )
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -1731,64 +1862,88 @@ pub fn try_clamp_ste(
         x: rt::DispatchTensor,
         lo: f32,
         hi: f32,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let x = B::float(route, "x", x)?;
-        Ok(B::float_out(route, kernel(x, lo, hi)))
+    ) -> rt::DispatchTensor {
+        let x = B::float(route, "x", x);
+        B::float_out(route, kernel(x, lo, hi))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi))
         }
         #[cfg(not(feature = "autodiff"))]
         (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
+            Ok(run::<AutodiffFlex>(
+                &route,
+                <AutodiffFlex as RoutedOpsAutodiff>::clamp_ste,
+                x,
+                lo,
+                hi,
+            ))
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
+            Ok(run::<BalancedFlex>(
+                &route,
+                <BalancedFlex as RoutedOpsAutodiff>::clamp_ste,
+                x,
+                lo,
+                hi,
+            ))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi))
         }
         #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
+            Ok(run::<AutodiffCube>(
+                &route,
+                <AutodiffCube as RoutedOpsAutodiff>::clamp_ste,
+                x,
+                lo,
+                hi,
+            ))
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
+            Ok(run::<BalancedCube>(
+                &route,
+                <BalancedCube as RoutedOpsAutodiff>::clamp_ste,
+                x,
+                lo,
+                hi,
+            ))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi))
         }
         #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
+            Ok(run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::clamp_ste,
                 x,
                 lo,
                 hi,
-            )
+            ))
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
+            Ok(run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::clamp_ste,
                 x,
                 lo,
                 hi,
-            )
+            ))
         }
         _ => Err(route.unserved()),
     }
@@ -1822,23 +1977,23 @@ pub fn try_topk_last(
         kernel: impl FnOnce(&rt::FloatTensor<B>, usize) -> (rt::FloatTensor<B>, rt::IntTensor<B>),
         x: &rt::DispatchTensor,
         k: usize,
-    ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
-        let x = B::float_ref(route, "x", x)?;
+    ) -> (rt::DispatchTensor, rt::DispatchTensor) {
+        let x = B::float_ref(route, "x", x);
         let (out_0, out_1) = kernel(&x, k);
-        Ok((B::float_out(route, out_0), B::int_out(route, out_1)))
+        (B::float_out(route, out_0), B::int_out(route, out_1))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
     match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::topk_last, x, k)
+            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::topk_last, x, k))
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::topk_last, x, k)
+            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::topk_last, x, k))
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::topk_last, x, k)
+            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::topk_last, x, k))
         }
         _ => Err(route.unserved()),
     }

@@ -38,14 +38,14 @@ macro_rules! lane_kind_fns {
     ($($owned:ident, $borrowed:ident, $out:ident, $prim:ident, $what:literal;)*) => {$(
         #[doc = concat!("Unwraps an owned ", $what, " input.")]
         ///
-        /// # Errors
-        /// When the tensor does not fit the route (planning rules this out).
-        fn $owned(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<$prim<Self>, RouteError>;
+        /// # Panics
+        /// When the tensor does not fit the route, which planning rules out: a burn-route bug.
+        fn $owned(route: &Route, input: &'static str, tensor: DispatchTensor) -> $prim<Self>;
         #[doc = concat!("Unwraps a borrowed ", $what, " input.")]
         ///
-        /// # Errors
-        /// When the tensor does not fit the route (planning rules this out).
-        fn $borrowed<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, $prim<Self>>, RouteError>;
+        /// # Panics
+        /// When the tensor does not fit the route, which planning rules out: a burn-route bug.
+        fn $borrowed<'a>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Held<'a, $prim<Self>>;
         #[doc = concat!("Wraps a ", $what, " output in the route's autodiff context.")]
         fn $out(route: &Route, out: $prim<Self>) -> DispatchTensor;
     )*};
@@ -66,13 +66,14 @@ pub trait Lane: Backend {
 
     /// Unwraps the device argument.
     ///
-    /// # Errors
-    /// [`RouteError::BackendMismatch`] when the device is on another backend than the route.
+    /// # Panics
+    /// When the device is on another backend than the route, which planning rules out: a
+    /// burn-route bug.
     fn device<'a>(
         route: &Route,
         input: &'static str,
         device: &'a DispatchDevice,
-    ) -> Result<Held<'a, Device<Self>>, RouteError>;
+    ) -> Held<'a, Device<Self>>;
 }
 
 /// A concrete backend's variants of `DispatchTensorKind` and `DispatchDevice`.
@@ -85,6 +86,16 @@ pub trait Concrete: Backend {
     fn put(tensor: BackendTensor<Self>) -> DispatchTensorKind;
     /// This backend's device in `device` (also inside an autodiff device).
     fn device_of(device: &DispatchDevice) -> Option<Held<'_, Device<Self>>>;
+}
+
+/// The value of an unwrap that planning guarantees; a failure is a burn-route bug, reported with
+/// the error that describes it.
+#[inline]
+fn planned<T>(unwrapped: Result<T, RouteError>) -> T {
+    match unwrapped {
+        Ok(value) => value,
+        Err(err) => super::route::planned_out(err),
+    }
 }
 
 /// Strips the `Autodiff` wrapper of a dispatch kind, if any.
@@ -270,36 +281,28 @@ shared_kind! {
 /// The functions both lanes of a backend share (`$inner` is the concrete backend).
 macro_rules! shared_lane_fns {
     ($inner:ty) => {
-        fn int(
-            route: &Route,
-            input: &'static str,
-            tensor: DispatchTensor,
-        ) -> Result<IntTensor<Self>, RouteError> {
-            take_int::<$inner>(route, input, tensor)
+        fn int(route: &Route, input: &'static str, tensor: DispatchTensor) -> IntTensor<Self> {
+            planned(take_int::<$inner>(route, input, tensor))
         }
         fn int_ref<'a>(
             route: &Route,
             input: &'static str,
             tensor: &'a DispatchTensor,
-        ) -> Result<Held<'a, IntTensor<Self>>, RouteError> {
-            peek_int::<$inner>(route, input, tensor)
+        ) -> Held<'a, IntTensor<Self>> {
+            planned(peek_int::<$inner>(route, input, tensor))
         }
         fn int_out(route: &Route, out: IntTensor<Self>) -> DispatchTensor {
             wrap_int::<$inner>(route, out)
         }
-        fn bool(
-            route: &Route,
-            input: &'static str,
-            tensor: DispatchTensor,
-        ) -> Result<BoolTensor<Self>, RouteError> {
-            take_bool::<$inner>(route, input, tensor)
+        fn bool(route: &Route, input: &'static str, tensor: DispatchTensor) -> BoolTensor<Self> {
+            planned(take_bool::<$inner>(route, input, tensor))
         }
         fn bool_ref<'a>(
             route: &Route,
             input: &'static str,
             tensor: &'a DispatchTensor,
-        ) -> Result<Held<'a, BoolTensor<Self>>, RouteError> {
-            peek_bool::<$inner>(route, input, tensor)
+        ) -> Held<'a, BoolTensor<Self>> {
+            planned(peek_bool::<$inner>(route, input, tensor))
         }
         fn bool_out(route: &Route, out: BoolTensor<Self>) -> DispatchTensor {
             wrap_bool::<$inner>(route, out)
@@ -308,15 +311,15 @@ macro_rules! shared_lane_fns {
             route: &Route,
             input: &'static str,
             tensor: DispatchTensor,
-        ) -> Result<QuantizedTensor<Self>, RouteError> {
-            take_quantized::<$inner>(route, input, tensor)
+        ) -> QuantizedTensor<Self> {
+            planned(take_quantized::<$inner>(route, input, tensor))
         }
         fn quantized_ref<'a>(
             route: &Route,
             input: &'static str,
             tensor: &'a DispatchTensor,
-        ) -> Result<Held<'a, QuantizedTensor<Self>>, RouteError> {
-            peek_quantized::<$inner>(route, input, tensor)
+        ) -> Held<'a, QuantizedTensor<Self>> {
+            planned(peek_quantized::<$inner>(route, input, tensor))
         }
         fn quantized_out(route: &Route, out: QuantizedTensor<Self>) -> DispatchTensor {
             wrap_quantized::<$inner>(route, out)
@@ -325,8 +328,8 @@ macro_rules! shared_lane_fns {
             route: &Route,
             input: &'static str,
             device: &'a DispatchDevice,
-        ) -> Result<Held<'a, Device<Self>>, RouteError> {
-            self::device::<$inner>(route, input, device)
+        ) -> Held<'a, Device<Self>> {
+            planned(self::device::<$inner>(route, input, device))
         }
     };
 }
@@ -374,15 +377,15 @@ macro_rules! backend_lanes {
                 route: &Route,
                 input: &'static str,
                 tensor: DispatchTensor,
-            ) -> Result<FloatTensor<Self>, RouteError> {
-                concrete::float::<Self>(route, input, tensor)
+            ) -> FloatTensor<Self> {
+                planned(concrete::float::<Self>(route, input, tensor))
             }
             fn float_ref<'a>(
                 route: &Route,
                 input: &'static str,
                 tensor: &'a DispatchTensor,
-            ) -> Result<Held<'a, FloatTensor<Self>>, RouteError> {
-                concrete::float_ref::<Self>(route, input, tensor)
+            ) -> Held<'a, FloatTensor<Self>> {
+                planned(concrete::float_ref::<Self>(route, input, tensor))
             }
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {
                 concrete::float_out::<Self>(route, out)
@@ -398,15 +401,15 @@ macro_rules! backend_lanes {
                 route: &Route,
                 input: &'static str,
                 tensor: DispatchTensor,
-            ) -> Result<FloatTensor<Self>, RouteError> {
-                autodiff::float::<$backend, C>(route, input, tensor)
+            ) -> FloatTensor<Self> {
+                planned(autodiff::float::<$backend, C>(route, input, tensor))
             }
             fn float_ref<'a>(
                 route: &Route,
                 input: &'static str,
                 tensor: &'a DispatchTensor,
-            ) -> Result<Held<'a, FloatTensor<Self>>, RouteError> {
-                autodiff::float_ref::<$backend, C>(route, input, tensor)
+            ) -> Held<'a, FloatTensor<Self>> {
+                planned(autodiff::float_ref::<$backend, C>(route, input, tensor))
             }
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {
                 autodiff::float_out::<$backend>(route, out)

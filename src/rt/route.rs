@@ -608,6 +608,13 @@ impl Route {
     }
 }
 
+/// Panics for an input that planning accepted but its unwrapping refused: a bug in burn-route.
+#[cold]
+#[inline(never)]
+pub(crate) fn planned_out(err: RouteError) -> ! {
+    panic!("{err} (a burn-route bug: the route was planned with this input; please report it)")
+}
+
 #[inline]
 fn check_input(op: &'static OpInfo, input: &Input<'_>, found: Described) -> Result<(), RouteError> {
     let malformed = |problem| RouteError::Malformed {

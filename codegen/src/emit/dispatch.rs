@@ -97,7 +97,9 @@ fn dispatch_input(arg: &Arg) -> String {
     }
 }
 
-/// Unwraps one input inside the generic `run::<B>` body.
+/// Unwraps one input inside the generic `run::<B>` body. Planning has checked every input, so
+/// unwrapping cannot fail (a failure would be a runtime bug, and panics): `run` has no error
+/// paths, which keeps the per-op, per-backend code that the compiler generates small.
 fn unwrap_input(name: &str, t: &TensorArg, w: &mut Writer) {
     let func = if t.borrowed {
         format!("{}_ref", kind_fn(t.kind))
@@ -106,16 +108,16 @@ fn unwrap_input(name: &str, t: &TensorArg, w: &mut Writer) {
     };
     let label = string_literal(name);
     match t.container {
-        Container::One => w.line(format!("let {name} = B::{func}(route, {label}, {name})?;")),
+        Container::One => w.line(format!("let {name} = B::{func}(route, {label}, {name});")),
         Container::Option => w.line(format!(
-            "let {name} = {name}.map(|t| B::{func}(route, {label}, t)).transpose()?;"
+            "let {name} = {name}.map(|t| B::{func}(route, {label}, t));"
         )),
         Container::Vec => {
             w.line(format!("let {name} = {name}"));
             w.indent();
             w.line(".into_iter()");
             w.line(format!(".map(|t| B::{func}(route, {label}, t))"));
-            w.line(".collect::<Result<Vec<_>, _>>()?;");
+            w.line(".collect::<Vec<_>>();");
             w.dedent();
         }
     }
@@ -294,6 +296,14 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     // `run` needs no backend parameter.
     let generic = uses_route;
     allow_complex_output(&op.output, w);
+    // A unit-returning `run` would make each arm `Ok(run(...))`, a unit argument; it returns the
+    // `Result` itself instead.
+    let unit = matches!(op.output, Output::Unit);
+    let run_returns = if unit {
+        format!(" -> {result} {{")
+    } else {
+        format!(" -> {dispatch_out} {{")
+    };
     w.open(signature(
         if generic {
             "fn run<B: rt::Lane>"
@@ -302,7 +312,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
         }
         .to_owned(),
         run_params,
-        format!(" -> {result} {{"),
+        run_returns,
     ));
     for (input, t) in op.tensor_inputs() {
         unwrap_input(&input.name, t, w);
@@ -310,7 +320,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     if let Some(device) = op.device_input() {
         let id = &device.name;
         w.line(format!(
-            "let {id} = B::device(route, {}, {id})?;",
+            "let {id} = B::device(route, {}, {id});",
             string_literal(id)
         ));
     }
@@ -330,12 +340,12 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
             w.line(cat([call, ";".into()]));
             w.line("Ok(())");
         }
-        Output::Plain(_) => w.line(ok(call)),
-        Output::Tensor(t) => w.line(ok(wrap_output(t, call))),
+        Output::Plain(_) => w.line(call),
+        Output::Tensor(t) => w.line(wrap_output(t, call)),
         Output::Tuple(_) => {
             let (pat, wrapped) = convert_output(&op.output, "out", &wrap_output);
             w.line(cat(["let ".into(), pat, " = ".into(), call, ";".into()]));
-            w.line(ok(wrapped));
+            w.line(wrapped);
         }
     }
     w.close("}");
@@ -381,7 +391,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     // ambiguous.
     let group = &ir.groups[op.group];
     let run_call = |lane: &str, trait_name: &str| {
-        cat([
+        let call = cat([
             if generic {
                 format!("run::<{lane}>")
             } else {
@@ -396,7 +406,8 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
                 .into_iter()
                 .chain(op.inputs.iter().map(|i| i.name.clone())),
             ),
-        ])
+        ]);
+        if unit { call } else { ok(call) }
     };
     for backend in &op.backends {
         let name = backend.name.as_str();
