@@ -24,6 +24,8 @@
 #[path = "../tests/support/loopback.rs"]
 mod loopback;
 
+mod common;
+
 use std::any::Any;
 use std::hint::black_box;
 use std::time::Duration;
@@ -31,6 +33,7 @@ use std::time::Duration;
 use burn_tensor::activation::{gelu, log_softmax, relu, silu, softmax, softplus};
 use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Int, Tensor, TensorData};
+use common::uniform;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const WIDTH: usize = 256;
@@ -51,21 +54,6 @@ struct Inputs {
     mask: Tensor<2, Bool>,
     holes: Tensor<2>,
     quantized: Tensor<2>,
-}
-
-/// Uniform values in `[lo, hi)` from a fixed xorshift stream.
-fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            #[allow(clippy::cast_precision_loss)] // 24 random bits fit an f32 exactly.
-            let unit = (state >> 40) as f32 / (1u64 << 24) as f32;
-            lo + (hi - lo) * unit
-        })
-        .collect()
 }
 
 impl Inputs {

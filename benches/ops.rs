@@ -28,11 +28,14 @@
 //! The short configuration (10 samples, 0.5 s warm-up, 1 s measurement) can be overridden on the
 //! command line (`-- --sample-size 50 --measurement-time 5`).
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Duration;
 
 use burn_tensor::activation::{gelu, log_softmax, relu, silu, softmax};
 use burn_tensor::{Device, Distribution, Int, Tensor, TensorData};
+use common::uniform;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 /// Element counts of the inputs, with their labels in benchmark ids.
@@ -52,21 +55,6 @@ const ALPHA: f32 = 0.5;
 const BETA: f32 = -2.0;
 /// `k` of top-k along the last dimension.
 const K: usize = 8;
-
-/// Uniform values in `[lo, hi)` from a fixed xorshift stream, so every run times the same inputs.
-fn uniform(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            #[allow(clippy::cast_precision_loss)] // 24 random bits fit an f32 exactly.
-            let unit = (state >> 40) as f32 / (1u64 << 24) as f32;
-            lo + (hi - lo) * unit
-        })
-        .collect()
-}
 
 /// `[n / width, width]` values uniform in `[-3, 3)`.
 fn matrix(n: usize, width: usize, seed: u64) -> TensorData {
