@@ -178,6 +178,12 @@ pub fn try_add_relu(
         rt::Policy::Differentiable,
         "ops.toml:24",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -197,8 +203,6 @@ pub fn try_add_relu(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs))
@@ -211,8 +215,6 @@ pub fn try_add_relu(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::add_relu, lhs, rhs))
@@ -225,8 +227,6 @@ pub fn try_add_relu(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -245,7 +245,7 @@ pub fn try_add_relu(
                 rhs,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -267,6 +267,12 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
         rt::Policy::Differentiable,
         "ops.toml:34",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -282,8 +288,6 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::scale, x, alpha))
@@ -296,8 +300,6 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::scale, x, alpha))
@@ -310,8 +312,6 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -330,7 +330,7 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
                 alpha,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -353,6 +353,12 @@ pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         rt::Policy::Detach,
         "ops.toml:46",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        false,
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -375,7 +381,7 @@ pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -399,6 +405,12 @@ pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         rt::Policy::Reject,
         "ops.toml:51",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        false,
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -421,7 +433,7 @@ pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -448,6 +460,12 @@ pub fn try_axpby(
         rt::Policy::Differentiable,
         "ops.toml:62",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -474,8 +492,6 @@ pub fn try_axpby(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(
@@ -502,8 +518,6 @@ pub fn try_axpby(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(
@@ -530,8 +544,6 @@ pub fn try_axpby(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -554,7 +566,7 @@ pub fn try_axpby(
                 beta,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -578,6 +590,12 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
         rt::Policy::Differentiable,
         "ops.toml:76",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -598,8 +616,6 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::sum_all, xs))
@@ -612,8 +628,6 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs))
@@ -626,8 +640,6 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::sum_all, xs))
@@ -636,7 +648,7 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
             Ok(run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::sum_all, xs))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -663,6 +675,12 @@ pub fn try_split_last(
         rt::Policy::Differentiable,
         "ops.toml:86",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -678,8 +696,6 @@ pub fn try_split_last(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(
@@ -702,8 +718,6 @@ pub fn try_split_last(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(
@@ -726,8 +740,6 @@ pub fn try_split_last(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -746,7 +758,7 @@ pub fn try_split_last(
                 sizes,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -773,6 +785,12 @@ pub fn try_softplus(
         rt::Policy::Differentiable,
         "ops.toml:99",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -788,8 +806,6 @@ pub fn try_softplus(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::softplus, x, beta))
@@ -802,8 +818,6 @@ pub fn try_softplus(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::softplus, x, beta))
@@ -816,8 +830,6 @@ pub fn try_softplus(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -836,7 +848,7 @@ pub fn try_softplus(
                 beta,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -863,6 +875,12 @@ pub fn try_masked_fill_count(
         rt::Policy::Detach,
         "ops.toml:112",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        false,
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -899,7 +917,7 @@ pub fn try_masked_fill_count(
                 value,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -925,6 +943,12 @@ pub fn try_nan_to_num(
         rt::Policy::Detach,
         "ops.toml:124",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        false,
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -960,7 +984,7 @@ pub fn try_nan_to_num(
                 with_mask,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -982,6 +1006,12 @@ pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         rt::Policy::Reject,
         "ops.toml:133",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        false,
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1004,7 +1034,7 @@ pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -1030,6 +1060,8 @@ pub fn try_iota(
         rt::Policy::Reject,
         "ops.toml:139",
         "ops.toml:143",
+        &[(rt::BackendId::Flex, true)],
+        false,
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1045,7 +1077,7 @@ pub fn try_iota(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -1071,6 +1103,12 @@ pub fn try_bias_gelu(
         rt::Policy::Differentiable,
         "ops.toml:157",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1087,8 +1125,6 @@ pub fn try_bias_gelu(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::bias_gelu, x, bias))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::bias_gelu, x, bias))
@@ -1101,8 +1137,6 @@ pub fn try_bias_gelu(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::bias_gelu, x, bias))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::bias_gelu, x, bias))
@@ -1115,8 +1149,6 @@ pub fn try_bias_gelu(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::bias_gelu, x, bias))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -1135,7 +1167,7 @@ pub fn try_bias_gelu(
                 bias,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -1160,6 +1192,12 @@ pub fn try_swiglu(
         rt::Policy::Differentiable,
         "ops.toml:167",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1179,8 +1217,6 @@ pub fn try_swiglu(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::swiglu, gate, up))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::swiglu, gate, up))
@@ -1193,8 +1229,6 @@ pub fn try_swiglu(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::swiglu, gate, up))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::swiglu, gate, up))
@@ -1207,8 +1241,6 @@ pub fn try_swiglu(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::swiglu, gate, up))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -1227,7 +1259,7 @@ pub fn try_swiglu(
                 up,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -1254,6 +1286,12 @@ pub fn try_rms_norm(
         rt::Policy::Differentiable,
         "ops.toml:179",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1274,8 +1312,6 @@ pub fn try_rms_norm(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(
@@ -1300,8 +1336,6 @@ pub fn try_rms_norm(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(
@@ -1326,8 +1360,6 @@ pub fn try_rms_norm(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::rms_norm, x, weight, eps))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -1348,7 +1380,7 @@ pub fn try_rms_norm(
                 eps,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -1376,6 +1408,12 @@ pub fn try_layer_norm(
         rt::Policy::Differentiable,
         "ops.toml:192",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1407,8 +1445,6 @@ pub fn try_layer_norm(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::layer_norm, x, gamma, beta, eps))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(
@@ -1435,8 +1471,6 @@ pub fn try_layer_norm(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::layer_norm, x, gamma, beta, eps))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(
@@ -1470,8 +1504,6 @@ pub fn try_layer_norm(
                 eps,
             ))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -1494,7 +1526,7 @@ pub fn try_layer_norm(
                 eps,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -1516,6 +1548,12 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         rt::Policy::Differentiable,
         "ops.toml:204",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1530,8 +1568,6 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::softmax_last, x))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::softmax_last, x))
@@ -1544,8 +1580,6 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::softmax_last, x))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::softmax_last, x))
@@ -1558,8 +1592,6 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::softmax_last, x))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -1576,7 +1608,7 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
                 x,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -1603,6 +1635,12 @@ pub fn try_cross_entropy_logits(
         rt::Policy::Differentiable,
         "ops.toml:214",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1627,8 +1665,6 @@ pub fn try_cross_entropy_logits(
                 targets,
             ))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(
@@ -1656,8 +1692,6 @@ pub fn try_cross_entropy_logits(
                 targets,
             ))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(
@@ -1685,8 +1719,6 @@ pub fn try_cross_entropy_logits(
                 targets,
             ))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -1705,7 +1737,7 @@ pub fn try_cross_entropy_logits(
                 targets,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -1733,6 +1765,12 @@ pub fn try_dropout(
         rt::Policy::Differentiable,
         "ops.toml:227",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1754,8 +1792,6 @@ pub fn try_dropout(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dropout, x, p, seed))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(
@@ -1780,8 +1816,6 @@ pub fn try_dropout(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dropout, x, p, seed))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(
@@ -1806,8 +1840,6 @@ pub fn try_dropout(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dropout, x, p, seed))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -1828,7 +1860,7 @@ pub fn try_dropout(
                 seed,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -1855,6 +1887,12 @@ pub fn try_clamp_ste(
         rt::Policy::Differentiable,
         "ops.toml:240",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        cfg!(feature = "autodiff"),
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1871,8 +1909,6 @@ pub fn try_clamp_ste(
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
             Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi))
         }
-        #[cfg(not(feature = "autodiff"))]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffFlex>(
@@ -1897,8 +1933,6 @@ pub fn try_clamp_ste(
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
             Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi))
         }
-        #[cfg(all(not(feature = "autodiff"), any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffCube>(
@@ -1923,8 +1957,6 @@ pub fn try_clamp_ste(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi))
         }
-        #[cfg(all(not(feature = "autodiff"), feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(_)) => Err(route.autodiff_off()),
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
             Ok(run::<AutodiffRemote>(
@@ -1945,7 +1977,7 @@ pub fn try_clamp_ste(
                 hi,
             ))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }
 
@@ -1971,6 +2003,12 @@ pub fn try_topk_last(
         rt::Policy::Detach,
         "ops.toml:253",
         "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true),
+            (rt::BackendId::Cube, cfg!(any(feature = "wgpu", feature = "cuda"))),
+            (rt::BackendId::Remote, cfg!(feature = "remote")),
+        ],
+        false,
     );
     fn run<B: rt::Lane>(
         route: &rt::Route,
@@ -1995,6 +2033,6 @@ pub fn try_topk_last(
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
             Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::topk_last, x, k))
         }
-        _ => Err(route.unserved()),
+        _ => route.unrouted(),
     }
 }

@@ -17,7 +17,10 @@ use super::dispatch;
 /// (see `ERRORS.md`). [`try_add_relu`] returns the error instead.
 #[must_use]
 pub fn add_relu<const D: usize>(lhs: rt::Tensor<D>, rhs: rt::Tensor<D>) -> rt::Tensor<D> {
-    rt::expect(try_add_relu(lhs, rhs))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_add_relu(
+        lhs.into_dispatch(),
+        rhs.into_dispatch(),
+    )))
 }
 
 /// [`add_relu`], returning the routing error instead of panicking.
@@ -45,7 +48,7 @@ pub fn try_add_relu<const D: usize>(
 /// (see `ERRORS.md`). [`try_scale`] returns the error instead.
 #[must_use]
 pub fn scale<const D: usize>(x: rt::Tensor<D>, alpha: f32) -> rt::Tensor<D> {
-    rt::expect(try_scale(x, alpha))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_scale(x.into_dispatch(), alpha)))
 }
 
 /// [`scale`], returning the routing error instead of panicking.
@@ -74,7 +77,7 @@ pub fn try_scale<const D: usize>(
 /// (see `ERRORS.md`). [`try_argmax_last`] returns the error instead.
 #[must_use]
 pub fn argmax_last<const D: usize>(x: &rt::Tensor<D>) -> rt::Tensor<D, rt::Int> {
-    rt::expect(try_argmax_last(x))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_argmax_last(&x.clone().into_dispatch())))
 }
 
 /// [`argmax_last`], returning the routing error instead of panicking.
@@ -103,7 +106,7 @@ pub fn try_argmax_last<const D: usize>(
 /// (see `ERRORS.md`). [`try_round_half_even`] returns the error instead.
 #[must_use]
 pub fn round_half_even<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
-    rt::expect(try_round_half_even(x))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_round_half_even(x.into_dispatch())))
 }
 
 /// [`round_half_even`], returning the routing error instead of panicking.
@@ -135,7 +138,12 @@ pub fn axpby<const D: usize>(
     alpha: f32,
     beta: f32,
 ) -> rt::Tensor<D> {
-    rt::expect(try_axpby(x, y, alpha, beta))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_axpby(
+        x.into_dispatch(),
+        y.map(rt::Tensor::into_dispatch),
+        alpha,
+        beta,
+    )))
 }
 
 /// [`axpby`], returning the routing error instead of panicking.
@@ -172,7 +180,9 @@ pub fn try_axpby<const D: usize>(
 /// (see `ERRORS.md`). [`try_sum_all`] returns the error instead.
 #[must_use]
 pub fn sum_all<const D: usize>(xs: Vec<rt::Tensor<D>>) -> rt::Tensor<D> {
-    rt::expect(try_sum_all(xs))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_sum_all(
+        xs.into_iter().map(rt::Tensor::into_dispatch).collect(),
+    )))
 }
 
 /// [`sum_all`], returning the routing error instead of panicking.
@@ -203,7 +213,10 @@ pub fn try_sum_all<const D: usize>(
 /// (see `ERRORS.md`). [`try_split_last`] returns the error instead.
 #[must_use]
 pub fn split_last<const D: usize>(x: rt::Tensor<D>, sizes: Vec<usize>) -> Vec<rt::Tensor<D>> {
-    rt::expect(try_split_last(x, sizes))
+    rt::expect(dispatch::try_split_last(
+        x.into_dispatch(),
+        sizes,
+    )).into_iter().map(rt::Tensor::from_dispatch).collect()
 }
 
 /// [`split_last`], returning the routing error instead of panicking.
@@ -236,7 +249,7 @@ pub fn try_split_last<const D: usize>(
 /// (see `ERRORS.md`). [`try_softplus`] returns the error instead.
 #[must_use]
 pub fn softplus<const D: usize>(x: rt::Tensor<D>, beta: f32) -> rt::Tensor<D> {
-    rt::expect(try_softplus(x, beta))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_softplus(x.into_dispatch(), beta)))
 }
 
 /// [`softplus`], returning the routing error instead of panicking.
@@ -269,7 +282,15 @@ pub fn masked_fill_count<const D: usize>(
     mask: &rt::Tensor<D, rt::Bool>,
     value: f32,
 ) -> (rt::Tensor<D>, rt::Tensor<1, rt::Int>) {
-    rt::expect(try_masked_fill_count(x, mask, value))
+    let (
+        out_0,
+        out_1,
+    ) = rt::expect(dispatch::try_masked_fill_count(
+        x.into_dispatch(),
+        &mask.clone().into_dispatch(),
+        value,
+    ));
+    (rt::Tensor::from_dispatch(out_0), rt::Tensor::from_dispatch(out_1))
 }
 
 /// [`masked_fill_count`], returning the routing error instead of panicking.
@@ -306,7 +327,8 @@ pub fn nan_to_num<const D: usize>(
     value: f32,
     with_mask: bool,
 ) -> (rt::Tensor<D>, Option<rt::Tensor<D, rt::Bool>>) {
-    rt::expect(try_nan_to_num(x, value, with_mask))
+    let (out_0, out_1) = rt::expect(dispatch::try_nan_to_num(x.into_dispatch(), value, with_mask));
+    (rt::Tensor::from_dispatch(out_0), out_1.map(rt::Tensor::from_dispatch))
 }
 
 /// [`nan_to_num`], returning the routing error instead of panicking.
@@ -336,7 +358,7 @@ pub fn try_nan_to_num<const D: usize>(
 /// (see `ERRORS.md`). [`try_dequantize_relu`] returns the error instead.
 #[must_use]
 pub fn dequantize_relu<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
-    rt::expect(try_dequantize_relu(x))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_dequantize_relu(x.into_dispatch())))
 }
 
 /// [`dequantize_relu`], returning the routing error instead of panicking.
@@ -364,7 +386,7 @@ pub fn try_dequantize_relu<const D: usize>(
 /// (see `ERRORS.md`). [`try_iota`] returns the error instead.
 #[must_use]
 pub fn iota(len: usize, device: &rt::Device) -> rt::Tensor<1, rt::Int> {
-    rt::expect(try_iota(len, device))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_iota(len, device.as_dispatch())))
 }
 
 /// [`iota`], returning the routing error instead of panicking.
@@ -390,7 +412,10 @@ pub fn try_iota(len: usize, device: &rt::Device) -> Result<rt::Tensor<1, rt::Int
 /// (see `ERRORS.md`). [`try_bias_gelu`] returns the error instead.
 #[must_use]
 pub fn bias_gelu<const D: usize>(x: rt::Tensor<D>, bias: rt::Tensor<1>) -> rt::Tensor<D> {
-    rt::expect(try_bias_gelu(x, bias))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_bias_gelu(
+        x.into_dispatch(),
+        bias.into_dispatch(),
+    )))
 }
 
 /// [`bias_gelu`], returning the routing error instead of panicking.
@@ -418,7 +443,10 @@ pub fn try_bias_gelu<const D: usize>(
 /// (see `ERRORS.md`). [`try_swiglu`] returns the error instead.
 #[must_use]
 pub fn swiglu<const D: usize>(gate: rt::Tensor<D>, up: rt::Tensor<D>) -> rt::Tensor<D> {
-    rt::expect(try_swiglu(gate, up))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_swiglu(
+        gate.into_dispatch(),
+        up.into_dispatch(),
+    )))
 }
 
 /// [`swiglu`], returning the routing error instead of panicking.
@@ -451,7 +479,11 @@ pub fn rms_norm<const D: usize>(
     weight: rt::Tensor<1>,
     eps: f32,
 ) -> rt::Tensor<D> {
-    rt::expect(try_rms_norm(x, weight, eps))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_rms_norm(
+        x.into_dispatch(),
+        weight.into_dispatch(),
+        eps,
+    )))
 }
 
 /// [`rms_norm`], returning the routing error instead of panicking.
@@ -490,7 +522,12 @@ pub fn layer_norm<const D: usize>(
     beta: rt::Tensor<1>,
     eps: f32,
 ) -> rt::Tensor<D> {
-    rt::expect(try_layer_norm(x, gamma, beta, eps))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_layer_norm(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        eps,
+    )))
 }
 
 /// [`layer_norm`], returning the routing error instead of panicking.
@@ -525,7 +562,7 @@ pub fn try_layer_norm<const D: usize>(
 /// (see `ERRORS.md`). [`try_softmax_last`] returns the error instead.
 #[must_use]
 pub fn softmax_last<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
-    rt::expect(try_softmax_last(x))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_softmax_last(x.into_dispatch())))
 }
 
 /// [`softmax_last`], returning the routing error instead of panicking.
@@ -555,7 +592,10 @@ pub fn cross_entropy_logits(
     logits: rt::Tensor<2>,
     targets: rt::Tensor<1, rt::Int>,
 ) -> rt::Tensor<1> {
-    rt::expect(try_cross_entropy_logits(logits, targets))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_cross_entropy_logits(
+        logits.into_dispatch(),
+        targets.into_dispatch(),
+    )))
 }
 
 /// [`cross_entropy_logits`], returning the routing error instead of panicking.
@@ -592,7 +632,8 @@ pub fn dropout<const D: usize>(
     p: f32,
     seed: u64,
 ) -> (rt::Tensor<D>, rt::Tensor<D, rt::Bool>) {
-    rt::expect(try_dropout(x, p, seed))
+    let (out_0, out_1) = rt::expect(dispatch::try_dropout(x.into_dispatch(), p, seed));
+    (rt::Tensor::from_dispatch(out_0), rt::Tensor::from_dispatch(out_1))
 }
 
 /// [`dropout`], returning the routing error instead of panicking.
@@ -623,7 +664,7 @@ pub fn try_dropout<const D: usize>(
 /// (see `ERRORS.md`). [`try_clamp_ste`] returns the error instead.
 #[must_use]
 pub fn clamp_ste<const D: usize>(x: rt::Tensor<D>, lo: f32, hi: f32) -> rt::Tensor<D> {
-    rt::expect(try_clamp_ste(x, lo, hi))
+    rt::Tensor::from_dispatch(rt::expect(dispatch::try_clamp_ste(x.into_dispatch(), lo, hi)))
 }
 
 /// [`clamp_ste`], returning the routing error instead of panicking.
@@ -656,7 +697,8 @@ pub fn topk_last<const D: usize>(
     x: &rt::Tensor<D>,
     k: usize,
 ) -> (rt::Tensor<D>, rt::Tensor<D, rt::Int>) {
-    rt::expect(try_topk_last(x, k))
+    let (out_0, out_1) = rt::expect(dispatch::try_topk_last(&x.clone().into_dispatch(), k));
+    (rt::Tensor::from_dispatch(out_0), rt::Tensor::from_dispatch(out_1))
 }
 
 /// [`topk_last`], returning the routing error instead of panicking.

@@ -92,7 +92,11 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         "Ok(run::<rt::Flex>(&route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k))",
         "rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)",
         // A tensor-less op is routed to its only backend.
-        "let route = rt::Route::fixed(&OP, rt::BackendId::Flex);",
+        "let route = rt::Route::fixed(&OP, rt::BackendId::Flex)?;",
+        // `detach`: no autodiff arms, so `OP` says none are compiled.
+        "rt::Policy::Detach, \"shapes.toml:8\", \"shapes.toml:3\", &[(rt::BackendId::Flex, true)], false);",
+        // Planning refuses what the arms do not cover, so the last arm is a bug check.
+        "_ => route.unrouted(),",
         // ... and, with no tensor or device in its signature, needs no backend parameter.
         "fn run(_route: &rt::Route, kernel: impl FnOnce(f32), value: f32) -> Result<(), rt::RouteError> { kernel(value); Ok(()) }",
         "(rt::BackendId::Flex, rt::Mode::Concrete) => { run(&route, <rt::Flex as ShapeOps>::fill, value) }",
@@ -112,7 +116,9 @@ fn tensor_api_signatures() {
         "let (out_0, (out_1_0, out_1_1)) = dispatch::try_mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k)?;",
         "Ok((rt::Tensor::from_dispatch(out_0), (rt::Tensor::from_dispatch(out_1_0), out_1_1)))",
         "pub fn try_mixed<const D: usize, const E: usize>(",
-        "rt::expect(try_mixed(x, ids, mask, k))",
+        // The panicking form unwraps the dispatch result itself: one `Result` layer less.
+        "let (out_0, (out_1_0, out_1_1)) = rt::expect(dispatch::try_mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k));",
+        "(rt::Tensor::from_dispatch(out_0), (rt::Tensor::from_dispatch(out_1_0), out_1_1)) }",
         "pub fn count<const D: usize>(mask: rt::Tensor<D, rt::Bool>) -> usize",
         "pub fn fill(value: f32) {",
     ] {
@@ -188,6 +194,8 @@ fn option_vec_quantized_and_device_shapes() {
         // Per-op backends: `make` is in its own trait, implemented by Flex only.
         "impl CFlex for rt::Dispatch",
         "run::<rt::Flex>(&route, <rt::Flex as CFlex>::make, n, device)",
+        // `OP` names the arms each build compiles: Cube behind its cfg, autodiff behind its own.
+        "&[(rt::BackendId::Flex, true), (rt::BackendId::Cube, cfg!(feature = \"cube\"))], cfg!(feature = \"autodiff\"));",
     ] {
         assert!(
             dispatch.contains(expected),
@@ -231,6 +239,8 @@ fn composite_ops_get_default_bodies_and_generated_impls() {
         "{dispatch}"
     );
     assert!(!dispatch.contains("CCompositeAutodiff"), "{dispatch}");
+    // With the autodiff cfg off, planning (not an arm) answers autodiff routing.
+    assert!(!dispatch.contains("autodiff_off"), "{dispatch}");
 }
 
 #[test]

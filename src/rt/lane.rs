@@ -56,6 +56,10 @@ macro_rules! lane_kind_fns {
 /// kernel, and wraps each output in the route's autodiff context: float outputs of an
 /// `Autodiff` kernel stay tracked; those of a concrete kernel under an enabled context become
 /// untracked autodiff primitives; int, bool and quantized outputs carry the context.
+///
+/// The owned unwraps are the routing hot path: each backend's impl moves the primitive out of
+/// the `DispatchTensorKind` in one match on the expected variant, and leaves every other shape
+/// (an `Autodiff` wrapper, a primitive to convert) to an out-of-line function.
 pub trait Lane: Backend {
     lane_kind_fns! {
         float, float_ref, float_out, FloatTensor, "float";
@@ -77,9 +81,30 @@ pub trait Lane: Backend {
 }
 
 /// A concrete backend's variants of `DispatchTensorKind` and `DispatchDevice`.
+// `take` hands the caller's own value back on a mismatch, as `Rc::try_unwrap` does, so that the
+// failure can be described; a large `Err` is the point (boxing it would allocate to no end).
+#[allow(clippy::result_large_err)]
 pub trait Concrete: Backend {
-    /// Moves the backend tensor out of `kind`; `None` when it is another backend's.
-    fn take(kind: DispatchTensorKind) -> Option<BackendTensor<Self>>;
+    /// Moves the backend tensor out of `kind`.
+    ///
+    /// # Errors
+    /// `kind` itself, untouched, when it does not hold this backend's tensor (including when
+    /// it is an `Autodiff` wrapper: see [`Concrete::take_unwrapped`]).
+    fn take(kind: DispatchTensorKind) -> Result<BackendTensor<Self>, DispatchTensorKind>;
+    /// [`Concrete::take`] through an `Autodiff` wrapper, if `kind` has one.
+    ///
+    /// # Errors
+    /// `kind`, wrapper included, when it does not hold this backend's tensor.
+    #[allow(unreachable_patterns)]
+    fn take_unwrapped(kind: DispatchTensorKind) -> Result<BackendTensor<Self>, DispatchTensorKind> {
+        match kind {
+            #[cfg(feature = "autodiff")]
+            DispatchTensorKind::Autodiff(inner) => {
+                Self::take(*inner).map_err(|kind| DispatchTensorKind::Autodiff(Box::new(kind)))
+            }
+            other => Self::take(other),
+        }
+    }
     /// Borrows the backend tensor in `kind`, when it is this backend's.
     fn peek(kind: &DispatchTensorKind) -> Option<&BackendTensor<Self>>;
     /// Puts a backend tensor into its `DispatchTensorKind` variant.
@@ -98,15 +123,16 @@ fn planned<T>(unwrapped: Result<T, RouteError>) -> T {
     }
 }
 
-/// Strips the `Autodiff` wrapper of a dispatch kind, if any.
-#[allow(unreachable_patterns)]
-#[inline]
-fn unwrap_kind(kind: DispatchTensorKind) -> DispatchTensorKind {
-    match kind {
-        #[cfg(feature = "autodiff")]
-        DispatchTensorKind::Autodiff(inner) => *inner,
-        other => other,
-    }
+/// An owned input that planning accepted but that does not fit the route: a burn-route bug.
+#[cold]
+#[inline(never)]
+fn unplanned(
+    route: &Route,
+    input: &'static str,
+    expected: &'static str,
+    kind: &DispatchTensorKind,
+) -> ! {
+    super::route::planned_out(route.mismatch(input, expected, describe(kind)))
 }
 
 #[allow(unreachable_patterns)]
@@ -123,42 +149,38 @@ fn device<'a, B: Concrete>(
     route: &Route,
     input: &'static str,
     device: &'a DispatchDevice,
-) -> Result<Held<'a, Device<B>>, RouteError> {
-    B::device_of(device).ok_or_else(|| route.device_mismatch(input, device))
+) -> Held<'a, Device<B>> {
+    match B::device_of(device) {
+        Some(device) => device,
+        None => route.device_unplanned(input, device),
+    }
 }
 
-/// Generic bodies of the concrete lane's float functions.
+/// The concrete lane's float functions, generic over the backend.
 mod concrete {
     use super::*;
 
+    /// An owned float input that is not a plain primitive of `B`: the inner primitive of an
+    /// autodiff float (a `detach` op's input, or an untracked float next to tracked ones).
     #[allow(unreachable_patterns)]
+    #[inline(never)]
     pub(super) fn float<B: Concrete>(
         route: &Route,
         input: &'static str,
-        tensor: DispatchTensor,
-    ) -> Result<FloatTensor<B>, RouteError> {
-        // Describing the tensor for the error costs a walk of its kind: only on the (planned-out)
-        // failure path, before the kind is moved.
-        let fits = match B::peek(unwrap_kind_ref(&tensor.kind)) {
-            Some(BackendTensor::Float(_)) => true,
+        kind: DispatchTensorKind,
+    ) -> FloatTensor<B> {
+        match B::take_unwrapped(kind) {
+            Ok(BackendTensor::Float(t)) => t,
+            // Tracked inputs of `reject` ops never get here (planning refuses them).
             #[cfg(feature = "autodiff")]
-            Some(BackendTensor::Autodiff(_)) => true,
-            _ => false,
-        };
-        if !fits {
-            return Err(route.mismatch(input, "float", describe(&tensor.kind)));
-        }
-        match B::take(unwrap_kind(tensor.kind)) {
-            Some(BackendTensor::Float(t)) => Ok(t),
-            // Tracked inputs of `reject` ops never get here (planning refuses them); `detach`
-            // ops and untracked autodiff floats run on the inner primitive.
-            #[cfg(feature = "autodiff")]
-            Some(BackendTensor::Autodiff(t)) => Ok(t.into_primitive()),
-            _ => unreachable!("peeked above"),
+            Ok(BackendTensor::Autodiff(t)) => t.into_primitive(),
+            Ok(other) => unplanned(route, input, "float", &B::put(other)),
+            Err(kind) => unplanned(route, input, "float", &kind),
         }
     }
 
     #[allow(unreachable_patterns)]
+    #[inline]
     pub(super) fn float_ref<'a, B: Concrete>(
         route: &Route,
         input: &'static str,
@@ -172,28 +194,31 @@ mod concrete {
         }
     }
 
-    pub(super) fn float_out<B: Concrete>(route: &Route, out: FloatTensor<B>) -> DispatchTensor {
-        match route.context() {
-            #[cfg(feature = "autodiff")]
-            DispatchAutodiffContext::Enabled(strategy) => {
-                use burn_backend::AutodiffBackend;
-                let lifted = <burn_autodiff::Autodiff<B> as AutodiffBackend>::from_inner(out);
-                DispatchTensor {
-                    kind: DispatchTensorKind::Autodiff(Box::new(B::put(BackendTensor::Autodiff(
-                        lifted,
-                    )))),
-                    autodiff: DispatchAutodiffContext::Enabled(strategy),
-                }
-            }
-            _ => DispatchTensor {
-                kind: B::put(BackendTensor::Float(out)),
-                autodiff: DispatchAutodiffContext::Disabled,
-            },
+    /// Turns a concrete kernel's float output, already wrapped for `B` under a disabled
+    /// context, into an untracked autodiff tensor under `context`, in place.
+    #[inline(never)]
+    pub(super) fn lift<B: Concrete>(tensor: &mut DispatchTensor, context: DispatchAutodiffContext) {
+        #[cfg(feature = "autodiff")]
+        if let (Some(BackendTensor::Float(out)), DispatchAutodiffContext::Enabled(_)) =
+            (B::peek(&tensor.kind), context)
+        {
+            use burn_backend::AutodiffBackend;
+            // A clone shares the buffer; the original is dropped by the assignment below, so a
+            // uniquely owned buffer is unique again afterwards.
+            let lifted = <burn_autodiff::Autodiff<B> as AutodiffBackend>::from_inner(out.clone());
+            *tensor = DispatchTensor {
+                kind: DispatchTensorKind::Autodiff(Box::new(B::put(BackendTensor::Autodiff(
+                    lifted,
+                )))),
+                autodiff: context,
+            };
         }
+        #[cfg(not(feature = "autodiff"))]
+        let _ = (tensor, context);
     }
 }
 
-/// Generic bodies of the `Autodiff<B, C>` lane's float functions.
+/// The `Autodiff<B, C>` lane's float functions, generic over the backend.
 #[cfg(feature = "autodiff")]
 mod autodiff {
     use super::*;
@@ -201,25 +226,22 @@ mod autodiff {
     use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
     use burn_backend::AutodiffBackend;
 
+    #[inline]
     pub(super) fn float<B: Concrete, C: CheckpointStrategy>(
         route: &Route,
         input: &'static str,
         tensor: DispatchTensor,
-    ) -> Result<FloatTensor<Autodiff<B, C>>, RouteError> {
-        if !matches!(
-            B::peek(unwrap_kind_ref(&tensor.kind)),
-            Some(BackendTensor::Float(_) | BackendTensor::Autodiff(_))
-        ) {
-            return Err(route.mismatch(input, "float", describe(&tensor.kind)));
-        }
-        match B::take(unwrap_kind(tensor.kind)) {
-            Some(BackendTensor::Autodiff(t)) => Ok(t),
+    ) -> FloatTensor<Autodiff<B, C>> {
+        match B::take_unwrapped(tensor.kind) {
+            Ok(BackendTensor::Autodiff(t)) => t,
             // An input with a disabled context next to tracked ones: a constant.
-            Some(BackendTensor::Float(t)) => Ok(<Autodiff<B, C> as AutodiffBackend>::from_inner(t)),
-            _ => unreachable!("peeked above"),
+            Ok(BackendTensor::Float(t)) => <Autodiff<B, C> as AutodiffBackend>::from_inner(t),
+            Ok(other) => unplanned(route, input, "float", &B::put(other)),
+            Err(kind) => unplanned(route, input, "float", &kind),
         }
     }
 
+    #[inline]
     pub(super) fn float_ref<'a, B: Concrete, C: CheckpointStrategy>(
         route: &Route,
         input: &'static str,
@@ -233,103 +255,45 @@ mod autodiff {
             _ => Err(route.mismatch(input, "float", describe(&tensor.kind))),
         }
     }
-
-    pub(super) fn float_out<B: Concrete>(
-        route: &Route,
-        out: FloatTensor<Autodiff<B>>,
-    ) -> DispatchTensor {
-        DispatchTensor {
-            kind: DispatchTensorKind::Autodiff(Box::new(B::put(BackendTensor::Autodiff(out)))),
-            autodiff: route.context(),
-        }
-    }
 }
 
-/// Int, bool and quantized primitives are shared between `B` and `Autodiff<B, C>`: one body
-/// serves both lanes.
-macro_rules! shared_kind {
-    ($($owned:ident, $borrowed:ident, $out:ident, $variant:ident, $name:literal, $prim:ident;)*) => {$(
-        fn $owned<B: Concrete>(route: &Route, input: &'static str, tensor: DispatchTensor) -> Result<$prim<B>, RouteError> {
-            if !matches!(B::peek(&tensor.kind), Some(BackendTensor::$variant(_))) {
-                return Err(route.mismatch(input, $name, describe(&tensor.kind)));
-            }
-            match B::take(tensor.kind) {
-                Some(BackendTensor::$variant(t)) => Ok(t),
-                _ => unreachable!("peeked above"),
-            }
-        }
-
-        fn $borrowed<'a, B: Concrete>(route: &Route, input: &'static str, tensor: &'a DispatchTensor) -> Result<Held<'a, $prim<B>>, RouteError> {
-            match B::peek(&tensor.kind) {
-                Some(BackendTensor::$variant(t)) => Ok(Held::Borrowed(t)),
-                _ => Err(route.mismatch(input, $name, describe(&tensor.kind))),
-            }
-        }
-
-        fn $out<B: Concrete>(route: &Route, out: $prim<B>) -> DispatchTensor {
-            DispatchTensor { kind: B::put(BackendTensor::$variant(out)), autodiff: route.context() }
-        }
-    )*};
-}
-
-shared_kind! {
-    take_int, peek_int, wrap_int, Int, "int", IntTensor;
-    take_bool, peek_bool, wrap_bool, Bool, "bool", BoolTensor;
-    take_quantized, peek_quantized, wrap_quantized, Quantized, "quantized", QuantizedTensor;
-}
-
-/// The functions both lanes of a backend share (`$inner` is the concrete backend).
+/// The functions both lanes of a backend share: int, bool and quantized primitives are the same
+/// types for `B` and `Autodiff<B, C>`, and never inside an `Autodiff` wrapper (planning refuses
+/// one).
 macro_rules! shared_lane_fns {
-    ($inner:ty) => {
-        fn int(route: &Route, input: &'static str, tensor: DispatchTensor) -> IntTensor<Self> {
-            planned(take_int::<$inner>(route, input, tensor))
+    ($backend:ident; $($owned:ident, $borrowed:ident, $out:ident, $variant:ident, $name:literal, $prim:ident;)*) => {$(
+        #[inline]
+        fn $owned(route: &Route, input: &'static str, tensor: DispatchTensor) -> $prim<Self> {
+            match tensor.kind {
+                DispatchTensorKind::$backend(BackendTensor::$variant(t)) => t,
+                other => unplanned(route, input, $name, &other),
+            }
         }
-        fn int_ref<'a>(
+        #[inline]
+        fn $borrowed<'a>(
             route: &Route,
             input: &'static str,
             tensor: &'a DispatchTensor,
-        ) -> Held<'a, IntTensor<Self>> {
-            planned(peek_int::<$inner>(route, input, tensor))
+        ) -> Held<'a, $prim<Self>> {
+            match &tensor.kind {
+                DispatchTensorKind::$backend(BackendTensor::$variant(t)) => Held::Borrowed(t),
+                other => unplanned(route, input, $name, other),
+            }
         }
-        fn int_out(route: &Route, out: IntTensor<Self>) -> DispatchTensor {
-            wrap_int::<$inner>(route, out)
+        #[inline]
+        fn $out(route: &Route, out: $prim<Self>) -> DispatchTensor {
+            DispatchTensor {
+                kind: DispatchTensorKind::$backend(BackendTensor::$variant(out)),
+                autodiff: route.context(),
+            }
         }
-        fn bool(route: &Route, input: &'static str, tensor: DispatchTensor) -> BoolTensor<Self> {
-            planned(take_bool::<$inner>(route, input, tensor))
-        }
-        fn bool_ref<'a>(
-            route: &Route,
-            input: &'static str,
-            tensor: &'a DispatchTensor,
-        ) -> Held<'a, BoolTensor<Self>> {
-            planned(peek_bool::<$inner>(route, input, tensor))
-        }
-        fn bool_out(route: &Route, out: BoolTensor<Self>) -> DispatchTensor {
-            wrap_bool::<$inner>(route, out)
-        }
-        fn quantized(
-            route: &Route,
-            input: &'static str,
-            tensor: DispatchTensor,
-        ) -> QuantizedTensor<Self> {
-            planned(take_quantized::<$inner>(route, input, tensor))
-        }
-        fn quantized_ref<'a>(
-            route: &Route,
-            input: &'static str,
-            tensor: &'a DispatchTensor,
-        ) -> Held<'a, QuantizedTensor<Self>> {
-            planned(peek_quantized::<$inner>(route, input, tensor))
-        }
-        fn quantized_out(route: &Route, out: QuantizedTensor<Self>) -> DispatchTensor {
-            wrap_quantized::<$inner>(route, out)
-        }
+    )*
         fn device<'a>(
             route: &Route,
             input: &'static str,
             device: &'a DispatchDevice,
         ) -> Held<'a, Device<Self>> {
-            planned(self::device::<$inner>(route, input, device))
+            self::device::<$backend>(route, input, device)
         }
     };
 }
@@ -343,18 +307,21 @@ macro_rules! backend_lanes {
         #[cfg($cfg)]
         #[allow(unreachable_patterns)]
         impl Concrete for $backend {
-            fn take(kind: DispatchTensorKind) -> Option<BackendTensor<Self>> {
+            #[inline]
+            fn take(kind: DispatchTensorKind) -> Result<BackendTensor<Self>, DispatchTensorKind> {
                 match kind {
-                    DispatchTensorKind::$backend(t) => Some(t),
-                    _ => None,
+                    DispatchTensorKind::$backend(t) => Ok(t),
+                    other => Err(other),
                 }
             }
+            #[inline]
             fn peek(kind: &DispatchTensorKind) -> Option<&BackendTensor<Self>> {
                 match kind {
                     DispatchTensorKind::$backend(t) => Some(t),
                     _ => None,
                 }
             }
+            #[inline]
             fn put(tensor: BackendTensor<Self>) -> DispatchTensorKind {
                 DispatchTensorKind::$backend(tensor)
             }
@@ -372,14 +339,20 @@ macro_rules! backend_lanes {
         }
 
         #[cfg($cfg)]
+        #[allow(unreachable_patterns)]
         impl Lane for $backend {
+            #[inline]
             fn float(
                 route: &Route,
                 input: &'static str,
                 tensor: DispatchTensor,
             ) -> FloatTensor<Self> {
-                planned(concrete::float::<Self>(route, input, tensor))
+                match tensor.kind {
+                    DispatchTensorKind::$backend(BackendTensor::Float(t)) => t,
+                    other => concrete::float::<Self>(route, input, other),
+                }
             }
+            #[inline]
             fn float_ref<'a>(
                 route: &Route,
                 input: &'static str,
@@ -387,23 +360,40 @@ macro_rules! backend_lanes {
             ) -> Held<'a, FloatTensor<Self>> {
                 planned(concrete::float_ref::<Self>(route, input, tensor))
             }
+            // Built in place for the common disabled context, so the output is written once.
+            #[inline]
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {
-                concrete::float_out::<Self>(route, out)
+                let mut tensor = DispatchTensor {
+                    kind: DispatchTensorKind::$backend(BackendTensor::Float(out)),
+                    autodiff: DispatchAutodiffContext::Disabled,
+                };
+                if route.context() != DispatchAutodiffContext::Disabled {
+                    concrete::lift::<Self>(&mut tensor, route.context());
+                }
+                tensor
             }
-            shared_lane_fns!(Self);
+            shared_lane_fns! {
+                $backend;
+                int, int_ref, int_out, Int, "int", IntTensor;
+                bool, bool_ref, bool_out, Bool, "bool", BoolTensor;
+                quantized, quantized_ref, quantized_out, Quantized, "quantized", QuantizedTensor;
+            }
         }
 
         #[cfg(all($cfg, feature = "autodiff"))]
+        #[allow(unreachable_patterns)]
         impl<C: burn_autodiff::checkpoint::strategy::CheckpointStrategy> Lane
             for burn_autodiff::Autodiff<$backend, C>
         {
+            #[inline]
             fn float(
                 route: &Route,
                 input: &'static str,
                 tensor: DispatchTensor,
             ) -> FloatTensor<Self> {
-                planned(autodiff::float::<$backend, C>(route, input, tensor))
+                autodiff::float::<$backend, C>(route, input, tensor)
             }
+            #[inline]
             fn float_ref<'a>(
                 route: &Route,
                 input: &'static str,
@@ -411,10 +401,21 @@ macro_rules! backend_lanes {
             ) -> Held<'a, FloatTensor<Self>> {
                 planned(autodiff::float_ref::<$backend, C>(route, input, tensor))
             }
+            #[inline]
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {
-                autodiff::float_out::<$backend>(route, out)
+                DispatchTensor {
+                    kind: DispatchTensorKind::Autodiff(Box::new(DispatchTensorKind::$backend(
+                        BackendTensor::Autodiff(out),
+                    ))),
+                    autodiff: route.context(),
+                }
             }
-            shared_lane_fns!($backend);
+            shared_lane_fns! {
+                $backend;
+                int, int_ref, int_out, Int, "int", IntTensor;
+                bool, bool_ref, bool_out, Bool, "bool", BoolTensor;
+                quantized, quantized_ref, quantized_out, Quantized, "quantized", QuantizedTensor;
+            }
         }
     };
 }

@@ -24,6 +24,18 @@ pub enum BackendId {
     Other,
 }
 
+impl BackendId {
+    /// This backend's bit in a set of backends.
+    const fn bit(self) -> u8 {
+        match self {
+            Self::Flex => 1,
+            Self::Cube => 2,
+            Self::Remote => 4,
+            Self::Other => 0,
+        }
+    }
+}
+
 impl fmt::Display for BackendId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -57,6 +69,10 @@ impl fmt::Display for Policy {
 }
 
 /// Static facts about a routed op, for planning and for error messages.
+///
+/// Generated code builds one per op in a `static`, naming the backends its routing arms are
+/// compiled for (`cfg!` evaluated in the crate that includes the generated code), so that
+/// planning itself refuses a backend or an autodiff route the generated code has no arm for.
 #[derive(Debug)]
 pub struct OpInfo {
     /// The op's name.
@@ -67,22 +83,47 @@ pub struct OpInfo {
     pub location: &'static str,
     /// `manifest:LINE` of the backend list that routes the op.
     pub backends_location: &'static str,
+    /// The backends with a compiled routing arm, one bit per [`BackendId`].
+    routed: u8,
+    /// Whether the `Autodiff<B, C>` arms are compiled (for a `differentiable` op).
+    autodiff: bool,
 }
 
 impl OpInfo {
-    /// Creates the facts for one op.
+    /// Creates the facts for one op. `backends` pairs each backend the manifest lists with
+    /// whether its routing arms are compiled (the `cfg!` of their cfg); `autodiff` says whether
+    /// the `Autodiff<B, C>` arms are (the `cfg!` of the autodiff cfg; `false` for ops that are
+    /// not `differentiable`).
     pub const fn new(
         name: &'static str,
         policy: Policy,
         location: &'static str,
         backends_location: &'static str,
+        backends: &[(BackendId, bool)],
+        autodiff: bool,
     ) -> Self {
+        let mut routed = 0;
+        let mut i = 0;
+        while i < backends.len() {
+            if backends[i].1 {
+                routed |= backends[i].0.bit();
+            }
+            i += 1;
+        }
         Self {
             name,
             policy,
             location,
             backends_location,
+            routed,
+            autodiff,
         }
+    }
+
+    /// Whether the op has a compiled routing arm for `backend`.
+    #[inline]
+    pub const fn is_routed(&self, backend: BackendId) -> bool {
+        self.routed & backend.bit() != 0
     }
 }
 
@@ -201,12 +242,11 @@ pub enum Mode {
 }
 
 /// A planned op call: the op, its backend, the implementation, and the autodiff context the
-/// outputs are wrapped in.
-#[derive(Debug)]
+/// outputs are wrapped in. Small enough (16 bytes) to travel in registers.
+#[derive(Clone, Copy, Debug)]
 pub struct Route {
     op: &'static OpInfo,
     backend: BackendId,
-    router: InputName,
     mode: Mode,
     context: DispatchAutodiffContext,
 }
@@ -302,6 +342,45 @@ pub(crate) fn describe(kind: &DispatchTensorKind) -> Described {
     }
 }
 
+/// The backend and tensor kind of a plain (not autodiff) primitive on a backend this build
+/// routes; `None` for anything else.
+#[allow(unreachable_patterns)]
+#[inline]
+fn plain_kind(kind: &DispatchTensorKind) -> Option<(BackendId, TensorKind)> {
+    #[inline]
+    fn of<B: Backend>(tensor: &BackendTensor<B>) -> Option<TensorKind> {
+        match tensor {
+            BackendTensor::Float(_) => Some(TensorKind::Float),
+            BackendTensor::Int(_) => Some(TensorKind::Int),
+            BackendTensor::Bool(_) => Some(TensorKind::Bool),
+            BackendTensor::Quantized(_) => Some(TensorKind::Quantized),
+            _ => None,
+        }
+    }
+    match kind {
+        DispatchTensorKind::Flex(t) => Some((BackendId::Flex, of(t)?)),
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        DispatchTensorKind::Cube(t) => Some((BackendId::Cube, of(t)?)),
+        #[cfg(feature = "remote")]
+        DispatchTensorKind::Remote(t) => Some((BackendId::Remote, of(t)?)),
+        _ => None,
+    }
+}
+
+/// The backend of a device that is not an autodiff device, when this build routes it.
+#[allow(unreachable_patterns)]
+#[inline]
+fn plain_device(device: &DispatchDevice) -> Option<BackendId> {
+    match device {
+        DispatchDevice::Flex(_) => Some(BackendId::Flex),
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        DispatchDevice::Cube(_) => Some(BackendId::Cube),
+        #[cfg(feature = "remote")]
+        DispatchDevice::Remote(_) => Some(BackendId::Remote),
+        _ => None,
+    }
+}
+
 /// The backend of a device and the autodiff context it implies.
 #[allow(unreachable_patterns)]
 pub(crate) fn describe_device(device: &DispatchDevice) -> (BackendId, DispatchAutodiffContext) {
@@ -334,12 +413,17 @@ impl Route {
     /// # Errors
     ///
     /// The first contract violation found, as a [`RouteError`].
+    #[inline]
     pub fn plan<'a, I>(op: &'static OpInfo, inputs: I) -> Result<Self, RouteError>
     where
         I: IntoIterator<Item = Input<'a>>,
         I::IntoIter: Clone,
     {
-        Self::plan_inner(op, inputs, None)
+        let inputs = inputs.into_iter();
+        match Self::plain(op, inputs.clone()) {
+            Some(route) => Ok(route),
+            None => Self::plan_inner(op, inputs, None).map_err(|e| *e),
+        }
     }
 
     /// [`Route::plan`] for an op that also takes a device: the device must be on the routing
@@ -359,10 +443,58 @@ impl Route {
         I: IntoIterator<Item = Input<'a>>,
         I::IntoIter: Clone,
     {
-        Self::plan_inner(op, inputs, Some((device_input, device)))
+        let inputs = inputs.into_iter();
+        if let Some(route) = Self::plain(op, inputs.clone())
+            && plain_device(device) == Some(route.backend)
+        {
+            return Ok(route);
+        }
+        Self::plan_inner(op, inputs, Some((device_input, device))).map_err(|e| *e)
     }
 
+    /// The common case, decided in one pass over the inputs without building any error
+    /// context: every input is a plain (untracked, unwrapped) primitive of its declared kind,
+    /// all on one backend the op is routed to, with autodiff disabled. The route is then the
+    /// concrete kernel under a disabled context, for every policy. `None` sends the call to the
+    /// full planner, which reaches the same route for every call this accepts, and names the
+    /// contract violation for the ones it does not.
+    #[inline]
+    fn plain<'a>(op: &'static OpInfo, inputs: impl Iterator<Item = Input<'a>>) -> Option<Self> {
+        let mut backend = None;
+        for input in inputs {
+            if input.tensor.autodiff != DispatchAutodiffContext::Disabled {
+                return None;
+            }
+            let (found, kind) = plain_kind(&input.tensor.kind)?;
+            if kind != input.kind || *backend.get_or_insert(found) != found {
+                return None;
+            }
+        }
+        let backend = backend?;
+        op.is_routed(backend).then_some(Self {
+            op,
+            backend,
+            mode: Mode::Concrete,
+            context: DispatchAutodiffContext::Disabled,
+        })
+    }
+
+    /// The full planner, out of line; its error is boxed so that its result, like the fast
+    /// path's, fits in registers.
+    #[inline(never)]
     fn plan_inner<'a, I>(
+        op: &'static OpInfo,
+        inputs: I,
+        device: Option<(&'static str, &DispatchDevice)>,
+    ) -> Result<Self, Box<RouteError>>
+    where
+        I: IntoIterator<Item = Input<'a>>,
+        I::IntoIter: Clone,
+    {
+        Self::plan_checked(op, inputs, device).map_err(Box::new)
+    }
+
+    fn plan_checked<'a, I>(
         op: &'static OpInfo,
         inputs: I,
         device: Option<(&'static str, &DispatchDevice)>,
@@ -485,10 +617,35 @@ impl Route {
             }
             _ => Mode::Concrete,
         };
+        Self::routed(op, router.name, routed.backend, mode, context)
+    }
+
+    /// The route, if the op has a compiled arm for it.
+    fn routed(
+        op: &'static OpInfo,
+        router: InputName,
+        backend: BackendId,
+        mode: Mode,
+        context: DispatchAutodiffContext,
+    ) -> Result<Self, RouteError> {
+        if !op.is_routed(backend) {
+            return Err(RouteError::UnlistedBackend {
+                op: op.name,
+                input: router,
+                backend,
+                location: op.backends_location,
+            });
+        }
+        if matches!(mode, Mode::Autodiff(_)) && !op.autodiff {
+            return Err(RouteError::AutodiffFeatureOff {
+                op: op.name,
+                input: router,
+                backend,
+            });
+        }
         Ok(Self {
             op,
-            backend: routed.backend,
-            router: router.name,
+            backend,
             mode,
             context,
         })
@@ -499,7 +656,8 @@ impl Route {
     ///
     /// # Errors
     ///
-    /// [`RouteError::AutodiffFeatureOff`] for an autodiff device in a build without autodiff.
+    /// [`RouteError::AutodiffFeatureOff`] for an autodiff device in a build without autodiff;
+    /// [`RouteError::UnlistedBackend`] for a device on a backend the op is not routed to.
     pub fn plan_device(
         op: &'static OpInfo,
         input: &'static str,
@@ -514,25 +672,24 @@ impl Route {
                 backend,
             });
         }
-        Ok(Self {
-            op,
-            backend,
-            router: input,
-            mode: Mode::Concrete,
-            context,
-        })
+        Self::routed(op, input, backend, Mode::Concrete, context)
     }
 
     /// A route for an op without tensor or device inputs: the manifest lists exactly one
     /// backend for it.
-    pub fn fixed(op: &'static OpInfo, backend: BackendId) -> Self {
-        Self {
+    ///
+    /// # Errors
+    ///
+    /// [`RouteError::UnlistedBackend`] when that backend's routing arm is not compiled.
+    pub fn fixed(op: &'static OpInfo, backend: BackendId) -> Result<Self, RouteError> {
+        let router = InputName::new(op.name);
+        Self::routed(
             op,
+            router,
             backend,
-            router: InputName::new(op.name),
-            mode: Mode::Concrete,
-            context: DispatchAutodiffContext::Disabled,
-        }
+            Mode::Concrete,
+            DispatchAutodiffContext::Disabled,
+        )
     }
 
     /// The backend and the implementation to call.
@@ -552,40 +709,34 @@ impl Route {
         self.context
     }
 
-    /// The error for a backend the generated code has no arm for: the op does not list it, or
-    /// the cfg that compiles its route in is off.
-    pub fn unserved(&self) -> RouteError {
-        RouteError::UnlistedBackend {
-            op: self.op.name,
-            input: self.router,
-            backend: self.backend,
-            location: self.op.backends_location,
-        }
+    /// For the generated `match` on [`Route::target`]: a route its arms do not cover.
+    /// Planning only returns routes the op's [`OpInfo`] says are compiled, so this is a bug in
+    /// burn-route (or an `OpInfo` written by hand that disagrees with its arms).
+    ///
+    /// # Panics
+    /// Always.
+    #[cold]
+    #[inline(never)]
+    pub fn unrouted(&self) -> ! {
+        panic!(
+            "{}: no routing arm for {} ({:?}), which planning accepted (a burn-route bug: \
+             please report it)",
+            self.op.name, self.backend, self.mode
+        )
     }
 
-    /// The error for autodiff routing to a listed backend in a build where the generated code's
-    /// autodiff cfg is off.
-    pub fn autodiff_off(&self) -> RouteError {
-        RouteError::AutodiffFeatureOff {
-            op: self.op.name,
-            input: self.router,
-            backend: self.backend,
-        }
-    }
-
-    /// The error for a device argument on another backend than the routing tensor.
-    pub(crate) fn device_mismatch(
-        &self,
-        input: &'static str,
-        device: &DispatchDevice,
-    ) -> RouteError {
-        RouteError::BackendMismatch {
-            op: self.op.name,
-            input: InputName::new(input),
-            backend: describe_device(device).0,
-            routing_input: self.router,
-            routing_backend: self.backend,
-        }
+    /// For a device argument that planning accepted but that is on another backend than the
+    /// route: a burn-route bug.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn device_unplanned(&self, input: &'static str, device: &DispatchDevice) -> ! {
+        panic!(
+            "{}: device `{input}` is on {}, but the call was routed to {} (a burn-route bug: \
+             please report it)",
+            self.op.name,
+            describe_device(device).0,
+            self.backend
+        )
     }
 
     /// The error for an input whose primitive does not fit the planned route. Planning checks

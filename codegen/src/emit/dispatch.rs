@@ -245,13 +245,32 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
         dispatch_params.clone(),
         format!(" -> {result} {{"),
     ));
+    // Which routing arms below are compiled, for planning to refuse the others by itself.
+    let backends = op
+        .backends
+        .iter()
+        .map(|b| {
+            let compiled = match &b.cfg {
+                Some(meta) => format!("cfg!({meta})"),
+                None => "true".to_owned(),
+            };
+            Doc::from(format!("(rt::BackendId::{}, {compiled})", b.name.as_str()))
+        })
+        .collect();
+    let autodiff = if op.policy == Policy::Differentiable {
+        format!("cfg!({})", ir.autodiff_cfg)
+    } else {
+        "false".to_owned()
+    };
     w.line(cat([
         "static OP: rt::OpInfo = rt::OpInfo::new".into(),
         parens([
-            string_literal(&op.name),
-            policy.to_owned(),
-            string_literal(&op.location),
-            string_literal(&op.backends_location),
+            string_literal(&op.name).into(),
+            Doc::from(policy),
+            string_literal(&op.location).into(),
+            string_literal(&op.backends_location).into(),
+            cat(["&".into(), list("[", backends, "]")]),
+            autodiff.into(),
         ]),
         ";".into(),
     ]));
@@ -378,7 +397,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
         .into()
     } else {
         format!(
-            "let route = rt::Route::fixed(&OP, rt::BackendId::{});",
+            "let route = rt::Route::fixed(&OP, rt::BackendId::{})?;",
             op.backends[0].name.as_str()
         )
         .into()
@@ -419,19 +438,6 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
             run_call(&lane, &group.name),
         );
         if op.policy == Policy::Differentiable {
-            // With the autodiff cfg off, a listed backend still answers autodiff routing with
-            // the "autodiff feature" error rather than "not routed to this backend".
-            let ad = &ir.autodiff_cfg;
-            let off = match &backend.cfg {
-                Some(meta) => format!("all(not({ad}), {meta})"),
-                None => format!("not({ad})"),
-            };
-            w.cfg(Some(&off));
-            arm(
-                w,
-                format!("(rt::BackendId::{name}, rt::Mode::Autodiff(_))"),
-                "Err(route.autodiff_off())".into(),
-            );
             let cfg = autodiff_backend_cfg(ir, backend);
             // Composite ops have no autodiff trait: their `Autodiff<B, C>` impl is the main
             // trait's default body.
@@ -455,7 +461,9 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
             }
         }
     }
-    w.line("_ => Err(route.unserved()),");
+    // Planning refuses every other backend and mode with the error that names the routing
+    // input (`OP` lists the compiled arms).
+    w.line("_ => route.unrouted(),");
     w.close("}");
     w.close("}");
 }

@@ -2,8 +2,8 @@
 
 use super::code::{Doc, Writer, cat, list};
 use super::{
-    EmitConfig, allow_complex_output, const_generics, contained, convert_output, forward_call,
-    map_output_type, op_docs, returns, signature, through_container, use_runtime,
+    EmitConfig, allow_complex_output, const_generics, contained, convert_output, map_output_type,
+    op_docs, returns, signature, through_container, use_runtime,
 };
 use crate::ir::{Arg, Container, Ir, Op, Output, Rank, TensorArg, TensorKind};
 
@@ -68,10 +68,28 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
         params.clone(),
         format!("{} {{", returns(&op.output, &out_ty)),
     ));
-    w.line(cat([
+    // The dispatch-level result is unwrapped directly rather than through `try_{name}`: one
+    // `Result` layer less to move the outputs through on every call.
+    let expected = cat([
         "rt::expect".into(),
-        list("(", vec![forward_call(&try_name, op)], ")"),
-    ]));
+        list("(", vec![dispatch_call(op, &try_name)], ")"),
+    ]);
+    match &op.output {
+        Output::Unit => w.line(cat([expected, ";".into()])),
+        Output::Plain(_) => w.line(expected),
+        Output::Tensor(t) => w.line(from_dispatch(t, expected)),
+        Output::Tuple(_) => {
+            let (pat, expr) = convert_output(&op.output, "out", &from_dispatch);
+            w.line(cat([
+                "let ".into(),
+                pat,
+                " = ".into(),
+                expected,
+                ";".into(),
+            ]));
+            w.line(expr);
+        }
+    }
     w.close("}");
 
     w.blank();
@@ -89,19 +107,8 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
         params,
         format!(" -> Result<{out_ty}, rt::RouteError> {{"),
     ));
-    let args: Vec<Doc> = op
-        .inputs
-        .iter()
-        .map(|i| match &i.arg {
-            Arg::Tensor(t) => into_dispatch(t, &i.name),
-            Arg::Plain(_) => i.name.as_str().into(),
-            Arg::Device => format!("{}.as_dispatch()", i.name).into(),
-        })
-        .collect();
-    let call_once = cat([format!("dispatch::{try_name}").into(), list("(", args, ")")]);
+    let call_once = dispatch_call(op, &try_name);
     let call = cat([call_once.clone(), "?".into()]);
-    let from_dispatch =
-        |t: &TensorArg, value: Doc| through_container(t, value, "rt::Tensor::from_dispatch");
     let ok = |value: Doc| cat(["Ok".into(), list("(", vec![value], ")")]);
     match &op.output {
         Output::Unit => {
@@ -118,6 +125,25 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
         }
     }
     w.close("}");
+}
+
+/// The call of the dispatch-level `try_` function that both `Tensor<D>`-level functions make.
+fn dispatch_call(op: &Op, try_name: &str) -> Doc {
+    let args: Vec<Doc> = op
+        .inputs
+        .iter()
+        .map(|i| match &i.arg {
+            Arg::Tensor(t) => into_dispatch(t, &i.name),
+            Arg::Plain(_) => i.name.as_str().into(),
+            Arg::Device => format!("{}.as_dispatch()", i.name).into(),
+        })
+        .collect();
+    cat([format!("dispatch::{try_name}").into(), list("(", args, ")")])
+}
+
+/// Converts one dispatch-level output tensor (in its container) back to `Tensor<D>`.
+fn from_dispatch(t: &TensorArg, value: Doc) -> Doc {
+    through_container(t, value, "rt::Tensor::from_dispatch")
 }
 
 /// The `Tensor<D>`-level type of one tensor.
