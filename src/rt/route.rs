@@ -822,3 +822,110 @@ fn check_input(op: &'static OpInfo, input: &Input<'_>, found: Described) -> Resu
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use burn_tensor::quantization::QuantScheme;
+    use burn_tensor::{Bool, Device, Int, Tensor};
+
+    use super::*;
+
+    /// Every dispatch tensor shape the planner distinguishes on Flex, with a label.
+    fn tensors() -> Vec<(&'static str, DispatchTensor)> {
+        let flex = Device::flex();
+        let float = || Tensor::<1>::from_data([1.0, -2.0], &flex);
+        let mut all = vec![
+            ("float", float().into_dispatch()),
+            (
+                "int",
+                Tensor::<1, Int>::from_data([1, 2], &flex).into_dispatch(),
+            ),
+            (
+                "bool",
+                Tensor::<1, Bool>::from_data([true, false], &flex).into_dispatch(),
+            ),
+            (
+                "quantized",
+                float()
+                    .quantize_dynamic(&QuantScheme::default())
+                    .into_dispatch(),
+            ),
+        ];
+        let mut enabled_plain = float().into_dispatch();
+        enabled_plain.autodiff = DispatchAutodiffContext::Enabled(Checkpointing::Disabled);
+        all.push(("enabled plain float", enabled_plain));
+        #[cfg(feature = "autodiff")]
+        {
+            let ad = flex.clone().autodiff();
+            let tracked = Tensor::<1>::from_data([1.0, -2.0], &ad).require_grad();
+            all.push(("tracked", tracked.into_dispatch()));
+            let untracked = Tensor::<1>::from_data([1.0, -2.0], &ad);
+            all.push(("untracked autodiff", untracked.into_dispatch()));
+            let int = Tensor::<1, Int>::from_data([1, 2], &ad);
+            all.push(("int under autodiff", int.into_dispatch()));
+        }
+        all
+    }
+
+    fn input<'a>(kind: TensorKind, name: &'static str, tensor: &'a DispatchTensor) -> Input<'a> {
+        Input::new(name, kind, tensor)
+    }
+
+    /// The fast path never disagrees with the full planner: whenever it returns a route, the
+    /// full planner returns the same one; and it does take every call it is meant for.
+    #[test]
+    fn the_fast_path_agrees_with_the_full_planner() {
+        let tensors = tensors();
+        let kinds = [
+            TensorKind::Float,
+            TensorKind::Int,
+            TensorKind::Bool,
+            TensorKind::Quantized,
+        ];
+        let mut fast_routes = 0;
+        for policy in [Policy::Differentiable, Policy::Detach, Policy::Reject] {
+            for routed in [true, false] {
+                for autodiff in [true, false] {
+                    let op: &'static OpInfo = Box::leak(Box::new(OpInfo::new(
+                        "op",
+                        policy,
+                        "ops.toml:1",
+                        "ops.toml:2",
+                        &[(BackendId::Flex, routed)],
+                        autodiff,
+                    )));
+                    for (a_label, a) in &tensors {
+                        for (b_label, b) in &tensors {
+                            for a_kind in kinds {
+                                for b_kind in kinds {
+                                    let inputs = [input(a_kind, "a", a), input(b_kind, "b", b)];
+                                    let case = format!(
+                                        "{policy} routed={routed} autodiff={autodiff}: a {a_label} \
+                                         as {a_kind}, b {b_label} as {b_kind}"
+                                    );
+                                    let fast = Route::plain(op, inputs.into_iter());
+                                    let full = Route::plan_checked(op, inputs, None);
+                                    let plain =
+                                        |label: &str, kind: TensorKind| label == kind.to_string();
+                                    let expected_fast =
+                                        routed && plain(a_label, a_kind) && plain(b_label, b_kind);
+                                    assert_eq!(fast.is_some(), expected_fast, "{case}");
+                                    if let Some(fast) = fast {
+                                        fast_routes += 1;
+                                        let full = full.unwrap_or_else(|e| {
+                                            panic!("{case}: fast path accepted, planner: {e}")
+                                        });
+                                        assert_eq!(fast.target(), full.target(), "{case}");
+                                        assert_eq!(fast.context(), full.context(), "{case}");
+                                        assert!(core::ptr::eq(fast.op(), full.op()), "{case}");
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fast_routes > 0);
+    }
+}
