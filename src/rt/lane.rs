@@ -194,27 +194,30 @@ mod concrete {
         }
     }
 
-    /// Turns a concrete kernel's float output, already wrapped for `B` under a disabled
-    /// context, into an untracked autodiff tensor under `context`, in place.
+    /// A concrete kernel's float output under an enabled context: an untracked autodiff
+    /// tensor. Out of line: the disabled context is the hot path.
     #[inline(never)]
-    pub(super) fn lift<B: Concrete>(tensor: &mut DispatchTensor, context: DispatchAutodiffContext) {
+    pub(super) fn lift<B: Concrete>(
+        out: FloatTensor<B>,
+        context: DispatchAutodiffContext,
+    ) -> DispatchTensor {
         #[cfg(feature = "autodiff")]
-        if let (Some(BackendTensor::Float(out)), DispatchAutodiffContext::Enabled(_)) =
-            (B::peek(&tensor.kind), context)
         {
             use burn_backend::AutodiffBackend;
-            // A clone shares the buffer; the original is dropped by the assignment below, so a
-            // uniquely owned buffer is unique again afterwards.
-            let lifted = <burn_autodiff::Autodiff<B> as AutodiffBackend>::from_inner(out.clone());
-            *tensor = DispatchTensor {
+            let lifted = <burn_autodiff::Autodiff<B> as AutodiffBackend>::from_inner(out);
+            DispatchTensor {
                 kind: DispatchTensorKind::Autodiff(Box::new(B::put(BackendTensor::Autodiff(
                     lifted,
                 )))),
                 autodiff: context,
-            };
+            }
         }
+        // Planning refuses an enabled context in a build without autodiff.
         #[cfg(not(feature = "autodiff"))]
-        let _ = (tensor, context);
+        DispatchTensor {
+            kind: B::put(BackendTensor::Float(out)),
+            autodiff: context,
+        }
     }
 }
 
@@ -360,17 +363,15 @@ macro_rules! backend_lanes {
             ) -> Held<'a, FloatTensor<Self>> {
                 planned(concrete::float_ref::<Self>(route, input, tensor))
             }
-            // Built in place for the common disabled context, so the output is written once.
             #[inline]
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {
-                let mut tensor = DispatchTensor {
-                    kind: DispatchTensorKind::$backend(BackendTensor::Float(out)),
-                    autodiff: DispatchAutodiffContext::Disabled,
-                };
-                if route.context() != DispatchAutodiffContext::Disabled {
-                    concrete::lift::<Self>(&mut tensor, route.context());
+                match route.context() {
+                    DispatchAutodiffContext::Disabled => DispatchTensor {
+                        kind: DispatchTensorKind::$backend(BackendTensor::Float(out)),
+                        autodiff: DispatchAutodiffContext::Disabled,
+                    },
+                    context => concrete::lift::<Self>(out, context),
                 }
-                tensor
             }
             shared_lane_fns! {
                 $backend;
