@@ -199,54 +199,44 @@ pub fn try_add_relu(
         &OP,
         [rt::Input::float("lhs", &lhs), rt::Input::float("rhs", &rhs)],
     )?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs))
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs))
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::add_relu, lhs, rhs))
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::add_relu, lhs, rhs))
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::add_relu,
-                lhs,
-                rhs,
-            ))
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::add_relu,
-                lhs,
-                rhs,
-            ))
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::add_relu, lhs, rhs)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Multiplies every element by `alpha`.
@@ -284,54 +274,44 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
         B::float_out(route, kernel(x, alpha))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::scale, x, alpha))
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::scale, x, alpha)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::scale, x, alpha))
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::scale, x, alpha)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::scale, x, alpha))
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::scale, x, alpha)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::scale, x, alpha))
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::scale, x, alpha)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::scale,
-                x,
-                alpha,
-            ))
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::scale, x, alpha)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::scale,
-                x,
-                alpha,
-            ))
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::scale, x, alpha)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Index of the largest element along the last dimension, which is kept with size 1.
@@ -369,20 +349,20 @@ pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         B::int_out(route, kernel(&x))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Rounds every element to the nearest integer, ties to even (banker's rounding).
@@ -421,20 +401,20 @@ pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         B::float_out(route, kernel(x))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
@@ -488,86 +468,86 @@ pub fn try_axpby(
         &OP,
         [rt::Input::float("x", &x)].into_iter().chain(y.as_ref().map(|t| rt::Input::float("y", t))),
     )?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(
+            run::<AutodiffFlex>(
                 &route,
                 <AutodiffFlex as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            ))
+            )
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(
+            run::<BalancedFlex>(
                 &route,
                 <BalancedFlex as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            ))
+            )
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(
+            run::<AutodiffCube>(
                 &route,
                 <AutodiffCube as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(
+            run::<BalancedCube>(
                 &route,
                 <BalancedCube as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            ))
+            )
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
+            run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
+            run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::axpby,
                 x,
                 y,
                 alpha,
                 beta,
-            ))
+            )
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Element-wise sum of a non-empty list of tensors of the same shape. Composite: built from backend
@@ -612,44 +592,44 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
         &OP,
         xs.iter().enumerate().map(|(i, t)| rt::Input::float("xs", t).at(i)),
     )?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::sum_all, xs))
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::sum_all, xs))
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs))
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::sum_all, xs))
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::sum_all, xs))
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::sum_all, xs)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::sum_all, xs))
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::sum_all, xs)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Splits `x` along its last dimension into consecutive pieces of the given sizes (which must add
@@ -692,74 +672,54 @@ pub fn try_split_last(
         kernel(x, sizes).into_iter().map(|t| B::float_out(route, t)).collect()
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(
-                &route,
-                <AutodiffFlex as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            ))
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(
-                &route,
-                <BalancedFlex as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            ))
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(
-                &route,
-                <AutodiffCube as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            ))
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(
-                &route,
-                <BalancedCube as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            ))
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
+            run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsComposite>::split_last,
                 x,
                 sizes,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
+            run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsComposite>::split_last,
                 x,
                 sizes,
-            ))
+            )
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// `ln(1 + exp(beta * x)) / beta`, computed stably. Composite: its gradient (the logistic
@@ -802,54 +762,44 @@ pub fn try_softplus(
         B::float_out(route, kernel(x, beta))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::softplus, x, beta))
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::softplus, x, beta))
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::softplus, x, beta))
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::softplus, x, beta))
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsComposite>::softplus,
-                x,
-                beta,
-            ))
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::softplus, x, beta)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsComposite>::softplus,
-                x,
-                beta,
-            ))
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::softplus, x, beta)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Replaces the elements of `x` where `mask` is true by `value`, and counts them.
@@ -899,26 +849,20 @@ pub fn try_masked_fill_count(
         (B::float_out(route, out_0), B::int_out(route, out_1))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x), rt::Input::bool("mask", mask)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(
-                &route,
-                <rt::Remote as RoutedOps>::masked_fill_count,
-                x,
-                mask,
-                value,
-            ))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::masked_fill_count, x, mask, value)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Replaces NaN elements by `value`. With `with_mask`, also returns where the NaNs were.
@@ -966,26 +910,20 @@ pub fn try_nan_to_num(
         (B::float_out(route, out_0), out_1.map(|t| B::bool_out(route, t)))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(
-                &route,
-                <rt::Remote as RoutedOps>::nan_to_num,
-                x,
-                value,
-                with_mask,
-            ))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::nan_to_num, x, value, with_mask)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Dequantizes `x` to `f32` and applies relu, in one step.
@@ -1022,20 +960,20 @@ pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         B::float_out(route, kernel(x))
     }
     let route = rt::Route::plan(&OP, [rt::Input::quantized("x", &x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// `[0, 1, ..., len - 1]` as an int tensor on `device`. A factory: no tensor input, so the device
@@ -1073,12 +1011,12 @@ pub fn try_iota(
         B::int_out(route, kernel(len, &device))
     }
     let route = rt::Route::plan_device(&OP, "device", device)?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions
@@ -1121,54 +1059,44 @@ pub fn try_bias_gelu(
         B::float_out(route, kernel(x, bias))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x), rt::Input::float("bias", &bias)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::bias_gelu, x, bias))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::bias_gelu, x, bias)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::bias_gelu, x, bias))
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::bias_gelu, x, bias))
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::bias_gelu, x, bias))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::bias_gelu, x, bias))
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::bias_gelu, x, bias))
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::bias_gelu, x, bias))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::bias_gelu, x, bias)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::bias_gelu,
-                x,
-                bias,
-            ))
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::bias_gelu, x, bias)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::bias_gelu,
-                x,
-                bias,
-            ))
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::bias_gelu, x, bias)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
@@ -1213,54 +1141,44 @@ pub fn try_swiglu(
         &OP,
         [rt::Input::float("gate", &gate), rt::Input::float("up", &up)],
     )?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::swiglu, gate, up))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::swiglu, gate, up)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::swiglu, gate, up))
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::swiglu, gate, up)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::swiglu, gate, up))
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::swiglu, gate, up)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::swiglu, gate, up))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::swiglu, gate, up)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::swiglu, gate, up))
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::swiglu, gate, up)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::swiglu, gate, up))
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::swiglu, gate, up)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::swiglu, gate, up))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::swiglu, gate, up)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::swiglu,
-                gate,
-                up,
-            ))
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::swiglu, gate, up)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::swiglu,
-                gate,
-                up,
-            ))
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::swiglu, gate, up)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
@@ -1308,80 +1226,80 @@ pub fn try_rms_norm(
         &OP,
         [rt::Input::float("x", &x), rt::Input::float("weight", &weight)],
     )?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(
+            run::<AutodiffFlex>(
                 &route,
                 <AutodiffFlex as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            ))
+            )
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(
+            run::<BalancedFlex>(
                 &route,
                 <BalancedFlex as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            ))
+            )
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(
+            run::<AutodiffCube>(
                 &route,
                 <AutodiffCube as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(
+            run::<BalancedCube>(
                 &route,
                 <BalancedCube as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            ))
+            )
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::rms_norm, x, weight, eps))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::rms_norm, x, weight, eps)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
+            run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
+            run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::rms_norm,
                 x,
                 weight,
                 eps,
-            ))
+            )
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + eps) * gamma + beta`
@@ -1441,93 +1359,86 @@ pub fn try_layer_norm(
             rt::Input::float("beta", &beta),
         ],
     )?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::layer_norm, x, gamma, beta, eps))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::layer_norm, x, gamma, beta, eps)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(
+            run::<AutodiffFlex>(
                 &route,
                 <AutodiffFlex as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            ))
+            )
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(
+            run::<BalancedFlex>(
                 &route,
                 <BalancedFlex as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            ))
+            )
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::layer_norm, x, gamma, beta, eps))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::layer_norm, x, gamma, beta, eps)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(
+            run::<AutodiffCube>(
                 &route,
                 <AutodiffCube as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(
+            run::<BalancedCube>(
                 &route,
                 <BalancedCube as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            ))
+            )
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(
-                &route,
-                <rt::Remote as RoutedOps>::layer_norm,
-                x,
-                gamma,
-                beta,
-                eps,
-            ))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::layer_norm, x, gamma, beta, eps)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
+            run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
+            run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::layer_norm,
                 x,
                 gamma,
                 beta,
                 eps,
-            ))
+            )
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Softmax over the last dimension, computed stably (the row maximum is subtracted first).
@@ -1564,52 +1475,44 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         B::float_out(route, kernel(x))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::softmax_last, x))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::softmax_last, x)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::softmax_last, x))
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::softmax_last, x)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::softmax_last, x))
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::softmax_last, x)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::softmax_last, x))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::softmax_last, x)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::softmax_last, x))
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::softmax_last, x)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::softmax_last, x))
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::softmax_last, x)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::softmax_last, x))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::softmax_last, x)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::softmax_last,
-                x,
-            ))
+            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::softmax_last, x)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::softmax_last,
-                x,
-            ))
+            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::softmax_last, x)
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
@@ -1656,89 +1559,79 @@ pub fn try_cross_entropy_logits(
         &OP,
         [rt::Input::float("logits", &logits), rt::Input::int("targets", &targets)],
     )?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(
-                &route,
-                <rt::Flex as RoutedOps>::cross_entropy_logits,
-                logits,
-                targets,
-            ))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::cross_entropy_logits, logits, targets)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(
+            run::<AutodiffFlex>(
                 &route,
                 <AutodiffFlex as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            ))
+            )
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(
+            run::<BalancedFlex>(
                 &route,
                 <BalancedFlex as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            ))
+            )
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(
-                &route,
-                <rt::Cube as RoutedOps>::cross_entropy_logits,
-                logits,
-                targets,
-            ))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::cross_entropy_logits, logits, targets)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(
+            run::<AutodiffCube>(
                 &route,
                 <AutodiffCube as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(
+            run::<BalancedCube>(
                 &route,
                 <BalancedCube as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            ))
+            )
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(
+            run::<rt::Remote>(
                 &route,
                 <rt::Remote as RoutedOps>::cross_entropy_logits,
                 logits,
                 targets,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
+            run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
+            run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::cross_entropy_logits,
                 logits,
                 targets,
-            ))
+            )
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Inverted dropout with a reproducible mask: zeroes each element with probability `p` (drawn
@@ -1788,80 +1681,56 @@ pub fn try_dropout(
         (B::float_out(route, out_0), B::bool_out(route, out_1))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dropout, x, p, seed))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(
-                &route,
-                <AutodiffFlex as RoutedOpsAutodiff>::dropout,
-                x,
-                p,
-                seed,
-            ))
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::dropout, x, p, seed)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(
-                &route,
-                <BalancedFlex as RoutedOpsAutodiff>::dropout,
-                x,
-                p,
-                seed,
-            ))
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::dropout, x, p, seed)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dropout, x, p, seed))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(
-                &route,
-                <AutodiffCube as RoutedOpsAutodiff>::dropout,
-                x,
-                p,
-                seed,
-            ))
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::dropout, x, p, seed)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(
-                &route,
-                <BalancedCube as RoutedOpsAutodiff>::dropout,
-                x,
-                p,
-                seed,
-            ))
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::dropout, x, p, seed)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dropout, x, p, seed))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dropout, x, p, seed)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
+            run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::dropout,
                 x,
                 p,
                 seed,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
+            run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::dropout,
                 x,
                 p,
                 seed,
-            ))
+            )
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// Clamps to `[lo, hi]` with a straight-through gradient: the backward pass lets the incoming
@@ -1905,80 +1774,56 @@ pub fn try_clamp_ste(
         B::float_out(route, kernel(x, lo, hi))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffFlex>(
-                &route,
-                <AutodiffFlex as RoutedOpsAutodiff>::clamp_ste,
-                x,
-                lo,
-                hi,
-            ))
+            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
         }
         #[cfg(feature = "autodiff")]
         (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedFlex>(
-                &route,
-                <BalancedFlex as RoutedOpsAutodiff>::clamp_ste,
-                x,
-                lo,
-                hi,
-            ))
+            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffCube>(
-                &route,
-                <AutodiffCube as RoutedOpsAutodiff>::clamp_ste,
-                x,
-                lo,
-                hi,
-            ))
+            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
         }
         #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
         (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedCube>(
-                &route,
-                <BalancedCube as RoutedOpsAutodiff>::clamp_ste,
-                x,
-                lo,
-                hi,
-            ))
+            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            Ok(run::<AutodiffRemote>(
+            run::<AutodiffRemote>(
                 &route,
                 <AutodiffRemote as RoutedOpsAutodiff>::clamp_ste,
                 x,
                 lo,
                 hi,
-            ))
+            )
         }
         #[cfg(all(feature = "autodiff", feature = "remote"))]
         (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            Ok(run::<BalancedRemote>(
+            run::<BalancedRemote>(
                 &route,
                 <BalancedRemote as RoutedOpsAutodiff>::clamp_ste,
                 x,
                 lo,
                 hi,
-            ))
+            )
         }
         _ => route.unrouted(),
-    }
+    })
 }
 
 /// The `k` largest elements along the last dimension, in descending order, and their indices
@@ -2021,18 +1866,18 @@ pub fn try_topk_last(
         (B::float_out(route, out_0), B::int_out(route, out_1))
     }
     let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
-    match route.target() {
+    Ok(match route.target() {
         (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            Ok(run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::topk_last, x, k))
+            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::topk_last, x, k)
         }
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            Ok(run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::topk_last, x, k))
+            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::topk_last, x, k)
         }
         #[cfg(feature = "remote")]
         (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            Ok(run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::topk_last, x, k))
+            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::topk_last, x, k)
         }
         _ => route.unrouted(),
-    }
+    })
 }

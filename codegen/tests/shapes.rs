@@ -88,8 +88,8 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         "let mask = B::bool_ref(route, \"mask\", mask);",
         "let (out_0, (out_1_0, out_1_1)) = kernel(&x, ids, &mask, k);",
         "(B::float_out(route, out_0), (B::int_out(route, out_1_0), out_1_1)) }",
-        // Planning checked every input: `run` cannot fail, the arm wraps its value.
-        "Ok(run::<rt::Flex>(&route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k))",
+        // Planning checked every input: `run` cannot fail, and the `match` is wrapped once.
+        "Ok(match route.target() { (rt::BackendId::Flex, rt::Mode::Concrete) => { run::<rt::Flex>(&route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) }",
         "rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)",
         // A tensor-less op is routed to its only backend.
         "let route = rt::Route::fixed(&OP, rt::BackendId::Flex)?;",

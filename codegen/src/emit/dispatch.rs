@@ -207,10 +207,6 @@ fn wrap_output(t: &TensorArg, value: Doc) -> Doc {
     }
 }
 
-fn ok(value: Doc) -> Doc {
-    cat(["Ok".into(), list("(", vec![value], ")")])
-}
-
 fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     let try_name = format!("try_{}", op.name);
     let policy = match op.policy {
@@ -240,6 +236,20 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     let dispatch_out = map_output_type(&op.output, &|t| contained(t, "rt::DispatchTensor"));
     let result = format!("Result<{dispatch_out}, rt::RouteError>");
     allow_complex_output(&op.output, w);
+    // When every backend of the op is behind a cfg, a build with none of them has no arm that
+    // calls `run`: the `match` only diverges, and wrapping it in `Ok` is unreachable.
+    let cfgs: Vec<&str> = op
+        .backends
+        .iter()
+        .filter_map(|b| b.cfg.as_deref())
+        .collect();
+    let all_cfgd = cfgs.len() == op.backends.len();
+    if all_cfgd && !matches!(op.output, Output::Unit) {
+        w.line(format!(
+            "#[cfg_attr(not(any({})), allow(unreachable_code))]",
+            cfgs.join(", ")
+        ));
+    }
     w.open(signature(
         format!("pub fn {try_name}"),
         dispatch_params.clone(),
@@ -279,14 +289,8 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     let uses_route = op.tensor_inputs().next().is_some()
         || op.device_input().is_some()
         || contains_tensor(&op.output);
-    // When every backend of the op is behind a cfg, a build with none of them has no arm that
-    // calls `run`.
-    let cfgs: Vec<&str> = op
-        .backends
-        .iter()
-        .filter_map(|b| b.cfg.as_deref())
-        .collect();
-    if cfgs.len() == op.backends.len() {
+    // And `run` is dead code there.
+    if all_cfgd {
         w.line(format!(
             "#[cfg_attr(not(any({})), allow(dead_code))]",
             cfgs.join(", ")
@@ -404,13 +408,19 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     };
     w.line(plan);
 
-    w.open("match route.target() {");
+    // A unit `run` returns the `Result` itself (see above); any other `run` returns its outputs,
+    // and the whole `match` is wrapped in `Ok` once.
+    w.open(if unit {
+        "match route.target() {"
+    } else {
+        "Ok(match route.target() {"
+    });
     // The kernel is named through its trait: an op may share its name with a method of Burn's
     // own backend traits (`layer_norm`, `gelu`, ...), which a plain `Lane::op` would make
     // ambiguous.
     let group = &ir.groups[op.group];
     let run_call = |lane: &str, trait_name: &str| {
-        let call = cat([
+        cat([
             if generic {
                 format!("run::<{lane}>")
             } else {
@@ -425,8 +435,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
                 .into_iter()
                 .chain(op.inputs.iter().map(|i| i.name.clone())),
             ),
-        ]);
-        if unit { call } else { ok(call) }
+        ])
     };
     for backend in &op.backends {
         let name = backend.name.as_str();
@@ -464,7 +473,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     // Planning refuses every other backend and mode with the error that names the routing
     // input (`OP` lists the compiled arms).
     w.line("_ => route.unrouted(),");
-    w.close("}");
+    w.close(if unit { "}" } else { "})" });
     w.close("}");
 }
 
