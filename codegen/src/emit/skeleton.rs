@@ -4,15 +4,28 @@
 
 use super::code::Writer;
 use super::{EmitConfig, output_type, params, returns, signature, use_runtime};
-use crate::ir::{Ir, Op, Policy};
+use crate::ir::{Ir, Op, Policy, TraitGroup};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
-    w.line(use_runtime(config));
+    // Each import is compiled where an `impl` below uses it, so a stub file whose impls are all
+    // behind cfgs that are off has no unused import.
+    let uses: Vec<Option<String>> = ir
+        .groups
+        .iter()
+        .enumerate()
+        .filter(|(_, group)| !group.composite)
+        .map(|(index, group)| group_cfg(ir, index, group))
+        .collect();
+    if !uses.is_empty() {
+        w.cfg(any(uses.iter().map(Option::as_deref)).as_deref());
+        w.line(use_runtime(config));
+    }
     let module = &config.trait_module;
     for (index, group) in ir.groups.iter().enumerate() {
         if group.composite {
             continue;
         }
+        w.cfg(group_cfg(ir, index, group).as_deref());
         w.line(format!("use {module}::{};", group.name));
         if ir.needs_autodiff_trait(index) {
             w.cfg(Some(&ir.autodiff_cfg));
@@ -60,6 +73,29 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
             }
             w.close("}");
         }
+    }
+}
+
+/// Where the impls of a trait group are compiled: any of its backends, or its `Autodiff<B, C>`
+/// impl (which names the trait as a bound). `None`: always.
+fn group_cfg(ir: &Ir, index: usize, group: &TraitGroup) -> Option<String> {
+    let mut cfgs: Vec<Option<&str>> = group.backends.iter().map(|b| b.cfg.as_deref()).collect();
+    if ir.needs_autodiff_trait(index) {
+        cfgs.push(Some(&ir.autodiff_cfg));
+    }
+    any(cfgs.into_iter())
+}
+
+/// `any(...)` of the predicates, `None` (always) when one of them is `None`.
+fn any<'a>(predicates: impl Iterator<Item = Option<&'a str>>) -> Option<String> {
+    let mut all = Vec::new();
+    for predicate in predicates {
+        all.push(predicate?);
+    }
+    match all.as_slice() {
+        [] => None,
+        [one] => Some((*one).to_owned()),
+        many => Some(format!("any({})", many.join(", "))),
     }
 }
 
