@@ -9,7 +9,6 @@ use burn_dispatch::{
     BackendTensor, DispatchAutodiffContext, DispatchDevice, DispatchTensor, DispatchTensorKind,
 };
 
-use super::error::RouteError;
 use super::route::{Route, describe};
 
 /// A borrowed input, or an owned value standing in for it (an untracked float lifted into
@@ -113,17 +112,7 @@ pub trait Concrete: Backend {
     fn device_of(device: &DispatchDevice) -> Option<Held<'_, Device<Self>>>;
 }
 
-/// The value of an unwrap that planning guarantees; a failure is a burn-route bug, reported with
-/// the error that describes it.
-#[inline]
-fn planned<T>(unwrapped: Result<T, RouteError>) -> T {
-    match unwrapped {
-        Ok(value) => value,
-        Err(err) => super::route::planned_out(err),
-    }
-}
-
-/// An owned input that planning accepted but that does not fit the route: a burn-route bug.
+/// An input that planning accepted but that does not fit the route: a burn-route bug.
 #[cold]
 #[inline(never)]
 fn unplanned(
@@ -185,12 +174,12 @@ mod concrete {
         route: &Route,
         input: &'static str,
         tensor: &'a DispatchTensor,
-    ) -> Result<Held<'a, FloatTensor<B>>, RouteError> {
+    ) -> Held<'a, FloatTensor<B>> {
         match B::peek(unwrap_kind_ref(&tensor.kind)) {
-            Some(BackendTensor::Float(t)) => Ok(Held::Borrowed(t)),
+            Some(BackendTensor::Float(t)) => Held::Borrowed(t),
             #[cfg(feature = "autodiff")]
-            Some(BackendTensor::Autodiff(t)) => Ok(Held::Borrowed(t.primitive())),
-            _ => Err(route.mismatch(input, "float", describe(&tensor.kind))),
+            Some(BackendTensor::Autodiff(t)) => Held::Borrowed(t.primitive()),
+            _ => unplanned(route, input, "float", &tensor.kind),
         }
     }
 
@@ -249,13 +238,13 @@ mod autodiff {
         route: &Route,
         input: &'static str,
         tensor: &'a DispatchTensor,
-    ) -> Result<Held<'a, FloatTensor<Autodiff<B, C>>>, RouteError> {
+    ) -> Held<'a, FloatTensor<Autodiff<B, C>>> {
         match B::peek(unwrap_kind_ref(&tensor.kind)) {
-            Some(BackendTensor::Autodiff(t)) => Ok(Held::Borrowed(t)),
-            Some(BackendTensor::Float(t)) => Ok(Held::Owned(
-                <Autodiff<B, C> as AutodiffBackend>::from_inner(t.clone()),
-            )),
-            _ => Err(route.mismatch(input, "float", describe(&tensor.kind))),
+            Some(BackendTensor::Autodiff(t)) => Held::Borrowed(t),
+            Some(BackendTensor::Float(t)) => {
+                Held::Owned(<Autodiff<B, C> as AutodiffBackend>::from_inner(t.clone()))
+            }
+            _ => unplanned(route, input, "float", &tensor.kind),
         }
     }
 }
@@ -361,7 +350,7 @@ macro_rules! backend_lanes {
                 input: &'static str,
                 tensor: &'a DispatchTensor,
             ) -> Held<'a, FloatTensor<Self>> {
-                planned(concrete::float_ref::<Self>(route, input, tensor))
+                concrete::float_ref::<Self>(route, input, tensor)
             }
             #[inline]
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {
@@ -400,7 +389,7 @@ macro_rules! backend_lanes {
                 input: &'static str,
                 tensor: &'a DispatchTensor,
             ) -> Held<'a, FloatTensor<Self>> {
-                planned(autodiff::float_ref::<$backend, C>(route, input, tensor))
+                autodiff::float_ref::<$backend, C>(route, input, tensor)
             }
             #[inline]
             fn float_out(route: &Route, out: FloatTensor<Self>) -> DispatchTensor {

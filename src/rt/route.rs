@@ -342,47 +342,9 @@ pub(crate) fn describe(kind: &DispatchTensorKind) -> Described {
     }
 }
 
-/// The backend and tensor kind of a plain (not autodiff) primitive on a backend this build
-/// routes; `None` for anything else.
-#[allow(unreachable_patterns)]
-#[inline]
-fn plain_kind(kind: &DispatchTensorKind) -> Option<(BackendId, TensorKind)> {
-    #[inline]
-    fn of<B: Backend>(tensor: &BackendTensor<B>) -> Option<TensorKind> {
-        match tensor {
-            BackendTensor::Float(_) => Some(TensorKind::Float),
-            BackendTensor::Int(_) => Some(TensorKind::Int),
-            BackendTensor::Bool(_) => Some(TensorKind::Bool),
-            BackendTensor::Quantized(_) => Some(TensorKind::Quantized),
-            _ => None,
-        }
-    }
-    match kind {
-        DispatchTensorKind::Flex(t) => Some((BackendId::Flex, of(t)?)),
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        DispatchTensorKind::Cube(t) => Some((BackendId::Cube, of(t)?)),
-        #[cfg(feature = "remote")]
-        DispatchTensorKind::Remote(t) => Some((BackendId::Remote, of(t)?)),
-        _ => None,
-    }
-}
-
-/// The backend of a device that is not an autodiff device, when this build routes it.
-#[allow(unreachable_patterns)]
-#[inline]
-fn plain_device(device: &DispatchDevice) -> Option<BackendId> {
-    match device {
-        DispatchDevice::Flex(_) => Some(BackendId::Flex),
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        DispatchDevice::Cube(_) => Some(BackendId::Cube),
-        #[cfg(feature = "remote")]
-        DispatchDevice::Remote(_) => Some(BackendId::Remote),
-        _ => None,
-    }
-}
-
 /// The backend of a device and the autodiff context it implies.
 #[allow(unreachable_patterns)]
+#[inline]
 pub(crate) fn describe_device(device: &DispatchDevice) -> (BackendId, DispatchAutodiffContext) {
     match device {
         DispatchDevice::Flex(_) => (BackendId::Flex, DispatchAutodiffContext::Disabled),
@@ -445,7 +407,7 @@ impl Route {
     {
         let inputs = inputs.into_iter();
         if let Some(route) = Self::plain(op, inputs.clone())
-            && plain_device(device) == Some(route.backend)
+            && describe_device(device) == (route.backend, DispatchAutodiffContext::Disabled)
         {
             return Ok(route);
         }
@@ -465,8 +427,15 @@ impl Route {
             if input.tensor.autodiff != DispatchAutodiffContext::Disabled {
                 return None;
             }
-            let (found, kind) = plain_kind(&input.tensor.kind)?;
-            if kind != input.kind || *backend.get_or_insert(found) != found {
+            let found = describe(&input.tensor.kind);
+            let kind = match (found.wrapped, found.primitive) {
+                (false, Primitive::Float) => TensorKind::Float,
+                (false, Primitive::Int) => TensorKind::Int,
+                (false, Primitive::Bool) => TensorKind::Bool,
+                (false, Primitive::Quantized) => TensorKind::Quantized,
+                _ => return None,
+            };
+            if kind != input.kind || *backend.get_or_insert(found.backend) != found.backend {
                 return None;
             }
         }
