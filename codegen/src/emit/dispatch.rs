@@ -2,7 +2,7 @@
 
 use super::code::{Doc, Writer, cat, list, parens};
 use super::{
-    EmitConfig, allow_complex_output, autodiff_backend_cfg, contained, convert_output,
+    EmitConfig, allow_complex_output, any_cfg, autodiff_backend_cfg, contained, convert_output,
     forward_call, input_type, kind_fn, map_output_type, op_docs, output_type, params, returns,
     signature, string_literal, use_runtime,
 };
@@ -238,17 +238,11 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     allow_complex_output(&op.output, w);
     // When every backend of the op is behind a cfg, a build with none of them has no arm that
     // calls `run`: the `match` only diverges, and wrapping it in `Ok` is unreachable.
-    let cfgs: Vec<&str> = op
-        .backends
-        .iter()
-        .filter_map(|b| b.cfg.as_deref())
-        .collect();
-    let all_cfgd = cfgs.len() == op.backends.len();
-    if all_cfgd && !matches!(op.output, Output::Unit) {
-        w.line(format!(
-            "#[cfg_attr(not(any({})), allow(unreachable_code))]",
-            cfgs.join(", ")
-        ));
+    let some_backend = any_cfg(op.backends.iter().map(|b| b.cfg.as_deref()));
+    if let Some(cfg) = &some_backend
+        && !matches!(op.output, Output::Unit)
+    {
+        w.line(format!("#[cfg_attr(not({cfg}), allow(unreachable_code))]"));
     }
     w.open(signature(
         format!("pub fn {try_name}"),
@@ -290,11 +284,8 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
         || op.device_input().is_some()
         || contains_tensor(&op.output);
     // And `run` is dead code there.
-    if all_cfgd {
-        w.line(format!(
-            "#[cfg_attr(not(any({})), allow(dead_code))]",
-            cfgs.join(", ")
-        ));
+    if let Some(cfg) = &some_backend {
+        w.line(format!("#[cfg_attr(not({cfg}), allow(dead_code))]"));
     }
     let kernel_params: Vec<Doc> = op
         .inputs

@@ -106,6 +106,20 @@ fn autodiff_backend_cfg(ir: &Ir, backend: &Backend) -> String {
     }
 }
 
+/// The cfg under which any of `predicates` holds: `None` (always) when one of them is `None`
+/// (always), the predicate itself when there is one, `any(...)` otherwise.
+fn any_cfg<'a>(predicates: impl Iterator<Item = Option<&'a str>>) -> Option<String> {
+    let mut all = Vec::new();
+    for predicate in predicates {
+        all.push(predicate?);
+    }
+    match all.as_slice() {
+        [] => None,
+        [one] => Some((*one).to_owned()),
+        many => Some(format!("any({})", many.join(", "))),
+    }
+}
+
 /// The manifest doc plus the routing facts, for a generated item's rustdoc.
 fn op_docs(op: &Op, extra: &[String]) -> Vec<String> {
     let mut lines: Vec<String> = if op.doc.is_empty() {

@@ -3,7 +3,7 @@
 //! modules: people copy it once and fill it in.
 
 use super::code::Writer;
-use super::{EmitConfig, output_type, params, returns, signature, use_runtime};
+use super::{EmitConfig, any_cfg, output_type, params, returns, signature, use_runtime};
 use crate::ir::{Ir, Op, Policy, TraitGroup};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
@@ -17,7 +17,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         .map(|(index, group)| group_cfg(ir, index, group))
         .collect();
     if !uses.is_empty() {
-        w.cfg(any(uses.iter().map(Option::as_deref)).as_deref());
+        w.cfg(any_cfg(uses.iter().map(Option::as_deref)).as_deref());
         w.line(use_runtime(config));
     }
     let module = &config.trait_module;
@@ -83,20 +83,7 @@ fn group_cfg(ir: &Ir, index: usize, group: &TraitGroup) -> Option<String> {
     if ir.needs_autodiff_trait(index) {
         cfgs.push(Some(&ir.autodiff_cfg));
     }
-    any(cfgs.into_iter())
-}
-
-/// `any(...)` of the predicates, `None` (always) when one of them is `None`.
-fn any<'a>(predicates: impl Iterator<Item = Option<&'a str>>) -> Option<String> {
-    let mut all = Vec::new();
-    for predicate in predicates {
-        all.push(predicate?);
-    }
-    match all.as_slice() {
-        [] => None,
-        [one] => Some((*one).to_owned()),
-        many => Some(format!("any({})", many.join(", "))),
-    }
+    any_cfg(cfgs.into_iter())
 }
 
 fn stub(op: &Op, w: &mut Writer, what: &str) {

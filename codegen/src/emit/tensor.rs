@@ -74,22 +74,7 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
         "rt::expect".into(),
         list("(", vec![dispatch_call(op, &try_name)], ")"),
     ]);
-    match &op.output {
-        Output::Unit => w.line(cat([expected, ";".into()])),
-        Output::Plain(_) => w.line(expected),
-        Output::Tensor(t) => w.line(from_dispatch(t, expected)),
-        Output::Tuple(_) => {
-            let (pat, expr) = convert_output(&op.output, "out", &from_dispatch);
-            w.line(cat([
-                "let ".into(),
-                pat,
-                " = ".into(),
-                expected,
-                ";".into(),
-            ]));
-            w.line(expr);
-        }
-    }
+    convert_outputs(op, expected, false, w);
     w.close("}");
 
     w.blank();
@@ -107,24 +92,41 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
         params,
         format!(" -> Result<{out_ty}, rt::RouteError> {{"),
     ));
-    let call_once = dispatch_call(op, &try_name);
-    let call = cat([call_once.clone(), "?".into()]);
-    let ok = |value: Doc| cat(["Ok".into(), list("(", vec![value], ")")]);
-    match &op.output {
-        Output::Unit => {
-            w.line(cat([call, ";".into()]));
-            w.line("Ok(())");
-        }
+    let call = dispatch_call(op, &try_name);
+    if matches!(op.output, Output::Plain(_)) {
         // A plain value crosses unchanged: the dispatch result is the result.
-        Output::Plain(_) => w.line(call_once),
-        Output::Tensor(t) => w.line(ok(from_dispatch(t, call))),
-        Output::Tuple(_) => {
-            let (pat, expr) = convert_output(&op.output, "out", &from_dispatch);
-            w.line(cat(["let ".into(), pat, " = ".into(), call, ";".into()]));
-            w.line(ok(expr));
-        }
+        w.line(call);
+    } else {
+        convert_outputs(op, cat([call, "?".into()]), true, w);
     }
     w.close("}");
+}
+
+/// The body that turns the unwrapped dispatch-level result `value` into the `Tensor<D>`-level
+/// outputs, returned in `Ok` when `ok`.
+fn convert_outputs(op: &Op, value: Doc, ok: bool, w: &mut Writer) {
+    let finish = |out: Doc| {
+        if ok {
+            cat(["Ok".into(), list("(", vec![out], ")")])
+        } else {
+            out
+        }
+    };
+    match &op.output {
+        Output::Unit => {
+            w.line(cat([value, ";".into()]));
+            if ok {
+                w.line("Ok(())");
+            }
+        }
+        Output::Plain(_) => w.line(finish(value)),
+        Output::Tensor(t) => w.line(finish(from_dispatch(t, value))),
+        Output::Tuple(_) => {
+            let (pat, expr) = convert_output(&op.output, "out", &from_dispatch);
+            w.line(cat(["let ".into(), pat, " = ".into(), value, ";".into()]));
+            w.line(finish(expr));
+        }
+    }
 }
 
 /// The call of the dispatch-level `try_` function that both `Tensor<D>`-level functions make.
