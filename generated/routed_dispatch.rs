@@ -33,127 +33,148 @@ type AutodiffRemote = rt::Autodiff<rt::Remote>;
 type BalancedRemote = rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>;
 
 impl RoutedOps for rt::Dispatch {
-    /// Routes to [`try_add_relu`] and panics with its error.
+    /// Routes like [`try_add_relu`], and panics with its error.
+    #[inline]
     fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        rt::expect(try_add_relu(lhs, rhs))
+        route_add_relu::<rt::Panic>(lhs, rhs)
     }
-    /// Routes to [`try_scale`] and panics with its error.
+    /// Routes like [`try_scale`], and panics with its error.
+    #[inline]
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self> {
-        rt::expect(try_scale(x, alpha))
+        route_scale::<rt::Panic>(x, alpha)
     }
-    /// Routes to [`try_argmax_last`] and panics with its error.
+    /// Routes like [`try_argmax_last`], and panics with its error.
+    #[inline]
     fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self> {
-        rt::expect(try_argmax_last(x))
+        route_argmax_last::<rt::Panic>(x)
     }
-    /// Routes to [`try_round_half_even`] and panics with its error.
+    /// Routes like [`try_round_half_even`], and panics with its error.
+    #[inline]
     fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        rt::expect(try_round_half_even(x))
+        route_round_half_even::<rt::Panic>(x)
     }
-    /// Routes to [`try_axpby`] and panics with its error.
+    /// Routes like [`try_axpby`], and panics with its error.
+    #[inline]
     fn axpby(
         x: rt::FloatTensor<Self>,
         y: Option<rt::FloatTensor<Self>>,
         alpha: f32,
         beta: f32,
     ) -> rt::FloatTensor<Self> {
-        rt::expect(try_axpby(x, y, alpha, beta))
+        route_axpby::<rt::Panic>(x, y, alpha, beta)
     }
-    /// Routes to [`try_masked_fill_count`] and panics with its error.
+    /// Routes like [`try_masked_fill_count`], and panics with its error.
+    #[inline]
     fn masked_fill_count(
         x: rt::FloatTensor<Self>,
         mask: &rt::BoolTensor<Self>,
         value: f32,
     ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
-        rt::expect(try_masked_fill_count(x, mask, value))
+        route_masked_fill_count::<rt::Panic>(x, mask, value)
     }
-    /// Routes to [`try_nan_to_num`] and panics with its error.
+    /// Routes like [`try_nan_to_num`], and panics with its error.
+    #[inline]
     fn nan_to_num(
         x: rt::FloatTensor<Self>,
         value: f32,
         with_mask: bool,
     ) -> (rt::FloatTensor<Self>, Option<rt::BoolTensor<Self>>) {
-        rt::expect(try_nan_to_num(x, value, with_mask))
+        route_nan_to_num::<rt::Panic>(x, value, with_mask)
     }
-    /// Routes to [`try_dequantize_relu`] and panics with its error.
+    /// Routes like [`try_dequantize_relu`], and panics with its error.
+    #[inline]
     fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self> {
-        rt::expect(try_dequantize_relu(x))
+        route_dequantize_relu::<rt::Panic>(x)
     }
-    /// Routes to [`try_bias_gelu`] and panics with its error.
+    /// Routes like [`try_bias_gelu`], and panics with its error.
+    #[inline]
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        rt::expect(try_bias_gelu(x, bias))
+        route_bias_gelu::<rt::Panic>(x, bias)
     }
-    /// Routes to [`try_swiglu`] and panics with its error.
+    /// Routes like [`try_swiglu`], and panics with its error.
+    #[inline]
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        rt::expect(try_swiglu(gate, up))
+        route_swiglu::<rt::Panic>(gate, up)
     }
-    /// Routes to [`try_rms_norm`] and panics with its error.
+    /// Routes like [`try_rms_norm`], and panics with its error.
+    #[inline]
     fn rms_norm(
         x: rt::FloatTensor<Self>,
         weight: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        rt::expect(try_rms_norm(x, weight, eps))
+        route_rms_norm::<rt::Panic>(x, weight, eps)
     }
-    /// Routes to [`try_layer_norm`] and panics with its error.
+    /// Routes like [`try_layer_norm`], and panics with its error.
+    #[inline]
     fn layer_norm(
         x: rt::FloatTensor<Self>,
         gamma: rt::FloatTensor<Self>,
         beta: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        rt::expect(try_layer_norm(x, gamma, beta, eps))
+        route_layer_norm::<rt::Panic>(x, gamma, beta, eps)
     }
-    /// Routes to [`try_softmax_last`] and panics with its error.
+    /// Routes like [`try_softmax_last`], and panics with its error.
+    #[inline]
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        rt::expect(try_softmax_last(x))
+        route_softmax_last::<rt::Panic>(x)
     }
-    /// Routes to [`try_cross_entropy_logits`] and panics with its error.
+    /// Routes like [`try_cross_entropy_logits`], and panics with its error.
+    #[inline]
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self> {
-        rt::expect(try_cross_entropy_logits(logits, targets))
+        route_cross_entropy_logits::<rt::Panic>(logits, targets)
     }
-    /// Routes to [`try_dropout`] and panics with its error.
+    /// Routes like [`try_dropout`], and panics with its error.
+    #[inline]
     fn dropout(
         x: rt::FloatTensor<Self>,
         p: f32,
         seed: u64,
     ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
-        rt::expect(try_dropout(x, p, seed))
+        route_dropout::<rt::Panic>(x, p, seed)
     }
-    /// Routes to [`try_clamp_ste`] and panics with its error.
+    /// Routes like [`try_clamp_ste`], and panics with its error.
+    #[inline]
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
-        rt::expect(try_clamp_ste(x, lo, hi))
+        route_clamp_ste::<rt::Panic>(x, lo, hi)
     }
-    /// Routes to [`try_topk_last`] and panics with its error.
+    /// Routes like [`try_topk_last`], and panics with its error.
+    #[inline]
     fn topk_last(
         x: &rt::FloatTensor<Self>,
         k: usize,
     ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
-        rt::expect(try_topk_last(x, k))
+        route_topk_last::<rt::Panic>(x, k)
     }
 }
 
 impl RoutedOpsComposite for rt::Dispatch {
-    /// Routes to [`try_sum_all`] and panics with its error.
+    /// Routes like [`try_sum_all`], and panics with its error.
+    #[inline]
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
-        rt::expect(try_sum_all(xs))
+        route_sum_all::<rt::Panic>(xs)
     }
-    /// Routes to [`try_split_last`] and panics with its error.
+    /// Routes like [`try_split_last`], and panics with its error.
+    #[inline]
     fn split_last(x: rt::FloatTensor<Self>, sizes: Vec<usize>) -> Vec<rt::FloatTensor<Self>> {
-        rt::expect(try_split_last(x, sizes))
+        route_split_last::<rt::Panic>(x, sizes)
     }
-    /// Routes to [`try_softplus`] and panics with its error.
+    /// Routes like [`try_softplus`], and panics with its error.
+    #[inline]
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
-        rt::expect(try_softplus(x, beta))
+        route_softplus::<rt::Panic>(x, beta)
     }
 }
 
 impl RoutedOpsFlex for rt::Dispatch {
-    /// Routes to [`try_iota`] and panics with its error.
+    /// Routes like [`try_iota`], and panics with its error.
+    #[inline]
     fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self> {
-        rt::expect(try_iota(len, device))
+        route_iota::<rt::Panic>(len, device)
     }
 }
 
@@ -169,10 +190,22 @@ impl RoutedOpsFlex for rt::Dispatch {
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_add_relu(
     lhs: rt::DispatchTensor,
     rhs: rt::DispatchTensor,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_add_relu::<rt::Fallible>(lhs, rhs)
+}
+
+/// The routing of [`try_add_relu`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_add_relu<F: rt::Failure>(
+    lhs: rt::DispatchTensor,
+    rhs: rt::DispatchTensor,
+) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "add_relu",
         rt::Policy::Differentiable,
@@ -195,48 +228,83 @@ pub fn try_add_relu(
         let rhs = B::float(route, "rhs", rhs);
         B::float_out(route, kernel(lhs, rhs))
     }
-    let route = rt::Route::plan(
-        &OP,
-        [rt::Input::float("lhs", &lhs), rt::Input::float("rhs", &rhs)],
-    )?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::add_relu, lhs, rhs)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::add_relu, lhs, rhs)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        lhs: rt::DispatchTensor,
+        rhs: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(
+            &OP,
+            [rt::Input::float("lhs", &lhs), rt::Input::float("rhs", &rhs)],
+        )?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::add_relu, lhs, rhs)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::add_relu,
+                    lhs,
+                    rhs,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::add_relu,
+                    lhs,
+                    rhs,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("lhs", &lhs), rt::Input::float("rhs", &rhs)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(lhs, rhs)),
+    }
 }
 
 /// Multiplies every element by `alpha`.
@@ -251,7 +319,16 @@ pub fn try_add_relu(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_scale::<rt::Fallible>(x, alpha)
+}
+
+/// The routing of [`try_scale`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "scale",
         rt::Policy::Differentiable,
@@ -273,45 +350,77 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
         let x = B::float(route, "x", x);
         B::float_out(route, kernel(x, alpha))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::scale, x, alpha)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::scale, x, alpha)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::scale, x, alpha)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::scale, x, alpha)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::scale, x, alpha)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::scale, x, alpha)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::scale, x, alpha)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::scale, x, alpha)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::scale, x, alpha)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::scale, x, alpha)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::scale,
+                    x,
+                    alpha,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::scale,
+                    x,
+                    alpha,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::scale, x, alpha)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::scale, x, alpha)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::scale, x, alpha)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, alpha)),
+    }
 }
 
 /// Index of the largest element along the last dimension, which is kept with size 1.
@@ -327,7 +436,16 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_argmax_last::<rt::Fallible>(x)
+}
+
+/// The routing of [`try_argmax_last`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_argmax_last<F: rt::Failure>(x: &rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "argmax_last",
         rt::Policy::Detach,
@@ -348,21 +466,39 @@ pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         let x = B::float_ref(route, "x", x);
         B::int_out(route, kernel(&x))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x)
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::argmax_last, x),
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::argmax_last, x),
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::argmax_last, x)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x)),
+    }
 }
 
 /// Rounds every element to the nearest integer, ties to even (banker's rounding).
@@ -379,7 +515,16 @@ pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_round_half_even::<rt::Fallible>(x)
+}
+
+/// The routing of [`try_round_half_even`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_round_half_even<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "round_half_even",
         rt::Policy::Reject,
@@ -400,21 +545,43 @@ pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         let x = B::float(route, "x", x);
         B::float_out(route, kernel(x))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x)
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::round_half_even, x)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::round_half_even, x)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::round_half_even, x)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x)),
+    }
 }
 
 /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
@@ -429,12 +596,26 @@ pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_axpby(
     x: rt::DispatchTensor,
     y: Option<rt::DispatchTensor>,
     alpha: f32,
     beta: f32,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_axpby::<rt::Fallible>(x, y, alpha, beta)
+}
+
+/// The routing of [`try_axpby`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_axpby<F: rt::Failure>(
+    x: rt::DispatchTensor,
+    y: Option<rt::DispatchTensor>,
+    alpha: f32,
+    beta: f32,
+) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "axpby",
         rt::Policy::Differentiable,
@@ -464,90 +645,122 @@ pub fn try_axpby(
         let y = y.map(|t| B::float(route, "y", t));
         B::float_out(route, kernel(x, y, alpha, beta))
     }
-    let route = rt::Route::plan(
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        x: rt::DispatchTensor,
+        y: Option<rt::DispatchTensor>,
+        alpha: f32,
+        beta: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(
+            &OP,
+            [
+                rt::Input::float("x", &x),
+            ].into_iter().chain(y.as_ref().map(|t| rt::Input::float("y", t))),
+        )?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(
+                    &route,
+                    <AutodiffFlex as RoutedOpsAutodiff>::axpby,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(
+                    &route,
+                    <BalancedFlex as RoutedOpsAutodiff>::axpby,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(
+                    &route,
+                    <AutodiffCube as RoutedOpsAutodiff>::axpby,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(
+                    &route,
+                    <BalancedCube as RoutedOpsAutodiff>::axpby,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::axpby,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::axpby,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(
         &OP,
         [rt::Input::float("x", &x)].into_iter().chain(y.as_ref().map(|t| rt::Input::float("y", t))),
-    )?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(
-                &route,
-                <AutodiffFlex as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(
-                &route,
-                <BalancedFlex as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(
-                &route,
-                <AutodiffCube as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(
-                &route,
-                <BalancedCube as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::axpby,
-                x,
-                y,
-                alpha,
-                beta,
-            )
-        }
-        _ => route.unrouted(),
-    })
+    ) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, y, alpha, beta)),
+    }
 }
 
 /// Element-wise sum of a non-empty list of tensors of the same shape. Composite: built from backend
@@ -564,7 +777,16 @@ pub fn try_axpby(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_sum_all::<rt::Fallible>(xs)
+}
+
+/// The routing of [`try_sum_all`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_sum_all<F: rt::Failure>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "sum_all",
         rt::Policy::Differentiable,
@@ -588,48 +810,73 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
             .collect::<Vec<_>>();
         B::float_out(route, kernel(xs))
     }
-    let route = rt::Route::plan(
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(
+            &OP,
+            xs.iter().enumerate().map(|(i, t)| rt::Input::float("xs", t).at(i)),
+        )?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::sum_all, xs)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::sum_all, xs)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::sum_all, xs)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::sum_all, xs)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::sum_all, xs)
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(
         &OP,
         xs.iter().enumerate().map(|(i, t)| rt::Input::float("xs", t).at(i)),
-    )?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::sum_all, xs)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::sum_all, xs)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::sum_all, xs)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::sum_all, xs)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::sum_all, xs)
-        }
-        _ => route.unrouted(),
-    })
+    ) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(xs)),
+    }
 }
 
 /// Splits `x` along its last dimension into consecutive pieces of the given sizes (which must add
@@ -646,10 +893,22 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_split_last(
     x: rt::DispatchTensor,
     sizes: Vec<usize>,
 ) -> Result<Vec<rt::DispatchTensor>, rt::RouteError> {
+    route_split_last::<rt::Fallible>(x, sizes)
+}
+
+/// The routing of [`try_split_last`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_split_last<F: rt::Failure>(
+    x: rt::DispatchTensor,
+    sizes: Vec<usize>,
+) -> F::Out<Vec<rt::DispatchTensor>> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "split_last",
         rt::Policy::Differentiable,
@@ -671,55 +930,100 @@ pub fn try_split_last(
         let x = B::float(route, "x", x);
         kernel(x, sizes).into_iter().map(|t| B::float_out(route, t)).collect()
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::split_last, x, sizes)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::split_last, x, sizes)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::split_last, x, sizes)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::split_last, x, sizes)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            )
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsComposite>::split_last,
-                x,
-                sizes,
-            )
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        x: rt::DispatchTensor,
+        sizes: Vec<usize>,
+    ) -> Result<Vec<rt::DispatchTensor>, rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(
+                    &route,
+                    <AutodiffFlex as RoutedOpsComposite>::split_last,
+                    x,
+                    sizes,
+                )
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(
+                    &route,
+                    <BalancedFlex as RoutedOpsComposite>::split_last,
+                    x,
+                    sizes,
+                )
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(
+                    &route,
+                    <AutodiffCube as RoutedOpsComposite>::split_last,
+                    x,
+                    sizes,
+                )
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(
+                    &route,
+                    <BalancedCube as RoutedOpsComposite>::split_last,
+                    x,
+                    sizes,
+                )
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsComposite>::split_last,
+                    x,
+                    sizes,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsComposite>::split_last,
+                    x,
+                    sizes,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::split_last, x, sizes)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, sizes)),
+    }
 }
 
 /// `ln(1 + exp(beta * x)) / beta`, computed stably. Composite: its gradient (the logistic
@@ -736,10 +1040,19 @@ pub fn try_split_last(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_softplus(
     x: rt::DispatchTensor,
     beta: f32,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_softplus::<rt::Fallible>(x, beta)
+}
+
+/// The routing of [`try_softplus`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "softplus",
         rt::Policy::Differentiable,
@@ -761,45 +1074,77 @@ pub fn try_softplus(
         let x = B::float(route, "x", x);
         B::float_out(route, kernel(x, beta))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::softplus, x, beta)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::softplus, x, beta)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::softplus, x, beta)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::softplus, x, beta)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsComposite>::softplus, x, beta)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsComposite>::softplus, x, beta)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(x: rt::DispatchTensor, beta: f32) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsComposite>::softplus, x, beta)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsComposite>::softplus, x, beta)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsComposite>::softplus, x, beta)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(&route, <BalancedCube as RoutedOpsComposite>::softplus, x, beta)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsComposite>::softplus,
+                    x,
+                    beta,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsComposite>::softplus,
+                    x,
+                    beta,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, beta)),
+    }
 }
 
 /// Replaces the elements of `x` where `mask` is true by `value`, and counts them.
@@ -815,11 +1160,24 @@ pub fn try_softplus(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_masked_fill_count(
     x: rt::DispatchTensor,
     mask: &rt::DispatchTensor,
     value: f32,
 ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+    route_masked_fill_count::<rt::Fallible>(x, mask, value)
+}
+
+/// The routing of [`try_masked_fill_count`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_masked_fill_count<F: rt::Failure>(
+    x: rt::DispatchTensor,
+    mask: &rt::DispatchTensor,
+    value: f32,
+) -> F::Out<(rt::DispatchTensor, rt::DispatchTensor)> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "masked_fill_count",
         rt::Policy::Detach,
@@ -848,21 +1206,62 @@ pub fn try_masked_fill_count(
         let (out_0, out_1) = kernel(x, &mask, value);
         (B::float_out(route, out_0), B::int_out(route, out_1))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x), rt::Input::bool("mask", mask)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::masked_fill_count, x, mask, value)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        x: rt::DispatchTensor,
+        mask: &rt::DispatchTensor,
+        value: f32,
+    ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+        let route = rt::Route::plan(
+            &OP,
+            [rt::Input::float("x", &x), rt::Input::bool("mask", mask)],
+        )?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(
+                    &route,
+                    <rt::Remote as RoutedOps>::masked_fill_count,
+                    x,
+                    mask,
+                    value,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x), rt::Input::bool("mask", mask)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::masked_fill_count, x, mask, value)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::masked_fill_count, x, mask, value)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(
+                    &route,
+                    <rt::Remote as RoutedOps>::masked_fill_count,
+                    x,
+                    mask,
+                    value,
+                )
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, mask, value)),
+    }
 }
 
 /// Replaces NaN elements by `value`. With `with_mask`, also returns where the NaNs were.
@@ -877,11 +1276,24 @@ pub fn try_masked_fill_count(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_nan_to_num(
     x: rt::DispatchTensor,
     value: f32,
     with_mask: bool,
 ) -> Result<(rt::DispatchTensor, Option<rt::DispatchTensor>), rt::RouteError> {
+    route_nan_to_num::<rt::Fallible>(x, value, with_mask)
+}
+
+/// The routing of [`try_nan_to_num`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_nan_to_num<F: rt::Failure>(
+    x: rt::DispatchTensor,
+    value: f32,
+    with_mask: bool,
+) -> F::Out<(rt::DispatchTensor, Option<rt::DispatchTensor>)> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "nan_to_num",
         rt::Policy::Detach,
@@ -909,21 +1321,59 @@ pub fn try_nan_to_num(
         let (out_0, out_1) = kernel(x, value, with_mask);
         (B::float_out(route, out_0), out_1.map(|t| B::bool_out(route, t)))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::nan_to_num, x, value, with_mask)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        x: rt::DispatchTensor,
+        value: f32,
+        with_mask: bool,
+    ) -> Result<(rt::DispatchTensor, Option<rt::DispatchTensor>), rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(
+                    &route,
+                    <rt::Remote as RoutedOps>::nan_to_num,
+                    x,
+                    value,
+                    with_mask,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::nan_to_num, x, value, with_mask)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::nan_to_num, x, value, with_mask)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(
+                    &route,
+                    <rt::Remote as RoutedOps>::nan_to_num,
+                    x,
+                    value,
+                    with_mask,
+                )
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, value, with_mask)),
+    }
 }
 
 /// Dequantizes `x` to `f32` and applies relu, in one step.
@@ -938,7 +1388,16 @@ pub fn try_nan_to_num(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_dequantize_relu::<rt::Fallible>(x)
+}
+
+/// The routing of [`try_dequantize_relu`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_dequantize_relu<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "dequantize_relu",
         rt::Policy::Reject,
@@ -959,21 +1418,43 @@ pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
         let x = B::quantized(route, "x", x);
         B::float_out(route, kernel(x))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::quantized("x", &x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::quantized("x", &x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x)
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::quantized("x", &x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dequantize_relu, x)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dequantize_relu, x)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dequantize_relu, x)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x)),
+    }
 }
 
 /// `[0, 1, ..., len - 1]` as an int tensor on `device`. A factory: no tensor input, so the device
@@ -989,10 +1470,22 @@ pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_iota(
     len: usize,
     device: &rt::DispatchDevice,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_iota::<rt::Fallible>(len, device)
+}
+
+/// The routing of [`try_iota`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_iota<F: rt::Failure>(
+    len: usize,
+    device: &rt::DispatchDevice,
+) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "iota",
         rt::Policy::Reject,
@@ -1010,13 +1503,30 @@ pub fn try_iota(
         let device = B::device(route, "device", device);
         B::int_out(route, kernel(len, &device))
     }
-    let route = rt::Route::plan_device(&OP, "device", device)?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        len: usize,
+        device: &rt::DispatchDevice,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan_device(&OP, "device", device)?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device)
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain_device(&OP, device) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOpsFlex>::iota, len, device)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(len, device)),
+    }
 }
 
 /// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions
@@ -1032,10 +1542,22 @@ pub fn try_iota(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_bias_gelu(
     x: rt::DispatchTensor,
     bias: rt::DispatchTensor,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_bias_gelu::<rt::Fallible>(x, bias)
+}
+
+/// The routing of [`try_bias_gelu`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_bias_gelu<F: rt::Failure>(
+    x: rt::DispatchTensor,
+    bias: rt::DispatchTensor,
+) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "bias_gelu",
         rt::Policy::Differentiable,
@@ -1058,45 +1580,83 @@ pub fn try_bias_gelu(
         let bias = B::float(route, "bias", bias);
         B::float_out(route, kernel(x, bias))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x), rt::Input::float("bias", &bias)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::bias_gelu, x, bias)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::bias_gelu, x, bias)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::bias_gelu, x, bias)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::bias_gelu, x, bias)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        x: rt::DispatchTensor,
+        bias: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(
+            &OP,
+            [rt::Input::float("x", &x), rt::Input::float("bias", &bias)],
+        )?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::bias_gelu, x, bias)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::bias_gelu, x, bias)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::bias_gelu, x, bias)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::bias_gelu, x, bias)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::bias_gelu,
+                    x,
+                    bias,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::bias_gelu,
+                    x,
+                    bias,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x), rt::Input::float("bias", &bias)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::bias_gelu, x, bias)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::bias_gelu, x, bias)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, bias)),
+    }
 }
 
 /// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
@@ -1111,10 +1671,22 @@ pub fn try_bias_gelu(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_swiglu(
     gate: rt::DispatchTensor,
     up: rt::DispatchTensor,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_swiglu::<rt::Fallible>(gate, up)
+}
+
+/// The routing of [`try_swiglu`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_swiglu<F: rt::Failure>(
+    gate: rt::DispatchTensor,
+    up: rt::DispatchTensor,
+) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "swiglu",
         rt::Policy::Differentiable,
@@ -1137,48 +1709,83 @@ pub fn try_swiglu(
         let up = B::float(route, "up", up);
         B::float_out(route, kernel(gate, up))
     }
-    let route = rt::Route::plan(
-        &OP,
-        [rt::Input::float("gate", &gate), rt::Input::float("up", &up)],
-    )?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::swiglu, gate, up)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::swiglu, gate, up)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::swiglu, gate, up)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::swiglu, gate, up)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::swiglu, gate, up)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::swiglu, gate, up)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::swiglu, gate, up)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::swiglu, gate, up)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::swiglu, gate, up)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        gate: rt::DispatchTensor,
+        up: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(
+            &OP,
+            [rt::Input::float("gate", &gate), rt::Input::float("up", &up)],
+        )?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::swiglu, gate, up)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::swiglu, gate, up)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::swiglu, gate, up)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::swiglu, gate, up)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::swiglu, gate, up)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::swiglu, gate, up)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::swiglu, gate, up)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::swiglu,
+                    gate,
+                    up,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::swiglu,
+                    gate,
+                    up,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("gate", &gate), rt::Input::float("up", &up)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::swiglu, gate, up)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::swiglu, gate, up)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::swiglu, gate, up)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(gate, up)),
+    }
 }
 
 /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
@@ -1194,11 +1801,24 @@ pub fn try_swiglu(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_rms_norm(
     x: rt::DispatchTensor,
     weight: rt::DispatchTensor,
     eps: f32,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_rms_norm::<rt::Fallible>(x, weight, eps)
+}
+
+/// The routing of [`try_rms_norm`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_rms_norm<F: rt::Failure>(
+    x: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    eps: f32,
+) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "rms_norm",
         rt::Policy::Differentiable,
@@ -1222,84 +1842,110 @@ pub fn try_rms_norm(
         let weight = B::float(route, "weight", weight);
         B::float_out(route, kernel(x, weight, eps))
     }
-    let route = rt::Route::plan(
-        &OP,
-        [rt::Input::float("x", &x), rt::Input::float("weight", &weight)],
-    )?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(
-                &route,
-                <AutodiffFlex as RoutedOpsAutodiff>::rms_norm,
-                x,
-                weight,
-                eps,
-            )
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(
-                &route,
-                <BalancedFlex as RoutedOpsAutodiff>::rms_norm,
-                x,
-                weight,
-                eps,
-            )
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(
-                &route,
-                <AutodiffCube as RoutedOpsAutodiff>::rms_norm,
-                x,
-                weight,
-                eps,
-            )
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(
-                &route,
-                <BalancedCube as RoutedOpsAutodiff>::rms_norm,
-                x,
-                weight,
-                eps,
-            )
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::rms_norm, x, weight, eps)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::rms_norm,
-                x,
-                weight,
-                eps,
-            )
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::rms_norm,
-                x,
-                weight,
-                eps,
-            )
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        x: rt::DispatchTensor,
+        weight: rt::DispatchTensor,
+        eps: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(
+            &OP,
+            [rt::Input::float("x", &x), rt::Input::float("weight", &weight)],
+        )?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(
+                    &route,
+                    <AutodiffFlex as RoutedOpsAutodiff>::rms_norm,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(
+                    &route,
+                    <BalancedFlex as RoutedOpsAutodiff>::rms_norm,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(
+                    &route,
+                    <AutodiffCube as RoutedOpsAutodiff>::rms_norm,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(
+                    &route,
+                    <BalancedCube as RoutedOpsAutodiff>::rms_norm,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::rms_norm, x, weight, eps)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::rms_norm,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::rms_norm,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x), rt::Input::float("weight", &weight)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::rms_norm, x, weight, eps)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, weight, eps)),
+    }
 }
 
 /// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + eps) * gamma + beta`
@@ -1315,12 +1961,26 @@ pub fn try_rms_norm(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_layer_norm(
     x: rt::DispatchTensor,
     gamma: rt::DispatchTensor,
     beta: rt::DispatchTensor,
     eps: f32,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_layer_norm::<rt::Fallible>(x, gamma, beta, eps)
+}
+
+/// The routing of [`try_layer_norm`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_layer_norm<F: rt::Failure>(
+    x: rt::DispatchTensor,
+    gamma: rt::DispatchTensor,
+    beta: rt::DispatchTensor,
+    eps: f32,
+) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "layer_norm",
         rt::Policy::Differentiable,
@@ -1351,94 +2011,142 @@ pub fn try_layer_norm(
         let beta = B::float(route, "beta", beta);
         B::float_out(route, kernel(x, gamma, beta, eps))
     }
-    let route = rt::Route::plan(
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        x: rt::DispatchTensor,
+        gamma: rt::DispatchTensor,
+        beta: rt::DispatchTensor,
+        eps: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(
+            &OP,
+            [
+                rt::Input::float("x", &x),
+                rt::Input::float("gamma", &gamma),
+                rt::Input::float("beta", &beta),
+            ],
+        )?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::layer_norm, x, gamma, beta, eps)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(
+                    &route,
+                    <AutodiffFlex as RoutedOpsAutodiff>::layer_norm,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(
+                    &route,
+                    <BalancedFlex as RoutedOpsAutodiff>::layer_norm,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::layer_norm, x, gamma, beta, eps)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(
+                    &route,
+                    <AutodiffCube as RoutedOpsAutodiff>::layer_norm,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(
+                    &route,
+                    <BalancedCube as RoutedOpsAutodiff>::layer_norm,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(
+                    &route,
+                    <rt::Remote as RoutedOps>::layer_norm,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::layer_norm,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::layer_norm,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(
         &OP,
         [
             rt::Input::float("x", &x),
             rt::Input::float("gamma", &gamma),
             rt::Input::float("beta", &beta),
         ],
-    )?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::layer_norm, x, gamma, beta, eps)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(
-                &route,
-                <AutodiffFlex as RoutedOpsAutodiff>::layer_norm,
-                x,
-                gamma,
-                beta,
-                eps,
-            )
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(
-                &route,
-                <BalancedFlex as RoutedOpsAutodiff>::layer_norm,
-                x,
-                gamma,
-                beta,
-                eps,
-            )
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::layer_norm, x, gamma, beta, eps)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(
-                &route,
-                <AutodiffCube as RoutedOpsAutodiff>::layer_norm,
-                x,
-                gamma,
-                beta,
-                eps,
-            )
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(
-                &route,
-                <BalancedCube as RoutedOpsAutodiff>::layer_norm,
-                x,
-                gamma,
-                beta,
-                eps,
-            )
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::layer_norm, x, gamma, beta, eps)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::layer_norm,
-                x,
-                gamma,
-                beta,
-                eps,
-            )
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::layer_norm,
-                x,
-                gamma,
-                beta,
-                eps,
-            )
-        }
-        _ => route.unrouted(),
-    })
+    ) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::layer_norm, x, gamma, beta, eps)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::layer_norm, x, gamma, beta, eps)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(
+                    &route,
+                    <rt::Remote as RoutedOps>::layer_norm,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, gamma, beta, eps)),
+    }
 }
 
 /// Softmax over the last dimension, computed stably (the row maximum is subtracted first).
@@ -1453,7 +2161,16 @@ pub fn try_layer_norm(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_softmax_last::<rt::Fallible>(x)
+}
+
+/// The routing of [`try_softmax_last`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "softmax_last",
         rt::Policy::Differentiable,
@@ -1474,45 +2191,75 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
         let x = B::float(route, "x", x);
         B::float_out(route, kernel(x))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::softmax_last, x)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::softmax_last, x)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::softmax_last, x)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::softmax_last, x)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::softmax_last, x)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::softmax_last, x)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::softmax_last, x)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(&route, <AutodiffRemote as RoutedOpsAutodiff>::softmax_last, x)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(&route, <BalancedRemote as RoutedOpsAutodiff>::softmax_last, x)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::softmax_last, x)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::softmax_last, x)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::softmax_last, x)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::softmax_last, x)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::softmax_last, x)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::softmax_last, x)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::softmax_last, x)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::softmax_last,
+                    x,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::softmax_last,
+                    x,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::softmax_last, x)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::softmax_last, x)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::softmax_last, x)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x)),
+    }
 }
 
 /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
@@ -1529,10 +2276,22 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_cross_entropy_logits(
     logits: rt::DispatchTensor,
     targets: rt::DispatchTensor,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_cross_entropy_logits::<rt::Fallible>(logits, targets)
+}
+
+/// The routing of [`try_cross_entropy_logits`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_cross_entropy_logits<F: rt::Failure>(
+    logits: rt::DispatchTensor,
+    targets: rt::DispatchTensor,
+) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "cross_entropy_logits",
         rt::Policy::Differentiable,
@@ -1555,83 +2314,136 @@ pub fn try_cross_entropy_logits(
         let targets = B::int(route, "targets", targets);
         B::float_out(route, kernel(logits, targets))
     }
-    let route = rt::Route::plan(
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        logits: rt::DispatchTensor,
+        targets: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(
+            &OP,
+            [rt::Input::float("logits", &logits), rt::Input::int("targets", &targets)],
+        )?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(
+                    &route,
+                    <rt::Flex as RoutedOps>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(
+                    &route,
+                    <AutodiffFlex as RoutedOpsAutodiff>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(
+                    &route,
+                    <BalancedFlex as RoutedOpsAutodiff>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(
+                    &route,
+                    <rt::Cube as RoutedOps>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(
+                    &route,
+                    <AutodiffCube as RoutedOpsAutodiff>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(
+                    &route,
+                    <BalancedCube as RoutedOpsAutodiff>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(
+                    &route,
+                    <rt::Remote as RoutedOps>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(
         &OP,
         [rt::Input::float("logits", &logits), rt::Input::int("targets", &targets)],
-    )?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::cross_entropy_logits, logits, targets)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(
-                &route,
-                <AutodiffFlex as RoutedOpsAutodiff>::cross_entropy_logits,
-                logits,
-                targets,
-            )
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(
-                &route,
-                <BalancedFlex as RoutedOpsAutodiff>::cross_entropy_logits,
-                logits,
-                targets,
-            )
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::cross_entropy_logits, logits, targets)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(
-                &route,
-                <AutodiffCube as RoutedOpsAutodiff>::cross_entropy_logits,
-                logits,
-                targets,
-            )
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(
-                &route,
-                <BalancedCube as RoutedOpsAutodiff>::cross_entropy_logits,
-                logits,
-                targets,
-            )
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(
-                &route,
-                <rt::Remote as RoutedOps>::cross_entropy_logits,
-                logits,
-                targets,
-            )
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::cross_entropy_logits,
-                logits,
-                targets,
-            )
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::cross_entropy_logits,
-                logits,
-                targets,
-            )
-        }
-        _ => route.unrouted(),
-    })
+    ) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(
+                    &route,
+                    <rt::Flex as RoutedOps>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(
+                    &route,
+                    <rt::Cube as RoutedOps>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(
+                    &route,
+                    <rt::Remote as RoutedOps>::cross_entropy_logits,
+                    logits,
+                    targets,
+                )
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(logits, targets)),
+    }
 }
 
 /// Inverted dropout with a reproducible mask: zeroes each element with probability `p` (drawn
@@ -1648,11 +2460,24 @@ pub fn try_cross_entropy_logits(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_dropout(
     x: rt::DispatchTensor,
     p: f32,
     seed: u64,
 ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+    route_dropout::<rt::Fallible>(x, p, seed)
+}
+
+/// The routing of [`try_dropout`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_dropout<F: rt::Failure>(
+    x: rt::DispatchTensor,
+    p: f32,
+    seed: u64,
+) -> F::Out<(rt::DispatchTensor, rt::DispatchTensor)> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "dropout",
         rt::Policy::Differentiable,
@@ -1680,57 +2505,107 @@ pub fn try_dropout(
         let (out_0, out_1) = kernel(x, p, seed);
         (B::float_out(route, out_0), B::bool_out(route, out_1))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::dropout, x, p, seed)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::dropout, x, p, seed)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::dropout, x, p, seed)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::dropout, x, p, seed)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dropout, x, p, seed)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::dropout,
-                x,
-                p,
-                seed,
-            )
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::dropout,
-                x,
-                p,
-                seed,
-            )
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        x: rt::DispatchTensor,
+        p: f32,
+        seed: u64,
+    ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(
+                    &route,
+                    <AutodiffFlex as RoutedOpsAutodiff>::dropout,
+                    x,
+                    p,
+                    seed,
+                )
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(
+                    &route,
+                    <BalancedFlex as RoutedOpsAutodiff>::dropout,
+                    x,
+                    p,
+                    seed,
+                )
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(
+                    &route,
+                    <AutodiffCube as RoutedOpsAutodiff>::dropout,
+                    x,
+                    p,
+                    seed,
+                )
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(
+                    &route,
+                    <BalancedCube as RoutedOpsAutodiff>::dropout,
+                    x,
+                    p,
+                    seed,
+                )
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dropout, x, p, seed)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::dropout,
+                    x,
+                    p,
+                    seed,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::dropout,
+                    x,
+                    p,
+                    seed,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::dropout, x, p, seed)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, p, seed)),
+    }
 }
 
 /// Clamps to `[lo, hi]` with a straight-through gradient: the backward pass lets the incoming
@@ -1746,11 +2621,24 @@ pub fn try_dropout(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_clamp_ste(
     x: rt::DispatchTensor,
     lo: f32,
     hi: f32,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
+    route_clamp_ste::<rt::Fallible>(x, lo, hi)
+}
+
+/// The routing of [`try_clamp_ste`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_clamp_ste<F: rt::Failure>(
+    x: rt::DispatchTensor,
+    lo: f32,
+    hi: f32,
+) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "clamp_ste",
         rt::Policy::Differentiable,
@@ -1773,57 +2661,107 @@ pub fn try_clamp_ste(
         let x = B::float(route, "x", x);
         B::float_out(route, kernel(x, lo, hi))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffFlex>(&route, <AutodiffFlex as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
-        }
-        #[cfg(feature = "autodiff")]
-        (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedFlex>(&route, <BalancedFlex as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffCube>(&route, <AutodiffCube as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
-        }
-        #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-        (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedCube>(&route, <BalancedCube as RoutedOpsAutodiff>::clamp_ste, x, lo, hi)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-            run::<AutodiffRemote>(
-                &route,
-                <AutodiffRemote as RoutedOpsAutodiff>::clamp_ste,
-                x,
-                lo,
-                hi,
-            )
-        }
-        #[cfg(all(feature = "autodiff", feature = "remote"))]
-        (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-            run::<BalancedRemote>(
-                &route,
-                <BalancedRemote as RoutedOpsAutodiff>::clamp_ste,
-                x,
-                lo,
-                hi,
-            )
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        x: rt::DispatchTensor,
+        lo: f32,
+        hi: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::float("x", &x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffFlex>(
+                    &route,
+                    <AutodiffFlex as RoutedOpsAutodiff>::clamp_ste,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedFlex>(
+                    &route,
+                    <BalancedFlex as RoutedOpsAutodiff>::clamp_ste,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffCube>(
+                    &route,
+                    <AutodiffCube as RoutedOpsAutodiff>::clamp_ste,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedCube>(
+                    &route,
+                    <BalancedCube as RoutedOpsAutodiff>::clamp_ste,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                run::<AutodiffRemote>(
+                    &route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::clamp_ste,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                run::<BalancedRemote>(
+                    &route,
+                    <BalancedRemote as RoutedOpsAutodiff>::clamp_ste,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", &x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, lo, hi)),
+    }
 }
 
 /// The `k` largest elements along the last dimension, in descending order, and their indices
@@ -1839,10 +2777,22 @@ pub fn try_clamp_ste(
 /// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
 pub fn try_topk_last(
     x: &rt::DispatchTensor,
     k: usize,
 ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+    route_topk_last::<rt::Fallible>(x, k)
+}
+
+/// The routing of [`try_topk_last`] and of the panicking `Dispatch` method; `F` says
+/// how a routing error is reported. Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `planned`, out of line.
+#[inline]
+fn route_topk_last<F: rt::Failure>(
+    x: &rt::DispatchTensor,
+    k: usize,
+) -> F::Out<(rt::DispatchTensor, rt::DispatchTensor)> {
     static OP: rt::OpInfo = rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
@@ -1865,19 +2815,44 @@ pub fn try_topk_last(
         let (out_0, out_1) = kernel(&x, k);
         (B::float_out(route, out_0), B::int_out(route, out_1))
     }
-    let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
-    Ok(match route.target() {
-        (rt::BackendId::Flex, rt::Mode::Concrete) => {
-            run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::topk_last, x, k)
-        }
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        (rt::BackendId::Cube, rt::Mode::Concrete) => {
-            run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::topk_last, x, k)
-        }
-        #[cfg(feature = "remote")]
-        (rt::BackendId::Remote, rt::Mode::Concrete) => {
-            run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::topk_last, x, k)
-        }
-        _ => route.unrouted(),
-    })
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn planned(
+        x: &rt::DispatchTensor,
+        k: usize,
+    ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
+        let route = rt::Route::plan(&OP, [rt::Input::float("x", x)])?;
+        Ok(match route.target() {
+            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::topk_last, x, k)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::topk_last, x, k)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::topk_last, x, k)
+            }
+            _ => route.unrouted(),
+        })
+    }
+    match rt::Route::plain(&OP, [rt::Input::float("x", x)]) {
+        Some(route) => F::ok(match route.backend() {
+            rt::BackendId::Flex => {
+                run::<rt::Flex>(&route, <rt::Flex as RoutedOps>::topk_last, x, k)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                run::<rt::Cube>(&route, <rt::Cube as RoutedOps>::topk_last, x, k)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                run::<rt::Remote>(&route, <rt::Remote as RoutedOps>::topk_last, x, k)
+            }
+            _ => route.unrouted(),
+        }),
+        None => F::result(planned(x, k)),
+    }
 }

@@ -3,6 +3,9 @@
 
 use crate::rt;
 use super::dispatch;
+use super::ops::RoutedOps;
+use super::ops::RoutedOpsComposite;
+use super::ops::RoutedOpsFlex;
 
 /// Fused `relu(lhs + rhs)` for tensors of the same shape.
 ///
@@ -17,10 +20,10 @@ use super::dispatch;
 /// (see `ERRORS.md`). [`try_add_relu`] returns the error instead.
 #[must_use]
 pub fn add_relu<const D: usize>(lhs: rt::Tensor<D>, rhs: rt::Tensor<D>) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_add_relu(
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::add_relu(
         lhs.into_dispatch(),
         rhs.into_dispatch(),
-    )))
+    ))
 }
 
 /// [`add_relu`], returning the routing error instead of panicking.
@@ -48,7 +51,7 @@ pub fn try_add_relu<const D: usize>(
 /// (see `ERRORS.md`). [`try_scale`] returns the error instead.
 #[must_use]
 pub fn scale<const D: usize>(x: rt::Tensor<D>, alpha: f32) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_scale(x.into_dispatch(), alpha)))
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::scale(x.into_dispatch(), alpha))
 }
 
 /// [`scale`], returning the routing error instead of panicking.
@@ -77,7 +80,7 @@ pub fn try_scale<const D: usize>(
 /// (see `ERRORS.md`). [`try_argmax_last`] returns the error instead.
 #[must_use]
 pub fn argmax_last<const D: usize>(x: &rt::Tensor<D>) -> rt::Tensor<D, rt::Int> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_argmax_last(&x.clone().into_dispatch())))
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::argmax_last(&x.clone().into_dispatch()))
 }
 
 /// [`argmax_last`], returning the routing error instead of panicking.
@@ -106,7 +109,7 @@ pub fn try_argmax_last<const D: usize>(
 /// (see `ERRORS.md`). [`try_round_half_even`] returns the error instead.
 #[must_use]
 pub fn round_half_even<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_round_half_even(x.into_dispatch())))
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::round_half_even(x.into_dispatch()))
 }
 
 /// [`round_half_even`], returning the routing error instead of panicking.
@@ -138,12 +141,12 @@ pub fn axpby<const D: usize>(
     alpha: f32,
     beta: f32,
 ) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_axpby(
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::axpby(
         x.into_dispatch(),
         y.map(rt::Tensor::into_dispatch),
         alpha,
         beta,
-    )))
+    ))
 }
 
 /// [`axpby`], returning the routing error instead of panicking.
@@ -180,9 +183,9 @@ pub fn try_axpby<const D: usize>(
 /// (see `ERRORS.md`). [`try_sum_all`] returns the error instead.
 #[must_use]
 pub fn sum_all<const D: usize>(xs: Vec<rt::Tensor<D>>) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_sum_all(
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOpsComposite>::sum_all(
         xs.into_iter().map(rt::Tensor::into_dispatch).collect(),
-    )))
+    ))
 }
 
 /// [`sum_all`], returning the routing error instead of panicking.
@@ -213,10 +216,10 @@ pub fn try_sum_all<const D: usize>(
 /// (see `ERRORS.md`). [`try_split_last`] returns the error instead.
 #[must_use]
 pub fn split_last<const D: usize>(x: rt::Tensor<D>, sizes: Vec<usize>) -> Vec<rt::Tensor<D>> {
-    rt::expect(dispatch::try_split_last(
+    <rt::Dispatch as RoutedOpsComposite>::split_last(
         x.into_dispatch(),
         sizes,
-    )).into_iter().map(rt::Tensor::from_dispatch).collect()
+    ).into_iter().map(rt::Tensor::from_dispatch).collect()
 }
 
 /// [`split_last`], returning the routing error instead of panicking.
@@ -249,7 +252,10 @@ pub fn try_split_last<const D: usize>(
 /// (see `ERRORS.md`). [`try_softplus`] returns the error instead.
 #[must_use]
 pub fn softplus<const D: usize>(x: rt::Tensor<D>, beta: f32) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_softplus(x.into_dispatch(), beta)))
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOpsComposite>::softplus(
+        x.into_dispatch(),
+        beta,
+    ))
 }
 
 /// [`softplus`], returning the routing error instead of panicking.
@@ -285,11 +291,11 @@ pub fn masked_fill_count<const D: usize>(
     let (
         out_0,
         out_1,
-    ) = rt::expect(dispatch::try_masked_fill_count(
+    ) = <rt::Dispatch as RoutedOps>::masked_fill_count(
         x.into_dispatch(),
         &mask.clone().into_dispatch(),
         value,
-    ));
+    );
     (rt::Tensor::from_dispatch(out_0), rt::Tensor::from_dispatch(out_1))
 }
 
@@ -327,7 +333,10 @@ pub fn nan_to_num<const D: usize>(
     value: f32,
     with_mask: bool,
 ) -> (rt::Tensor<D>, Option<rt::Tensor<D, rt::Bool>>) {
-    let (out_0, out_1) = rt::expect(dispatch::try_nan_to_num(x.into_dispatch(), value, with_mask));
+    let (
+        out_0,
+        out_1,
+    ) = <rt::Dispatch as RoutedOps>::nan_to_num(x.into_dispatch(), value, with_mask);
     (rt::Tensor::from_dispatch(out_0), out_1.map(rt::Tensor::from_dispatch))
 }
 
@@ -358,7 +367,7 @@ pub fn try_nan_to_num<const D: usize>(
 /// (see `ERRORS.md`). [`try_dequantize_relu`] returns the error instead.
 #[must_use]
 pub fn dequantize_relu<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_dequantize_relu(x.into_dispatch())))
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::dequantize_relu(x.into_dispatch()))
 }
 
 /// [`dequantize_relu`], returning the routing error instead of panicking.
@@ -386,7 +395,7 @@ pub fn try_dequantize_relu<const D: usize>(
 /// (see `ERRORS.md`). [`try_iota`] returns the error instead.
 #[must_use]
 pub fn iota(len: usize, device: &rt::Device) -> rt::Tensor<1, rt::Int> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_iota(len, device.as_dispatch())))
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOpsFlex>::iota(len, device.as_dispatch()))
 }
 
 /// [`iota`], returning the routing error instead of panicking.
@@ -412,10 +421,10 @@ pub fn try_iota(len: usize, device: &rt::Device) -> Result<rt::Tensor<1, rt::Int
 /// (see `ERRORS.md`). [`try_bias_gelu`] returns the error instead.
 #[must_use]
 pub fn bias_gelu<const D: usize>(x: rt::Tensor<D>, bias: rt::Tensor<1>) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_bias_gelu(
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::bias_gelu(
         x.into_dispatch(),
         bias.into_dispatch(),
-    )))
+    ))
 }
 
 /// [`bias_gelu`], returning the routing error instead of panicking.
@@ -443,10 +452,10 @@ pub fn try_bias_gelu<const D: usize>(
 /// (see `ERRORS.md`). [`try_swiglu`] returns the error instead.
 #[must_use]
 pub fn swiglu<const D: usize>(gate: rt::Tensor<D>, up: rt::Tensor<D>) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_swiglu(
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::swiglu(
         gate.into_dispatch(),
         up.into_dispatch(),
-    )))
+    ))
 }
 
 /// [`swiglu`], returning the routing error instead of panicking.
@@ -479,11 +488,11 @@ pub fn rms_norm<const D: usize>(
     weight: rt::Tensor<1>,
     eps: f32,
 ) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_rms_norm(
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::rms_norm(
         x.into_dispatch(),
         weight.into_dispatch(),
         eps,
-    )))
+    ))
 }
 
 /// [`rms_norm`], returning the routing error instead of panicking.
@@ -522,12 +531,12 @@ pub fn layer_norm<const D: usize>(
     beta: rt::Tensor<1>,
     eps: f32,
 ) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_layer_norm(
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::layer_norm(
         x.into_dispatch(),
         gamma.into_dispatch(),
         beta.into_dispatch(),
         eps,
-    )))
+    ))
 }
 
 /// [`layer_norm`], returning the routing error instead of panicking.
@@ -562,7 +571,7 @@ pub fn try_layer_norm<const D: usize>(
 /// (see `ERRORS.md`). [`try_softmax_last`] returns the error instead.
 #[must_use]
 pub fn softmax_last<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_softmax_last(x.into_dispatch())))
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::softmax_last(x.into_dispatch()))
 }
 
 /// [`softmax_last`], returning the routing error instead of panicking.
@@ -592,10 +601,10 @@ pub fn cross_entropy_logits(
     logits: rt::Tensor<2>,
     targets: rt::Tensor<1, rt::Int>,
 ) -> rt::Tensor<1> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_cross_entropy_logits(
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::cross_entropy_logits(
         logits.into_dispatch(),
         targets.into_dispatch(),
-    )))
+    ))
 }
 
 /// [`cross_entropy_logits`], returning the routing error instead of panicking.
@@ -632,7 +641,7 @@ pub fn dropout<const D: usize>(
     p: f32,
     seed: u64,
 ) -> (rt::Tensor<D>, rt::Tensor<D, rt::Bool>) {
-    let (out_0, out_1) = rt::expect(dispatch::try_dropout(x.into_dispatch(), p, seed));
+    let (out_0, out_1) = <rt::Dispatch as RoutedOps>::dropout(x.into_dispatch(), p, seed);
     (rt::Tensor::from_dispatch(out_0), rt::Tensor::from_dispatch(out_1))
 }
 
@@ -664,7 +673,7 @@ pub fn try_dropout<const D: usize>(
 /// (see `ERRORS.md`). [`try_clamp_ste`] returns the error instead.
 #[must_use]
 pub fn clamp_ste<const D: usize>(x: rt::Tensor<D>, lo: f32, hi: f32) -> rt::Tensor<D> {
-    rt::Tensor::from_dispatch(rt::expect(dispatch::try_clamp_ste(x.into_dispatch(), lo, hi)))
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOps>::clamp_ste(x.into_dispatch(), lo, hi))
 }
 
 /// [`clamp_ste`], returning the routing error instead of panicking.
@@ -697,7 +706,7 @@ pub fn topk_last<const D: usize>(
     x: &rt::Tensor<D>,
     k: usize,
 ) -> (rt::Tensor<D>, rt::Tensor<D, rt::Int>) {
-    let (out_0, out_1) = rt::expect(dispatch::try_topk_last(&x.clone().into_dispatch(), k));
+    let (out_0, out_1) = <rt::Dispatch as RoutedOps>::topk_last(&x.clone().into_dispatch(), k);
     (rt::Tensor::from_dispatch(out_0), rt::Tensor::from_dispatch(out_1))
 }
 

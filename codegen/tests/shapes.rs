@@ -91,6 +91,17 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         // Planning checked every input: `run` cannot fail, and the `match` is wrapped once.
         "Ok(match route.target() { (rt::BackendId::Flex, rt::Mode::Concrete) => { run::<rt::Flex>(&route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) }",
         "rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)",
+        // The common call takes the fast planner and matches the backend only; every other
+        // call goes to `planned`, out of line, which checks the whole contract.
+        // Both error strategies share one routing function: `try_` returns the error, the
+        // trait method panics with it.
+        "#[inline] pub fn try_mixed(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> Result<(rt::DispatchTensor, (rt::DispatchTensor, u64)), rt::RouteError> { route_mixed::<rt::Fallible>(x, ids, mask, k) }",
+        "#[inline] fn mixed(x: &rt::FloatTensor<Self>, ids: rt::IntTensor<Self>, mask: &rt::BoolTensor<Self>, k: usize) -> (rt::FloatTensor<Self>, (rt::IntTensor<Self>, u64)) { route_mixed::<rt::Panic>(x, ids, mask, k) }",
+        "#[inline] fn route_mixed<F: rt::Failure>(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> F::Out<(rt::DispatchTensor, (rt::DispatchTensor, u64))> {",
+        "match rt::Route::plain(&OP, [rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)]) { Some(route) => F::ok(match route.backend() { rt::BackendId::Flex => { run::<rt::Flex>(&route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) } _ => route.unrouted(), }), None => F::result(planned(x, ids, mask, k)), }",
+        // A unit op's `run` returns the `Result` itself.
+        "Some(route) => F::result(match route.backend() {",
+        "#[inline(never)] fn planned(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> Result<(rt::DispatchTensor, (rt::DispatchTensor, u64)), rt::RouteError> { let route = rt::Route::plan(&OP, [",
         // A tensor-less op is routed to its only backend.
         "let route = rt::Route::fixed(&OP, rt::BackendId::Flex)?;",
         // `detach`: no autodiff arms, so `OP` says none are compiled.
@@ -116,8 +127,8 @@ fn tensor_api_signatures() {
         "let (out_0, (out_1_0, out_1_1)) = dispatch::try_mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k)?;",
         "Ok((rt::Tensor::from_dispatch(out_0), (rt::Tensor::from_dispatch(out_1_0), out_1_1)))",
         "pub fn try_mixed<const D: usize, const E: usize>(",
-        // The panicking form unwraps the dispatch result itself: one `Result` layer less.
-        "let (out_0, (out_1_0, out_1_1)) = rt::expect(dispatch::try_mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k));",
+        // The panicking form calls the panicking trait method: no `Result` to unwrap.
+        "let (out_0, (out_1_0, out_1_1)) = <rt::Dispatch as ShapeOps>::mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k);",
         "(rt::Tensor::from_dispatch(out_0), (rt::Tensor::from_dispatch(out_1_0), out_1_1)) }",
         "pub fn count<const D: usize>(mask: rt::Tensor<D, rt::Bool>) -> usize",
         "pub fn fill(value: f32) {",
@@ -190,6 +201,7 @@ fn option_vec_quantized_and_device_shapes() {
         "out_1.map(|t| B::int_out(route, t))",
         "xs.iter().enumerate().map(|(i, t)| rt::Input::float(\"xs\", t).at(i)).chain(bias.map(|t| rt::Input::float(\"bias\", t))).chain([rt::Input::quantized(\"q\", &q)])",
         "let route = rt::Route::plan_device(&OP, \"device\", device)?;",
+        "match rt::Route::plain_device(&OP, device) {",
         "let device = B::device(route, \"device\", device);",
         // Per-op backends: `make` is in its own trait, implemented by Flex only.
         "impl CFlex for rt::Dispatch",

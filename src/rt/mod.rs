@@ -41,11 +41,59 @@ pub use burn_autodiff::checkpoint::strategy::{
 
 /// Unwraps a routing result, panicking with the error's message (its `Display` text).
 ///
-/// This is what the panicking form of every routed op does with its `try_` twin's result.
+/// This is what the panicking form of every routed op does with a routing error.
 #[track_caller]
 pub fn expect<T>(result: Result<T, RouteError>) -> T {
     match result {
         Ok(value) => value,
         Err(err) => panic!("{err}"),
+    }
+}
+
+/// How a routed op reports a routing error: [`Panic`] for the `Dispatch` trait methods and the
+/// panicking `Tensor` functions, [`Fallible`] for the `try_` functions.
+///
+/// Each op's routing is generated once, generic over this, so that the panicking form returns
+/// its outputs directly: unwrapping a `Result` after an inlined call left the compiler building
+/// the `Result` and then copying the outputs out of it, on every call.
+pub trait Failure {
+    /// What the op returns for outputs of type `T`.
+    type Out<T>;
+    /// The outputs of a routed call.
+    fn ok<T>(value: T) -> Self::Out<T>;
+    /// The outcome of a call that may have failed to route.
+    fn result<T>(result: Result<T, RouteError>) -> Self::Out<T>;
+}
+
+/// Panics with the routing error's message ([`expect`]).
+#[derive(Debug)]
+pub enum Panic {}
+
+impl Failure for Panic {
+    type Out<T> = T;
+    #[inline(always)]
+    fn ok<T>(value: T) -> T {
+        value
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn result<T>(result: Result<T, RouteError>) -> T {
+        expect(result)
+    }
+}
+
+/// Returns the routing error.
+#[derive(Debug)]
+pub enum Fallible {}
+
+impl Failure for Fallible {
+    type Out<T> = Result<T, RouteError>;
+    #[inline(always)]
+    fn ok<T>(value: T) -> Result<T, RouteError> {
+        Ok(value)
+    }
+    #[inline(always)]
+    fn result<T>(result: Result<T, RouteError>) -> Result<T, RouteError> {
+        result
     }
 }

@@ -320,9 +320,29 @@ fn concrete(backend: BackendId, primitive: Primitive) -> Described {
     }
 }
 
-#[allow(unreachable_patterns)]
 #[inline]
 pub(crate) fn describe(kind: &DispatchTensorKind) -> Described {
+    // A loop rather than recursion, so that it inlines. (Without autodiff there is no wrapper.)
+    #[cfg_attr(not(feature = "autodiff"), allow(unused_mut))]
+    let mut level = kind;
+    #[cfg_attr(not(feature = "autodiff"), allow(unused_mut))]
+    let mut wrappers = 0;
+    #[cfg(feature = "autodiff")]
+    while let DispatchTensorKind::Autodiff(inner) = level {
+        level = inner;
+        wrappers += 1;
+    }
+    Described {
+        wrapped: wrappers > 0,
+        nested: wrappers > 1,
+        ..describe_level(level)
+    }
+}
+
+/// One level of `describe`: an `Autodiff` wrapper is reported as wrapped, without looking in.
+#[allow(unreachable_patterns)]
+#[inline]
+fn describe_level(kind: &DispatchTensorKind) -> Described {
     match kind {
         DispatchTensorKind::Flex(t) => concrete(BackendId::Flex, primitive_of(t)),
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
@@ -330,14 +350,10 @@ pub(crate) fn describe(kind: &DispatchTensorKind) -> Described {
         #[cfg(feature = "remote")]
         DispatchTensorKind::Remote(t) => concrete(BackendId::Remote, primitive_of(t)),
         #[cfg(feature = "autodiff")]
-        DispatchTensorKind::Autodiff(inner) => {
-            let inner = describe(inner);
-            Described {
-                wrapped: true,
-                nested: inner.wrapped,
-                ..inner
-            }
-        }
+        DispatchTensorKind::Autodiff(_) => Described {
+            wrapped: true,
+            ..concrete(BackendId::Other, Primitive::Unknown)
+        },
         _ => concrete(BackendId::Other, Primitive::Unknown),
     }
 }
@@ -363,71 +379,25 @@ pub(crate) fn describe_device(device: &DispatchDevice) -> (BackendId, DispatchAu
 }
 
 impl Route {
-    /// Plans a call from its tensor inputs (absent `Option`s and empty `Vec`s contribute none).
+    /// The common call, recognised without building any error context: every input is a plain
+    /// (unwrapped) primitive of its declared kind, all on one backend the op is routed to, with
+    /// autodiff disabled. Its route is the concrete kernel under a disabled context, whatever
+    /// the policy.
     ///
-    /// The routing tensor is the first float input, else the first tensor input: it picks the
-    /// backend, and every other input must be on the same one. The inputs' autodiff contexts are
-    /// merged (a disabled context is a constant next to an enabled one; two enabled contexts
-    /// must agree on the checkpointing strategy). Then the op's policy decides:
-    /// `differentiable` runs the `Autodiff<B, C>` kernel under an enabled context; `detach` and
-    /// `reject` run the concrete kernel, `reject` only if no float input is tracked.
-    ///
-    /// # Errors
-    ///
-    /// The first contract violation found, as a [`RouteError`].
+    /// Generated code tries this first and calls its kernels straight from the answer; `None`
+    /// sends the call to [`Route::plan`], which reaches the same route for every call this
+    /// accepts and names the contract violation, if any, of the others.
     #[inline]
-    pub fn plan<'a, I>(op: &'static OpInfo, inputs: I) -> Result<Self, RouteError>
+    pub fn plain<'a, I>(op: &'static OpInfo, inputs: I) -> Option<Self>
     where
         I: IntoIterator<Item = Input<'a>>,
-        I::IntoIter: Clone,
     {
-        let inputs = inputs.into_iter();
-        match Self::plain(op, inputs.clone()) {
-            Some(route) => Ok(route),
-            None => Self::plan_inner(op, inputs, None).map_err(|e| *e),
-        }
-    }
-
-    /// [`Route::plan`] for an op that also takes a device: the device must be on the routing
-    /// tensor's backend, and an autodiff device enables autodiff for the call like an input
-    /// with an enabled context would.
-    ///
-    /// # Errors
-    ///
-    /// As [`Route::plan`]; [`RouteError::BackendMismatch`] for a device on another backend.
-    pub fn plan_with_device<'a, I>(
-        op: &'static OpInfo,
-        inputs: I,
-        device_input: &'static str,
-        device: &DispatchDevice,
-    ) -> Result<Self, RouteError>
-    where
-        I: IntoIterator<Item = Input<'a>>,
-        I::IntoIter: Clone,
-    {
-        let inputs = inputs.into_iter();
-        if let Some(route) = Self::plain(op, inputs.clone())
-            && describe_device(device) == (route.backend, DispatchAutodiffContext::Disabled)
-        {
-            return Ok(route);
-        }
-        Self::plan_inner(op, inputs, Some((device_input, device))).map_err(|e| *e)
-    }
-
-    /// The common case, decided in one pass over the inputs without building any error
-    /// context: every input is a plain (untracked, unwrapped) primitive of its declared kind,
-    /// all on one backend the op is routed to, with autodiff disabled. The route is then the
-    /// concrete kernel under a disabled context, for every policy. `None` sends the call to the
-    /// full planner, which reaches the same route for every call this accepts, and names the
-    /// contract violation for the ones it does not.
-    #[inline]
-    fn plain<'a>(op: &'static OpInfo, inputs: impl Iterator<Item = Input<'a>>) -> Option<Self> {
         let mut backend = None;
         for input in inputs {
             if input.tensor.autodiff != DispatchAutodiffContext::Disabled {
                 return None;
             }
-            let found = describe(&input.tensor.kind);
+            let found = describe_level(&input.tensor.kind);
             let kind = match (found.wrapped, found.primitive) {
                 (false, Primitive::Float) => TensorKind::Float,
                 (false, Primitive::Int) => TensorKind::Int,
@@ -448,19 +418,76 @@ impl Route {
         })
     }
 
-    /// The full planner, out of line; its error is boxed so that its result, like the fast
-    /// path's, fits in registers.
-    #[inline(never)]
-    fn plan_inner<'a, I>(
+    /// [`Route::plain`] for an op that also takes a device: the device must be a plain
+    /// (non-autodiff) device of the inputs' backend.
+    #[inline]
+    pub fn plain_with_device<'a, I>(
         op: &'static OpInfo,
         inputs: I,
-        device: Option<(&'static str, &DispatchDevice)>,
-    ) -> Result<Self, Box<RouteError>>
+        device: &DispatchDevice,
+    ) -> Option<Self>
+    where
+        I: IntoIterator<Item = Input<'a>>,
+    {
+        Self::plain(op, inputs).filter(|route| {
+            describe_device(device) == (route.backend, DispatchAutodiffContext::Disabled)
+        })
+    }
+
+    /// [`Route::plain`] for an op whose only routing argument is a device: a plain
+    /// (non-autodiff) device of a backend the op is routed to.
+    #[inline]
+    pub fn plain_device(op: &'static OpInfo, device: &DispatchDevice) -> Option<Self> {
+        match describe_device(device) {
+            (backend, DispatchAutodiffContext::Disabled) if op.is_routed(backend) => Some(Self {
+                op,
+                backend,
+                mode: Mode::Concrete,
+                context: DispatchAutodiffContext::Disabled,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Plans a call from its tensor inputs (absent `Option`s and empty `Vec`s contribute none),
+    /// checking the whole routing contract.
+    ///
+    /// The routing tensor is the first float input, else the first tensor input: it picks the
+    /// backend, and every other input must be on the same one. The inputs' autodiff contexts are
+    /// merged (a disabled context is a constant next to an enabled one; two enabled contexts
+    /// must agree on the checkpointing strategy). Then the op's policy decides:
+    /// `differentiable` runs the `Autodiff<B, C>` kernel under an enabled context; `detach` and
+    /// `reject` run the concrete kernel, `reject` only if no float input is tracked.
+    ///
+    /// # Errors
+    ///
+    /// The first contract violation found, as a [`RouteError`].
+    pub fn plan<'a, I>(op: &'static OpInfo, inputs: I) -> Result<Self, RouteError>
     where
         I: IntoIterator<Item = Input<'a>>,
         I::IntoIter: Clone,
     {
-        Self::plan_checked(op, inputs, device).map_err(Box::new)
+        Self::plan_checked(op, inputs, None)
+    }
+
+    /// [`Route::plan`] for an op that also takes a device: the device must be on the routing
+    /// tensor's backend, and an autodiff device enables autodiff for the call like an input
+    /// with an enabled context would.
+    ///
+    /// # Errors
+    ///
+    /// As [`Route::plan`]; [`RouteError::BackendMismatch`] for a device on another backend.
+    pub fn plan_with_device<'a, I>(
+        op: &'static OpInfo,
+        inputs: I,
+        device_input: &'static str,
+        device: &DispatchDevice,
+    ) -> Result<Self, RouteError>
+    where
+        I: IntoIterator<Item = Input<'a>>,
+        I::IntoIter: Clone,
+    {
+        Self::plan_checked(op, inputs, Some((device_input, device)))
     }
 
     fn plan_checked<'a, I>(
@@ -659,6 +686,12 @@ impl Route {
             Mode::Concrete,
             DispatchAutodiffContext::Disabled,
         )
+    }
+
+    /// The backend the call runs on.
+    #[inline]
+    pub fn backend(&self) -> BackendId {
+        self.backend
     }
 
     /// The backend and the implementation to call.
@@ -872,7 +905,7 @@ mod tests {
                                         "{policy} routed={routed} autodiff={autodiff}: a {a_label} \
                                          as {a_kind}, b {b_label} as {b_kind}"
                                     );
-                                    let fast = Route::plain(op, inputs.into_iter());
+                                    let fast = Route::plain(op, inputs);
                                     let full = Route::plan_checked(op, inputs, None);
                                     let plain =
                                         |label: &str, kind: TensorKind| label == kind.to_string();

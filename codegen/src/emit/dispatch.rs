@@ -71,8 +71,9 @@ fn aliases(ir: &Ir, w: &mut Writer) {
 fn dispatch_method(op: &Op, w: &mut Writer) {
     let try_name = format!("try_{}", op.name);
     w.doc(&[format!(
-        "Routes to [`{try_name}`] and panics with its error."
+        "Routes like [`{try_name}`], and panics with its error."
     )]);
+    w.line("#[inline]");
     w.open(signature(
         format!("fn {}", op.name),
         params(op, "Self"),
@@ -81,10 +82,7 @@ fn dispatch_method(op: &Op, w: &mut Writer) {
             returns(&op.output, &output_type(&op.output, "Self"))
         ),
     ));
-    w.line(cat([
-        "rt::expect".into(),
-        list("(", vec![forward_call(&try_name, op)], ")"),
-    ]));
+    w.line(forward_call(&format!("{}::<rt::Panic>", route_fn(op)), op));
     w.close("}");
 }
 
@@ -209,6 +207,7 @@ fn wrap_output(t: &TensorArg, value: Doc) -> Doc {
 
 fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     let try_name = format!("try_{}", op.name);
+    let route_name = route_fn(op);
     let policy = match op.policy {
         Policy::Differentiable => "rt::Policy::Differentiable",
         Policy::Detach => "rt::Policy::Detach",
@@ -236,18 +235,34 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     let dispatch_out = map_output_type(&op.output, &|t| contained(t, "rt::DispatchTensor"));
     let result = format!("Result<{dispatch_out}, rt::RouteError>");
     allow_complex_output(&op.output, w);
-    // When every backend of the op is behind a cfg, a build with none of them has no arm that
-    // calls `run`: the `match` only diverges, and wrapping it in `Ok` is unreachable.
-    let some_backend = any_cfg(op.backends.iter().map(|b| b.cfg.as_deref()));
-    if let Some(cfg) = &some_backend
-        && !matches!(op.output, Output::Unit)
-    {
-        w.line(format!("#[cfg_attr(not({cfg}), allow(unreachable_code))]"));
-    }
+    w.line("#[inline]");
     w.open(signature(
         format!("pub fn {try_name}"),
         dispatch_params.clone(),
         format!(" -> {result} {{"),
+    ));
+    w.line(forward_call(&format!("{route_name}::<rt::Fallible>"), op));
+    w.close("}");
+
+    w.blank();
+    w.doc(&[
+        format!("The routing of [`{try_name}`] and of the panicking `Dispatch` method; `F` says"),
+        "how a routing error is reported. Inlined into both, the common call writes its outputs"
+            .to_owned(),
+        "straight into theirs; the rest of the routing is `planned`, out of line.".to_owned(),
+    ]);
+    allow_complex_output(&op.output, w);
+    // When every backend of the op is behind a cfg, a build with none of them has no arm that
+    // calls `run`: the `match` only diverges, and wrapping it in `F::ok` or `Ok` is unreachable.
+    let some_backend = any_cfg(op.backends.iter().map(|b| b.cfg.as_deref()));
+    if let Some(cfg) = &some_backend {
+        w.line(format!("#[cfg_attr(not({cfg}), allow(unreachable_code))]"));
+    }
+    w.line("#[inline]");
+    w.open(signature(
+        format!("fn {route_name}<F: rt::Failure>"),
+        dispatch_params.clone(),
+        format!(" -> F::Out<{dispatch_out}> {{"),
     ));
     // Which routing arms below are compiled, for planning to refuse the others by itself.
     let backends = op
@@ -305,7 +320,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
         }),
         kernel_type,
     ];
-    run_params.extend(dispatch_params);
+    run_params.extend(dispatch_params.iter().cloned());
     // An op with no tensor and no device in its signature runs the same on every backend: its
     // `run` needs no backend parameter.
     let generic = uses_route;
@@ -364,48 +379,6 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     }
     w.close("}");
 
-    let plan = if op.tensor_inputs().next().is_some() {
-        let inputs = plan_inputs(op);
-        match op.device_input() {
-            Some(device) => cat([
-                "let route = rt::Route::plan_with_device".into(),
-                parens([
-                    Doc::from("&OP"),
-                    inputs,
-                    string_literal(&device.name).into(),
-                    device.name.as_str().into(),
-                ]),
-                "?;".into(),
-            ]),
-            None => cat([
-                "let route = rt::Route::plan".into(),
-                parens([Doc::from("&OP"), inputs]),
-                "?;".into(),
-            ]),
-        }
-    } else if let Some(device) = op.device_input() {
-        format!(
-            "let route = rt::Route::plan_device(&OP, {}, {})?;",
-            string_literal(&device.name),
-            device.name
-        )
-        .into()
-    } else {
-        format!(
-            "let route = rt::Route::fixed(&OP, rt::BackendId::{})?;",
-            op.backends[0].name.as_str()
-        )
-        .into()
-    };
-    w.line(plan);
-
-    // A unit `run` returns the `Result` itself (see above); any other `run` returns its outputs,
-    // and the whole `match` is wrapped in `Ok` once.
-    w.open(if unit {
-        "match route.target() {"
-    } else {
-        "Ok(match route.target() {"
-    });
     // The kernel is named through its trait: an op may share its name with a method of Burn's
     // own backend traits (`layer_norm`, `gelu`, ...), which a plain `Lane::op` would make
     // ambiguous.
@@ -428,6 +401,133 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
             ),
         ])
     };
+    // In `planned`, a unit `run` returns the `Result` itself (see above); any other `run`
+    // returns its outputs, and the whole `match` is wrapped in `Ok` once.
+    let (open_match, close_match) = if unit { ("", "}") } else { ("Ok(", "})") };
+
+    let planning = planning(op);
+    if planning.is_some() {
+        w.doc(&[
+            "Every call the fast path below does not take (autodiff, primitives to convert,"
+                .to_owned(),
+            "contract violations): planned with the whole routing contract checked.".to_owned(),
+        ]);
+        w.line("#[inline(never)]");
+    } else {
+        w.doc(&[
+            "No tensor and no device: the op's one backend, nothing to check per call.".to_owned(),
+        ]);
+    }
+    w.open(signature(
+        "fn planned".to_owned(),
+        dispatch_params,
+        format!(" -> {result} {{"),
+    ));
+    let plan = match &planning {
+        Some((_, plan)) => plan.clone(),
+        None => format!(
+            "rt::Route::fixed(&OP, rt::BackendId::{})",
+            op.backends[0].name.as_str()
+        )
+        .into(),
+    };
+    w.line(cat(["let route = ".into(), plan, "?;".into()]));
+    w.open(format!("{open_match}match route.target() {{"));
+    full_arms(ir, op, w, &run_call);
+    w.close(close_match);
+    w.close("}");
+
+    let Some((plain, _)) = planning else {
+        w.line(cat([
+            "F::result".into(),
+            parens([forward_call("planned", op)]),
+        ]));
+        w.close("}");
+        return;
+    };
+    // The common call: plain primitives on one routed backend, autodiff disabled. Its route is
+    // the concrete kernel's, so only the backend is matched.
+    w.open(cat(["match ".into(), plain, " {".into()]));
+    // A unit `run` returns the `Result` itself.
+    w.open(format!(
+        "Some(route) => F::{}(match route.backend() {{",
+        if unit { "result" } else { "ok" }
+    ));
+    for backend in &op.backends {
+        let name = backend.name.as_str();
+        w.cfg(backend.cfg.as_deref());
+        arm(
+            w,
+            format!("rt::BackendId::{name}"),
+            run_call(&format!("rt::{name}"), &group.name),
+        );
+    }
+    w.line("_ => route.unrouted(),");
+    w.close("}),");
+    w.line(cat([
+        "None => F::result".into(),
+        parens([forward_call("planned", op)]),
+        ",".into(),
+    ]));
+    w.close("}");
+    w.close("}");
+}
+
+/// The private function that routes an op for both error strategies.
+fn route_fn(op: &Op) -> String {
+    format!("route_{}", op.name)
+}
+
+/// The fast planner's call and the full planner's, for an op with a tensor or device input.
+fn planning(op: &Op) -> Option<(Doc, Doc)> {
+    if op.tensor_inputs().next().is_some() {
+        let inputs = plan_inputs(op);
+        Some(match op.device_input() {
+            Some(device) => (
+                cat([
+                    "rt::Route::plain_with_device".into(),
+                    parens([
+                        Doc::from("&OP"),
+                        inputs.clone(),
+                        device.name.as_str().into(),
+                    ]),
+                ]),
+                cat([
+                    "rt::Route::plan_with_device".into(),
+                    parens([
+                        Doc::from("&OP"),
+                        inputs,
+                        string_literal(&device.name).into(),
+                        device.name.as_str().into(),
+                    ]),
+                ]),
+            ),
+            None => (
+                cat([
+                    "rt::Route::plain".into(),
+                    parens([Doc::from("&OP"), inputs.clone()]),
+                ]),
+                cat(["rt::Route::plan".into(), parens([Doc::from("&OP"), inputs])]),
+            ),
+        })
+    } else {
+        op.device_input().map(|device| {
+            (
+                format!("rt::Route::plain_device(&OP, {})", device.name).into(),
+                format!(
+                    "rt::Route::plan_device(&OP, {}, {})",
+                    string_literal(&device.name),
+                    device.name
+                )
+                .into(),
+            )
+        })
+    }
+}
+
+/// Every routing arm of an op, one per compiled backend and implementation, and the fallback.
+fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> Doc) {
+    let group = &ir.groups[op.group];
     for backend in &op.backends {
         let name = backend.name.as_str();
         let lane = format!("rt::{name}");
@@ -464,8 +564,6 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     // Planning refuses every other backend and mode with the error that names the routing
     // input (`OP` lists the compiled arms).
     w.line("_ => route.unrouted(),");
-    w.close(if unit { "}" } else { "})" });
-    w.close("}");
 }
 
 /// `pattern => expr,` on one line, or with the expression in a block when that is too long.

@@ -15,12 +15,17 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     } else {
         w.line(format!("use {dispatch} as dispatch;"));
     }
+    // The panicking functions call the `Dispatch` trait methods.
+    let module = &config.trait_module;
+    for group in &ir.groups {
+        w.line(format!("use {module}::{};", group.name));
+    }
     for op in &ir.ops {
-        tensor_fns(op, w);
+        tensor_fns(ir, op, w);
     }
 }
 
-fn tensor_fns(op: &Op, w: &mut Writer) {
+fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     let name = &op.name;
     let try_name = format!("try_{name}");
     let generics: Vec<String> = const_generics(op)
@@ -68,13 +73,10 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
         params.clone(),
         format!("{} {{", returns(&op.output, &out_ty)),
     ));
-    // The dispatch-level result is unwrapped directly rather than through `try_{name}`: one
-    // `Result` layer less to move the outputs through on every call.
-    let expected = cat([
-        "rt::expect".into(),
-        list("(", vec![dispatch_call(op, &try_name)], ")"),
-    ]);
-    convert_outputs(op, expected, false, w);
+    // The panicking `Dispatch` method returns its outputs directly, with no `Result` to move
+    // them through on every call.
+    let method = format!("<rt::Dispatch as {}>::{name}", ir.groups[op.group].name);
+    convert_outputs(op, dispatch_call(op, &method), false, w);
     w.close("}");
 
     w.blank();
@@ -92,7 +94,7 @@ fn tensor_fns(op: &Op, w: &mut Writer) {
         params,
         format!(" -> Result<{out_ty}, rt::RouteError> {{"),
     ));
-    let call = dispatch_call(op, &try_name);
+    let call = dispatch_call(op, &format!("dispatch::{try_name}"));
     if matches!(op.output, Output::Plain(_)) {
         // A plain value crosses unchanged: the dispatch result is the result.
         w.line(call);
@@ -129,8 +131,8 @@ fn convert_outputs(op: &Op, value: Doc, ok: bool, w: &mut Writer) {
     }
 }
 
-/// The call of the dispatch-level `try_` function that both `Tensor<D>`-level functions make.
-fn dispatch_call(op: &Op, try_name: &str) -> Doc {
+/// A call of the dispatch-level `callee` with the inputs converted for it.
+fn dispatch_call(op: &Op, callee: &str) -> Doc {
     let args: Vec<Doc> = op
         .inputs
         .iter()
@@ -140,7 +142,7 @@ fn dispatch_call(op: &Op, try_name: &str) -> Doc {
             Arg::Device => format!("{}.as_dispatch()", i.name).into(),
         })
         .collect();
-    cat([format!("dispatch::{try_name}").into(), list("(", args, ")")])
+    cat([callee.into(), list("(", args, ")")])
 }
 
 /// Converts one dispatch-level output tensor (in its container) back to `Tensor<D>`.
