@@ -198,9 +198,9 @@ pub fn try_add_relu(
     route_add_relu::<rt::Fallible>(lhs, rhs)
 }
 
-/// The routing of [`try_add_relu`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_add_relu`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_add_relu<F: rt::Failure>(
     lhs: rt::DispatchTensor,
@@ -324,9 +324,9 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
     route_scale::<rt::Fallible>(x, alpha)
 }
 
-/// The routing of [`try_scale`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_scale`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
@@ -441,9 +441,9 @@ pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
     route_argmax_last::<rt::Fallible>(x)
 }
 
-/// The routing of [`try_argmax_last`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_argmax_last`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_argmax_last<F: rt::Failure>(x: &rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
@@ -520,9 +520,9 @@ pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
     route_round_half_even::<rt::Fallible>(x)
 }
 
-/// The routing of [`try_round_half_even`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_round_half_even`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_round_half_even<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
@@ -606,9 +606,9 @@ pub fn try_axpby(
     route_axpby::<rt::Fallible>(x, y, alpha, beta)
 }
 
-/// The routing of [`try_axpby`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_axpby`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_axpby<F: rt::Failure>(
     x: rt::DispatchTensor,
@@ -782,9 +782,9 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
     route_sum_all::<rt::Fallible>(xs)
 }
 
-/// The routing of [`try_sum_all`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_sum_all`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_sum_all<F: rt::Failure>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
@@ -901,9 +901,9 @@ pub fn try_split_last(
     route_split_last::<rt::Fallible>(x, sizes)
 }
 
-/// The routing of [`try_split_last`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_split_last`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_split_last<F: rt::Failure>(
     x: rt::DispatchTensor,
@@ -1048,9 +1048,9 @@ pub fn try_softplus(
     route_softplus::<rt::Fallible>(x, beta)
 }
 
-/// The routing of [`try_softplus`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_softplus`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
@@ -1169,9 +1169,9 @@ pub fn try_masked_fill_count(
     route_masked_fill_count::<rt::Fallible>(x, mask, value)
 }
 
-/// The routing of [`try_masked_fill_count`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_masked_fill_count`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_masked_fill_count<F: rt::Failure>(
     x: rt::DispatchTensor,
@@ -1285,9 +1285,9 @@ pub fn try_nan_to_num(
     route_nan_to_num::<rt::Fallible>(x, value, with_mask)
 }
 
-/// The routing of [`try_nan_to_num`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_nan_to_num`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_nan_to_num<F: rt::Failure>(
     x: rt::DispatchTensor,
@@ -1393,9 +1393,9 @@ pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
     route_dequantize_relu::<rt::Fallible>(x)
 }
 
-/// The routing of [`try_dequantize_relu`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_dequantize_relu`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_dequantize_relu<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
@@ -1478,9 +1478,9 @@ pub fn try_iota(
     route_iota::<rt::Fallible>(len, device)
 }
 
-/// The routing of [`try_iota`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_iota`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_iota<F: rt::Failure>(
     len: usize,
@@ -1550,9 +1550,9 @@ pub fn try_bias_gelu(
     route_bias_gelu::<rt::Fallible>(x, bias)
 }
 
-/// The routing of [`try_bias_gelu`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_bias_gelu`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_bias_gelu<F: rt::Failure>(
     x: rt::DispatchTensor,
@@ -1679,9 +1679,9 @@ pub fn try_swiglu(
     route_swiglu::<rt::Fallible>(gate, up)
 }
 
-/// The routing of [`try_swiglu`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_swiglu`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_swiglu<F: rt::Failure>(
     gate: rt::DispatchTensor,
@@ -1810,9 +1810,9 @@ pub fn try_rms_norm(
     route_rms_norm::<rt::Fallible>(x, weight, eps)
 }
 
-/// The routing of [`try_rms_norm`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_rms_norm`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_rms_norm<F: rt::Failure>(
     x: rt::DispatchTensor,
@@ -1971,9 +1971,9 @@ pub fn try_layer_norm(
     route_layer_norm::<rt::Fallible>(x, gamma, beta, eps)
 }
 
-/// The routing of [`try_layer_norm`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_layer_norm`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_layer_norm<F: rt::Failure>(
     x: rt::DispatchTensor,
@@ -2166,9 +2166,9 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
     route_softmax_last::<rt::Fallible>(x)
 }
 
-/// The routing of [`try_softmax_last`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_softmax_last`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static OP: rt::OpInfo = rt::OpInfo::new(
@@ -2284,9 +2284,9 @@ pub fn try_cross_entropy_logits(
     route_cross_entropy_logits::<rt::Fallible>(logits, targets)
 }
 
-/// The routing of [`try_cross_entropy_logits`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_cross_entropy_logits`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_cross_entropy_logits<F: rt::Failure>(
     logits: rt::DispatchTensor,
@@ -2469,9 +2469,9 @@ pub fn try_dropout(
     route_dropout::<rt::Fallible>(x, p, seed)
 }
 
-/// The routing of [`try_dropout`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_dropout`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_dropout<F: rt::Failure>(
     x: rt::DispatchTensor,
@@ -2630,9 +2630,9 @@ pub fn try_clamp_ste(
     route_clamp_ste::<rt::Fallible>(x, lo, hi)
 }
 
-/// The routing of [`try_clamp_ste`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_clamp_ste`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_clamp_ste<F: rt::Failure>(
     x: rt::DispatchTensor,
@@ -2785,9 +2785,9 @@ pub fn try_topk_last(
     route_topk_last::<rt::Fallible>(x, k)
 }
 
-/// The routing of [`try_topk_last`] and of the panicking `Dispatch` method; `F` says
-/// how a routing error is reported. Inlined into both, the common call writes its outputs
-/// straight into theirs; the rest of the routing is `planned`, out of line.
+/// The routing of [`try_topk_last`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `planned`, out of line.
 #[inline]
 fn route_topk_last<F: rt::Failure>(
     x: &rt::DispatchTensor,

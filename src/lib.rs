@@ -17,8 +17,8 @@ pub mod ops {
     include!(concat!(env!("OUT_DIR"), "/routed_ops.rs"));
 }
 
-/// `impl RoutedOps for Dispatch` and the `try_` routing function of every op, generated from
-/// `ops.toml`.
+/// `impl RoutedOps for Dispatch` and every op's `try_` function (both route through a private
+/// `route_` function), generated from `ops.toml`.
 pub mod dispatch {
     include!(concat!(env!("OUT_DIR"), "/routed_dispatch.rs"));
 }

@@ -12,7 +12,7 @@ use crate::ir::{
 use crate::model::{ArgSpec, BackendSpec, Dims, Manifest, OpSpec, OutputSpec, Sp, TensorSpec};
 
 /// Parameter names the generated routing code uses for itself.
-pub const RESERVED_INPUT_NAMES: &[&str] = &["route", "kernel", "run", "OP"];
+pub const RESERVED_INPUT_NAMES: &[&str] = &["route", "kernel", "run", "planned", "OP"];
 
 const POLICIES: &[&str] = &["differentiable", "detach", "reject"];
 const KINDS: &[&str] = &["float", "int", "bool", "quantized"];
@@ -591,9 +591,9 @@ impl Validator {
                 Some(format!(
                     "input name `{name}` starts with an uppercase letter, which Rust reads as a type, constant or variant"
                 ))
-            } else if name == format!("try_{op}") {
+            } else if name == format!("route_{op}") {
                 Some(format!(
-                    "input name `{name}` is the op's own generated `try_` function"
+                    "input name `{name}` is the op's own generated `route_` function"
                 ))
             } else if name == "_route" {
                 Some(format!(

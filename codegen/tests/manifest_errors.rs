@@ -191,7 +191,14 @@ fn unknown_policy_wrong_type_and_reserved_name() {
     assert_eq!(
         errors(&edited("name = \"lhs\"", "name = \"route\"")),
         [
-            "ops.toml:9:14: `op[0].inputs[0].name`: input name `route` is reserved by the generated routing code; help: rename the input; reserved names: route, kernel, run, OP"
+            "ops.toml:9:14: `op[0].inputs[0].name`: input name `route` is reserved by the generated routing code; help: rename the input; reserved names: route, kernel, run, planned, OP"
+        ]
+    );
+    // `planned` would hide the nested function that takes every call the fast path does not.
+    assert_eq!(
+        errors(&edited("name = \"lhs\"", "name = \"planned\"")),
+        [
+            "ops.toml:9:14: `op[0].inputs[0].name`: input name `planned` is reserved by the generated routing code; help: rename the input; reserved names: route, kernel, run, planned, OP"
         ]
     );
 }
@@ -434,9 +441,9 @@ fn names_and_types_that_generated_code_cannot_scope() {
         ]
     );
     assert_eq!(
-        errors(&edited("name = \"lhs\"", "name = \"try_add\"")),
+        errors(&edited("name = \"lhs\"", "name = \"route_add\"")),
         [
-            "ops.toml:9:14: `op[0].inputs[0].name`: input name `try_add` is the op's own generated `try_` function; help: use a snake_case input name such as `x` or `values`"
+            "ops.toml:9:14: `op[0].inputs[0].name`: input name `route_add` is the op's own generated `route_` function; help: use a snake_case input name such as `x` or `values`"
         ]
     );
     assert_eq!(

@@ -322,7 +322,9 @@ fn concrete(backend: BackendId, primitive: Primitive) -> Described {
 
 #[inline]
 pub(crate) fn describe(kind: &DispatchTensorKind) -> Described {
-    // A loop rather than recursion, so that it inlines. (Without autodiff there is no wrapper.)
+    // A loop rather than recursion, so that it inlines. Without the `autodiff` feature a wrapper
+    // (which Burn's feature unification may still compile in) is not looked into: it reads as an
+    // unknown backend, as before.
     #[cfg_attr(not(feature = "autodiff"), allow(unused_mut))]
     let mut level = kind;
     #[cfg_attr(not(feature = "autodiff"), allow(unused_mut))]
@@ -384,9 +386,11 @@ impl Route {
     /// autodiff disabled. Its route is the concrete kernel under a disabled context, whatever
     /// the policy.
     ///
-    /// Generated code tries this first and calls its kernels straight from the answer; `None`
-    /// sends the call to [`Route::plan`], which reaches the same route for every call this
-    /// accepts and names the contract violation, if any, of the others.
+    /// Generated code tries this first and calls its kernels straight from the answer. `None`
+    /// (also for a call without any tensor input) sends the call to the full planner
+    /// ([`Route::plan`], or [`Route::plan_with_device`] and [`Route::plan_device`] for the
+    /// device variants below), which reaches the same route for every call this accepts and
+    /// names the contract violation, if any, of the others.
     #[inline]
     pub fn plain<'a, I>(op: &'static OpInfo, inputs: I) -> Option<Self>
     where
@@ -914,14 +918,70 @@ mod tests {
                                     assert_eq!(fast.is_some(), expected_fast, "{case}");
                                     if let Some(fast) = fast {
                                         fast_routes += 1;
-                                        let full = full.unwrap_or_else(|e| {
-                                            panic!("{case}: fast path accepted, planner: {e}")
-                                        });
-                                        assert_eq!(fast.target(), full.target(), "{case}");
-                                        assert_eq!(fast.context(), full.context(), "{case}");
-                                        assert!(core::ptr::eq(fast.op(), full.op()), "{case}");
+                                        assert_same(&case, fast, full);
                                     }
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fast_routes > 0);
+    }
+
+    /// A fast route must be exactly the full planner's.
+    fn assert_same(case: &str, fast: Route, full: Result<Route, RouteError>) {
+        let full = full.unwrap_or_else(|e| panic!("{case}: fast path accepted, planner: {e}"));
+        assert_eq!(fast.target(), full.target(), "{case}");
+        assert_eq!(fast.context(), full.context(), "{case}");
+        assert!(core::ptr::eq(fast.op(), full.op()), "{case}");
+    }
+
+    /// The same for the device variants: `plain_device` against `plan_device`, and
+    /// `plain_with_device` against `plan_with_device`, with a plain and (with autodiff) an
+    /// autodiff device; and a call without any input never takes the fast path.
+    #[test]
+    fn the_device_fast_paths_agree_with_the_full_planner() {
+        let flex = Device::flex();
+        #[cfg_attr(not(feature = "autodiff"), allow(unused_mut))]
+        let mut devices = vec![("plain", flex.as_dispatch().clone())];
+        #[cfg(feature = "autodiff")]
+        devices.push(("autodiff", flex.clone().autodiff().as_dispatch().clone()));
+        let tensors = tensors();
+        let mut fast_routes = 0;
+        for policy in [Policy::Differentiable, Policy::Detach, Policy::Reject] {
+            for routed in [true, false] {
+                let op: &'static OpInfo = Box::leak(Box::new(OpInfo::new(
+                    "op",
+                    policy,
+                    "ops.toml:1",
+                    "ops.toml:2",
+                    &[(BackendId::Flex, routed)],
+                    true,
+                )));
+                assert!(Route::plain(op, []).is_none(), "no inputs");
+                for (d_label, device) in &devices {
+                    let case = format!("{policy} routed={routed}: {d_label} device");
+                    let fast = Route::plain_device(op, device);
+                    assert_eq!(fast.is_some(), routed && *d_label == "plain", "{case}");
+                    if let Some(fast) = fast {
+                        fast_routes += 1;
+                        assert_same(&case, fast, Route::plan_device(op, "device", device));
+                    }
+                    for (t_label, t) in &tensors {
+                        for kind in [TensorKind::Float, TensorKind::Int] {
+                            let case = format!("{case}, x {t_label} as {kind}");
+                            let inputs = [input(kind, "x", t)];
+                            let fast = Route::plain_with_device(op, inputs, device);
+                            let expected = routed
+                                && *d_label == "plain"
+                                && *t_label == kind.to_string().as_str();
+                            assert_eq!(fast.is_some(), expected, "{case}");
+                            if let Some(fast) = fast {
+                                fast_routes += 1;
+                                let full = Route::plan_with_device(op, inputs, "device", device);
+                                assert_same(&case, fast, full);
                             }
                         }
                     }

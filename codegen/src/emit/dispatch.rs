@@ -1,4 +1,5 @@
-//! `impl Trait for Dispatch` and the `try_` routing function of every op.
+//! `impl Trait for Dispatch`, and every op's `try_` function and the `route_` function behind
+//! both.
 
 use super::code::{Doc, Writer, cat, list, parens};
 use super::{
@@ -29,7 +30,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     }
     for op in &ir.ops {
         w.blank();
-        try_fn(ir, op, w);
+        routing_fns(ir, op, w);
     }
 }
 
@@ -82,7 +83,10 @@ fn dispatch_method(op: &Op, w: &mut Writer) {
             returns(&op.output, &output_type(&op.output, "Self"))
         ),
     ));
-    w.line(forward_call(&format!("{}::<rt::Panic>", route_fn(op)), op));
+    w.line(forward_call(
+        &format!("{}::<rt::Panic>", route_fn_name(op)),
+        op,
+    ));
     w.close("}");
 }
 
@@ -205,9 +209,12 @@ fn wrap_output(t: &TensorArg, value: Doc) -> Doc {
     }
 }
 
-fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
+/// An op's public `try_` function and the private `route_` function behind it and the
+/// panicking `Dispatch` method, with its nested `run` (the generic kernel call) and `planned`
+/// (the full planner's path).
+fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     let try_name = format!("try_{}", op.name);
-    let route_name = route_fn(op);
+    let route_name = route_fn_name(op);
     let policy = match op.policy {
         Policy::Differentiable => "rt::Policy::Differentiable",
         Policy::Detach => "rt::Policy::Detach",
@@ -245,12 +252,16 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     w.close("}");
 
     w.blank();
-    w.doc(&[
-        format!("The routing of [`{try_name}`] and of the panicking `Dispatch` method; `F` says"),
-        "how a routing error is reported. Inlined into both, the common call writes its outputs"
-            .to_owned(),
-        "straight into theirs; the rest of the routing is `planned`, out of line.".to_owned(),
-    ]);
+    let planning = planning(op);
+    let mut doc = vec![
+        format!("The routing of [`{try_name}`] and of the panicking `Dispatch` method (`F` says"),
+        "how an error is reported).".to_owned(),
+    ];
+    if planning.is_some() {
+        doc[1].push_str(" Inlined into both, the common call writes its outputs straight into");
+        doc.push("theirs; the rest of the routing is `planned`, out of line.".to_owned());
+    }
+    w.doc(&doc);
     allow_complex_output(&op.output, w);
     // When every backend of the op is behind a cfg, a build with none of them has no arm that
     // calls `run`: the `match` only diverges, and wrapping it in `F::ok` or `Ok` is unreachable.
@@ -405,7 +416,6 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
     // returns its outputs, and the whole `match` is wrapped in `Ok` once.
     let (open_match, close_match) = if unit { ("", "}") } else { ("Ok(", "})") };
 
-    let planning = planning(op);
     if planning.is_some() {
         w.doc(&[
             "Every call the fast path below does not take (autodiff, primitives to convert,"
@@ -415,7 +425,8 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
         w.line("#[inline(never)]");
     } else {
         w.doc(&[
-            "No tensor and no device: the op's one backend, nothing to check per call.".to_owned(),
+            "No tensor and no device: the op's one backend, if this build compiles its arm."
+                .to_owned(),
         ]);
     }
     w.open(signature(
@@ -454,13 +465,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
         if unit { "result" } else { "ok" }
     ));
     for backend in &op.backends {
-        let name = backend.name.as_str();
-        w.cfg(backend.cfg.as_deref());
-        arm(
-            w,
-            format!("rt::BackendId::{name}"),
-            run_call(&format!("rt::{name}"), &group.name),
-        );
+        concrete_arm(&group.name, backend, w, &run_call, "rt::BackendId::{}");
     }
     w.line("_ => route.unrouted(),");
     w.close("}),");
@@ -474,7 +479,7 @@ fn try_fn(ir: &Ir, op: &Op, w: &mut Writer) {
 }
 
 /// The private function that routes an op for both error strategies.
-fn route_fn(op: &Op) -> String {
+fn route_fn_name(op: &Op) -> String {
     format!("route_{}", op.name)
 }
 
@@ -530,12 +535,12 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
     let group = &ir.groups[op.group];
     for backend in &op.backends {
         let name = backend.name.as_str();
-        let lane = format!("rt::{name}");
-        w.cfg(backend.cfg.as_deref());
-        arm(
+        concrete_arm(
+            &group.name,
+            backend,
             w,
-            format!("(rt::BackendId::{name}, rt::Mode::Concrete)"),
-            run_call(&lane, &group.name),
+            run_call,
+            "(rt::BackendId::{}, rt::Mode::Concrete)",
         );
         if op.policy == Policy::Differentiable {
             let cfg = autodiff_backend_cfg(ir, backend);
@@ -564,6 +569,24 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
     // Planning refuses every other backend and mode with the error that names the routing
     // input (`OP` lists the compiled arms).
     w.line("_ => route.unrouted(),");
+}
+
+/// The arm that calls `backend`'s concrete kernel, under the backend's cfg; `pattern` names the
+/// backend at its `{}`.
+fn concrete_arm(
+    group: &str,
+    backend: &Backend,
+    w: &mut Writer,
+    run_call: &dyn Fn(&str, &str) -> Doc,
+    pattern: &str,
+) {
+    let name = backend.name.as_str();
+    w.cfg(backend.cfg.as_deref());
+    arm(
+        w,
+        pattern.replace("{}", name),
+        run_call(&format!("rt::{name}"), group),
+    );
 }
 
 /// `pattern => expr,` on one line, or with the expression in a block when that is too long.

@@ -20,7 +20,8 @@ use crate::ir::{Arg, Backend, Container, Op, Output, Policy, Rank, TensorArg, Te
 pub struct EmitConfig {
     /// Where the runtime support lives, e.g. `::burn_route::rt`.
     pub runtime: String,
-    /// The module (as seen from the generated dispatch module) that includes the traits.
+    /// The module (as seen from the generated dispatch and tensor modules) that includes the
+    /// traits.
     pub trait_module: String,
     /// The module (as seen from the generated tensor module) that includes the dispatch file.
     pub dispatch_module: String,

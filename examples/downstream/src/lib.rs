@@ -8,7 +8,7 @@ pub mod ops {
     include!(concat!(env!("OUT_DIR"), "/routed_ops.rs"));
 }
 
-/// `impl MyOps for Dispatch` and the `try_` routing functions.
+/// `impl MyOps for Dispatch` and the `try_` functions.
 pub mod dispatch {
     include!(concat!(env!("OUT_DIR"), "/routed_dispatch.rs"));
 }
