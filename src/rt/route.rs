@@ -873,6 +873,19 @@ mod tests {
         all
     }
 
+    /// An op listing Flex alone, `routed` or not (its cfg off), with the autodiff arms compiled
+    /// or not.
+    fn op_info(policy: Policy, routed: bool, autodiff: bool) -> &'static OpInfo {
+        Box::leak(Box::new(OpInfo::new(
+            "op",
+            policy,
+            "ops.toml:1",
+            "ops.toml:2",
+            &[(BackendId::Flex, routed)],
+            autodiff,
+        )))
+    }
+
     fn input<'a>(kind: TensorKind, name: &'static str, tensor: &'a DispatchTensor) -> Input<'a> {
         Input::new(name, kind, tensor)
     }
@@ -892,14 +905,7 @@ mod tests {
         for policy in [Policy::Differentiable, Policy::Detach, Policy::Reject] {
             for routed in [true, false] {
                 for autodiff in [true, false] {
-                    let op: &'static OpInfo = Box::leak(Box::new(OpInfo::new(
-                        "op",
-                        policy,
-                        "ops.toml:1",
-                        "ops.toml:2",
-                        &[(BackendId::Flex, routed)],
-                        autodiff,
-                    )));
+                    let op = op_info(policy, routed, autodiff);
                     for (a_label, a) in &tensors {
                         for (b_label, b) in &tensors {
                             for a_kind in kinds {
@@ -952,14 +958,7 @@ mod tests {
         let mut fast_routes = 0;
         for policy in [Policy::Differentiable, Policy::Detach, Policy::Reject] {
             for routed in [true, false] {
-                let op: &'static OpInfo = Box::leak(Box::new(OpInfo::new(
-                    "op",
-                    policy,
-                    "ops.toml:1",
-                    "ops.toml:2",
-                    &[(BackendId::Flex, routed)],
-                    true,
-                )));
+                let op = op_info(policy, routed, true);
                 assert!(Route::plain(op, []).is_none(), "no inputs");
                 for (d_label, device) in &devices {
                     let case = format!("{policy} routed={routed}: {d_label} device");
