@@ -414,12 +414,8 @@ impl Route {
             }
         }
         let backend = backend?;
-        op.is_routed(backend).then_some(Self {
-            op,
-            backend,
-            mode: Mode::Concrete,
-            context: DispatchAutodiffContext::Disabled,
-        })
+        op.is_routed(backend)
+            .then_some(Self::plain_route(op, backend))
     }
 
     /// [`Route::plain`] for an op that also takes a device: the device must be a plain
@@ -443,13 +439,21 @@ impl Route {
     #[inline]
     pub fn plain_device(op: &'static OpInfo, device: &DispatchDevice) -> Option<Self> {
         match describe_device(device) {
-            (backend, DispatchAutodiffContext::Disabled) if op.is_routed(backend) => Some(Self {
-                op,
-                backend,
-                mode: Mode::Concrete,
-                context: DispatchAutodiffContext::Disabled,
-            }),
+            (backend, DispatchAutodiffContext::Disabled) if op.is_routed(backend) => {
+                Some(Self::plain_route(op, backend))
+            }
             _ => None,
+        }
+    }
+
+    /// The route of every plain call: `backend`'s concrete kernel, autodiff disabled.
+    #[inline]
+    const fn plain_route(op: &'static OpInfo, backend: BackendId) -> Self {
+        Self {
+            op,
+            backend,
+            mode: Mode::Concrete,
+            context: DispatchAutodiffContext::Disabled,
         }
     }
 
