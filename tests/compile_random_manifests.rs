@@ -1,7 +1,14 @@
-//! Random valid manifests compile against the real runtime: each one is rendered (the three
-//! modules plus the `skeleton` kernel stubs) into a scratch crate that depends on this crate,
-//! and `cargo clippy -D warnings` (or `cargo check` where clippy is not installed) must pass,
-//! with the consuming crate's `autodiff` feature on and off.
+//! Random valid manifests compile against the real runtime: a scratch crate set up as README's
+//! "Using the generator from another crate" says (a `build.rs` calling
+//! `Builder::build_script` for each manifest, the `skeleton` kernel stubs beside them) must pass
+//! `cargo clippy -D warnings` (or `cargo check` where clippy is not installed), with burn-route's
+//! `autodiff` feature on and off.
+//!
+//! The manifests are adversarial where the generator could go wrong: op, input, trait and rank
+//! names that collide with what generated code uses (`route`, `kernel`, `out_0`, `dispatch`,
+//! Burn's own method names...), docs with comment markers, quotes, code fences, Unicode and
+//! CRLF, plain types with paths, references, lifetimes and trait objects, and tensor-less ops
+//! routed by their device to several backends.
 //!
 //! The scratch crate lives in a temporary directory; its target directory is kept under
 //! Cargo's per-test scratch space so later runs only recompile the generated code.
@@ -28,19 +35,61 @@ fn tensor_arg() -> impl Strategy<Value = String> {
         ],
         any::<bool>(),
         prop_oneof![3 => Just(""), 1 => Just(", container = \"option\""), 1 => Just(", container = \"vec\"")],
-        prop_oneof![3 => Just(""), 1 => Just(", dims = 2"), 1 => Just(", dims = \"E\"")],
+        prop_oneof![3 => Just(String::new()), 1 => Just(", dims = 2".to_owned()), 2 => rank_name().prop_map(|r| format!(", dims = \"{r}\""))],
     )
         .prop_map(|(kind, borrowed, container, dims)| {
-            let borrowed = if borrowed { ", borrowed = true" } else { "" };
+            let borrowed = if borrowed && !container.contains("vec") { ", borrowed = true" } else { "" };
             format!("tensor = \"{kind}\"{borrowed}{container}{dims}")
         })
 }
 
+/// Rank names: the default, others, and ones that look like generated generics.
+fn rank_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("D".to_owned()),
+        Just("E".to_owned()),
+        Just("N".to_owned()),
+        Just("RANK_2".to_owned()),
+        "[A-Z][A-Z0-9]{0,3}".prop_map(String::from),
+    ]
+}
+
+/// Plain types that may appear in an input.
+const INPUT_TYPES: &[&str] = &[
+    "f32",
+    "usize",
+    "Vec<usize>",
+    "Option<u64>",
+    "bool",
+    "(f32, f32)",
+    "&str",
+    "&'static str",
+    "&[usize]",
+    "[f32; 3]",
+    "std::ops::Range<usize>",
+    "Box<dyn Fn(f32) -> f32>",
+    "Option<Box<dyn Fn(&str) -> String + Send>>",
+    "fn(f32) -> f32",
+    "String",
+    "Result<u8, String>",
+    "core::num::NonZeroUsize",
+    "&mut Vec<f32>",
+];
+
+/// Plain types that may appear in an output.
+const OUTPUT_TYPES: &[&str] = &[
+    "usize",
+    "String",
+    "Vec<f32>",
+    "&'static str",
+    "Option<(u8, bool)>",
+    "std::collections::BTreeMap<String, usize>",
+];
+
 fn input() -> impl Strategy<Value = String> {
     prop_oneof![
         5 => tensor_arg(),
-        2 => prop_oneof![Just("f32"), Just("usize"), Just("Vec<usize>"), Just("Option<u64>"), Just("bool"), Just("(f32, f32)")]
-            .prop_map(|t| format!("type = \"{t}\"")),
+        3 => prop::sample::select(INPUT_TYPES).prop_map(|t| format!("type = \"{t}\"")),
         1 => Just("device = true".to_owned()),
     ]
 }
@@ -51,42 +100,125 @@ fn output() -> impl Strategy<Value = String> {
             .prop_map(|k| format!("{{ tensor = \"{k}\" }}")),
         1 => Just("{ tensor = \"float\", container = \"vec\" }".to_owned()),
         1 => Just("{ tensor = \"int\", container = \"option\" }".to_owned()),
-        1 => Just("{ type = \"usize\" }".to_owned()),
+        1 => rank_name().prop_map(|r| format!("{{ tensor = \"float\", dims = \"{r}\" }}")),
+        2 => prop::sample::select(OUTPUT_TYPES).prop_map(|t| format!("{{ type = \"{t}\" }}")),
     ];
     prop_oneof![
         1 => Just(String::new()),
         4 => one.clone().prop_map(|o| format!("output = {o}\n")),
+        1 => one.clone().prop_map(|o| format!("output = [{o}]\n")),
         2 => (one.clone(), one.clone(), one).prop_map(|(a, b, c)| format!("output = [{a}, [{b}, {c}]]\n")),
     ]
 }
 
-/// Names of methods of Burn's own backend traits: the generated code must not call them
-/// ambiguously.
-const BURN_METHOD_NAMES: [&str; 4] = ["gelu", "relu", "layer_norm", "float_add"];
+/// Names of methods of Burn's own backend traits, of std traits, and of what generated code
+/// names for itself: the generated code must not call any of them ambiguously or shadow them.
+const TRICKY_OP_NAMES: &[&str] = &[
+    "gelu",
+    "relu",
+    "layer_norm",
+    "float_add",
+    "clone",
+    "into",
+    "from",
+    "drop",
+    "default",
+    "route",
+    "dispatch",
+    "rt",
+    "tensor",
+    "ops",
+    "kernel",
+    "run",
+    "planned",
+    "new",
+    "map",
+    "route_op",
+    "unwrap",
+    "expect",
+    "iter",
+    "len",
+];
+
+/// Input names that generated code uses for its own locals, paths or closures.
+const TRICKY_INPUT_NAMES: &[&str] = &[
+    "route", "kernel", "run", "planned", "out_0", "out", "t", "i", "b", "f", "c", "d", "rt",
+    "dispatch", "op", "route_op", "try_op", "self_", "some", "none", "ok", "err", "device",
+    "tensor", "_x",
+];
+
+fn op_name(index: usize) -> impl Strategy<Value = String> {
+    prop_oneof![
+        2 => Just(format!("op_{index}")),
+        2 => prop::sample::select(TRICKY_OP_NAMES).prop_map(move |n| format!("{n}_{index}")),
+        1 => prop::sample::select(TRICKY_OP_NAMES).prop_map(str::to_owned),
+        1 => "[a-z][a-z0-9]{0,4}(_[a-z0-9]{1,3}){0,2}".prop_map(String::from),
+    ]
+}
+
+fn input_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        2 => prop::sample::select(TRICKY_INPUT_NAMES).prop_map(str::to_owned),
+        1 => "[a-z][a-z0-9]{0,4}(_[a-z0-9]{1,3}){0,1}".prop_map(String::from),
+    ]
+}
+
+/// Docs, as TOML string literals: comment markers, quotes, backslashes, closed code fences,
+/// Unicode, tabs, CRLF, blank lines, very long lines, HTML and attributes.
+fn doc() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(r#""Random op.""#.to_owned()),
+        Just(r#""Ends a comment */ and starts one /* and a line // and ///""#.to_owned()),
+        Just(r#""Quotes " and backslashes \ and `code` and 'single'""#.to_owned()),
+        Just("\"\"\"\nExample:\n\n```text\nlet x = 1;\n```\n\nAfter the fence.\"\"\"".to_owned()),
+        Just(r#""Unicode: é, ß, 漢字, 🙂, and a tab:	here""#.to_owned()),
+        Just(
+            r#""Windows
+line
+breaks""#
+                .to_owned()
+        ),
+        Just(
+            r#""Blank lines
+
+
+  indented
+#[cfg(not(any()))]
+<b>html</b> &amp;""#
+                .to_owned()
+        ),
+        "[a-z ]{90,140}".prop_map(|long| format!("\"{long}\"")),
+        Just(r#""""#.to_owned()),
+        Just(r#""   ""#.to_owned()),
+    ]
+}
 
 fn op(index: usize) -> impl Strategy<Value = String> {
     (
-        prop_oneof![
-            3 => Just(format!("op_{index}")),
-            1 => Just(BURN_METHOD_NAMES[index].to_owned()),
-        ],
+        op_name(index),
         prop_oneof![Just("differentiable"), Just("detach"), Just("reject")],
-        prop::collection::vec(input(), 0..5),
+        prop::collection::vec((input_name(), input()), 0..5),
         output(),
         // Only Cube behind its (off) cfg leaves the op no backend in this crate's build: every
-        // routing arm is cfg'd out. (Valid where `routing.backends` does not list Cube.)
+        // routing arm is cfg'd out. (Valid where `routing.backends` does not list Cube.) A
+        // Cube or Remote without a cfg follows burn-route's features; a device-only op may be
+        // routed to several backends.
         prop_oneof![
             4 => Just(""),
             1 => Just("backends = [\"Flex\"]\n"),
             1 => Just("backends = [{ name = \"Cube\", cfg = 'feature = \"cube\"' }]\n"),
+            1 => Just("backends = [\"Flex\", \"Remote\"]\n"),
+            1 => Just("backends = [\"Remote\", { name = \"Cube\", cfg = 'all(unix, my_cfg, my_flag = \"on\")' }]\n"),
         ],
+        doc(),
     )
-        .prop_map(move |(name, policy, inputs, output, backends)| {
+        .prop_map(move |(name, policy, inputs, output, backends, doc)| {
             let mut text = format!(
-                "[[op]]\nname = \"{name}\"\ndoc = \"Random op {index}.\"\nautodiff = \"{policy}\"\n{backends}inputs = [\n"
+                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}inputs = [\n"
             );
-            for (i, input) in inputs.iter().enumerate() {
-                let _ = writeln!(text, "    {{ name = \"in_{i}\", {input} }},");
+            for (i, (input, arg)) in inputs.iter().enumerate() {
+                let _ = writeln!(text, "    {{ name = \"{input}\", {arg} }},");
+                let _ = i;
             }
             text.push_str("]\n");
             text.push_str(&output);
@@ -99,14 +231,25 @@ fn manifest() -> impl Strategy<Value = String> {
         prop_oneof![
             Just("[\"Flex\"]"),
             Just("[\"Flex\", { name = \"Cube\", cfg = 'feature = \"cube\"' }]"),
+            Just("[\"Flex\", \"Cube\", \"Remote\"]"),
+        ],
+        prop_oneof![
+            Just("Ops"),
+            Just("MyOps2"),
+            Just("Backend"),
+            Just("Dispatch"),
+            Just("Tensor"),
+            Just("Route"),
+            Just("Lane"),
+            Just("D"),
         ],
         (op(0), op(1), op(2), op(3)),
         1usize..=4,
     )
-        .prop_map(|(backends, (a, b, c, d), count)| {
+        .prop_map(|(backends, trait_name, (a, b, c, d), count)| {
             let ops = [a, b, c, d];
             format!(
-                "[routing]\ntrait = \"Ops\"\nbackends = {backends}\n\n{}",
+                "[routing]\ntrait = \"{trait_name}\"\nbackends = {backends}\n\n{}",
                 ops[..count].join("\n")
             )
         })
@@ -147,7 +290,13 @@ fn write(path: &Path, contents: &str) {
 
 #[test]
 fn random_valid_manifests_compile_with_the_runtime() {
-    let manifests = valid_manifests();
+    // The nested strategies need more stack than a test thread has in the dev profile.
+    let manifests = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(valid_manifests)
+        .expect("spawn")
+        .join()
+        .expect("manifests");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scratch = tempfile::tempdir().expect("temp dir");
     let dir = scratch.path();
@@ -170,8 +319,12 @@ cube = []
 
 [dependencies]
 burn-route = {{ path = {root:?}, default-features = false }}
+
+[build-dependencies]
+burn-route-codegen = {{ path = {codegen:?} }}
 "#,
-            root = root.display().to_string()
+            root = root.display().to_string(),
+            codegen = root.join("codegen").display().to_string(),
         ),
     );
     // The workspace's versions: nothing new to resolve.
@@ -182,28 +335,35 @@ burn-route = {{ path = {root:?}, default-features = false }}
          // The kernel stubs ignore their parameters.\n\
          #![allow(unused_variables)]\n",
     );
+    let mut build = String::from("fn main() {\n");
     for (i, source) in manifests.iter().enumerate() {
         let module = format!("m{i}");
         let builder = Builder::new("ops.toml").manifest_name(format!("{module}/ops.toml"));
-        for file in builder.render_str(source).expect("validated above") {
-            write(
-                &dir.join("src").join(&module).join(file.name),
-                &file.contents,
-            );
-        }
         let stubs = builder.skeleton_str(source).expect("validated above");
         write(&dir.join("src").join(&module).join("kernels.rs"), &stubs);
-        write(&dir.join("src").join(&module).join("ops.toml"), source);
+        write(
+            &dir.join("manifests").join(&module).join("ops.toml"),
+            source,
+        );
+        let _ = writeln!(
+            build,
+            "    burn_route_codegen::Builder::new(\"manifests/{module}/ops.toml\")\n\
+             \x20       .manifest_name(\"{module}/ops.toml\")\n\
+             \x20       .out_dir(std::path::Path::new(&std::env::var(\"OUT_DIR\").unwrap()).join(\"{module}\"))\n\
+             \x20       .build_script();"
+        );
         let _ = write!(
             lib,
             "\npub mod {module} {{\n\
-             \x20   pub mod ops {{ include!(\"{module}/routed_ops.rs\"); }}\n\
-             \x20   pub mod dispatch {{ include!(\"{module}/routed_dispatch.rs\"); }}\n\
-             \x20   pub mod tensor {{ include!(\"{module}/routed_tensor.rs\"); }}\n\
+             \x20   pub mod ops {{ include!(concat!(env!(\"OUT_DIR\"), \"/{module}/routed_ops.rs\")); }}\n\
+             \x20   pub mod dispatch {{ include!(concat!(env!(\"OUT_DIR\"), \"/{module}/routed_dispatch.rs\")); }}\n\
+             \x20   pub mod tensor {{ include!(concat!(env!(\"OUT_DIR\"), \"/{module}/routed_tensor.rs\")); }}\n\
              \x20   pub mod kernels {{ include!(\"{module}/kernels.rs\"); }}\n\
              }}\n"
         );
     }
+    build.push_str("}\n");
+    write(&dir.join("build.rs"), &build);
     write(&dir.join("src/lib.rs"), &lib);
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());

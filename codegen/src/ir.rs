@@ -29,6 +29,17 @@ impl Ir {
         self.ops.iter().filter(move |op| op.group == group)
     }
 
+    /// Every cfg predicate the generated code is compiled under: autodiff's and each backend's.
+    pub fn cfgs(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.autodiff_cfg.as_str()).chain(
+            self.ops
+                .iter()
+                .flat_map(|op| op.backends.iter())
+                .chain(&self.backends)
+                .filter_map(|b| b.cfg.as_deref()),
+        )
+    }
+
     /// Whether group `group` has differentiable ops whose `Autodiff<B, C>` kernels are written
     /// by hand (and so needs its companion autodiff trait).
     pub fn needs_autodiff_trait(&self, group: usize) -> bool {
@@ -136,6 +147,21 @@ pub struct Op {
     pub group: usize,
     /// The composite function implementing the op on every backend, if any.
     pub composite: Option<String>,
+    /// What picks the backend of a call.
+    pub route_by: RouteBy,
+}
+
+/// What picks the backend of an op's call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouteBy {
+    /// The tensor inputs (the first float, else the first tensor present).
+    Tensors,
+    /// The tensor inputs, and the device input must be on their backend.
+    TensorsAndDevice,
+    /// The device input alone (an op without tensor inputs, e.g. a factory).
+    Device,
+    /// Nothing: the op has one backend.
+    Fixed(BackendName),
 }
 
 impl Op {

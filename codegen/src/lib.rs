@@ -26,6 +26,7 @@ pub mod diag;
 pub mod emit;
 pub mod ir;
 pub mod model;
+pub mod names;
 pub mod parse;
 pub mod schema;
 pub mod snapshot;
@@ -116,7 +117,8 @@ impl Builder {
             runtime_path: "::burn_route::rt".to_owned(),
             trait_module: "super::ops".to_owned(),
             dispatch_module: "super::dispatch".to_owned(),
-            regenerate: "bless the snapshot with `UPDATE_GENERATED=1 cargo test`".to_owned(),
+            regenerate: "the build script (`burn_route_codegen::Builder`) regenerates this file"
+                .to_owned(),
             trait_name: None,
             modules: vec![Module::Ops, Module::Dispatch, Module::Tensor],
             snapshot_dir: None,
@@ -218,9 +220,18 @@ impl Builder {
 
     fn config(&self) -> Result<emit::EmitConfig, Error> {
         let parse_path = |what: &str, value: &str| {
-            syn::parse_str::<syn::Path>(value)
-                .map(|path| canon::path_text(&path))
-                .map_err(|e| Error::Config(format!("{what} `{value}` is not a Rust path: {e}")))
+            let path = syn::parse_str::<syn::Path>(value)
+                .map_err(|e| Error::Config(format!("{what} `{value}` is not a Rust path: {e}")))?;
+            if path
+                .segments
+                .iter()
+                .any(|s| !matches!(s.arguments, syn::PathArguments::None))
+            {
+                return Err(Error::Config(format!(
+                    "{what} `{value}` has generic arguments; a module path has none"
+                )));
+            }
+            Ok(canon::path_text(&path))
         };
         Ok(emit::EmitConfig {
             runtime: parse_path("runtime path", &self.runtime_path)?,
@@ -277,13 +288,12 @@ impl Builder {
         };
         // Validation also runs on what parsed, so one pass reports every problem.
         let (manifest, mut diagnostics) = parse::parse(source);
-        match validate::validate(&manifest, &name, source) {
-            Ok(mut ir) if diagnostics.is_empty() => {
-                if let Some(new) = &self.trait_name {
-                    rename_main_trait(&mut ir, new);
-                }
-                Ok(ir)
-            }
+        let options = validate::Options {
+            manifest_name: &name,
+            trait_name: self.trait_name.as_deref(),
+        };
+        match validate::validate_with(&manifest, &options, source) {
+            Ok(ir) if diagnostics.is_empty() => Ok(ir),
             Ok(_) => Err(report(diagnostics)),
             Err(more) => {
                 diagnostics.extend(more);
@@ -323,6 +333,14 @@ impl Builder {
     /// As [`Builder::render`]; [`Error::Config`] when no output directory is set and `OUT_DIR`
     /// is unset; [`Error::Io`] when a write fails (earlier files keep their previous content).
     pub fn write(&self) -> Result<Vec<(PathBuf, WriteOutcome)>, Error> {
+        self.write_files().map(|(_, written)| written)
+    }
+
+    fn write_with_ir(&self) -> Result<ir::Ir, Error> {
+        self.write_files().map(|(ir, _)| ir)
+    }
+
+    fn write_files(&self) -> Result<(ir::Ir, Vec<(PathBuf, WriteOutcome)>), Error> {
         let out_dir = match &self.out_dir {
             Some(dir) => dir.clone(),
             None => std::env::var_os("OUT_DIR")
@@ -334,8 +352,12 @@ impl Builder {
                     )
                 })?,
         };
-        let files = self.render()?;
-        files
+        let source = self.read_manifest()?;
+        let config = self.config()?;
+        let ir = self.lower(&source)?;
+        let mut files = emit::emit(&ir, &config);
+        files.retain(|f| self.modules.iter().any(|m| m.file_name() == f.name));
+        let written = files
             .iter()
             .map(|file| {
                 let path = out_dir.join(file.name);
@@ -343,7 +365,8 @@ impl Builder {
                     .map(|outcome| (path.clone(), outcome))
                     .map_err(|source| Error::Io { path, source })
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        Ok((ir, written))
     }
 
     /// Runs the generator from a build script: declares the manifest as the only input besides
@@ -363,7 +386,21 @@ impl Builder {
             format!("cargo::rerun-if-changed={}", self.manifest.display()),
             "cargo::rerun-if-changed=build.rs".to_owned(),
         ];
-        let result = self.write();
+        lines.extend(runtime_cfg_lines(|key| std::env::var(key).ok()));
+        let result = self.write_with_ir();
+        if let Ok(ir) = &result {
+            lines.extend(check_cfg_lines(ir));
+            if let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
+                let cargo_toml = std::fs::read_to_string(Path::new(&dir).join("Cargo.toml"));
+                if let Ok(text) = cargo_toml {
+                    lines.extend(
+                        undeclared_features(ir, &text)
+                            .into_iter()
+                            .map(|w| format!("cargo::warning={w}")),
+                    );
+                }
+            }
+        }
         if let Err(err) = &result {
             // Cargo takes one line per instruction: each line of the rustc-style rendering
             // becomes its own `cargo::error=` (blank separator lines are dropped).
@@ -386,21 +423,174 @@ impl Builder {
     }
 }
 
-/// Renames the main trait and every trait named after it.
-fn rename_main_trait(ir: &mut ir::Ir, new: &str) {
-    let old = std::mem::replace(&mut ir.trait_name, new.to_owned());
-    if ir.autodiff_trait == format!("{old}Autodiff") {
-        ir.autodiff_trait = format!("{new}Autodiff");
-    }
-    for group in &mut ir.groups {
-        if let Some(rest) = group.name.strip_prefix(&old) {
-            group.name = format!("{new}{rest}");
+/// burn-route's build metadata (`links = "burn_route"`): each key its build script publishes,
+/// and the generator's cfg that follows it.
+const RUNTIME_METADATA: [(&str, &str); 3] = [
+    ("DEP_BURN_ROUTE_AUTODIFF", names::AUTODIFF_CFG),
+    ("DEP_BURN_ROUTE_CUBE", "burn_route_cube"),
+    ("DEP_BURN_ROUTE_REMOTE", "burn_route_remote"),
+];
+
+/// The build-script lines that declare the generator's own cfgs (`rustc-check-cfg`) and set
+/// each one that burn-route's build metadata says is on (`rustc-cfg`), so generated routing
+/// follows the features burn-route was built with. `env` reads the build script's environment.
+pub fn runtime_cfg_lines(env: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (key, cfg) in RUNTIME_METADATA {
+        lines.push(format!("cargo::rerun-if-env-changed={key}"));
+        lines.push(format!("cargo::rustc-check-cfg=cfg({cfg})"));
+        if env(key).is_some_and(|v| v == "1" || v == "true") {
+            lines.push(format!("cargo::rustc-cfg={cfg}"));
         }
-        group.autodiff_name = if group.name == *new {
-            ir.autodiff_trait.clone()
-        } else {
-            format!("{}Autodiff", group.name)
+    }
+    lines
+}
+
+/// `rustc-check-cfg` lines for the cfgs the manifest itself names (beyond features, which Cargo
+/// declares, and the names rustc knows), so none is an `unexpected_cfgs` warning.
+pub fn check_cfg_lines(ir: &ir::Ir) -> Vec<String> {
+    let mut atoms: Vec<(String, Option<String>)> = Vec::new();
+    for cfg in ir.cfgs() {
+        if let Ok(meta) = syn::parse_str::<syn::Meta>(cfg) {
+            cfg_atoms(&meta, &mut atoms);
+        }
+    }
+    let mut lines = Vec::new();
+    for (name, value) in atoms {
+        if name == "feature"
+            || WELL_KNOWN_CFGS.contains(&name.as_str())
+            || names::RUNTIME_CFGS.contains(&name.as_str())
+        {
+            continue;
+        }
+        let line = match value {
+            Some(v) => format!("cargo::rustc-check-cfg=cfg({name}, values({v:?}))"),
+            None => format!("cargo::rustc-check-cfg=cfg({name})"),
         };
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// Warnings for `feature = "..."` cfgs that name a feature the consuming crate's `Cargo.toml`
+/// (its text) does not declare: such a route could never be compiled in.
+pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str) -> Vec<String> {
+    let Ok(table) = toml::de::DeTable::parse(cargo_toml) else {
+        return Vec::new();
+    };
+    let table = table.into_inner();
+    let mut declared: Vec<String> = Vec::new();
+    if let Some(features) = table.get("features")
+        && let toml::de::DeValue::Table(features) = features.get_ref()
+    {
+        declared.extend(features.iter().map(|(k, _)| k.get_ref().to_string()));
+    }
+    // Optional dependencies are implicit features.
+    for section in ["dependencies", "build-dependencies"] {
+        if let Some(deps) = table.get(section)
+            && let toml::de::DeValue::Table(deps) = deps.get_ref()
+        {
+            for (name, spec) in deps.iter() {
+                if let toml::de::DeValue::Table(spec) = spec.get_ref()
+                    && spec
+                        .get("optional")
+                        .is_some_and(|o| matches!(o.get_ref(), toml::de::DeValue::Boolean(true)))
+                {
+                    declared.push(name.get_ref().to_string());
+                }
+            }
+        }
+    }
+    let mut atoms = Vec::new();
+    for cfg in ir.cfgs() {
+        if let Ok(meta) = syn::parse_str::<syn::Meta>(cfg) {
+            cfg_atoms(&meta, &mut atoms);
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (name, value) in atoms {
+        if name != "feature" {
+            continue;
+        }
+        let Some(feature) = value else { continue };
+        let warning = format!(
+            "{}: a cfg names feature `{feature}`, which this crate's Cargo.toml does not declare, so that route is never compiled in; add `{feature} = [...]` to [features]",
+            ir.manifest_name
+        );
+        if !declared.contains(&feature) && !out.contains(&warning) {
+            out.push(warning);
+        }
+    }
+    out
+}
+
+/// cfg names rustc declares itself (`--check-cfg` well-known names).
+const WELL_KNOWN_CFGS: &[&str] = &[
+    "clippy",
+    "debug_assertions",
+    "doc",
+    "doctest",
+    "fmt_debug",
+    "miri",
+    "overflow_checks",
+    "panic",
+    "proc_macro",
+    "relocation_model",
+    "rustfmt",
+    "sanitize",
+    "sanitizer_cfi_generalize_pointers",
+    "sanitizer_cfi_normalize_integers",
+    "target_abi",
+    "target_arch",
+    "target_endian",
+    "target_env",
+    "target_family",
+    "target_feature",
+    "target_has_atomic",
+    "target_has_atomic_equal_alignment",
+    "target_has_atomic_load_store",
+    "target_os",
+    "target_pointer_width",
+    "target_thread_local",
+    "target_vendor",
+    "test",
+    "ub_checks",
+    "unix",
+    "windows",
+    "contract_checks",
+];
+
+/// The `name` / `name = "value"` atoms of a cfg predicate.
+fn cfg_atoms(meta: &syn::Meta, out: &mut Vec<(String, Option<String>)>) {
+    match meta {
+        syn::Meta::Path(p) => {
+            if let Some(id) = p.get_ident() {
+                out.push((id.to_string(), None));
+            }
+        }
+        syn::Meta::NameValue(nv) => {
+            if let (
+                Some(id),
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }),
+            ) = (nv.path.get_ident(), &nv.value)
+            {
+                out.push((id.to_string(), Some(s.value())));
+            }
+        }
+        syn::Meta::List(list) => {
+            if let Ok(nested) = list.parse_args_with(
+                syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+            ) {
+                for m in &nested {
+                    cfg_atoms(m, out);
+                }
+            }
+        }
     }
 }
 

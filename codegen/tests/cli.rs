@@ -166,7 +166,7 @@ fn skeleton_prints_a_stub_for_every_impl_to_write() {
 
 use crate::rt;
 use super::ops::MyOps;
-#[cfg(feature = \"autodiff\")]
+#[cfg(burn_route_autodiff)]
 use super::ops::MyOpsAutodiff;
 
 impl MyOps for rt::Flex {
@@ -179,7 +179,7 @@ impl MyOps for rt::Flex {
 }
 
 /// The forward pass on `B`, plus a backward pass registered with burn-autodiff.
-#[cfg(feature = \"autodiff\")]
+#[cfg(burn_route_autodiff)]
 impl<B: MyOps, C: rt::CheckpointStrategy> MyOpsAutodiff for rt::Autodiff<B, C> {
     fn scaled(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self> {
         todo!(\"`scaled` on Autodiff<B, C>: forward on `B`, then the backward pass\")

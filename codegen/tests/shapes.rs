@@ -83,34 +83,34 @@ fn trait_signatures() {
 fn dispatch_unwraps_and_rewraps_every_shape() {
     let dispatch = flat(&file("routed_dispatch.rs"));
     for expected in [
-        "let x = B::float_ref(route, \"x\", x);",
-        "let ids = B::int(route, \"ids\", ids);",
-        "let mask = B::bool_ref(route, \"mask\", mask);",
-        "let (out_0, (out_1_0, out_1_1)) = kernel(&x, ids, &mask, k);",
-        "(B::float_out(route, out_0), (B::int_out(route, out_1_0), out_1_1)) }",
+        "let x = B::float_ref(__route, \"x\", x);",
+        "let ids = B::int(__route, \"ids\", ids);",
+        "let mask = B::bool_ref(__route, \"mask\", mask);",
+        "let (__out_0, (__out_1_0, __out_1_1)) = __kernel(&x, ids, &mask, k);",
+        "(B::float_out(__route, __out_0), (B::int_out(__route, __out_1_0), __out_1_1)) }",
         // Planning checked every input: `run` cannot fail, and the `match` is wrapped once.
-        "Ok(match route.target() { (rt::BackendId::Flex, rt::Mode::Concrete) => { run::<rt::Flex>(&route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) }",
+        "Ok(match __route.target() { (rt::BackendId::Flex, rt::Mode::Concrete) => { __run::<rt::Flex>(&__route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) }",
         "rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)",
         // The common call takes the fast planner and matches the backend only; every other
         // call goes to `planned`, out of line, which checks the whole contract.
         // Both error strategies share one routing function: `try_` returns the error, the
         // trait method panics with it.
-        "#[inline] pub fn try_mixed(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> Result<(rt::DispatchTensor, (rt::DispatchTensor, u64)), rt::RouteError> { route_mixed::<rt::Fallible>(x, ids, mask, k) }",
-        "#[inline] fn mixed(x: &rt::FloatTensor<Self>, ids: rt::IntTensor<Self>, mask: &rt::BoolTensor<Self>, k: usize) -> (rt::FloatTensor<Self>, (rt::IntTensor<Self>, u64)) { route_mixed::<rt::Panic>(x, ids, mask, k) }",
+        "#[inline] pub fn try_mixed(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> Result<(rt::DispatchTensor, (rt::DispatchTensor, u64)), rt::RouteError> { self::route_mixed::<rt::Fallible>(x, ids, mask, k) }",
+        "#[inline] fn mixed(x: &rt::FloatTensor<Self>, ids: rt::IntTensor<Self>, mask: &rt::BoolTensor<Self>, k: usize) -> (rt::FloatTensor<Self>, (rt::IntTensor<Self>, u64)) { self::route_mixed::<rt::Panic>(x, ids, mask, k) }",
         "#[inline] fn route_mixed<F: rt::Failure>(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> F::Out<(rt::DispatchTensor, (rt::DispatchTensor, u64))> {",
-        "match rt::Route::plain(&OP, [rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)]) { Some(route) => F::ok(match route.backend() { rt::BackendId::Flex => { run::<rt::Flex>(&route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) } _ => route.unrouted(), }), None => F::result(planned(x, ids, mask, k)), }",
+        "match rt::Route::plain(&__OP, [rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)]) { Some(__route) => F::ok(match __route.backend() { rt::BackendId::Flex => { __run::<rt::Flex>(&__route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) } _ => __route.unrouted(), }), None => F::result(__planned(x, ids, mask, k)), }",
         // A unit op's `run` returns the `Result` itself.
-        "Some(route) => F::result(match route.backend() {",
-        "#[inline(never)] fn planned(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> Result<(rt::DispatchTensor, (rt::DispatchTensor, u64)), rt::RouteError> { let route = rt::Route::plan(&OP, [",
+        "Some(__route) => F::result(match __route.backend() {",
+        "#[inline(never)] fn __planned(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> Result<(rt::DispatchTensor, (rt::DispatchTensor, u64)), rt::RouteError> { let __route = rt::Route::plan(&__OP, [",
         // A tensor-less op is routed to its only backend.
-        "let route = rt::Route::fixed(&OP, rt::BackendId::Flex)?;",
+        "let __route = rt::Route::fixed(&__OP, rt::BackendId::Flex)?;",
         // `detach`: no autodiff arms, so `OP` says none are compiled.
-        "rt::Policy::Detach, \"shapes.toml:8\", \"shapes.toml:3\", &[(rt::BackendId::Flex, true)], false);",
+        "rt::Policy::Detach, \"shapes.toml:8\", \"shapes.toml:3\", &[(rt::BackendId::Flex, true, \"\")], false, \"burn_route_autodiff\", env!(\"CARGO_PKG_NAME\"));",
         // Planning refuses what the arms do not cover, so the last arm is a bug check.
-        "_ => route.unrouted(),",
+        "_ => __route.unrouted(),",
         // ... and, with no tensor or device in its signature, needs no backend parameter.
-        "fn run(_route: &rt::Route, kernel: impl FnOnce(f32), value: f32) -> Result<(), rt::RouteError> { kernel(value); Ok(()) }",
-        "(rt::BackendId::Flex, rt::Mode::Concrete) => { run(&route, <rt::Flex as ShapeOps>::fill, value) }",
+        "fn __run(__route: &rt::Route, __kernel: impl FnOnce(f32), value: f32) -> Result<(), rt::RouteError> { __kernel(value); Ok(()) }",
+        "(rt::BackendId::Flex, rt::Mode::Concrete) => { __run(&__route, <rt::Flex as ShapeOps>::fill, value) }",
     ] {
         assert!(
             dispatch.contains(expected),
@@ -124,12 +124,12 @@ fn tensor_api_signatures() {
     let tensor = flat(&file("routed_tensor.rs"));
     for expected in [
         "pub fn mixed<const D: usize, const E: usize>(x: &rt::Tensor<D>, ids: rt::Tensor<D, rt::Int>, mask: &rt::Tensor<2, rt::Bool>, k: usize) -> (rt::Tensor<D>, (rt::Tensor<E, rt::Int>, u64))",
-        "let (out_0, (out_1_0, out_1_1)) = dispatch::try_mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k)?;",
-        "Ok((rt::Tensor::from_dispatch(out_0), (rt::Tensor::from_dispatch(out_1_0), out_1_1)))",
+        "let (__out_0, (__out_1_0, __out_1_1)) = dispatch::try_mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k)?;",
+        "Ok((rt::Tensor::from_dispatch(__out_0), (rt::Tensor::from_dispatch(__out_1_0), __out_1_1)))",
         "pub fn try_mixed<const D: usize, const E: usize>(",
         // The panicking form calls the panicking trait method: no `Result` to unwrap.
-        "let (out_0, (out_1_0, out_1_1)) = <rt::Dispatch as ShapeOps>::mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k);",
-        "(rt::Tensor::from_dispatch(out_0), (rt::Tensor::from_dispatch(out_1_0), out_1_1)) }",
+        "let (__out_0, (__out_1_0, __out_1_1)) = <rt::Dispatch as ShapeOps>::mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k);",
+        "(rt::Tensor::from_dispatch(__out_0), (rt::Tensor::from_dispatch(__out_1_0), __out_1_1)) }",
         "pub fn count<const D: usize>(mask: rt::Tensor<D, rt::Bool>) -> usize",
         "pub fn fill(value: f32) {",
     ] {
@@ -141,7 +141,7 @@ fn tensor_api_signatures() {
 }
 
 const CONTAINERS: &str = r#"[routing]
-trait = "C"
+trait = "Co"
 backends = ["Flex", { name = "Cube", cfg = 'feature = "cube"' }]
 
 [[op]]
@@ -193,21 +193,23 @@ fn option_vec_quantized_and_device_shapes() {
     );
     let dispatch = render_containers("routed_dispatch.rs");
     for expected in [
-        "let xs = xs.into_iter().map(|t| B::float(route, \"xs\", t)).collect::<Vec<_>>();",
-        "let bias = bias.map(|t| B::float_ref(route, \"bias\", t));",
-        "let q = B::quantized(route, \"q\", q);",
-        "kernel(xs, bias.as_deref(), q)",
-        "out_0.into_iter().map(|t| B::float_out(route, t)).collect()",
-        "out_1.map(|t| B::int_out(route, t))",
+        "let xs = xs.into_iter().map(|t| B::float(__route, \"xs\", t)).collect::<Vec<_>>();",
+        "let bias = bias.map(|t| B::float_ref(__route, \"bias\", t));",
+        "let q = B::quantized(__route, \"q\", q);",
+        "__kernel(xs, bias.as_deref(), q)",
+        "__out_0.into_iter().map(|t| B::float_out(__route, t)).collect()",
+        "__out_1.map(|t| B::int_out(__route, t))",
         "xs.iter().enumerate().map(|(i, t)| rt::Input::float(\"xs\", t).at(i)).chain(bias.map(|t| rt::Input::float(\"bias\", t))).chain([rt::Input::quantized(\"q\", &q)])",
-        "let route = rt::Route::plan_device(&OP, \"device\", device)?;",
-        "match rt::Route::plain_device(&OP, device) {",
-        "let device = B::device(route, \"device\", device);",
+        "let __route = rt::Route::plan_device(&__OP, \"device\", device)?;",
+        "match rt::Route::plain_device(&__OP, device) {",
+        "let device = B::device(__route, \"device\", device);",
         // Per-op backends: `make` is in its own trait, implemented by Flex only.
-        "impl CFlex for rt::Dispatch",
-        "run::<rt::Flex>(&route, <rt::Flex as CFlex>::make, n, device)",
-        // `OP` names the arms each build compiles: Cube behind its cfg, autodiff behind its own.
-        "&[(rt::BackendId::Flex, true), (rt::BackendId::Cube, cfg!(feature = \"cube\"))], cfg!(feature = \"autodiff\"));",
+        "impl CoFlex for rt::Dispatch",
+        "__run::<rt::Flex>(&__route, <rt::Flex as CoFlex>::make, n, device)",
+        // `__OP` names the arms each build compiles: Cube behind its cfg, autodiff behind its
+        // own (the generator's `burn_route_autodiff`, set by the build script), and the crate.
+        "(rt::BackendId::Cube, cfg!(feature = \"cube\"), \"feature = \\\"cube\\\"\")],",
+        "cfg!(burn_route_autodiff), \"burn_route_autodiff\", env!(\"CARGO_PKG_NAME\"));",
     ] {
         assert!(
             dispatch.contains(expected),
@@ -232,25 +234,26 @@ fn option_vec_quantized_and_device_shapes() {
 fn composite_ops_get_default_bodies_and_generated_impls() {
     let ops = render_containers("routed_ops.rs");
     for expected in [
-        "pub trait CComposite: rt::Backend {",
+        "pub trait CoComposite: rt::Backend {",
         "fn soft(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> { crate::soft::<Self>(x) }",
-        "impl CComposite for rt::Flex {}",
-        "#[cfg(feature = \"cube\")] impl CComposite for rt::Cube {}",
-        "#[cfg(feature = \"autodiff\")] impl<B: rt::Backend, C: rt::CheckpointStrategy> CComposite for rt::Autodiff<B, C> {}",
+        "impl CoComposite for rt::Flex {}",
+        "#[cfg(feature = \"cube\")] impl CoComposite for rt::Cube {}",
+        "#[cfg(burn_route_autodiff)] impl<B: rt::Backend, C: rt::CheckpointStrategy> CoComposite for rt::Autodiff<B, C> {}",
     ] {
         assert!(ops.contains(expected), "missing `{expected}` in\n{ops}");
     }
-    // The autodiff route calls the composite through `Autodiff<B, C>`: no hand-written kernel.
+    // The autodiff __route calls the composite through `Autodiff<B, C>`: no hand-written kernel.
     let dispatch = render_containers("routed_dispatch.rs");
     assert!(
-        dispatch.contains("run::<AutodiffFlex>(&route, <AutodiffFlex as CComposite>::soft, x)"),
+        dispatch
+            .contains("__run::<AutodiffFlex>(&__route, <AutodiffFlex as CoComposite>::soft, x)"),
         "{dispatch}"
     );
     assert!(
         dispatch.contains("type AutodiffFlex = rt::Autodiff<rt::Flex>;"),
         "{dispatch}"
     );
-    assert!(!dispatch.contains("CCompositeAutodiff"), "{dispatch}");
+    assert!(!dispatch.contains("CoCompositeAutodiff"), "{dispatch}");
     // With the autodiff cfg off, planning (not an arm) answers autodiff routing.
     assert!(!dispatch.contains("autodiff_off"), "{dispatch}");
 }
@@ -272,7 +275,7 @@ fn builder_overrides_the_trait_name_and_selects_modules() {
     ] {
         assert!(ops.contains(expected), "missing `{expected}` in\n{ops}");
     }
-    assert!(!ops.contains("pub trait C:"), "{ops}");
+    assert!(!ops.contains("pub trait Co:"), "{ops}");
 }
 
 #[test]
@@ -287,7 +290,7 @@ fn check_snapshot_reports_and_blesses() {
     let report = builder
         .check_snapshot(false, "BLESS=1 cargo test")
         .unwrap_err();
-    assert!(report.contains("+pub trait C: rt::Backend {"), "{report}");
+    assert!(report.contains("+pub trait Co: rt::Backend {"), "{report}");
     assert!(
         report.ends_with(
             "Re-run with `BLESS=1 cargo test` to rewrite them, then review and commit the result."

@@ -77,6 +77,34 @@ pub enum RouteError {
         /// The op.
         op: &'static str,
     },
+    /// The manifest routes the op to the backend, but the crate that generated the op compiled
+    /// that backend's routes out (its cfg is off in this build).
+    BackendCompiledOut {
+        /// The op.
+        op: &'static str,
+        /// The input that picked the backend.
+        input: InputName,
+        /// The backend.
+        backend: BackendId,
+        /// The cfg predicate that is off.
+        cfg: &'static str,
+        /// The crate that generated the op.
+        krate: &'static str,
+    },
+    /// A tracked float reached a `differentiable` op whose autodiff routes the crate that
+    /// generated the op compiled out (its autodiff cfg is off in this build).
+    AutodiffCompiledOut {
+        /// The op.
+        op: &'static str,
+        /// The input with the enabled autodiff context.
+        input: InputName,
+        /// Its backend.
+        backend: BackendId,
+        /// The cfg predicate that is off.
+        cfg: &'static str,
+        /// The crate that generated the op.
+        krate: &'static str,
+    },
     /// An enabled autodiff context reached routing in a build without the `autodiff` feature.
     AutodiffFeatureOff {
         /// The op.
@@ -267,6 +295,34 @@ impl fmt::Display for RouteError {
                 "op `{op}` has no tensor to route by: every tensor input is empty or absent. Fix: pass at \
                  least one tensor. See ERRORS.md#no-routing-tensor"
             ),
+            Self::BackendCompiledOut {
+                op,
+                input,
+                backend,
+                cfg,
+                krate,
+            } => write!(
+                f,
+                "backend {backend} is compiled out of op `{op}`: input `{input}` (which picks the backend) \
+                 is on {backend}, and the manifest routes the op there, but crate `{krate}` was built \
+                 with `cfg({cfg})` off, so it has no {backend} route. Fix: {}, or move the inputs to a \
+                 compiled backend. See ERRORS.md#backend-compiled-out",
+                cfg_fix(cfg, krate)
+            ),
+            Self::AutodiffCompiledOut {
+                op,
+                input,
+                backend,
+                cfg,
+                krate,
+            } => write!(
+                f,
+                "autodiff routing of op `{op}` is compiled out: input `{input}` (backend {backend}) is \
+                 tracked, but crate `{krate}` was built with `cfg({cfg})` off, so the op has no \
+                 `Autodiff` route. Fix: {}, or detach the input (`.without_autodiff()`). \
+                 See ERRORS.md#autodiff-compiled-out",
+                cfg_fix(cfg, krate)
+            ),
             Self::AutodiffFeatureOff { op, input, backend } => write!(
                 f,
                 "autodiff context requires the `autodiff` feature: input `{input}` of op `{op}` (backend \
@@ -279,3 +335,21 @@ impl fmt::Display for RouteError {
 }
 
 impl std::error::Error for RouteError {}
+
+/// How to turn a cfg on: burn-route's own cfgs follow its features (the generator's build
+/// script sets them); any other is the crate's.
+fn cfg_fix(cfg: &str, krate: &str) -> String {
+    let feature = match cfg {
+        "burn_route_autodiff" => Some("autodiff"),
+        "burn_route_cube" => Some("wgpu` or `cuda"),
+        "burn_route_remote" => Some("remote"),
+        _ => None,
+    };
+    match feature {
+        Some(feature) => format!(
+            "enable burn-route's `{feature}` feature (crate `{krate}`'s build script sets `{cfg}` from it; \
+             the build script must call `burn_route_codegen::Builder::build_script`)"
+        ),
+        None => format!("turn `{cfg}` on in crate `{krate}` (e.g. enable the feature it names)"),
+    }
+}

@@ -87,20 +87,30 @@ pub struct OpInfo {
     routed: u8,
     /// Whether the `Autodiff<B, C>` arms are compiled (for a `differentiable` op).
     autodiff: bool,
+    /// Every backend the manifest lists, with whether its arms are compiled and its cfg.
+    backends: &'static [(BackendId, bool, &'static str)],
+    /// The cfg predicate of the autodiff arms, as written in the generated code.
+    autodiff_cfg: &'static str,
+    /// The crate that compiled the generated code (`CARGO_PKG_NAME`), for messages.
+    krate: &'static str,
 }
 
 impl OpInfo {
-    /// Creates the facts for one op. `backends` pairs each backend the manifest lists with
-    /// whether its routing arms are compiled (the `cfg!` of their cfg); `autodiff` says whether
-    /// the `Autodiff<B, C>` arms are (the `cfg!` of the autodiff cfg; `false` for ops that are
-    /// not `differentiable`).
+    /// Creates the facts for one op. `backends` lists each backend the manifest names with
+    /// whether its routing arms are compiled (the `cfg!` of its cfg) and that cfg's text (empty
+    /// when it has none); `autodiff` says whether the `Autodiff<B, C>` arms are (the `cfg!` of
+    /// `autodiff_cfg`; `false` for ops that are not `differentiable`). `krate` is the crate
+    /// that includes the generated code.
+    #[allow(clippy::too_many_arguments)]
     pub const fn new(
         name: &'static str,
         policy: Policy,
         location: &'static str,
         backends_location: &'static str,
-        backends: &[(BackendId, bool)],
+        backends: &'static [(BackendId, bool, &'static str)],
         autodiff: bool,
+        autodiff_cfg: &'static str,
+        krate: &'static str,
     ) -> Self {
         let mut routed = 0;
         let mut i = 0;
@@ -117,7 +127,19 @@ impl OpInfo {
             backends_location,
             routed,
             autodiff,
+            backends,
+            autodiff_cfg,
+            krate,
         }
+    }
+
+    /// The cfg that compiled `backend`'s arms out, when the manifest lists it but this build
+    /// of the crate does not compile it.
+    pub fn compiled_out(&self, backend: BackendId) -> Option<&'static str> {
+        self.backends
+            .iter()
+            .find(|(b, compiled, _)| *b == backend && !compiled)
+            .map(|(_, _, cfg)| *cfg)
     }
 
     /// Whether the op has a compiled routing arm for `backend`.
@@ -632,6 +654,15 @@ impl Route {
         mode: Mode,
         context: DispatchAutodiffContext,
     ) -> Result<Self, RouteError> {
+        if let Some(cfg) = op.compiled_out(backend) {
+            return Err(RouteError::BackendCompiledOut {
+                op: op.name,
+                input: router,
+                backend,
+                cfg,
+                krate: op.krate,
+            });
+        }
         if !op.is_routed(backend) {
             return Err(RouteError::UnlistedBackend {
                 op: op.name,
@@ -641,10 +672,12 @@ impl Route {
             });
         }
         if matches!(mode, Mode::Autodiff(_)) && !op.autodiff {
-            return Err(RouteError::AutodiffFeatureOff {
+            return Err(RouteError::AutodiffCompiledOut {
                 op: op.name,
                 input: router,
                 backend,
+                cfg: op.autodiff_cfg,
+                krate: op.krate,
             });
         }
         Ok(Self {
@@ -885,8 +918,10 @@ mod tests {
             policy,
             "ops.toml:1",
             "ops.toml:2",
-            &[(BackendId::Flex, routed)],
+            Box::leak(Box::new([(BackendId::Flex, routed, "feature = \"flex\"")])),
             autodiff,
+            "feature = \"autodiff\"",
+            "test",
         )))
     }
 

@@ -7,7 +7,8 @@ use super::{
     forward_call, input_type, kind_fn, map_output_type, op_docs, output_type, params, returns,
     signature, string_literal, use_runtime,
 };
-use crate::ir::{Arg, Backend, Container, Ir, Op, Output, Policy, TensorArg};
+use crate::ir::{Arg, Backend, Container, Ir, Op, Output, Policy, RouteBy, TensorArg};
+use crate::names::{self, KERNEL, OP_INFO, OUT, PLANNED, ROUTE, RUN};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     w.line(use_runtime(config));
@@ -15,7 +16,12 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     for (index, group) in ir.groups.iter().enumerate() {
         w.line(format!("use {module}::{};", group.name));
         if ir.needs_autodiff_trait(index) {
-            w.cfg(Some(&ir.autodiff_cfg));
+            // Used by the autodiff arms, which need one of the group's backends compiled too.
+            let cfg = match any_cfg(group.backends.iter().map(|b| b.cfg.as_deref())) {
+                Some(backends) => format!("all({}, {backends})", ir.autodiff_cfg),
+                None => ir.autodiff_cfg.clone(),
+            };
+            w.cfg(Some(&cfg));
             w.line(format!("use {module}::{};", group.autodiff_name));
         }
     }
@@ -57,20 +63,24 @@ fn aliases(ir: &Ir, w: &mut Writer) {
             "`Autodiff<{name}>`: the route for tracked {name} tensors."
         )]);
         w.cfg(Some(&cfg));
-        w.line(format!("type Autodiff{name} = rt::Autodiff<rt::{name}>;"));
+        w.line(format!(
+            "type {} = rt::Autodiff<rt::{name}>;",
+            names::autodiff_alias(backend.name)
+        ));
         w.blank();
         w.doc(&[format!(
             "`Autodiff<{name}>` with balanced gradient checkpointing."
         )]);
         w.cfg(Some(&cfg));
         w.line(format!(
-            "type Balanced{name} = rt::Autodiff<rt::{name}, rt::BalancedCheckpointing>;"
+            "type {} = rt::Autodiff<rt::{name}, rt::BalancedCheckpointing>;",
+            names::balanced_alias(backend.name)
         ));
     }
 }
 
 fn dispatch_method(op: &Op, w: &mut Writer) {
-    let try_name = format!("try_{}", op.name);
+    let try_name = names::try_fn(&op.name);
     w.doc(&[format!(
         "Routes like [`{try_name}`], and panics with its error."
     )]);
@@ -84,7 +94,7 @@ fn dispatch_method(op: &Op, w: &mut Writer) {
         ),
     ));
     w.line(forward_call(
-        &format!("{}::<rt::Panic>", route_fn_name(op)),
+        &format!("self::{}::<rt::Panic>", names::route_fn(&op.name)),
         op,
     ));
     w.close("}");
@@ -110,15 +120,15 @@ fn unwrap_input(name: &str, t: &TensorArg, w: &mut Writer) {
     };
     let label = string_literal(name);
     match t.container {
-        Container::One => w.line(format!("let {name} = B::{func}(route, {label}, {name});")),
+        Container::One => w.line(format!("let {name} = B::{func}({ROUTE}, {label}, {name});")),
         Container::Option => w.line(format!(
-            "let {name} = {name}.map(|t| B::{func}(route, {label}, t));"
+            "let {name} = {name}.map(|t| B::{func}({ROUTE}, {label}, t));"
         )),
         Container::Vec => {
             w.line(format!("let {name} = {name}"));
             w.indent();
             w.line(".into_iter()");
-            w.line(format!(".map(|t| B::{func}(route, {label}, t))"));
+            w.line(format!(".map(|t| B::{func}({ROUTE}, {label}, t))"));
             w.line(".collect::<Vec<_>>();");
             w.dedent();
         }
@@ -200,21 +210,21 @@ fn plan_inputs(op: &Op) -> Doc {
 fn wrap_output(t: &TensorArg, value: Doc) -> Doc {
     let f = format!("B::{}_out", kind_fn(t.kind));
     match t.container {
-        Container::One => cat([f.into(), parens([Doc::from("route"), value])]),
-        Container::Option => cat([value, format!(".map(|t| {f}(route, t))").into()]),
+        Container::One => cat([f.into(), parens([Doc::from(ROUTE), value])]),
+        Container::Option => cat([value, format!(".map(|t| {f}({ROUTE}, t))").into()]),
         Container::Vec => cat([
             value,
-            format!(".into_iter().map(|t| {f}(route, t)).collect()").into(),
+            format!(".into_iter().map(|t| {f}({ROUTE}, t)).collect()").into(),
         ]),
     }
 }
 
 /// An op's public `try_` function and the private `route_` function behind it and the
-/// panicking `Dispatch` method, with its nested `run` (the generic kernel call) and `planned`
+/// panicking `Dispatch` method, with its nested `__run` (the generic kernel call) and `__planned`
 /// (the full planner's path).
 fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
-    let try_name = format!("try_{}", op.name);
-    let route_name = route_fn_name(op);
+    let try_name = names::try_fn(&op.name);
+    let route_name = names::route_fn(&op.name);
     let policy = match op.policy {
         Policy::Differentiable => "rt::Policy::Differentiable",
         Policy::Detach => "rt::Policy::Detach",
@@ -248,7 +258,10 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         dispatch_params.clone(),
         format!(" -> {result} {{"),
     ));
-    w.line(forward_call(&format!("{route_name}::<rt::Fallible>"), op));
+    w.line(forward_call(
+        &format!("self::{route_name}::<rt::Fallible>"),
+        op,
+    ));
     w.close("}");
 
     w.blank();
@@ -259,7 +272,9 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     ];
     if planning.is_some() {
         doc[1].push_str(" Inlined into both, the common call writes its outputs straight into");
-        doc.push("theirs; the rest of the routing is `planned`, out of line.".to_owned());
+        doc.push(format!(
+            "theirs; the rest of the routing is `{PLANNED}`, out of line."
+        ));
     }
     w.doc(&doc);
     allow_complex_output(&op.output, w);
@@ -280,11 +295,15 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         .backends
         .iter()
         .map(|b| {
-            let compiled = match &b.cfg {
-                Some(meta) => format!("cfg!({meta})"),
-                None => "true".to_owned(),
+            let (compiled, text) = match &b.cfg {
+                Some(meta) => (format!("cfg!({meta})"), string_literal(meta)),
+                None => ("true".to_owned(), "\"\"".to_owned()),
             };
-            Doc::from(format!("(rt::BackendId::{}, {compiled})", b.name.as_str()))
+            parens([
+                format!("rt::BackendId::{}", b.name.as_str()),
+                compiled,
+                text,
+            ])
         })
         .collect();
     let autodiff = if op.policy == Policy::Differentiable {
@@ -293,7 +312,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         "false".to_owned()
     };
     w.line(cat([
-        "static OP: rt::OpInfo = rt::OpInfo::new".into(),
+        format!("static {OP_INFO}: rt::OpInfo = rt::OpInfo::new").into(),
         parens([
             string_literal(&op.name).into(),
             Doc::from(policy),
@@ -301,6 +320,8 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
             string_literal(&op.backends_location).into(),
             cat(["&".into(), list("[", backends, "]")]),
             autodiff.into(),
+            string_literal(&ir.autodiff_cfg).into(),
+            "env!(\"CARGO_PKG_NAME\")".into(),
         ]),
         ";".into(),
     ]));
@@ -319,18 +340,13 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         .map(|i| input_type(&i.arg, "B").into())
         .collect();
     let kernel_type = cat([
-        "kernel: impl FnOnce".into(),
+        format!("{KERNEL}: impl FnOnce").into(),
         list("(", kernel_params, ")"),
         returns(&op.output, &output_type(&op.output, "B")).into(),
     ]);
-    let mut run_params = vec![
-        Doc::from(if uses_route {
-            "route: &rt::Route"
-        } else {
-            "_route: &rt::Route"
-        }),
-        kernel_type,
-    ];
+    // (`__route` is unused when nothing is unwrapped; its `_` prefix says so.)
+    let _ = uses_route;
+    let mut run_params = vec![Doc::from(format!("{ROUTE}: &rt::Route")), kernel_type];
     run_params.extend(dispatch_params.iter().cloned());
     // An op with no tensor and no device in its signature runs the same on every backend: its
     // `run` needs no backend parameter.
@@ -346,11 +362,10 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     };
     w.open(signature(
         if generic {
-            "fn run<B: rt::Lane>"
+            format!("fn {RUN}<B: rt::Lane>")
         } else {
-            "fn run"
-        }
-        .to_owned(),
+            format!("fn {RUN}")
+        },
         run_params,
         run_returns,
     ));
@@ -360,12 +375,12 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     if let Some(device) = op.device_input() {
         let id = &device.name;
         w.line(format!(
-            "let {id} = B::device(route, {}, {id});",
+            "let {id} = B::device({ROUTE}, {}, {id});",
             string_literal(id)
         ));
     }
     let call = cat([
-        "kernel".into(),
+        KERNEL.into(),
         list(
             "(",
             op.inputs
@@ -383,7 +398,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         Output::Plain(_) => w.line(call),
         Output::Tensor(t) => w.line(wrap_output(t, call)),
         Output::Tuple(_) => {
-            let (pat, wrapped) = convert_output(&op.output, "out", &wrap_output);
+            let (pat, wrapped) = convert_output(&op.output, OUT, &wrap_output);
             w.line(cat(["let ".into(), pat, " = ".into(), call, ";".into()]));
             w.line(wrapped);
         }
@@ -397,14 +412,14 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     let run_call = |lane: &str, trait_name: &str| {
         cat([
             if generic {
-                format!("run::<{lane}>")
+                format!("{RUN}::<{lane}>")
             } else {
-                "run".to_owned()
+                RUN.to_owned()
             }
             .into(),
             parens(
                 [
-                    "&route".to_owned(),
+                    format!("&{ROUTE}"),
                     format!("<{lane} as {trait_name}>::{}", op.name),
                 ]
                 .into_iter()
@@ -430,20 +445,25 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         ]);
     }
     w.open(signature(
-        "fn planned".to_owned(),
+        format!("fn {PLANNED}"),
         dispatch_params,
         format!(" -> {result} {{"),
     ));
     let plan = match &planning {
         Some((_, plan)) => plan.clone(),
-        None => format!(
-            "rt::Route::fixed(&OP, rt::BackendId::{})",
-            op.backends[0].name.as_str()
-        )
-        .into(),
+        None => {
+            let RouteBy::Fixed(backend) = op.route_by else {
+                unreachable!("only a fixed route has no planner")
+            };
+            format!(
+                "rt::Route::fixed(&{OP_INFO}, rt::BackendId::{})",
+                backend.as_str()
+            )
+            .into()
+        }
     };
-    w.line(cat(["let route = ".into(), plan, "?;".into()]));
-    w.open(format!("{open_match}match route.target() {{"));
+    w.line(cat([format!("let {ROUTE} = ").into(), plan, "?;".into()]));
+    w.open(format!("{open_match}match {ROUTE}.target() {{"));
     full_arms(ir, op, w, &run_call);
     w.close(close_match);
     w.close("}");
@@ -451,7 +471,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     let Some((plain, _)) = planning else {
         w.line(cat([
             "F::result".into(),
-            parens([forward_call("planned", op)]),
+            parens([forward_call(PLANNED, op)]),
         ]));
         w.close("}");
         return;
@@ -461,72 +481,74 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     w.open(cat(["match ".into(), plain, " {".into()]));
     // A unit `run` returns the `Result` itself.
     w.open(format!(
-        "Some(route) => F::{}(match route.backend() {{",
+        "Some({ROUTE}) => F::{}(match {ROUTE}.backend() {{",
         if unit { "result" } else { "ok" }
     ));
     for backend in &op.backends {
         concrete_arm(&group.name, backend, w, &run_call, "rt::BackendId::{}");
     }
-    w.line("_ => route.unrouted(),");
+    w.line(format!("_ => {ROUTE}.unrouted(),"));
     w.close("}),");
     w.line(cat([
         "None => F::result".into(),
-        parens([forward_call("planned", op)]),
+        parens([forward_call(PLANNED, op)]),
         ",".into(),
     ]));
     w.close("}");
     w.close("}");
 }
 
-/// The private function that routes an op for both error strategies.
-fn route_fn_name(op: &Op) -> String {
-    format!("route_{}", op.name)
-}
-
-/// The fast planner's call and the full planner's, for an op with a tensor or device input.
+/// The fast planner's call and the full planner's, for an op routed by a tensor or device
+/// input (`None` for an op with a fixed backend).
 fn planning(op: &Op) -> Option<(Doc, Doc)> {
-    if op.tensor_inputs().next().is_some() {
-        let inputs = plan_inputs(op);
-        Some(match op.device_input() {
-            Some(device) => (
+    let info = format!("&{OP_INFO}");
+    let device = || {
+        op.device_input()
+            .map(|d| d.name.as_str())
+            .unwrap_or_default()
+    };
+    match op.route_by {
+        RouteBy::Tensors => {
+            let inputs = plan_inputs(op);
+            Some((
+                cat([
+                    "rt::Route::plain".into(),
+                    parens([Doc::from(info.as_str()), inputs.clone()]),
+                ]),
+                cat([
+                    "rt::Route::plan".into(),
+                    parens([Doc::from(info.as_str()), inputs]),
+                ]),
+            ))
+        }
+        RouteBy::TensorsAndDevice => {
+            let inputs = plan_inputs(op);
+            Some((
                 cat([
                     "rt::Route::plain_with_device".into(),
-                    parens([
-                        Doc::from("&OP"),
-                        inputs.clone(),
-                        device.name.as_str().into(),
-                    ]),
+                    parens([Doc::from(info.as_str()), inputs.clone(), device().into()]),
                 ]),
                 cat([
                     "rt::Route::plan_with_device".into(),
                     parens([
-                        Doc::from("&OP"),
+                        Doc::from(info.as_str()),
                         inputs,
-                        string_literal(&device.name).into(),
-                        device.name.as_str().into(),
+                        string_literal(device()).into(),
+                        device().into(),
                     ]),
                 ]),
-            ),
-            None => (
-                cat([
-                    "rt::Route::plain".into(),
-                    parens([Doc::from("&OP"), inputs.clone()]),
-                ]),
-                cat(["rt::Route::plan".into(), parens([Doc::from("&OP"), inputs])]),
-            ),
-        })
-    } else {
-        op.device_input().map(|device| {
-            (
-                format!("rt::Route::plain_device(&OP, {})", device.name).into(),
-                format!(
-                    "rt::Route::plan_device(&OP, {}, {})",
-                    string_literal(&device.name),
-                    device.name
-                )
-                .into(),
+            ))
+        }
+        RouteBy::Device => Some((
+            format!("rt::Route::plain_device({info}, {})", device()).into(),
+            format!(
+                "rt::Route::plan_device({info}, {}, {})",
+                string_literal(device()),
+                device()
             )
-        })
+            .into(),
+        )),
+        RouteBy::Fixed(_) => None,
     }
 }
 
@@ -567,8 +589,8 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
         }
     }
     // Planning refuses every other backend and mode with the error that names the routing
-    // input (`OP` lists the compiled arms).
-    w.line("_ => route.unrouted(),");
+    // input (`__OP` lists the compiled arms).
+    w.line(format!("_ => {ROUTE}.unrouted(),"));
 }
 
 /// The arm that calls `backend`'s concrete kernel, under the backend's cfg; `pattern` names the

@@ -91,10 +91,11 @@ pub fn skeleton(ir: &Ir, config: &EmitConfig) -> String {
 /// `use <runtime> as rt;` (or `use <runtime>;` when it already ends in `rt`).
 fn use_runtime(config: &EmitConfig) -> String {
     let path = &config.runtime;
-    if path == "rt" || path.ends_with("::rt") {
+    let rt = crate::names::RUNTIME;
+    if path == rt || path.ends_with(&format!("::{rt}")) {
         format!("use {path};")
     } else {
-        format!("use {path} as rt;")
+        format!("use {path} as {rt};")
     }
 }
 

@@ -6,14 +6,15 @@ use super::{
     op_docs, returns, signature, through_container, use_runtime,
 };
 use crate::ir::{Arg, Container, Ir, Op, Output, Rank, TensorArg, TensorKind};
+use crate::names::{self, DISPATCH_MODULE, OUT};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     w.line(use_runtime(config));
     let dispatch = &config.dispatch_module;
-    if dispatch == "dispatch" || dispatch.ends_with("::dispatch") {
+    if dispatch == DISPATCH_MODULE || dispatch.ends_with(&format!("::{DISPATCH_MODULE}")) {
         w.line(format!("use {dispatch};"));
     } else {
-        w.line(format!("use {dispatch} as dispatch;"));
+        w.line(format!("use {dispatch} as {DISPATCH_MODULE};"));
     }
     // The panicking functions call the `Dispatch` trait methods.
     let module = &config.trait_module;
@@ -27,7 +28,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
 
 fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     let name = &op.name;
-    let try_name = format!("try_{name}");
+    let try_name = names::try_fn(name);
     let generics: Vec<String> = const_generics(op)
         .into_iter()
         .map(|g| format!("const {g}: usize"))
@@ -94,7 +95,7 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         params,
         format!(" -> Result<{out_ty}, rt::RouteError> {{"),
     ));
-    let call = dispatch_call(op, &format!("dispatch::{try_name}"));
+    let call = dispatch_call(op, &format!("{DISPATCH_MODULE}::{try_name}"));
     if matches!(op.output, Output::Plain(_)) {
         // A plain value crosses unchanged: the dispatch result is the result.
         w.line(call);
@@ -124,7 +125,7 @@ fn convert_outputs(op: &Op, value: Doc, ok: bool, w: &mut Writer) {
         Output::Plain(_) => w.line(finish(value)),
         Output::Tensor(t) => w.line(finish(from_dispatch(t, value))),
         Output::Tuple(_) => {
-            let (pat, expr) = convert_output(&op.output, "out", &from_dispatch);
+            let (pat, expr) = convert_output(&op.output, OUT, &from_dispatch);
             w.line(cat(["let ".into(), pat, " = ".into(), value, ";".into()]));
             w.line(finish(expr));
         }

@@ -1,167 +1,161 @@
-//! [`Manifest`] → [`Ir`]: every semantic rule, all problems collected before failing.
+//! Lowering: each manifest value to its IR form. A value that cannot be lowered is reported
+//! here, with its position; what relates values to each other is in [`super::rules`].
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use super::Options;
+use super::text;
+use super::types::{self, Position};
 use crate::canon::{cfg_text, path_text, type_text};
 use crate::diag::{Diagnostic, LineIndex, did_you_mean};
 use crate::ir::{
-    Arg, Backend, BackendName, Container, Input, Ir, Op, Output, Policy, Rank, TensorArg,
+    Arg, Backend, BackendName, Container, Input, Ir, Op, Output, Policy, Rank, RouteBy, TensorArg,
     TensorKind, TraitGroup,
 };
 use crate::model::{ArgSpec, BackendSpec, Dims, Manifest, OpSpec, OutputSpec, Sp, TensorSpec};
-
-/// Parameter names the generated routing code uses for itself.
-pub const RESERVED_INPUT_NAMES: &[&str] = &["route", "kernel", "run", "planned", "OP"];
+use crate::names::{self, NameKind};
 
 const POLICIES: &[&str] = &["differentiable", "detach", "reject"];
 const KINDS: &[&str] = &["float", "int", "bool", "quantized"];
 const CONTAINERS: &[&str] = &["option", "vec"];
-const DEFAULT_AUTODIFF_CFG: &str = "feature = \"autodiff\"";
 
-/// Checks `manifest` and lowers it. `manifest_name` is how runtime messages name the file;
-/// `source` is its text (for line numbers).
-pub fn validate(
-    manifest: &Manifest,
-    manifest_name: &str,
+/// The lowered `[routing]` table.
+#[derive(Clone, Debug)]
+pub(super) struct Routing {
+    pub trait_name: String,
+    pub autodiff_trait: String,
+    pub autodiff_cfg: String,
+    pub backends: Vec<Backend>,
+}
+
+/// What lowering produced: the routing table and every op that lowered, with its spec.
+pub(super) struct Lowered<'m> {
+    pub routing: Option<Routing>,
+    /// Where the main trait's name comes from (the manifest key or the builder option), for
+    /// rules about generated names.
+    pub trait_key: (Range<usize>, String),
+    pub defaults: Vec<Backend>,
+    pub ops: Vec<(&'m OpSpec, Op)>,
+    pub diags: Vec<Diagnostic>,
+    /// Whether every op lowered (a failed one may have been reported by parsing).
+    pub complete: bool,
+}
+
+/// Lowers everything that can be lowered, reporting the rest.
+pub(super) fn lower<'m>(
+    manifest: &'m Manifest,
+    options: &Options<'_>,
     source: &str,
-) -> Result<Ir, Vec<Diagnostic>> {
-    let mut v = Validator {
+    lines: &LineIndex,
+) -> Lowered<'m> {
+    let mut v = Lowerer {
         diags: Vec::new(),
         backend_cfgs: BTreeMap::new(),
+        source,
     };
     let routing = &manifest.routing;
-    let lines = LineIndex::new(source);
-
-    let trait_name = routing
+    let trait_span = routing
         .trait_name
         .as_ref()
-        .and_then(|n| v.ident(n, "routing.trait", "a trait name such as \"RoutedOps\""));
-    let autodiff_trait = match &routing.autodiff_trait {
-        Some(n) => v.ident(
-            n,
-            "routing.autodiff_trait",
-            "a trait name such as \"RoutedOpsAutodiff\"",
+        .map_or(routing.span.clone(), |t| t.span.clone());
+    let (trait_name, trait_key) = match options.trait_name {
+        // The builder's override meets the same rules as the manifest's value; its problems
+        // point at `routing.trait`, which it replaces.
+        Some(name) => (
+            v.name(
+                &Sp::new(name.to_owned(), trait_span.clone()),
+                NameKind::Trait,
+                "Builder::trait_name",
+            ),
+            "Builder::trait_name",
         ),
-        None => trait_name.as_ref().map(|t| format!("{t}Autodiff")),
+        None => (
+            routing
+                .trait_name
+                .as_ref()
+                .and_then(|n| v.name(n, NameKind::Trait, "routing.trait")),
+            "routing.trait",
+        ),
     };
-    if let (Some(t), Some(a)) = (&trait_name, &routing.autodiff_trait)
-        && *t == a.value
-    {
-        v.push(
-            Diagnostic::new(
-                a.span.clone(),
-                "routing.autodiff_trait",
-                "`autodiff_trait` must differ from `trait`",
-            )
-            .help(format!(
-                "rename it, e.g. `autodiff_trait = \"{t}Autodiff\"`, or remove the key to use that default"
-            )),
-        );
-    }
+    let autodiff_trait = match &routing.autodiff_trait {
+        Some(n) => v.name(n, NameKind::Trait, "routing.autodiff_trait"),
+        None => trait_name.as_deref().map(names::autodiff_trait),
+    };
     let autodiff_cfg = match &routing.autodiff_cfg {
         Some(cfg) => v.cfg(cfg, "routing.autodiff_cfg"),
-        None => Some(DEFAULT_AUTODIFF_CFG.to_owned()),
+        None => Some(names::AUTODIFF_CFG.to_owned()),
     };
-
-    let backends = routing
+    let defaults = routing
         .backends
         .as_ref()
         .map(|b| v.backends(b, "routing.backends", &[]))
         .unwrap_or_default();
-    let backends_location = routing.backends.as_ref().map_or_else(
-        || format!("{manifest_name}:1"),
-        |b| format!("{manifest_name}:{}", lines.line(b.span.start)),
+    let defaults_location = routing.backends.as_ref().map_or_else(
+        || format!("{}:1", options.manifest_name),
+        |b| format!("{}:{}", options.manifest_name, lines.line(b.span.start)),
     );
-
-    let mut seen: BTreeMap<String, Range<usize>> = BTreeMap::new();
+    let cx = OpContext {
+        defaults: &defaults,
+        defaults_location: &defaults_location,
+        manifest_name: options.manifest_name,
+        lines,
+    };
     let mut ops = Vec::new();
+    let mut complete = true;
     for spec in &manifest.ops {
-        if let Some(name) = &spec.name {
-            if let Some(first) = seen.get(&name.value) {
-                let line = lines.line(first.start);
-                v.push(
-                    Diagnostic::new(
-                        name.span.clone(),
-                        format!("op[{}].name", spec.index),
-                        format!(
-                            "duplicate op name `{}` (first declared on line {line})",
-                            name.value
-                        ),
-                    )
-                    .help(
-                        "rename one of the ops; op names become trait methods and must be unique",
-                    ),
-                );
-            } else {
-                seen.insert(name.value.clone(), name.span.clone());
-            }
-        }
-        let context = OpContext {
-            defaults: &backends,
-            defaults_location: &backends_location,
-            manifest_name,
-            lines: &lines,
-        };
-        if let Some(op) = v.op(spec, &context) {
-            ops.push(op);
+        match v.op(spec, &cx) {
+            Some(op) => ops.push((spec, op)),
+            None => complete = false,
         }
     }
-    // `try_x` is generated for every op `x`; an op literally named `try_x` would collide.
-    for spec in &manifest.ops {
-        if let Some(name) = &spec.name
-            && let Some(base) = name.value.strip_prefix("try_")
-            && seen.contains_key(base)
-        {
-            v.push(
-                Diagnostic::new(
-                    name.span.clone(),
-                    format!("op[{}].name", spec.index),
-                    format!(
-                        "op name `{}` collides with the generated `try_{base}` of op `{base}`",
-                        name.value
-                    ),
-                )
-                .help(
-                    "choose a name that does not start with `try_` followed by another op's name",
-                ),
-            );
-        }
+    let routing = match (trait_name, autodiff_trait, autodiff_cfg) {
+        (Some(trait_name), Some(autodiff_trait), Some(autodiff_cfg)) => Some(Routing {
+            trait_name,
+            autodiff_trait,
+            autodiff_cfg,
+            backends: defaults.clone(),
+        }),
+        _ => None,
+    };
+    Lowered {
+        routing,
+        trait_key: (trait_span, trait_key.to_owned()),
+        defaults,
+        ops,
+        diags: v.diags,
+        complete,
     }
+}
 
-    v.diags
-        .sort_by(|a, b| (a.span.start, &a.key).cmp(&(b.span.start, &b.key)));
-    match (trait_name, autodiff_trait, autodiff_cfg) {
-        (Some(trait_name), Some(autodiff_trait), Some(autodiff_cfg)) if v.diags.is_empty() => {
-            let groups = assign_groups(&mut ops, &backends, &trait_name, &autodiff_trait);
-            let ir = Ir {
-                manifest_name: manifest_name.to_owned(),
-                trait_name,
-                autodiff_trait,
-                autodiff_cfg,
-                backends,
-                ops,
-                groups,
-            };
-            let span = routing
-                .trait_name
-                .as_ref()
-                .map_or(routing.span.clone(), |t| t.span.clone());
-            match generated_name_clash(&ir) {
-                Some(clash) => Err(vec![
-                    Diagnostic::new(span, "routing.trait", format!("the generated code would define `{clash}` twice"))
-                        .help("rename `trait` or `autodiff_trait` so the traits named after them (`...Autodiff`, `...Composite`, `...<Backends>`) and the `Autodiff<Backend>`/`Balanced<Backend>` aliases stay distinct"),
-                ]),
-                None => Ok(ir),
-            }
-        }
-        // A missing value with no diagnostic here was already reported by parsing.
-        _ => Err(v.diags),
+/// The IR of a manifest that passed every rule.
+pub(super) fn finish(
+    routing: Routing,
+    ops: Vec<(&OpSpec, Op)>,
+    options: &Options<'_>,
+    defaults: Vec<Backend>,
+) -> Ir {
+    let mut ops: Vec<Op> = ops.into_iter().map(|(_, op)| op).collect();
+    let groups = assign_groups(
+        &mut ops,
+        &defaults,
+        &routing.trait_name,
+        &routing.autodiff_trait,
+    );
+    Ir {
+        manifest_name: options.manifest_name.to_owned(),
+        trait_name: routing.trait_name,
+        autodiff_trait: routing.autodiff_trait,
+        autodiff_cfg: routing.autodiff_cfg,
+        backends: routing.backends,
+        ops,
+        groups,
     }
 }
 
 /// Puts every op in its trait: one per (backend list, composite) pair, in order of first use.
-fn assign_groups(
+/// Each op's `group` is set to its trait's index.
+pub(super) fn assign_groups(
     ops: &mut [Op],
     defaults: &[Backend],
     trait_name: &str,
@@ -175,19 +169,12 @@ fn assign_groups(
     for op in ops.iter_mut() {
         let key = (names(&op.backends), op.composite.is_some());
         let index = keys.iter().position(|k| *k == key).unwrap_or_else(|| {
-            let mut name = trait_name.to_owned();
-            if key.0 != default_names {
-                for backend in &op.backends {
-                    name.push_str(backend.name.as_str());
-                }
-            }
-            if key.1 {
-                name.push_str("Composite");
-            }
+            let own = (key.0 != default_names).then_some(key.0.as_slice());
+            let name = names::group_trait(trait_name, own, key.1);
             let autodiff_name = if name == trait_name {
                 autodiff_trait.to_owned()
             } else {
-                format!("{name}Autodiff")
+                names::autodiff_trait(&name)
             };
             groups.push(TraitGroup {
                 name,
@@ -203,40 +190,7 @@ fn assign_groups(
     groups
 }
 
-/// A name the generated modules would define twice, if any: the traits, the autodiff aliases
-/// of the dispatch module, and its `rt` import.
-fn generated_name_clash(ir: &Ir) -> Option<String> {
-    let mut names: Vec<String> = vec!["rt".to_owned()];
-    for (index, group) in ir.groups.iter().enumerate() {
-        names.push(group.name.clone());
-        if ir.needs_autodiff_trait(index) {
-            names.push(group.autodiff_name.clone());
-        }
-    }
-    // One pair of aliases per backend that serves a differentiable op.
-    let mut aliases: Vec<String> = Vec::new();
-    for op in ir
-        .ops
-        .iter()
-        .filter(|op| op.policy == Policy::Differentiable)
-    {
-        for backend in &op.backends {
-            for alias in [
-                format!("Autodiff{}", backend.name.as_str()),
-                format!("Balanced{}", backend.name.as_str()),
-            ] {
-                if !aliases.contains(&alias) {
-                    aliases.push(alias);
-                }
-            }
-        }
-    }
-    names.extend(aliases);
-    let mut seen = std::collections::BTreeSet::new();
-    names.into_iter().find(|n| !seen.insert(n.clone()))
-}
-
-/// Manifest-wide facts an op needs while it is validated.
+/// Manifest-wide facts an op needs while it is lowered.
 struct OpContext<'a> {
     defaults: &'a [Backend],
     defaults_location: &'a str,
@@ -278,55 +232,55 @@ fn check_cfg_shape(meta: &syn::Meta) -> syn::Result<()> {
             let nested = list.parse_args_with(
                 syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
             )?;
+            if name == "not" && nested.len() != 1 {
+                return Err(syn::Error::new_spanned(
+                    list,
+                    "`not` takes exactly one predicate",
+                ));
+            }
             nested.iter().try_for_each(check_cfg_shape)
         }
     }
 }
 
-/// Identifiers in a type (or any tokens).
-fn idents_in(tokens: proc_macro2::TokenStream, out: &mut Vec<String>) {
-    for tree in tokens {
-        match tree {
-            proc_macro2::TokenTree::Ident(id) => out.push(id.to_string()),
-            proc_macro2::TokenTree::Group(g) => idents_in(g.stream(), out),
-            _ => {}
-        }
-    }
-}
-
-struct Validator {
+struct Lowerer<'s> {
     diags: Vec<Diagnostic>,
     /// The cfg each backend was first given: one backend, one cfg.
     backend_cfgs: BTreeMap<BackendName, String>,
+    source: &'s str,
 }
 
-/// Whether `s` is a Rust identifier that is not a keyword (raw identifiers are not accepted).
-pub fn is_plain_ident(s: &str) -> bool {
-    syn::parse_str::<syn::Ident>(s).is_ok()
-}
-
-impl Validator {
+impl Lowerer<'_> {
     fn push(&mut self, d: Diagnostic) {
         self.diags.push(d);
     }
 
-    fn ident(&mut self, name: &Sp<String>, key: &str, example: &str) -> Option<String> {
-        if is_plain_ident(&name.value) {
+    /// A manifest name, checked as what Rust will see ([`names::problem`]).
+    fn name(&mut self, name: &Sp<String>, kind: NameKind, key: &str) -> Option<String> {
+        let Some(problem) = names::problem(&name.value, kind) else {
             return Some(name.value.clone());
-        }
-        let why = if syn::parse_str::<syn::Ident>(&format!("r#{}", name.value)).is_ok()
-            || ["self", "Self", "crate", "super"].contains(&name.value.as_str())
-        {
-            "is a Rust keyword"
-        } else {
-            "is not a Rust identifier"
+        };
+        let what = match kind {
+            NameKind::Op => "op name",
+            NameKind::Input => "input name",
+            NameKind::Trait => "trait name",
+            NameKind::Rank => "rank name",
+        };
+        let help = match names::suggestion(&name.value, kind) {
+            Some(s) => format!("did you mean `{s}`? names are {}", kind.convention()),
+            None => format!(
+                "use a name in {}, not a keyword, not starting with `{}`",
+                kind.convention(),
+                names::RESERVED_PREFIX
+            ),
         };
         self.push(
-            Diagnostic::new(name.span.clone(), key, format!("`{}` {why}", name.value)).help(
-                format!(
-                    "use {example}: letters, digits and `_`, not starting with a digit, not a keyword"
-                ),
-            ),
+            Diagnostic::new(
+                name.span.clone(),
+                key,
+                format!("{what} `{}` {problem}", name.value.escape_debug()),
+            )
+            .help(help),
         );
         None
     }
@@ -388,7 +342,7 @@ impl Validator {
                     Diagnostic::new(
                         spec.name.span.clone(),
                         key,
-                        format!("unknown backend `{}`", spec.name.value),
+                        format!("unknown backend `{}`", spec.name.value.escape_debug()),
                     )
                     .help(help),
                 );
@@ -429,7 +383,8 @@ impl Validator {
                     None => continue,
                 },
                 (None, Some(b)) => b.cfg.clone(),
-                (None, None) => None,
+                // A backend only some builds of burn-route have is compiled in with it.
+                (None, None) => names::backend_cfg(name).map(str::to_owned),
             };
             let cfg_text = cfg.clone().unwrap_or_default();
             match self.backend_cfgs.get(&name) {
@@ -469,7 +424,7 @@ impl Validator {
                     Diagnostic::new(
                         p.span.clone(),
                         format!("{path}.autodiff"),
-                        format!("unknown autodiff policy `{other}`"),
+                        format!("unknown autodiff policy `{}`", other.escape_debug()),
                     )
                     .help(help),
                 );
@@ -486,38 +441,22 @@ impl Validator {
         let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
         for (i, input) in list.value.iter().enumerate() {
             let key = format!("{path}.inputs[{i}]");
-            let name = input.name.as_ref().and_then(|n| {
-                self.ident(
-                    n,
-                    &format!("{key}.name"),
-                    "a snake_case name such as \"lhs\"",
-                )
-            });
-            if let (Some(n), Some(sp)) = (&name, &input.name) {
-                if RESERVED_INPUT_NAMES.contains(&n.as_str()) {
-                    self.push(
-                        Diagnostic::new(
-                            sp.span.clone(),
-                            format!("{key}.name"),
-                            format!("input name `{n}` is reserved by the generated routing code"),
-                        )
-                        .help(format!(
-                            "rename the input; reserved names: {}",
-                            RESERVED_INPUT_NAMES.join(", ")
-                        )),
-                    );
-                    ok = false;
-                } else if seen.insert(sp.value.as_str(), ()).is_some() {
-                    self.push(
-                        Diagnostic::new(
-                            sp.span.clone(),
-                            format!("{key}.name"),
-                            format!("duplicate input name `{n}`"),
-                        )
-                        .help("give every input of an op a distinct name"),
-                    );
-                    ok = false;
-                }
+            let name = input
+                .name
+                .as_ref()
+                .and_then(|n| self.name(n, NameKind::Input, &format!("{key}.name")));
+            if let (Some(n), Some(sp)) = (&name, &input.name)
+                && seen.insert(sp.value.as_str(), ()).is_some()
+            {
+                self.push(
+                    Diagnostic::new(
+                        sp.span.clone(),
+                        format!("{key}.name"),
+                        format!("duplicate input name `{n}`"),
+                    )
+                    .help("give every input of an op a distinct name"),
+                );
+                ok = false;
             }
             let arg = input.ty.as_ref().and_then(|ty| self.arg(ty, &key));
             match (name, arg) {
@@ -542,120 +481,112 @@ impl Validator {
         ok.then_some(inputs)
     }
 
-    /// Names that generated code puts in scope next to the op's own: input names must not
-    /// shadow them, and plain types must not depend on them (each level of the generated API
-    /// has different generics in scope).
-    fn scoped_names(
+    /// Plain types, checked as they appear in every generated signature: in scope in the
+    /// generated modules, sized, and with no lifetime or generic that a signature lacks.
+    fn plain_types(
         &mut self,
         spec: &OpSpec,
         path: &str,
-        op: &str,
         inputs: &[Input],
         output: &Output,
     ) -> bool {
-        fn ranks(out: &Output, acc: &mut Vec<String>) {
-            match out {
-                Output::Tensor(TensorArg {
-                    rank: Rank::Generic(g),
-                    ..
-                }) => acc.push(g.clone()),
-                Output::Tuple(items) => items.iter().for_each(|o| ranks(o, acc)),
-                _ => {}
+        let mut ranks: Vec<String> = Vec::new();
+        for (_, t) in inputs.iter().filter_map(|i| match &i.arg {
+            Arg::Tensor(t) => Some((i, t)),
+            _ => None,
+        }) {
+            if let Rank::Generic(g) = &t.rank {
+                ranks.push(g.clone());
             }
         }
-        let mut generics: Vec<String> = Vec::new();
-        for input in inputs {
-            if let Arg::Tensor(TensorArg {
-                rank: Rank::Generic(g),
-                ..
-            }) = &input.arg
-            {
-                generics.push(g.clone());
-            }
-        }
-        ranks(output, &mut generics);
+        output_ranks(output, &mut ranks);
+        let mut ok = true;
         let specs = spec
             .inputs
             .as_ref()
             .map(|l| l.value.as_slice())
             .unwrap_or_default();
-        let mut ok = true;
-        for (i, input) in inputs.iter().enumerate() {
-            let span = specs
-                .get(i)
-                .and_then(|s| s.name.as_ref())
-                .map_or(spec.span.clone(), |n| n.span.clone());
-            let key = format!("{path}.inputs[{i}].name");
-            let name = input.name.as_str();
-            let problem = if name.starts_with(|c: char| c.is_ascii_uppercase()) {
-                Some(format!(
-                    "input name `{name}` starts with an uppercase letter, which Rust reads as a type, constant or variant"
-                ))
-            } else if name == format!("route_{op}") {
-                Some(format!(
-                    "input name `{name}` is the op's own generated `route_` function"
-                ))
-            } else if name == "_route" {
-                Some(format!(
-                    "input name `{name}` is reserved by the generated routing code"
-                ))
-            } else {
-                None
-            };
-            if let Some(problem) = problem {
-                self.push(
-                    Diagnostic::new(span, key, problem)
-                        .help("use a snake_case input name such as `x` or `values`"),
+        for (i, spec_input) in specs.iter().enumerate() {
+            if let Some(ArgSpec::Plain(ty)) = &spec_input.ty {
+                ok &= self.plain_type(
+                    ty,
+                    &format!("{path}.inputs[{i}].type"),
+                    Position::Input,
+                    &ranks,
                 );
-                ok = false;
             }
         }
-        let plain_types = inputs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, input)| match &input.arg {
-                Arg::Plain(ty) => Some((
-                    format!("{path}.inputs[{i}].type"),
-                    specs.get(i).map_or(spec.span.clone(), |s| s.span.clone()),
-                    ty,
-                )),
-                _ => None,
-            });
-        for (key, span, ty) in plain_types {
-            let mut names = Vec::new();
-            idents_in(ty.parse().unwrap_or_default(), &mut names);
-            let bad = names
-                .iter()
-                .find(|n| generics.contains(n) || ["B", "Self", "impl"].contains(&n.as_str()));
-            if let Some(bad) = bad {
-                self.push(
-                    Diagnostic::new(span, key, format!("plain type `{ty}` uses `{bad}`, which is not in scope at every level of the generated API"))
-                        .help("use a concrete type (e.g. `Vec<usize>` instead of `[usize; D]`); rank generics exist only at the `Tensor<D>` level"),
-                );
-                ok = false;
-            }
+        if let Some(out) = &spec.output {
+            ok &= self.output_types(out, &format!("{path}.output"), &ranks);
         }
         ok
+    }
+
+    fn output_types(&mut self, out: &OutputSpec, key: &str, ranks: &[String]) -> bool {
+        match out {
+            OutputSpec::Single {
+                ty: ArgSpec::Plain(ty),
+                ..
+            } => self.plain_type(ty, &format!("{key}.type"), Position::Output, ranks),
+            OutputSpec::Single { .. } => true,
+            OutputSpec::Tuple { items, .. } => {
+                items.iter().enumerate().fold(true, |ok, (i, item)| {
+                    self.output_types(item, &format!("{key}[{i}]"), ranks) && ok
+                })
+            }
+        }
+    }
+
+    fn plain_type(
+        &mut self,
+        ty: &Sp<String>,
+        key: &str,
+        position: Position,
+        ranks: &[String],
+    ) -> bool {
+        let Ok(parsed) = syn::parse_str::<syn::Type>(&ty.value) else {
+            // Reported by `plain`.
+            return true;
+        };
+        match types::check(&parsed, position, ranks) {
+            Ok(()) => true,
+            Err(problem) => {
+                self.push(
+                    Diagnostic::new(
+                        ty.span.clone(),
+                        key,
+                        format!("plain type `{}` {}", type_text(&parsed), problem.message),
+                    )
+                    .help(problem.help),
+                );
+                false
+            }
+        }
     }
 
     fn composite(&mut self, spec: &OpSpec, path: &str) -> Result<Option<String>, ()> {
         let Some(c) = &spec.composite else {
             return Ok(None);
         };
-        match syn::parse_str::<syn::Path>(&c.value) {
-            Ok(p) => Ok(Some(path_text(&p))),
-            Err(err) => {
-                self.push(
-                    Diagnostic::new(
-                        c.span.clone(),
-                        format!("{path}.composite"),
-                        format!("`{}` is not a Rust path: {err}", c.value),
-                    )
-                    .help("name the function by its path, e.g. \"crate::composite::softplus\""),
-                );
-                Err(())
-            }
-        }
+        let key = format!("{path}.composite");
+        let problem = match syn::parse_str::<syn::Path>(&c.value) {
+            Err(err) => format!("is not a Rust path: {err}"),
+            Ok(p) => match types::function_path_problem(&p) {
+                None => return Ok(Some(path_text(&p))),
+                Some(problem) => problem,
+            },
+        };
+        self.push(
+            Diagnostic::new(
+                c.span.clone(),
+                key,
+                format!("composite `{}` {problem}", c.value.escape_debug()),
+            )
+            .help(
+                "name the function by its full path without generic arguments, e.g. \"crate::composite::softplus\"",
+            ),
+        );
+        Err(())
     }
 
     fn op(&mut self, spec: &OpSpec, cx: &OpContext<'_>) -> Option<Op> {
@@ -667,13 +598,10 @@ impl Validator {
             ),
             None => (cx.defaults.to_vec(), cx.defaults_location.to_owned()),
         };
-        let name = spec.name.as_ref().and_then(|n| {
-            self.ident(
-                n,
-                &format!("{path}.name"),
-                "a snake_case name such as \"add_relu\"",
-            )
-        });
+        let name = spec
+            .name
+            .as_ref()
+            .and_then(|n| self.name(n, NameKind::Op, &format!("{path}.name")));
         let policy = self.policy(spec, &path);
         let composite = self.composite(spec, &path);
         let inputs = self.inputs(spec, &path);
@@ -681,57 +609,22 @@ impl Validator {
             None => Some(Output::Unit),
             Some(out) => self.output(out, &format!("{path}.output")),
         };
-        let (name, policy, inputs, output) = (name?, policy?, inputs?, output?);
+        let doc = match &spec.doc {
+            None => Some(Vec::new()),
+            Some(doc) => match text::doc_lines(doc, self.source, &format!("{path}.doc")) {
+                Ok(lines) => Some(lines),
+                Err(d) => {
+                    self.push(d);
+                    None
+                }
+            },
+        };
+        let (name, policy, inputs, output, doc) = (name?, policy?, inputs?, output?, doc?);
         let composite = composite.ok()?;
-        if !self.scoped_names(spec, &path, &name, &inputs, &output) {
+        if !self.plain_types(spec, &path, &inputs, &output) {
             return None;
         }
-
-        let has_float = inputs
-            .iter()
-            .any(|i| matches!(&i.arg, Arg::Tensor(t) if t.kind == TensorKind::Float));
-        let has_tensor = inputs.iter().any(|i| matches!(i.arg, Arg::Tensor(_)));
-        if policy != Policy::Reject && !has_float {
-            let p = spec
-                .autodiff
-                .as_ref()
-                .expect("non-default policy is written");
-            self.push(
-                Diagnostic::new(
-                    p.span.clone(),
-                    format!("{path}.autodiff"),
-                    format!(
-                        "op `{name}` is `{}` but has no float tensor input, so autodiff never reaches it",
-                        policy.as_str()
-                    ),
-                )
-                .help(
-                    "remove `autodiff` (the default `reject` is exact here), or add a float tensor input",
-                ),
-            );
-            return None;
-        }
-        // (An empty or missing backend list is reported on its own.)
-        if !has_tensor && backends.len() > 1 {
-            let span = spec
-                .inputs
-                .as_ref()
-                .map_or(spec.span.clone(), |i| i.span.clone());
-            self.push(
-                Diagnostic::new(
-                    span,
-                    format!("{path}.inputs"),
-                    format!(
-                        "op `{name}` has no tensor input, so nothing tells which of the {} backends to run it on",
-                        backends.len()
-                    ),
-                )
-                .help(
-                    "add a tensor input to route by, or list exactly one backend (in the op's `backends` or in `routing.backends`)",
-                ),
-            );
-            return None;
-        }
+        let route_by = route_by(&inputs, &backends);
         let location_span = spec.autodiff.as_ref().map_or_else(
             || {
                 spec.name
@@ -741,11 +634,6 @@ impl Validator {
             |p| p.span.clone(),
         );
         let line = cx.lines.line(location_span.start);
-        let doc = spec
-            .doc
-            .as_ref()
-            .map(|d| d.value.lines().map(|l| l.trim_end().to_owned()).collect())
-            .unwrap_or_default();
         Some(Op {
             name,
             doc,
@@ -757,6 +645,7 @@ impl Validator {
             backends_location,
             group: 0,
             composite,
+            route_by,
         })
     }
 
@@ -776,7 +665,7 @@ impl Validator {
                     Diagnostic::new(
                         ty.span.clone(),
                         key,
-                        format!("`{}` is not a Rust type: {err}", ty.value),
+                        format!("`{}` is not a Rust type: {err}", ty.value.escape_debug()),
                     )
                     .help("write a Rust type such as \"f32\", \"usize\" or \"Option<u64>\""),
                 );
@@ -802,7 +691,7 @@ impl Validator {
                     Diagnostic::new(
                         t.kind.span.clone(),
                         format!("{key}.tensor"),
-                        format!("unknown tensor kind `{other}`"),
+                        format!("unknown tensor kind `{}`", other.escape_debug()),
                     )
                     .help(help),
                 );
@@ -810,16 +699,12 @@ impl Validator {
             }
         };
         let rank = match &t.dims {
-            None => Some(Rank::Generic("D".to_owned())),
+            None => Some(Rank::Generic(names::DEFAULT_RANK.to_owned())),
             Some(d) => match &d.value {
                 Dims::Generic(name) => {
                     let sp = Sp::new(name.clone(), d.span.clone());
-                    self.ident(
-                        &sp,
-                        &format!("{key}.dims"),
-                        "a const-generic name such as \"D\"",
-                    )
-                    .map(Rank::Generic)
+                    self.name(&sp, NameKind::Rank, &format!("{key}.dims"))
+                        .map(Rank::Generic)
                 }
                 Dims::Fixed(n) if (1..=16).contains(n) => {
                     Some(Rank::Fixed(usize::try_from(*n).expect("in range")))
@@ -864,7 +749,7 @@ impl Validator {
                         Diagnostic::new(
                             c.span.clone(),
                             format!("{key}.container"),
-                            format!("unknown container `{other}`"),
+                            format!("unknown container `{}`", other.escape_debug()),
                         )
                         .help(help),
                     );
@@ -913,5 +798,30 @@ impl Validator {
                     .map(Output::Tuple)
             }
         }
+    }
+}
+
+/// The rank generics of an output, in order.
+fn output_ranks(out: &Output, acc: &mut Vec<String>) {
+    match out {
+        Output::Tensor(TensorArg {
+            rank: Rank::Generic(g),
+            ..
+        }) => acc.push(g.clone()),
+        Output::Tuple(items) => items.iter().for_each(|o| output_ranks(o, acc)),
+        _ => {}
+    }
+}
+
+/// How an op is routed: by its tensors (and its device, when it has one), by its device alone,
+/// or to its one backend. (Whether that is allowed is [`super::rules`]'s call.)
+fn route_by(inputs: &[Input], backends: &[Backend]) -> RouteBy {
+    let tensors = inputs.iter().any(|i| matches!(i.arg, Arg::Tensor(_)));
+    let device = inputs.iter().any(|i| matches!(i.arg, Arg::Device));
+    match (tensors, device) {
+        (true, false) => RouteBy::Tensors,
+        (true, true) => RouteBy::TensorsAndDevice,
+        (false, true) => RouteBy::Device,
+        (false, false) => RouteBy::Fixed(backends.first().map_or(BackendName::Flex, |b| b.name)),
     }
 }

@@ -1,0 +1,413 @@
+//! The one owner of names in generated code: what the generator introduces (traits, aliases,
+//! functions, locals, generics) and what a manifest name may be so that it never collides with
+//! them, with Rust's keywords, or with the prelude items generated code relies on.
+//!
+//! Validation asks this module what is reserved; emitters ask it what to write. Nothing else
+//! spells a generated name.
+//!
+//! The rule for users is short: names follow Rust's case conventions (ops and inputs
+//! `snake_case`, traits `UpperCamelCase`, ranks `UPPER_CASE`), are plain ASCII identifiers, are
+//! not keywords, and do not start with [`RESERVED_PREFIX`], which belongs to the generator.
+
+use crate::ir::BackendName;
+
+/// The prefix of every local, nested function and static the generator introduces inside a
+/// routing function (`__route`, `__run`, ...). No manifest name may start with it, so inputs
+/// can be named freely otherwise.
+pub const RESERVED_PREFIX: &str = "__";
+
+/// Alias of the runtime module in every generated module (`use <runtime path> as rt;`).
+pub const RUNTIME: &str = "rt";
+/// Alias of the dispatch module in the tensor module.
+pub const DISPATCH_MODULE: &str = "dispatch";
+
+/// The planned route, a local of the routing function.
+pub const ROUTE: &str = "__route";
+/// The kernel passed to the generic body.
+pub const KERNEL: &str = "__kernel";
+/// The generic body: unwrap the inputs for a backend, call the kernel, wrap the outputs.
+pub const RUN: &str = "__run";
+/// The out-of-line full planner's path.
+pub const PLANNED: &str = "__planned";
+/// The op's static facts (`rt::OpInfo`).
+pub const OP_INFO: &str = "__OP";
+/// Stem of the locals that destructure a tuple output (`__out_0`, `__out_1_0`, ...).
+pub const OUT: &str = "__out";
+
+/// Generic parameters generated code introduces: the backend of the generic body and of
+/// `Autodiff<B, C>` impls, the checkpoint strategy, and the error strategy of routing functions.
+/// A trait named like one would be shadowed by it.
+pub const GENERICS: &[&str] = &["B", "C", "F"];
+
+/// The cfg the generated autodiff routing is compiled under when the manifest sets no
+/// `autodiff_cfg`. [`crate::Builder::build_script`] sets it when burn-route itself has autodiff
+/// (it learns that from burn-route's build metadata), so the consuming crate follows burn-route.
+pub const AUTODIFF_CFG: &str = "burn_route_autodiff";
+
+/// The cfg a backend's routes are compiled under when the manifest gives it none: the backends
+/// that only some builds of burn-route have (set, like [`AUTODIFF_CFG`], by the build script).
+pub fn backend_cfg(backend: BackendName) -> Option<&'static str> {
+    match backend {
+        BackendName::Flex => None,
+        BackendName::Cube => Some("burn_route_cube"),
+        BackendName::Remote => Some("burn_route_remote"),
+    }
+}
+
+/// Every cfg the generator itself may introduce, for `cargo::rustc-check-cfg`.
+pub const RUNTIME_CFGS: &[&str] = &[AUTODIFF_CFG, "burn_route_cube", "burn_route_remote"];
+
+/// The default rank generic of tensors without `dims`.
+pub const DEFAULT_RANK: &str = "D";
+
+/// The public fallible function of an op, in the dispatch and tensor modules.
+pub fn try_fn(op: &str) -> String {
+    format!("try_{op}")
+}
+
+/// The private routing function of an op in the dispatch module.
+pub fn route_fn(op: &str) -> String {
+    format!("route_{op}")
+}
+
+/// The alias of `Autodiff<backend>` in the dispatch module.
+pub fn autodiff_alias(backend: BackendName) -> String {
+    format!("Autodiff{}", backend.as_str())
+}
+
+/// The alias of `Autodiff<backend, BalancedCheckpointing>` in the dispatch module.
+pub fn balanced_alias(backend: BackendName) -> String {
+    format!("Balanced{}", backend.as_str())
+}
+
+/// The trait of a group of ops: the main trait, plus the backends of an op-specific list, plus
+/// `Composite` for composite ops.
+pub fn group_trait(main: &str, backends: Option<&[BackendName]>, composite: bool) -> String {
+    let mut name = main.to_owned();
+    for backend in backends.unwrap_or_default() {
+        name.push_str(backend.as_str());
+    }
+    if composite {
+        name.push_str("Composite");
+    }
+    name
+}
+
+/// The default name of a trait's companion with the `Autodiff<B, C>` kernels.
+pub fn autodiff_trait(group: &str) -> String {
+    format!("{group}Autodiff")
+}
+
+/// Rust's keywords in edition 2024: strict and reserved (`gen` included), which cannot name an
+/// item without the raw `r#` form.
+pub const KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern",
+    "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub",
+    "ref", "return", "self", "Self", "static", "struct", "super", "trait", "true", "type",
+    "unsafe", "use", "where", "while", // reserved for future use
+    "abstract", "become", "box", "do", "final", "gen", "macro", "override", "priv", "try",
+    "typeof", "unsized", "virtual", "yield",
+];
+
+/// The names of Rust's 2024 prelude. Generated code uses several of them unqualified (`Option`,
+/// `Result`, `Ok`, `Some`, `None`, `Vec`, `FnOnce`, `Iterator`'s methods...); a trait of the same
+/// name imported into the generated modules would shadow them.
+pub const PRELUDE: &[&str] = &[
+    "AsMut",
+    "AsRef",
+    "AsyncFn",
+    "AsyncFnMut",
+    "AsyncFnOnce",
+    "Box",
+    "Clone",
+    "Copy",
+    "Default",
+    "DoubleEndedIterator",
+    "Drop",
+    "Eq",
+    "Err",
+    "ExactSizeIterator",
+    "Extend",
+    "Fn",
+    "FnMut",
+    "FnOnce",
+    "From",
+    "FromIterator",
+    "Future",
+    "Into",
+    "IntoFuture",
+    "IntoIterator",
+    "Iterator",
+    "None",
+    "Ok",
+    "Option",
+    "Ord",
+    "PartialEq",
+    "PartialOrd",
+    "Result",
+    "Send",
+    "Sized",
+    "Some",
+    "String",
+    "Sync",
+    "ToOwned",
+    "ToString",
+    "TryFrom",
+    "TryInto",
+    "Unpin",
+    "Vec",
+];
+
+/// Types a plain type may name with a single-segment path: primitives and the prelude's types.
+/// Any other type is not in scope in the generated modules and needs its full path.
+pub const SCOPED_TYPES: &[&str] = &[
+    "bool", "char", "str", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64",
+    "u128", "usize", "f32", "f64", "Box", "Option", "Result", "String", "Vec",
+];
+
+/// Traits a plain type's `dyn` or bound may name with a single-segment path (the prelude's).
+pub const SCOPED_TRAITS: &[&str] = &[
+    "AsMut",
+    "AsRef",
+    "Clone",
+    "Copy",
+    "Default",
+    "DoubleEndedIterator",
+    "Eq",
+    "ExactSizeIterator",
+    "Extend",
+    "Fn",
+    "FnMut",
+    "FnOnce",
+    "From",
+    "FromIterator",
+    "Into",
+    "IntoIterator",
+    "Iterator",
+    "Ord",
+    "PartialEq",
+    "PartialOrd",
+    "Send",
+    "Sized",
+    "Sync",
+    "ToOwned",
+    "ToString",
+    "TryFrom",
+    "TryInto",
+    "Unpin",
+];
+
+/// What a manifest name names, which decides its case and what it may not collide with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameKind {
+    /// An op: a trait method and free functions (`snake_case`).
+    Op,
+    /// An input: a parameter (`snake_case`).
+    Input,
+    /// A trait (`UpperCamelCase`).
+    Trait,
+    /// A rank const generic (`UPPER_CASE`).
+    Rank,
+}
+
+impl NameKind {
+    /// The convention, as help text says it.
+    pub fn convention(self) -> &'static str {
+        match self {
+            Self::Op | Self::Input => "snake_case: lowercase ASCII letters, digits and single `_`",
+            Self::Trait => {
+                "UpperCamelCase: ASCII letters and digits, starting with an uppercase letter"
+            }
+            Self::Rank => {
+                "UPPER_CASE: uppercase ASCII letters, digits and single `_`, starting with a letter"
+            }
+        }
+    }
+}
+
+/// Why `name` cannot be a `kind` name in generated code, or `None` when it can. Checks the
+/// exact text (no trimming): whitespace, comments or a raw `r#` prefix are refused as what they
+/// are.
+pub fn problem(name: &str, kind: NameKind) -> Option<String> {
+    if name.is_empty() {
+        return Some("is empty".to_owned());
+    }
+    if name.trim() != name {
+        return Some("has surrounding whitespace".to_owned());
+    }
+    if name.contains(char::is_whitespace) {
+        return Some("contains whitespace".to_owned());
+    }
+    if name.contains("/*") || name.contains("//") {
+        return Some("contains a comment".to_owned());
+    }
+    if name.starts_with("r#") {
+        return Some(
+            "is a raw identifier (`r#`), which generated names cannot be built from".to_owned(),
+        );
+    }
+    if !name.is_ascii() {
+        return Some("is not ASCII (rustc warns about non-ASCII identifiers)".to_owned());
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Some("is not a Rust identifier".to_owned());
+    }
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        return Some("starts with a digit, so it is not a Rust identifier".to_owned());
+    }
+    if KEYWORDS.contains(&name) {
+        return Some("is a Rust keyword".to_owned());
+    }
+    if name == "_" {
+        return Some("is `_`, which is not a name".to_owned());
+    }
+    if name.starts_with(RESERVED_PREFIX) {
+        return Some(format!(
+            "starts with `{RESERVED_PREFIX}`, which is reserved for the generator's own names"
+        ));
+    }
+    let has_lower = name.chars().any(|c| c.is_ascii_lowercase());
+    let has_upper = name.chars().any(|c| c.is_ascii_uppercase());
+    let has_letter = has_lower || has_upper;
+    match kind {
+        NameKind::Op | NameKind::Input => {
+            if has_upper || !has_letter || name.contains("__") {
+                return Some("is not snake_case".to_owned());
+            }
+            if kind == NameKind::Op && name.starts_with('_') {
+                return Some(
+                    "starts with `_`: the generated `try_` and `route_` names would not be snake_case"
+                        .to_owned(),
+                );
+            }
+        }
+        NameKind::Trait => {
+            if name.contains('_') || !name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                return Some("is not UpperCamelCase".to_owned());
+            }
+            if PRELUDE.contains(&name) {
+                return Some(format!(
+                    "is a name of Rust's prelude, which the generated modules use (`{name}`)"
+                ));
+            }
+            if GENERICS.contains(&name) {
+                return Some(format!(
+                    "is a generic parameter of the generated code (`{}`)",
+                    GENERICS.join("`, `")
+                ));
+            }
+        }
+        NameKind::Rank => {
+            if has_lower
+                || !name.starts_with(|c: char| c.is_ascii_uppercase())
+                || name.contains("__")
+            {
+                return Some("is not UPPER_CASE, as const generics are named".to_owned());
+            }
+        }
+    }
+    None
+}
+
+/// A suggestion in `kind`'s case for a name that broke it, when one is easy to make.
+pub fn suggestion(name: &str, kind: NameKind) -> Option<String> {
+    let words: Vec<String> = split_words(name.trim());
+    if words.is_empty() {
+        return None;
+    }
+    let candidate = match kind {
+        NameKind::Op | NameKind::Input => words.join("_").to_ascii_lowercase(),
+        NameKind::Rank => words.join("_").to_ascii_uppercase(),
+        NameKind::Trait => words
+            .iter()
+            .map(|w| {
+                let mut c = w.chars();
+                c.next().map_or_else(String::new, |f| {
+                    f.to_ascii_uppercase().to_string() + &c.as_str().to_ascii_lowercase()
+                })
+            })
+            .collect(),
+    };
+    (candidate != name && problem(&candidate, kind).is_none()).then_some(candidate)
+}
+
+/// ASCII words of a name: split at non-alphanumerics and at lower→upper case changes.
+fn split_words(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            if !current.is_empty() {
+                words.push(std::mem::take(&mut current));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && prev_lower && !current.is_empty() {
+            words.push(std::mem::take(&mut current));
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        current.push(c);
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_rust_conventions() {
+        assert_eq!(problem("add_relu", NameKind::Op), None);
+        assert_eq!(problem("_x", NameKind::Input), None);
+        assert_eq!(problem("MyOps2", NameKind::Trait), None);
+        assert_eq!(problem("E", NameKind::Rank), None);
+        assert_eq!(problem("RANK_2", NameKind::Rank), None);
+        for (bad, kind) in [
+            (" add", NameKind::Op),
+            ("add ", NameKind::Op),
+            ("a b", NameKind::Op),
+            ("x/*c*/", NameKind::Input),
+            ("r#fn", NameKind::Op),
+            ("gen", NameKind::Op),
+            ("try", NameKind::Input),
+            ("Add", NameKind::Op),
+            ("xY", NameKind::Input),
+            ("__x", NameKind::Input),
+            ("a__b", NameKind::Input),
+            ("_x", NameKind::Op),
+            ("café", NameKind::Op),
+            ("_", NameKind::Input),
+            ("1x", NameKind::Input),
+            ("ops", NameKind::Trait),
+            ("My_Ops", NameKind::Trait),
+            ("Result", NameKind::Trait),
+            ("FnOnce", NameKind::Trait),
+            ("B", NameKind::Trait),
+            ("d", NameKind::Rank),
+            ("Dim", NameKind::Rank),
+            ("", NameKind::Rank),
+        ] {
+            assert!(problem(bad, kind).is_some(), "{bad:?} accepted as {kind:?}");
+        }
+    }
+
+    #[test]
+    fn suggestions_are_valid_names() {
+        assert_eq!(
+            suggestion("AddRelu", NameKind::Op).as_deref(),
+            Some("add_relu")
+        );
+        assert_eq!(
+            suggestion("my_ops", NameKind::Trait).as_deref(),
+            Some("MyOps")
+        );
+        assert_eq!(suggestion("d", NameKind::Rank).as_deref(), Some("D"));
+        assert_eq!(suggestion(" x ", NameKind::Input).as_deref(), Some("x"));
+        assert_eq!(suggestion("gen", NameKind::Op), None);
+    }
+}

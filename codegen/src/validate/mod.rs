@@ -1,0 +1,93 @@
+//! [`Manifest`] → [`Ir`], with every problem collected before failing.
+//!
+//! Two stages, each readable on its own:
+//!
+//! - [`lower`]: each value to its IR form (names, kinds, types, cfgs, docs), one op at a time.
+//!   Names are checked by [`crate::names`], plain types by [`types`], doc text by [`text`].
+//! - [`rules`]: the rules that relate values to each other, one named function each, all
+//!   listed in [`rules::OP_RULES`] and [`rules::MANIFEST_RULES`].
+//!
+//! Builder options that change names (the trait override) enter here like manifest values, so
+//! they meet the same rules.
+
+mod lower;
+mod rules;
+mod text;
+mod types;
+
+use crate::diag::{Diagnostic, LineIndex};
+use crate::ir::Ir;
+use crate::model::Manifest;
+
+/// What validation needs besides the manifest.
+#[derive(Clone, Copy, Debug)]
+pub struct Options<'a> {
+    /// How runtime messages and docs name the manifest file.
+    pub manifest_name: &'a str,
+    /// `Builder::trait_name`: replaces `routing.trait` (and the names derived from it).
+    pub trait_name: Option<&'a str>,
+}
+
+/// Checks `manifest` and lowers it. `manifest_name` is how runtime messages name the file;
+/// `source` is its text (for line numbers).
+///
+/// # Errors
+///
+/// Every problem found, sorted by position.
+pub fn validate(
+    manifest: &Manifest,
+    manifest_name: &str,
+    source: &str,
+) -> Result<Ir, Vec<Diagnostic>> {
+    validate_with(
+        manifest,
+        &Options {
+            manifest_name,
+            trait_name: None,
+        },
+        source,
+    )
+}
+
+/// [`validate`] with builder options.
+///
+/// # Errors
+///
+/// Every problem found, sorted by position.
+pub fn validate_with(
+    manifest: &Manifest,
+    options: &Options<'_>,
+    source: &str,
+) -> Result<Ir, Vec<Diagnostic>> {
+    let lines = LineIndex::new(source);
+    let lowered = lower::lower(manifest, options, source, &lines);
+    let mut diags = lowered.diags;
+    for rule in rules::OP_RULES {
+        for (spec, op) in &lowered.ops {
+            if let Some(d) = rule(spec, op, &lowered.defaults) {
+                diags.push(d);
+            }
+        }
+    }
+    let cx = rules::Context {
+        manifest,
+        ops: &lowered.ops,
+        lines: &lines,
+        routing: lowered.routing.as_ref(),
+        trait_key: &lowered.trait_key,
+    };
+    for rule in rules::MANIFEST_RULES {
+        diags.extend(rule(&cx));
+    }
+    diags.sort_by(|a, b| (a.span.start, &a.key).cmp(&(b.span.start, &b.key)));
+    diags.dedup();
+    match lowered.routing {
+        Some(routing) if diags.is_empty() && lowered.complete => Ok(lower::finish(
+            routing,
+            lowered.ops,
+            options,
+            lowered.defaults,
+        )),
+        _ => Err(diags),
+    }
+}

@@ -1,0 +1,283 @@
+//! The rules that relate manifest values to each other, one named function each. Lowering
+//! ([`super::lower`]) has already turned each value into its IR form; these look at the whole.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use super::lower::{Routing, assign_groups};
+use crate::diag::{Diagnostic, LineIndex};
+use crate::ir::{Arg, Backend, Op, Output, Policy, Rank, RouteBy, TensorArg, TensorKind};
+use crate::model::{Manifest, OpSpec};
+use crate::names;
+
+/// A rule about one op.
+pub(super) type OpRule = fn(&OpSpec, &Op, &[Backend]) -> Option<Diagnostic>;
+
+/// Every rule about one op, in the order they are checked.
+pub(super) const OP_RULES: &[OpRule] = &[policy_needs_float_input, op_is_routable];
+
+/// What manifest-wide rules see.
+pub(super) struct Context<'a, 'm> {
+    pub manifest: &'a Manifest,
+    pub ops: &'a [(&'m OpSpec, Op)],
+    pub lines: &'a LineIndex,
+    pub routing: Option<&'a Routing>,
+    /// Span and key of the main trait's name.
+    pub trait_key: &'a (Range<usize>, String),
+}
+
+/// A rule about the whole manifest.
+pub(super) type ManifestRule = fn(&Context<'_, '_>) -> Vec<Diagnostic>;
+
+/// Every manifest-wide rule, in the order they are checked.
+pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
+    op_names_unique,
+    try_names_free,
+    autodiff_trait_differs,
+    generated_names_distinct,
+    ranks_are_not_traits,
+];
+
+/// `differentiable` and `detach` act on tracked floats: an op without a float input never sees
+/// one.
+fn policy_needs_float_input(spec: &OpSpec, op: &Op, _: &[Backend]) -> Option<Diagnostic> {
+    let has_float = op.tensor_inputs().any(|(_, t)| t.kind == TensorKind::Float);
+    if op.policy == Policy::Reject || has_float {
+        return None;
+    }
+    let p = spec.autodiff.as_ref()?;
+    Some(
+        Diagnostic::new(
+            p.span.clone(),
+            format!("op[{}].autodiff", spec.index),
+            format!(
+                "op `{}` is `{}` but has no float tensor input, so autodiff never reaches it",
+                op.name,
+                op.policy.as_str()
+            ),
+        )
+        .help(
+            "remove `autodiff` (the default `reject` is exact here), or add a float tensor input",
+        ),
+    )
+}
+
+/// Something must pick the backend: a tensor, the device, or a single backend.
+fn op_is_routable(spec: &OpSpec, op: &Op, _: &[Backend]) -> Option<Diagnostic> {
+    // (An empty backend list is reported on its own.)
+    if !matches!(op.route_by, RouteBy::Fixed(_)) || op.backends.len() <= 1 {
+        return None;
+    }
+    let span = spec
+        .inputs
+        .as_ref()
+        .map_or(spec.span.clone(), |i| i.span.clone());
+    Some(
+        Diagnostic::new(
+            span,
+            format!("op[{}].inputs", spec.index),
+            format!(
+                "op `{}` has no tensor and no device input, so nothing tells which of the {} backends to run it on",
+                op.name,
+                op.backends.len()
+            ),
+        )
+        .help(
+            "add a tensor input or a `device = true` input to route by, or list exactly one backend (in the op's `backends` or in `routing.backends`)",
+        ),
+    )
+}
+
+/// Op names become trait methods and functions of one module.
+fn op_names_unique(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut seen: BTreeMap<&str, &Range<usize>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for spec in &cx.manifest.ops {
+        let Some(name) = &spec.name else { continue };
+        if let Some(first) = seen.get(name.value.as_str()) {
+            let line = cx.lines.line(first.start);
+            out.push(
+                Diagnostic::new(
+                    name.span.clone(),
+                    format!("op[{}].name", spec.index),
+                    format!(
+                        "duplicate op name `{}` (first declared on line {line})",
+                        name.value
+                    ),
+                )
+                .help("rename one of the ops; op names become trait methods and must be unique"),
+            );
+        } else {
+            seen.insert(&name.value, &name.span);
+        }
+    }
+    out
+}
+
+/// Each op `x` also defines `try_x`: an op of that name would collide with it.
+fn try_names_free(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let names: Vec<&str> = cx.ops.iter().map(|(_, op)| op.name.as_str()).collect();
+    cx.ops
+        .iter()
+        .filter_map(|(spec, op)| {
+            let base = names.iter().find(|base| names::try_fn(base) == op.name)?;
+            let span = spec
+                .name
+                .as_ref()
+                .map_or(spec.span.clone(), |n| n.span.clone());
+            Some(
+                Diagnostic::new(
+                    span,
+                    format!("op[{}].name", spec.index),
+                    format!(
+                        "op name `{}` collides with the generated `{}` of op `{base}`",
+                        op.name,
+                        names::try_fn(base)
+                    ),
+                )
+                .help("choose a name that is not `try_` followed by another op's name"),
+            )
+        })
+        .collect()
+}
+
+/// The autodiff trait is a second trait: it cannot share the main trait's name.
+fn autodiff_trait_differs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let (Some(routing), Some(a)) = (cx.routing, &cx.manifest.routing.autodiff_trait) else {
+        return Vec::new();
+    };
+    if routing.trait_name != a.value {
+        return Vec::new();
+    }
+    vec![
+        Diagnostic::new(
+            a.span.clone(),
+            "routing.autodiff_trait",
+            "`autodiff_trait` must differ from `trait`",
+        )
+        .help(format!(
+            "rename it, e.g. `autodiff_trait = \"{}\"`, or remove the key to use that default",
+            names::autodiff_trait(&routing.trait_name)
+        )),
+    ]
+}
+
+/// The traits (named after `trait`, per backend list and composite) and the `Autodiff<Backend>`
+/// aliases share the dispatch module's type namespace: no name twice, and none of the prelude.
+fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let Some(routing) = cx.routing else {
+        return Vec::new();
+    };
+    let mut ops: Vec<Op> = cx.ops.iter().map(|(_, op)| op.clone()).collect();
+    let groups = assign_groups(
+        &mut ops,
+        &routing.backends,
+        &routing.trait_name,
+        &routing.autodiff_trait,
+    );
+    let mut defined: Vec<String> = Vec::new();
+    for (index, group) in groups.iter().enumerate() {
+        defined.push(group.name.clone());
+        let hand_written = !group.composite
+            && ops
+                .iter()
+                .any(|op| op.group == index && op.policy == Policy::Differentiable);
+        if hand_written {
+            defined.push(group.autodiff_name.clone());
+        }
+    }
+    // One pair of aliases per backend that serves a differentiable op.
+    let mut aliases: Vec<String> = Vec::new();
+    for op in ops.iter().filter(|op| op.policy == Policy::Differentiable) {
+        for backend in &op.backends {
+            for alias in [
+                names::autodiff_alias(backend.name),
+                names::balanced_alias(backend.name),
+            ] {
+                if !aliases.contains(&alias) {
+                    aliases.push(alias);
+                }
+            }
+        }
+    }
+    defined.extend(aliases);
+    let (span, key) = cx.trait_key;
+    let mut seen = std::collections::BTreeSet::new();
+    let clash = defined
+        .iter()
+        .find(|n| !seen.insert(n.as_str()) || names::PRELUDE.contains(&n.as_str()));
+    match clash {
+        Some(clash) => vec![
+            Diagnostic::new(
+                span.clone(),
+                key.as_str(),
+                format!("the generated code would define `{clash}` twice (or shadow the prelude's `{clash}`)"),
+            )
+            .help("rename `trait` or `autodiff_trait` so the traits named after them (`...Autodiff`, `...Composite`, `...<Backends>`) and the `Autodiff<Backend>`/`Balanced<Backend>` aliases stay distinct"),
+        ],
+        None => Vec::new(),
+    }
+}
+
+/// A rank generic named like a trait would read as that trait in `Tensor<D>`.
+fn ranks_are_not_traits(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let Some(routing) = cx.routing else {
+        return Vec::new();
+    };
+    let mut ops: Vec<Op> = cx.ops.iter().map(|(_, op)| op.clone()).collect();
+    let groups = assign_groups(
+        &mut ops,
+        &routing.backends,
+        &routing.trait_name,
+        &routing.autodiff_trait,
+    );
+    let traits: Vec<&str> = groups
+        .iter()
+        .flat_map(|g| [g.name.as_str(), g.autodiff_name.as_str()])
+        .collect();
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        let mut ranks: Vec<(String, String)> = Vec::new();
+        for (i, input) in op.inputs.iter().enumerate() {
+            if let Arg::Tensor(TensorArg {
+                rank: Rank::Generic(g),
+                ..
+            }) = &input.arg
+            {
+                ranks.push((g.clone(), format!("op[{}].inputs[{i}].dims", spec.index)));
+            }
+        }
+        output_ranks(
+            &op.output,
+            &format!("op[{}].output", spec.index),
+            &mut ranks,
+        );
+        for (rank, key) in ranks {
+            if traits.contains(&rank.as_str()) {
+                out.push(
+                    Diagnostic::new(
+                        spec.span.clone(),
+                        key,
+                        format!("rank name `{rank}` is also the name of a generated trait"),
+                    )
+                    .help("rename the rank (e.g. `D`, `E`) or the trait"),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn output_ranks(out: &Output, key: &str, acc: &mut Vec<(String, String)>) {
+    match out {
+        Output::Tensor(TensorArg {
+            rank: Rank::Generic(g),
+            ..
+        }) => acc.push((g.clone(), format!("{key}.dims"))),
+        Output::Tuple(items) => items
+            .iter()
+            .enumerate()
+            .for_each(|(i, o)| output_ranks(o, &format!("{key}[{i}]"), acc)),
+        _ => {}
+    }
+}

@@ -1,0 +1,109 @@
+//! Doc text from the manifest, which becomes `///` comments: nothing in it may break the build
+//! or hide text from a reader.
+
+use crate::diag::Diagnostic;
+use crate::model::Sp;
+
+/// Unicode's bidirectional controls, which rustc refuses in comments
+/// (`text_direction_codepoint_in_comment`): they make the text read differently than it runs.
+const BIDI: &[char] = &[
+    '\u{061C}', '\u{200E}', '\u{200F}', '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}',
+    '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
+];
+
+/// The doc's lines, with trailing whitespace removed and tabs expanded to four spaces; a `\r\n`
+/// line break counts as `\n`.
+/// Refused, at the offending character: bidirectional controls, a carriage return that is not
+/// part of `\r\n` (rustc refuses a bare CR in doc comments), other control characters (only
+/// tab and line breaks are text), and a code fence that is never closed (it would turn the
+/// generated routing notes that follow into a doctest).
+pub(super) fn doc_lines(
+    doc: &Sp<String>,
+    source: &str,
+    key: &str,
+) -> Result<Vec<String>, Diagnostic> {
+    let text = &doc.value;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let problem = if BIDI.contains(&c) {
+            Some((
+                format!(
+                    "doc contains the bidirectional control U+{:04X}",
+                    u32::from(c)
+                ),
+                "remove it: rustc refuses bidirectional controls in comments, which make text read differently than it is",
+            ))
+        } else if c == '\r' {
+            if chars.peek().is_some_and(|(_, next)| *next == '\n') {
+                None
+            } else {
+                Some((
+                    "doc contains a carriage return that does not end a line".to_owned(),
+                    "remove it, or write line breaks as `\\n` (rustc refuses a bare CR in doc comments)",
+                ))
+            }
+        } else if c.is_control() && c != '\n' && c != '\t' {
+            Some((
+                format!("doc contains the control character U+{:04X}", u32::from(c)),
+                "remove it: docs are text; only tabs and line breaks are allowed",
+            ))
+        } else {
+            None
+        };
+        if let Some((message, help)) = problem {
+            let pos = offset_in_source(doc, source, at);
+            return Err(Diagnostic::new(pos..pos + 1, key, message).help(help));
+        }
+    }
+    // Tabs become four spaces: rustdoc renders them unevenly, and clippy's
+    // `tabs_in_doc_comments` refuses them.
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| l.trim_end().replace('\t', "    "))
+        .collect();
+    let mut open_fence: Option<usize> = None;
+    let mut line_start = 0;
+    for line in text.split('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            open_fence = match open_fence {
+                Some(_) => None,
+                None => Some(line_start + (line.len() - trimmed.len())),
+            };
+        }
+        line_start += line.len() + 1;
+    }
+    if let Some(at) = open_fence {
+        let pos = offset_in_source(doc, source, at);
+        return Err(Diagnostic::new(pos..pos + 3, key, "doc opens a code fence that it never closes")
+            .help("close it with a line of ``` (an open fence would turn the generated notes after the doc into code)"));
+    }
+    Ok(lines)
+}
+
+/// The source offset of byte `at` of a string value: exact when the string is written without
+/// escapes, else the string's start.
+fn offset_in_source(value: &Sp<String>, source: &str, at: usize) -> usize {
+    let Some(raw) = source.get(value.span.clone()) else {
+        return value.span.start;
+    };
+    for quote in ["\"\"\"", "'''", "\"", "'"] {
+        if let Some(inner) = raw.strip_prefix(quote).and_then(|r| r.strip_suffix(quote)) {
+            // A multi-line string drops the line break right after its opening quotes.
+            let skip = if quote.len() == 3 {
+                if inner.starts_with("\r\n") {
+                    2
+                } else {
+                    usize::from(inner.starts_with('\n'))
+                }
+            } else {
+                0
+            };
+            if inner.get(skip..) == Some(value.value.as_str()) {
+                return value.span.start + quote.len() + skip + at;
+            }
+            break;
+        }
+    }
+    value.span.start
+}
