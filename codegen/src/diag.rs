@@ -42,7 +42,12 @@ impl Diagnostic {
 
     /// Renders the diagnostic as one line: `ops.toml:LINE:COL: `key`: message; help: fix`.
     pub fn render_line(&self, file: &str, source: &str) -> String {
-        let (line, col) = self.line_col(source);
+        self.render_line_with(file, source, &LineIndex::new(source))
+    }
+
+    /// [`Diagnostic::render_line`] with the source's line index built once.
+    pub fn render_line_with(&self, file: &str, source: &str, lines: &LineIndex) -> String {
+        let (line, col) = lines.line_col(source, at_end_of_last_line(source, self.span.start));
         let mut out = format!("{file}:{line}:{col}: `{}`: {}", self.key, self.message);
         if let Some(help) = &self.help {
             out.push_str("; help: ");
@@ -56,14 +61,30 @@ impl Diagnostic {
     /// Renders the diagnostic like rustc: the message, `--> file:LINE:COL`, the source line with
     /// a caret under the span labelled with the key, and the `help:` line.
     pub fn render_snippet(&self, file: &str, source: &str) -> String {
+        self.render_snippet_with(file, source, &LineIndex::new(source))
+    }
+
+    /// [`Diagnostic::render_snippet`] with the source's line index built once: only the lines
+    /// the span covers are handed to the renderer, so rendering N diagnostics is linear in N.
+    pub fn render_snippet_with(&self, file: &str, source: &str, lines: &LineIndex) -> String {
         use annotate_snippets::{AnnotationKind, Level, Renderer, Snippet};
-        let start = at_end_of_last_line(source, self.span.start);
-        let end = at_end_of_last_line(source, self.span.end).max(start);
+        let start = floor_char_boundary(source, at_end_of_last_line(source, self.span.start));
+        let mut end = at_end_of_last_line(source, self.span.end).max(start);
+        while !source.is_char_boundary(end) {
+            end += 1;
+        }
+        let first = lines.line(start);
+        let last = lines.line(end);
+        let from = lines.start_of(first);
+        let to = lines.end_of(last, source);
+        let excerpt = &source[from..to.max(from)];
         let label = format!("`{}`", self.key);
+        let span = (start - from)..(end.min(to) - from);
         let mut group = Level::ERROR.primary_title(&self.message).element(
-            Snippet::source(source)
+            Snippet::source(excerpt)
+                .line_start(first)
                 .path(file)
-                .annotation(AnnotationKind::Primary.span(start..end).label(&label)),
+                .annotation(AnnotationKind::Primary.span(span).label(&label)),
         );
         if let Some(help) = &self.help {
             group = group.element(Level::HELP.message(help));
@@ -114,6 +135,28 @@ impl LineIndex {
     pub fn line(&self, at: usize) -> usize {
         self.starts.partition_point(|&start| start <= at)
     }
+
+    /// The 1-based line and character column of byte offset `at` in `source` (the indexed
+    /// text), as [`line_col`] gives them, without scanning from the start.
+    pub fn line_col(&self, source: &str, at: usize) -> (usize, usize) {
+        let at = floor_char_boundary(source, at.min(source.len()));
+        let line = self.line(at);
+        let col = source[self.start_of(line)..at].chars().count() + 1;
+        (line, col)
+    }
+
+    /// Byte offset where 1-based line `line` starts.
+    fn start_of(&self, line: usize) -> usize {
+        self.starts[line.saturating_sub(1).min(self.starts.len() - 1)]
+    }
+
+    /// Byte offset where 1-based line `line` ends (before its line break).
+    fn end_of(&self, line: usize, source: &str) -> usize {
+        match self.starts.get(line) {
+            Some(next) => next.saturating_sub(1),
+            None => source.len(),
+        }
+    }
 }
 
 fn floor_char_boundary(s: &str, mut at: usize) -> usize {
@@ -134,17 +177,46 @@ pub struct Report {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// How many diagnostics a report shows; the rest are counted in an "and N more" line.
+pub const SHOWN: usize = 50;
+
 impl Report {
     /// Every diagnostic rendered like rustc ([`Diagnostic::render_snippet`]), separated by
-    /// blank lines, then a summary line.
+    /// blank lines, then a summary line. At most [`SHOWN`] are rendered.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for d in &self.diagnostics {
-            out.push_str(&d.render_snippet(&self.file, &self.source));
+        for snippet in self.snippets() {
+            out.push_str(&snippet);
             out.push_str("\n\n");
         }
         out.push_str(&self.summary());
         out
+    }
+
+    /// The first [`SHOWN`] diagnostics rendered like rustc, then an "and N more" line when
+    /// some were left out.
+    pub fn snippets(&self) -> Vec<String> {
+        let index = LineIndex::new(&self.source);
+        let mut out: Vec<String> = self
+            .diagnostics
+            .iter()
+            .take(SHOWN)
+            .map(|d| d.render_snippet_with(&self.file, &self.source, &index))
+            .collect();
+        out.extend(self.more());
+        out
+    }
+
+    /// `error: ... and N more errors (not shown)` when more than [`SHOWN`] were found.
+    fn more(&self) -> Option<String> {
+        let more = self.diagnostics.len().saturating_sub(SHOWN);
+        (more > 0).then(|| {
+            format!(
+                "error: ... and {more} more error{} in {} (not shown; fix the ones above first)",
+                if more == 1 { "" } else { "s" },
+                self.file
+            )
+        })
     }
 
     /// `N errors in FILE`.
@@ -157,12 +229,18 @@ impl Report {
         )
     }
 
-    /// One line per diagnostic, as [`Diagnostic::render_line`] writes it.
+    /// One line per diagnostic, as [`Diagnostic::render_line`] writes it (at most [`SHOWN`],
+    /// then an "and N more" line).
     pub fn lines(&self) -> Vec<String> {
-        self.diagnostics
+        let index = LineIndex::new(&self.source);
+        let mut out: Vec<String> = self
+            .diagnostics
             .iter()
-            .map(|d| d.render_line(&self.file, &self.source))
-            .collect()
+            .take(SHOWN)
+            .map(|d| d.render_line_with(&self.file, &self.source, &index))
+            .collect();
+        out.extend(self.more());
+        out
     }
 }
 

@@ -294,7 +294,13 @@ impl Builder {
         };
         match validate::validate_with(&manifest, &options, source) {
             Ok(ir) if diagnostics.is_empty() => Ok(ir),
-            Ok(_) => Err(report(diagnostics)),
+            Ok(_) => {
+                diagnostics.sort_by(|a, b| {
+                    let rank = |d: &Diagnostic| d.key != parse::SYNTAX_KEY;
+                    (rank(a), a.span.start, &a.key).cmp(&(rank(b), b.span.start, &b.key))
+                });
+                Err(report(diagnostics))
+            }
             Err(more) => {
                 diagnostics.extend(more);
                 if diagnostics.is_empty() {
@@ -302,7 +308,11 @@ impl Builder {
                         "validation failed without a diagnostic (a generator bug)".to_owned(),
                     ));
                 }
-                diagnostics.sort_by(|a, b| (a.span.start, &a.key).cmp(&(b.span.start, &b.key)));
+                // Syntax errors first: what follows may only be their consequence.
+                diagnostics.sort_by(|a, b| {
+                    let rank = |d: &Diagnostic| d.key != parse::SYNTAX_KEY;
+                    (rank(a), a.span.start, &a.key).cmp(&(rank(b), b.span.start, &b.key))
+                });
                 diagnostics.dedup();
                 Err(report(diagnostics))
             }
@@ -310,9 +320,28 @@ impl Builder {
     }
 
     fn read_manifest(&self) -> Result<String, Error> {
-        std::fs::read_to_string(&self.manifest).map_err(|source| Error::Io {
+        let bytes = std::fs::read(&self.manifest).map_err(|source| Error::Io {
             path: self.manifest.clone(),
             source,
+        })?;
+        String::from_utf8(bytes).map_err(|err| {
+            // TOML is UTF-8: a positioned manifest error, like any other.
+            let at = err.utf8_error().valid_up_to();
+            let byte = err.as_bytes()[at];
+            let source = String::from_utf8_lossy(err.as_bytes()).into_owned();
+            Error::Manifest(Report {
+                file: self.display_name(),
+                source,
+                diagnostics: vec![
+                    // The invalid byte reads as U+FFFD in `source`.
+                    Diagnostic::new(
+                        at..at + char::REPLACEMENT_CHARACTER.len_utf8(),
+                        "<encoding>",
+                        format!("the manifest is not UTF-8: byte 0x{byte:02X} cannot start or continue a character"),
+                    )
+                    .help("save the file as UTF-8, which TOML requires"),
+                ],
+            })
         })
     }
 
@@ -597,12 +626,7 @@ fn cfg_atoms(meta: &syn::Meta, out: &mut Vec<(String, Option<String>)>) {
 /// Every problem rendered like rustc ([`Diagnostic::render_snippet`]), as non-blank lines.
 pub fn rendered_lines(err: &Error) -> Vec<String> {
     let text = match err {
-        Error::Manifest(report) => report
-            .diagnostics
-            .iter()
-            .map(|d| d.render_snippet(&report.file, &report.source))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        Error::Manifest(report) => report.snippets().join("\n"),
         other => other.to_string(),
     };
     text.lines()

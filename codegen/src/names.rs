@@ -235,11 +235,11 @@ pub fn problem(name: &str, kind: NameKind) -> Option<String> {
     if name.trim() != name {
         return Some("has surrounding whitespace".to_owned());
     }
-    if name.contains(char::is_whitespace) {
-        return Some("contains whitespace".to_owned());
-    }
     if name.contains("/*") || name.contains("//") {
         return Some("contains a comment".to_owned());
+    }
+    if name.contains(char::is_whitespace) {
+        return Some("contains whitespace".to_owned());
     }
     if name.starts_with("r#") {
         return Some(
@@ -311,6 +311,10 @@ pub fn problem(name: &str, kind: NameKind) -> Option<String> {
 
 /// A suggestion in `kind`'s case for a name that broke it, when one is easy to make.
 pub fn suggestion(name: &str, kind: NameKind) -> Option<String> {
+    // Dropping letters of another script, or a raw prefix, would change the name's meaning.
+    if !name.is_ascii() || name.starts_with("r#") {
+        return None;
+    }
     let words: Vec<String> = split_words(name.trim());
     if words.is_empty() {
         return None;

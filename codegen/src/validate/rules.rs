@@ -116,11 +116,15 @@ fn op_names_unique(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
 
 /// Each op `x` also defines `try_x`: an op of that name would collide with it.
 fn try_names_free(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
-    let names: Vec<&str> = cx.ops.iter().map(|(_, op)| op.name.as_str()).collect();
+    let ops: std::collections::BTreeSet<&str> =
+        cx.ops.iter().map(|(_, op)| op.name.as_str()).collect();
     cx.ops
         .iter()
         .filter_map(|(spec, op)| {
-            let base = names.iter().find(|base| names::try_fn(base) == op.name)?;
+            let base = op
+                .name
+                .strip_prefix("try_")
+                .and_then(|base| ops.get(base))?;
             let span = spec
                 .name
                 .as_ref()
@@ -201,22 +205,24 @@ fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         }
     }
     defined.extend(aliases);
-    let (span, key) = cx.trait_key;
     let mut seen = std::collections::BTreeSet::new();
-    let clash = defined
-        .iter()
-        .find(|n| !seen.insert(n.as_str()) || names::PRELUDE.contains(&n.as_str()));
-    match clash {
-        Some(clash) => vec![
-            Diagnostic::new(
-                span.clone(),
-                key.as_str(),
-                format!("the generated code would define `{clash}` twice (or shadow the prelude's `{clash}`)"),
-            )
-            .help("rename `trait` or `autodiff_trait` so the traits named after them (`...Autodiff`, `...Composite`, `...<Backends>`) and the `Autodiff<Backend>`/`Balanced<Backend>` aliases stay distinct"),
-        ],
-        None => Vec::new(),
-    }
+    let Some(clash) = defined.iter().find(|n| !seen.insert(n.as_str())) else {
+        return Vec::new();
+    };
+    // Point at the name the user wrote that produced the clash: `autodiff_trait` when it is
+    // the clashing name, else the main trait (every other generated name derives from it).
+    let (span, key) = match &cx.manifest.routing.autodiff_trait {
+        Some(a) if a.value == *clash => (a.span.clone(), "routing.autodiff_trait".to_owned()),
+        _ => cx.trait_key.clone(),
+    };
+    vec![
+        Diagnostic::new(
+            span,
+            key,
+            format!("the generated code would define `{clash}` twice"),
+        )
+        .help("rename `trait` or `autodiff_trait` so the traits named after them (`...Autodiff`, `...Composite`, `...<Backends>`) and the `Autodiff<Backend>`/`Balanced<Backend>` aliases stay distinct"),
+    ]
 }
 
 /// A rank generic named like a trait would read as that trait in `Tensor<D>`.
@@ -237,26 +243,46 @@ fn ranks_are_not_traits(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         .collect();
     let mut out = Vec::new();
     for (spec, op) in cx.ops {
-        let mut ranks: Vec<(String, String)> = Vec::new();
+        let mut ranks: Vec<(String, String, Range<usize>)> = Vec::new();
         for (i, input) in op.inputs.iter().enumerate() {
             if let Arg::Tensor(TensorArg {
                 rank: Rank::Generic(g),
                 ..
             }) = &input.arg
             {
-                ranks.push((g.clone(), format!("op[{}].inputs[{i}].dims", spec.index)));
+                // The `dims` value, or the input entry when the rank is the default.
+                let span = spec
+                    .inputs
+                    .as_ref()
+                    .and_then(|l| l.value.get(i))
+                    .map(|input| match &input.ty {
+                        Some(crate::model::ArgSpec::Tensor(t)) => t
+                            .dims
+                            .as_ref()
+                            .map_or(input.span.clone(), |d| d.span.clone()),
+                        _ => input.span.clone(),
+                    })
+                    .unwrap_or(spec.span.clone());
+                ranks.push((
+                    g.clone(),
+                    format!("op[{}].inputs[{i}].dims", spec.index),
+                    span,
+                ));
             }
         }
+        let output_span = spec.output.as_ref().map_or(spec.span.clone(), |o| o.span());
         output_ranks(
             &op.output,
             &format!("op[{}].output", spec.index),
-            &mut ranks,
+            &mut |g, key| {
+                ranks.push((g, key, output_span.clone()));
+            },
         );
-        for (rank, key) in ranks {
+        for (rank, key, span) in ranks {
             if traits.contains(&rank.as_str()) {
                 out.push(
                     Diagnostic::new(
-                        spec.span.clone(),
+                        span,
                         key,
                         format!("rank name `{rank}` is also the name of a generated trait"),
                     )
@@ -268,16 +294,17 @@ fn ranks_are_not_traits(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     out
 }
 
-fn output_ranks(out: &Output, key: &str, acc: &mut Vec<(String, String)>) {
+fn output_ranks(out: &Output, key: &str, acc: &mut dyn FnMut(String, String)) {
     match out {
         Output::Tensor(TensorArg {
             rank: Rank::Generic(g),
             ..
-        }) => acc.push((g.clone(), format!("{key}.dims"))),
-        Output::Tuple(items) => items
-            .iter()
-            .enumerate()
-            .for_each(|(i, o)| output_ranks(o, &format!("{key}[{i}]"), acc)),
+        }) => acc(g.clone(), format!("{key}.dims")),
+        Output::Tuple(items) => {
+            for (i, o) in items.iter().enumerate() {
+                output_ranks(o, &format!("{key}[{i}]"), acc);
+            }
+        }
         _ => {}
     }
 }

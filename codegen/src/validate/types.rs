@@ -79,11 +79,11 @@ fn sized(ty: &syn::Type) -> Result<(), Problem> {
         syn::Type::Group(g) => return sized(&g.elem),
         syn::Type::Slice(_) => "a slice",
         syn::Type::TraitObject(_) => "a trait object",
-        syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("str") => "`str`",
+        syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("str") => "a string slice",
         _ => return Ok(()),
     };
     Err(problem(
-        format!("is {unsized_what}, which is unsized and cannot be passed or returned by value"),
+        format!("is {unsized_what}, which is unsized: it cannot be passed or returned by value"),
         "use a reference (`&[usize]`, `&str`) in an input, or an owned type (`Vec<usize>`, `String`, `Box<dyn Fn(f32) -> f32>`)",
     ))
 }
@@ -236,7 +236,7 @@ impl<'ast> Visit<'ast> for Checker<'_> {
                 "use a concrete type, or `Box<dyn Trait>` by its full trait path",
             )),
             syn::Type::Never(_) => self.report(problem(
-                "contains `!`, which is not a stable type",
+                "uses the never type `!`, which is not stable",
                 "use `()` or `std::convert::Infallible`",
             )),
             syn::Type::Macro(_) | syn::Type::Verbatim(_) => self.report(problem(
