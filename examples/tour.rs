@@ -5,8 +5,8 @@
 
 use burn_route::{
     add_relu, argmax_last, axpby, bias_gelu, clamp_ste, cross_entropy_logits, dequantize_relu,
-    dispatch, dropout, iota, layer_norm, masked_fill_count, nan_to_num, rms_norm, round_half_even,
-    scale, softmax_last, softplus, split_last, sum_all, swiglu, topk_last,
+    dispatch, dropout, iota, layer_norm, masked_fill_count, nan_to_num, ramp, rms_norm,
+    round_half_even, scale, softmax_last, softplus, split_last, sum_all, swiglu, topk_last,
 };
 use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Int, Tensor};
@@ -216,6 +216,10 @@ fn main() {
     println!(
         "iota(4, &device)             = {:?}   routed by its device",
         ints(&iota(4, &device))
+    );
+    println!(
+        "ramp(4, &device)             = {:?}   routed by its device to any backend",
+        values(&ramp(4, &device))
     );
     let halves = Tensor::<1>::from_data([0.5, 1.5, 2.5, -0.5, -1.5, 2.4], &device);
     println!(

@@ -2,6 +2,7 @@
 // Do not edit. Change ops.toml and rebuild; bless the snapshot with `UPDATE_GENERATED=1 cargo test --test generated`.
 
 use crate::rt;
+use crate::rt::__private as __rt;
 use super::ops::RoutedOps;
 #[cfg(feature = "autodiff")]
 use super::ops::RoutedOpsAutodiff;
@@ -36,22 +37,22 @@ impl RoutedOps for rt::Dispatch {
     /// Routes like [`try_add_relu`], and panics with its error.
     #[inline]
     fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        self::route_add_relu::<rt::Panic>(lhs, rhs)
+        self::route_add_relu::<__rt::Panic>(lhs, rhs)
     }
     /// Routes like [`try_scale`], and panics with its error.
     #[inline]
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self> {
-        self::route_scale::<rt::Panic>(x, alpha)
+        self::route_scale::<__rt::Panic>(x, alpha)
     }
     /// Routes like [`try_argmax_last`], and panics with its error.
     #[inline]
     fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self> {
-        self::route_argmax_last::<rt::Panic>(x)
+        self::route_argmax_last::<__rt::Panic>(x)
     }
     /// Routes like [`try_round_half_even`], and panics with its error.
     #[inline]
     fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        self::route_round_half_even::<rt::Panic>(x)
+        self::route_round_half_even::<__rt::Panic>(x)
     }
     /// Routes like [`try_axpby`], and panics with its error.
     #[inline]
@@ -61,7 +62,7 @@ impl RoutedOps for rt::Dispatch {
         alpha: f32,
         beta: f32,
     ) -> rt::FloatTensor<Self> {
-        self::route_axpby::<rt::Panic>(x, y, alpha, beta)
+        self::route_axpby::<__rt::Panic>(x, y, alpha, beta)
     }
     /// Routes like [`try_masked_fill_count`], and panics with its error.
     #[inline]
@@ -70,7 +71,7 @@ impl RoutedOps for rt::Dispatch {
         mask: &rt::BoolTensor<Self>,
         value: f32,
     ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
-        self::route_masked_fill_count::<rt::Panic>(x, mask, value)
+        self::route_masked_fill_count::<__rt::Panic>(x, mask, value)
     }
     /// Routes like [`try_nan_to_num`], and panics with its error.
     #[inline]
@@ -79,22 +80,22 @@ impl RoutedOps for rt::Dispatch {
         value: f32,
         with_mask: bool,
     ) -> (rt::FloatTensor<Self>, Option<rt::BoolTensor<Self>>) {
-        self::route_nan_to_num::<rt::Panic>(x, value, with_mask)
+        self::route_nan_to_num::<__rt::Panic>(x, value, with_mask)
     }
     /// Routes like [`try_dequantize_relu`], and panics with its error.
     #[inline]
     fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self> {
-        self::route_dequantize_relu::<rt::Panic>(x)
+        self::route_dequantize_relu::<__rt::Panic>(x)
     }
     /// Routes like [`try_bias_gelu`], and panics with its error.
     #[inline]
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        self::route_bias_gelu::<rt::Panic>(x, bias)
+        self::route_bias_gelu::<__rt::Panic>(x, bias)
     }
     /// Routes like [`try_swiglu`], and panics with its error.
     #[inline]
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        self::route_swiglu::<rt::Panic>(gate, up)
+        self::route_swiglu::<__rt::Panic>(gate, up)
     }
     /// Routes like [`try_rms_norm`], and panics with its error.
     #[inline]
@@ -103,7 +104,7 @@ impl RoutedOps for rt::Dispatch {
         weight: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        self::route_rms_norm::<rt::Panic>(x, weight, eps)
+        self::route_rms_norm::<__rt::Panic>(x, weight, eps)
     }
     /// Routes like [`try_layer_norm`], and panics with its error.
     #[inline]
@@ -113,12 +114,12 @@ impl RoutedOps for rt::Dispatch {
         beta: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        self::route_layer_norm::<rt::Panic>(x, gamma, beta, eps)
+        self::route_layer_norm::<__rt::Panic>(x, gamma, beta, eps)
     }
     /// Routes like [`try_softmax_last`], and panics with its error.
     #[inline]
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        self::route_softmax_last::<rt::Panic>(x)
+        self::route_softmax_last::<__rt::Panic>(x)
     }
     /// Routes like [`try_cross_entropy_logits`], and panics with its error.
     #[inline]
@@ -126,7 +127,7 @@ impl RoutedOps for rt::Dispatch {
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self> {
-        self::route_cross_entropy_logits::<rt::Panic>(logits, targets)
+        self::route_cross_entropy_logits::<__rt::Panic>(logits, targets)
     }
     /// Routes like [`try_dropout`], and panics with its error.
     #[inline]
@@ -135,12 +136,12 @@ impl RoutedOps for rt::Dispatch {
         p: f32,
         seed: u64,
     ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
-        self::route_dropout::<rt::Panic>(x, p, seed)
+        self::route_dropout::<__rt::Panic>(x, p, seed)
     }
     /// Routes like [`try_clamp_ste`], and panics with its error.
     #[inline]
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
-        self::route_clamp_ste::<rt::Panic>(x, lo, hi)
+        self::route_clamp_ste::<__rt::Panic>(x, lo, hi)
     }
     /// Routes like [`try_topk_last`], and panics with its error.
     #[inline]
@@ -148,7 +149,7 @@ impl RoutedOps for rt::Dispatch {
         x: &rt::FloatTensor<Self>,
         k: usize,
     ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
-        self::route_topk_last::<rt::Panic>(x, k)
+        self::route_topk_last::<__rt::Panic>(x, k)
     }
 }
 
@@ -156,17 +157,22 @@ impl RoutedOpsComposite for rt::Dispatch {
     /// Routes like [`try_sum_all`], and panics with its error.
     #[inline]
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
-        self::route_sum_all::<rt::Panic>(xs)
+        self::route_sum_all::<__rt::Panic>(xs)
     }
     /// Routes like [`try_split_last`], and panics with its error.
     #[inline]
     fn split_last(x: rt::FloatTensor<Self>, sizes: Vec<usize>) -> Vec<rt::FloatTensor<Self>> {
-        self::route_split_last::<rt::Panic>(x, sizes)
+        self::route_split_last::<__rt::Panic>(x, sizes)
     }
     /// Routes like [`try_softplus`], and panics with its error.
     #[inline]
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
-        self::route_softplus::<rt::Panic>(x, beta)
+        self::route_softplus::<__rt::Panic>(x, beta)
+    }
+    /// Routes like [`try_ramp`], and panics with its error.
+    #[inline]
+    fn ramp(len: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self> {
+        self::route_ramp::<__rt::Panic>(len, device)
     }
 }
 
@@ -174,7 +180,7 @@ impl RoutedOpsFlex for rt::Dispatch {
     /// Routes like [`try_iota`], and panics with its error.
     #[inline]
     fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self> {
-        self::route_iota::<rt::Panic>(len, device)
+        self::route_iota::<__rt::Panic>(len, device)
     }
 }
 
@@ -195,18 +201,18 @@ pub fn try_add_relu(
     lhs: rt::DispatchTensor,
     rhs: rt::DispatchTensor,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_add_relu::<rt::Fallible>(lhs, rhs)
+    self::route_add_relu::<__rt::Fallible>(lhs, rhs)
 }
 
 /// The routing of [`try_add_relu`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_add_relu<F: rt::Failure>(
+fn route_add_relu<F: __rt::OnError>(
     lhs: rt::DispatchTensor,
     rhs: rt::DispatchTensor,
 ) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "add_relu",
         rt::Policy::Differentiable,
         "ops.toml:24",
@@ -224,8 +230,8 @@ fn route_add_relu<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
         lhs: rt::DispatchTensor,
         rhs: rt::DispatchTensor,
@@ -237,20 +243,20 @@ fn route_add_relu<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         lhs: rt::DispatchTensor,
         rhs: rt::DispatchTensor,
     ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(
+        let __route = __rt::Route::plan(
             &__OP,
-            [rt::Input::float("lhs", &lhs), rt::Input::float("rhs", &rhs)],
+            [__rt::Input::float("lhs", &lhs), __rt::Input::float("rhs", &rhs)],
         )?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsAutodiff>::add_relu,
@@ -259,7 +265,7 @@ fn route_add_relu<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsAutodiff>::add_relu,
@@ -268,11 +274,11 @@ fn route_add_relu<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsAutodiff>::add_relu,
@@ -281,7 +287,7 @@ fn route_add_relu<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsAutodiff>::add_relu,
@@ -290,11 +296,11 @@ fn route_add_relu<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsAutodiff>::add_relu,
@@ -303,7 +309,7 @@ fn route_add_relu<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::add_relu,
@@ -314,7 +320,10 @@ fn route_add_relu<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("lhs", &lhs), rt::Input::float("rhs", &rhs)]) {
+    match __rt::Route::fast(
+        &__OP,
+        [__rt::Input::float("lhs", &lhs), __rt::Input::float("rhs", &rhs)],
+    ) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
@@ -329,7 +338,7 @@ fn route_add_relu<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(lhs, rhs)),
+        None => F::result(__plan_and_run(lhs, rhs)),
     }
 }
 
@@ -347,15 +356,15 @@ fn route_add_relu<F: rt::Failure>(
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 #[inline]
 pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_scale::<rt::Fallible>(x, alpha)
+    self::route_scale::<__rt::Fallible>(x, alpha)
 }
 
 /// The routing of [`try_scale`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "scale",
         rt::Policy::Differentiable,
         "ops.toml:34",
@@ -373,8 +382,8 @@ fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
         alpha: f32,
@@ -385,14 +394,17 @@ fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::float("x", &x)])?;
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        alpha: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::scale, x, alpha)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsAutodiff>::scale,
@@ -401,7 +413,7 @@ fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsAutodiff>::scale,
@@ -410,11 +422,11 @@ fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::scale, x, alpha)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsAutodiff>::scale,
@@ -423,7 +435,7 @@ fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsAutodiff>::scale,
@@ -432,11 +444,11 @@ fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::scale, x, alpha)
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsAutodiff>::scale,
@@ -445,7 +457,7 @@ fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::scale,
@@ -456,7 +468,7 @@ fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", &x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::scale, x, alpha)
@@ -471,7 +483,7 @@ fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, alpha)),
+        None => F::result(__plan_and_run(x, alpha)),
     }
 }
 
@@ -490,15 +502,15 @@ fn route_scale<F: rt::Failure>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 #[inline]
 pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_argmax_last::<rt::Fallible>(x)
+    self::route_argmax_last::<__rt::Fallible>(x)
 }
 
 /// The routing of [`try_argmax_last`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_argmax_last<F: rt::Failure>(x: &rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "argmax_last",
         rt::Policy::Detach,
         "ops.toml:46",
@@ -516,8 +528,8 @@ fn route_argmax_last<F: rt::Failure>(x: &rt::DispatchTensor) -> F::Out<rt::Dispa
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(&rt::FloatTensor<B>) -> rt::IntTensor<B>,
         x: &rt::DispatchTensor,
     ) -> rt::DispatchTensor {
@@ -527,24 +539,24 @@ fn route_argmax_last<F: rt::Failure>(x: &rt::DispatchTensor) -> F::Out<rt::Dispa
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::float("x", x)])?;
+    fn __plan_and_run(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::argmax_last, x)
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::argmax_last, x)
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::argmax_last, x)
             }
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::argmax_last, x)
@@ -559,7 +571,7 @@ fn route_argmax_last<F: rt::Failure>(x: &rt::DispatchTensor) -> F::Out<rt::Dispa
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x)),
+        None => F::result(__plan_and_run(x)),
     }
 }
 
@@ -579,15 +591,15 @@ fn route_argmax_last<F: rt::Failure>(x: &rt::DispatchTensor) -> F::Out<rt::Dispa
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 #[inline]
 pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_round_half_even::<rt::Fallible>(x)
+    self::route_round_half_even::<__rt::Fallible>(x)
 }
 
 /// The routing of [`try_round_half_even`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_round_half_even<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "round_half_even",
         rt::Policy::Reject,
         "ops.toml:51",
@@ -605,8 +617,8 @@ fn route_round_half_even<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Di
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
     ) -> rt::DispatchTensor {
@@ -616,24 +628,24 @@ fn route_round_half_even<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Di
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::float("x", &x)])?;
+    fn __plan_and_run(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::round_half_even, x)
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::round_half_even, x)
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::round_half_even, x)
             }
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", &x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::round_half_even, x)
@@ -648,7 +660,7 @@ fn route_round_half_even<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Di
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x)),
+        None => F::result(__plan_and_run(x)),
     }
 }
 
@@ -671,20 +683,20 @@ pub fn try_axpby(
     alpha: f32,
     beta: f32,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_axpby::<rt::Fallible>(x, y, alpha, beta)
+    self::route_axpby::<__rt::Fallible>(x, y, alpha, beta)
 }
 
 /// The routing of [`try_axpby`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_axpby<F: rt::Failure>(
+fn route_axpby<F: __rt::OnError>(
     x: rt::DispatchTensor,
     y: Option<rt::DispatchTensor>,
     alpha: f32,
     beta: f32,
 ) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "axpby",
         rt::Policy::Differentiable,
         "ops.toml:62",
@@ -702,8 +714,8 @@ fn route_axpby<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(
             rt::FloatTensor<B>,
             Option<rt::FloatTensor<B>>,
@@ -722,24 +734,24 @@ fn route_axpby<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         x: rt::DispatchTensor,
         y: Option<rt::DispatchTensor>,
         alpha: f32,
         beta: f32,
     ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(
+        let __route = __rt::Route::plan(
             &__OP,
             [
-                rt::Input::float("x", &x),
-            ].into_iter().chain(y.as_ref().map(|t| rt::Input::float("y", t))),
+                __rt::Input::float("x", &x),
+            ].into_iter().chain(y.as_ref().map(|t| __rt::Input::float("y", t))),
         )?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsAutodiff>::axpby,
@@ -750,7 +762,7 @@ fn route_axpby<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsAutodiff>::axpby,
@@ -761,11 +773,11 @@ fn route_axpby<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsAutodiff>::axpby,
@@ -776,7 +788,7 @@ fn route_axpby<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsAutodiff>::axpby,
@@ -787,11 +799,11 @@ fn route_axpby<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::axpby, x, y, alpha, beta)
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsAutodiff>::axpby,
@@ -802,7 +814,7 @@ fn route_axpby<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::axpby,
@@ -815,9 +827,11 @@ fn route_axpby<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(
+    match __rt::Route::fast(
         &__OP,
-        [rt::Input::float("x", &x)].into_iter().chain(y.as_ref().map(|t| rt::Input::float("y", t))),
+        [
+            __rt::Input::float("x", &x),
+        ].into_iter().chain(y.as_ref().map(|t| __rt::Input::float("y", t))),
     ) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
@@ -833,7 +847,7 @@ fn route_axpby<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, y, alpha, beta)),
+        None => F::result(__plan_and_run(x, y, alpha, beta)),
     }
 }
 
@@ -853,15 +867,15 @@ fn route_axpby<F: rt::Failure>(
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 #[inline]
 pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_sum_all::<rt::Fallible>(xs)
+    self::route_sum_all::<__rt::Fallible>(xs)
 }
 
 /// The routing of [`try_sum_all`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_sum_all<F: rt::Failure>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "sum_all",
         rt::Policy::Differentiable,
         "ops.toml:76",
@@ -879,8 +893,8 @@ fn route_sum_all<F: rt::Failure>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Disp
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(Vec<rt::FloatTensor<B>>) -> rt::FloatTensor<B>,
         xs: Vec<rt::DispatchTensor>,
     ) -> rt::DispatchTensor {
@@ -893,41 +907,41 @@ fn route_sum_all<F: rt::Failure>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Disp
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(
+    fn __plan_and_run(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
             &__OP,
-            xs.iter().enumerate().map(|(i, t)| rt::Input::float("xs", t).at(i)),
+            xs.iter().enumerate().map(|(i, t)| __rt::Input::float("xs", t).at(i)),
         )?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(&__route, <AutodiffFlex as RoutedOpsComposite>::sum_all, xs)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(&__route, <BalancedFlex as RoutedOpsComposite>::sum_all, xs)
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(&__route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(&__route, <BalancedCube as RoutedOpsComposite>::sum_all, xs)
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsComposite>::sum_all,
@@ -935,7 +949,7 @@ fn route_sum_all<F: rt::Failure>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Disp
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsComposite>::sum_all,
@@ -945,9 +959,9 @@ fn route_sum_all<F: rt::Failure>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Disp
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(
+    match __rt::Route::fast(
         &__OP,
-        xs.iter().enumerate().map(|(i, t)| rt::Input::float("xs", t).at(i)),
+        xs.iter().enumerate().map(|(i, t)| __rt::Input::float("xs", t).at(i)),
     ) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
@@ -963,7 +977,7 @@ fn route_sum_all<F: rt::Failure>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Disp
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(xs)),
+        None => F::result(__plan_and_run(xs)),
     }
 }
 
@@ -986,18 +1000,18 @@ pub fn try_split_last(
     x: rt::DispatchTensor,
     sizes: Vec<usize>,
 ) -> Result<Vec<rt::DispatchTensor>, rt::RouteError> {
-    self::route_split_last::<rt::Fallible>(x, sizes)
+    self::route_split_last::<__rt::Fallible>(x, sizes)
 }
 
 /// The routing of [`try_split_last`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_split_last<F: rt::Failure>(
+fn route_split_last<F: __rt::OnError>(
     x: rt::DispatchTensor,
     sizes: Vec<usize>,
 ) -> F::Out<Vec<rt::DispatchTensor>> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "split_last",
         rt::Policy::Differentiable,
         "ops.toml:86",
@@ -1015,8 +1029,8 @@ fn route_split_last<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>, Vec<usize>) -> Vec<rt::FloatTensor<B>>,
         x: rt::DispatchTensor,
         sizes: Vec<usize>,
@@ -1027,17 +1041,17 @@ fn route_split_last<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         x: rt::DispatchTensor,
         sizes: Vec<usize>,
     ) -> Result<Vec<rt::DispatchTensor>, rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::float("x", &x)])?;
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsComposite>::split_last,
@@ -1046,7 +1060,7 @@ fn route_split_last<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsComposite>::split_last,
@@ -1055,11 +1069,11 @@ fn route_split_last<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOpsComposite>::split_last, x, sizes)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsComposite>::split_last,
@@ -1068,7 +1082,7 @@ fn route_split_last<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsComposite>::split_last,
@@ -1077,7 +1091,7 @@ fn route_split_last<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(
                     &__route,
                     <rt::Remote as RoutedOpsComposite>::split_last,
@@ -1086,7 +1100,7 @@ fn route_split_last<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsComposite>::split_last,
@@ -1095,7 +1109,7 @@ fn route_split_last<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsComposite>::split_last,
@@ -1106,7 +1120,7 @@ fn route_split_last<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", &x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsComposite>::split_last, x, sizes)
@@ -1126,7 +1140,7 @@ fn route_split_last<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, sizes)),
+        None => F::result(__plan_and_run(x, sizes)),
     }
 }
 
@@ -1149,15 +1163,18 @@ pub fn try_softplus(
     x: rt::DispatchTensor,
     beta: f32,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_softplus::<rt::Fallible>(x, beta)
+    self::route_softplus::<__rt::Fallible>(x, beta)
 }
 
 /// The routing of [`try_softplus`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+fn route_softplus<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    beta: f32,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softplus",
         rt::Policy::Differentiable,
         "ops.toml:99",
@@ -1175,8 +1192,8 @@ fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
         beta: f32,
@@ -1187,14 +1204,17 @@ fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(x: rt::DispatchTensor, beta: f32) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::float("x", &x)])?;
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        beta: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsComposite>::softplus,
@@ -1203,7 +1223,7 @@ fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsComposite>::softplus,
@@ -1212,11 +1232,11 @@ fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOpsComposite>::softplus, x, beta)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsComposite>::softplus,
@@ -1225,7 +1245,7 @@ fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsComposite>::softplus,
@@ -1234,11 +1254,11 @@ fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOpsComposite>::softplus, x, beta)
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsComposite>::softplus,
@@ -1247,7 +1267,7 @@ fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsComposite>::softplus,
@@ -1258,7 +1278,7 @@ fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", &x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsComposite>::softplus, x, beta)
@@ -1273,7 +1293,7 @@ fn route_softplus<F: rt::Failure>(x: rt::DispatchTensor, beta: f32) -> F::Out<rt
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, beta)),
+        None => F::result(__plan_and_run(x, beta)),
     }
 }
 
@@ -1296,19 +1316,19 @@ pub fn try_masked_fill_count(
     mask: &rt::DispatchTensor,
     value: f32,
 ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
-    self::route_masked_fill_count::<rt::Fallible>(x, mask, value)
+    self::route_masked_fill_count::<__rt::Fallible>(x, mask, value)
 }
 
 /// The routing of [`try_masked_fill_count`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_masked_fill_count<F: rt::Failure>(
+fn route_masked_fill_count<F: __rt::OnError>(
     x: rt::DispatchTensor,
     mask: &rt::DispatchTensor,
     value: f32,
 ) -> F::Out<(rt::DispatchTensor, rt::DispatchTensor)> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "masked_fill_count",
         rt::Policy::Detach,
         "ops.toml:112",
@@ -1326,8 +1346,8 @@ fn route_masked_fill_count<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(
             rt::FloatTensor<B>,
             &rt::BoolTensor<B>,
@@ -1345,17 +1365,17 @@ fn route_masked_fill_count<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         x: rt::DispatchTensor,
         mask: &rt::DispatchTensor,
         value: f32,
     ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
-        let __route = rt::Route::plan(
+        let __route = __rt::Route::plan(
             &__OP,
-            [rt::Input::float("x", &x), rt::Input::bool("mask", mask)],
+            [__rt::Input::float("x", &x), __rt::Input::bool("mask", mask)],
         )?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(
                     &__route,
                     <rt::Flex as RoutedOps>::masked_fill_count,
@@ -1365,7 +1385,7 @@ fn route_masked_fill_count<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(
                     &__route,
                     <rt::Cube as RoutedOps>::masked_fill_count,
@@ -1375,7 +1395,7 @@ fn route_masked_fill_count<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(
                     &__route,
                     <rt::Remote as RoutedOps>::masked_fill_count,
@@ -1387,7 +1407,7 @@ fn route_masked_fill_count<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", &x), rt::Input::bool("mask", mask)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x), __rt::Input::bool("mask", mask)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(
@@ -1420,7 +1440,7 @@ fn route_masked_fill_count<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, mask, value)),
+        None => F::result(__plan_and_run(x, mask, value)),
     }
 }
 
@@ -1442,19 +1462,19 @@ pub fn try_nan_to_num(
     value: f32,
     with_mask: bool,
 ) -> Result<(rt::DispatchTensor, Option<rt::DispatchTensor>), rt::RouteError> {
-    self::route_nan_to_num::<rt::Fallible>(x, value, with_mask)
+    self::route_nan_to_num::<__rt::Fallible>(x, value, with_mask)
 }
 
 /// The routing of [`try_nan_to_num`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_nan_to_num<F: rt::Failure>(
+fn route_nan_to_num<F: __rt::OnError>(
     x: rt::DispatchTensor,
     value: f32,
     with_mask: bool,
 ) -> F::Out<(rt::DispatchTensor, Option<rt::DispatchTensor>)> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "nan_to_num",
         rt::Policy::Detach,
         "ops.toml:124",
@@ -1472,8 +1492,8 @@ fn route_nan_to_num<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(
             rt::FloatTensor<B>,
             f32,
@@ -1490,14 +1510,14 @@ fn route_nan_to_num<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         x: rt::DispatchTensor,
         value: f32,
         with_mask: bool,
     ) -> Result<(rt::DispatchTensor, Option<rt::DispatchTensor>), rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::float("x", &x)])?;
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(
                     &__route,
                     <rt::Flex as RoutedOps>::nan_to_num,
@@ -1507,7 +1527,7 @@ fn route_nan_to_num<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(
                     &__route,
                     <rt::Cube as RoutedOps>::nan_to_num,
@@ -1517,7 +1537,7 @@ fn route_nan_to_num<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(
                     &__route,
                     <rt::Remote as RoutedOps>::nan_to_num,
@@ -1529,7 +1549,7 @@ fn route_nan_to_num<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", &x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(
@@ -1562,7 +1582,7 @@ fn route_nan_to_num<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, value, with_mask)),
+        None => F::result(__plan_and_run(x, value, with_mask)),
     }
 }
 
@@ -1580,15 +1600,15 @@ fn route_nan_to_num<F: rt::Failure>(
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 #[inline]
 pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_dequantize_relu::<rt::Fallible>(x)
+    self::route_dequantize_relu::<__rt::Fallible>(x)
 }
 
 /// The routing of [`try_dequantize_relu`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_dequantize_relu<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dequantize_relu",
         rt::Policy::Reject,
         "ops.toml:133",
@@ -1606,8 +1626,8 @@ fn route_dequantize_relu<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Di
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::QuantizedTensor<B>) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
     ) -> rt::DispatchTensor {
@@ -1617,24 +1637,24 @@ fn route_dequantize_relu<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Di
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::quantized("x", &x)])?;
+    fn __plan_and_run(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::quantized("x", &x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::dequantize_relu, x)
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::dequantize_relu, x)
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::dequantize_relu, x)
             }
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::quantized("x", &x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::quantized("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::dequantize_relu, x)
@@ -1649,7 +1669,7 @@ fn route_dequantize_relu<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Di
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x)),
+        None => F::result(__plan_and_run(x)),
     }
 }
 
@@ -1671,18 +1691,18 @@ pub fn try_iota(
     len: usize,
     device: &rt::DispatchDevice,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_iota::<rt::Fallible>(len, device)
+    self::route_iota::<__rt::Fallible>(len, device)
 }
 
 /// The routing of [`try_iota`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_iota<F: rt::Failure>(
+fn route_iota<F: __rt::OnError>(
     len: usize,
     device: &rt::DispatchDevice,
 ) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "iota",
         rt::Policy::Reject,
         "ops.toml:139",
@@ -1692,8 +1712,8 @@ fn route_iota<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(usize, &rt::DeviceOf<B>) -> rt::IntTensor<B>,
         len: usize,
         device: &rt::DispatchDevice,
@@ -1704,26 +1724,125 @@ fn route_iota<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         len: usize,
         device: &rt::DispatchDevice,
     ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan_device(&__OP, "device", device)?;
+        let __route = __rt::Route::plan_by_device(&__OP, "device", device)?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsFlex>::iota, len, device)
             }
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain_device(&__OP, device) {
+    match __rt::Route::fast_by_device(&__OP, device) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsFlex>::iota, len, device)
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(len, device)),
+        None => F::result(__plan_and_run(len, device)),
+    }
+}
+
+/// `[0, 1, ..., len - 1]` as a float tensor on `device`. A factory routed by its device alone to
+/// every backend: a Cube device runs it on Cube, a remote device on the server. Composite.
+///
+/// Routing:
+/// - autodiff policy `reject`: a tracked float input is an error.
+/// - backends: Flex, Cube, Remote.
+/// - composite: `crate::composite::ramp` implements it on every backend.
+/// - declared at `ops.toml:151`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
+pub fn try_ramp(
+    len: usize,
+    device: &rt::DispatchDevice,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_ramp::<__rt::Fallible>(len, device)
+}
+
+/// The routing of [`try_ramp`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_ramp<F: __rt::OnError>(
+    len: usize,
+    device: &rt::DispatchDevice,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "ramp",
+        rt::Policy::Reject,
+        "ops.toml:151",
+        "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(any(feature = "wgpu", feature = "cuda")),
+                "any(feature = \"wgpu\", feature = \"cuda\")",
+            ),
+            (rt::BackendId::Remote, cfg!(feature = "remote"), "feature = \"remote\""),
+        ],
+        false,
+        "feature = \"autodiff\"",
+        env!("CARGO_PKG_NAME"),
+    );
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
+        __kernel: impl FnOnce(usize, &rt::DeviceOf<B>) -> rt::FloatTensor<B>,
+        len: usize,
+        device: &rt::DispatchDevice,
+    ) -> rt::DispatchTensor {
+        let device = B::device(__route, "device", device);
+        B::float_out(__route, __kernel(len, &device))
+    }
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        len: usize,
+        device: &rt::DispatchDevice,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan_by_device(&__OP, "device", device)?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsComposite>::ramp, len, device)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as RoutedOpsComposite>::ramp, len, device)
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as RoutedOpsComposite>::ramp, len, device)
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast_by_device(&__OP, device) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsComposite>::ramp, len, device)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as RoutedOpsComposite>::ramp, len, device)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as RoutedOpsComposite>::ramp, len, device)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(len, device)),
     }
 }
 
@@ -1733,7 +1852,7 @@ fn route_iota<F: rt::Failure>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:157`.
+/// - declared at `ops.toml:169`.
 ///
 /// # Errors
 ///
@@ -1745,21 +1864,21 @@ pub fn try_bias_gelu(
     x: rt::DispatchTensor,
     bias: rt::DispatchTensor,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_bias_gelu::<rt::Fallible>(x, bias)
+    self::route_bias_gelu::<__rt::Fallible>(x, bias)
 }
 
 /// The routing of [`try_bias_gelu`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_bias_gelu<F: rt::Failure>(
+fn route_bias_gelu<F: __rt::OnError>(
     x: rt::DispatchTensor,
     bias: rt::DispatchTensor,
 ) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "bias_gelu",
         rt::Policy::Differentiable,
-        "ops.toml:157",
+        "ops.toml:169",
         "ops.toml:13",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1774,8 +1893,8 @@ fn route_bias_gelu<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
         bias: rt::DispatchTensor,
@@ -1787,20 +1906,20 @@ fn route_bias_gelu<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         x: rt::DispatchTensor,
         bias: rt::DispatchTensor,
     ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(
+        let __route = __rt::Route::plan(
             &__OP,
-            [rt::Input::float("x", &x), rt::Input::float("bias", &bias)],
+            [__rt::Input::float("x", &x), __rt::Input::float("bias", &bias)],
         )?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::bias_gelu, x, bias)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsAutodiff>::bias_gelu,
@@ -1809,7 +1928,7 @@ fn route_bias_gelu<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsAutodiff>::bias_gelu,
@@ -1818,11 +1937,11 @@ fn route_bias_gelu<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsAutodiff>::bias_gelu,
@@ -1831,7 +1950,7 @@ fn route_bias_gelu<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsAutodiff>::bias_gelu,
@@ -1840,11 +1959,11 @@ fn route_bias_gelu<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::bias_gelu, x, bias)
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsAutodiff>::bias_gelu,
@@ -1853,7 +1972,7 @@ fn route_bias_gelu<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::bias_gelu,
@@ -1864,7 +1983,10 @@ fn route_bias_gelu<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", &x), rt::Input::float("bias", &bias)]) {
+    match __rt::Route::fast(
+        &__OP,
+        [__rt::Input::float("x", &x), __rt::Input::float("bias", &bias)],
+    ) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::bias_gelu, x, bias)
@@ -1879,167 +2001,11 @@ fn route_bias_gelu<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, bias)),
+        None => F::result(__plan_and_run(x, bias)),
     }
 }
 
 /// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
-///
-/// Routing:
-/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-/// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:167`.
-///
-/// # Errors
-///
-/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
-/// a `reject` op, a backend the op is not routed to, inputs on different backends or
-/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
-#[inline]
-pub fn try_swiglu(
-    gate: rt::DispatchTensor,
-    up: rt::DispatchTensor,
-) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_swiglu::<rt::Fallible>(gate, up)
-}
-
-/// The routing of [`try_swiglu`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
-#[inline]
-fn route_swiglu<F: rt::Failure>(
-    gate: rt::DispatchTensor,
-    up: rt::DispatchTensor,
-) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
-        "swiglu",
-        rt::Policy::Differentiable,
-        "ops.toml:167",
-        "ops.toml:13",
-        &[
-            (rt::BackendId::Flex, true, ""),
-            (
-                rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
-            ),
-            (rt::BackendId::Remote, cfg!(feature = "remote"), "feature = \"remote\""),
-        ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
-        env!("CARGO_PKG_NAME"),
-    );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        gate: rt::DispatchTensor,
-        up: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let gate = B::float(__route, "gate", gate);
-        let up = B::float(__route, "up", up);
-        B::float_out(__route, __kernel(gate, up))
-    }
-    /// Every call the fast path below does not take (autodiff, primitives to convert,
-    /// contract violations): planned with the whole routing contract checked.
-    #[inline(never)]
-    fn __planned(
-        gate: rt::DispatchTensor,
-        up: rt::DispatchTensor,
-    ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(
-            &__OP,
-            [rt::Input::float("gate", &gate), rt::Input::float("up", &up)],
-        )?;
-        Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
-                __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::swiglu, gate, up)
-            }
-            #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffFlex>(
-                    &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::swiglu,
-                    gate,
-                    up,
-                )
-            }
-            #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedFlex>(
-                    &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::swiglu,
-                    gate,
-                    up,
-                )
-            }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
-                __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::swiglu, gate, up)
-            }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffCube>(
-                    &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::swiglu,
-                    gate,
-                    up,
-                )
-            }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedCube>(
-                    &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::swiglu,
-                    gate,
-                    up,
-                )
-            }
-            #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
-                __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::swiglu, gate, up)
-            }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffRemote>(
-                    &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::swiglu,
-                    gate,
-                    up,
-                )
-            }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedRemote>(
-                    &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::swiglu,
-                    gate,
-                    up,
-                )
-            }
-            _ => __route.unrouted(),
-        })
-    }
-    match rt::Route::plain(&__OP, [rt::Input::float("gate", &gate), rt::Input::float("up", &up)]) {
-        Some(__route) => F::ok(match __route.backend() {
-            rt::BackendId::Flex => {
-                __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::swiglu, gate, up)
-            }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            rt::BackendId::Cube => {
-                __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::swiglu, gate, up)
-            }
-            #[cfg(feature = "remote")]
-            rt::BackendId::Remote => {
-                __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::swiglu, gate, up)
-            }
-            _ => __route.unrouted(),
-        }),
-        None => F::result(__planned(gate, up)),
-    }
-}
-
-/// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
-/// `weight` of shape `[features]`.
 ///
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
@@ -2052,25 +2018,23 @@ fn route_swiglu<F: rt::Failure>(
 /// a `reject` op, a backend the op is not routed to, inputs on different backends or
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 #[inline]
-pub fn try_rms_norm(
-    x: rt::DispatchTensor,
-    weight: rt::DispatchTensor,
-    eps: f32,
+pub fn try_swiglu(
+    gate: rt::DispatchTensor,
+    up: rt::DispatchTensor,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_rms_norm::<rt::Fallible>(x, weight, eps)
+    self::route_swiglu::<__rt::Fallible>(gate, up)
 }
 
-/// The routing of [`try_rms_norm`] and of the panicking `Dispatch` method (`F` says
+/// The routing of [`try_swiglu`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_rms_norm<F: rt::Failure>(
-    x: rt::DispatchTensor,
-    weight: rt::DispatchTensor,
-    eps: f32,
+fn route_swiglu<F: __rt::OnError>(
+    gate: rt::DispatchTensor,
+    up: rt::DispatchTensor,
 ) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
-        "rms_norm",
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "swiglu",
         rt::Policy::Differentiable,
         "ops.toml:179",
         "ops.toml:13",
@@ -2087,8 +2051,169 @@ fn route_rms_norm<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
+        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+        gate: rt::DispatchTensor,
+        up: rt::DispatchTensor,
+    ) -> rt::DispatchTensor {
+        let gate = B::float(__route, "gate", gate);
+        let up = B::float(__route, "up", up);
+        B::float_out(__route, __kernel(gate, up))
+    }
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        gate: rt::DispatchTensor,
+        up: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            [__rt::Input::float("gate", &gate), __rt::Input::float("up", &up)],
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::swiglu, gate, up)
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    <AutodiffFlex as RoutedOpsAutodiff>::swiglu,
+                    gate,
+                    up,
+                )
+            }
+            #[cfg(feature = "autodiff")]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    <BalancedFlex as RoutedOpsAutodiff>::swiglu,
+                    gate,
+                    up,
+                )
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::swiglu, gate, up)
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    <AutodiffCube as RoutedOpsAutodiff>::swiglu,
+                    gate,
+                    up,
+                )
+            }
+            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    <BalancedCube as RoutedOpsAutodiff>::swiglu,
+                    gate,
+                    up,
+                )
+            }
+            #[cfg(feature = "remote")]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::swiglu, gate, up)
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::swiglu,
+                    gate,
+                    up,
+                )
+            }
+            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    <BalancedRemote as RoutedOpsAutodiff>::swiglu,
+                    gate,
+                    up,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(
+        &__OP,
+        [__rt::Input::float("gate", &gate), __rt::Input::float("up", &up)],
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::swiglu, gate, up)
+            }
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::swiglu, gate, up)
+            }
+            #[cfg(feature = "remote")]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::swiglu, gate, up)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(gate, up)),
+    }
+}
+
+/// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
+/// `weight` of shape `[features]`.
+///
+/// Routing:
+/// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+/// - backends: Flex, Cube, Remote.
+/// - declared at `ops.toml:191`.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to
+/// a `reject` op, a backend the op is not routed to, inputs on different backends or
+/// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
+#[inline]
+pub fn try_rms_norm(
+    x: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    eps: f32,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_rms_norm::<__rt::Fallible>(x, weight, eps)
+}
+
+/// The routing of [`try_rms_norm`] and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_rms_norm<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    eps: f32,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "rms_norm",
+        rt::Policy::Differentiable,
+        "ops.toml:191",
+        "ops.toml:13",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(any(feature = "wgpu", feature = "cuda")),
+                "any(feature = \"wgpu\", feature = \"cuda\")",
+            ),
+            (rt::BackendId::Remote, cfg!(feature = "remote"), "feature = \"remote\""),
+        ],
+        cfg!(feature = "autodiff"),
+        "feature = \"autodiff\"",
+        env!("CARGO_PKG_NAME"),
+    );
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
         weight: rt::DispatchTensor,
@@ -2101,21 +2226,21 @@ fn route_rms_norm<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         x: rt::DispatchTensor,
         weight: rt::DispatchTensor,
         eps: f32,
     ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(
+        let __route = __rt::Route::plan(
             &__OP,
-            [rt::Input::float("x", &x), rt::Input::float("weight", &weight)],
+            [__rt::Input::float("x", &x), __rt::Input::float("weight", &weight)],
         )?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsAutodiff>::rms_norm,
@@ -2125,7 +2250,7 @@ fn route_rms_norm<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsAutodiff>::rms_norm,
@@ -2135,11 +2260,11 @@ fn route_rms_norm<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsAutodiff>::rms_norm,
@@ -2149,7 +2274,7 @@ fn route_rms_norm<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsAutodiff>::rms_norm,
@@ -2159,11 +2284,11 @@ fn route_rms_norm<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::rms_norm, x, weight, eps)
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsAutodiff>::rms_norm,
@@ -2173,7 +2298,7 @@ fn route_rms_norm<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::rms_norm,
@@ -2185,9 +2310,9 @@ fn route_rms_norm<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(
+    match __rt::Route::fast(
         &__OP,
-        [rt::Input::float("x", &x), rt::Input::float("weight", &weight)],
+        [__rt::Input::float("x", &x), __rt::Input::float("weight", &weight)],
     ) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
@@ -2203,7 +2328,7 @@ fn route_rms_norm<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, weight, eps)),
+        None => F::result(__plan_and_run(x, weight, eps)),
     }
 }
 
@@ -2213,7 +2338,7 @@ fn route_rms_norm<F: rt::Failure>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:192`.
+/// - declared at `ops.toml:204`.
 ///
 /// # Errors
 ///
@@ -2227,23 +2352,23 @@ pub fn try_layer_norm(
     beta: rt::DispatchTensor,
     eps: f32,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_layer_norm::<rt::Fallible>(x, gamma, beta, eps)
+    self::route_layer_norm::<__rt::Fallible>(x, gamma, beta, eps)
 }
 
 /// The routing of [`try_layer_norm`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_layer_norm<F: rt::Failure>(
+fn route_layer_norm<F: __rt::OnError>(
     x: rt::DispatchTensor,
     gamma: rt::DispatchTensor,
     beta: rt::DispatchTensor,
     eps: f32,
 ) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "layer_norm",
         rt::Policy::Differentiable,
-        "ops.toml:192",
+        "ops.toml:204",
         "ops.toml:13",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2258,8 +2383,8 @@ fn route_layer_norm<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(
             rt::FloatTensor<B>,
             rt::FloatTensor<B>,
@@ -2279,22 +2404,22 @@ fn route_layer_norm<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         x: rt::DispatchTensor,
         gamma: rt::DispatchTensor,
         beta: rt::DispatchTensor,
         eps: f32,
     ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(
+        let __route = __rt::Route::plan(
             &__OP,
             [
-                rt::Input::float("x", &x),
-                rt::Input::float("gamma", &gamma),
-                rt::Input::float("beta", &beta),
+                __rt::Input::float("x", &x),
+                __rt::Input::float("gamma", &gamma),
+                __rt::Input::float("beta", &beta),
             ],
         )?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(
                     &__route,
                     <rt::Flex as RoutedOps>::layer_norm,
@@ -2305,7 +2430,7 @@ fn route_layer_norm<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsAutodiff>::layer_norm,
@@ -2316,7 +2441,7 @@ fn route_layer_norm<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsAutodiff>::layer_norm,
@@ -2327,7 +2452,7 @@ fn route_layer_norm<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(
                     &__route,
                     <rt::Cube as RoutedOps>::layer_norm,
@@ -2338,7 +2463,7 @@ fn route_layer_norm<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsAutodiff>::layer_norm,
@@ -2349,7 +2474,7 @@ fn route_layer_norm<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsAutodiff>::layer_norm,
@@ -2360,7 +2485,7 @@ fn route_layer_norm<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(
                     &__route,
                     <rt::Remote as RoutedOps>::layer_norm,
@@ -2371,7 +2496,7 @@ fn route_layer_norm<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsAutodiff>::layer_norm,
@@ -2382,7 +2507,7 @@ fn route_layer_norm<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::layer_norm,
@@ -2395,12 +2520,12 @@ fn route_layer_norm<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(
+    match __rt::Route::fast(
         &__OP,
         [
-            rt::Input::float("x", &x),
-            rt::Input::float("gamma", &gamma),
-            rt::Input::float("beta", &beta),
+            __rt::Input::float("x", &x),
+            __rt::Input::float("gamma", &gamma),
+            __rt::Input::float("beta", &beta),
         ],
     ) {
         Some(__route) => F::ok(match __route.backend() {
@@ -2438,7 +2563,7 @@ fn route_layer_norm<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, gamma, beta, eps)),
+        None => F::result(__plan_and_run(x, gamma, beta, eps)),
     }
 }
 
@@ -2447,7 +2572,7 @@ fn route_layer_norm<F: rt::Failure>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:204`.
+/// - declared at `ops.toml:216`.
 ///
 /// # Errors
 ///
@@ -2456,18 +2581,18 @@ fn route_layer_norm<F: rt::Failure>(
 /// with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`).
 #[inline]
 pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_softmax_last::<rt::Fallible>(x)
+    self::route_softmax_last::<__rt::Fallible>(x)
 }
 
 /// The routing of [`try_softmax_last`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softmax_last",
         rt::Policy::Differentiable,
-        "ops.toml:204",
+        "ops.toml:216",
         "ops.toml:13",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2482,8 +2607,8 @@ fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Dispa
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
     ) -> rt::DispatchTensor {
@@ -2493,14 +2618,14 @@ fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Dispa
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::float("x", &x)])?;
+    fn __plan_and_run(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::softmax_last, x)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsAutodiff>::softmax_last,
@@ -2508,7 +2633,7 @@ fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Dispa
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsAutodiff>::softmax_last,
@@ -2516,11 +2641,11 @@ fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Dispa
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::softmax_last, x)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsAutodiff>::softmax_last,
@@ -2528,7 +2653,7 @@ fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Dispa
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsAutodiff>::softmax_last,
@@ -2536,11 +2661,11 @@ fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Dispa
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::softmax_last, x)
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsAutodiff>::softmax_last,
@@ -2548,7 +2673,7 @@ fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Dispa
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::softmax_last,
@@ -2558,7 +2683,7 @@ fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Dispa
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", &x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::softmax_last, x)
@@ -2573,7 +2698,7 @@ fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Dispa
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x)),
+        None => F::result(__plan_and_run(x)),
     }
 }
 
@@ -2584,7 +2709,7 @@ fn route_softmax_last<F: rt::Failure>(x: rt::DispatchTensor) -> F::Out<rt::Dispa
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:214`.
+/// - declared at `ops.toml:226`.
 ///
 /// # Errors
 ///
@@ -2596,21 +2721,21 @@ pub fn try_cross_entropy_logits(
     logits: rt::DispatchTensor,
     targets: rt::DispatchTensor,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_cross_entropy_logits::<rt::Fallible>(logits, targets)
+    self::route_cross_entropy_logits::<__rt::Fallible>(logits, targets)
 }
 
 /// The routing of [`try_cross_entropy_logits`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_cross_entropy_logits<F: rt::Failure>(
+fn route_cross_entropy_logits<F: __rt::OnError>(
     logits: rt::DispatchTensor,
     targets: rt::DispatchTensor,
 ) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "cross_entropy_logits",
         rt::Policy::Differentiable,
-        "ops.toml:214",
+        "ops.toml:226",
         "ops.toml:13",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2625,8 +2750,8 @@ fn route_cross_entropy_logits<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>, rt::IntTensor<B>) -> rt::FloatTensor<B>,
         logits: rt::DispatchTensor,
         targets: rt::DispatchTensor,
@@ -2638,16 +2763,16 @@ fn route_cross_entropy_logits<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         logits: rt::DispatchTensor,
         targets: rt::DispatchTensor,
     ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(
+        let __route = __rt::Route::plan(
             &__OP,
-            [rt::Input::float("logits", &logits), rt::Input::int("targets", &targets)],
+            [__rt::Input::float("logits", &logits), __rt::Input::int("targets", &targets)],
         )?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(
                     &__route,
                     <rt::Flex as RoutedOps>::cross_entropy_logits,
@@ -2656,7 +2781,7 @@ fn route_cross_entropy_logits<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsAutodiff>::cross_entropy_logits,
@@ -2665,7 +2790,7 @@ fn route_cross_entropy_logits<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsAutodiff>::cross_entropy_logits,
@@ -2674,7 +2799,7 @@ fn route_cross_entropy_logits<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(
                     &__route,
                     <rt::Cube as RoutedOps>::cross_entropy_logits,
@@ -2683,7 +2808,7 @@ fn route_cross_entropy_logits<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsAutodiff>::cross_entropy_logits,
@@ -2692,7 +2817,7 @@ fn route_cross_entropy_logits<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsAutodiff>::cross_entropy_logits,
@@ -2701,7 +2826,7 @@ fn route_cross_entropy_logits<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(
                     &__route,
                     <rt::Remote as RoutedOps>::cross_entropy_logits,
@@ -2710,7 +2835,7 @@ fn route_cross_entropy_logits<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsAutodiff>::cross_entropy_logits,
@@ -2719,7 +2844,7 @@ fn route_cross_entropy_logits<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::cross_entropy_logits,
@@ -2730,9 +2855,9 @@ fn route_cross_entropy_logits<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(
+    match __rt::Route::fast(
         &__OP,
-        [rt::Input::float("logits", &logits), rt::Input::int("targets", &targets)],
+        [__rt::Input::float("logits", &logits), __rt::Input::int("targets", &targets)],
     ) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
@@ -2763,7 +2888,7 @@ fn route_cross_entropy_logits<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(logits, targets)),
+        None => F::result(__plan_and_run(logits, targets)),
     }
 }
 
@@ -2774,7 +2899,7 @@ fn route_cross_entropy_logits<F: rt::Failure>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:227`.
+/// - declared at `ops.toml:239`.
 ///
 /// # Errors
 ///
@@ -2787,22 +2912,22 @@ pub fn try_dropout(
     p: f32,
     seed: u64,
 ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
-    self::route_dropout::<rt::Fallible>(x, p, seed)
+    self::route_dropout::<__rt::Fallible>(x, p, seed)
 }
 
 /// The routing of [`try_dropout`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_dropout<F: rt::Failure>(
+fn route_dropout<F: __rt::OnError>(
     x: rt::DispatchTensor,
     p: f32,
     seed: u64,
 ) -> F::Out<(rt::DispatchTensor, rt::DispatchTensor)> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dropout",
         rt::Policy::Differentiable,
-        "ops.toml:227",
+        "ops.toml:239",
         "ops.toml:13",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2817,8 +2942,8 @@ fn route_dropout<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(
             rt::FloatTensor<B>,
             f32,
@@ -2835,18 +2960,18 @@ fn route_dropout<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         x: rt::DispatchTensor,
         p: f32,
         seed: u64,
     ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::float("x", &x)])?;
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsAutodiff>::dropout,
@@ -2856,7 +2981,7 @@ fn route_dropout<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsAutodiff>::dropout,
@@ -2866,11 +2991,11 @@ fn route_dropout<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsAutodiff>::dropout,
@@ -2880,7 +3005,7 @@ fn route_dropout<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsAutodiff>::dropout,
@@ -2890,11 +3015,11 @@ fn route_dropout<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::dropout, x, p, seed)
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsAutodiff>::dropout,
@@ -2904,7 +3029,7 @@ fn route_dropout<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::dropout,
@@ -2916,7 +3041,7 @@ fn route_dropout<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", &x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
@@ -2931,7 +3056,7 @@ fn route_dropout<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, p, seed)),
+        None => F::result(__plan_and_run(x, p, seed)),
     }
 }
 
@@ -2941,7 +3066,7 @@ fn route_dropout<F: rt::Failure>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:240`.
+/// - declared at `ops.toml:252`.
 ///
 /// # Errors
 ///
@@ -2954,22 +3079,22 @@ pub fn try_clamp_ste(
     lo: f32,
     hi: f32,
 ) -> Result<rt::DispatchTensor, rt::RouteError> {
-    self::route_clamp_ste::<rt::Fallible>(x, lo, hi)
+    self::route_clamp_ste::<__rt::Fallible>(x, lo, hi)
 }
 
 /// The routing of [`try_clamp_ste`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_clamp_ste<F: rt::Failure>(
+fn route_clamp_ste<F: __rt::OnError>(
     x: rt::DispatchTensor,
     lo: f32,
     hi: f32,
 ) -> F::Out<rt::DispatchTensor> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "clamp_ste",
         rt::Policy::Differentiable,
-        "ops.toml:240",
+        "ops.toml:252",
         "ops.toml:13",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2984,8 +3109,8 @@ fn route_clamp_ste<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>, f32, f32) -> rt::FloatTensor<B>,
         x: rt::DispatchTensor,
         lo: f32,
@@ -2997,18 +3122,18 @@ fn route_clamp_ste<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         x: rt::DispatchTensor,
         lo: f32,
         hi: f32,
     ) -> Result<rt::DispatchTensor, rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::float("x", &x)])?;
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi)
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
                     <AutodiffFlex as RoutedOpsAutodiff>::clamp_ste,
@@ -3018,7 +3143,7 @@ fn route_clamp_ste<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "autodiff")]
-            (rt::BackendId::Flex, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
                     <BalancedFlex as RoutedOpsAutodiff>::clamp_ste,
@@ -3028,11 +3153,11 @@ fn route_clamp_ste<F: rt::Failure>(
                 )
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
                     <AutodiffCube as RoutedOpsAutodiff>::clamp_ste,
@@ -3042,7 +3167,7 @@ fn route_clamp_ste<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
-            (rt::BackendId::Cube, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
                     <BalancedCube as RoutedOpsAutodiff>::clamp_ste,
@@ -3052,11 +3177,11 @@ fn route_clamp_ste<F: rt::Failure>(
                 )
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
                     <AutodiffRemote as RoutedOpsAutodiff>::clamp_ste,
@@ -3066,7 +3191,7 @@ fn route_clamp_ste<F: rt::Failure>(
                 )
             }
             #[cfg(all(feature = "autodiff", feature = "remote"))]
-            (rt::BackendId::Remote, rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::clamp_ste,
@@ -3078,7 +3203,7 @@ fn route_clamp_ste<F: rt::Failure>(
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", &x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi)
@@ -3093,7 +3218,7 @@ fn route_clamp_ste<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, lo, hi)),
+        None => F::result(__plan_and_run(x, lo, hi)),
     }
 }
 
@@ -3103,7 +3228,7 @@ fn route_clamp_ste<F: rt::Failure>(
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:253`.
+/// - declared at `ops.toml:265`.
 ///
 /// # Errors
 ///
@@ -3115,21 +3240,21 @@ pub fn try_topk_last(
     x: &rt::DispatchTensor,
     k: usize,
 ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
-    self::route_topk_last::<rt::Fallible>(x, k)
+    self::route_topk_last::<__rt::Fallible>(x, k)
 }
 
 /// The routing of [`try_topk_last`] and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__planned`, out of line.
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
-fn route_topk_last<F: rt::Failure>(
+fn route_topk_last<F: __rt::OnError>(
     x: &rt::DispatchTensor,
     k: usize,
 ) -> F::Out<(rt::DispatchTensor, rt::DispatchTensor)> {
-    static __OP: rt::OpInfo = rt::OpInfo::new(
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
-        "ops.toml:253",
+        "ops.toml:265",
         "ops.toml:13",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3144,8 +3269,8 @@ fn route_topk_last<F: rt::Failure>(
         "feature = \"autodiff\"",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: rt::Lane>(
-        __route: &rt::Route,
+    fn __run<B: __rt::Target>(
+        __route: &__rt::Route,
         __kernel: impl FnOnce(&rt::FloatTensor<B>, usize) -> (rt::FloatTensor<B>, rt::IntTensor<B>),
         x: &rt::DispatchTensor,
         k: usize,
@@ -3157,27 +3282,27 @@ fn route_topk_last<F: rt::Failure>(
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
-    fn __planned(
+    fn __plan_and_run(
         x: &rt::DispatchTensor,
         k: usize,
     ) -> Result<(rt::DispatchTensor, rt::DispatchTensor), rt::RouteError> {
-        let __route = rt::Route::plan(&__OP, [rt::Input::float("x", x)])?;
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", x)])?;
         Ok(match __route.target() {
-            (rt::BackendId::Flex, rt::Mode::Concrete) => {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::topk_last, x, k)
             }
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            (rt::BackendId::Cube, rt::Mode::Concrete) => {
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::topk_last, x, k)
             }
             #[cfg(feature = "remote")]
-            (rt::BackendId::Remote, rt::Mode::Concrete) => {
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::topk_last, x, k)
             }
             _ => __route.unrouted(),
         })
     }
-    match rt::Route::plain(&__OP, [rt::Input::float("x", x)]) {
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::topk_last, x, k)
@@ -3192,6 +3317,6 @@ fn route_topk_last<F: rt::Failure>(
             }
             _ => __route.unrouted(),
         }),
-        None => F::result(__planned(x, k)),
+        None => F::result(__plan_and_run(x, k)),
     }
 }

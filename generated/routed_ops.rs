@@ -87,14 +87,14 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:157`.
+    /// - declared at `ops.toml:169`.
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:167`.
+    /// - declared at `ops.toml:179`.
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
     /// `weight` of shape `[features]`.
@@ -102,7 +102,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:179`.
+    /// - declared at `ops.toml:191`.
     fn rms_norm(
         x: rt::FloatTensor<Self>,
         weight: rt::FloatTensor<Self>,
@@ -114,7 +114,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:192`.
+    /// - declared at `ops.toml:204`.
     fn layer_norm(
         x: rt::FloatTensor<Self>,
         gamma: rt::FloatTensor<Self>,
@@ -126,7 +126,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:204`.
+    /// - declared at `ops.toml:216`.
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
     /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The gradient
@@ -135,7 +135,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:214`.
+    /// - declared at `ops.toml:226`.
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
@@ -147,7 +147,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:227`.
+    /// - declared at `ops.toml:239`.
     fn dropout(
         x: rt::FloatTensor<Self>,
         p: f32,
@@ -159,7 +159,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:240`.
+    /// - declared at `ops.toml:252`.
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
     /// The `k` largest elements along the last dimension, in descending order, and their indices
     /// (ties keep the lower index first). Not differentiable: a selection is detached.
@@ -167,7 +167,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:253`.
+    /// - declared at `ops.toml:265`.
     fn topk_last(
         x: &rt::FloatTensor<Self>,
         k: usize,
@@ -212,14 +212,14 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:157`.
+    /// - declared at `ops.toml:169`.
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:167`.
+    /// - declared at `ops.toml:179`.
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
     /// `weight` of shape `[features]`.
@@ -227,7 +227,7 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:179`.
+    /// - declared at `ops.toml:191`.
     fn rms_norm(
         x: rt::FloatTensor<Self>,
         weight: rt::FloatTensor<Self>,
@@ -239,7 +239,7 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:192`.
+    /// - declared at `ops.toml:204`.
     fn layer_norm(
         x: rt::FloatTensor<Self>,
         gamma: rt::FloatTensor<Self>,
@@ -251,7 +251,7 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:204`.
+    /// - declared at `ops.toml:216`.
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
     /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The gradient
@@ -260,7 +260,7 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:214`.
+    /// - declared at `ops.toml:226`.
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
@@ -272,7 +272,7 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:227`.
+    /// - declared at `ops.toml:239`.
     fn dropout(
         x: rt::FloatTensor<Self>,
         p: f32,
@@ -284,7 +284,7 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:240`.
+    /// - declared at `ops.toml:252`.
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
 }
 
@@ -329,6 +329,18 @@ pub trait RoutedOpsComposite: rt::Backend {
     #[must_use]
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
         crate::composite::softplus::<Self>(x, beta)
+    }
+    /// `[0, 1, ..., len - 1]` as a float tensor on `device`. A factory routed by its device alone to
+    /// every backend: a Cube device runs it on Cube, a remote device on the server. Composite.
+    ///
+    /// Routing:
+    /// - autodiff policy `reject`: a tracked float input is an error.
+    /// - backends: Flex, Cube, Remote.
+    /// - composite: `crate::composite::ramp` implements it on every backend.
+    /// - declared at `ops.toml:151`.
+    #[must_use]
+    fn ramp(len: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self> {
+        crate::composite::ramp::<Self>(len, device)
     }
 }
 

@@ -407,13 +407,40 @@ pub fn try_iota(len: usize, device: &rt::Device) -> Result<rt::Tensor<1, rt::Int
     Ok(rt::Tensor::from_dispatch(dispatch::try_iota(len, device.as_dispatch())?))
 }
 
+/// `[0, 1, ..., len - 1]` as a float tensor on `device`. A factory routed by its device alone to
+/// every backend: a Cube device runs it on Cube, a remote device on the server. Composite.
+///
+/// Routing:
+/// - autodiff policy `reject`: a tracked float input is an error.
+/// - backends: Flex, Cube, Remote.
+/// - composite: `crate::composite::ramp` implements it on every backend.
+/// - declared at `ops.toml:151`.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_ramp`] returns the error instead.
+#[must_use]
+pub fn ramp(len: usize, device: &rt::Device) -> rt::Tensor<1> {
+    rt::Tensor::from_dispatch(<rt::Dispatch as RoutedOpsComposite>::ramp(len, device.as_dispatch()))
+}
+
+/// [`ramp`], returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_ramp(len: usize, device: &rt::Device) -> Result<rt::Tensor<1>, rt::RouteError> {
+    Ok(rt::Tensor::from_dispatch(dispatch::try_ramp(len, device.as_dispatch())?))
+}
+
 /// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions
 /// (its shape is `[features]`, `x`'s last dimension).
 ///
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:157`.
+/// - declared at `ops.toml:169`.
 ///
 /// # Panics
 ///
@@ -444,7 +471,7 @@ pub fn try_bias_gelu<const D: usize>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:167`.
+/// - declared at `ops.toml:179`.
 ///
 /// # Panics
 ///
@@ -476,7 +503,7 @@ pub fn try_swiglu<const D: usize>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:179`.
+/// - declared at `ops.toml:191`.
 ///
 /// # Panics
 ///
@@ -518,7 +545,7 @@ pub fn try_rms_norm<const D: usize>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:192`.
+/// - declared at `ops.toml:204`.
 ///
 /// # Panics
 ///
@@ -563,7 +590,7 @@ pub fn try_layer_norm<const D: usize>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:204`.
+/// - declared at `ops.toml:216`.
 ///
 /// # Panics
 ///
@@ -590,7 +617,7 @@ pub fn try_softmax_last<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:214`.
+/// - declared at `ops.toml:226`.
 ///
 /// # Panics
 ///
@@ -629,7 +656,7 @@ pub fn try_cross_entropy_logits(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:227`.
+/// - declared at `ops.toml:239`.
 ///
 /// # Panics
 ///
@@ -665,7 +692,7 @@ pub fn try_dropout<const D: usize>(
 /// Routing:
 /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:240`.
+/// - declared at `ops.toml:252`.
 ///
 /// # Panics
 ///
@@ -695,7 +722,7 @@ pub fn try_clamp_ste<const D: usize>(
 /// Routing:
 /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
 /// - backends: Flex, Cube, Remote.
-/// - declared at `ops.toml:253`.
+/// - declared at `ops.toml:265`.
 ///
 /// # Panics
 ///

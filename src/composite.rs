@@ -3,8 +3,8 @@
 //! `ops.toml` names them with `composite = "crate::composite::..."`.
 
 use burn_backend::slice::Slice;
-use burn_backend::tensor::FloatTensor;
-use burn_backend::{Backend, Scalar, TensorMetadata};
+use burn_backend::tensor::{Device, FloatTensor};
+use burn_backend::{Backend, Scalar, TensorMetadata, get_or_init_device_settings};
 
 /// Element-wise sum of the tensors in `xs`.
 ///
@@ -55,4 +55,18 @@ pub fn softplus<B: Backend>(x: FloatTensor<B>, beta: f32) -> FloatTensor<B> {
     let z = B::float_mul_scalar(x, Scalar::from(beta));
     let tail = B::float_log1p(B::float_exp(B::float_neg(B::float_abs(z.clone()))));
     B::float_div_scalar(B::float_add(B::relu(z), tail), Scalar::from(beta))
+}
+
+/// `[0, 1, ..., len - 1]` as floats on `device`, in the device's default float dtype.
+///
+/// # Panics
+///
+/// When `len` does not fit in an `i64`.
+pub fn ramp<B: Backend>(len: usize, device: &Device<B>) -> FloatTensor<B> {
+    let settings = get_or_init_device_settings::<B>(device);
+    let end = i64::try_from(len).expect("ramp length fits in i64");
+    B::int_into_float(
+        B::int_arange(0..end, device, settings.int_dtype),
+        settings.float_dtype,
+    )
 }

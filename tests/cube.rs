@@ -8,7 +8,7 @@ mod common;
 mod parity;
 
 use burn_route::rt::{BackendId, DeviceKind, InputName, RouteError};
-use burn_route::{add_relu, try_add_relu, try_iota};
+use burn_route::{add_relu, ramp, try_add_relu, try_iota};
 use burn_tensor::{Device, Tensor};
 use common::values;
 
@@ -94,4 +94,21 @@ fn a_flex_only_op_refuses_a_cube_device_by_name() {
         ),
         "{err:?}"
     );
+}
+
+/// An op without tensor inputs is routed by its device alone, to each backend the manifest
+/// lists: a Cube device runs `ramp` on Cube, next to Flex in the same binary.
+#[test]
+fn a_device_only_op_runs_on_the_backend_of_its_device() {
+    let on_gpu = ramp(5, &gpu());
+    assert_eq!(on_gpu.device(), gpu());
+    assert_eq!(values(&on_gpu), [0.0, 1.0, 2.0, 3.0, 4.0]);
+    let on_cpu = ramp(2, &Device::flex());
+    assert_eq!(on_cpu.device(), Device::flex());
+    assert_eq!(values(&on_cpu), [0.0, 1.0]);
+    // And under autodiff on Cube: an untracked autodiff float on the Cube device.
+    let tracked_device = gpu().autodiff();
+    let out = ramp(3, &tracked_device);
+    assert!(out.is_autodiff());
+    assert_eq!(values(&out), [0.0, 1.0, 2.0]);
 }

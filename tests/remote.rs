@@ -10,7 +10,7 @@ mod loopback;
 mod parity;
 
 use burn_route::rt::{BackendId, InputName, RouteError};
-use burn_route::{add_relu, try_add_relu, try_iota};
+use burn_route::{add_relu, ramp, try_add_relu, try_iota};
 use burn_tensor::{Device, Tensor};
 use common::values;
 use loopback::LoopbackServer;
@@ -72,4 +72,22 @@ fn remote_and_local_inputs_are_a_backend_mismatch() {
         ),
         "{err:?}"
     );
+}
+
+/// An op without tensor inputs is routed by its device alone: a remote device runs `ramp` on
+/// the server, a local one on Flex.
+#[test]
+fn a_device_only_op_runs_on_the_backend_of_its_device() {
+    let server = LoopbackServer::start();
+    let remote = server.device();
+    let far = ramp(4, &remote);
+    assert_eq!(
+        far.device(),
+        remote,
+        "the output stays on the remote device"
+    );
+    assert_eq!(values(&far), [0.0, 1.0, 2.0, 3.0]);
+    let near = ramp(2, &Device::flex());
+    assert_eq!(near.device(), Device::flex());
+    assert_eq!(values(&near), [0.0, 1.0]);
 }

@@ -6,8 +6,8 @@ mod common;
 
 use burn_route::rt::{InputName, RouteError};
 use burn_route::{
-    axpby, dequantize_relu, iota, masked_fill_count, nan_to_num, softplus, split_last, sum_all,
-    try_sum_all,
+    axpby, dequantize_relu, iota, masked_fill_count, nan_to_num, ramp, softplus, split_last,
+    sum_all, try_sum_all,
 };
 use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Tensor};
@@ -231,6 +231,18 @@ fn iota_is_routed_by_its_device() {
     let out = iota(3, &Device::flex().autodiff());
     assert!(out.is_autodiff());
     assert_eq!(ints(&out), [0, 1, 2]);
+}
+
+#[test]
+fn ramp_is_routed_by_its_device_alone() {
+    // Routed to every default backend by the device; here Flex (Cube and Remote: tests/cube.rs
+    // and tests/remote.rs).
+    assert_eq!(values(&ramp(4, &Device::flex())), [0.0, 1.0, 2.0, 3.0]);
+    // An autodiff device: the float output is an untracked autodiff tensor.
+    let out = ramp(3, &Device::flex().autodiff());
+    assert!(out.is_autodiff());
+    assert!(!out.is_require_grad());
+    assert_eq!(values(&out), [0.0, 1.0, 2.0]);
 }
 
 #[test]

@@ -18,6 +18,10 @@ pub const RESERVED_PREFIX: &str = "__";
 
 /// Alias of the runtime module in every generated module (`use <runtime path> as rt;`).
 pub const RUNTIME: &str = "rt";
+/// Alias of the runtime's hidden `__private` module (route planning, input unwrapping, the
+/// error strategy, op facts) in the dispatch module: machinery only generated code names.
+pub const PRIVATE_RUNTIME: &str = "__rt";
+
 /// Alias of the dispatch module in the tensor module.
 pub const DISPATCH_MODULE: &str = "dispatch";
 
@@ -27,8 +31,8 @@ pub const ROUTE: &str = "__route";
 pub const KERNEL: &str = "__kernel";
 /// The generic body: unwrap the inputs for a backend, call the kernel, wrap the outputs.
 pub const RUN: &str = "__run";
-/// The out-of-line full planner's path.
-pub const PLANNED: &str = "__planned";
+/// The out-of-line path: the full planner, then the routing arms.
+pub const PLANNED: &str = "__plan_and_run";
 /// The op's static facts (`rt::OpInfo`).
 pub const OP_INFO: &str = "__OP";
 /// Stem of the locals that destructure a tuple output (`__out_0`, `__out_1_0`, ...).

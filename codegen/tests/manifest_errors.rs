@@ -417,7 +417,7 @@ fn per_op_backends_inherit_the_routing_cfg() {
         "{dispatch}"
     );
     for arm in [
-        "(rt::BackendId::Cube, rt::Mode::Concrete) =>",
+        "(rt::BackendId::Cube, __rt::Mode::Concrete) =>",
         "rt::BackendId::Cube =>",
     ] {
         assert!(

@@ -89,28 +89,28 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         "let (__out_0, (__out_1_0, __out_1_1)) = __kernel(&x, ids, &mask, k);",
         "(B::float_out(__route, __out_0), (B::int_out(__route, __out_1_0), __out_1_1)) }",
         // Planning checked every input: `run` cannot fail, and the `match` is wrapped once.
-        "Ok(match __route.target() { (rt::BackendId::Flex, rt::Mode::Concrete) => { __run::<rt::Flex>(&__route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) }",
-        "rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)",
+        "Ok(match __route.target() { (rt::BackendId::Flex, __rt::Mode::Concrete) => { __run::<rt::Flex>(&__route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) }",
+        "__rt::Input::float(\"x\", x), __rt::Input::int(\"ids\", &ids), __rt::Input::bool(\"mask\", mask)",
         // The common call takes the fast planner and matches the backend only; every other
         // call goes to `planned`, out of line, which checks the whole contract.
         // Both error strategies share one routing function: `try_` returns the error, the
         // trait method panics with it.
-        "#[inline] pub fn try_mixed(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> Result<(rt::DispatchTensor, (rt::DispatchTensor, u64)), rt::RouteError> { self::route_mixed::<rt::Fallible>(x, ids, mask, k) }",
-        "#[inline] fn mixed(x: &rt::FloatTensor<Self>, ids: rt::IntTensor<Self>, mask: &rt::BoolTensor<Self>, k: usize) -> (rt::FloatTensor<Self>, (rt::IntTensor<Self>, u64)) { self::route_mixed::<rt::Panic>(x, ids, mask, k) }",
-        "#[inline] fn route_mixed<F: rt::Failure>(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> F::Out<(rt::DispatchTensor, (rt::DispatchTensor, u64))> {",
-        "match rt::Route::plain(&__OP, [rt::Input::float(\"x\", x), rt::Input::int(\"ids\", &ids), rt::Input::bool(\"mask\", mask)]) { Some(__route) => F::ok(match __route.backend() { rt::BackendId::Flex => { __run::<rt::Flex>(&__route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) } _ => __route.unrouted(), }), None => F::result(__planned(x, ids, mask, k)), }",
+        "#[inline] pub fn try_mixed(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> Result<(rt::DispatchTensor, (rt::DispatchTensor, u64)), rt::RouteError> { self::route_mixed::<__rt::Fallible>(x, ids, mask, k) }",
+        "#[inline] fn mixed(x: &rt::FloatTensor<Self>, ids: rt::IntTensor<Self>, mask: &rt::BoolTensor<Self>, k: usize) -> (rt::FloatTensor<Self>, (rt::IntTensor<Self>, u64)) { self::route_mixed::<__rt::Panic>(x, ids, mask, k) }",
+        "#[inline] fn route_mixed<F: __rt::OnError>(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> F::Out<(rt::DispatchTensor, (rt::DispatchTensor, u64))> {",
+        "match __rt::Route::fast(&__OP, [__rt::Input::float(\"x\", x), __rt::Input::int(\"ids\", &ids), __rt::Input::bool(\"mask\", mask)]) { Some(__route) => F::ok(match __route.backend() { rt::BackendId::Flex => { __run::<rt::Flex>(&__route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) } _ => __route.unrouted(), }), None => F::result(__plan_and_run(x, ids, mask, k)), }",
         // A unit op's `run` returns the `Result` itself.
         "Some(__route) => F::result(match __route.backend() {",
-        "#[inline(never)] fn __planned(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> Result<(rt::DispatchTensor, (rt::DispatchTensor, u64)), rt::RouteError> { let __route = rt::Route::plan(&__OP, [",
+        "#[inline(never)] fn __plan_and_run(x: &rt::DispatchTensor, ids: rt::DispatchTensor, mask: &rt::DispatchTensor, k: usize) -> Result<(rt::DispatchTensor, (rt::DispatchTensor, u64)), rt::RouteError> { let __route = __rt::Route::plan(&__OP, [",
         // A tensor-less op is routed to its only backend.
-        "let __route = rt::Route::fixed(&__OP, rt::BackendId::Flex)?;",
+        "let __route = __rt::Route::fixed(&__OP, rt::BackendId::Flex)?;",
         // `detach`: no autodiff arms, so `OP` says none are compiled.
         "rt::Policy::Detach, \"shapes.toml:8\", \"shapes.toml:3\", &[(rt::BackendId::Flex, true, \"\")], false, \"burn_route_autodiff\", env!(\"CARGO_PKG_NAME\"));",
         // Planning refuses what the arms do not cover, so the last arm is a bug check.
         "_ => __route.unrouted(),",
         // ... and, with no tensor or device in its signature, needs no backend parameter.
-        "fn __run(__route: &rt::Route, __kernel: impl FnOnce(f32), value: f32) -> Result<(), rt::RouteError> { __kernel(value); Ok(()) }",
-        "(rt::BackendId::Flex, rt::Mode::Concrete) => { __run(&__route, <rt::Flex as ShapeOps>::fill, value) }",
+        "fn __run(__route: &__rt::Route, __kernel: impl FnOnce(f32), value: f32) -> Result<(), rt::RouteError> { __kernel(value); Ok(()) }",
+        "(rt::BackendId::Flex, __rt::Mode::Concrete) => { __run(&__route, <rt::Flex as ShapeOps>::fill, value) }",
     ] {
         assert!(
             dispatch.contains(expected),
@@ -199,9 +199,9 @@ fn option_vec_quantized_and_device_shapes() {
         "__kernel(xs, bias.as_deref(), q)",
         "__out_0.into_iter().map(|t| B::float_out(__route, t)).collect()",
         "__out_1.map(|t| B::int_out(__route, t))",
-        "xs.iter().enumerate().map(|(i, t)| rt::Input::float(\"xs\", t).at(i)).chain(bias.map(|t| rt::Input::float(\"bias\", t))).chain([rt::Input::quantized(\"q\", &q)])",
-        "let __route = rt::Route::plan_device(&__OP, \"device\", device)?;",
-        "match rt::Route::plain_device(&__OP, device) {",
+        "xs.iter().enumerate().map(|(i, t)| __rt::Input::float(\"xs\", t).at(i)).chain(bias.map(|t| __rt::Input::float(\"bias\", t))).chain([__rt::Input::quantized(\"q\", &q)])",
+        "let __route = __rt::Route::plan_by_device(&__OP, \"device\", device)?;",
+        "match __rt::Route::fast_by_device(&__OP, device) {",
         "let device = B::device(__route, \"device\", device);",
         // Per-op backends: `make` is in its own trait, implemented by Flex only.
         "impl CoFlex for rt::Dispatch",

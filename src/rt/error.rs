@@ -3,7 +3,7 @@
 use core::fmt;
 
 use super::Checkpointing;
-use super::route::{BackendId, InputName, TensorKind};
+use super::op::{BackendId, InputName, TensorKind};
 
 /// Why a routed op call could not run. Every variant names the op, the input and the backend
 /// involved; the `Display` text also says how to fix it and points at its section of `ERRORS.md`.

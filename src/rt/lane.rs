@@ -32,8 +32,8 @@ impl<T> Deref for Held<'_, T> {
     }
 }
 
-/// Declares `Lane`'s unwrap functions for one tensor kind.
-macro_rules! lane_kind_fns {
+/// Declares `Target`'s unwrap functions for one tensor kind.
+macro_rules! target_kind_fns {
     ($($owned:ident, $borrowed:ident, $out:ident, $prim:ident, $what:literal;)*) => {$(
         #[doc = concat!("Unwraps an owned ", $what, " input.")]
         ///
@@ -59,8 +59,8 @@ macro_rules! lane_kind_fns {
 /// The owned unwraps are the routing hot path: each backend's impl moves the primitive out of
 /// the `DispatchTensorKind` in one match on the expected variant, and leaves every other shape
 /// (an `Autodiff` wrapper, a primitive to convert) to an out-of-line function.
-pub trait Lane: Backend {
-    lane_kind_fns! {
+pub trait Target: Backend {
+    target_kind_fns! {
         float, float_ref, float_out, FloatTensor, "float";
         int, int_ref, int_out, IntTensor, "int";
         bool, bool_ref, bool_out, BoolTensor, "bool";
@@ -290,7 +290,7 @@ macro_rules! shared_lane_fns {
     };
 }
 
-/// `Concrete` and `Lane` for a backend compiled in under `$cfg`, and `Lane` for
+/// `Concrete` and `Target` for a backend compiled in under `$cfg`, and `Target` for
 /// `Autodiff<B, C>` over it.
 macro_rules! backend_lanes {
     ($backend:ident, $cfg:meta) => {
@@ -332,7 +332,7 @@ macro_rules! backend_lanes {
 
         #[cfg($cfg)]
         #[allow(unreachable_patterns)]
-        impl Lane for $backend {
+        impl Target for $backend {
             #[inline]
             fn float(
                 route: &Route,
@@ -372,7 +372,7 @@ macro_rules! backend_lanes {
 
         #[cfg(all($cfg, feature = "autodiff"))]
         #[allow(unreachable_patterns)]
-        impl<C: burn_autodiff::checkpoint::strategy::CheckpointStrategy> Lane
+        impl<C: burn_autodiff::checkpoint::strategy::CheckpointStrategy> Target
             for burn_autodiff::Autodiff<$backend, C>
         {
             #[inline]

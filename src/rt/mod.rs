@@ -6,11 +6,22 @@
 
 mod error;
 mod lane;
+mod op;
 mod route;
 
 pub use error::{Malformed, RouteError};
-pub use lane::{Concrete, Held, Lane};
-pub use route::{BackendId, Input, InputName, Mode, OpInfo, Policy, Route, TensorKind};
+pub use op::{BackendId, InputName, Policy, TensorKind};
+
+/// The machinery only generated code uses: route planning, unwrapping inputs for the planned
+/// implementation, the panic-or-`Result` strategy and each op's static facts. Not part of the
+/// documented API (generated code names it as `__rt`); it may change with the generator.
+#[doc(hidden)]
+pub mod __private {
+    pub use super::lane::{Concrete, Held, Target};
+    pub use super::op::OpInfo;
+    pub use super::route::{Input, Mode, Route};
+    pub use super::{Fallible, OnError, Panic};
+}
 
 /// Burn's autodiff decorator (`Backward`, `OpsKind`, gradients), for writing backward passes.
 #[cfg(feature = "autodiff")]
@@ -30,6 +41,11 @@ pub use burn_dispatch::{
     BackendTensor, Dispatch, DispatchAutodiffContext, DispatchDevice, DispatchTensor,
     DispatchTensorKind, GradientCheckpointingStrategy as Checkpointing,
 };
+/// What `Tensor::backward` returns: the gradients of every tracked tensor (`x.grad(&grads)`).
+/// (Backward passes of `Autodiff<B, C>` kernels use the backend-level
+/// [`autodiff::grads::Gradients`] instead.)
+#[cfg(feature = "autodiff")]
+pub use burn_tensor::Gradients;
 pub use burn_tensor::{Bool, Device, DeviceKind, Float, Int, Tensor};
 
 #[cfg(feature = "autodiff")]
@@ -51,12 +67,13 @@ pub fn expect<T>(result: Result<T, RouteError>) -> T {
 }
 
 /// How a routed op reports a routing error: [`Panic`] for the `Dispatch` trait methods and the
-/// panicking `Tensor` functions, [`Fallible`] for the `try_` functions.
+/// panicking `Tensor` functions, [`Fallible`] for the `try_` functions. (Used by generated code.)
 ///
 /// Each op's routing is generated once, generic over this, so that the panicking form returns
 /// its outputs directly: unwrapping a `Result` after an inlined call left the compiler building
 /// the `Result` and then copying the outputs out of it, on every call.
-pub trait Failure {
+#[doc(hidden)]
+pub trait OnError {
     /// What the op returns for outputs of type `T`.
     type Out<T>;
     /// The outputs of a routed call.
@@ -66,10 +83,11 @@ pub trait Failure {
 }
 
 /// Panics with the routing error's message ([`expect`]).
+#[doc(hidden)]
 #[derive(Debug)]
 pub enum Panic {}
 
-impl Failure for Panic {
+impl OnError for Panic {
     type Out<T> = T;
     #[inline(always)]
     fn ok<T>(value: T) -> T {
@@ -83,10 +101,11 @@ impl Failure for Panic {
 }
 
 /// Returns the routing error.
+#[doc(hidden)]
 #[derive(Debug)]
 pub enum Fallible {}
 
-impl Failure for Fallible {
+impl OnError for Fallible {
     type Out<T> = Result<T, RouteError>;
     #[inline(always)]
     fn ok<T>(value: T) -> Result<T, RouteError> {

@@ -1,8 +1,6 @@
 //! Route planning: which backend and which implementation (concrete or `Autodiff<B, C>`) an op
 //! call goes to, decided once from all tensor inputs before any of them is consumed.
 
-use core::fmt;
-
 use burn_backend::Backend;
 use burn_dispatch::{
     BackendTensor, DispatchAutodiffContext, DispatchDevice, DispatchTensor, DispatchTensorKind,
@@ -10,201 +8,7 @@ use burn_dispatch::{
 
 use super::Checkpointing;
 use super::error::{Malformed, RouteError};
-
-/// A backend selector, as the manifest names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendId {
-    /// Burn's pure-Rust CPU backend.
-    Flex,
-    /// The cubecl backend.
-    Cube,
-    /// Burn's remote backend.
-    Remote,
-    /// A backend this build of `burn-route` does not route to.
-    Other,
-}
-
-impl BackendId {
-    /// This backend's bit in a set of backends.
-    const fn bit(self) -> u8 {
-        match self {
-            Self::Flex => 1,
-            Self::Cube => 2,
-            Self::Remote => 4,
-            Self::Other => 0,
-        }
-    }
-}
-
-impl fmt::Display for BackendId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Flex => "Flex",
-            Self::Cube => "Cube",
-            Self::Remote => "Remote",
-            Self::Other => "a backend burn-route does not support",
-        })
-    }
-}
-
-/// An op's autodiff policy, as declared in the manifest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// Tracked floats route to the `Autodiff<B, C>` kernel.
-    Differentiable,
-    /// Tracked floats are detached; the op runs concretely.
-    Detach,
-    /// A tracked float input is an error.
-    Reject,
-}
-
-impl fmt::Display for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Differentiable => "differentiable",
-            Self::Detach => "detach",
-            Self::Reject => "reject",
-        })
-    }
-}
-
-/// Static facts about a routed op, for planning and for error messages.
-///
-/// Generated code builds one per op in a `static`, naming the backends its routing arms are
-/// compiled for (`cfg!` evaluated in the crate that includes the generated code), so that
-/// planning itself refuses a backend or an autodiff route the generated code has no arm for.
-#[derive(Debug)]
-pub struct OpInfo {
-    /// The op's name.
-    pub name: &'static str,
-    /// Its autodiff policy.
-    pub policy: Policy,
-    /// `manifest:LINE` of the line that declares the policy.
-    pub location: &'static str,
-    /// `manifest:LINE` of the backend list that routes the op.
-    pub backends_location: &'static str,
-    /// The backends with a compiled routing arm, one bit per [`BackendId`].
-    routed: u8,
-    /// Whether the `Autodiff<B, C>` arms are compiled (for a `differentiable` op).
-    autodiff: bool,
-    /// Every backend the manifest lists, with whether its arms are compiled and its cfg.
-    backends: &'static [(BackendId, bool, &'static str)],
-    /// The cfg predicate of the autodiff arms, as written in the generated code.
-    autodiff_cfg: &'static str,
-    /// The crate that compiled the generated code (`CARGO_PKG_NAME`), for messages.
-    krate: &'static str,
-}
-
-impl OpInfo {
-    /// Creates the facts for one op. `backends` lists each backend the manifest names with
-    /// whether its routing arms are compiled (the `cfg!` of its cfg) and that cfg's text (empty
-    /// when it has none); `autodiff` says whether the `Autodiff<B, C>` arms are (the `cfg!` of
-    /// `autodiff_cfg`; `false` for ops that are not `differentiable`). `krate` is the crate
-    /// that includes the generated code.
-    #[allow(clippy::too_many_arguments)]
-    pub const fn new(
-        name: &'static str,
-        policy: Policy,
-        location: &'static str,
-        backends_location: &'static str,
-        backends: &'static [(BackendId, bool, &'static str)],
-        autodiff: bool,
-        autodiff_cfg: &'static str,
-        krate: &'static str,
-    ) -> Self {
-        let mut routed = 0;
-        let mut i = 0;
-        while i < backends.len() {
-            if backends[i].1 {
-                routed |= backends[i].0.bit();
-            }
-            i += 1;
-        }
-        Self {
-            name,
-            policy,
-            location,
-            backends_location,
-            routed,
-            autodiff,
-            backends,
-            autodiff_cfg,
-            krate,
-        }
-    }
-
-    /// The cfg that compiled `backend`'s arms out, when the manifest lists it but this build
-    /// of the crate does not compile it.
-    pub fn compiled_out(&self, backend: BackendId) -> Option<&'static str> {
-        self.backends
-            .iter()
-            .find(|(b, compiled, _)| *b == backend && !compiled)
-            .map(|(_, _, cfg)| *cfg)
-    }
-
-    /// Whether the op has a compiled routing arm for `backend`.
-    #[inline]
-    pub const fn is_routed(&self, backend: BackendId) -> bool {
-        self.routed & backend.bit() != 0
-    }
-}
-
-/// The tensor kind an input is declared with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TensorKind {
-    /// Floating point.
-    Float,
-    /// Integer.
-    Int,
-    /// Boolean.
-    Bool,
-    /// Quantized float.
-    Quantized,
-}
-
-impl fmt::Display for TensorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Float => "float",
-            Self::Int => "int",
-            Self::Bool => "bool",
-            Self::Quantized => "quantized",
-        })
-    }
-}
-
-/// The name of an input as error messages show it: `x`, or `xs[2]` for an element of a `Vec`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InputName {
-    /// The parameter name.
-    pub name: &'static str,
-    /// The element index, for `Vec` inputs.
-    pub index: Option<usize>,
-}
-
-impl InputName {
-    /// A plain parameter.
-    pub const fn new(name: &'static str) -> Self {
-        Self { name, index: None }
-    }
-
-    /// Element `index` of a `Vec` parameter.
-    pub const fn at(name: &'static str, index: usize) -> Self {
-        Self {
-            name,
-            index: Some(index),
-        }
-    }
-}
-
-impl fmt::Display for InputName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.index {
-            Some(i) => write!(f, "{}[{i}]", self.name),
-            None => f.write_str(self.name),
-        }
-    }
-}
+use super::op::{BackendId, InputName, OpInfo, Policy, TensorKind};
 
 /// One tensor input of an op call, seen by the planner.
 #[derive(Clone, Copy, Debug)]
@@ -410,11 +214,11 @@ impl Route {
     ///
     /// Generated code tries this first and calls its kernels straight from the answer. `None`
     /// (also for a call without any tensor input) sends the call to the full planner
-    /// ([`Route::plan`], or [`Route::plan_with_device`] and [`Route::plan_device`] for the
+    /// ([`Route::plan`], or [`Route::plan_with_device`] and [`Route::plan_by_device`] for the
     /// device variants below), which reaches the same route for every call this accepts and
     /// names the contract violation, if any, of the others.
     #[inline]
-    pub fn plain<'a, I>(op: &'static OpInfo, inputs: I) -> Option<Self>
+    pub fn fast<'a, I>(op: &'static OpInfo, inputs: I) -> Option<Self>
     where
         I: IntoIterator<Item = Input<'a>>,
     {
@@ -440,10 +244,10 @@ impl Route {
             .then_some(Self::plain_route(op, backend))
     }
 
-    /// [`Route::plain`] for an op that also takes a device: the device must be a plain
+    /// [`Route::fast`] for an op that also takes a device: the device must be a plain
     /// (non-autodiff) device of the inputs' backend.
     #[inline]
-    pub fn plain_with_device<'a, I>(
+    pub fn fast_with_device<'a, I>(
         op: &'static OpInfo,
         inputs: I,
         device: &DispatchDevice,
@@ -451,15 +255,15 @@ impl Route {
     where
         I: IntoIterator<Item = Input<'a>>,
     {
-        Self::plain(op, inputs).filter(|route| {
+        Self::fast(op, inputs).filter(|route| {
             describe_device(device) == (route.backend, DispatchAutodiffContext::Disabled)
         })
     }
 
-    /// [`Route::plain`] for an op whose only routing argument is a device: a plain
+    /// [`Route::fast`] for an op whose only routing argument is a device: a plain
     /// (non-autodiff) device of a backend the op is routed to.
     #[inline]
-    pub fn plain_device(op: &'static OpInfo, device: &DispatchDevice) -> Option<Self> {
+    pub fn fast_by_device(op: &'static OpInfo, device: &DispatchDevice) -> Option<Self> {
         match describe_device(device) {
             (backend, DispatchAutodiffContext::Disabled) if op.is_routed(backend) => {
                 Some(Self::plain_route(op, backend))
@@ -538,7 +342,7 @@ impl Route {
             // Every tensor input is an absent `Option` or an empty `Vec`: the device, if the op
             // takes one, still says where to run.
             return match device {
-                Some((name, device)) => Self::plan_device(op, name, device),
+                Some((name, device)) => Self::plan_by_device(op, name, device),
                 None => Err(RouteError::NoRoutingTensor { op: op.name }),
             };
         };
@@ -695,7 +499,7 @@ impl Route {
     ///
     /// [`RouteError::AutodiffFeatureOff`] for an autodiff device in a build without autodiff;
     /// [`RouteError::UnlistedBackend`] for a device on a backend the op is not routed to.
-    pub fn plan_device(
+    pub fn plan_by_device(
         op: &'static OpInfo,
         input: &'static str,
         device: &DispatchDevice,
@@ -954,7 +758,7 @@ mod tests {
                                         "{policy} routed={routed} autodiff={autodiff}: a {a_label} \
                                          as {a_kind}, b {b_label} as {b_kind}"
                                     );
-                                    let fast = Route::plain(op, inputs);
+                                    let fast = Route::fast(op, inputs);
                                     let full = Route::plan_checked(op, inputs, None);
                                     let plain =
                                         |label: &str, kind: TensorKind| label == kind.to_string();
@@ -983,8 +787,8 @@ mod tests {
         assert!(core::ptr::eq(fast.op(), full.op()), "{case}");
     }
 
-    /// The same for the device variants: `plain_device` against `plan_device`, and
-    /// `plain_with_device` against `plan_with_device`, with a plain and (with autodiff) an
+    /// The same for the device variants: `fast_by_device` against `plan_by_device`, and
+    /// `fast_with_device` against `plan_with_device`, with a plain and (with autodiff) an
     /// autodiff device; and a call without any input never takes the fast path.
     #[test]
     fn the_device_fast_paths_agree_with_the_full_planner() {
@@ -998,20 +802,20 @@ mod tests {
         for policy in [Policy::Differentiable, Policy::Detach, Policy::Reject] {
             for routed in [true, false] {
                 let op = op_info(policy, routed, true);
-                assert!(Route::plain(op, []).is_none(), "no inputs");
+                assert!(Route::fast(op, []).is_none(), "no inputs");
                 for (d_label, device) in &devices {
                     let case = format!("{policy} routed={routed}: {d_label} device");
-                    let fast = Route::plain_device(op, device);
+                    let fast = Route::fast_by_device(op, device);
                     assert_eq!(fast.is_some(), routed && *d_label == "plain", "{case}");
                     if let Some(fast) = fast {
                         fast_routes += 1;
-                        assert_same(&case, fast, Route::plan_device(op, "device", device));
+                        assert_same(&case, fast, Route::plan_by_device(op, "device", device));
                     }
                     for (t_label, t) in &tensors {
                         for kind in [TensorKind::Float, TensorKind::Int] {
                             let case = format!("{case}, x {t_label} as {kind}");
                             let inputs = [input(kind, "x", t)];
-                            let fast = Route::plain_with_device(op, inputs, device);
+                            let fast = Route::fast_with_device(op, inputs, device);
                             let expected = routed
                                 && *d_label == "plain"
                                 && *t_label == kind.to_string().as_str();

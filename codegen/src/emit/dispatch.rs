@@ -12,6 +12,11 @@ use crate::names::{self, KERNEL, OP_INFO, OUT, PLANNED, ROUTE, RUN};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     w.line(use_runtime(config));
+    w.line(format!(
+        "use {}::__private as {};",
+        config.runtime,
+        names::PRIVATE_RUNTIME
+    ));
     let module = &config.trait_module;
     for (index, group) in ir.groups.iter().enumerate() {
         w.line(format!("use {module}::{};", group.name));
@@ -94,7 +99,7 @@ fn dispatch_method(op: &Op, w: &mut Writer) {
         ),
     ));
     w.line(forward_call(
-        &format!("self::{}::<rt::Panic>", names::route_fn(&op.name)),
+        &format!("self::{}::<__rt::Panic>", names::route_fn(&op.name)),
         op,
     ));
     w.close("}");
@@ -147,7 +152,7 @@ fn kernel_arg(name: &str, arg: &Arg) -> Doc {
     }
 }
 
-/// The planner's view of the tensor inputs: an iterator of `rt::Input`s.
+/// The planner's view of the tensor inputs: an iterator of `__rt::Input`s.
 fn plan_inputs(op: &Op) -> Doc {
     // Each segment, and whether it is already an iterator (else an array or an `Option`).
     let mut segments: Vec<(Doc, bool)> = Vec::new();
@@ -163,9 +168,9 @@ fn plan_inputs(op: &Op) -> Doc {
         let ctor = kind_fn(t.kind);
         match t.container {
             Container::One if t.borrowed => {
-                singles.push(format!("rt::Input::{ctor}({label}, {id})").into());
+                singles.push(format!("__rt::Input::{ctor}({label}, {id})").into());
             }
-            Container::One => singles.push(format!("rt::Input::{ctor}({label}, &{id})").into()),
+            Container::One => singles.push(format!("__rt::Input::{ctor}({label}, &{id})").into()),
             Container::Option => {
                 flush(&mut singles, &mut segments);
                 let source = if t.borrowed {
@@ -174,7 +179,7 @@ fn plan_inputs(op: &Op) -> Doc {
                     format!("{id}.as_ref()")
                 };
                 segments.push((
-                    format!("{source}.map(|t| rt::Input::{ctor}({label}, t))").into(),
+                    format!("{source}.map(|t| __rt::Input::{ctor}({label}, t))").into(),
                     false,
                 ));
             }
@@ -182,7 +187,7 @@ fn plan_inputs(op: &Op) -> Doc {
                 flush(&mut singles, &mut segments);
                 segments.push((
                     format!(
-                        "{id}.iter().enumerate().map(|(i, t)| rt::Input::{ctor}({label}, t).at(i))"
+                        "{id}.iter().enumerate().map(|(i, t)| __rt::Input::{ctor}({label}, t).at(i))"
                     )
                     .into(),
                     true,
@@ -259,7 +264,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         format!(" -> {result} {{"),
     ));
     w.line(forward_call(
-        &format!("self::{route_name}::<rt::Fallible>"),
+        &format!("self::{route_name}::<__rt::Fallible>"),
         op,
     ));
     w.close("}");
@@ -286,7 +291,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     }
     w.line("#[inline]");
     w.open(signature(
-        format!("fn {route_name}<F: rt::Failure>"),
+        format!("fn {route_name}<F: __rt::OnError>"),
         dispatch_params.clone(),
         format!(" -> F::Out<{dispatch_out}> {{"),
     ));
@@ -312,7 +317,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         "false".to_owned()
     };
     w.line(cat([
-        format!("static {OP_INFO}: rt::OpInfo = rt::OpInfo::new").into(),
+        format!("static {OP_INFO}: __rt::OpInfo = __rt::OpInfo::new").into(),
         parens([
             string_literal(&op.name).into(),
             Doc::from(policy),
@@ -346,7 +351,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     ]);
     // (`__route` is unused when nothing is unwrapped; its `_` prefix says so.)
     let _ = uses_route;
-    let mut run_params = vec![Doc::from(format!("{ROUTE}: &rt::Route")), kernel_type];
+    let mut run_params = vec![Doc::from(format!("{ROUTE}: &__rt::Route")), kernel_type];
     run_params.extend(dispatch_params.iter().cloned());
     // An op with no tensor and no device in its signature runs the same on every backend: its
     // `run` needs no backend parameter.
@@ -362,7 +367,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     };
     w.open(signature(
         if generic {
-            format!("fn {RUN}<B: rt::Lane>")
+            format!("fn {RUN}<B: __rt::Target>")
         } else {
             format!("fn {RUN}")
         },
@@ -456,7 +461,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
                 unreachable!("only a fixed route has no planner")
             };
             format!(
-                "rt::Route::fixed(&{OP_INFO}, rt::BackendId::{})",
+                "__rt::Route::fixed(&{OP_INFO}, rt::BackendId::{})",
                 backend.as_str()
             )
             .into()
@@ -512,11 +517,11 @@ fn planning(op: &Op) -> Option<(Doc, Doc)> {
             let inputs = plan_inputs(op);
             Some((
                 cat([
-                    "rt::Route::plain".into(),
+                    "__rt::Route::fast".into(),
                     parens([Doc::from(info.as_str()), inputs.clone()]),
                 ]),
                 cat([
-                    "rt::Route::plan".into(),
+                    "__rt::Route::plan".into(),
                     parens([Doc::from(info.as_str()), inputs]),
                 ]),
             ))
@@ -525,11 +530,11 @@ fn planning(op: &Op) -> Option<(Doc, Doc)> {
             let inputs = plan_inputs(op);
             Some((
                 cat([
-                    "rt::Route::plain_with_device".into(),
+                    "__rt::Route::fast_with_device".into(),
                     parens([Doc::from(info.as_str()), inputs.clone(), device().into()]),
                 ]),
                 cat([
-                    "rt::Route::plan_with_device".into(),
+                    "__rt::Route::plan_with_device".into(),
                     parens([
                         Doc::from(info.as_str()),
                         inputs,
@@ -540,9 +545,9 @@ fn planning(op: &Op) -> Option<(Doc, Doc)> {
             ))
         }
         RouteBy::Device => Some((
-            format!("rt::Route::plain_device({info}, {})", device()).into(),
+            format!("__rt::Route::fast_by_device({info}, {})", device()).into(),
             format!(
-                "rt::Route::plan_device({info}, {}, {})",
+                "__rt::Route::plan_by_device({info}, {}, {})",
                 string_literal(device()),
                 device()
             )
@@ -562,7 +567,7 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
             backend,
             w,
             run_call,
-            "(rt::BackendId::{}, rt::Mode::Concrete)",
+            "(rt::BackendId::{}, __rt::Mode::Concrete)",
         );
         if op.policy == Policy::Differentiable {
             let cfg = autodiff_backend_cfg(ir, backend);
@@ -581,7 +586,7 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
                 arm(
                     w,
                     format!(
-                        "(rt::BackendId::{name}, rt::Mode::Autodiff(rt::Checkpointing::{strategy}))"
+                        "(rt::BackendId::{name}, __rt::Mode::Autodiff(rt::Checkpointing::{strategy}))"
                     ),
                     run_call(&lane, autodiff_trait),
                 );

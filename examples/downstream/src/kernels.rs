@@ -48,7 +48,9 @@ fn mul<B: Backend>(a: FloatTensor<B>, b: FloatTensor<B>) -> FloatTensor<B> {
     B::float_mul(a, b)
 }
 
-#[cfg(feature = "autodiff")]
+// The generated `MyOpsAutodiff` trait exists exactly when `burn_route_autodiff` is set, which
+// the build script (`Builder::build_script`) does when burn-route has its `autodiff` feature.
+#[cfg(burn_route_autodiff)]
 mod autodiff {
     use burn_route::rt::autodiff::Autodiff;
     use burn_route::rt::autodiff::checkpoint::base::Checkpointer;

@@ -1,0 +1,200 @@
+//! What generated code and errors say about an op: its backends, its inputs' names and kinds,
+//! its policy, and its static facts ([`OpInfo`]). Shared by routing and by the errors, which
+//! depend on this module and not on each other.
+
+use core::fmt;
+
+/// A backend selector, as the manifest names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendId {
+    /// Burn's pure-Rust CPU backend.
+    Flex,
+    /// The cubecl backend.
+    Cube,
+    /// Burn's remote backend.
+    Remote,
+    /// A backend this build of `burn-route` does not route to.
+    Other,
+}
+
+impl BackendId {
+    /// This backend's bit in a set of backends.
+    const fn bit(self) -> u8 {
+        match self {
+            Self::Flex => 1,
+            Self::Cube => 2,
+            Self::Remote => 4,
+            Self::Other => 0,
+        }
+    }
+}
+
+impl fmt::Display for BackendId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Flex => "Flex",
+            Self::Cube => "Cube",
+            Self::Remote => "Remote",
+            Self::Other => "a backend burn-route does not support",
+        })
+    }
+}
+
+/// An op's autodiff policy, as declared in the manifest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Tracked floats route to the `Autodiff<B, C>` kernel.
+    Differentiable,
+    /// Tracked floats are detached; the op runs concretely.
+    Detach,
+    /// A tracked float input is an error.
+    Reject,
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Differentiable => "differentiable",
+            Self::Detach => "detach",
+            Self::Reject => "reject",
+        })
+    }
+}
+
+/// Static facts about a routed op, for planning and for error messages.
+///
+/// Generated code builds one per op in a `static`, naming the backends its routing arms are
+/// compiled for (`cfg!` evaluated in the crate that includes the generated code), so that
+/// planning itself refuses a backend or an autodiff route the generated code has no arm for.
+#[derive(Debug)]
+pub struct OpInfo {
+    /// The op's name.
+    pub name: &'static str,
+    /// Its autodiff policy.
+    pub policy: Policy,
+    /// `manifest:LINE` of the line that declares the policy.
+    pub location: &'static str,
+    /// `manifest:LINE` of the backend list that routes the op.
+    pub backends_location: &'static str,
+    /// The backends with a compiled routing arm, one bit per [`BackendId`].
+    pub(crate) routed: u8,
+    /// Whether the `Autodiff<B, C>` arms are compiled (for a `differentiable` op).
+    pub(crate) autodiff: bool,
+    /// Every backend the manifest lists, with whether its arms are compiled and its cfg.
+    pub(crate) backends: &'static [(BackendId, bool, &'static str)],
+    /// The cfg predicate of the autodiff arms, as written in the generated code.
+    pub(crate) autodiff_cfg: &'static str,
+    /// The crate that compiled the generated code (`CARGO_PKG_NAME`), for messages.
+    pub(crate) krate: &'static str,
+}
+
+impl OpInfo {
+    /// Creates the facts for one op. `backends` lists each backend the manifest names with
+    /// whether its routing arms are compiled (the `cfg!` of its cfg) and that cfg's text (empty
+    /// when it has none); `autodiff` says whether the `Autodiff<B, C>` arms are (the `cfg!` of
+    /// `autodiff_cfg`; `false` for ops that are not `differentiable`). `krate` is the crate
+    /// that includes the generated code.
+    #[allow(clippy::too_many_arguments)]
+    pub const fn new(
+        name: &'static str,
+        policy: Policy,
+        location: &'static str,
+        backends_location: &'static str,
+        backends: &'static [(BackendId, bool, &'static str)],
+        autodiff: bool,
+        autodiff_cfg: &'static str,
+        krate: &'static str,
+    ) -> Self {
+        let mut routed = 0;
+        let mut i = 0;
+        while i < backends.len() {
+            if backends[i].1 {
+                routed |= backends[i].0.bit();
+            }
+            i += 1;
+        }
+        Self {
+            name,
+            policy,
+            location,
+            backends_location,
+            routed,
+            autodiff,
+            backends,
+            autodiff_cfg,
+            krate,
+        }
+    }
+
+    /// The cfg that compiled `backend`'s arms out, when the manifest lists it but this build
+    /// of the crate does not compile it.
+    pub fn compiled_out(&self, backend: BackendId) -> Option<&'static str> {
+        self.backends
+            .iter()
+            .find(|(b, compiled, _)| *b == backend && !compiled)
+            .map(|(_, _, cfg)| *cfg)
+    }
+
+    /// Whether the op has a compiled routing arm for `backend`.
+    #[inline]
+    pub const fn is_routed(&self, backend: BackendId) -> bool {
+        self.routed & backend.bit() != 0
+    }
+}
+
+/// The tensor kind an input is declared with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorKind {
+    /// Floating point.
+    Float,
+    /// Integer.
+    Int,
+    /// Boolean.
+    Bool,
+    /// Quantized float.
+    Quantized,
+}
+
+impl fmt::Display for TensorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Float => "float",
+            Self::Int => "int",
+            Self::Bool => "bool",
+            Self::Quantized => "quantized",
+        })
+    }
+}
+
+/// The name of an input as error messages show it: `x`, or `xs[2]` for an element of a `Vec`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputName {
+    /// The parameter name.
+    pub name: &'static str,
+    /// The element index, for `Vec` inputs.
+    pub index: Option<usize>,
+}
+
+impl InputName {
+    /// A plain parameter.
+    pub const fn new(name: &'static str) -> Self {
+        Self { name, index: None }
+    }
+
+    /// Element `index` of a `Vec` parameter.
+    pub const fn at(name: &'static str, index: usize) -> Self {
+        Self {
+            name,
+            index: Some(index),
+        }
+    }
+}
+
+impl fmt::Display for InputName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.index {
+            Some(i) => write!(f, "{}[{i}]", self.name),
+            None => f.write_str(self.name),
+        }
+    }
+}
