@@ -10,6 +10,14 @@ fn name() -> impl Strategy<Value = String> {
         8 => "[a-z][a-z0-9_]{0,6}".prop_map(String::from),
         1 => prop_oneof![Just("fn"), Just("Self"), Just("1x"), Just("a-b"), Just(""), Just("route"), Just("try_x")]
             .prop_map(String::from),
+        // What Rust would not see as the same plain identifier, or would warn about.
+        2 => prop::sample::select(&[
+            " x", "x ", "a b", "r#fn", "gen", "try", "Add", "xY", "__x", "a__b", "café", "x/*c*/",
+            "Some", "_", "\u{202e}x", "x\ty",
+        ][..])
+            .prop_map(String::from),
+        // Any text at all.
+        1 => any::<String>(),
     ]
 }
 
@@ -48,11 +56,21 @@ fn op() -> impl Strategy<Value = String> {
         prop_oneof![Just(""), Just("autodiff = \"differentiable\"\n"), Just("autodiff = \"detach\"\n"), Just("autodiff = \"reject\"\n"), Just("autodiff = \"maybe\"\n")],
         prop::collection::vec((name(), arg()), 0..4),
         output(),
-        prop_oneof![6 => Just(""), 1 => Just("backends = [\"Flex\"]\n"), 1 => Just("backends = [\"Cube\", \"Flx\"]\n"), 1 => Just("composite = \"crate::k\"\n"), 1 => Just("extra = 1\n")],
+        prop_oneof![6 => Just(""), 1 => Just("backends = [\"Flex\"]\n"), 1 => Just("backends = [\"Cube\", \"Flx\"]\n"), 1 => Just("composite = \"crate::k\"\n"), 1 => Just("composite = \"k::<u8>\"\n"), 1 => Just("extra = 1\n")],
+        // Docs that must be refused with a position (bidi control, bare CR, control character,
+        // open fence) or accepted (CRLF, tab, closed fence).
+        prop_oneof![
+            4 => Just(""),
+            1 => Just("doc = \"a\\u202Eb\"\n"),
+            1 => Just("doc = \"a\\rb\"\n"),
+            1 => Just("doc = \"a\\u0000b\"\n"),
+            1 => Just("doc = \"\"\"\n```\nx\n\"\"\"\n"),
+            1 => Just("doc = \"a\\r\\nb\\tc\\n```\\nx\\n```\"\n"),
+        ],
     )
-        .prop_map(|(name, policy, inputs, output, extra)| {
+        .prop_map(|(name, policy, inputs, output, extra, doc)| {
             let inputs: Vec<String> = inputs.into_iter().map(|(n, a)| format!("    {{ name = \"{n}\", {a} }},\n")).collect();
-            format!("[[op]]\nname = \"{name}\"\n{policy}inputs = [\n{}]\n{output}{extra}", inputs.concat())
+            format!("[[op]]\nname = \"{name}\"\n{doc}{policy}inputs = [\n{}]\n{output}{extra}", inputs.concat())
         })
 }
 
