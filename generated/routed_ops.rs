@@ -5,20 +5,23 @@ use crate::rt;
 
 /// Routed ops declared in `ops.toml`.
 ///
-/// Implement it for `Flex`, `Cube`, `Remote`; `Dispatch` gets a generated implementation that routes
+/// Implement it for `Flex`, `Cube`, `Remote`; `Dispatch` gets a generated implementation that
+/// routes
 /// each call to the backend of its inputs.
 pub trait RoutedOps: rt::Backend {
     /// Fused `relu(lhs + rhs)` for tensors of the same shape.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:24`.
     fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Multiplies every element by `alpha`.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:34`.
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self>;
@@ -31,7 +34,8 @@ pub trait RoutedOps: rt::Backend {
     /// - declared at `ops.toml:46`.
     fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self>;
     /// Rounds every element to the nearest integer, ties to even (banker's rounding).
-    /// Inference only: its derivative is zero almost everywhere, so a tracked input is refused rather
+    /// Inference only: its derivative is zero almost everywhere, so a tracked input is refused
+    /// rather
     /// than silently cut off from its gradient.
     ///
     /// Routing:
@@ -42,7 +46,8 @@ pub trait RoutedOps: rt::Backend {
     /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:62`.
     fn axpby(
@@ -85,14 +90,16 @@ pub trait RoutedOps: rt::Backend {
     /// (its shape is `[features]`, `x`'s last dimension).
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:169`.
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:179`.
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
@@ -100,7 +107,8 @@ pub trait RoutedOps: rt::Backend {
     /// `weight` of shape `[features]`.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:191`.
     fn rms_norm(
@@ -112,7 +120,8 @@ pub trait RoutedOps: rt::Backend {
     /// (biased variance), with `gamma` and `beta` of shape `[features]`.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:204`.
     fn layer_norm(
@@ -124,16 +133,19 @@ pub trait RoutedOps: rt::Backend {
     /// Softmax over the last dimension, computed stably (the row maximum is subtracted first).
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:216`.
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
-    /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The gradient
+    /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The
+    /// gradient
     /// flows to `logits` only; a target outside `0..classes` panics with its row and value.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:226`.
     fn cross_entropy_logits(
@@ -141,11 +153,13 @@ pub trait RoutedOps: rt::Backend {
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self>;
     /// Inverted dropout with a reproducible mask: zeroes each element with probability `p` (drawn
-    /// from `seed` and the element's index) and scales the rest by `1 / (1 - p)`. Returns the output
+    /// from `seed` and the element's index) and scales the rest by `1 / (1 - p)`. Returns the
+    /// output
     /// and the keep mask. The gradient is the incoming gradient through the same mask and scale.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:239`.
     fn dropout(
@@ -157,7 +171,8 @@ pub trait RoutedOps: rt::Backend {
     /// gradient through unchanged, as quantisation-aware training wants.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:252`.
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
@@ -180,111 +195,48 @@ pub trait RoutedOps: rt::Backend {
 /// generated `Dispatch` routing calls it when an input carries an enabled autodiff context.
 #[cfg(feature = "autodiff")]
 pub trait RoutedOpsAutodiff: rt::Backend {
-    /// Fused `relu(lhs + rhs)` for tensors of the same shape.
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:24`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::add_relu`].
     fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// Multiplies every element by `alpha`.
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:34`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::scale`].
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self>;
-    /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:62`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::axpby`].
     fn axpby(
         x: rt::FloatTensor<Self>,
         y: Option<rt::FloatTensor<Self>>,
         alpha: f32,
         beta: f32,
     ) -> rt::FloatTensor<Self>;
-    /// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions
-    /// (its shape is `[features]`, `x`'s last dimension).
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:169`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::bias_gelu`].
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:179`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::swiglu`].
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
-    /// `weight` of shape `[features]`.
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:191`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::rms_norm`].
     fn rms_norm(
         x: rt::FloatTensor<Self>,
         weight: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self>;
-    /// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + eps) * gamma + beta`
-    /// (biased variance), with `gamma` and `beta` of shape `[features]`.
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:204`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::layer_norm`].
     fn layer_norm(
         x: rt::FloatTensor<Self>,
         gamma: rt::FloatTensor<Self>,
         beta: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self>;
-    /// Softmax over the last dimension, computed stably (the row maximum is subtracted first).
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:216`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::softmax_last`].
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
-    /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The gradient
-    /// flows to `logits` only; a target outside `0..classes` panics with its row and value.
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:226`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::cross_entropy_logits`].
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self>;
-    /// Inverted dropout with a reproducible mask: zeroes each element with probability `p` (drawn
-    /// from `seed` and the element's index) and scales the rest by `1 / (1 - p)`. Returns the output
-    /// and the keep mask. The gradient is the incoming gradient through the same mask and scale.
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:239`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::dropout`].
     fn dropout(
         x: rt::FloatTensor<Self>,
         p: f32,
         seed: u64,
     ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>);
-    /// Clamps to `[lo, hi]` with a straight-through gradient: the backward pass lets the incoming
-    /// gradient through unchanged, as quantisation-aware training wants.
-    ///
-    /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
-    /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:252`.
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::clamp_ste`].
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
 }
 
@@ -294,11 +246,13 @@ pub trait RoutedOpsAutodiff: rt::Backend {
 /// primitives, so it runs on `Flex`, `Cube`, `Remote` and on `Autodiff<B, C>` (where its gradient
 /// comes from the composition); the impls below are generated.
 pub trait RoutedOpsComposite: rt::Backend {
-    /// Element-wise sum of a non-empty list of tensors of the same shape. Composite: built from backend
+    /// Element-wise sum of a non-empty list of tensors of the same shape. Composite: built from
+    /// backend
     /// additions, so it runs everywhere and its gradient comes from the composition.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::sum_all` implements it on every backend.
     /// - declared at `ops.toml:76`.
@@ -306,11 +260,13 @@ pub trait RoutedOpsComposite: rt::Backend {
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
         crate::composite::sum_all::<Self>(xs)
     }
-    /// Splits `x` along its last dimension into consecutive pieces of the given sizes (which must add
+    /// Splits `x` along its last dimension into consecutive pieces of the given sizes (which must
+    /// add
     /// up to that dimension). Composite: gradients flow back into the matching slices of `x`.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::split_last` implements it on every backend.
     /// - declared at `ops.toml:86`.
@@ -322,7 +278,8 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// sigmoid of `beta * x`) comes from the composition.
     ///
     /// Routing:
-    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation and get gradients.
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::softplus` implements it on every backend.
     /// - declared at `ops.toml:99`.
@@ -330,7 +287,8 @@ pub trait RoutedOpsComposite: rt::Backend {
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
         crate::composite::softplus::<Self>(x, beta)
     }
-    /// `[0, 1, ..., len - 1]` as a float tensor on `device`. A factory routed by its device alone to
+    /// `[0, 1, ..., len - 1]` as a float tensor on `device`. A factory routed by its device alone
+    /// to
     /// every backend: a Cube device runs it on Cube, a remote device on the server. Composite.
     ///
     /// Routing:
@@ -360,7 +318,8 @@ impl<B: rt::Backend, C: rt::CheckpointStrategy> RoutedOpsComposite for rt::Autod
 /// Implement it for `Flex`; `Dispatch` gets a generated implementation that routes
 /// each call to the backend of its inputs.
 pub trait RoutedOpsFlex: rt::Backend {
-    /// `[0, 1, ..., len - 1]` as an int tensor on `device`. A factory: no tensor input, so the device
+    /// `[0, 1, ..., len - 1]` as an int tensor on `device`. A factory: no tensor input, so the
+    /// device
     /// routes it, and it is listed for one backend.
     ///
     /// Routing:

@@ -255,8 +255,11 @@ fn manifest() -> impl Strategy<Value = String> {
         })
 }
 
-/// The first `MANIFESTS` random manifests (from a fixed seed) that validate.
-fn valid_manifests() -> Vec<String> {
+/// How many valid manifests are rendered and checked with rustfmt (cheap: no compilation).
+const FORMATTED: usize = 300;
+
+/// The first `count` random manifests (from a fixed seed) that validate.
+fn valid_manifests(count: usize) -> Vec<String> {
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
         proptest::test_runner::TestRng::deterministic_rng(
@@ -266,7 +269,7 @@ fn valid_manifests() -> Vec<String> {
     let strategy = manifest();
     let mut found = Vec::new();
     let mut tried = 0;
-    while found.len() < MANIFESTS {
+    while found.len() < count {
         tried += 1;
         assert!(
             tried < 10_000,
@@ -363,6 +366,11 @@ burn-route-codegen = {{ path = {codegen:?} }}
 /// `cargo clippy -D warnings` (or `cargo check` without clippy) on the scratch crate, with
 /// `features`, in a target directory kept between runs.
 fn lint(dir: &Path, features: &[&str]) -> std::process::Output {
+    // The tests of this file share one target directory: one build at a time.
+    static ONE_BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = ONE_BUILD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let has_clippy = Command::new(&cargo)
         .args(["clippy", "--version"])
@@ -389,22 +397,28 @@ fn lint(dir: &Path, features: &[&str]) -> std::process::Output {
 #[test]
 fn random_valid_manifests_compile_with_the_runtime() {
     // The nested strategies need more stack than a test thread has in the dev profile.
-    let manifests = std::thread::Builder::new()
+    let all = std::thread::Builder::new()
         .stack_size(64 << 20)
-        .spawn(valid_manifests)
+        .spawn(|| valid_manifests(FORMATTED))
         .expect("spawn")
         .join()
         .expect("manifests");
-    let kernels: Vec<String> = manifests
-        .iter()
-        .enumerate()
-        .map(|(i, source)| {
-            Builder::new("ops.toml")
-                .manifest_name(format!("m{i}/ops.toml"))
-                .skeleton_str(source)
-                .expect("validated above")
-        })
-        .collect();
+    let stubs = |manifests: &[String]| -> Vec<String> {
+        manifests
+            .iter()
+            .enumerate()
+            .map(|(i, source)| {
+                Builder::new("ops.toml")
+                    .manifest_name(format!("m{i}/ops.toml"))
+                    .skeleton_str(source)
+                    .expect("validated above")
+            })
+            .collect()
+    };
+    let formatted = tempfile::tempdir().expect("temp dir");
+    rustfmt_clean(formatted.path(), &all, &stubs(&all));
+    let manifests = all[..MANIFESTS].to_vec();
+    let kernels = stubs(&manifests);
     let scratch = scratch_crate(&manifests, &kernels);
     for features in [&[][..], &["--no-default-features"][..]] {
         let output = lint(scratch.path(), features);
@@ -421,6 +435,43 @@ fn random_valid_manifests_compile_with_the_runtime() {
             manifests.join("\n---\n")
         );
     }
+}
+
+/// The generated modules and stubs of every manifest pass `rustfmt --check --edition 2024`
+/// (skipped, with the reason printed, where rustfmt is not installed).
+fn rustfmt_clean(dir: &Path, manifests: &[String], kernels: &[String]) {
+    let rustfmt = std::env::var("RUSTFMT").unwrap_or_else(|_| "rustfmt".to_owned());
+    if Command::new(&rustfmt).arg("--version").output().is_err() {
+        eprintln!("rustfmt check skipped: `{rustfmt}` is not installed");
+        return;
+    }
+    let mut files = Vec::new();
+    for (i, (source, stubs)) in manifests.iter().zip(kernels).enumerate() {
+        let rendered = Builder::new("ops.toml")
+            .manifest_name(format!("m{i}/ops.toml"))
+            .render_str(source)
+            .expect("validated above");
+        for file in rendered {
+            let path = dir.join("fmt").join(format!("m{i}_{}", file.name));
+            write(&path, &file.contents);
+            files.push(path);
+        }
+        let path = dir.join("fmt").join(format!("m{i}_kernels.rs"));
+        write(&path, stubs);
+        files.push(path);
+    }
+    let output = Command::new(&rustfmt)
+        .args(["--check", "--edition", "2024"])
+        .args(&files)
+        .output()
+        .expect("run rustfmt");
+    assert!(
+        output.status.success(),
+        "rustfmt would change the generated code:\n{}{}\nmanifests:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        manifests.join("\n---\n")
+    );
 }
 
 /// What README's "Adding an op" promises: after a new op is declared, the compiler names the

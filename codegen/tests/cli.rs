@@ -164,10 +164,10 @@ fn skeleton_prints_a_stub_for_every_impl_to_write() {
         "// Kernel stubs for the ops of ops.toml, from `burn-route-codegen skeleton`.
 // Copy them into your kernels module and replace each `todo!()` with the kernel.
 
-use crate::rt;
 use super::ops::MyOps;
 #[cfg(burn_route_autodiff)]
 use super::ops::MyOpsAutodiff;
+use crate::rt;
 
 impl MyOps for rt::Flex {
     fn double(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {

@@ -86,8 +86,8 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         "let x = B::float_ref(__route, \"x\", x);",
         "let ids = B::int(__route, \"ids\", ids);",
         "let mask = B::bool_ref(__route, \"mask\", mask);",
-        "let (__out_0, (__out_1_0, __out_1_1)) = __kernel(&x, ids, &mask, k);",
-        "(B::float_out(__route, __out_0), (B::int_out(__route, __out_1_0), __out_1_1)) }",
+        "let __out = __kernel(&x, ids, &mask, k);",
+        "(B::float_out(__route, __out.0), (B::int_out(__route, __out.1.0), __out.1.1)) }",
         // Planning checked every input: `run` cannot fail, and the `match` is wrapped once.
         "Ok(match __route.target() { (rt::BackendId::Flex, __rt::Mode::Concrete) => { __run::<rt::Flex>(&__route, <rt::Flex as ShapeOps>::mixed, x, ids, mask, k) }",
         "__rt::Input::float(\"x\", x), __rt::Input::int(\"ids\", &ids), __rt::Input::bool(\"mask\", mask)",
@@ -124,12 +124,12 @@ fn tensor_api_signatures() {
     let tensor = flat(&file("routed_tensor.rs"));
     for expected in [
         "pub fn mixed<const D: usize, const E: usize>(x: &rt::Tensor<D>, ids: rt::Tensor<D, rt::Int>, mask: &rt::Tensor<2, rt::Bool>, k: usize) -> (rt::Tensor<D>, (rt::Tensor<E, rt::Int>, u64))",
-        "let (__out_0, (__out_1_0, __out_1_1)) = dispatch::try_mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k)?;",
-        "Ok((rt::Tensor::from_dispatch(__out_0), (rt::Tensor::from_dispatch(__out_1_0), __out_1_1)))",
+        "let __out = dispatch::try_mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k)?;",
+        "Ok((rt::Tensor::from_dispatch(__out.0), (rt::Tensor::from_dispatch(__out.1.0), __out.1.1)))",
         "pub fn try_mixed<const D: usize, const E: usize>(",
         // The panicking form calls the panicking trait method: no `Result` to unwrap.
-        "let (__out_0, (__out_1_0, __out_1_1)) = <rt::Dispatch as ShapeOps>::mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k);",
-        "(rt::Tensor::from_dispatch(__out_0), (rt::Tensor::from_dispatch(__out_1_0), __out_1_1)) }",
+        "let __out = <rt::Dispatch as ShapeOps>::mixed(&x.clone().into_dispatch(), ids.into_dispatch(), &mask.clone().into_dispatch(), k);",
+        "(rt::Tensor::from_dispatch(__out.0), (rt::Tensor::from_dispatch(__out.1.0), __out.1.1)) }",
         "pub fn count<const D: usize>(mask: rt::Tensor<D, rt::Bool>) -> usize",
         "pub fn fill(value: f32) {",
     ] {
@@ -193,13 +193,14 @@ fn option_vec_quantized_and_device_shapes() {
     );
     let dispatch = render_containers("routed_dispatch.rs");
     for expected in [
-        "let xs = xs.into_iter().map(|t| B::float(__route, \"xs\", t)).collect::<Vec<_>>();",
-        "let bias = bias.map(|t| B::float_ref(__route, \"bias\", t));",
+        "let xs = B::float_vec(__route, \"xs\", xs);",
+        "let bias = B::float_ref_opt(__route, \"bias\", bias);",
         "let q = B::quantized(__route, \"q\", q);",
         "__kernel(xs, bias.as_deref(), q)",
-        "__out_0.into_iter().map(|t| B::float_out(__route, t)).collect()",
-        "__out_1.map(|t| B::int_out(__route, t))",
-        "xs.iter().enumerate().map(|(i, t)| __rt::Input::float(\"xs\", t).at(i)).chain(bias.map(|t| __rt::Input::float(\"bias\", t))).chain([__rt::Input::quantized(\"q\", &q)])",
+        "B::float_out_vec(__route, __out.0)",
+        "B::int_out_opt(__route, __out.1)",
+        // An `Option` or `Vec` input: planning takes the groups of every input.
+        "__rt::Group::all([__rt::Group::float_vec(\"xs\", &xs), __rt::Group::float_opt(\"bias\", bias), __rt::Group::quantized(\"q\", &q)])",
         "let __route = __rt::Route::plan_by_device(&__OP, \"device\", device)?;",
         "match __rt::Route::fast_by_device(&__OP, device) {",
         "let device = B::device(__route, \"device\", device);",
@@ -219,7 +220,7 @@ fn option_vec_quantized_and_device_shapes() {
     let tensor = render_containers("routed_tensor.rs");
     for expected in [
         "pub fn pick<const D: usize>(xs: Vec<rt::Tensor<D>>, bias: Option<&rt::Tensor<D>>, q: rt::Tensor<D>) -> (Vec<rt::Tensor<D>>, Option<rt::Tensor<D, rt::Int>>)",
-        "xs.into_iter().map(rt::Tensor::into_dispatch).collect(), bias.map(|t| t.clone().into_dispatch()).as_ref(), q.into_dispatch())?",
+        "__rt::into_dispatch_vec(xs), __rt::into_dispatch_ref_opt(bias).as_ref(), q.into_dispatch())?",
         "pub fn make<const D: usize>(n: usize, device: &rt::Device) -> rt::Tensor<D>",
         "dispatch::try_make(n, device.as_dispatch())?",
     ] {

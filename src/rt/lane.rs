@@ -34,7 +34,32 @@ impl<T> Deref for Held<'_, T> {
 
 /// Declares `Target`'s unwrap functions for one tensor kind.
 macro_rules! target_kind_fns {
-    ($($owned:ident, $borrowed:ident, $out:ident, $prim:ident, $what:literal;)*) => {$(
+    ($($owned:ident, $borrowed:ident, $out:ident, $opt:ident, $ref_opt:ident, $vec:ident, $out_opt:ident, $out_vec:ident, $prim:ident, $what:literal;)*) => {$(
+        #[doc = concat!("Unwraps an owned optional ", $what, " input.")]
+        #[inline]
+        fn $opt(route: &Route, input: &'static str, tensor: Option<DispatchTensor>) -> Option<$prim<Self>> {
+            tensor.map(|t| Self::$owned(route, input, t))
+        }
+        #[doc = concat!("Unwraps a borrowed optional ", $what, " input.")]
+        #[inline]
+        fn $ref_opt<'a>(route: &Route, input: &'static str, tensor: Option<&'a DispatchTensor>) -> Option<Held<'a, $prim<Self>>> {
+            tensor.map(|t| Self::$borrowed(route, input, t))
+        }
+        #[doc = concat!("Unwraps a `Vec` of ", $what, " inputs.")]
+        #[inline]
+        fn $vec(route: &Route, input: &'static str, tensors: Vec<DispatchTensor>) -> Vec<$prim<Self>> {
+            tensors.into_iter().map(|t| Self::$owned(route, input, t)).collect()
+        }
+        #[doc = concat!("Wraps an optional ", $what, " output.")]
+        #[inline]
+        fn $out_opt(route: &Route, out: Option<$prim<Self>>) -> Option<DispatchTensor> {
+            out.map(|t| Self::$out(route, t))
+        }
+        #[doc = concat!("Wraps a `Vec` of ", $what, " outputs.")]
+        #[inline]
+        fn $out_vec(route: &Route, out: Vec<$prim<Self>>) -> Vec<DispatchTensor> {
+            out.into_iter().map(|t| Self::$out(route, t)).collect()
+        }
         #[doc = concat!("Unwraps an owned ", $what, " input.")]
         ///
         /// # Panics
@@ -61,10 +86,10 @@ macro_rules! target_kind_fns {
 /// (an `Autodiff` wrapper, a primitive to convert) to an out-of-line function.
 pub trait Target: Backend {
     target_kind_fns! {
-        float, float_ref, float_out, FloatTensor, "float";
-        int, int_ref, int_out, IntTensor, "int";
-        bool, bool_ref, bool_out, BoolTensor, "bool";
-        quantized, quantized_ref, quantized_out, QuantizedTensor, "quantized";
+        float, float_ref, float_out, float_opt, float_ref_opt, float_vec, float_out_opt, float_out_vec, FloatTensor, "float";
+        int, int_ref, int_out, int_opt, int_ref_opt, int_vec, int_out_opt, int_out_vec, IntTensor, "int";
+        bool, bool_ref, bool_out, bool_opt, bool_ref_opt, bool_vec, bool_out_opt, bool_out_vec, BoolTensor, "bool";
+        quantized, quantized_ref, quantized_out, quantized_opt, quantized_ref_opt, quantized_vec, quantized_out_opt, quantized_out_vec, QuantizedTensor, "quantized";
     }
 
     /// Unwraps the device argument.

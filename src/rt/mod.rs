@@ -4,6 +4,7 @@
 //! `crate::rt` inside this crate), so a downstream crate depends on `burn-route` alone for the
 //! Burn types its generated code uses.
 
+mod convert;
 mod error;
 mod lane;
 mod op;
@@ -17,9 +18,10 @@ pub use op::{BackendId, InputName, Policy, TensorKind};
 /// documented API (generated code names it as `__rt`); it may change with the generator.
 #[doc(hidden)]
 pub mod __private {
+    pub use super::convert::*;
     pub use super::lane::{Concrete, Held, Target};
     pub use super::op::OpInfo;
-    pub use super::route::{Input, Mode, Route};
+    pub use super::route::{Group, Input, Mode, Route};
     pub use super::{Fallible, OnError, Panic};
 }
 

@@ -1,14 +1,31 @@
-//! A small layout engine for generated Rust. Emitters write whole lines into a [`Writer`]; what
-//! may need wrapping (parameter lists, call arguments) is a [`Doc`], printed on one line when it
-//! fits in [`WIDTH`] columns and otherwise broken one item per line with a trailing comma, the
-//! layout rustfmt and prettyplease give such lists.
+//! A small layout engine for generated Rust, which lays out what the generator writes the way
+//! `rustfmt` (edition 2024, default options) does. Emitters write whole lines into a [`Writer`];
+//! what may need wrapping (parameter lists, call arguments, arrays, tuples, cfg predicates) is a
+//! [`Doc`].
+//!
+//! The rules are rustfmt's, for the shapes the generator writes:
+//!
+//! - A list stays on one line when it fits in [`WIDTH`] columns and, for call arguments, arrays
+//!   and tuples, when its items take at most [`CALL_WIDTH`] columns ([`ATTR_WIDTH`] inside an
+//!   attribute): rustfmt's `fn_call_width`, `array_width` and `attr_fn_like_width`.
+//! - Otherwise a list of one call (or list) "overflows": the brackets hug the item, which breaks
+//!   itself, as in `Ok(f(\n    a,\n    b,\n))`.
+//! - Otherwise it is broken one item per line, each followed by `,` (no `,` in attributes).
+//! - `let x = rhs;` moves `rhs` to the next line when it then fits on one line and would
+//!   otherwise break ([`Writer::assign`]); a match arm's body goes into a block unless it is a
+//!   call that must break anyway ([`Writer::arm`]).
 //!
 //! Writing text directly keeps a render of a thousand ops well under a second even in the
-//! unoptimised profile build scripts run in: building token streams and parsing them back with
-//! `syn` for prettyplease took seconds there.
+//! unoptimised profile build scripts run in: formatting with `syn` and prettyplease took seconds
+//! there (3.4 s for 1,000 ops, measured).
 
 /// Maximum line width, as rustfmt's default.
 pub(super) const WIDTH: usize = 100;
+/// rustfmt's `fn_call_width` and `array_width`: the most columns the items of a call, an array
+/// or a tuple take on one line.
+pub(super) const CALL_WIDTH: usize = 60;
+/// rustfmt's `attr_fn_like_width`: the same inside an attribute.
+pub(super) const ATTR_WIDTH: usize = 70;
 const INDENT: &str = "    ";
 
 /// Code that is laid out on one line when it fits.
@@ -18,12 +35,23 @@ pub(super) enum Doc {
     Text(String),
     /// Parts printed one after another; each may break on its own.
     Cat(Vec<Doc>),
-    /// `open a, b close` on one line, or `open`, one item per line (each followed by `,`), and
-    /// `close` on a line of its own.
+    /// A function signature: `head(params) -> ret end` (`end`: ` {` or `;`), laid out as
+    /// rustfmt lays out signatures (see [`Writer`]'s rendering).
+    Sig {
+        head: Box<Doc>,
+        params: Vec<Doc>,
+        ret: Option<Box<Doc>>,
+        end: String,
+    },
+    /// `open a, b close` on one line, or broken (see the module docs).
     List {
         open: &'static str,
         items: Vec<Doc>,
         close: &'static str,
+        /// The most columns the items may take on one line (`None`: only the line width).
+        limit: Option<usize>,
+        /// Whether a broken list ends its last item with `,`.
+        trailing_comma: bool,
     },
 }
 
@@ -33,20 +61,66 @@ impl Doc {
         match self {
             Self::Text(t) => t.chars().count(),
             Self::Cat(parts) => parts.iter().map(Self::width).sum(),
-            Self::List { open, items, close } => {
-                open.len()
-                    + close.len()
-                    + items.iter().map(Self::width).sum::<usize>()
-                    + 2 * items.len().saturating_sub(1)
+            Self::List {
+                open, items, close, ..
+            } => open.len() + close.len() + items_width(items),
+            Self::Sig {
+                head,
+                params,
+                ret,
+                end,
+            } => {
+                head.width()
+                    + 2
+                    + items_width(params)
+                    + ret.as_ref().map_or(0, |r| 4 + r.width())
+                    + end.chars().count()
             }
         }
+    }
+
+    /// Whether every list inside stays within its item limit on one line.
+    pub(super) fn flat_ok(&self) -> bool {
+        match self {
+            Self::Text(_) => true,
+            Self::Cat(parts) => parts.iter().all(Self::flat_ok),
+            // A lone array argument overflows: its own width limit applies, not the call's.
+            Self::List { items, limit, .. } => {
+                (limit.is_none_or(|limit| items_width(items) <= limit)
+                    || matches!(items.as_slice(), [Self::List { open: "[", .. }]))
+                    && items.iter().all(Self::flat_ok)
+            }
+            Self::Sig {
+                head, params, ret, ..
+            } => {
+                head.flat_ok()
+                    && params.iter().all(Self::flat_ok)
+                    && ret.as_ref().is_none_or(|r| r.flat_ok())
+            }
+        }
+    }
+
+    /// Whether the doc can break (it holds a list).
+    fn breakable(&self) -> bool {
+        match self {
+            Self::Text(_) => false,
+            Self::Cat(parts) => parts.iter().any(Self::breakable),
+            Self::List { .. } | Self::Sig { .. } => true,
+        }
+    }
+
+    /// Appends the doc's one-line text to `out`.
+    pub(super) fn write_flat_into(&self, out: &mut String) {
+        self.write_flat(out);
     }
 
     fn write_flat(&self, out: &mut String) {
         match self {
             Self::Text(t) => out.push_str(t),
             Self::Cat(parts) => parts.iter().for_each(|p| p.write_flat(out)),
-            Self::List { open, items, close } => {
+            Self::List {
+                open, items, close, ..
+            } => {
                 out.push_str(open);
                 for (i, item) in items.iter().enumerate() {
                     if i > 0 {
@@ -56,8 +130,33 @@ impl Doc {
                 }
                 out.push_str(close);
             }
+            Self::Sig {
+                head,
+                params,
+                ret,
+                end,
+            } => {
+                head.write_flat(out);
+                out.push('(');
+                for (i, param) in params.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    param.write_flat(out);
+                }
+                out.push(')');
+                if let Some(ret) = ret {
+                    out.push_str(" -> ");
+                    ret.write_flat(out);
+                }
+                out.push_str(end);
+            }
         }
     }
+}
+
+fn items_width(items: &[Doc]) -> usize {
+    items.iter().map(Doc::width).sum::<usize>() + 2 * items.len().saturating_sub(1)
 }
 
 impl From<&str> for Doc {
@@ -77,14 +176,102 @@ pub(super) fn cat<const N: usize>(parts: [Doc; N]) -> Doc {
     Doc::Cat(parts.into())
 }
 
-/// `open items close`, broken one item per line when it does not fit.
+/// `open items close` limited by the line width only: parameters, patterns, types.
 pub(super) fn list(open: &'static str, items: Vec<Doc>, close: &'static str) -> Doc {
-    Doc::List { open, items, close }
+    Doc::List {
+        open,
+        items,
+        close,
+        limit: None,
+        trailing_comma: true,
+    }
 }
 
-/// `(a, b)`: a parenthesised list.
+/// `open items close` for call arguments, arrays and tuple expressions ([`CALL_WIDTH`]).
+pub(super) fn args(open: &'static str, items: Vec<Doc>, close: &'static str) -> Doc {
+    Doc::List {
+        open,
+        items,
+        close,
+        limit: Some(CALL_WIDTH),
+        trailing_comma: true,
+    }
+}
+
+/// `open items close` broken one item per line, always.
+pub(super) fn vertical(open: &'static str, items: Vec<Doc>, close: &'static str) -> Doc {
+    if items.is_empty() {
+        return format!("{open}{close}").into();
+    }
+    Doc::List {
+        open,
+        items,
+        close,
+        limit: Some(0),
+        trailing_comma: true,
+    }
+}
+
+/// `(a, b)`: call arguments.
 pub(super) fn parens(items: impl IntoIterator<Item = impl Into<Doc>>) -> Doc {
-    list("(", items.into_iter().map(Into::into).collect(), ")")
+    args("(", items.into_iter().map(Into::into).collect(), ")")
+}
+
+/// `name(a, b)`: a call of `callee`.
+pub(super) fn call(callee: impl Into<Doc>, items: impl IntoIterator<Item = impl Into<Doc>>) -> Doc {
+    cat([callee.into(), parens(items)])
+}
+
+/// A cfg predicate (canonical text, as the IR holds it) as a doc that breaks like rustfmt
+/// breaks it inside an attribute: `all(\n    a,\n    b\n)`, no trailing comma.
+pub(super) fn predicate(text: &str) -> Doc {
+    meta(text, ATTR_WIDTH, false)
+}
+
+/// [`predicate`] inside a macro call in code (`cfg!(...)`): call rules.
+pub(super) fn predicate_in_code(text: &str) -> Doc {
+    meta(text, CALL_WIDTH, true)
+}
+
+fn meta(text: &str, limit: usize, trailing_comma: bool) -> Doc {
+    let text = text.trim();
+    let Some(open) = text.find('(') else {
+        return text.into();
+    };
+    if !text.ends_with(')') || text[..open].contains(['"', '=', ' ']) {
+        return text.into();
+    }
+    let inner = &text[open + 1..text.len() - 1];
+    let mut items = Vec::new();
+    let (mut depth, mut start, mut quoted) = (0usize, 0usize, false);
+    let mut escaped = false;
+    for (i, c) in inner.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => depth -= 1,
+            ',' if !quoted && depth == 0 => {
+                items.push(meta(&inner[start..i], limit, trailing_comma));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !inner[start..].trim().is_empty() {
+        items.push(meta(&inner[start..], limit, trailing_comma));
+    }
+    cat([
+        text[..open].to_owned().into(),
+        Doc::List {
+            open: "(",
+            items,
+            close: ")",
+            limit: Some(limit),
+            trailing_comma,
+        },
+    ])
 }
 
 /// Lines of generated code at a nesting depth.
@@ -99,7 +286,7 @@ impl Writer {
     /// One line (which may wrap) at the current depth.
     pub(super) fn line(&mut self, doc: impl Into<Doc>) {
         self.start_line(self.depth);
-        self.render(&doc.into(), self.depth, 0);
+        self.render(&doc.into(), self.depth, 0, false);
         self.out.push('\n');
     }
 
@@ -113,6 +300,111 @@ impl Writer {
     pub(super) fn close(&mut self, text: &str) {
         self.depth -= 1;
         self.line(text);
+    }
+
+    /// `head rhs tail` (e.g. `let x = ` rhs `;`), with rustfmt's choice for the right-hand
+    /// side: on the same line when it fits; on the next line, indented, when it fits there on
+    /// one line but would break here; else broken here.
+    pub(super) fn assign(&mut self, head: impl Into<Doc>, rhs: Doc, tail: &str) {
+        let head = head.into();
+        let whole = cat([head.clone(), rhs.clone(), tail.into()]);
+        if self.fits(&whole) && whole.flat_ok() {
+            self.line(whole);
+            return;
+        }
+        let next_line = (self.depth + 1) * INDENT.len() + rhs.width() + tail.len();
+        if rhs.flat_ok() && next_line <= WIDTH {
+            let head_text = {
+                let mut t = String::new();
+                head.write_flat(&mut t);
+                t.trim_end().to_owned()
+            };
+            self.line(head_text);
+            self.indent();
+            self.line(cat([rhs, tail.into()]));
+            self.dedent();
+            return;
+        }
+        self.line(whole);
+    }
+
+    /// `pattern => expr,` on one line when it fits; `pattern => call(` with the call's items
+    /// broken when the call must break anyway; else `pattern => {` with the expression in a
+    /// block.
+    pub(super) fn arm(&mut self, pattern: &str, expr: Doc) {
+        let one_line = cat([format!("{pattern} => ").into(), expr.clone(), ",".into()]);
+        let flat = self.fits(&one_line) && one_line.flat_ok();
+        let overflows = !expr.flat_ok()
+            && is_call(&expr)
+            && self.depth * INDENT.len() + pattern.len() + 4 + head_width(&expr) <= WIDTH;
+        if flat || overflows {
+            self.line(one_line);
+        } else {
+            self.open(format!("{pattern} => {{"));
+            self.line(expr);
+            self.close("}");
+        }
+    }
+
+    /// `head for ty {}` (`empty`) or `head for ty {` opening a block, with rustfmt's layout when
+    /// it does not fit: `for ty` on its own indented line, or, when the generics and the trait do
+    /// not fit together either, the trait too; the brace then goes on a line of its own.
+    pub(super) fn impl_block(&mut self, head: &str, ty: &str, empty: bool) {
+        let brace = if empty { " {}" } else { " {" };
+        let one_line = format!("{head} for {ty}{brace}");
+        if self.fits(&Doc::from(one_line.as_str())) {
+            if empty {
+                self.line(one_line);
+            } else {
+                self.open(one_line);
+            }
+            return;
+        }
+        // `impl<..> Trait`: the generics end at the `>` that closes the first `<`.
+        let split = head.find('<').and_then(|open| {
+            let mut depth = 0;
+            head[open..].char_indices().find_map(|(i, c)| {
+                match c {
+                    '<' => depth += 1,
+                    '>' => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(open + i + 1)
+            })
+        });
+        match split {
+            Some(at) if !self.fits(&Doc::from(head)) => {
+                self.line(&head[..at]);
+                self.indent();
+                self.line(format!("{} for {ty}", head[at..].trim_start()));
+                self.dedent();
+            }
+            _ => {
+                self.line(head);
+                self.indent();
+                self.line(format!("for {ty}"));
+                self.dedent();
+            }
+        }
+        if empty {
+            self.line("{");
+            self.line("}");
+        } else {
+            self.open("{");
+        }
+    }
+
+    /// `match scrutinee {`, with rustfmt's layout when it does not fit: the scrutinee on one
+    /// line and the `{` on the next when that fits, else the scrutinee broken.
+    pub(super) fn open_match(&mut self, scrutinee: Doc) {
+        let whole = cat(["match ".into(), scrutinee.clone(), " {".into()]);
+        let bare = cat(["match ".into(), scrutinee]);
+        if (self.fits(&whole) || !self.fits(&bare)) || !bare.flat_ok() {
+            self.open(whole);
+        } else {
+            self.line(bare);
+            self.open("{");
+        }
     }
 
     /// Whether `doc` fits on one line at the current depth.
@@ -135,16 +427,33 @@ impl Writer {
         self.out.push('\n');
     }
 
-    /// `///` lines. A line break inside a doc line (impossible from the manifest, which splits
-    /// them) would end the comment, so carriage returns are dropped.
+    /// `///` lines, each wrapped at [`WIDTH`] columns at the current depth (a long word stays
+    /// whole). Lines inside code fences, table rows and headings are kept as they are; a wrapped
+    /// list item continues under its text. Validation has refused line breaks inside a line.
     pub(super) fn doc(&mut self, lines: &[String]) {
+        let mut fenced = false;
         for line in lines {
-            let line = line.replace('\r', "");
             let line = line.trim_end();
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+                fenced = !fenced;
+            }
             if line.is_empty() {
                 self.line("///");
-            } else {
+                continue;
+            }
+            let room = WIDTH.saturating_sub(self.depth * INDENT.len() + 4);
+            if fenced
+                || trimmed.starts_with("```")
+                || trimmed.starts_with('|')
+                || trimmed.starts_with('#')
+                || line.chars().count() <= room
+            {
                 self.line(format!("/// {line}"));
+                continue;
+            }
+            for wrapped in wrap(line, room) {
+                self.line(format!("/// {wrapped}"));
             }
         }
     }
@@ -152,8 +461,20 @@ impl Writer {
     /// `#[cfg(predicate)]`, when there is one.
     pub(super) fn cfg(&mut self, predicate: Option<&str>) {
         if let Some(p) = predicate {
-            self.line(format!("#[cfg({p})]"));
+            self.line(cat(["#[cfg".into(), attr_args(p), "]".into()]));
         }
+    }
+
+    /// `#[cfg_attr(not(predicate), allow(lint))]`.
+    pub(super) fn cfg_attr_allow(&mut self, predicate: &str, lint: &str) {
+        let args = Doc::List {
+            open: "(",
+            items: vec![predicate_not(predicate), format!("allow({lint})").into()],
+            close: ")",
+            limit: Some(ATTR_WIDTH),
+            trailing_comma: false,
+        };
+        self.line(cat(["#[cfg_attr".into(), args, "]".into()]));
     }
 
     /// The text written so far.
@@ -174,10 +495,16 @@ impl Writer {
     }
 
     /// Prints `doc` from the current column; `trail` columns must stay free after it on the
-    /// same line (the `,` or `?;` that follows).
-    fn render(&mut self, doc: &Doc, depth: usize, trail: usize) {
+    /// same line (the `,` or `?;` that follows). `must_break`: the doc may not stay on one line
+    /// (it is the overflowing item of a list that did not fit).
+    fn render(&mut self, doc: &Doc, depth: usize, trail: usize, must_break: bool) {
         let width = doc.width();
-        if self.col + width + trail <= WIDTH {
+        // rustfmt keeps a declaration (`fn f(..) -> R;`) on one line only up to 99 columns.
+        let room = match doc {
+            Doc::Sig { end, .. } if end == ";" => WIDTH - 1,
+            _ => WIDTH,
+        };
+        if !must_break && doc.flat_ok() && self.col + width + trail <= room {
             let before = self.out.len();
             doc.write_flat(&mut self.out);
             self.col += self.out[before..].chars().count();
@@ -186,27 +513,47 @@ impl Writer {
         match doc {
             Doc::Text(text) => self.push(text),
             Doc::Cat(parts) => {
+                let last_breakable = parts.iter().rposition(Doc::breakable);
                 let mut rest = width;
-                for part in parts {
+                for (i, part) in parts.iter().enumerate() {
                     rest -= part.width();
-                    self.render(part, depth, rest + trail);
+                    self.render(
+                        part,
+                        depth,
+                        rest + trail,
+                        must_break && Some(i) == last_breakable,
+                    );
                 }
             }
-            // One breakable item hugs the brackets, as rustfmt lays out `Ok(f(\n  ..\n))`.
-            Doc::List { open, items, close }
-                if items.len() == 1 && !matches!(items[0], Doc::Text(_)) =>
-            {
+            Doc::Sig {
+                head,
+                params,
+                ret,
+                end,
+            } => self.render_signature(head, params, ret.as_deref(), end, depth),
+            // One call (or list) overflows: the brackets hug it, and it breaks itself.
+            Doc::List {
+                open, items, close, ..
+            } if items.len() == 1 && items[0].breakable() => {
                 self.push(open);
-                self.render(&items[0], depth, close.len() + trail);
+                self.render(&items[0], depth, close.len() + trail, true);
                 self.push(close);
             }
-            Doc::List { open, items, close } => {
+            Doc::List {
+                open,
+                items,
+                close,
+                trailing_comma,
+                ..
+            } => {
                 self.push(open);
-                for item in items {
+                for (i, item) in items.iter().enumerate() {
                     self.out.push('\n');
                     self.start_line(depth + 1);
-                    self.render(item, depth + 1, 1);
-                    self.push(",");
+                    self.render(item, depth + 1, 1, false);
+                    if *trailing_comma || i + 1 < items.len() {
+                        self.push(",");
+                    }
                 }
                 self.out.push('\n');
                 self.start_line(depth);
@@ -214,6 +561,188 @@ impl Writer {
             }
         }
     }
+}
+
+impl Writer {
+    /// A signature that does not fit on one line, as rustfmt lays it out:
+    /// - a declaration (`;`) whose `head(params)` fits keeps it, with `-> R;` on the next line;
+    /// - otherwise the parameters go one per line, then `) -> R end`; when that does not fit
+    ///   but `) -> R` does, the `{` goes on a line of its own; else `R` breaks.
+    fn render_signature(
+        &mut self,
+        head: &Doc,
+        params: &[Doc],
+        ret: Option<&Doc>,
+        end: &str,
+        depth: usize,
+    ) {
+        let params_list = list("(", params.to_vec(), ")");
+        if let (";", Some(ret)) = (end, ret) {
+            let first = cat([head.clone(), params_list.clone()]);
+            // (Measured against rustfmt 1.9: a declaration of exactly 100 columns moves its
+            // `-> R;` to the next line; a longer one breaks its parameters.)
+            let whole = self.col + first.width() + 4 + ret.width() + 1;
+            if first.flat_ok() && ret.flat_ok() && whole == WIDTH {
+                self.render(&first, depth, 0, false);
+                self.out.push('\n');
+                self.start_line(depth);
+                self.push("-> ");
+                self.render(ret, depth, 1, false);
+                self.push(";");
+                return;
+            }
+        }
+        self.render(head, depth, 1, false);
+        self.push("(");
+        // No parameters: nothing to break, `()` stays together.
+        if !params.is_empty() {
+            for param in params {
+                self.out.push('\n');
+                self.start_line(depth + 1);
+                self.render(param, depth + 1, 1, false);
+                self.push(",");
+            }
+            self.out.push('\n');
+            self.start_line(depth);
+        }
+        self.push(")");
+        let Some(ret) = ret else {
+            self.push(end);
+            return;
+        };
+        // (Measured against rustfmt 1.9: after broken parameters, `) -> R {` stays on one line
+        // up to 96 columns; after `()`, up to 100. Else the `{` goes on a line of its own.)
+        let room = if params.is_empty() { WIDTH } else { WIDTH - 4 };
+        let fits = |w: &Self, extra: usize, room: usize| {
+            ret.flat_ok() && w.col + 4 + ret.width() + extra <= room
+        };
+        if params.is_empty()
+            && !fits(self, end.chars().count(), room)
+            && !(end == " {" && fits(self, 0, WIDTH + 1))
+            && ret.flat_ok()
+            && depth * INDENT.len() + 3 + ret.width() + end.chars().count() <= WIDTH
+        {
+            // `fn f()` then `-> R {` on the next line, at the signature's indentation.
+            self.out.push('\n');
+            self.start_line(depth);
+            self.push("-> ");
+            self.render(ret, depth, end.chars().count(), false);
+            self.push(end);
+            return;
+        }
+        if fits(self, end.chars().count(), room) {
+            self.push(" -> ");
+            self.render(ret, depth, end.chars().count(), false);
+            self.push(end);
+        } else if end == " {" && fits(self, 0, if params.is_empty() { WIDTH + 1 } else { WIDTH }) {
+            self.push(" -> ");
+            let mut flat = String::new();
+            ret.write_flat(&mut flat);
+            self.push(&flat);
+            self.out.push('\n');
+            self.start_line(depth);
+            self.push("{");
+        } else {
+            self.push(" -> ");
+            self.render(ret, depth, end.chars().count(), true);
+            self.push(end);
+        }
+    }
+}
+
+/// `(predicate)` of an attribute.
+fn attr_args(predicate: &str) -> Doc {
+    Doc::List {
+        open: "(",
+        items: vec![self::predicate(predicate)],
+        close: ")",
+        limit: Some(ATTR_WIDTH),
+        trailing_comma: false,
+    }
+}
+
+/// `not(predicate)`.
+fn predicate_not(predicate: &str) -> Doc {
+    cat([
+        "not".into(),
+        Doc::List {
+            open: "(",
+            items: vec![self::predicate(predicate)],
+            close: ")",
+            limit: Some(ATTR_WIDTH),
+            trailing_comma: false,
+        },
+    ])
+}
+
+/// Whether `doc` is a call: text followed by an argument list (possibly with text after it,
+/// such as `?`).
+fn is_call(doc: &Doc) -> bool {
+    match doc {
+        Doc::Cat(parts) => {
+            matches!(parts.first(), Some(Doc::Text(_)))
+                && parts
+                    .iter()
+                    .any(|p| matches!(p, Doc::List { open: "(", .. }))
+        }
+        _ => false,
+    }
+}
+
+/// Width of a call up to and including its opening bracket.
+fn head_width(doc: &Doc) -> usize {
+    match doc {
+        Doc::Text(t) => t.chars().count(),
+        Doc::List { open, .. } => open.len(),
+        Doc::Sig { head, .. } => head.width() + 1,
+        Doc::Cat(parts) => {
+            let mut width = 0;
+            for part in parts {
+                if part.breakable() {
+                    return width + head_width(part);
+                }
+                width += part.width();
+            }
+            width
+        }
+    }
+}
+
+/// `line` broken at spaces into pieces of at most `room` characters; continuation lines of a
+/// list item (`- `, `* `, `1. `) are indented under its text.
+fn wrap(line: &str, room: usize) -> Vec<String> {
+    let indent_len = line.len() - line.trim_start().len();
+    let body = line.trim_start();
+    let marker = if body.starts_with("- ") || body.starts_with("* ") {
+        2
+    } else {
+        body.find(". ")
+            .filter(|&i| i > 0 && body[..i].chars().all(|c| c.is_ascii_digit()))
+            .map_or(0, |i| i + 2)
+    };
+    let continuation = " ".repeat(indent_len + marker);
+    let mut out = Vec::new();
+    let mut current = line[..indent_len].to_owned();
+    let mut current_len = indent_len;
+    let mut first_word = true;
+    for word in body.split(' ') {
+        let word_len = word.chars().count();
+        if !first_word && current_len + 1 + word_len > room {
+            out.push(std::mem::take(&mut current).trim_end().to_owned());
+            current.push_str(&continuation);
+            current_len = continuation.len();
+            first_word = true;
+        }
+        if !first_word {
+            current.push(' ');
+            current_len += 1;
+        }
+        current.push_str(word);
+        current_len += word_len;
+        first_word = false;
+    }
+    out.push(current.trim_end().to_owned());
+    out
 }
 
 #[cfg(test)]
@@ -255,13 +784,70 @@ mod tests {
     #[test]
     fn the_trailing_text_counts_toward_the_width() {
         // 96 columns of call plus `?;` is 98: fits. Two more columns do not.
-        let fits = "y".repeat(90);
+        let fits = "y".repeat(94);
+        let params = |p: &str| list("(", vec![Doc::from(p)], ")");
         let mut w = Writer::default();
-        w.line(cat(["f".into(), parens([fits.as_str()]), "?;".into()]));
+        w.line(cat(["f".into(), params(&fits), "?;".into()]));
         assert!(!w.finish().contains("(\n"));
         let too_long = "y".repeat(97);
         let mut w = Writer::default();
-        w.line(cat(["f".into(), parens([too_long.as_str()]), "?;".into()]));
+        w.line(cat(["f".into(), params(&too_long), "?;".into()]));
         assert_eq!(w.finish(), format!("f(\n    {too_long},\n)?;\n"));
+    }
+
+    #[test]
+    fn call_arguments_break_past_sixty_columns_and_one_call_overflows() {
+        // 59 columns of arguments stay on one line; 61 do not (rustfmt's `fn_call_width`).
+        let a = "a".repeat(28);
+        let b = "b".repeat(29);
+        let mut w = Writer::default();
+        w.line(call("f", [a.as_str(), b.as_str()]));
+        assert_eq!(w.finish(), format!("f({a}, {b})\n"));
+        let b = "b".repeat(31);
+        let mut w = Writer::default();
+        w.line(call("f", [a.as_str(), b.as_str()]));
+        assert_eq!(w.finish(), format!("f(\n    {a},\n    {b},\n)\n"));
+        // A lone call argument overflows: the outer brackets hug it and it breaks itself, even
+        // though its own arguments would fit.
+        let mut w = Writer::default();
+        w.line(call("Ok", [call("g", [a.as_str(), "x"])]));
+        assert_eq!(w.finish(), format!("Ok(g({a}, x))\n"));
+        let long = "c".repeat(58);
+        let mut w = Writer::default();
+        w.line(call("Ok", [call("g", [long.as_str(), "x"])]));
+        assert_eq!(w.finish(), format!("Ok(g(\n    {long},\n    x,\n))\n"));
+    }
+
+    #[test]
+    fn attributes_break_their_predicate_without_trailing_commas() {
+        let mut w = Writer::default();
+        w.cfg(Some(
+            "all(feature = \"some_long_gpu_feature_name\", not(feature = \"another_long_feature\"))",
+        ));
+        assert_eq!(
+            w.finish(),
+            "#[cfg(all(\n    feature = \"some_long_gpu_feature_name\",\n    not(feature = \"another_long_feature\")\n))]\n"
+        );
+    }
+
+    #[test]
+    fn docs_wrap_at_the_line_width_under_list_items() {
+        let mut w = Writer::default();
+        let words = vec!["word"; 30].join(" ");
+        w.doc(&[
+            format!("- {words}"),
+            "```".to_owned(),
+            words.clone(),
+            "```".to_owned(),
+        ]);
+        let out = w.finish();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines.iter().all(|l| l.len() <= WIDTH || l.contains("word word word word word word word word word word word word word word word word word word word word word word word word word word word word word word")), "{out}");
+        assert!(
+            lines[0].starts_with("/// - word") && lines[1].starts_with("///   word"),
+            "{out}"
+        );
+        // Inside a code fence nothing is wrapped.
+        assert_eq!(lines[lines.len() - 2], format!("/// {words}"));
     }
 }

@@ -1,35 +1,33 @@
 //! `impl Trait for Dispatch`, and every op's `try_` function and the `route_` function behind
 //! both.
 
-use super::code::{Doc, Writer, cat, list, parens};
+use super::code::{Doc, Writer, args, call, cat, parens, predicate_in_code};
 use super::{
-    EmitConfig, allow_complex_output, any_cfg, autodiff_backend_cfg, contained, convert_output,
-    forward_call, input_type, kind_fn, map_output_type, op_docs, output_type, params, returns,
-    signature, string_literal, use_runtime,
+    EmitConfig, Use, allow_complex_output, any_cfg, autodiff_backend_cfg, contained, forward_call,
+    generic_type, input_type, kind_fn, output_doc, output_expr, output_type, params, primitive,
+    primitive_returns, result_returns, returns, returns_doc, signature, string_literal, uses,
 };
 use crate::ir::{Arg, Backend, Container, Ir, Op, Output, Policy, RouteBy, TensorArg};
-use crate::names::{self, KERNEL, OP_INFO, OUT, PLANNED, ROUTE, RUN};
+use crate::names::{self, KERNEL, OP_INFO, OUT, PLANNED, PRIVATE_RUNTIME as RT, ROUTE, RUN};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
-    w.line(use_runtime(config));
-    w.line(format!(
-        "use {}::__private as {};",
-        config.runtime,
-        names::PRIVATE_RUNTIME
-    ));
     let module = &config.trait_module;
+    let mut imports = vec![
+        Use::runtime(config),
+        Use::new(format!("{}::__private as {RT}", config.runtime)),
+    ];
     for (index, group) in ir.groups.iter().enumerate() {
-        w.line(format!("use {module}::{};", group.name));
+        imports.push(Use::new(format!("{module}::{}", group.name)));
         if ir.needs_autodiff_trait(index) {
             // Used by the autodiff arms, which need one of the group's backends compiled too.
             let cfg = match any_cfg(group.backends.iter().map(|b| b.cfg.as_deref())) {
                 Some(backends) => format!("all({}, {backends})", ir.autodiff_cfg),
                 None => ir.autodiff_cfg.clone(),
             };
-            w.cfg(Some(&cfg));
-            w.line(format!("use {module}::{};", group.autodiff_name));
+            imports.push(Use::new(format!("{module}::{}", group.autodiff_name)).cfg(cfg));
         }
     }
+    uses(imports, w);
     aliases(ir, w);
     for (index, group) in ir.groups.iter().enumerate() {
         w.blank();
@@ -46,7 +44,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
 }
 
 /// Short names for the two `Autodiff<B, C>` implementations of each backend that serves a
-/// differentiable op, so the routing arms read `run::<AutodiffFlex>(...)`.
+/// differentiable op, so the routing arms read `__run::<AutodiffFlex>(...)`.
 fn aliases(ir: &Ir, w: &mut Writer) {
     let mut aliased: Vec<&Backend> = Vec::new();
     for op in ir
@@ -93,13 +91,10 @@ fn dispatch_method(op: &Op, w: &mut Writer) {
     w.open(signature(
         format!("fn {}", op.name),
         params(op, "Self"),
-        format!(
-            "{} {{",
-            returns(&op.output, &output_type(&op.output, "Self"))
-        ),
+        primitive_returns(&op.output, "Self", " {"),
     ));
     w.line(forward_call(
-        &format!("self::{}::<__rt::Panic>", names::route_fn(&op.name)),
+        &format!("self::{}::<{RT}::Panic>", names::route_fn(&op.name)),
         op,
     ));
     w.close("}");
@@ -114,30 +109,22 @@ fn dispatch_input(arg: &Arg) -> String {
     }
 }
 
-/// Unwraps one input inside the generic `run::<B>` body. Planning has checked every input, so
-/// unwrapping cannot fail (a failure would be a runtime bug, and panics): `run` has no error
+/// Unwraps one input inside the generic `__run::<B>` body. Planning has checked every input, so
+/// unwrapping cannot fail (a failure would be a runtime bug, and panics): `__run` has no error
 /// paths, which keeps the per-op, per-backend code that the compiler generates small.
 fn unwrap_input(name: &str, t: &TensorArg, w: &mut Writer) {
-    let func = if t.borrowed {
-        format!("{}_ref", kind_fn(t.kind))
-    } else {
-        kind_fn(t.kind).to_owned()
+    let suffix = match (t.container, t.borrowed) {
+        (Container::One, false) => "",
+        (Container::One, true) => "_ref",
+        (Container::Option, false) => "_opt",
+        (Container::Option, true) => "_ref_opt",
+        (Container::Vec, _) => "_vec",
     };
-    let label = string_literal(name);
-    match t.container {
-        Container::One => w.line(format!("let {name} = B::{func}({ROUTE}, {label}, {name});")),
-        Container::Option => w.line(format!(
-            "let {name} = {name}.map(|t| B::{func}({ROUTE}, {label}, t));"
-        )),
-        Container::Vec => {
-            w.line(format!("let {name} = {name}"));
-            w.indent();
-            w.line(".into_iter()");
-            w.line(format!(".map(|t| B::{func}({ROUTE}, {label}, t))"));
-            w.line(".collect::<Vec<_>>();");
-            w.dedent();
-        }
-    }
+    let unwrap = call(
+        format!("B::{}{suffix}", kind_fn(t.kind)),
+        [ROUTE.to_owned(), string_literal(name), name.to_owned()],
+    );
+    w.assign(format!("let {name} = "), unwrap, ";");
 }
 
 /// How the kernel receives an unwrapped input.
@@ -152,119 +139,90 @@ fn kernel_arg(name: &str, arg: &Arg) -> Doc {
     }
 }
 
-/// The planner's view of the tensor inputs: an iterator of `__rt::Input`s.
+/// The planner's view of the tensor inputs: an array of `__rt::Input`s, or, when an input is an
+/// `Option` or a `Vec`, `__rt::Group::all` of their groups.
 fn plan_inputs(op: &Op) -> Doc {
-    // Each segment, and whether it is already an iterator (else an array or an `Option`).
-    let mut segments: Vec<(Doc, bool)> = Vec::new();
-    let mut singles: Vec<Doc> = Vec::new();
-    let flush = |singles: &mut Vec<Doc>, segments: &mut Vec<(Doc, bool)>| {
-        if !singles.is_empty() {
-            segments.push((list("[", std::mem::take(singles), "]"), false));
-        }
-    };
-    for (input, t) in op.tensor_inputs() {
-        let id = &input.name;
-        let label = string_literal(id);
-        let ctor = kind_fn(t.kind);
-        match t.container {
-            Container::One if t.borrowed => {
-                singles.push(format!("__rt::Input::{ctor}({label}, {id})").into());
-            }
-            Container::One => singles.push(format!("__rt::Input::{ctor}({label}, &{id})").into()),
-            Container::Option => {
-                flush(&mut singles, &mut segments);
-                let source = if t.borrowed {
-                    id.clone()
-                } else {
-                    format!("{id}.as_ref()")
-                };
-                segments.push((
-                    format!("{source}.map(|t| __rt::Input::{ctor}({label}, t))").into(),
-                    false,
-                ));
-            }
-            Container::Vec => {
-                flush(&mut singles, &mut segments);
-                segments.push((
-                    format!(
-                        "{id}.iter().enumerate().map(|(i, t)| __rt::Input::{ctor}({label}, t).at(i))"
-                    )
-                    .into(),
-                    true,
-                ));
-            }
-        }
+    let simple = op
+        .tensor_inputs()
+        .all(|(_, t)| t.container == Container::One);
+    let items: Vec<Doc> = op
+        .tensor_inputs()
+        .map(|(input, t)| {
+            let id = &input.name;
+            let label = string_literal(id);
+            let kind = kind_fn(t.kind);
+            let (suffix, value) = match (t.container, t.borrowed) {
+                (Container::One, true) => ("", id.clone()),
+                (Container::One, false) => ("", format!("&{id}")),
+                (Container::Option, true) => ("_opt", id.clone()),
+                (Container::Option, false) => ("_opt", format!("{id}.as_ref()")),
+                (Container::Vec, _) => ("_vec", format!("&{id}")),
+            };
+            let ctor = if simple { "Input" } else { "Group" };
+            call(format!("{RT}::{ctor}::{kind}{suffix}"), [label, value])
+        })
+        .collect();
+    let array = args("[", items, "]");
+    if simple {
+        array
+    } else {
+        call(format!("{RT}::Group::all"), [array])
     }
-    flush(&mut singles, &mut segments);
-    let mut segments = segments.into_iter();
-    let (first, first_is_iterator) = segments.next().expect("an op with tensor inputs");
-    let mut parts = vec![first];
-    let rest: Vec<Doc> = segments.map(|(segment, _)| segment).collect();
-    if !rest.is_empty() {
-        if !first_is_iterator {
-            parts.push(".into_iter()".into());
-        }
-        for segment in rest {
-            parts.push(cat([".chain".into(), list("(", vec![segment], ")")]));
-        }
-    }
-    Doc::Cat(parts)
 }
 
-/// Wraps one kernel output for the `Dispatch` level.
+/// Wraps one kernel output (the expression `value`) for the `Dispatch` level.
 fn wrap_output(t: &TensorArg, value: Doc) -> Doc {
-    let f = format!("B::{}_out", kind_fn(t.kind));
-    match t.container {
-        Container::One => cat([f.into(), parens([Doc::from(ROUTE), value])]),
-        Container::Option => cat([value, format!(".map(|t| {f}({ROUTE}, t))").into()]),
-        Container::Vec => cat([
-            value,
-            format!(".into_iter().map(|t| {f}({ROUTE}, t)).collect()").into(),
-        ]),
-    }
+    let suffix = match t.container {
+        Container::One => "",
+        Container::Option => "_opt",
+        Container::Vec => "_vec",
+    };
+    call(
+        format!("B::{}_out{suffix}", kind_fn(t.kind)),
+        [Doc::from(ROUTE), value],
+    )
 }
 
 /// An op's public `try_` function and the private `route_` function behind it and the
-/// panicking `Dispatch` method, with its nested `__run` (the generic kernel call) and `__planned`
-/// (the full planner's path).
+/// panicking `Dispatch` method, with its nested `__run` (the generic kernel call) and
+/// `__plan_and_run` (the full planner, then the routing arms).
 fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     let try_name = names::try_fn(&op.name);
     let route_name = names::route_fn(&op.name);
+    let group = &ir.groups[op.group];
     let policy = match op.policy {
         Policy::Differentiable => "rt::Policy::Differentiable",
         Policy::Detach => "rt::Policy::Detach",
         Policy::Reject => "rt::Policy::Reject",
     };
-    w.doc(&op_docs(
-        op,
-        &[
-            String::new(),
-            "# Errors".to_owned(),
-            String::new(),
-            "A [`rt::RouteError`] when the inputs break the routing contract: a tracked input to"
-                .to_owned(),
-            "a `reject` op, a backend the op is not routed to, inputs on different backends or"
-                .to_owned(),
-            "with different checkpointing, a malformed dispatch tensor (see `ERRORS.md`)."
-                .to_owned(),
-        ],
-    ));
+    w.doc(&[
+        format!(
+            "[`{}::{}`] for `Dispatch` primitives, returning the routing error instead of",
+            group.name, op.name
+        ),
+        "panicking.".to_owned(),
+        String::new(),
+        "# Errors".to_owned(),
+        String::new(),
+        "A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`)."
+            .to_owned(),
+    ]);
     let dispatch_params: Vec<Doc> = op
         .inputs
         .iter()
         .map(|i| format!("{}: {}", i.name, dispatch_input(&i.arg)).into())
         .collect();
-    let dispatch_out = map_output_type(&op.output, &|t| contained(t, "rt::DispatchTensor"));
-    let result = format!("Result<{dispatch_out}, rt::RouteError>");
+    let dispatch_tensor = |t: &TensorArg| contained(t, "rt::DispatchTensor");
+    let result = |end: &str| result_returns(&op.output, &dispatch_tensor, end);
     allow_complex_output(&op.output, w);
     w.line("#[inline]");
     w.open(signature(
         format!("pub fn {try_name}"),
         dispatch_params.clone(),
-        format!(" -> {result} {{"),
+        result(" {"),
     ));
     w.line(forward_call(
-        &format!("self::{route_name}::<__rt::Fallible>"),
+        &format!("self::{route_name}::<{RT}::Fallible>"),
         op,
     ));
     w.close("}");
@@ -284,16 +242,21 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     w.doc(&doc);
     allow_complex_output(&op.output, w);
     // When every backend of the op is behind a cfg, a build with none of them has no arm that
-    // calls `run`: the `match` only diverges, and wrapping it in `F::ok` or `Ok` is unreachable.
+    // calls `__run`: the `match` only diverges, and wrapping it in `F::ok` or `Ok` is
+    // unreachable.
     let some_backend = any_cfg(op.backends.iter().map(|b| b.cfg.as_deref()));
     if let Some(cfg) = &some_backend {
-        w.line(format!("#[cfg_attr(not({cfg}), allow(unreachable_code))]"));
+        w.cfg_attr_allow(cfg, "unreachable_code");
     }
     w.line("#[inline]");
     w.open(signature(
-        format!("fn {route_name}<F: __rt::OnError>"),
+        format!("fn {route_name}<F: {RT}::OnError>"),
         dispatch_params.clone(),
-        format!(" -> F::Out<{dispatch_out}> {{"),
+        cat([
+            " -> ".into(),
+            generic_type("F::Out", vec![output_doc(&op.output, &dispatch_tensor)]),
+            " {".into(),
+        ]),
     ));
     // Which routing arms below are compiled, for planning to refuse the others by itself.
     let backends = op
@@ -301,73 +264,97 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         .iter()
         .map(|b| {
             let (compiled, text) = match &b.cfg {
-                Some(meta) => (format!("cfg!({meta})"), string_literal(meta)),
-                None => ("true".to_owned(), "\"\"".to_owned()),
+                Some(meta) => (
+                    cat(["cfg!".into(), parens([predicate_in_code(meta)])]),
+                    string_literal(meta),
+                ),
+                None => ("true".into(), "\"\"".to_owned()),
             };
-            parens([
-                format!("rt::BackendId::{}", b.name.as_str()),
-                compiled,
-                text,
-            ])
+            args(
+                "(",
+                vec![
+                    format!("rt::BackendId::{}", b.name.as_str()).into(),
+                    compiled,
+                    text.into(),
+                ],
+                ")",
+            )
         })
         .collect();
     let autodiff = if op.policy == Policy::Differentiable {
-        format!("cfg!({})", ir.autodiff_cfg)
+        cat(["cfg!".into(), parens([predicate_in_code(&ir.autodiff_cfg)])])
     } else {
-        "false".to_owned()
+        "false".into()
     };
-    w.line(cat([
-        format!("static {OP_INFO}: __rt::OpInfo = __rt::OpInfo::new").into(),
-        parens([
-            string_literal(&op.name).into(),
-            Doc::from(policy),
-            string_literal(&op.location).into(),
-            string_literal(&op.backends_location).into(),
-            cat(["&".into(), list("[", backends, "]")]),
-            autodiff.into(),
-            string_literal(&ir.autodiff_cfg).into(),
-            "env!(\"CARGO_PKG_NAME\")".into(),
-        ]),
-        ";".into(),
-    ]));
+    w.assign(
+        format!("static {OP_INFO}: {RT}::OpInfo = "),
+        call(
+            format!("{RT}::OpInfo::new"),
+            [
+                string_literal(&op.name).into(),
+                Doc::from(policy),
+                string_literal(&op.location).into(),
+                string_literal(&op.backends_location).into(),
+                cat(["&".into(), args("[", backends, "]")]),
+                autodiff,
+                string_literal(&ir.autodiff_cfg).into(),
+                "env!(\"CARGO_PKG_NAME\")".into(),
+            ],
+        ),
+        ";",
+    );
 
     // The generic body: unwrap every input for backend `B`, call, re-wrap.
-    let uses_route = op.tensor_inputs().next().is_some()
+    let generic = op.tensor_inputs().next().is_some()
         || op.device_input().is_some()
         || contains_tensor(&op.output);
-    // And `run` is dead code there.
+    // And `__run` is dead code there.
     if let Some(cfg) = &some_backend {
-        w.line(format!("#[cfg_attr(not({cfg}), allow(dead_code))]"));
+        w.cfg_attr_allow(cfg, "dead_code");
     }
-    let kernel_params: Vec<Doc> = op
-        .inputs
-        .iter()
-        .map(|i| input_type(&i.arg, "B").into())
-        .collect();
-    let kernel_type = cat([
-        format!("{KERNEL}: impl FnOnce").into(),
-        list("(", kernel_params, ")"),
-        returns(&op.output, &output_type(&op.output, "B")).into(),
-    ]);
-    // (`__route` is unused when nothing is unwrapped; its `_` prefix says so.)
-    let _ = uses_route;
-    let mut run_params = vec![Doc::from(format!("{ROUTE}: &__rt::Route")), kernel_type];
+    let kernel_params: Vec<String> = op.inputs.iter().map(|i| input_type(&i.arg, "B")).collect();
+    // rustfmt lays out `impl FnOnce(..) -> R` by its own rule (measured against rustfmt 1.9
+    // at this indentation): the parameters stay on one line, however wide the line, when they
+    // and ` -> R` take at most 73 columns, unless `R` is a tuple too wide for one line; else
+    // they go one per line.
+    let kernel_ret = returns(&op.output, &output_type(&op.output, "B"));
+    let ret_doc = match &op.output {
+        Output::Unit => None,
+        out => Some(output_doc(out, &|t| contained(t, &primitive(t.kind, "B")))),
+    };
+    let ret_breaks = ret_doc.as_ref().is_some_and(|d| !d.flat_ok());
+    let kernel_params_text = kernel_params.join(", ");
+    let kernel_type =
+        if !ret_breaks && kernel_params_text.chars().count() + kernel_ret.chars().count() <= 73 {
+            Doc::from(format!(
+                "{KERNEL}: impl FnOnce({kernel_params_text}){kernel_ret}"
+            ))
+        } else {
+            cat([
+                format!("{KERNEL}: impl FnOnce").into(),
+                super::code::vertical("(", kernel_params.into_iter().map(Doc::from).collect(), ")"),
+                match ret_doc {
+                    None => Doc::from(""),
+                    Some(ret) => cat([" -> ".into(), ret]),
+                },
+            ])
+        };
+    let mut run_params = vec![Doc::from(format!("{ROUTE}: &{RT}::Route")), kernel_type];
     run_params.extend(dispatch_params.iter().cloned());
-    // An op with no tensor and no device in its signature runs the same on every backend: its
-    // `run` needs no backend parameter.
-    let generic = uses_route;
     allow_complex_output(&op.output, w);
-    // A unit-returning `run` would make each arm `Ok(run(...))`, a unit argument; it returns the
-    // `Result` itself instead.
+    // A unit-returning `__run` would make each arm `Ok(__run(...))`, a unit argument; it returns
+    // the `Result` itself instead.
     let unit = matches!(op.output, Output::Unit);
     let run_returns = if unit {
-        format!(" -> {result} {{")
+        result(" {")
     } else {
-        format!(" -> {dispatch_out} {{")
+        returns_doc(&op.output, &dispatch_tensor, " {")
     };
+    // An op with no tensor and no device in its signature runs the same on every backend: its
+    // `__run` needs no backend parameter.
     w.open(signature(
         if generic {
-            format!("fn {RUN}<B: __rt::Target>")
+            format!("fn {RUN}<B: {RT}::Target>")
         } else {
             format!("fn {RUN}")
         },
@@ -379,61 +366,55 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     }
     if let Some(device) = op.device_input() {
         let id = &device.name;
-        w.line(format!(
-            "let {id} = B::device({ROUTE}, {}, {id});",
-            string_literal(id)
-        ));
+        w.assign(
+            format!("let {id} = "),
+            call(
+                "B::device",
+                [ROUTE.to_owned(), string_literal(id), id.clone()],
+            ),
+            ";",
+        );
     }
-    let call = cat([
-        KERNEL.into(),
-        list(
-            "(",
-            op.inputs
-                .iter()
-                .map(|i| kernel_arg(&i.name, &i.arg))
-                .collect(),
-            ")",
-        ),
-    ]);
+    let kernel_call = call(
+        KERNEL,
+        op.inputs
+            .iter()
+            .map(|i| kernel_arg(&i.name, &i.arg))
+            .collect::<Vec<_>>(),
+    );
     match &op.output {
         Output::Unit => {
-            w.line(cat([call, ";".into()]));
+            w.line(cat([kernel_call, ";".into()]));
             w.line("Ok(())");
         }
-        Output::Plain(_) => w.line(call),
-        Output::Tensor(t) => w.line(wrap_output(t, call)),
-        Output::Tuple(_) => {
-            let (pat, wrapped) = convert_output(&op.output, OUT, &wrap_output);
-            w.line(cat(["let ".into(), pat, " = ".into(), call, ";".into()]));
-            w.line(wrapped);
+        Output::Plain(_) => w.line(kernel_call),
+        Output::Tensor(_) | Output::Tuple(_) => {
+            w.assign(format!("let {OUT} = "), kernel_call, ";");
+            w.line(output_expr(&op.output, OUT, &wrap_output));
         }
     }
     w.close("}");
 
     // The kernel is named through its trait: an op may share its name with a method of Burn's
-    // own backend traits (`layer_norm`, `gelu`, ...), which a plain `Lane::op` would make
+    // own backend traits (`layer_norm`, `gelu`, ...), which a plain `Target::op` would make
     // ambiguous.
-    let group = &ir.groups[op.group];
     let run_call = |lane: &str, trait_name: &str| {
-        cat([
+        call(
             if generic {
                 format!("{RUN}::<{lane}>")
             } else {
                 RUN.to_owned()
-            }
-            .into(),
-            parens(
-                [
-                    format!("&{ROUTE}"),
-                    format!("<{lane} as {trait_name}>::{}", op.name),
-                ]
-                .into_iter()
-                .chain(op.inputs.iter().map(|i| i.name.clone())),
-            ),
-        ])
+            },
+            [
+                format!("&{ROUTE}"),
+                format!("<{lane} as {trait_name}>::{}", op.name),
+            ]
+            .into_iter()
+            .chain(op.inputs.iter().map(|i| i.name.clone())),
+        )
     };
-    // In `planned`, a unit `run` returns the `Result` itself (see above); any other `run`
-    // returns its outputs, and the whole `match` is wrapped in `Ok` once.
+    // In `__plan_and_run`, a unit `__run` returns the `Result` itself (see above); any other
+    // `__run` returns its outputs, and the whole `match` is wrapped in `Ok` once.
     let (open_match, close_match) = if unit { ("", "}") } else { ("Ok(", "})") };
 
     if planning.is_some() {
@@ -452,7 +433,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     w.open(signature(
         format!("fn {PLANNED}"),
         dispatch_params,
-        format!(" -> {result} {{"),
+        result(" {"),
     ));
     let plan = match &planning {
         Some((_, plan)) => plan.clone(),
@@ -460,31 +441,30 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
             let RouteBy::Fixed(backend) = op.route_by else {
                 unreachable!("only a fixed route has no planner")
             };
-            format!(
-                "__rt::Route::fixed(&{OP_INFO}, rt::BackendId::{})",
-                backend.as_str()
+            call(
+                format!("{RT}::Route::fixed"),
+                [
+                    format!("&{OP_INFO}"),
+                    format!("rt::BackendId::{}", backend.as_str()),
+                ],
             )
-            .into()
         }
     };
-    w.line(cat([format!("let {ROUTE} = ").into(), plan, "?;".into()]));
+    w.assign(format!("let {ROUTE} = "), cat([plan, "?".into()]), ";");
     w.open(format!("{open_match}match {ROUTE}.target() {{"));
     full_arms(ir, op, w, &run_call);
     w.close(close_match);
     w.close("}");
 
-    let Some((plain, _)) = planning else {
-        w.line(cat([
-            "F::result".into(),
-            parens([forward_call(PLANNED, op)]),
-        ]));
+    let Some((fast, _)) = planning else {
+        w.line(call("F::result", [forward_call(PLANNED, op)]));
         w.close("}");
         return;
     };
     // The common call: plain primitives on one routed backend, autodiff disabled. Its route is
     // the concrete kernel's, so only the backend is matched.
-    w.open(cat(["match ".into(), plain, " {".into()]));
-    // A unit `run` returns the `Result` itself.
+    w.open_match(fast);
+    // A unit `__run` returns the `Result` itself.
     w.open(format!(
         "Some({ROUTE}) => F::{}(match {ROUTE}.backend() {{",
         if unit { "result" } else { "ok" }
@@ -494,11 +474,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     }
     w.line(format!("_ => {ROUTE}.unrouted(),"));
     w.close("}),");
-    w.line(cat([
-        "None => F::result".into(),
-        parens([forward_call(PLANNED, op)]),
-        ",".into(),
-    ]));
+    w.arm("None", call("F::result", [forward_call(PLANNED, op)]));
     w.close("}");
     w.close("}");
 }
@@ -516,42 +492,43 @@ fn planning(op: &Op) -> Option<(Doc, Doc)> {
         RouteBy::Tensors => {
             let inputs = plan_inputs(op);
             Some((
-                cat([
-                    "__rt::Route::fast".into(),
-                    parens([Doc::from(info.as_str()), inputs.clone()]),
-                ]),
-                cat([
-                    "__rt::Route::plan".into(),
-                    parens([Doc::from(info.as_str()), inputs]),
-                ]),
+                call(
+                    format!("{RT}::Route::fast"),
+                    [Doc::from(info.as_str()), inputs.clone()],
+                ),
+                call(
+                    format!("{RT}::Route::plan"),
+                    [Doc::from(info.as_str()), inputs],
+                ),
             ))
         }
         RouteBy::TensorsAndDevice => {
             let inputs = plan_inputs(op);
             Some((
-                cat([
-                    "__rt::Route::fast_with_device".into(),
-                    parens([Doc::from(info.as_str()), inputs.clone(), device().into()]),
-                ]),
-                cat([
-                    "__rt::Route::plan_with_device".into(),
-                    parens([
+                call(
+                    format!("{RT}::Route::fast_with_device"),
+                    [Doc::from(info.as_str()), inputs.clone(), device().into()],
+                ),
+                call(
+                    format!("{RT}::Route::plan_with_device"),
+                    [
                         Doc::from(info.as_str()),
                         inputs,
                         string_literal(device()).into(),
                         device().into(),
-                    ]),
-                ]),
+                    ],
+                ),
             ))
         }
         RouteBy::Device => Some((
-            format!("__rt::Route::fast_by_device({info}, {})", device()).into(),
-            format!(
-                "__rt::Route::plan_by_device({info}, {}, {})",
-                string_literal(device()),
-                device()
-            )
-            .into(),
+            call(
+                format!("{RT}::Route::fast_by_device"),
+                [info.clone(), device().to_owned()],
+            ),
+            call(
+                format!("{RT}::Route::plan_by_device"),
+                [info, string_literal(device()), device().to_owned()],
+            ),
         )),
         RouteBy::Fixed(_) => None,
     }
@@ -561,13 +538,12 @@ fn planning(op: &Op) -> Option<(Doc, Doc)> {
 fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> Doc) {
     let group = &ir.groups[op.group];
     for backend in &op.backends {
-        let name = backend.name.as_str();
         concrete_arm(
             &group.name,
             backend,
             w,
             run_call,
-            "(rt::BackendId::{}, __rt::Mode::Concrete)",
+            &format!("(rt::BackendId::{{}}, {RT}::Mode::Concrete)"),
         );
         if op.policy == Policy::Differentiable {
             let cfg = autodiff_backend_cfg(ir, backend);
@@ -579,14 +555,14 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
                 &group.autodiff_name
             };
             for (strategy, lane) in [
-                ("Disabled", format!("Autodiff{name}")),
-                ("Balanced", format!("Balanced{name}")),
+                ("Disabled", names::autodiff_alias(backend.name)),
+                ("Balanced", names::balanced_alias(backend.name)),
             ] {
                 w.cfg(Some(&cfg));
-                arm(
-                    w,
-                    format!(
-                        "(rt::BackendId::{name}, __rt::Mode::Autodiff(rt::Checkpointing::{strategy}))"
+                w.arm(
+                    &format!(
+                        "(rt::BackendId::{}, {RT}::Mode::Autodiff(rt::Checkpointing::{strategy}))",
+                        backend.name.as_str()
                     ),
                     run_call(&lane, autodiff_trait),
                 );
@@ -609,28 +585,10 @@ fn concrete_arm(
 ) {
     let name = backend.name.as_str();
     w.cfg(backend.cfg.as_deref());
-    arm(
-        w,
-        pattern.replace("{}", name),
+    w.arm(
+        &pattern.replace("{}", name),
         run_call(&format!("rt::{name}"), group),
     );
-}
-
-/// `pattern => expr,` on one line, or with the expression in a block when that is too long.
-fn arm(w: &mut Writer, pattern: String, expr: Doc) {
-    let one_line = cat([
-        pattern.as_str().into(),
-        " => ".into(),
-        expr.clone(),
-        ",".into(),
-    ]);
-    if w.fits(&one_line) {
-        w.line(one_line);
-    } else {
-        w.open(format!("{pattern} => {{"));
-        w.line(expr);
-        w.close("}");
-    }
 }
 
 fn contains_tensor(out: &Output) -> bool {

@@ -10,7 +10,7 @@ mod ops;
 mod skeleton;
 mod tensor;
 
-use code::{Doc, Writer, parens};
+use code::{Doc, Writer, call};
 
 use crate::ir::Ir;
 use crate::ir::{Arg, Backend, Container, Op, Output, Policy, Rank, TensorArg, TensorKind};
@@ -88,14 +88,85 @@ pub fn skeleton(ir: &Ir, config: &EmitConfig) -> String {
     w.finish()
 }
 
-/// `use <runtime> as rt;` (or `use <runtime>;` when it already ends in `rt`).
-fn use_runtime(config: &EmitConfig) -> String {
-    let path = &config.runtime;
-    let rt = crate::names::RUNTIME;
-    if path == rt || path.ends_with(&format!("::{rt}")) {
-        format!("use {path};")
-    } else {
-        format!("use {path} as {rt};")
+/// One `use` item, with the cfg it is compiled under.
+struct Use {
+    path: String,
+    cfg: Option<String>,
+}
+
+impl Use {
+    /// `use <path>;`.
+    fn new(path: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            cfg: None,
+        }
+    }
+
+    /// `use <runtime> as rt;` (or `use <runtime>;` when it already ends in `rt`).
+    fn runtime(config: &EmitConfig) -> Self {
+        let path = &config.runtime;
+        let rt = crate::names::RUNTIME;
+        if path == rt || path.ends_with(&format!("::{rt}")) {
+            Self::new(path.clone())
+        } else {
+            Self::new(format!("{path} as {rt}"))
+        }
+    }
+
+    /// Compiled under `cfg`.
+    fn cfg(mut self, cfg: String) -> Self {
+        self.cfg = Some(cfg);
+        self
+    }
+
+    /// How rustfmt orders `use` items: `self`, `super`, `crate`, `::`-rooted, then other roots;
+    /// segment by segment, `_` before digits before uppercase before lowercase; an alias
+    /// before the plain import of the same path.
+    fn sort_key(&self) -> (u8, Vec<Vec<(u8, char)>>, bool) {
+        let (path, alias) = match self.path.split_once(" as ") {
+            Some((path, _)) => (path, true),
+            None => (self.path.as_str(), false),
+        };
+        let (global, path) = match path.strip_prefix("::") {
+            Some(rest) => (true, rest),
+            None => (false, path),
+        };
+        let segments: Vec<&str> = path.split("::").collect();
+        let root = match (global, segments.first().copied()) {
+            (true, _) => 3,
+            (false, Some("self")) => 0,
+            (false, Some("super")) => 1,
+            (false, Some("crate")) => 2,
+            _ => 4,
+        };
+        let key = segments
+            .iter()
+            .map(|s| {
+                s.chars()
+                    .map(|c| {
+                        let class = match c {
+                            '_' => 0,
+                            '0'..='9' => 1,
+                            'A'..='Z' => 2,
+                            _ => 3,
+                        };
+                        (class, c)
+                    })
+                    .collect()
+            })
+            .collect();
+        (root, key, !alias)
+    }
+}
+
+/// The `use` items of a generated file, in rustfmt's order.
+fn uses(mut items: Vec<Use>, w: &mut Writer) {
+    items.sort_by_cached_key(Use::sort_key);
+    items.dedup_by(|a, b| a.path == b.path && a.cfg == b.cfg);
+    for item in items {
+        w.cfg(item.cfg.as_deref());
+        w.line(format!("use {};", item.path));
     }
 }
 
@@ -216,17 +287,6 @@ fn tuple_text(items: &[String]) -> String {
     }
 }
 
-/// A tuple expression or pattern that may wrap.
-fn tuple_doc(items: Vec<Doc>) -> Doc {
-    if items.len() == 1 {
-        let mut items = items;
-        let one = items.remove(0);
-        code::cat(["(".into(), one, ",)".into()])
-    } else {
-        code::list("(", items, ")")
-    }
-}
-
 /// An output type with `tensor` giving each tensor's type.
 fn map_output_type(out: &Output, tensor: &dyn Fn(&TensorArg) -> String) -> String {
     match out {
@@ -274,45 +334,115 @@ fn params(op: &Op, backend: &str) -> Vec<Doc> {
 
 /// `name(a, b)`: a call of `callee` with every input passed through.
 fn forward_call(callee: &str, op: &Op) -> Doc {
-    code::cat([
-        callee.into(),
-        parens(op.inputs.iter().map(|i| i.name.as_str())),
-    ])
+    call(callee, op.inputs.iter().map(|i| i.name.as_str()))
 }
 
 /// `fn name(params) -> ret`: a signature that wraps its parameters when it is long.
-fn signature(head: String, params: Vec<Doc>, tail: String) -> Doc {
-    code::cat([head.into(), code::list("(", params, ")"), tail.into()])
-}
-
-/// A destructuring pattern for an output and the expression that converts it, with `convert`
-/// turning one tensor's name into its converted expression.
-fn convert_output(
-    out: &Output,
-    name: &str,
-    convert: &dyn Fn(&TensorArg, Doc) -> Doc,
-) -> (Doc, Doc) {
-    match out {
-        Output::Unit => ("()".into(), "()".into()),
-        Output::Plain(_) => (name.into(), name.into()),
-        Output::Tensor(t) => (name.into(), convert(t, name.into())),
-        Output::Tuple(items) => {
-            let (pats, exprs): (Vec<_>, Vec<_>) = items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| convert_output(item, &format!("{name}_{i}"), convert))
-                .unzip();
-            (tuple_doc(pats), tuple_doc(exprs))
+/// `tail` starts with ` -> ` and a type when the function returns one; `end` is `{` or `;`.
+fn signature(head: impl Into<Doc>, params: Vec<Doc>, tail: impl Into<Doc>) -> Doc {
+    // `tail` is ` -> R end` (from `returns_doc`, `result_returns`, ...) or ` end`.
+    let (ret, end) = match tail.into() {
+        Doc::Cat(mut parts)
+            if parts.len() >= 3 && matches!(&parts[0], Doc::Text(t) if t == " -> ") =>
+        {
+            let Some(Doc::Text(end)) = parts.pop() else {
+                unreachable!("a return type ends with its terminator")
+            };
+            parts.remove(0);
+            let ret = if parts.len() == 1 {
+                parts.remove(0)
+            } else {
+                Doc::Cat(parts)
+            };
+            (Some(Box::new(ret)), end)
         }
+        Doc::Text(end) => (None, end),
+        other => {
+            let mut end = String::new();
+            other.write_flat_into(&mut end);
+            (None, end)
+        }
+    };
+    Doc::Sig {
+        head: Box::new(head.into()),
+        params,
+        ret,
+        end,
     }
 }
 
-/// Applies `one` (a function path or closure taking one tensor) through a container.
-fn through_container(t: &TensorArg, value: Doc, one: &str) -> Doc {
-    match t.container {
-        Container::One => code::cat([one.into(), code::list("(", vec![value], ")")]),
-        Container::Option => code::cat([value, format!(".map({one})").into()]),
-        Container::Vec => code::cat([value, format!(".into_iter().map({one}).collect()").into()]),
+/// `Name<args>` as a type that breaks its arguments like rustfmt does.
+fn generic_type(name: &str, args: Vec<Doc>) -> Doc {
+    code::cat([name.to_owned().into(), code::list("<", args, ">")])
+}
+
+/// ` -> Result<T, rt::RouteError> end` for an op's outputs.
+fn result_returns(out: &Output, tensor: &dyn Fn(&TensorArg) -> String, end: &str) -> Doc {
+    code::cat([
+        " -> ".into(),
+        generic_type(
+            "Result",
+            vec![output_doc(out, tensor), "rt::RouteError".into()],
+        ),
+        end.to_owned().into(),
+    ])
+}
+
+/// ` -> T end` for a function returning `out`, with tuple types breakable as rustfmt breaks
+/// them (one element per line); ` end` for `()`.
+fn returns_doc(out: &Output, tensor: &dyn Fn(&TensorArg) -> String, end: &str) -> Doc {
+    match out {
+        Output::Unit => end.to_owned().into(),
+        _ => code::cat([
+            " -> ".into(),
+            output_doc(out, tensor),
+            end.to_owned().into(),
+        ]),
+    }
+}
+
+/// An output type as a doc: tuples are lists.
+fn output_doc(out: &Output, tensor: &dyn Fn(&TensorArg) -> String) -> Doc {
+    match out {
+        // rustfmt breaks a tuple type, like a tuple expression, past 60 columns of elements.
+        Output::Tuple(items) if items.len() > 1 => code::args(
+            "(",
+            items.iter().map(|o| output_doc(o, tensor)).collect(),
+            ")",
+        ),
+        other => map_output_type(other, tensor).into(),
+    }
+}
+
+/// [`returns_doc`] for primitive types on `backend`.
+fn primitive_returns(out: &Output, backend: &str, end: &str) -> Doc {
+    returns_doc(out, &|t| contained(t, &primitive(t.kind, backend)), end)
+}
+
+/// The expression for an op's outputs, with `convert` turning one tensor output (the
+/// expression it is given) into its converted form: `value` for one output, `value.0`,
+/// `value.1.0`, ... for the elements of a tuple.
+fn output_expr(out: &Output, value: &str, convert: &dyn Fn(&TensorArg, Doc) -> Doc) -> Doc {
+    match out {
+        Output::Unit => "()".into(),
+        Output::Plain(_) => value.into(),
+        Output::Tensor(t) => convert(t, value.into()),
+        Output::Tuple(items) => {
+            let items: Vec<Doc> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| output_expr(item, &format!("{value}.{i}"), convert))
+                .collect();
+            if items.len() == 1 {
+                code::cat([
+                    "(".into(),
+                    items.into_iter().next().expect("one"),
+                    ",)".into(),
+                ])
+            } else {
+                code::args("(", items, ")")
+            }
+        }
     }
 }
 

@@ -3,13 +3,13 @@
 
 use super::code::Writer;
 use super::{
-    EmitConfig, allow_complex_output, autodiff_backend_cfg, forward_call, op_docs, output_type,
-    params, returns, signature, use_runtime,
+    EmitConfig, Use, allow_complex_output, autodiff_backend_cfg, forward_call, op_docs, params,
+    primitive_returns, returns, signature, uses,
 };
 use crate::ir::{Ir, Policy, TraitGroup};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
-    w.line(use_runtime(config));
+    uses(vec![Use::runtime(config)], w);
     for (index, group) in ir.groups.iter().enumerate() {
         group_trait(ir, index, group, w);
         if ir.needs_autodiff_trait(index) {
@@ -63,10 +63,7 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
             signature(
                 format!("fn {}", op.name),
                 params(op, "Self"),
-                format!(
-                    "{}{tail}",
-                    returns(&op.output, &output_type(&op.output, "Self"))
-                ),
+                primitive_returns(&op.output, "Self", tail),
             )
         };
         match &op.composite {
@@ -103,12 +100,15 @@ fn autodiff_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
         .ops_of(index)
         .filter(|op| op.policy == Policy::Differentiable)
     {
-        w.doc(&op_docs(op, &[]));
+        w.doc(&[format!(
+            "The `Autodiff<B, C>` kernel of [`{}::{}`].",
+            group.name, op.name
+        )]);
         allow_complex_output(&op.output, w);
         w.line(signature(
             format!("fn {}", op.name),
             params(op, "Self"),
-            format!("{};", returns(&op.output, &output_type(&op.output, "Self"))),
+            primitive_returns(&op.output, "Self", ";"),
         ));
     }
     w.close("}");
@@ -120,11 +120,11 @@ fn composite_impls(ir: &Ir, group: &TraitGroup, w: &mut Writer) {
     for backend in &group.backends {
         w.blank();
         w.cfg(backend.cfg.as_deref());
-        w.line(format!(
-            "impl {} for rt::{} {{}}",
-            group.name,
-            backend.name.as_str()
-        ));
+        w.impl_block(
+            &format!("impl {}", group.name),
+            &format!("rt::{}", backend.name.as_str()),
+            true,
+        );
     }
     if let Some(first) = group.backends.first() {
         // `Autodiff<B, C>` over any backend: one impl, compiled when autodiff is.
@@ -135,9 +135,13 @@ fn composite_impls(ir: &Ir, group: &TraitGroup, w: &mut Writer) {
         };
         w.blank();
         w.cfg(Some(&cfg));
-        w.line(format!(
-            "impl<B: rt::Backend, C: rt::CheckpointStrategy> {} for rt::Autodiff<B, C> {{}}",
-            group.name
-        ));
+        w.impl_block(
+            &format!(
+                "impl<B: rt::Backend, C: rt::CheckpointStrategy> {}",
+                group.name
+            ),
+            "rt::Autodiff<B, C>",
+            true,
+        );
     }
 }

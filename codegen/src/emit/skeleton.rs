@@ -3,35 +3,44 @@
 //! modules: people copy it once and fill it in.
 
 use super::code::Writer;
-use super::{EmitConfig, any_cfg, output_type, params, returns, signature, use_runtime};
+use super::{EmitConfig, Use, any_cfg, params, primitive_returns, signature, uses};
 use crate::ir::{Ir, Op, Policy, TraitGroup};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     // Each import is compiled where an `impl` below uses it, so a stub file whose impls are all
     // behind cfgs that are off has no unused import.
-    let uses: Vec<Option<String>> = ir
+    let group_cfgs: Vec<Option<String>> = ir
         .groups
         .iter()
         .enumerate()
         .filter(|(_, group)| !group.composite)
         .map(|(index, group)| group_cfg(ir, index, group))
         .collect();
-    if !uses.is_empty() {
-        w.cfg(any_cfg(uses.iter().map(Option::as_deref)).as_deref());
-        w.line(use_runtime(config));
+    let mut imports = Vec::new();
+    if !group_cfgs.is_empty() {
+        let runtime = Use::runtime(config);
+        imports.push(match any_cfg(group_cfgs.iter().map(Option::as_deref)) {
+            Some(cfg) => runtime.cfg(cfg),
+            None => runtime,
+        });
     }
     let module = &config.trait_module;
     for (index, group) in ir.groups.iter().enumerate() {
         if group.composite {
             continue;
         }
-        w.cfg(group_cfg(ir, index, group).as_deref());
-        w.line(format!("use {module}::{};", group.name));
+        let import = Use::new(format!("{module}::{}", group.name));
+        imports.push(match group_cfg(ir, index, group) {
+            Some(cfg) => import.cfg(cfg),
+            None => import,
+        });
         if ir.needs_autodiff_trait(index) {
-            w.cfg(Some(&ir.autodiff_cfg));
-            w.line(format!("use {module}::{};", group.autodiff_name));
+            imports.push(
+                Use::new(format!("{module}::{}", group.autodiff_name)).cfg(ir.autodiff_cfg.clone()),
+            );
         }
     }
+    uses(imports, w);
     for (index, group) in ir.groups.iter().enumerate() {
         // Composite traits are implemented by the generated code.
         if group.composite {
@@ -54,10 +63,14 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
                     .to_owned(),
             ]);
             w.cfg(Some(&ir.autodiff_cfg));
-            w.open(format!(
-                "impl<B: {}, C: rt::CheckpointStrategy> {} for rt::Autodiff<B, C> {{",
-                group.name, group.autodiff_name
-            ));
+            w.impl_block(
+                &format!(
+                    "impl<B: {}, C: rt::CheckpointStrategy> {}",
+                    group.name, group.autodiff_name
+                ),
+                "rt::Autodiff<B, C>",
+                false,
+            );
             for op in ir
                 .ops_of(index)
                 .filter(|op| op.policy == Policy::Differentiable)
@@ -90,11 +103,19 @@ fn stub(op: &Op, w: &mut Writer, what: &str) {
     w.open(signature(
         format!("fn {}", op.name),
         params(op, "Self"),
-        format!(
-            "{} {{",
-            returns(&op.output, &output_type(&op.output, "Self"))
-        ),
+        primitive_returns(&op.output, "Self", " {"),
     ));
-    w.line(format!("todo!({})", super::string_literal(what)));
+    // rustfmt keeps a macro's lone string literal on one line when it fits, and adds no
+    // trailing comma when it breaks.
+    w.line(super::code::cat([
+        "todo!".into(),
+        super::code::Doc::List {
+            open: "(",
+            items: vec![super::string_literal(what).into()],
+            close: ")",
+            limit: None,
+            trailing_comma: false,
+        },
+    ]));
     w.close("}");
 }

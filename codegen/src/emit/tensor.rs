@@ -1,42 +1,82 @@
 //! `Tensor<D>`-level functions, and their `try_` twins: the API most users call.
 
-use super::code::{Doc, Writer, cat, list};
+use super::code::{Doc, Writer, call, cat};
 use super::{
-    EmitConfig, allow_complex_output, const_generics, contained, convert_output, map_output_type,
-    op_docs, returns, signature, through_container, use_runtime,
+    EmitConfig, Use, allow_complex_output, const_generics, contained, output_expr, result_returns,
+    returns_doc, signature, uses,
 };
 use crate::ir::{Arg, Container, Ir, Op, Output, Rank, TensorArg, TensorKind};
-use crate::names::{self, DISPATCH_MODULE, OUT};
+use crate::names::{self, DISPATCH_MODULE, OUT, PRIVATE_RUNTIME as RT};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
-    w.line(use_runtime(config));
     let dispatch = &config.dispatch_module;
+    let mut imports = vec![Use::runtime(config)];
+    // The conversions of `Option` and `Vec` tensors live in the runtime's private module.
+    if ir.ops.iter().any(has_container) {
+        imports.push(Use::new(format!("{}::__private as {RT}", config.runtime)));
+    }
     if dispatch == DISPATCH_MODULE || dispatch.ends_with(&format!("::{DISPATCH_MODULE}")) {
-        w.line(format!("use {dispatch};"));
+        imports.push(Use::new(dispatch.clone()));
     } else {
-        w.line(format!("use {dispatch} as {DISPATCH_MODULE};"));
+        imports.push(Use::new(format!("{dispatch} as {DISPATCH_MODULE}")));
     }
     // The panicking functions call the `Dispatch` trait methods.
     let module = &config.trait_module;
     for group in &ir.groups {
-        w.line(format!("use {module}::{};", group.name));
+        imports.push(Use::new(format!("{module}::{}", group.name)));
     }
+    uses(imports, w);
     for op in &ir.ops {
         tensor_fns(ir, op, w);
     }
 }
 
+/// Whether an op has an `Option` or `Vec` of tensors among its inputs or outputs.
+fn has_container(op: &Op) -> bool {
+    fn output(out: &Output) -> bool {
+        match out {
+            Output::Tensor(t) => t.container != Container::One,
+            Output::Tuple(items) => items.iter().any(output),
+            Output::Unit | Output::Plain(_) => false,
+        }
+    }
+    op.tensor_inputs()
+        .any(|(_, t)| t.container != Container::One)
+        || output(&op.output)
+}
+
 fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     let name = &op.name;
     let try_name = names::try_fn(name);
-    let generics: Vec<String> = const_generics(op)
+    let trait_name = &ir.groups[op.group].name;
+    let generics: Vec<Doc> = const_generics(op)
         .into_iter()
-        .map(|g| format!("const {g}: usize"))
+        .map(|g| format!("const {g}: usize").into())
         .collect();
-    let generics = if generics.is_empty() {
-        String::new()
-    } else {
-        format!("<{}>", generics.join(", "))
+    // rustfmt breaks the parameters first; the generics only when they alone overflow.
+    let head = |name: &str| -> Doc {
+        let flat = super::code::list("<", generics.clone(), ">");
+        if generics.is_empty() {
+            format!("pub fn {name}").into()
+        } else if cat([format!("pub fn {name}").into(), flat.clone(), "(".into()]).width()
+            <= super::code::WIDTH
+        {
+            let mut text = format!("pub fn {name}");
+            text.push('<');
+            let names: Vec<String> = generics
+                .iter()
+                .map(|g| {
+                    let mut s = String::new();
+                    g.write_flat_into(&mut s);
+                    s
+                })
+                .collect();
+            text.push_str(&names.join(", "));
+            text.push('>');
+            text.into()
+        } else {
+            cat([format!("pub fn {name}").into(), flat])
+        }
     };
     let params: Vec<Doc> = op
         .inputs
@@ -50,34 +90,39 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
             format!("{}: {ty}", i.name).into()
         })
         .collect();
-    let out_ty = map_output_type(&op.output, &|t| contained(t, &tensor_type(t)));
 
     w.blank();
-    w.doc(&op_docs(
-        op,
-        &[
-            String::new(),
-            "# Panics".to_owned(),
-            String::new(),
-            "When the inputs break the routing contract; the message names the input and the fix"
-                .to_owned(),
-            format!("(see `ERRORS.md`). [`{try_name}`] returns the error instead."),
-        ],
-    ));
+    // The op's prose is on its trait method; this links to it.
+    w.doc(&[
+        format!("[`{trait_name}::{name}`] on `Tensor`s, routed to the backend of its inputs."),
+        String::new(),
+        "# Panics".to_owned(),
+        String::new(),
+        "When the inputs break the routing contract; the message names the input and the fix"
+            .to_owned(),
+        format!("(see `ERRORS.md`). [`{try_name}`] returns the error instead."),
+    ]);
     // The value is the point of calling a non-unit op.
     if !matches!(op.output, Output::Unit) {
         w.line("#[must_use]");
     }
     allow_complex_output(&op.output, w);
     w.open(signature(
-        format!("pub fn {name}{generics}"),
+        head(name),
         params.clone(),
-        format!("{} {{", returns(&op.output, &out_ty)),
+        returns_doc(&op.output, &|t| contained(t, &tensor_type(t)), " {"),
     ));
     // The panicking `Dispatch` method returns its outputs directly, with no `Result` to move
     // them through on every call.
-    let method = format!("<rt::Dispatch as {}>::{name}", ir.groups[op.group].name);
-    convert_outputs(op, dispatch_call(op, &method), false, w);
+    let method = dispatch_call(op, &format!("<rt::Dispatch as {trait_name}>::{name}"));
+    match &op.output {
+        Output::Unit => w.line(cat([method, ";".into()])),
+        Output::Plain(_) => w.line(method),
+        Output::Tensor(_) | Output::Tuple(_) => {
+            w.assign(format!("let {OUT} = "), method, ";");
+            w.line(output_expr(&op.output, OUT, &from_dispatch));
+        }
+    }
     w.close("}");
 
     w.blank();
@@ -91,45 +136,20 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     ]);
     allow_complex_output(&op.output, w);
     w.open(signature(
-        format!("pub fn {try_name}{generics}"),
+        head(&try_name),
         params,
-        format!(" -> Result<{out_ty}, rt::RouteError> {{"),
+        result_returns(&op.output, &|t| contained(t, &tensor_type(t)), " {"),
     ));
-    let call = dispatch_call(op, &format!("{DISPATCH_MODULE}::{try_name}"));
-    if matches!(op.output, Output::Plain(_)) {
-        // A plain value crosses unchanged: the dispatch result is the result.
-        w.line(call);
-    } else {
-        convert_outputs(op, cat([call, "?".into()]), true, w);
+    let fallible = dispatch_call(op, &format!("{DISPATCH_MODULE}::{try_name}"));
+    match &op.output {
+        // A unit or plain result crosses unchanged: the dispatch result is the result.
+        Output::Unit | Output::Plain(_) => w.line(fallible),
+        Output::Tensor(_) | Output::Tuple(_) => {
+            w.assign(format!("let {OUT} = "), cat([fallible, "?".into()]), ";");
+            w.line(call("Ok", [output_expr(&op.output, OUT, &from_dispatch)]));
+        }
     }
     w.close("}");
-}
-
-/// The body that turns the unwrapped dispatch-level result `value` into the `Tensor<D>`-level
-/// outputs, returned in `Ok` when `ok`.
-fn convert_outputs(op: &Op, value: Doc, ok: bool, w: &mut Writer) {
-    let finish = |out: Doc| {
-        if ok {
-            cat(["Ok".into(), list("(", vec![out], ")")])
-        } else {
-            out
-        }
-    };
-    match &op.output {
-        Output::Unit => {
-            w.line(cat([value, ";".into()]));
-            if ok {
-                w.line("Ok(())");
-            }
-        }
-        Output::Plain(_) => w.line(finish(value)),
-        Output::Tensor(t) => w.line(finish(from_dispatch(t, value))),
-        Output::Tuple(_) => {
-            let (pat, expr) = convert_output(&op.output, OUT, &from_dispatch);
-            w.line(cat(["let ".into(), pat, " = ".into(), value, ";".into()]));
-            w.line(finish(expr));
-        }
-    }
 }
 
 /// A call of the dispatch-level `callee` with the inputs converted for it.
@@ -143,12 +163,17 @@ fn dispatch_call(op: &Op, callee: &str) -> Doc {
             Arg::Device => format!("{}.as_dispatch()", i.name).into(),
         })
         .collect();
-    cat([callee.into(), list("(", args, ")")])
+    call(callee, args)
 }
 
 /// Converts one dispatch-level output tensor (in its container) back to `Tensor<D>`.
 fn from_dispatch(t: &TensorArg, value: Doc) -> Doc {
-    through_container(t, value, "rt::Tensor::from_dispatch")
+    let function = match t.container {
+        Container::One => "rt::Tensor::from_dispatch".to_owned(),
+        Container::Option => format!("{RT}::from_dispatch_opt"),
+        Container::Vec => format!("{RT}::from_dispatch_vec"),
+    };
+    call(function, [value])
 }
 
 /// The `Tensor<D>`-level type of one tensor.
@@ -169,11 +194,9 @@ fn into_dispatch(t: &TensorArg, name: &str) -> Doc {
     match (t.container, t.borrowed) {
         (Container::One, false) => format!("{name}.into_dispatch()"),
         (Container::One, true) => format!("&{name}.clone().into_dispatch()"),
-        (Container::Option, false) => format!("{name}.map(rt::Tensor::into_dispatch)"),
-        (Container::Option, true) => format!("{name}.map(|t| t.clone().into_dispatch()).as_ref()"),
-        (Container::Vec, _) => {
-            format!("{name}.into_iter().map(rt::Tensor::into_dispatch).collect()")
-        }
+        (Container::Option, false) => format!("{RT}::into_dispatch_opt({name})"),
+        (Container::Option, true) => format!("{RT}::into_dispatch_ref_opt({name}).as_ref()"),
+        (Container::Vec, _) => format!("{RT}::into_dispatch_vec({name})"),
     }
     .into()
 }
