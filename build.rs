@@ -11,6 +11,11 @@ fn main() {
         ("remote", feature("REMOTE")),
     ] {
         println!("cargo::metadata={key}={}", u8::from(on));
+        // This crate's own generated code is compiled under the same cfgs as a downstream
+        // crate's (`burn_route_autodiff`, ...); `Builder::build_script` declares them.
+        if on {
+            println!("cargo::rustc-cfg=burn_route_{key}");
+        }
     }
     burn_route_codegen::Builder::new("ops.toml")
         .runtime_path("crate::rt")

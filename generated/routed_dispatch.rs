@@ -2,7 +2,7 @@
 // Do not edit. Change ops.toml and rebuild; bless the snapshot with `UPDATE_GENERATED=1 cargo test --test generated`.
 
 use super::ops::RoutedOps;
-#[cfg(feature = "autodiff")]
+#[cfg(burn_route_autodiff)]
 use super::ops::RoutedOpsAutodiff;
 use super::ops::RoutedOpsComposite;
 use super::ops::RoutedOpsFlex;
@@ -10,27 +10,27 @@ use crate::rt;
 use crate::rt::__private as __rt;
 
 /// `Autodiff<Flex>`: the route for tracked Flex tensors.
-#[cfg(feature = "autodiff")]
+#[cfg(burn_route_autodiff)]
 type AutodiffFlex = rt::Autodiff<rt::Flex>;
 
 /// `Autodiff<Flex>` with balanced gradient checkpointing.
-#[cfg(feature = "autodiff")]
+#[cfg(burn_route_autodiff)]
 type BalancedFlex = rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>;
 
 /// `Autodiff<Cube>`: the route for tracked Cube tensors.
-#[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+#[cfg(all(burn_route_autodiff, burn_route_cube))]
 type AutodiffCube = rt::Autodiff<rt::Cube>;
 
 /// `Autodiff<Cube>` with balanced gradient checkpointing.
-#[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+#[cfg(all(burn_route_autodiff, burn_route_cube))]
 type BalancedCube = rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>;
 
 /// `Autodiff<Remote>`: the route for tracked Remote tensors.
-#[cfg(all(feature = "autodiff", feature = "remote"))]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 type AutodiffRemote = rt::Autodiff<rt::Remote>;
 
 /// `Autodiff<Remote>` with balanced gradient checkpointing.
-#[cfg(all(feature = "autodiff", feature = "remote"))]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 type BalancedRemote = rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>;
 
 impl RoutedOps for rt::Dispatch {
@@ -210,22 +210,22 @@ fn route_add_relu<F: __rt::OnError>(
         "add_relu",
         rt::Policy::Differentiable,
         "ops.toml:24",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -257,7 +257,7 @@ fn route_add_relu<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -266,7 +266,7 @@ fn route_add_relu<F: __rt::OnError>(
                     rhs,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -275,11 +275,11 @@ fn route_add_relu<F: __rt::OnError>(
                     rhs,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -288,7 +288,7 @@ fn route_add_relu<F: __rt::OnError>(
                     rhs,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -297,11 +297,11 @@ fn route_add_relu<F: __rt::OnError>(
                     rhs,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -310,7 +310,7 @@ fn route_add_relu<F: __rt::OnError>(
                     rhs,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -333,11 +333,11 @@ fn route_add_relu<F: __rt::OnError>(
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::add_relu, lhs, rhs)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
             }
@@ -367,22 +367,22 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
         "scale",
         rt::Policy::Differentiable,
         "ops.toml:34",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -407,7 +407,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::scale, x, alpha)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -416,7 +416,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
                     alpha,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -425,11 +425,11 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
                     alpha,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::scale, x, alpha)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -438,7 +438,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
                     alpha,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -447,11 +447,11 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
                     alpha,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::scale, x, alpha)
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -460,7 +460,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
                     alpha,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -477,11 +477,11 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::scale, x, alpha)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::scale, x, alpha)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::scale, x, alpha)
             }
@@ -511,22 +511,22 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
         "argmax_last",
         rt::Policy::Detach,
         "ops.toml:46",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
         false,
-        "feature = \"autodiff\"",
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -547,11 +547,11 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::argmax_last, x)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::argmax_last, x)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::argmax_last, x)
             }
@@ -563,11 +563,11 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::argmax_last, x)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::argmax_last, x)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::argmax_last, x)
             }
@@ -597,22 +597,22 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
         "round_half_even",
         rt::Policy::Reject,
         "ops.toml:51",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
         false,
-        "feature = \"autodiff\"",
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -633,11 +633,11 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::round_half_even, x)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::round_half_even, x)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::round_half_even, x)
             }
@@ -649,11 +649,11 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::round_half_even, x)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::round_half_even, x)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::round_half_even, x)
             }
@@ -693,22 +693,22 @@ fn route_axpby<F: __rt::OnError>(
         "axpby",
         rt::Policy::Differentiable,
         "ops.toml:62",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -749,7 +749,7 @@ fn route_axpby<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -760,7 +760,7 @@ fn route_axpby<F: __rt::OnError>(
                     beta,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -771,11 +771,11 @@ fn route_axpby<F: __rt::OnError>(
                     beta,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -786,7 +786,7 @@ fn route_axpby<F: __rt::OnError>(
                     beta,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -797,7 +797,7 @@ fn route_axpby<F: __rt::OnError>(
                     beta,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::axpby,
@@ -806,7 +806,7 @@ fn route_axpby<F: __rt::OnError>(
                 alpha,
                 beta,
             ),
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -817,7 +817,7 @@ fn route_axpby<F: __rt::OnError>(
                     beta,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -842,11 +842,11 @@ fn route_axpby<F: __rt::OnError>(
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::axpby, x, y, alpha, beta)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::axpby,
@@ -882,22 +882,22 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
         "sum_all",
         rt::Policy::Differentiable,
         "ops.toml:76",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -919,31 +919,31 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(&__route, <AutodiffFlex as RoutedOpsComposite>::sum_all, xs)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(&__route, <BalancedFlex as RoutedOpsComposite>::sum_all, xs)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(&__route, <AutodiffCube as RoutedOpsComposite>::sum_all, xs)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(&__route, <BalancedCube as RoutedOpsComposite>::sum_all, xs)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -951,7 +951,7 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
                     xs,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -967,11 +967,11 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOpsComposite>::sum_all, xs)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOpsComposite>::sum_all, xs)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOpsComposite>::sum_all, xs)
             }
@@ -1008,22 +1008,22 @@ fn route_split_last<F: __rt::OnError>(
         "split_last",
         rt::Policy::Differentiable,
         "ops.toml:86",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -1051,7 +1051,7 @@ fn route_split_last<F: __rt::OnError>(
                 x,
                 sizes,
             ),
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -1060,7 +1060,7 @@ fn route_split_last<F: __rt::OnError>(
                     sizes,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -1069,14 +1069,14 @@ fn route_split_last<F: __rt::OnError>(
                     sizes,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOpsComposite>::split_last,
                 x,
                 sizes,
             ),
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -1085,7 +1085,7 @@ fn route_split_last<F: __rt::OnError>(
                     sizes,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -1094,14 +1094,14 @@ fn route_split_last<F: __rt::OnError>(
                     sizes,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOpsComposite>::split_last,
                 x,
                 sizes,
             ),
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -1110,7 +1110,7 @@ fn route_split_last<F: __rt::OnError>(
                     sizes,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -1130,14 +1130,14 @@ fn route_split_last<F: __rt::OnError>(
                 x,
                 sizes,
             ),
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOpsComposite>::split_last,
                 x,
                 sizes,
             ),
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOpsComposite>::split_last,
@@ -1177,22 +1177,22 @@ fn route_softplus<F: __rt::OnError>(
         "softplus",
         rt::Policy::Differentiable,
         "ops.toml:99",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -1220,7 +1220,7 @@ fn route_softplus<F: __rt::OnError>(
                 x,
                 beta,
             ),
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -1229,7 +1229,7 @@ fn route_softplus<F: __rt::OnError>(
                     beta,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -1238,14 +1238,14 @@ fn route_softplus<F: __rt::OnError>(
                     beta,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOpsComposite>::softplus,
                 x,
                 beta,
             ),
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -1254,7 +1254,7 @@ fn route_softplus<F: __rt::OnError>(
                     beta,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -1263,14 +1263,14 @@ fn route_softplus<F: __rt::OnError>(
                     beta,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOpsComposite>::softplus,
                 x,
                 beta,
             ),
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -1279,7 +1279,7 @@ fn route_softplus<F: __rt::OnError>(
                     beta,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -1299,14 +1299,14 @@ fn route_softplus<F: __rt::OnError>(
                 x,
                 beta,
             ),
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOpsComposite>::softplus,
                 x,
                 beta,
             ),
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOpsComposite>::softplus,
@@ -1348,22 +1348,22 @@ fn route_masked_fill_count<F: __rt::OnError>(
         "masked_fill_count",
         rt::Policy::Detach,
         "ops.toml:112",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
         false,
-        "feature = \"autodiff\"",
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -1402,7 +1402,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
                 mask,
                 value,
             ),
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOps>::masked_fill_count,
@@ -1410,7 +1410,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
                 mask,
                 value,
             ),
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::masked_fill_count,
@@ -1433,7 +1433,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
                 mask,
                 value,
             ),
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOps>::masked_fill_count,
@@ -1441,7 +1441,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
                 mask,
                 value,
             ),
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::masked_fill_count,
@@ -1483,22 +1483,22 @@ fn route_nan_to_num<F: __rt::OnError>(
         "nan_to_num",
         rt::Policy::Detach,
         "ops.toml:124",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
         false,
-        "feature = \"autodiff\"",
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -1536,7 +1536,7 @@ fn route_nan_to_num<F: __rt::OnError>(
                 value,
                 with_mask,
             ),
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOps>::nan_to_num,
@@ -1544,7 +1544,7 @@ fn route_nan_to_num<F: __rt::OnError>(
                 value,
                 with_mask,
             ),
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::nan_to_num,
@@ -1564,7 +1564,7 @@ fn route_nan_to_num<F: __rt::OnError>(
                 value,
                 with_mask,
             ),
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOps>::nan_to_num,
@@ -1572,7 +1572,7 @@ fn route_nan_to_num<F: __rt::OnError>(
                 value,
                 with_mask,
             ),
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::nan_to_num,
@@ -1606,22 +1606,22 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
         "dequantize_relu",
         rt::Policy::Reject,
         "ops.toml:133",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
         false,
-        "feature = \"autodiff\"",
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -1642,11 +1642,11 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::dequantize_relu, x)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::dequantize_relu, x)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::dequantize_relu, x)
             }
@@ -1658,11 +1658,11 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::dequantize_relu, x)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::dequantize_relu, x)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::dequantize_relu, x)
             }
@@ -1701,7 +1701,7 @@ fn route_iota<F: __rt::OnError>(
         "ops.toml:143",
         &[(rt::BackendId::Flex, true, "")],
         false,
-        "feature = \"autodiff\"",
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -1766,22 +1766,22 @@ fn route_ramp<F: __rt::OnError>(
         "ramp",
         rt::Policy::Reject,
         "ops.toml:151",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
         false,
-        "feature = \"autodiff\"",
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -1809,14 +1809,14 @@ fn route_ramp<F: __rt::OnError>(
                 len,
                 device,
             ),
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOpsComposite>::ramp,
                 len,
                 device,
             ),
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOpsComposite>::ramp,
@@ -1834,14 +1834,14 @@ fn route_ramp<F: __rt::OnError>(
                 len,
                 device,
             ),
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOpsComposite>::ramp,
                 len,
                 device,
             ),
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOpsComposite>::ramp,
@@ -1880,22 +1880,22 @@ fn route_bias_gelu<F: __rt::OnError>(
         "bias_gelu",
         rt::Policy::Differentiable,
         "ops.toml:169",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -1927,7 +1927,7 @@ fn route_bias_gelu<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::bias_gelu, x, bias)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -1936,7 +1936,7 @@ fn route_bias_gelu<F: __rt::OnError>(
                     bias,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -1945,11 +1945,11 @@ fn route_bias_gelu<F: __rt::OnError>(
                     bias,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -1958,7 +1958,7 @@ fn route_bias_gelu<F: __rt::OnError>(
                     bias,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -1967,11 +1967,11 @@ fn route_bias_gelu<F: __rt::OnError>(
                     bias,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::bias_gelu, x, bias)
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -1980,7 +1980,7 @@ fn route_bias_gelu<F: __rt::OnError>(
                     bias,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -2003,11 +2003,11 @@ fn route_bias_gelu<F: __rt::OnError>(
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::bias_gelu, x, bias)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::bias_gelu, x, bias)
             }
@@ -2043,22 +2043,22 @@ fn route_swiglu<F: __rt::OnError>(
         "swiglu",
         rt::Policy::Differentiable,
         "ops.toml:179",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -2090,7 +2090,7 @@ fn route_swiglu<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::swiglu, gate, up)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -2099,7 +2099,7 @@ fn route_swiglu<F: __rt::OnError>(
                     up,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -2108,11 +2108,11 @@ fn route_swiglu<F: __rt::OnError>(
                     up,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::swiglu, gate, up)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -2121,7 +2121,7 @@ fn route_swiglu<F: __rt::OnError>(
                     up,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -2130,11 +2130,11 @@ fn route_swiglu<F: __rt::OnError>(
                     up,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::swiglu, gate, up)
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -2143,7 +2143,7 @@ fn route_swiglu<F: __rt::OnError>(
                     up,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -2166,11 +2166,11 @@ fn route_swiglu<F: __rt::OnError>(
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::swiglu, gate, up)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::swiglu, gate, up)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::swiglu, gate, up)
             }
@@ -2208,22 +2208,22 @@ fn route_rms_norm<F: __rt::OnError>(
         "rms_norm",
         rt::Policy::Differentiable,
         "ops.toml:191",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -2257,7 +2257,7 @@ fn route_rms_norm<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -2267,7 +2267,7 @@ fn route_rms_norm<F: __rt::OnError>(
                     eps,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -2277,11 +2277,11 @@ fn route_rms_norm<F: __rt::OnError>(
                     eps,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -2291,7 +2291,7 @@ fn route_rms_norm<F: __rt::OnError>(
                     eps,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -2301,7 +2301,7 @@ fn route_rms_norm<F: __rt::OnError>(
                     eps,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::rms_norm,
@@ -2309,7 +2309,7 @@ fn route_rms_norm<F: __rt::OnError>(
                 weight,
                 eps,
             ),
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -2319,7 +2319,7 @@ fn route_rms_norm<F: __rt::OnError>(
                     eps,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -2343,11 +2343,11 @@ fn route_rms_norm<F: __rt::OnError>(
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::rms_norm, x, weight, eps)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::rms_norm,
@@ -2391,22 +2391,22 @@ fn route_layer_norm<F: __rt::OnError>(
         "layer_norm",
         rt::Policy::Differentiable,
         "ops.toml:204",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -2454,7 +2454,7 @@ fn route_layer_norm<F: __rt::OnError>(
                 beta,
                 eps,
             ),
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -2465,7 +2465,7 @@ fn route_layer_norm<F: __rt::OnError>(
                     eps,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -2476,7 +2476,7 @@ fn route_layer_norm<F: __rt::OnError>(
                     eps,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOps>::layer_norm,
@@ -2485,7 +2485,7 @@ fn route_layer_norm<F: __rt::OnError>(
                 beta,
                 eps,
             ),
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -2496,7 +2496,7 @@ fn route_layer_norm<F: __rt::OnError>(
                     eps,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -2507,7 +2507,7 @@ fn route_layer_norm<F: __rt::OnError>(
                     eps,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::layer_norm,
@@ -2516,7 +2516,7 @@ fn route_layer_norm<F: __rt::OnError>(
                 beta,
                 eps,
             ),
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -2527,7 +2527,7 @@ fn route_layer_norm<F: __rt::OnError>(
                     eps,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -2558,7 +2558,7 @@ fn route_layer_norm<F: __rt::OnError>(
                 beta,
                 eps,
             ),
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOps>::layer_norm,
@@ -2567,7 +2567,7 @@ fn route_layer_norm<F: __rt::OnError>(
                 beta,
                 eps,
             ),
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::layer_norm,
@@ -2602,22 +2602,22 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
         "softmax_last",
         rt::Policy::Differentiable,
         "ops.toml:216",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -2638,7 +2638,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::softmax_last, x)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -2646,7 +2646,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
                     x,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -2654,11 +2654,11 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
                     x,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::softmax_last, x)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -2666,7 +2666,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
                     x,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -2674,11 +2674,11 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
                     x,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::softmax_last, x)
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -2686,7 +2686,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
                     x,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -2702,11 +2702,11 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::softmax_last, x)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::softmax_last, x)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::softmax_last, x)
             }
@@ -2743,22 +2743,22 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
         "cross_entropy_logits",
         rt::Policy::Differentiable,
         "ops.toml:226",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -2793,7 +2793,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
                 logits,
                 targets,
             ),
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -2802,7 +2802,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
                     targets,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -2811,14 +2811,14 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
                     targets,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOps>::cross_entropy_logits,
                 logits,
                 targets,
             ),
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -2827,7 +2827,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
                     targets,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -2836,14 +2836,14 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
                     targets,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::cross_entropy_logits,
                 logits,
                 targets,
             ),
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -2852,7 +2852,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
                     targets,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -2878,14 +2878,14 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
                 logits,
                 targets,
             ),
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => __run::<rt::Cube>(
                 &__route,
                 <rt::Cube as RoutedOps>::cross_entropy_logits,
                 logits,
                 targets,
             ),
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => __run::<rt::Remote>(
                 &__route,
                 <rt::Remote as RoutedOps>::cross_entropy_logits,
@@ -2926,22 +2926,22 @@ fn route_dropout<F: __rt::OnError>(
         "dropout",
         rt::Policy::Differentiable,
         "ops.toml:239",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -2971,7 +2971,7 @@ fn route_dropout<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -2981,7 +2981,7 @@ fn route_dropout<F: __rt::OnError>(
                     seed,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -2991,11 +2991,11 @@ fn route_dropout<F: __rt::OnError>(
                     seed,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -3005,7 +3005,7 @@ fn route_dropout<F: __rt::OnError>(
                     seed,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -3015,11 +3015,11 @@ fn route_dropout<F: __rt::OnError>(
                     seed,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::dropout, x, p, seed)
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -3029,7 +3029,7 @@ fn route_dropout<F: __rt::OnError>(
                     seed,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -3047,11 +3047,11 @@ fn route_dropout<F: __rt::OnError>(
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::dropout, x, p, seed)
             }
@@ -3089,22 +3089,22 @@ fn route_clamp_ste<F: __rt::OnError>(
         "clamp_ste",
         rt::Policy::Differentiable,
         "ops.toml:252",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
-        cfg!(feature = "autodiff"),
-        "feature = \"autodiff\"",
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -3131,7 +3131,7 @@ fn route_clamp_ste<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi)
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
@@ -3141,7 +3141,7 @@ fn route_clamp_ste<F: __rt::OnError>(
                     hi,
                 )
             }
-            #[cfg(feature = "autodiff")]
+            #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
@@ -3151,11 +3151,11 @@ fn route_clamp_ste<F: __rt::OnError>(
                     hi,
                 )
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
@@ -3165,7 +3165,7 @@ fn route_clamp_ste<F: __rt::OnError>(
                     hi,
                 )
             }
-            #[cfg(all(feature = "autodiff", any(feature = "wgpu", feature = "cuda")))]
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
@@ -3175,11 +3175,11 @@ fn route_clamp_ste<F: __rt::OnError>(
                     hi,
                 )
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
@@ -3189,7 +3189,7 @@ fn route_clamp_ste<F: __rt::OnError>(
                     hi,
                 )
             }
-            #[cfg(all(feature = "autodiff", feature = "remote"))]
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
@@ -3207,11 +3207,11 @@ fn route_clamp_ste<F: __rt::OnError>(
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::clamp_ste, x, lo, hi)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
             }
@@ -3247,22 +3247,22 @@ fn route_topk_last<F: __rt::OnError>(
         "topk_last",
         rt::Policy::Detach,
         "ops.toml:265",
-        "ops.toml:13",
+        "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
             (
                 rt::BackendId::Cube,
-                cfg!(any(feature = "wgpu", feature = "cuda")),
-                "any(feature = \"wgpu\", feature = \"cuda\")",
+                cfg!(burn_route_cube),
+                "burn_route_cube",
             ),
             (
                 rt::BackendId::Remote,
-                cfg!(feature = "remote"),
-                "feature = \"remote\"",
+                cfg!(burn_route_remote),
+                "burn_route_remote",
             ),
         ],
         false,
-        "feature = \"autodiff\"",
+        "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
     fn __run<B: __rt::Target>(
@@ -3287,11 +3287,11 @@ fn route_topk_last<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::topk_last, x, k)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::topk_last, x, k)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::topk_last, x, k)
             }
@@ -3303,11 +3303,11 @@ fn route_topk_last<F: __rt::OnError>(
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::topk_last, x, k)
             }
-            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            #[cfg(burn_route_cube)]
             rt::BackendId::Cube => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::topk_last, x, k)
             }
-            #[cfg(feature = "remote")]
+            #[cfg(burn_route_remote)]
             rt::BackendId::Remote => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::topk_last, x, k)
             }

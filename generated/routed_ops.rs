@@ -193,7 +193,7 @@ pub trait RoutedOps: rt::Backend {
 ///
 /// Implement it for `Autodiff<B, C>`: the forward pass on `B` plus a backward pass. The
 /// generated `Dispatch` routing calls it when an input carries an enabled autodiff context.
-#[cfg(feature = "autodiff")]
+#[cfg(burn_route_autodiff)]
 pub trait RoutedOpsAutodiff: rt::Backend {
     /// The `Autodiff<B, C>` kernel of [`RoutedOps::add_relu`].
     fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
@@ -304,13 +304,13 @@ pub trait RoutedOpsComposite: rt::Backend {
 
 impl RoutedOpsComposite for rt::Flex {}
 
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
+#[cfg(burn_route_cube)]
 impl RoutedOpsComposite for rt::Cube {}
 
-#[cfg(feature = "remote")]
+#[cfg(burn_route_remote)]
 impl RoutedOpsComposite for rt::Remote {}
 
-#[cfg(feature = "autodiff")]
+#[cfg(burn_route_autodiff)]
 impl<B: rt::Backend, C: rt::CheckpointStrategy> RoutedOpsComposite for rt::Autodiff<B, C> {}
 
 /// Routed ops declared in `ops.toml`.

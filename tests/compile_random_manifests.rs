@@ -255,6 +255,21 @@ fn manifest() -> impl Strategy<Value = String> {
         })
 }
 
+/// The composite functions the edge manifests name.
+const COMPOSITES: &str = "
+pub fn comp<B: ::burn_route::rt::Backend>(
+    x: ::burn_route::rt::FloatTensor<B>,
+) -> ::burn_route::rt::FloatTensor<B> {
+    x
+}
+pub fn comp_dev<B: ::burn_route::rt::Backend>(
+    n: usize,
+    device: &::burn_route::rt::DeviceOf<B>,
+) -> ::burn_route::rt::IntTensor<B> {
+    todo!()
+}
+";
+
 /// How many valid manifests are rendered and checked with rustfmt (cheap: no compilation).
 const FORMATTED: usize = 300;
 
@@ -415,10 +430,43 @@ fn random_valid_manifests_compile_with_the_runtime() {
             })
             .collect()
     };
+    // Then the edge cases found by trying to break the generator (`tests/edge_manifests`):
+    // every one of them is accepted, so every one must compile too.
+    let mut edge: Vec<(String, String)> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/edge_manifests"))
+            .expect("tests/edge_manifests")
+            .map(|entry| {
+                let path = entry.expect("entry").path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(&path).expect("read"))
+            })
+            .filter(|(name, _)| name.ends_with(".toml"))
+            .collect();
+    edge.sort();
+    assert!(edge.len() >= 50, "edge manifests missing");
+    let all: Vec<String> = all
+        .into_iter()
+        .chain(edge.iter().map(|(_, text)| text.clone()))
+        .collect();
     let formatted = tempfile::tempdir().expect("temp dir");
     rustfmt_clean(formatted.path(), &all, &stubs(&all));
-    let manifests = all[..MANIFESTS].to_vec();
-    let kernels = stubs(&manifests);
+    let manifests: Vec<String> = all[..MANIFESTS]
+        .iter()
+        .chain(&all[FORMATTED..])
+        .cloned()
+        .collect();
+    // Composite edge cases name `super::kernels::comp` and `comp_dev`.
+    let kernels: Vec<String> = stubs(&manifests)
+        .into_iter()
+        .zip(&manifests)
+        .map(|(stubs, source)| {
+            if source.contains("composite") {
+                stubs + COMPOSITES
+            } else {
+                stubs
+            }
+        })
+        .collect();
     let scratch = scratch_crate(&manifests, &kernels);
     for features in [&[][..], &["--no-default-features"][..]] {
         let output = lint(scratch.path(), features);

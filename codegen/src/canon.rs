@@ -91,8 +91,48 @@ fn one_line(text: &str) -> String {
         }
         out.push_str(piece);
     }
-    // A trailing comma left by a wrapped list: `(f32, f32,)` → `(f32, f32)`.
-    out.replace(",)", ")").replace(",>", ">").replace(",]", "]")
+    // A trailing comma left by a wrapped list: `(f32, f32,)` → `(f32, f32)`, `Vec<u8,>` →
+    // `Vec<u8>`; but a one-element tuple keeps its comma: `(u8,)`.
+    strip_wrapping_commas(&out)
+}
+
+/// Removes the commas before `)`, `>` and `]` that wrapping added, keeping the one that makes
+/// a parenthesized single element a tuple.
+fn strip_wrapping_commas(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    // For each open bracket: whether a comma appeared at its top level before the current one
+    // (set from the start for the argument list of `Fn(..)` or `fn(..)`, which is no tuple).
+    let mut commas: Vec<bool> = Vec::new();
+    for (i, &c) in chars.iter().enumerate() {
+        match c {
+            '(' => {
+                let after_name = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+                commas.push(after_name);
+            }
+            '<' | '[' => commas.push(false),
+            // (The `>` of `->` closes nothing.)
+            '>' if i > 0 && chars[i - 1] == '-' => {}
+            ')' | '>' | ']' => {
+                commas.pop();
+            }
+            ',' => {
+                let next = chars.get(i + 1).copied();
+                let closes = matches!(next, Some(')' | '>' | ']'));
+                let earlier_comma = commas.last().copied().unwrap_or(false);
+                if let Some(top) = commas.last_mut() {
+                    *top = true;
+                }
+                // `(x,)` with no earlier comma is a one-element tuple: keep it.
+                if closes && (next != Some(')') || earlier_comma) {
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -107,9 +147,22 @@ mod tests {
         assert_eq!(type_text(&ty), "&'static [usize]");
         let path: syn::Path = syn::parse_str(":: burn_route :: rt").unwrap();
         assert_eq!(path_text(&path), "::burn_route::rt");
-        // A single-element tuple keeps its comma.
+        // A single-element tuple keeps its comma, also when the type is long enough to wrap.
         let ty: syn::Type = syn::parse_str("(u8,)").unwrap();
         assert_eq!(type_text(&ty), "(u8,)");
+        let long = "std::collections::BTreeMap<(u8,), std::collections::BTreeMap<std::string::String, std::vec::Vec<std::option::Option<(u8,)>>>>";
+        let ty: syn::Type = syn::parse_str(long).unwrap();
+        assert_eq!(type_text(&ty), long);
+        assert_eq!(strip_wrapping_commas("(a, b,)"), "(a, b)");
+        assert_eq!(strip_wrapping_commas("Vec<(u8,),>"), "Vec<(u8,)>");
+        assert_eq!(
+            strip_wrapping_commas("Box<dyn Fn(u8,) -> u8>"),
+            "Box<dyn Fn(u8) -> u8>"
+        );
+        assert_eq!(
+            strip_wrapping_commas("Box<dyn Fn(Vec<(u8,)>, fn() -> u8,) -> u8,>"),
+            "Box<dyn Fn(Vec<(u8,)>, fn() -> u8) -> u8>"
+        );
     }
 
     #[test]

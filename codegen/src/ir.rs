@@ -149,6 +149,8 @@ pub struct Op {
     pub composite: Option<String>,
     /// What picks the backend of a call.
     pub route_by: RouteBy,
+    /// Whether a plain type of the op is complex enough for clippy's `type_complexity`.
+    pub complex_types: bool,
 }
 
 /// What picks the backend of an op's call.

@@ -25,6 +25,7 @@ mod canon;
 pub mod diag;
 pub mod emit;
 pub mod ir;
+mod markdown;
 pub mod model;
 pub mod names;
 pub mod parse;
@@ -416,17 +417,18 @@ impl Builder {
             "cargo::rerun-if-changed=build.rs".to_owned(),
         ];
         lines.extend(runtime_cfg_lines(|key| std::env::var(key).ok()));
+        let mut failed_features = false;
         let result = self.write_with_ir();
         if let Ok(ir) = &result {
             lines.extend(check_cfg_lines(ir));
             if let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
                 let cargo_toml = std::fs::read_to_string(Path::new(&dir).join("Cargo.toml"));
                 if let Ok(text) = cargo_toml {
-                    lines.extend(
-                        undeclared_features(ir, &text)
-                            .into_iter()
-                            .map(|w| format!("cargo::warning={w}")),
-                    );
+                    // rustc would only warn (`unexpected_cfgs`), and the route would silently
+                    // never be compiled in: an error.
+                    let undeclared = undeclared_features(ir, &text);
+                    failed_features = !undeclared.is_empty();
+                    lines.extend(undeclared.into_iter().map(|w| format!("cargo::error={w}")));
                 }
             }
         }
@@ -443,7 +445,7 @@ impl Builder {
             // Cargo reads these from stdout; a closed stdout leaves nothing to report to.
             let _ = writeln!(out, "{line}");
         }
-        result.is_ok()
+        result.is_ok() && !failed_features
     }
 
     /// The manifest path this builder reads.
@@ -503,7 +505,7 @@ pub fn check_cfg_lines(ir: &ir::Ir) -> Vec<String> {
     lines
 }
 
-/// Warnings for `feature = "..."` cfgs that name a feature the consuming crate's `Cargo.toml`
+/// Errors for `feature = "..."` cfgs that name a feature the consuming crate's `Cargo.toml`
 /// (its text) does not declare: such a route could never be compiled in.
 pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str) -> Vec<String> {
     let Ok(table) = toml::de::DeTable::parse(cargo_toml) else {
@@ -545,7 +547,7 @@ pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str) -> Vec<String> {
         }
         let Some(feature) = value else { continue };
         let warning = format!(
-            "{}: a cfg names feature `{feature}`, which this crate's Cargo.toml does not declare, so that route is never compiled in; add `{feature} = [...]` to [features]",
+            "{}: a cfg names feature `{feature}`, which this crate's Cargo.toml does not declare, so that route could never be compiled in; add `{feature} = [...]` to its [features], or fix the cfg",
             ir.manifest_name
         );
         if !declared.contains(&feature) && !out.contains(&warning) {

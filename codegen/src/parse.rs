@@ -614,7 +614,14 @@ impl Parser {
             DeValue::Integer(i) => match i64::from_str_radix(i.as_str(), i.radix()) {
                 Ok(n) => Some(Sp::new(Dims::Fixed(n), value.span())),
                 Err(_) => {
-                    self.wrong_type(value, path, "a small integer");
+                    self.diags.push(
+                        Diagnostic::new(
+                            value.span(),
+                            path,
+                            format!("rank {} is out of range", i.as_str()),
+                        )
+                        .help("use a rank from 1 to 16, or a const-generic name such as \"D\""),
+                    );
                     None
                 }
             },

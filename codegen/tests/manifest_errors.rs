@@ -421,7 +421,9 @@ fn per_op_backends_inherit_the_routing_cfg() {
         "rt::BackendId::Cube =>",
     ] {
         assert!(
-            dispatch.contains(&format!("#[cfg(feature = \"cube\")]\n            {arm}")),
+            dispatch.contains(&format!(
+                "#[cfg(all(feature = \"cube\", burn_route_cube))]\n            {arm}"
+            )),
             "{arm} in {dispatch}"
         );
     }

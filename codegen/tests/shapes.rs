@@ -209,7 +209,7 @@ fn option_vec_quantized_and_device_shapes() {
         "__run::<rt::Flex>(&__route, <rt::Flex as CoFlex>::make, n, device)",
         // `__OP` names the arms each build compiles: Cube behind its cfg, autodiff behind its
         // own (the generator's `burn_route_autodiff`, set by the build script), and the crate.
-        "(rt::BackendId::Cube, cfg!(feature = \"cube\"), \"feature = \\\"cube\\\"\")],",
+        "(rt::BackendId::Cube, cfg!(all(feature = \"cube\", burn_route_cube)), \"all(feature = \\\"cube\\\", burn_route_cube)\")],",
         "cfg!(burn_route_autodiff), \"burn_route_autodiff\", env!(\"CARGO_PKG_NAME\"));",
     ] {
         assert!(
@@ -238,7 +238,7 @@ fn composite_ops_get_default_bodies_and_generated_impls() {
         "pub trait CoComposite: rt::Backend {",
         "fn soft(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> { crate::soft::<Self>(x) }",
         "impl CoComposite for rt::Flex {}",
-        "#[cfg(feature = \"cube\")] impl CoComposite for rt::Cube {}",
+        "#[cfg(all(feature = \"cube\", burn_route_cube))] impl CoComposite for rt::Cube {}",
         "#[cfg(burn_route_autodiff)] impl<B: rt::Backend, C: rt::CheckpointStrategy> CoComposite for rt::Autodiff<B, C> {}",
     ] {
         assert!(ops.contains(expected), "missing `{expected}` in\n{ops}");

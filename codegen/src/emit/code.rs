@@ -52,6 +52,8 @@ pub(super) enum Doc {
         limit: Option<usize>,
         /// Whether a broken list ends its last item with `,`.
         trailing_comma: bool,
+        /// Whether a lone breakable item overflows (calls do; type argument lists do not).
+        hug: bool,
     },
 }
 
@@ -184,6 +186,20 @@ pub(super) fn list(open: &'static str, items: Vec<Doc>, close: &'static str) -> 
         close,
         limit: None,
         trailing_comma: true,
+        hug: true,
+    }
+}
+
+/// `open items close` in a type: broken one item per line when it does not fit, never
+/// overflowing a lone item (rustfmt breaks `Option<\n    Box<..>,\n>`).
+pub(super) fn type_list(open: &'static str, items: Vec<Doc>, close: &'static str) -> Doc {
+    Doc::List {
+        open,
+        items,
+        close,
+        limit: None,
+        trailing_comma: true,
+        hug: false,
     }
 }
 
@@ -195,6 +211,7 @@ pub(super) fn args(open: &'static str, items: Vec<Doc>, close: &'static str) -> 
         close,
         limit: Some(CALL_WIDTH),
         trailing_comma: true,
+        hug: true,
     }
 }
 
@@ -209,6 +226,7 @@ pub(super) fn vertical(open: &'static str, items: Vec<Doc>, close: &'static str)
         close,
         limit: Some(0),
         trailing_comma: true,
+        hug: true,
     }
 }
 
@@ -270,6 +288,7 @@ fn meta(text: &str, limit: usize, trailing_comma: bool) -> Doc {
             close: ")",
             limit: Some(limit),
             trailing_comma,
+            hug: true,
         },
     ])
 }
@@ -431,20 +450,17 @@ impl Writer {
     /// whole). Lines inside code fences, table rows and headings are kept as they are; a wrapped
     /// list item continues under its text. Validation has refused line breaks inside a line.
     pub(super) fn doc(&mut self, lines: &[String]) {
-        let mut fenced = false;
-        for line in lines {
+        let raw: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (kinds, _) = crate::markdown::classify(&raw);
+        for (line, kind) in lines.iter().zip(kinds) {
             let line = line.trim_end();
             let trimmed = line.trim_start();
-            if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
-                fenced = !fenced;
-            }
             if line.is_empty() {
                 self.line("///");
                 continue;
             }
             let room = WIDTH.saturating_sub(self.depth * INDENT.len() + 4);
-            if fenced
-                || trimmed.starts_with("```")
+            if kind != crate::markdown::Kind::Text
                 || trimmed.starts_with('|')
                 || trimmed.starts_with('#')
                 || line.chars().count() <= room
@@ -473,6 +489,7 @@ impl Writer {
             close: ")",
             limit: Some(ATTR_WIDTH),
             trailing_comma: false,
+            hug: true,
         };
         self.line(cat(["#[cfg_attr".into(), args, "]".into()]));
     }
@@ -533,8 +550,13 @@ impl Writer {
             } => self.render_signature(head, params, ret.as_deref(), end, depth),
             // One call (or list) overflows: the brackets hug it, and it breaks itself.
             Doc::List {
-                open, items, close, ..
-            } if items.len() == 1 && items[0].breakable() => {
+                open,
+                items,
+                close,
+                limit,
+                hug,
+                ..
+            } if items.len() == 1 && items[0].breakable() && *limit != Some(0) && *hug => {
                 self.push(open);
                 self.render(&items[0], depth, close.len() + trail, true);
                 self.push(close);
@@ -658,6 +680,7 @@ fn attr_args(predicate: &str) -> Doc {
         close: ")",
         limit: Some(ATTR_WIDTH),
         trailing_comma: false,
+        hug: true,
     }
 }
 
@@ -671,6 +694,7 @@ fn predicate_not(predicate: &str) -> Doc {
             close: ")",
             limit: Some(ATTR_WIDTH),
             trailing_comma: false,
+            hug: true,
         },
     ])
 }
@@ -713,14 +737,8 @@ fn head_width(doc: &Doc) -> usize {
 fn wrap(line: &str, room: usize) -> Vec<String> {
     let indent_len = line.len() - line.trim_start().len();
     let body = line.trim_start();
-    let marker = if body.starts_with("- ") || body.starts_with("* ") {
-        2
-    } else {
-        body.find(". ")
-            .filter(|&i| i > 0 && body[..i].chars().all(|c| c.is_ascii_digit()))
-            .map_or(0, |i| i + 2)
-    };
-    let continuation = " ".repeat(indent_len + marker);
+    let content = crate::markdown::list_item_content(line).unwrap_or(indent_len);
+    let continuation = " ".repeat(content);
     let mut out = Vec::new();
     let mut current = line[..indent_len].to_owned();
     let mut current_len = indent_len;

@@ -210,11 +210,12 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     let dispatch_params: Vec<Doc> = op
         .inputs
         .iter()
-        .map(|i| format!("{}: {}", i.name, dispatch_input(&i.arg)).into())
+        .map(|i| super::param(&i.name, &dispatch_input(&i.arg)))
         .collect();
     let dispatch_tensor = |t: &TensorArg| contained(t, "rt::DispatchTensor");
     let result = |end: &str| result_returns(&op.output, &dispatch_tensor, end);
-    allow_complex_output(&op.output, w);
+    allow_complex_output(op, w);
+    super::allow_many_arguments(op.inputs.len(), w);
     w.line("#[inline]");
     w.open(signature(
         format!("pub fn {try_name}"),
@@ -240,7 +241,8 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         ));
     }
     w.doc(&doc);
-    allow_complex_output(&op.output, w);
+    allow_complex_output(op, w);
+    super::allow_many_arguments(op.inputs.len(), w);
     // When every backend of the op is behind a cfg, a build with none of them has no arm that
     // calls `__run`: the `match` only diverges, and wrapping it in `F::ok` or `Ok` is
     // unreachable.
@@ -250,7 +252,10 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     }
     w.line("#[inline]");
     w.open(signature(
-        format!("fn {route_name}<F: {RT}::OnError>"),
+        cat([
+            format!("fn {route_name}").into(),
+            super::code::type_list("<", vec![format!("F: {RT}::OnError").into()], ">"),
+        ]),
         dispatch_params.clone(),
         cat([
             " -> ".into(),
@@ -332,7 +337,11 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         } else {
             cat([
                 format!("{KERNEL}: impl FnOnce").into(),
-                super::code::vertical("(", kernel_params.into_iter().map(Doc::from).collect(), ")"),
+                super::code::vertical(
+                    "(",
+                    kernel_params.iter().map(|p| super::type_doc(p)).collect(),
+                    ")",
+                ),
                 match ret_doc {
                     None => Doc::from(""),
                     Some(ret) => cat([" -> ".into(), ret]),
@@ -341,7 +350,8 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         };
     let mut run_params = vec![Doc::from(format!("{ROUTE}: &{RT}::Route")), kernel_type];
     run_params.extend(dispatch_params.iter().cloned());
-    allow_complex_output(&op.output, w);
+    allow_complex_output(op, w);
+    super::allow_many_arguments(op.inputs.len() + 2, w);
     // A unit-returning `__run` would make each arm `Ok(__run(...))`, a unit argument; it returns
     // the `Result` itself instead.
     let unit = matches!(op.output, Output::Unit);
@@ -354,9 +364,12 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     // `__run` needs no backend parameter.
     w.open(signature(
         if generic {
-            format!("fn {RUN}<B: {RT}::Target>")
+            cat([
+                format!("fn {RUN}").into(),
+                super::code::type_list("<", vec![format!("B: {RT}::Target").into()], ">"),
+            ])
         } else {
-            format!("fn {RUN}")
+            format!("fn {RUN}").into()
         },
         run_params,
         run_returns,
@@ -430,6 +443,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
                 .to_owned(),
         ]);
     }
+    super::allow_many_arguments(op.inputs.len(), w);
     w.open(signature(
         format!("fn {PLANNED}"),
         dispatch_params,

@@ -66,7 +66,12 @@ pub fn emit(ir: &Ir, config: &EmitConfig) -> Vec<File> {
                 ir.manifest_name, config.regenerate
             ));
             w.blank();
-            emitter(ir, config, &mut w);
+            if ir.ops.is_empty() {
+                // Nothing to route: no item, and no import that would be unused.
+                w.line("// The manifest declares no ops.");
+            } else {
+                emitter(ir, config, &mut w);
+            }
             File {
                 name,
                 contents: w.finish(),
@@ -84,7 +89,13 @@ pub fn skeleton(ir: &Ir, config: &EmitConfig) -> String {
     ));
     w.line("// Copy them into your kernels module and replace each `todo!()` with the kernel.");
     w.blank();
-    skeleton::emit(ir, config, &mut w);
+    if ir.ops.is_empty() {
+        w.line("// The manifest declares no ops.");
+    } else if ir.groups.iter().all(|g| g.composite) {
+        w.line("// Every op is composite: the generated code implements them all.");
+    } else {
+        skeleton::emit(ir, config, &mut w);
+    }
     w.finish()
 }
 
@@ -300,13 +311,45 @@ fn map_output_type(out: &Output, tensor: &dyn Fn(&TensorArg) -> String) -> Strin
     }
 }
 
-/// `#[allow(clippy::type_complexity)]` before an item whose signature spells a nested or wide
-/// output tuple: that shape is the manifest's, and a type alias per op would only move it.
-fn allow_complex_output(out: &Output, w: &mut Writer) {
-    if let Output::Tuple(items) = out
-        && (items.len() > 2 || items.iter().any(|i| matches!(i, Output::Tuple(_))))
-    {
+/// `#[allow(clippy::too_many_arguments)]` before a function with more parameters than clippy's
+/// limit (7): the manifest decides how many inputs an op has.
+fn allow_many_arguments(count: usize, w: &mut Writer) {
+    if count > 7 {
+        w.line("#[allow(clippy::too_many_arguments)]");
+    }
+}
+
+/// Whether a function returning `out` gets `#[must_use]`: any value but `()`, except a plain
+/// `Result`, which is `#[must_use]` already (clippy's `double_must_use`).
+fn must_use(out: &Output) -> bool {
+    match out {
+        Output::Unit => false,
+        Output::Plain(ty) => {
+            !(ty == "Result" || ty.starts_with("Result<") || ty.contains("::Result<"))
+        }
+        _ => true,
+    }
+}
+
+/// The `#[allow]`s an op's generated functions need for the types the manifest gave them:
+/// `type_complexity` for a nested or wide output tuple or a complex plain type (that shape is
+/// the manifest's, and a type alias per op would only move it), `result_large_err` for a plain
+/// `Result` output (its error type is the manifest's).
+fn allow_complex_output(op: &Op, w: &mut Writer) {
+    let complex_tuple = matches!(&op.output, Output::Tuple(items)
+        if items.len() > 2 || items.iter().any(|i| matches!(i, Output::Tuple(_))));
+    if complex_tuple || op.complex_types {
         w.line("#[allow(clippy::type_complexity)]");
+    }
+    fn returns_result(out: &Output) -> bool {
+        match out {
+            Output::Plain(ty) => ty.starts_with("Result<") || ty.contains("::Result<"),
+            Output::Tuple(items) => items.iter().any(returns_result),
+            Output::Unit | Output::Tensor(_) => false,
+        }
+    }
+    if returns_result(&op.output) {
+        w.line("#[allow(clippy::result_large_err)]");
     }
 }
 
@@ -322,14 +365,126 @@ fn returns(out: &Output, ty: &str) -> String {
 fn params(op: &Op, backend: &str) -> Vec<Doc> {
     op.inputs
         .iter()
-        .map(|input| {
-            Doc::from(format!(
-                "{}: {}",
-                input.name,
-                input_type(&input.arg, backend)
-            ))
-        })
+        .map(|input| param(&input.name, &input_type(&input.arg, backend)))
         .collect()
+}
+
+/// `name: Type`, with the type breakable as rustfmt breaks a long type.
+fn param(name: &str, ty: &str) -> Doc {
+    code::cat([format!("{name}: ").into(), type_doc(ty)])
+}
+
+/// A type (canonical text) as a doc whose generic argument lists and tuples break one item
+/// per line when they do not fit, as rustfmt breaks them.
+fn type_doc(text: &str) -> Doc {
+    let text = text.trim();
+    // `&T`, `&'a mut T`: the reference stays with the type it points to.
+    if let Some(rest) = text.strip_prefix('&') {
+        let mut prefix = String::from("&");
+        let mut rest = rest;
+        if rest.starts_with('\'') {
+            let end = rest.find(' ').unwrap_or(rest.len());
+            prefix.push_str(&rest[..end]);
+            prefix.push(' ');
+            rest = rest[end..].trim_start();
+        }
+        if let Some(r) = rest.strip_prefix("mut ") {
+            prefix.push_str("mut ");
+            rest = r;
+        }
+        return code::cat([prefix.into(), type_doc(rest)]);
+    }
+    let split = |inner: &str| -> Vec<Doc> {
+        let mut items = Vec::new();
+        let (mut depth, mut start) = (0i32, 0);
+        let mut prev = ' ';
+        for (i, c) in inner.char_indices() {
+            let arrow = c == '>' && prev == '-';
+            prev = c;
+            match c {
+                _ if arrow => {}
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' => depth -= 1,
+                ',' if depth == 0 => {
+                    items.push(type_doc(&inner[start..i]));
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        if !inner[start..].trim().is_empty() {
+            items.push(type_doc(&inner[start..]));
+        }
+        items
+    };
+    // `dyn Fn(A, B) -> R`, `fn(A) -> R`: the argument list breaks.
+    for name in [
+        "dyn FnOnce(",
+        "dyn FnMut(",
+        "dyn Fn(",
+        "impl FnOnce(",
+        "impl FnMut(",
+        "impl Fn(",
+        "fn(",
+    ] {
+        if let Some(rest) = text.strip_prefix(name) {
+            let mut depth = 1i32;
+            let mut prev = ' ';
+            let close = rest.char_indices().find_map(|(i, c)| {
+                let arrow = c == '>' && prev == '-';
+                prev = c;
+                match c {
+                    _ if arrow => {}
+                    '<' | '(' | '[' => depth += 1,
+                    '>' | ')' | ']' => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(i)
+            });
+            if let Some(close) = close {
+                return code::cat([
+                    name[..name.len() - 1].to_owned().into(),
+                    code::type_list("(", split(&rest[..close]), ")"),
+                    rest[close + 1..].to_owned().into(),
+                ]);
+            }
+        }
+    }
+    // A tuple of two or more: `(A, B)` (a one-element tuple keeps its comma, unbroken).
+    if text.starts_with('(') && text.ends_with(')') && !text.ends_with(",)") {
+        let items = split(&text[1..text.len() - 1]);
+        if items.len() > 1 {
+            return code::type_list("(", items, ")");
+        }
+    }
+    // `Path<A, B>`, when the arguments close the type (not `fn(..) -> X<..>` or `dyn A<..> + B`).
+    if let Some(open) = text.find('<')
+        && text.ends_with('>')
+        && !text.ends_with("->")
+        && !text[..open].contains(['(', ' ', '['])
+    {
+        let inner = &text[open + 1..text.len() - 1];
+        let mut depth = 0i32;
+        let mut prev = ' ';
+        let balanced = inner.chars().all(|c| {
+            let arrow = c == '>' && prev == '-';
+            prev = c;
+            match c {
+                _ if arrow => {}
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' => depth -= 1,
+                _ => {}
+            }
+            depth >= 0
+        }) && depth == 0;
+        if balanced {
+            return code::cat([
+                text[..open].to_owned().into(),
+                code::type_list("<", split(inner), ">"),
+            ]);
+        }
+    }
+    text.to_owned().into()
 }
 
 /// `name(a, b)`: a call of `callee` with every input passed through.

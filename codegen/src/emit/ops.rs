@@ -4,7 +4,7 @@
 use super::code::Writer;
 use super::{
     EmitConfig, Use, allow_complex_output, autodiff_backend_cfg, forward_call, op_docs, params,
-    primitive_returns, returns, signature, uses,
+    primitive_returns, signature, uses,
 };
 use crate::ir::{Ir, Policy, TraitGroup};
 
@@ -58,7 +58,8 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
     w.open(format!("pub trait {}: rt::Backend {{", group.name));
     for op in ir.ops_of(index) {
         w.doc(&op_docs(op, &[]));
-        allow_complex_output(&op.output, w);
+        allow_complex_output(op, w);
+        super::allow_many_arguments(op.inputs.len(), w);
         let sig = |tail: &str| {
             signature(
                 format!("fn {}", op.name),
@@ -68,7 +69,7 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
         };
         match &op.composite {
             Some(path) => {
-                if !returns(&op.output, "").is_empty() {
+                if super::must_use(&op.output) {
                     w.line("#[must_use]");
                 }
                 w.open(sig(" {"));
@@ -104,7 +105,8 @@ fn autodiff_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
             "The `Autodiff<B, C>` kernel of [`{}::{}`].",
             group.name, op.name
         )]);
-        allow_complex_output(&op.output, w);
+        allow_complex_output(op, w);
+        super::allow_many_arguments(op.inputs.len(), w);
         w.line(signature(
             format!("fn {}", op.name),
             params(op, "Self"),

@@ -115,6 +115,7 @@ fn stub(op: &Op, w: &mut Writer, what: &str) {
             close: ")",
             limit: None,
             trailing_comma: false,
+            hug: true,
         },
     ]));
     w.close("}");

@@ -87,7 +87,7 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
                 Arg::Plain(ty) => ty.clone(),
                 Arg::Device => "&rt::Device".to_owned(),
             };
-            format!("{}: {ty}", i.name).into()
+            super::param(&i.name, &ty)
         })
         .collect();
 
@@ -103,10 +103,11 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         format!("(see `ERRORS.md`). [`{try_name}`] returns the error instead."),
     ]);
     // The value is the point of calling a non-unit op.
-    if !matches!(op.output, Output::Unit) {
+    if super::must_use(&op.output) {
         w.line("#[must_use]");
     }
-    allow_complex_output(&op.output, w);
+    allow_complex_output(op, w);
+    super::allow_many_arguments(op.inputs.len(), w);
     w.open(signature(
         head(name),
         params.clone(),
@@ -134,7 +135,8 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         "The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`)."
             .to_owned(),
     ]);
-    allow_complex_output(&op.output, w);
+    allow_complex_output(op, w);
+    super::allow_many_arguments(op.inputs.len(), w);
     w.open(signature(
         head(&try_name),
         params,

@@ -19,6 +19,10 @@ use crate::names::{self, NameKind};
 const POLICIES: &[&str] = &["differentiable", "detach", "reject"];
 const KINDS: &[&str] = &["float", "int", "bool", "quantized"];
 const CONTAINERS: &[&str] = &["option", "vec"];
+/// The deepest bracket nesting accepted in Rust text from the manifest (types, paths, cfgs).
+const MAX_NESTING: usize = 32;
+/// The deepest output tuple nesting accepted.
+const MAX_TUPLE_NESTING: usize = 8;
 
 /// The lowered `[routing]` table.
 #[derive(Clone, Debug)]
@@ -82,8 +86,12 @@ pub(super) fn lower<'m>(
         Some(n) => v.name(n, NameKind::Trait, "routing.autodiff_trait"),
         None => trait_name.as_deref().map(names::autodiff_trait),
     };
+    // The user's cfg, and burn-route having autodiff at all (the generated code names
+    // `rt::Autodiff`, which only exists then).
     let autodiff_cfg = match &routing.autodiff_cfg {
-        Some(cfg) => v.cfg(cfg, "routing.autodiff_cfg"),
+        Some(cfg) => v
+            .cfg(cfg, "routing.autodiff_cfg")
+            .map(|meta| format!("all({meta}, {})", names::AUTODIFF_CFG)),
         None => Some(names::AUTODIFF_CFG.to_owned()),
     };
     let defaults = routing
@@ -207,14 +215,37 @@ fn check_cfg_shape(meta: &syn::Meta) -> syn::Result<()> {
         })
     };
     match meta {
-        syn::Meta::Path(path) => single(path).map(|_| ()),
+        syn::Meta::Path(path) => cfg_name_ok(&single(path)?, false),
         syn::Meta::NameValue(nv) => {
-            single(&nv.path)?;
+            let name = single(&nv.path)?;
+            cfg_name_ok(&name, true)?;
             match &nv.value {
                 syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(_),
+                    lit: syn::Lit::Str(lit),
                     ..
-                }) => Ok(()),
+                }) => {
+                    cfg_value_ok(&name.to_string(), lit)?;
+                    if !lit.suffix().is_empty() {
+                        return Err(syn::Error::new_spanned(
+                            lit,
+                            "a string literal with a suffix is not a cfg value",
+                        ));
+                    }
+                    if let Some(c) = lit
+                        .value()
+                        .chars()
+                        .find(|c| c.is_control() || crate::validate::text::is_bidi(*c))
+                    {
+                        return Err(syn::Error::new_spanned(
+                            lit,
+                            format!(
+                                "the value contains U+{:04X}, a control or bidirectional character",
+                                u32::from(c)
+                            ),
+                        ));
+                    }
+                    Ok(())
+                }
                 other => Err(syn::Error::new_spanned(
                     other,
                     "expected a string literal, as in `feature = \"cube\"`",
@@ -243,6 +274,158 @@ fn check_cfg_shape(meta: &syn::Meta) -> syn::Result<()> {
     }
 }
 
+/// cfg names rustc gates behind a nightly feature: `#[cfg(overflow_checks)]` is an error on
+/// stable.
+const UNSTABLE_CFGS: &[&str] = &[
+    "contract_checks",
+    "emscripten_wasm_eh",
+    "fmt_debug",
+    "overflow_checks",
+    "relocation_model",
+    "sanitize",
+    "sanitizer_cfi_generalize_pointers",
+    "sanitizer_cfi_normalize_integers",
+    "target_has_atomic_equal_alignment",
+    "target_has_reliable_f128",
+    "target_has_reliable_f128_math",
+    "target_has_reliable_f16",
+    "target_has_reliable_f16_math",
+    "target_thread_local",
+    "ub_checks",
+];
+
+/// Well-known cfg names that take no value (`unix`), and those that need one (`feature = ".."`).
+const CFGS_WITHOUT_VALUE: &[&str] = &[
+    "clippy",
+    "debug_assertions",
+    "doc",
+    "doctest",
+    "miri",
+    "proc_macro",
+    "rustfmt",
+    "test",
+    "unix",
+    "windows",
+];
+const CFGS_WITH_VALUE: &[&str] = &[
+    "feature",
+    "panic",
+    "target_abi",
+    "target_arch",
+    "target_endian",
+    "target_env",
+    "target_family",
+    "target_feature",
+    "target_has_atomic",
+    "target_os",
+    "target_pointer_width",
+    "target_vendor",
+];
+
+/// The values rustc knows for the well-known cfgs whose values are a closed list; any other is
+/// an `unexpected_cfgs` warning (a typo, like `target_os = "linuxx"`).
+const CFG_VALUES: &[(&str, &[&str])] = &[
+    ("panic", &["abort", "unwind", "immediate-abort"]),
+    ("target_endian", &["big", "little"]),
+    ("target_family", &["unix", "wasm", "windows"]),
+    ("target_pointer_width", &["16", "32", "64"]),
+    (
+        "target_os",
+        &[
+            "aix",
+            "amdhsa",
+            "android",
+            "cuda",
+            "cygwin",
+            "dragonfly",
+            "emscripten",
+            "espidf",
+            "freebsd",
+            "fuchsia",
+            "haiku",
+            "hermit",
+            "horizon",
+            "hurd",
+            "illumos",
+            "ios",
+            "l4re",
+            "linux",
+            "lynxos178",
+            "macos",
+            "managarm",
+            "motor",
+            "netbsd",
+            "none",
+            "nto",
+            "nuttx",
+            "openbsd",
+            "psp",
+            "psx",
+            "qurt",
+            "redox",
+            "rtems",
+            "solaris",
+            "solid_asp3",
+            "teeos",
+            "trusty",
+            "tvos",
+            "uefi",
+            "unknown",
+            "vexos",
+            "visionos",
+            "vita",
+            "vxworks",
+            "wasi",
+            "watchos",
+            "windows",
+            "xous",
+            "zkvm",
+        ],
+    ),
+];
+
+/// Whether `name = value` is a value rustc knows, for the cfgs in [`CFG_VALUES`].
+fn cfg_value_ok(name: &str, lit: &syn::LitStr) -> syn::Result<()> {
+    let Some((_, values)) = CFG_VALUES.iter().find(|(n, _)| *n == name) else {
+        return Ok(());
+    };
+    let value = lit.value();
+    if values.contains(&value.as_str()) {
+        return Ok(());
+    }
+    let hint = crate::diag::did_you_mean(&value, values)
+        .map(|close| format!("; did you mean `{close}`?"))
+        .unwrap_or_default();
+    Err(syn::Error::new_spanned(
+        lit,
+        format!("`{value}` is not a value of `{name}` that rustc knows{hint}"),
+    ))
+}
+
+/// Whether `name` may be used in a cfg predicate on stable Rust, with or without a value.
+fn cfg_name_ok(name: &syn::Ident, with_value: bool) -> syn::Result<()> {
+    let text = name.to_string();
+    if UNSTABLE_CFGS.contains(&text.as_str()) {
+        return Err(syn::Error::new_spanned(
+            name,
+            format!("`{text}` is an unstable cfg (it needs a nightly feature)"),
+        ));
+    }
+    if with_value && CFGS_WITHOUT_VALUE.contains(&text.as_str()) {
+        return Err(syn::Error::new_spanned(
+            name,
+            format!("`{text}` takes no value: write `{text}`"),
+        ));
+    }
+    if !with_value && CFGS_WITH_VALUE.contains(&text.as_str()) {
+        return Err(syn::Error::new_spanned(
+            name,
+            format!("`{text}` needs a value, as in `{text} = \"...\"`"),
+        ));
+    }
+    Ok(())
+}
+
 struct Lowerer<'s> {
     diags: Vec<Diagnostic>,
     /// The cfg each backend was first given: one backend, one cfg.
@@ -268,6 +451,15 @@ impl Lowerer<'_> {
         };
         let help = match names::suggestion(&name.value, kind) {
             Some(s) => format!("did you mean `{s}`? names are {}", kind.convention()),
+            None if kind == NameKind::Trait
+                && (names::PRELUDE.contains(&name.value.as_str())
+                    || names::GENERICS.contains(&name.value.as_str())) =>
+            {
+                format!(
+                    "choose a name of your own, e.g. `{}Ops`",
+                    name.value.trim_matches('_')
+                )
+            }
             None => format!(
                 "use a name in {}, not a keyword, not starting with `{}`",
                 kind.convention(),
@@ -285,7 +477,39 @@ impl Lowerer<'_> {
         None
     }
 
+    /// Whether Rust text from the manifest nests few enough brackets to be parsed (the parser
+    /// recurses once per level; a pathological string would overflow the build script's stack).
+    fn shallow(&mut self, text: &Sp<String>, key: &str) -> bool {
+        let mut depth = 0usize;
+        let mut deepest = 0usize;
+        for c in text.value.chars() {
+            match c {
+                '<' | '(' | '[' | '{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                '>' | ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if deepest <= MAX_NESTING {
+            return true;
+        }
+        self.push(
+            Diagnostic::new(
+                text.span.clone(),
+                key,
+                format!("`{key}` nests brackets {deepest} levels deep; at most {MAX_NESTING} are accepted"),
+            )
+            .help("name the inner type with a type alias by its path (e.g. `crate::Inner`)"),
+        );
+        false
+    }
+
     fn cfg(&mut self, cfg: &Sp<String>, key: &str) -> Option<String> {
+        if !self.shallow(cfg, key) {
+            return None;
+        }
         match syn::parse_str::<syn::Meta>(&cfg.value).and_then(|meta| {
             check_cfg_shape(&meta)?;
             Ok(meta)
@@ -296,7 +520,10 @@ impl Lowerer<'_> {
                     Diagnostic::new(
                         cfg.span.clone(),
                         key,
-                        format!("`{}` is not a cfg predicate: {err}", cfg.value),
+                        format!(
+                            "`{}` is not a cfg predicate: {err}",
+                            cfg.value.escape_debug()
+                        ),
                     )
                     .help("write what goes inside `#[cfg(...)]`, e.g. 'feature = \"cube\"'"),
                 );
@@ -378,8 +605,12 @@ impl Lowerer<'_> {
                     );
                     continue;
                 }
+                // The user's cfg, and burn-route having the backend at all.
                 (Some(c), None) => match self.cfg(c, &format!("{key}.cfg")) {
-                    Some(meta) => Some(meta),
+                    Some(meta) => Some(match names::backend_cfg(name) {
+                        Some(runtime) => format!("all({meta}, {runtime})"),
+                        None => meta,
+                    }),
                     None => continue,
                 },
                 (None, Some(b)) => b.cfg.clone(),
@@ -569,6 +800,9 @@ impl Lowerer<'_> {
             return Ok(None);
         };
         let key = format!("{path}.composite");
+        if !self.shallow(c, &key) {
+            return Err(());
+        }
         let problem = match syn::parse_str::<syn::Path>(&c.value) {
             Err(err) => format!("is not a Rust path: {err}"),
             Ok(p) => match types::function_path_problem(&p) {
@@ -625,6 +859,10 @@ impl Lowerer<'_> {
             return None;
         }
         let route_by = route_by(&inputs, &backends);
+        let complex_types = plain_type_texts(&inputs, &output)
+            .iter()
+            .filter_map(|ty| syn::parse_str::<syn::Type>(ty).ok())
+            .any(|ty| types::complexity(&ty) > 250);
         let location_span = spec.autodiff.as_ref().map_or_else(
             || {
                 spec.name
@@ -646,6 +884,7 @@ impl Lowerer<'_> {
             group: 0,
             composite,
             route_by,
+            complex_types,
         })
     }
 
@@ -658,6 +897,9 @@ impl Lowerer<'_> {
     }
 
     fn plain(&mut self, ty: &Sp<String>, key: &str) -> Option<String> {
+        if !self.shallow(ty, key) {
+            return None;
+        }
         match syn::parse_str::<syn::Type>(&ty.value) {
             Ok(t) => Some(type_text(&t)),
             Err(err) => {
@@ -774,13 +1016,40 @@ impl Lowerer<'_> {
             OutputSpec::Single {
                 ty: ArgSpec::Plain(ty),
                 ..
-            } => self.plain(ty, &format!("{key}.type")).map(Output::Plain),
+            } => {
+                let plain = self.plain(ty, &format!("{key}.type"))?;
+                // `-> ()` is what no output means; spelled out, clippy refuses it.
+                if plain == "()" && !key.ends_with(']') {
+                    self.push(
+                        Diagnostic::new(
+                            ty.span.clone(),
+                            format!("{key}.type"),
+                            "output type `()` is what an op without `output` returns",
+                        )
+                        .help("remove `output` for an op that returns nothing"),
+                    );
+                    return None;
+                }
+                Some(Output::Plain(plain))
+            }
             // Parsing reads `device` from inputs only.
             OutputSpec::Single {
                 ty: ArgSpec::Device(_),
                 ..
             } => None,
             OutputSpec::Tuple { span, items } => {
+                let depth = key.matches('[').count() - key.matches("op[").count();
+                if depth >= MAX_TUPLE_NESTING {
+                    self.push(
+                        Diagnostic::new(
+                            span.clone(),
+                            key,
+                            format!("output tuples nest more than {MAX_TUPLE_NESTING} levels deep"),
+                        )
+                        .help("flatten the output, or return a type of your own by its path"),
+                    );
+                    return None;
+                }
                 if items.is_empty() {
                     self.push(
                         Diagnostic::new(span.clone(), key, "empty output tuple")
@@ -799,6 +1068,26 @@ impl Lowerer<'_> {
             }
         }
     }
+}
+
+/// Every plain type of an op, inputs then outputs.
+fn plain_type_texts(inputs: &[Input], output: &Output) -> Vec<String> {
+    fn outputs(out: &Output, acc: &mut Vec<String>) {
+        match out {
+            Output::Plain(ty) => acc.push(ty.clone()),
+            Output::Tuple(items) => items.iter().for_each(|o| outputs(o, acc)),
+            Output::Unit | Output::Tensor(_) => {}
+        }
+    }
+    let mut acc: Vec<String> = inputs
+        .iter()
+        .filter_map(|i| match &i.arg {
+            Arg::Plain(ty) => Some(ty.clone()),
+            _ => None,
+        })
+        .collect();
+    outputs(output, &mut acc);
+    acc
 }
 
 /// The rank generics of an output, in order.

@@ -12,7 +12,7 @@
 
 mod lower;
 mod rules;
-mod text;
+pub(crate) mod text;
 mod types;
 
 use crate::diag::{Diagnostic, LineIndex};

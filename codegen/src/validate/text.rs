@@ -11,6 +11,11 @@ const BIDI: &[char] = &[
     '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
 ];
 
+/// Whether `c` is one of Unicode's bidirectional controls.
+pub(crate) fn is_bidi(c: char) -> bool {
+    BIDI.contains(&c)
+}
+
 /// The doc's lines, with trailing whitespace removed and tabs expanded to four spaces; a `\r\n`
 /// line break counts as `\n`.
 /// Refused, at the offending character: bidirectional controls, a carriage return that is not
@@ -61,22 +66,26 @@ pub(super) fn doc_lines(
         .lines()
         .map(|l| l.trim_end().replace('\t', "    "))
         .collect();
-    let mut open_fence: Option<usize> = None;
-    let mut line_start = 0;
-    for line in text.split('\n') {
-        let trimmed = line.trim_start();
-        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
-            open_fence = match open_fence {
-                Some(_) => None,
-                None => Some(line_start + (line.len() - trimmed.len())),
-            };
-        }
-        line_start += line.len() + 1;
-    }
-    if let Some(at) = open_fence {
+    let raw: Vec<&str> = text.split('\n').map(|l| l.trim_end_matches('\r')).collect();
+    let starts: Vec<usize> = raw
+        .iter()
+        .scan(0usize, |at, line| {
+            let start = *at;
+            *at += line.len() + 1;
+            Some(start)
+        })
+        .collect();
+    let (kinds, open_fence) = crate::markdown::classify(&raw);
+    if let Some(index) = open_fence {
+        let line = raw[index];
+        let at = starts[index] + (line.len() - line.trim_start().len());
         let pos = offset_in_source(doc, source, at);
         return Err(Diagnostic::new(pos..pos + 3, key, "doc opens a code fence that it never closes")
-            .help("close it with a line of ``` (an open fence would turn the generated notes after the doc into code)"));
+            .help("close it with a line of the same fence (at least as many ``` or ~~~ as it opens with); an open fence would turn the generated notes after the doc into code"));
+    }
+    if let Some((index, message, help)) = crate::markdown::lint(&raw, &kinds) {
+        let pos = offset_in_source(doc, source, starts[index]);
+        return Err(Diagnostic::new(pos..pos + 1, key, message).help(help));
     }
     Ok(lines)
 }

@@ -36,6 +36,7 @@ fn problem(message: impl Into<String>, help: impl Into<String>) -> Problem {
 /// `Tensor<D>` level.
 pub(super) fn check(ty: &syn::Type, position: Position, ranks: &[String]) -> Result<(), Problem> {
     sized(ty)?;
+    clippy_shapes(ty, position)?;
     let mut visitor = Checker {
         position,
         ranks,
@@ -58,6 +59,18 @@ pub(super) fn function_path_problem(path: &syn::Path) -> Option<String> {
         return Some("has generic arguments; the generated call adds `::<Self>` itself".to_owned());
     }
     let first = path.segments.first()?.ident.to_string();
+    if path.leading_colon.is_none()
+        && path.segments.len() == 1
+        && ["crate", "super", "self", "Self"].contains(&first.as_str())
+    {
+        return Some(format!("is the keyword `{first}`, not a function"));
+    }
+    if path.leading_colon.is_none() && first == "Self" {
+        return Some(
+            "starts with `Self`, which in the generated trait is the backend, not your function"
+                .to_owned(),
+        );
+    }
     if path.leading_colon.is_none() && path.segments.len() == 1 {
         return Some(format!(
             "is a single name, which is not in scope in the generated traits module (it imports only `{}`)",
@@ -72,6 +85,167 @@ pub(super) fn function_path_problem(path: &syn::Path) -> Option<String> {
     None
 }
 
+/// The last segment of a path type and its type arguments.
+fn path_parts(ty: &syn::Type) -> Option<(String, Vec<&syn::Type>)> {
+    let syn::Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    let args = match &last.arguments {
+        syn::PathArguments::AngleBracketed(a) => a
+            .args
+            .iter()
+            .filter_map(|arg| match arg {
+                syn::GenericArgument::Type(t) => Some(t),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Some((last.ident.to_string(), args))
+}
+
+/// Shapes of types that clippy refuses wherever generated code spells them, with its fix.
+fn clippy_shapes(ty: &syn::Type, position: Position) -> Result<(), Problem> {
+    let lint = |message: String, help: &str| Err(problem(message, help));
+    // A parameter borrowing an owned collection: `&Vec<T>`, `&String`, `&PathBuf`.
+    if let (Position::Input, syn::Type::Reference(r)) = (position, ty)
+        && let Some((name, _)) = path_parts(&r.elem)
+    {
+        let better = match name.as_str() {
+            "Vec" => Some("&[T]"),
+            "String" => Some("&str"),
+            "PathBuf" => Some("&std::path::Path"),
+            _ => None,
+        };
+        if let Some(better) = better {
+            return lint(
+                format!("borrows a `{name}`, which clippy refuses in a parameter (`ptr_arg`)"),
+                &format!("take `{better}` instead"),
+            );
+        }
+    }
+    let mut found: Option<Problem> = None;
+    let mut visit = |ty: &syn::Type| {
+        if found.is_some() {
+            return;
+        }
+        if let syn::Type::Reference(r) = ty
+            && path_parts(&r.elem).is_some_and(|(n, _)| n == "Box")
+        {
+            found = Some(problem(
+                "borrows a `Box`, which clippy refuses (`borrowed_box`)",
+                "borrow the boxed value itself: `&T`",
+            ));
+            return;
+        }
+        let Some((name, args)) = path_parts(ty) else {
+            return;
+        };
+        let inner = args.first().and_then(|t| path_parts(t));
+        let inner_ref = matches!(args.first(), Some(syn::Type::Reference(_)));
+        let inner_name = inner.as_ref().map(|(n, _)| n.as_str()).unwrap_or_default();
+        let collections = [
+            "Vec",
+            "String",
+            "HashMap",
+            "BTreeMap",
+            "HashSet",
+            "BTreeSet",
+            "VecDeque",
+            "BinaryHeap",
+            "LinkedList",
+        ];
+        found = match name.as_str() {
+            "Box" if collections.contains(&inner_name) => Some(problem(
+                format!(
+                    "boxes a `{inner_name}`, which is already on the heap (clippy's `box_collection`)"
+                ),
+                "use the collection itself",
+            )),
+            "Box" | "Rc" | "Arc" if ["Box", "Rc", "Arc"].contains(&inner_name) || inner_ref => {
+                Some(problem(
+                    format!(
+                        "nests two pointers in `{name}<..>`, which clippy refuses (`redundant_allocation`)"
+                    ),
+                    "keep one of them",
+                ))
+            }
+            "Vec"
+                if inner_name == "Box"
+                    && inner.as_ref().is_some_and(|(_, boxed)| {
+                        boxed.first().is_some_and(|t| sized(t).is_ok())
+                    }) =>
+            {
+                Some(problem(
+                    "is a `Vec` of boxed sized values, which clippy refuses (`vec_box`)",
+                    "store the values in the `Vec` directly",
+                ))
+            }
+            "Result"
+                if position == Position::Output
+                    && matches!(args.get(1), Some(syn::Type::Tuple(t)) if t.elems.is_empty()) =>
+            {
+                Some(problem(
+                    "returns `Result<_, ()>`, which clippy refuses for a public function (`result_unit_err`)",
+                    "give the error a type of its own, or return an `Option`",
+                ))
+            }
+            _ => None,
+        };
+    };
+    walk_types(ty, &mut visit);
+    found.map_or(Ok(()), Err)
+}
+
+/// Calls `f` on `ty` and every type inside it.
+fn walk_types(ty: &syn::Type, f: &mut dyn FnMut(&syn::Type)) {
+    struct Walk<'f>(&'f mut dyn FnMut(&syn::Type));
+    impl<'ast> Visit<'ast> for Walk<'_> {
+        fn visit_type(&mut self, ty: &'ast syn::Type) {
+            (self.0)(ty);
+            syn::visit::visit_type(self, ty);
+        }
+    }
+    Walk(f).visit_type(ty);
+}
+
+/// clippy's `type_complexity` score of a type (its lint fires above 250): each path, slice,
+/// tuple or array adds ten times its nesting, each function pointer fifty times, each trait
+/// object twenty times.
+pub(super) fn complexity(ty: &syn::Type) -> usize {
+    fn score(ty: &syn::Type, nest: usize) -> usize {
+        let (add, deeper) = match ty {
+            syn::Type::Infer(_) | syn::Type::Ptr(_) | syn::Type::Reference(_) => (1, false),
+            syn::Type::Path(_)
+            | syn::Type::Slice(_)
+            | syn::Type::Tuple(_)
+            | syn::Type::Array(_) => (10 * nest, true),
+            syn::Type::BareFn(_) => (50 * nest, false),
+            syn::Type::TraitObject(_) => (20 * nest, false),
+            _ => (0, false),
+        };
+        let nest = if deeper { nest + 1 } else { nest };
+        let mut inner = 0;
+        struct Children<'a>(&'a mut Vec<syn::Type>, bool);
+        impl<'ast> Visit<'ast> for Children<'_> {
+            fn visit_type(&mut self, ty: &'ast syn::Type) {
+                if self.1 {
+                    self.0.push(ty.clone());
+                } else {
+                    self.1 = true;
+                    syn::visit::visit_type(self, ty);
+                }
+            }
+        }
+        let mut children = Vec::new();
+        Children(&mut children, false).visit_type(ty);
+        for child in &children {
+            inner += score(child, nest);
+        }
+        add + inner
+    }
+    score(ty, 1)
+}
+
 /// A by-value type must be sized.
 fn sized(ty: &syn::Type) -> Result<(), Problem> {
     let unsized_what = match ty {
@@ -80,6 +254,9 @@ fn sized(ty: &syn::Type) -> Result<(), Problem> {
         syn::Type::Slice(_) => "a slice",
         syn::Type::TraitObject(_) => "a trait object",
         syn::Type::Path(p) if p.qself.is_none() && p.path.is_ident("str") => "a string slice",
+        syn::Type::Path(p) if p.qself.is_none() && is_unsized_path(&p.path) => {
+            "a dynamically sized type"
+        }
         _ => return Ok(()),
     };
     Err(problem(
@@ -87,6 +264,45 @@ fn sized(ty: &syn::Type) -> Result<(), Problem> {
         "use a reference (`&[usize]`, `&str`) in an input, or an owned type (`Vec<usize>`, `String`, `Box<dyn Fn(f32) -> f32>`)",
     ))
 }
+
+/// Standard library types that are unsized (`Path`, `OsStr`, `CStr`, `str`).
+fn is_unsized_path(path: &syn::Path) -> bool {
+    path.segments
+        .last()
+        .is_some_and(|s| ["str", "Path", "OsStr", "CStr"].contains(&s.ident.to_string().as_str()))
+}
+
+/// Containers that may hold an unsized type (`Box<str>`, `Cow<Path>`, ...).
+const UNSIZED_OK: &[&str] = &[
+    "Box",
+    "Rc",
+    "Arc",
+    "Weak",
+    "Cow",
+    "RefCell",
+    "Cell",
+    "Mutex",
+    "RwLock",
+    "PhantomData",
+];
+
+/// Standard library types with a lifetime parameter that may be left out in a parameter
+/// (`Cow<str>`) but not in a return type.
+const BORROWING: &[&str] = &[
+    "Cow",
+    "Formatter",
+    "Arguments",
+    "Ref",
+    "RefMut",
+    "MutexGuard",
+    "RwLockReadGuard",
+    "RwLockWriteGuard",
+    "Chars",
+    "Iter",
+    "IterMut",
+    "Drain",
+    "Entry",
+];
 
 struct Checker<'a> {
     position: Position,
@@ -127,6 +343,29 @@ impl Checker<'_> {
 
     /// A path used as a type (or a trait, when `trait_` is set).
     fn path(&mut self, path: &syn::Path, trait_: bool) {
+        let last = path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        if !trait_
+            && self.position == Position::Output
+            && self.in_fn == 0
+            && BORROWING.contains(&last.as_str())
+        {
+            let has_lifetime = matches!(
+                &path.segments.last().expect("a segment").arguments,
+                syn::PathArguments::AngleBracketed(args)
+                    if args.args.iter().any(|a| matches!(a, syn::GenericArgument::Lifetime(_)))
+            );
+            if !has_lifetime {
+                self.report(problem(
+                    format!("uses `{last}`, which borrows (it has a lifetime parameter), but a return value has nothing to borrow from"),
+                    format!("give it a `'static` lifetime (`{last}<'static, ..>`) or return an owned type"),
+                ));
+                return;
+            }
+        }
         let first = &path.segments[0].ident;
         let first_text = first.to_string();
         if path.leading_colon.is_none() {
@@ -167,10 +406,33 @@ impl Checker<'_> {
             match &segment.arguments {
                 syn::PathArguments::None => {}
                 syn::PathArguments::AngleBracketed(args) => {
+                    let container = segment.ident.to_string();
                     for arg in &args.args {
                         match arg {
                             syn::GenericArgument::Lifetime(l) => self.lifetime(Some(l)),
-                            syn::GenericArgument::Type(t) => self.visit_type(t),
+                            syn::GenericArgument::Type(t) => {
+                                if !trait_
+                                    && !UNSIZED_OK.contains(&container.as_str())
+                                    && let Err(p) = sized(t)
+                                {
+                                    {
+                                        let what = p
+                                            .message
+                                            .trim_start_matches("is ")
+                                            .split(',')
+                                            .next()
+                                            .unwrap_or_default()
+                                            .to_owned();
+                                        self.report(Problem {
+                                            message: format!(
+                                                "holds {what} in `{container}<..>`, which needs a sized type"
+                                            ),
+                                            help: p.help,
+                                        });
+                                    }
+                                }
+                                self.visit_type(t);
+                            }
                             syn::GenericArgument::AssocType(a) => self.visit_type(&a.ty),
                             syn::GenericArgument::Const(e) => self.const_expr(e),
                             _ => self.report(problem(
@@ -196,8 +458,16 @@ impl Checker<'_> {
 
     fn const_expr(&mut self, expr: &syn::Expr) {
         match expr {
-            syn::Expr::Lit(_) => {}
-            syn::Expr::Path(p) if p.path.segments.len() > 1 || p.path.leading_colon.is_some() => {}
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(_),
+                ..
+            }) => {}
+            syn::Expr::Path(p)
+                if p.qself.is_none()
+                    && (p.path.segments.len() > 1 || p.path.leading_colon.is_some())
+                    && p.path.segments[0].ident != "Self"
+                    && !names::GENERICS
+                        .contains(&p.path.segments[0].ident.to_string().as_str()) => {}
             syn::Expr::Path(p) if p.qself.is_none() => {
                 let name = p.path.segments[0].ident.to_string();
                 let fix = if self.ranks.contains(&name) {
@@ -212,7 +482,6 @@ impl Checker<'_> {
                     fix,
                 ));
             }
-            syn::Expr::Block(_) | syn::Expr::Paren(_) | syn::Expr::Binary(_) => {}
             _ => self.report(problem(
                 "has a length that is neither a number nor a constant's path",
                 "use a number, or a constant by its full path (`crate::LEN`)",
@@ -238,6 +507,10 @@ impl<'ast> Visit<'ast> for Checker<'_> {
             syn::Type::Never(_) => self.report(problem(
                 "uses the never type `!`, which is not stable",
                 "use `()` or `std::convert::Infallible`",
+            )),
+            syn::Type::Paren(_) => self.report(problem(
+                "has parentheses around a type, which rustc warns about (`unused_parens`)",
+                "remove them (a one-element tuple is written `(T,)`)",
             )),
             syn::Type::Macro(_) | syn::Type::Verbatim(_) => self.report(problem(
                 "is not a type generated code can spell",
