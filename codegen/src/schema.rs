@@ -9,7 +9,12 @@ use serde_json::{Value, json};
 use crate::ir::{BackendName, TensorKind};
 use crate::parse::{BACKEND_KEYS, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS, ROUTING_KEYS, TOP_KEYS};
 
-const IDENT: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
+/// The names `crate::names` accepts (keywords aside): `UpperCamelCase` traits, `snake_case`
+/// ops and inputs (ops do not start with `_`), `UPPER_CASE` ranks; no `__` anywhere.
+const TRAIT_NAME: &str = "^[A-Z][A-Za-z0-9]*$";
+const OP_NAME: &str = "^[a-z][a-z0-9]*(_[a-z0-9]+)*_?$";
+const INPUT_NAME: &str = "^_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?$";
+const RANK_NAME: &str = "^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_?$";
 
 fn backend_names() -> Vec<&'static str> {
     BackendName::ALL.iter().map(|b| b.as_str()).collect()
@@ -30,11 +35,11 @@ fn property(table: &str, key: &str) -> Value {
         }),
         ("routing", "trait") => json!({
             "description": "Name of the generated extension trait that every concrete backend implements.",
-            "type": "string", "pattern": IDENT
+            "type": "string", "pattern": TRAIT_NAME
         }),
         ("routing", "autodiff_trait") => json!({
             "description": "Name of the trait with the Autodiff<B, C> kernels of differentiable ops (default: `trait` + \"Autodiff\").",
-            "type": "string", "pattern": IDENT
+            "type": "string", "pattern": TRAIT_NAME
         }),
         ("routing" | "op", "backends") => json!({
             "description": "Backends the ops are routed to (on an op: replaces routing.backends).",
@@ -42,19 +47,19 @@ fn property(table: &str, key: &str) -> Value {
             "items": { "$ref": "#/definitions/backend" }
         }),
         ("routing", "autodiff_cfg") => json!({
-            "description": "cfg predicate (in the crate including the generated code) that compiles autodiff routing in. Default: 'feature = \"autodiff\"'.",
+            "description": "cfg predicate (in the crate including the generated code) that compiles autodiff routing in, combined with burn_route_autodiff. Default: burn_route_autodiff, which the build script sets when burn-route has its autodiff feature.",
             "type": "string"
         }),
         ("backend", "name") => {
             json!({ "description": "The backend selector.", "enum": backend_names() })
         }
         ("backend", "cfg") => json!({
-            "description": "cfg predicate that compiles this backend's routing in, e.g. 'feature = \"cube\"'.",
+            "description": "cfg predicate that compiles this backend's routing in, e.g. 'feature = \"wgpu\"' (combined with burn_route_cube / burn_route_remote, which alone are the default).",
             "type": "string"
         }),
         ("op", "name") => json!({
-            "description": "The op's name: a Rust identifier, unique in the manifest.",
-            "type": "string", "pattern": IDENT
+            "description": "The op's name: snake_case ASCII, not a keyword, not starting with `__`, unique in the manifest.",
+            "type": "string", "pattern": OP_NAME
         }),
         ("op", "doc") => {
             json!({ "description": "Documentation of every generated item for the op.", "type": "string" })
@@ -77,7 +82,7 @@ fn property(table: &str, key: &str) -> Value {
             "type": "string"
         }),
         ("input", "name") => {
-            json!({ "description": "Parameter name.", "type": "string", "pattern": IDENT })
+            json!({ "description": "Parameter name: snake_case ASCII, not a keyword, not starting with `__`.", "type": "string", "pattern": INPUT_NAME })
         }
         ("input" | "output", "tensor") => json!({ "description": "Tensor kind.", "enum": kinds() }),
         ("input" | "output", "type") => {
@@ -88,9 +93,9 @@ fn property(table: &str, key: &str) -> Value {
             json!({ "description": "Pass the tensor by reference.", "type": "boolean" })
         }
         ("input" | "output", "dims") => json!({
-            "description": "Rank at the Tensor<D> level: a const-generic name or a number.",
+            "description": "Rank at the Tensor<D> level: an UPPER_CASE const-generic name or a number.",
             "oneOf": [
-                { "type": "string", "pattern": IDENT },
+                { "type": "string", "pattern": RANK_NAME },
                 { "type": "integer", "minimum": 1, "maximum": 16 }
             ]
         }),
