@@ -234,6 +234,20 @@ impl Builder {
             }
             Ok(canon::path_text(&path))
         };
+        // Text that generated comments, docs and string literals carry: one line of plain text.
+        let plain_text = |what: &str, value: &str| match value
+            .chars()
+            .find(|c| c.is_control() || validate::text::is_bidi(*c))
+        {
+            Some(c) => Err(Error::Config(format!(
+                "{what} `{}` contains U+{:04X}; it is written into generated comments and must be one line of plain text",
+                value.escape_debug(),
+                u32::from(c)
+            ))),
+            None => Ok(()),
+        };
+        plain_text("manifest name", &self.display_name())?;
+        plain_text("regenerate hint", &self.regenerate)?;
         Ok(emit::EmitConfig {
             runtime: parse_path("runtime path", &self.runtime_path)?,
             trait_module: parse_path("trait module", &self.trait_module)?,

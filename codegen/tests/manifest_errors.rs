@@ -550,3 +550,48 @@ fn ten_thousand_errors_render_quickly_and_are_capped() {
         lines[shown - 1]
     );
 }
+
+/// Builder options go through validation like manifest values: the trait override meets the
+/// naming rules (reported on `routing.trait`), paths must be module paths, and text written
+/// into generated comments must be one plain line.
+#[test]
+fn builder_options_are_validated() {
+    let err = Builder::new("ops.toml")
+        .trait_name("Result")
+        .render_str(VALID)
+        .unwrap_err();
+    assert_eq!(
+        error_lines(&err),
+        [
+            "ops.toml:2:9: `Builder::trait_name`: trait name `Result` is a name of Rust's prelude, which the generated modules use (`Result`); help: choose a name of your own, e.g. `ResultOps`"
+        ]
+    );
+    let renamed = Builder::new("ops.toml")
+        .trait_name("Renamed")
+        .render_str(VALID)
+        .expect("valid override");
+    assert!(
+        renamed
+            .iter()
+            .any(|f| f.contents.contains("pub trait Renamed: rt::Backend"))
+    );
+    for (builder, message) in [
+        (
+            Builder::new("ops.toml").runtime_path("crate::rt<u8>"),
+            "burn-route-codegen: runtime path `crate::rt<u8>` has generic arguments; a module path has none",
+        ),
+        (
+            Builder::new("ops.toml").manifest_name("ops\n.toml"),
+            "burn-route-codegen: manifest name `ops\\n.toml` contains U+000A; it is written into generated comments and must be one line of plain text",
+        ),
+        (
+            Builder::new("ops.toml").regenerate_hint("run\u{202e} this"),
+            "burn-route-codegen: regenerate hint `run\\u{202e} this` contains U+202E; it is written into generated comments and must be one line of plain text",
+        ),
+    ] {
+        match builder.render_str(VALID) {
+            Err(err @ Error::Config(_)) => assert_eq!(err.to_string(), message),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+}
