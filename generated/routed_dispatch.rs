@@ -34,27 +34,27 @@ type AutodiffRemote = rt::Autodiff<rt::Remote>;
 type BalancedRemote = rt::Autodiff<rt::Remote, rt::BalancedCheckpointing>;
 
 impl RoutedOps for rt::Dispatch {
-    /// Routes like [`try_add_relu`], and panics with its error.
+    /// Routes like [`try_add_relu`](fn@try_add_relu), and panics with its error.
     #[inline]
     fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         self::route_add_relu::<__rt::Panic>(lhs, rhs)
     }
-    /// Routes like [`try_scale`], and panics with its error.
+    /// Routes like [`try_scale`](fn@try_scale), and panics with its error.
     #[inline]
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self> {
         self::route_scale::<__rt::Panic>(x, alpha)
     }
-    /// Routes like [`try_argmax_last`], and panics with its error.
+    /// Routes like [`try_argmax_last`](fn@try_argmax_last), and panics with its error.
     #[inline]
     fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self> {
         self::route_argmax_last::<__rt::Panic>(x)
     }
-    /// Routes like [`try_round_half_even`], and panics with its error.
+    /// Routes like [`try_round_half_even`](fn@try_round_half_even), and panics with its error.
     #[inline]
     fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         self::route_round_half_even::<__rt::Panic>(x)
     }
-    /// Routes like [`try_axpby`], and panics with its error.
+    /// Routes like [`try_axpby`](fn@try_axpby), and panics with its error.
     #[inline]
     fn axpby(
         x: rt::FloatTensor<Self>,
@@ -64,7 +64,7 @@ impl RoutedOps for rt::Dispatch {
     ) -> rt::FloatTensor<Self> {
         self::route_axpby::<__rt::Panic>(x, y, alpha, beta)
     }
-    /// Routes like [`try_masked_fill_count`], and panics with its error.
+    /// Routes like [`try_masked_fill_count`](fn@try_masked_fill_count), and panics with its error.
     #[inline]
     fn masked_fill_count(
         x: rt::FloatTensor<Self>,
@@ -73,7 +73,7 @@ impl RoutedOps for rt::Dispatch {
     ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
         self::route_masked_fill_count::<__rt::Panic>(x, mask, value)
     }
-    /// Routes like [`try_nan_to_num`], and panics with its error.
+    /// Routes like [`try_nan_to_num`](fn@try_nan_to_num), and panics with its error.
     #[inline]
     fn nan_to_num(
         x: rt::FloatTensor<Self>,
@@ -82,22 +82,22 @@ impl RoutedOps for rt::Dispatch {
     ) -> (rt::FloatTensor<Self>, Option<rt::BoolTensor<Self>>) {
         self::route_nan_to_num::<__rt::Panic>(x, value, with_mask)
     }
-    /// Routes like [`try_dequantize_relu`], and panics with its error.
+    /// Routes like [`try_dequantize_relu`](fn@try_dequantize_relu), and panics with its error.
     #[inline]
     fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self> {
         self::route_dequantize_relu::<__rt::Panic>(x)
     }
-    /// Routes like [`try_bias_gelu`], and panics with its error.
+    /// Routes like [`try_bias_gelu`](fn@try_bias_gelu), and panics with its error.
     #[inline]
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         self::route_bias_gelu::<__rt::Panic>(x, bias)
     }
-    /// Routes like [`try_swiglu`], and panics with its error.
+    /// Routes like [`try_swiglu`](fn@try_swiglu), and panics with its error.
     #[inline]
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         self::route_swiglu::<__rt::Panic>(gate, up)
     }
-    /// Routes like [`try_rms_norm`], and panics with its error.
+    /// Routes like [`try_rms_norm`](fn@try_rms_norm), and panics with its error.
     #[inline]
     fn rms_norm(
         x: rt::FloatTensor<Self>,
@@ -106,7 +106,7 @@ impl RoutedOps for rt::Dispatch {
     ) -> rt::FloatTensor<Self> {
         self::route_rms_norm::<__rt::Panic>(x, weight, eps)
     }
-    /// Routes like [`try_layer_norm`], and panics with its error.
+    /// Routes like [`try_layer_norm`](fn@try_layer_norm), and panics with its error.
     #[inline]
     fn layer_norm(
         x: rt::FloatTensor<Self>,
@@ -116,12 +116,13 @@ impl RoutedOps for rt::Dispatch {
     ) -> rt::FloatTensor<Self> {
         self::route_layer_norm::<__rt::Panic>(x, gamma, beta, eps)
     }
-    /// Routes like [`try_softmax_last`], and panics with its error.
+    /// Routes like [`try_softmax_last`](fn@try_softmax_last), and panics with its error.
     #[inline]
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         self::route_softmax_last::<__rt::Panic>(x)
     }
-    /// Routes like [`try_cross_entropy_logits`], and panics with its error.
+    /// Routes like [`try_cross_entropy_logits`](fn@try_cross_entropy_logits), and panics with its
+    /// error.
     #[inline]
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
@@ -129,7 +130,7 @@ impl RoutedOps for rt::Dispatch {
     ) -> rt::FloatTensor<Self> {
         self::route_cross_entropy_logits::<__rt::Panic>(logits, targets)
     }
-    /// Routes like [`try_dropout`], and panics with its error.
+    /// Routes like [`try_dropout`](fn@try_dropout), and panics with its error.
     #[inline]
     fn dropout(
         x: rt::FloatTensor<Self>,
@@ -138,12 +139,12 @@ impl RoutedOps for rt::Dispatch {
     ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
         self::route_dropout::<__rt::Panic>(x, p, seed)
     }
-    /// Routes like [`try_clamp_ste`], and panics with its error.
+    /// Routes like [`try_clamp_ste`](fn@try_clamp_ste), and panics with its error.
     #[inline]
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
         self::route_clamp_ste::<__rt::Panic>(x, lo, hi)
     }
-    /// Routes like [`try_topk_last`], and panics with its error.
+    /// Routes like [`try_topk_last`](fn@try_topk_last), and panics with its error.
     #[inline]
     fn topk_last(
         x: &rt::FloatTensor<Self>,
@@ -154,22 +155,22 @@ impl RoutedOps for rt::Dispatch {
 }
 
 impl RoutedOpsComposite for rt::Dispatch {
-    /// Routes like [`try_sum_all`], and panics with its error.
+    /// Routes like [`try_sum_all`](fn@try_sum_all), and panics with its error.
     #[inline]
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
         self::route_sum_all::<__rt::Panic>(xs)
     }
-    /// Routes like [`try_split_last`], and panics with its error.
+    /// Routes like [`try_split_last`](fn@try_split_last), and panics with its error.
     #[inline]
     fn split_last(x: rt::FloatTensor<Self>, sizes: Vec<usize>) -> Vec<rt::FloatTensor<Self>> {
         self::route_split_last::<__rt::Panic>(x, sizes)
     }
-    /// Routes like [`try_softplus`], and panics with its error.
+    /// Routes like [`try_softplus`](fn@try_softplus), and panics with its error.
     #[inline]
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
         self::route_softplus::<__rt::Panic>(x, beta)
     }
-    /// Routes like [`try_ramp`], and panics with its error.
+    /// Routes like [`try_ramp`](fn@try_ramp), and panics with its error.
     #[inline]
     fn ramp(len: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self> {
         self::route_ramp::<__rt::Panic>(len, device)
@@ -177,7 +178,7 @@ impl RoutedOpsComposite for rt::Dispatch {
 }
 
 impl RoutedOpsFlex for rt::Dispatch {
-    /// Routes like [`try_iota`], and panics with its error.
+    /// Routes like [`try_iota`](fn@try_iota), and panics with its error.
     #[inline]
     fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self> {
         self::route_iota::<__rt::Panic>(len, device)
@@ -198,9 +199,9 @@ pub fn try_add_relu(
     self::route_add_relu::<__rt::Fallible>(lhs, rhs)
 }
 
-/// The routing of [`try_add_relu`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_add_relu`](fn@try_add_relu) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_add_relu<F: __rt::OnError>(
     lhs: rt::DispatchTensor,
@@ -358,8 +359,8 @@ pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor
     self::route_scale::<__rt::Fallible>(x, alpha)
 }
 
-/// The routing of [`try_scale`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// The routing of [`try_scale`](fn@try_scale) and of the panicking `Dispatch` method (`F` says how
+/// an error is reported). Inlined into both, the common call writes its outputs straight into
 /// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt::DispatchTensor> {
@@ -502,9 +503,9 @@ pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
     self::route_argmax_last::<__rt::Fallible>(x)
 }
 
-/// The routing of [`try_argmax_last`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_argmax_last`](fn@try_argmax_last) and of the panicking `Dispatch` method
+/// (`F` says how an error is reported). Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
@@ -588,9 +589,9 @@ pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
     self::route_round_half_even::<__rt::Fallible>(x)
 }
 
-/// The routing of [`try_round_half_even`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_round_half_even`](fn@try_round_half_even) and of the panicking `Dispatch`
+/// method (`F` says how an error is reported). Inlined into both, the common call writes its
+/// outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
@@ -679,8 +680,8 @@ pub fn try_axpby(
     self::route_axpby::<__rt::Fallible>(x, y, alpha, beta)
 }
 
-/// The routing of [`try_axpby`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// The routing of [`try_axpby`](fn@try_axpby) and of the panicking `Dispatch` method (`F` says how
+/// an error is reported). Inlined into both, the common call writes its outputs straight into
 /// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_axpby<F: __rt::OnError>(
@@ -873,7 +874,7 @@ pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt
     self::route_sum_all::<__rt::Fallible>(xs)
 }
 
-/// The routing of [`try_sum_all`] and of the panicking `Dispatch` method (`F` says
+/// The routing of [`try_sum_all`](fn@try_sum_all) and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
 /// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
@@ -996,9 +997,9 @@ pub fn try_split_last(
     self::route_split_last::<__rt::Fallible>(x, sizes)
 }
 
-/// The routing of [`try_split_last`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_split_last`](fn@try_split_last) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_split_last<F: __rt::OnError>(
     x: rt::DispatchTensor,
@@ -1165,9 +1166,9 @@ pub fn try_softplus(
     self::route_softplus::<__rt::Fallible>(x, beta)
 }
 
-/// The routing of [`try_softplus`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_softplus`](fn@try_softplus) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_softplus<F: __rt::OnError>(
     x: rt::DispatchTensor,
@@ -1326,6 +1327,7 @@ fn route_softplus<F: __rt::OnError>(
 /// # Errors
 ///
 /// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+#[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_masked_fill_count(
     x: rt::DispatchTensor,
@@ -1335,9 +1337,10 @@ pub fn try_masked_fill_count(
     self::route_masked_fill_count::<__rt::Fallible>(x, mask, value)
 }
 
-/// The routing of [`try_masked_fill_count`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_masked_fill_count`](fn@try_masked_fill_count) and of the panicking
+/// `Dispatch` method (`F` says how an error is reported). Inlined into both, the common call writes
+/// its outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[allow(clippy::type_complexity)]
 #[inline]
 fn route_masked_fill_count<F: __rt::OnError>(
     x: rt::DispatchTensor,
@@ -1366,6 +1369,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
+    #[allow(clippy::type_complexity)]
     fn __run<B: __rt::Target>(
         __route: &__rt::Route,
         __kernel: impl FnOnce(
@@ -1461,6 +1465,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
 /// # Errors
 ///
 /// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+#[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_nan_to_num(
     x: rt::DispatchTensor,
@@ -1470,9 +1475,10 @@ pub fn try_nan_to_num(
     self::route_nan_to_num::<__rt::Fallible>(x, value, with_mask)
 }
 
-/// The routing of [`try_nan_to_num`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_nan_to_num`](fn@try_nan_to_num) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[allow(clippy::type_complexity)]
 #[inline]
 fn route_nan_to_num<F: __rt::OnError>(
     x: rt::DispatchTensor,
@@ -1501,6 +1507,7 @@ fn route_nan_to_num<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
+    #[allow(clippy::type_complexity)]
     fn __run<B: __rt::Target>(
         __route: &__rt::Route,
         __kernel: impl FnOnce(
@@ -1597,9 +1604,9 @@ pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, 
     self::route_dequantize_relu::<__rt::Fallible>(x)
 }
 
-/// The routing of [`try_dequantize_relu`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_dequantize_relu`](fn@try_dequantize_relu) and of the panicking `Dispatch`
+/// method (`F` says how an error is reported). Inlined into both, the common call writes its
+/// outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
@@ -1686,9 +1693,9 @@ pub fn try_iota(
     self::route_iota::<__rt::Fallible>(len, device)
 }
 
-/// The routing of [`try_iota`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_iota`](fn@try_iota) and of the panicking `Dispatch` method (`F` says how an
+/// error is reported). Inlined into both, the common call writes its outputs straight into theirs;
+/// the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_iota<F: __rt::OnError>(
     len: usize,
@@ -1754,9 +1761,9 @@ pub fn try_ramp(
     self::route_ramp::<__rt::Fallible>(len, device)
 }
 
-/// The routing of [`try_ramp`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_ramp`](fn@try_ramp) and of the panicking `Dispatch` method (`F` says how an
+/// error is reported). Inlined into both, the common call writes its outputs straight into theirs;
+/// the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_ramp<F: __rt::OnError>(
     len: usize,
@@ -1868,9 +1875,9 @@ pub fn try_bias_gelu(
     self::route_bias_gelu::<__rt::Fallible>(x, bias)
 }
 
-/// The routing of [`try_bias_gelu`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_bias_gelu`](fn@try_bias_gelu) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_bias_gelu<F: __rt::OnError>(
     x: rt::DispatchTensor,
@@ -2031,7 +2038,7 @@ pub fn try_swiglu(
     self::route_swiglu::<__rt::Fallible>(gate, up)
 }
 
-/// The routing of [`try_swiglu`] and of the panicking `Dispatch` method (`F` says
+/// The routing of [`try_swiglu`](fn@try_swiglu) and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
 /// theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
@@ -2195,9 +2202,9 @@ pub fn try_rms_norm(
     self::route_rms_norm::<__rt::Fallible>(x, weight, eps)
 }
 
-/// The routing of [`try_rms_norm`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_rms_norm`](fn@try_rms_norm) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_rms_norm<F: __rt::OnError>(
     x: rt::DispatchTensor,
@@ -2377,9 +2384,9 @@ pub fn try_layer_norm(
     self::route_layer_norm::<__rt::Fallible>(x, gamma, beta, eps)
 }
 
-/// The routing of [`try_layer_norm`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_layer_norm`](fn@try_layer_norm) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_layer_norm<F: __rt::OnError>(
     x: rt::DispatchTensor,
@@ -2593,9 +2600,9 @@ pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt:
     self::route_softmax_last::<__rt::Fallible>(x)
 }
 
-/// The routing of [`try_softmax_last`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_softmax_last`](fn@try_softmax_last) and of the panicking `Dispatch` method
+/// (`F` says how an error is reported). Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
@@ -2731,9 +2738,9 @@ pub fn try_cross_entropy_logits(
     self::route_cross_entropy_logits::<__rt::Fallible>(logits, targets)
 }
 
-/// The routing of [`try_cross_entropy_logits`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_cross_entropy_logits`](fn@try_cross_entropy_logits) and of the panicking
+/// `Dispatch` method (`F` says how an error is reported). Inlined into both, the common call writes
+/// its outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_cross_entropy_logits<F: __rt::OnError>(
     logits: rt::DispatchTensor,
@@ -2904,6 +2911,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
 /// # Errors
 ///
 /// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+#[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_dropout(
     x: rt::DispatchTensor,
@@ -2913,9 +2921,10 @@ pub fn try_dropout(
     self::route_dropout::<__rt::Fallible>(x, p, seed)
 }
 
-/// The routing of [`try_dropout`] and of the panicking `Dispatch` method (`F` says
+/// The routing of [`try_dropout`](fn@try_dropout) and of the panicking `Dispatch` method (`F` says
 /// how an error is reported). Inlined into both, the common call writes its outputs straight into
 /// theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[allow(clippy::type_complexity)]
 #[inline]
 fn route_dropout<F: __rt::OnError>(
     x: rt::DispatchTensor,
@@ -2944,6 +2953,7 @@ fn route_dropout<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
+    #[allow(clippy::type_complexity)]
     fn __run<B: __rt::Target>(
         __route: &__rt::Route,
         __kernel: impl FnOnce(rt::FloatTensor<B>, f32, u64) -> (rt::FloatTensor<B>, rt::BoolTensor<B>),
@@ -3076,9 +3086,9 @@ pub fn try_clamp_ste(
     self::route_clamp_ste::<__rt::Fallible>(x, lo, hi)
 }
 
-/// The routing of [`try_clamp_ste`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_clamp_ste`](fn@try_clamp_ste) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
 #[inline]
 fn route_clamp_ste<F: __rt::OnError>(
     x: rt::DispatchTensor,
@@ -3227,6 +3237,7 @@ fn route_clamp_ste<F: __rt::OnError>(
 /// # Errors
 ///
 /// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+#[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_topk_last(
     x: &rt::DispatchTensor,
@@ -3235,9 +3246,10 @@ pub fn try_topk_last(
     self::route_topk_last::<__rt::Fallible>(x, k)
 }
 
-/// The routing of [`try_topk_last`] and of the panicking `Dispatch` method (`F` says
-/// how an error is reported). Inlined into both, the common call writes its outputs straight into
-/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+/// The routing of [`try_topk_last`](fn@try_topk_last) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[allow(clippy::type_complexity)]
 #[inline]
 fn route_topk_last<F: __rt::OnError>(
     x: &rt::DispatchTensor,
@@ -3265,6 +3277,7 @@ fn route_topk_last<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
+    #[allow(clippy::type_complexity)]
     fn __run<B: __rt::Target>(
         __route: &__rt::Route,
         __kernel: impl FnOnce(&rt::FloatTensor<B>, usize) -> (rt::FloatTensor<B>, rt::IntTensor<B>),

@@ -63,6 +63,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:112`.
+    #[allow(clippy::type_complexity)]
     fn masked_fill_count(
         x: rt::FloatTensor<Self>,
         mask: &rt::BoolTensor<Self>,
@@ -74,6 +75,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:124`.
+    #[allow(clippy::type_complexity)]
     fn nan_to_num(
         x: rt::FloatTensor<Self>,
         value: f32,
@@ -162,6 +164,7 @@ pub trait RoutedOps: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:239`.
+    #[allow(clippy::type_complexity)]
     fn dropout(
         x: rt::FloatTensor<Self>,
         p: f32,
@@ -183,6 +186,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:265`.
+    #[allow(clippy::type_complexity)]
     fn topk_last(
         x: &rt::FloatTensor<Self>,
         k: usize,
@@ -231,6 +235,7 @@ pub trait RoutedOpsAutodiff: rt::Backend {
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self>;
     /// The `Autodiff<B, C>` kernel of [`RoutedOps::dropout`].
+    #[allow(clippy::type_complexity)]
     fn dropout(
         x: rt::FloatTensor<Self>,
         p: f32,

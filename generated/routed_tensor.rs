@@ -13,14 +13,14 @@ use crate::rt::__private as __rt;
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_add_relu`] returns the error instead.
+/// (see `ERRORS.md`). [`try_add_relu`](fn@try_add_relu) returns the error instead.
 #[must_use]
 pub fn add_relu<const D: usize>(lhs: rt::Tensor<D>, rhs: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::add_relu(lhs.into_dispatch(), rhs.into_dispatch());
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`add_relu`], returning the routing error instead of panicking.
+/// [`add_relu`](fn@add_relu), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -38,14 +38,14 @@ pub fn try_add_relu<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_scale`] returns the error instead.
+/// (see `ERRORS.md`). [`try_scale`](fn@try_scale) returns the error instead.
 #[must_use]
 pub fn scale<const D: usize>(x: rt::Tensor<D>, alpha: f32) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::scale(x.into_dispatch(), alpha);
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`scale`], returning the routing error instead of panicking.
+/// [`scale`](fn@scale), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -63,14 +63,14 @@ pub fn try_scale<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_argmax_last`] returns the error instead.
+/// (see `ERRORS.md`). [`try_argmax_last`](fn@try_argmax_last) returns the error instead.
 #[must_use]
 pub fn argmax_last<const D: usize>(x: &rt::Tensor<D>) -> rt::Tensor<D, rt::Int> {
     let __out = <rt::Dispatch as RoutedOps>::argmax_last(&x.clone().into_dispatch());
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`argmax_last`], returning the routing error instead of panicking.
+/// [`argmax_last`](fn@argmax_last), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -87,14 +87,14 @@ pub fn try_argmax_last<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_round_half_even`] returns the error instead.
+/// (see `ERRORS.md`). [`try_round_half_even`](fn@try_round_half_even) returns the error instead.
 #[must_use]
 pub fn round_half_even<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::round_half_even(x.into_dispatch());
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`round_half_even`], returning the routing error instead of panicking.
+/// [`round_half_even`](fn@round_half_even), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -111,7 +111,7 @@ pub fn try_round_half_even<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_axpby`] returns the error instead.
+/// (see `ERRORS.md`). [`try_axpby`](fn@try_axpby) returns the error instead.
 #[must_use]
 pub fn axpby<const D: usize>(
     x: rt::Tensor<D>,
@@ -128,7 +128,7 @@ pub fn axpby<const D: usize>(
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`axpby`], returning the routing error instead of panicking.
+/// [`axpby`](fn@axpby), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -148,14 +148,14 @@ pub fn try_axpby<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_sum_all`] returns the error instead.
+/// (see `ERRORS.md`). [`try_sum_all`](fn@try_sum_all) returns the error instead.
 #[must_use]
 pub fn sum_all<const D: usize>(xs: Vec<rt::Tensor<D>>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOpsComposite>::sum_all(__rt::into_dispatch_vec(xs));
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`sum_all`], returning the routing error instead of panicking.
+/// [`sum_all`](fn@sum_all), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -172,14 +172,14 @@ pub fn try_sum_all<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_split_last`] returns the error instead.
+/// (see `ERRORS.md`). [`try_split_last`](fn@try_split_last) returns the error instead.
 #[must_use]
 pub fn split_last<const D: usize>(x: rt::Tensor<D>, sizes: Vec<usize>) -> Vec<rt::Tensor<D>> {
     let __out = <rt::Dispatch as RoutedOpsComposite>::split_last(x.into_dispatch(), sizes);
     __rt::from_dispatch_vec(__out)
 }
 
-/// [`split_last`], returning the routing error instead of panicking.
+/// [`split_last`](fn@split_last), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -197,14 +197,14 @@ pub fn try_split_last<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_softplus`] returns the error instead.
+/// (see `ERRORS.md`). [`try_softplus`](fn@try_softplus) returns the error instead.
 #[must_use]
 pub fn softplus<const D: usize>(x: rt::Tensor<D>, beta: f32) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOpsComposite>::softplus(x.into_dispatch(), beta);
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`softplus`], returning the routing error instead of panicking.
+/// [`softplus`](fn@softplus), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -222,8 +222,10 @@ pub fn try_softplus<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_masked_fill_count`] returns the error instead.
+/// (see `ERRORS.md`). [`try_masked_fill_count`](fn@try_masked_fill_count) returns the error
+/// instead.
 #[must_use]
+#[allow(clippy::type_complexity)]
 pub fn masked_fill_count<const D: usize>(
     x: rt::Tensor<D>,
     mask: &rt::Tensor<D, rt::Bool>,
@@ -240,11 +242,12 @@ pub fn masked_fill_count<const D: usize>(
     )
 }
 
-/// [`masked_fill_count`], returning the routing error instead of panicking.
+/// [`masked_fill_count`](fn@masked_fill_count), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
 /// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+#[allow(clippy::type_complexity)]
 pub fn try_masked_fill_count<const D: usize>(
     x: rt::Tensor<D>,
     mask: &rt::Tensor<D, rt::Bool>,
@@ -263,8 +266,9 @@ pub fn try_masked_fill_count<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_nan_to_num`] returns the error instead.
+/// (see `ERRORS.md`). [`try_nan_to_num`](fn@try_nan_to_num) returns the error instead.
 #[must_use]
+#[allow(clippy::type_complexity)]
 pub fn nan_to_num<const D: usize>(
     x: rt::Tensor<D>,
     value: f32,
@@ -277,11 +281,12 @@ pub fn nan_to_num<const D: usize>(
     )
 }
 
-/// [`nan_to_num`], returning the routing error instead of panicking.
+/// [`nan_to_num`](fn@nan_to_num), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
 /// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+#[allow(clippy::type_complexity)]
 pub fn try_nan_to_num<const D: usize>(
     x: rt::Tensor<D>,
     value: f32,
@@ -299,14 +304,14 @@ pub fn try_nan_to_num<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_dequantize_relu`] returns the error instead.
+/// (see `ERRORS.md`). [`try_dequantize_relu`](fn@try_dequantize_relu) returns the error instead.
 #[must_use]
 pub fn dequantize_relu<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::dequantize_relu(x.into_dispatch());
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`dequantize_relu`], returning the routing error instead of panicking.
+/// [`dequantize_relu`](fn@dequantize_relu), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -323,14 +328,14 @@ pub fn try_dequantize_relu<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_iota`] returns the error instead.
+/// (see `ERRORS.md`). [`try_iota`](fn@try_iota) returns the error instead.
 #[must_use]
 pub fn iota(len: usize, device: &rt::Device) -> rt::Tensor<1, rt::Int> {
     let __out = <rt::Dispatch as RoutedOpsFlex>::iota(len, device.as_dispatch());
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`iota`], returning the routing error instead of panicking.
+/// [`iota`](fn@iota), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -345,14 +350,14 @@ pub fn try_iota(len: usize, device: &rt::Device) -> Result<rt::Tensor<1, rt::Int
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_ramp`] returns the error instead.
+/// (see `ERRORS.md`). [`try_ramp`](fn@try_ramp) returns the error instead.
 #[must_use]
 pub fn ramp(len: usize, device: &rt::Device) -> rt::Tensor<1> {
     let __out = <rt::Dispatch as RoutedOpsComposite>::ramp(len, device.as_dispatch());
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`ramp`], returning the routing error instead of panicking.
+/// [`ramp`](fn@ramp), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -367,14 +372,14 @@ pub fn try_ramp(len: usize, device: &rt::Device) -> Result<rt::Tensor<1>, rt::Ro
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_bias_gelu`] returns the error instead.
+/// (see `ERRORS.md`). [`try_bias_gelu`](fn@try_bias_gelu) returns the error instead.
 #[must_use]
 pub fn bias_gelu<const D: usize>(x: rt::Tensor<D>, bias: rt::Tensor<1>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::bias_gelu(x.into_dispatch(), bias.into_dispatch());
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`bias_gelu`], returning the routing error instead of panicking.
+/// [`bias_gelu`](fn@bias_gelu), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -392,14 +397,14 @@ pub fn try_bias_gelu<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_swiglu`] returns the error instead.
+/// (see `ERRORS.md`). [`try_swiglu`](fn@try_swiglu) returns the error instead.
 #[must_use]
 pub fn swiglu<const D: usize>(gate: rt::Tensor<D>, up: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::swiglu(gate.into_dispatch(), up.into_dispatch());
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`swiglu`], returning the routing error instead of panicking.
+/// [`swiglu`](fn@swiglu), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -417,7 +422,7 @@ pub fn try_swiglu<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_rms_norm`] returns the error instead.
+/// (see `ERRORS.md`). [`try_rms_norm`](fn@try_rms_norm) returns the error instead.
 #[must_use]
 pub fn rms_norm<const D: usize>(
     x: rt::Tensor<D>,
@@ -429,7 +434,7 @@ pub fn rms_norm<const D: usize>(
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`rms_norm`], returning the routing error instead of panicking.
+/// [`rms_norm`](fn@rms_norm), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -448,7 +453,7 @@ pub fn try_rms_norm<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_layer_norm`] returns the error instead.
+/// (see `ERRORS.md`). [`try_layer_norm`](fn@try_layer_norm) returns the error instead.
 #[must_use]
 pub fn layer_norm<const D: usize>(
     x: rt::Tensor<D>,
@@ -465,7 +470,7 @@ pub fn layer_norm<const D: usize>(
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`layer_norm`], returning the routing error instead of panicking.
+/// [`layer_norm`](fn@layer_norm), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -490,14 +495,14 @@ pub fn try_layer_norm<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_softmax_last`] returns the error instead.
+/// (see `ERRORS.md`). [`try_softmax_last`](fn@try_softmax_last) returns the error instead.
 #[must_use]
 pub fn softmax_last<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::softmax_last(x.into_dispatch());
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`softmax_last`], returning the routing error instead of panicking.
+/// [`softmax_last`](fn@softmax_last), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -512,7 +517,8 @@ pub fn try_softmax_last<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_cross_entropy_logits`] returns the error instead.
+/// (see `ERRORS.md`). [`try_cross_entropy_logits`](fn@try_cross_entropy_logits) returns the error
+/// instead.
 #[must_use]
 pub fn cross_entropy_logits(
     logits: rt::Tensor<2>,
@@ -525,7 +531,8 @@ pub fn cross_entropy_logits(
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`cross_entropy_logits`], returning the routing error instead of panicking.
+/// [`cross_entropy_logits`](fn@cross_entropy_logits), returning the routing error instead of
+/// panicking.
 ///
 /// # Errors
 ///
@@ -544,8 +551,9 @@ pub fn try_cross_entropy_logits(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_dropout`] returns the error instead.
+/// (see `ERRORS.md`). [`try_dropout`](fn@try_dropout) returns the error instead.
 #[must_use]
+#[allow(clippy::type_complexity)]
 pub fn dropout<const D: usize>(
     x: rt::Tensor<D>,
     p: f32,
@@ -558,11 +566,12 @@ pub fn dropout<const D: usize>(
     )
 }
 
-/// [`dropout`], returning the routing error instead of panicking.
+/// [`dropout`](fn@dropout), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
 /// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+#[allow(clippy::type_complexity)]
 pub fn try_dropout<const D: usize>(
     x: rt::Tensor<D>,
     p: f32,
@@ -580,14 +589,14 @@ pub fn try_dropout<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_clamp_ste`] returns the error instead.
+/// (see `ERRORS.md`). [`try_clamp_ste`](fn@try_clamp_ste) returns the error instead.
 #[must_use]
 pub fn clamp_ste<const D: usize>(x: rt::Tensor<D>, lo: f32, hi: f32) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::clamp_ste(x.into_dispatch(), lo, hi);
     rt::Tensor::from_dispatch(__out)
 }
 
-/// [`clamp_ste`], returning the routing error instead of panicking.
+/// [`clamp_ste`](fn@clamp_ste), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
@@ -606,8 +615,9 @@ pub fn try_clamp_ste<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_topk_last`] returns the error instead.
+/// (see `ERRORS.md`). [`try_topk_last`](fn@try_topk_last) returns the error instead.
 #[must_use]
+#[allow(clippy::type_complexity)]
 pub fn topk_last<const D: usize>(
     x: &rt::Tensor<D>,
     k: usize,
@@ -619,11 +629,12 @@ pub fn topk_last<const D: usize>(
     )
 }
 
-/// [`topk_last`], returning the routing error instead of panicking.
+/// [`topk_last`](fn@topk_last), returning the routing error instead of panicking.
 ///
 /// # Errors
 ///
 /// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+#[allow(clippy::type_complexity)]
 pub fn try_topk_last<const D: usize>(
     x: &rt::Tensor<D>,
     k: usize,

@@ -278,6 +278,14 @@ pub fn problem(name: &str, kind: NameKind) -> Option<String> {
             if has_upper || !has_letter || name.contains("__") {
                 return Some("is not snake_case".to_owned());
             }
+            // The trait method `fn new(..)` that does not return `Self` is clippy's
+            // `new_ret_no_self`.
+            if kind == NameKind::Op && name == "new" {
+                return Some(
+                    "would be a trait method `new` that does not return `Self`, which clippy refuses (`new_ret_no_self`)"
+                        .to_owned(),
+                );
+            }
             if kind == NameKind::Op && name.starts_with('_') {
                 return Some(
                     "starts with `_`: the generated `try_` and `route_` names would not be snake_case"

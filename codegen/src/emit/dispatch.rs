@@ -85,7 +85,7 @@ fn aliases(ir: &Ir, w: &mut Writer) {
 fn dispatch_method(op: &Op, w: &mut Writer) {
     let try_name = names::try_fn(&op.name);
     w.doc(&[format!(
-        "Routes like [`{try_name}`], and panics with its error."
+        "Routes like [`{try_name}`](fn@{try_name}), and panics with its error."
     )]);
     w.line("#[inline]");
     w.open(signature(
@@ -230,17 +230,18 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
 
     w.blank();
     let planning = planning(op);
-    let mut doc = vec![
-        format!("The routing of [`{try_name}`] and of the panicking `Dispatch` method (`F` says"),
-        "how an error is reported).".to_owned(),
-    ];
+    // One paragraph; the writer wraps it at the line width.
+    let mut doc = format!(
+        "The routing of [`{try_name}`](fn@{try_name}) and of the panicking `Dispatch` method \
+         (`F` says how an error is reported)."
+    );
     if planning.is_some() {
-        doc[1].push_str(" Inlined into both, the common call writes its outputs straight into");
-        doc.push(format!(
-            "theirs; the rest of the routing is `{PLANNED}`, out of line."
+        doc.push_str(&format!(
+            " Inlined into both, the common call writes its outputs straight into theirs; the \
+             rest of the routing is `{PLANNED}`, out of line."
         ));
     }
-    w.doc(&doc);
+    w.doc(&[doc]);
     allow_complex_output(op, w);
     super::allow_many_arguments(op.inputs.len(), w);
     // When every backend of the op is behind a cfg, a build with none of them has no arm that
@@ -344,6 +345,14 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
                 ),
                 match ret_doc {
                     None => Doc::from(""),
+                    // After the broken parameters, `) -> R` stays together up to 67 columns
+                    // (measured); past that, rustfmt puts `-> R` on a line of its own, one
+                    // level deeper than the parameters (`__run`'s are at depth 2).
+                    Some(ret) if ret.flat_ok() && 5 + ret.width() > 67 => {
+                        let mut flat = String::new();
+                        ret.write_flat_into(&mut flat);
+                        Doc::from(format!("\n            -> {flat}"))
+                    }
                     Some(ret) => cat([" -> ".into(), ret]),
                 },
             ])

@@ -322,13 +322,16 @@ fn allow_many_arguments(count: usize, w: &mut Writer) {
 /// Whether a function returning `out` gets `#[must_use]`: any value but `()`, except a plain
 /// `Result`, which is `#[must_use]` already (clippy's `double_must_use`).
 fn must_use(out: &Output) -> bool {
-    match out {
-        Output::Unit => false,
-        Output::Plain(ty) => {
-            !(ty == "Result" || ty.starts_with("Result<") || ty.contains("::Result<"))
+    // Only outputs made of tensors: a plain type may be `#[must_use]` already (`Result`,
+    // `Poll`, iterator adapters, ...), which clippy's `double_must_use` refuses to repeat.
+    fn tensors_only(out: &Output) -> bool {
+        match out {
+            Output::Tensor(_) => true,
+            Output::Tuple(items) => items.iter().all(tensors_only),
+            Output::Unit | Output::Plain(_) => false,
         }
-        _ => true,
     }
+    tensors_only(out)
 }
 
 /// The `#[allow]`s an op's generated functions need for the types the manifest gave them:
@@ -336,8 +339,9 @@ fn must_use(out: &Output) -> bool {
 /// the manifest's, and a type alias per op would only move it), `result_large_err` for a plain
 /// `Result` output (its error type is the manifest's).
 fn allow_complex_output(op: &Op, w: &mut Writer) {
-    let complex_tuple = matches!(&op.output, Output::Tuple(items)
-        if items.len() > 2 || items.iter().any(|i| matches!(i, Output::Tuple(_))));
+    // Any tuple output: its tensors are spelled out at every level (`Result<(Vec<Tensor<D,
+    // Int>>, Option<..>), RouteError>` is already over clippy's limit).
+    let complex_tuple = matches!(&op.output, Output::Tuple(_));
     if complex_tuple || op.complex_types {
         w.line("#[allow(clippy::type_complexity)]");
     }

@@ -100,7 +100,7 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         String::new(),
         "When the inputs break the routing contract; the message names the input and the fix"
             .to_owned(),
-        format!("(see `ERRORS.md`). [`{try_name}`] returns the error instead."),
+        format!("(see `ERRORS.md`). [`{try_name}`](fn@{try_name}) returns the error instead."),
     ]);
     // The value is the point of calling a non-unit op.
     if super::must_use(&op.output) {
@@ -128,7 +128,8 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
 
     w.blank();
     w.doc(&[
-        format!("[`{name}`], returning the routing error instead of panicking."),
+        // `fn@`: an op may be named like a macro (`panic`, `vec`, ...).
+        format!("[`{name}`](fn@{name}), returning the routing error instead of panicking."),
         String::new(),
         "# Errors".to_owned(),
         String::new(),

@@ -24,6 +24,20 @@ const MAX_NESTING: usize = 32;
 /// The deepest output tuple nesting accepted.
 const MAX_TUPLE_NESTING: usize = 8;
 
+/// Manifest text as a message shows it: control and bidirectional characters escaped (they
+/// would reorder or hide the message), everything else as written.
+fn shown(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() || super::text::is_bidi(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// The lowered `[routing]` table.
 #[derive(Clone, Debug)]
 pub(super) struct Routing {
@@ -254,6 +268,12 @@ fn check_cfg_shape(meta: &syn::Meta) -> syn::Result<()> {
         }
         syn::Meta::List(list) => {
             let name = single(&list.path)?;
+            if !matches!(list.delimiter, syn::MacroDelimiter::Paren(_)) {
+                return Err(syn::Error::new_spanned(
+                    list,
+                    "a cfg list is written with parentheses, as in `all(a, b)`",
+                ));
+            }
             if !["all", "any", "not"].contains(&name.to_string().as_str()) {
                 return Err(syn::Error::new_spanned(
                     &list.path,
@@ -286,6 +306,7 @@ const UNSTABLE_CFGS: &[&str] = &[
     "sanitizer_cfi_generalize_pointers",
     "sanitizer_cfi_normalize_integers",
     "target_has_atomic_equal_alignment",
+    "target_has_atomic_load_store",
     "target_has_reliable_f128",
     "target_has_reliable_f128_math",
     "target_has_reliable_f16",
@@ -327,6 +348,114 @@ const CFGS_WITH_VALUE: &[&str] = &[
 const CFG_VALUES: &[(&str, &[&str])] = &[
     ("panic", &["abort", "unwind", "immediate-abort"]),
     ("target_endian", &["big", "little"]),
+    (
+        "target_arch",
+        &[
+            "aarch64",
+            "amdgpu",
+            "arm",
+            "arm64ec",
+            "avr",
+            "bpf",
+            "csky",
+            "hexagon",
+            "loongarch32",
+            "loongarch64",
+            "m68k",
+            "mips",
+            "mips32r6",
+            "mips64",
+            "mips64r6",
+            "msp430",
+            "nvptx64",
+            "powerpc",
+            "powerpc64",
+            "riscv32",
+            "riscv64",
+            "s390x",
+            "sparc",
+            "sparc64",
+            "spirv",
+            "wasm32",
+            "wasm64",
+            "x86",
+            "x86_64",
+            "xtensa",
+        ],
+    ),
+    (
+        "target_env",
+        &[
+            "",
+            "gnu",
+            "macabi",
+            "msvc",
+            "musl",
+            "newlib",
+            "nto70",
+            "nto71",
+            "nto71_iosock",
+            "nto80",
+            "ohos",
+            "p1",
+            "p2",
+            "p3",
+            "relibc",
+            "sgx",
+            "sim",
+            "uclibc",
+            "v5",
+        ],
+    ),
+    (
+        "target_vendor",
+        &[
+            "amd",
+            "apple",
+            "espressif",
+            "fortanix",
+            "ibm",
+            "kmc",
+            "mti",
+            "nintendo",
+            "nvidia",
+            "openwrt",
+            "pc",
+            "risc0",
+            "sony",
+            "sun",
+            "unikraft",
+            "unknown",
+            "uwp",
+            "win7",
+            "wrs",
+        ],
+    ),
+    (
+        "target_abi",
+        &[
+            "",
+            "abi64",
+            "abiv2",
+            "abiv2hf",
+            "eabi",
+            "eabihf",
+            "elfv1",
+            "elfv2",
+            "fortanix",
+            "ilp32",
+            "ilp32e",
+            "llvm",
+            "macabi",
+            "sim",
+            "softfloat",
+            "spe",
+            "uwp",
+            "vec-extabi",
+            "x32",
+        ],
+    ),
+    ("target_has_atomic", &["8", "16", "32", "64", "128", "ptr"]),
     ("target_family", &["unix", "wasm", "windows"]),
     ("target_pointer_width", &["16", "32", "64"]),
     (
@@ -470,7 +599,7 @@ impl Lowerer<'_> {
             Diagnostic::new(
                 name.span.clone(),
                 key,
-                format!("{what} `{}` {problem}", name.value.escape_debug()),
+                format!("{what} `{}` {problem}", shown(&name.value)),
             )
             .help(help),
         );
@@ -520,10 +649,7 @@ impl Lowerer<'_> {
                     Diagnostic::new(
                         cfg.span.clone(),
                         key,
-                        format!(
-                            "`{}` is not a cfg predicate: {err}",
-                            cfg.value.escape_debug()
-                        ),
+                        format!("`{}` is not a cfg predicate: {err}", shown(&cfg.value)),
                     )
                     .help("write what goes inside `#[cfg(...)]`, e.g. 'feature = \"cube\"'"),
                 );
@@ -569,7 +695,7 @@ impl Lowerer<'_> {
                     Diagnostic::new(
                         spec.name.span.clone(),
                         key,
-                        format!("unknown backend `{}`", spec.name.value.escape_debug()),
+                        format!("unknown backend `{}`", shown(&spec.name.value)),
                     )
                     .help(help),
                 );
@@ -655,7 +781,7 @@ impl Lowerer<'_> {
                     Diagnostic::new(
                         p.span.clone(),
                         format!("{path}.autodiff"),
-                        format!("unknown autodiff policy `{}`", other.escape_debug()),
+                        format!("unknown autodiff policy `{}`", shown(other)),
                     )
                     .help(help),
                 );
@@ -786,7 +912,11 @@ impl Lowerer<'_> {
                     Diagnostic::new(
                         ty.span.clone(),
                         key,
-                        format!("plain type `{}` {}", type_text(&parsed), problem.message),
+                        format!(
+                            "plain type `{}` {}",
+                            shown(ty.value.trim()),
+                            problem.message
+                        ),
                     )
                     .help(problem.help),
                 );
@@ -814,7 +944,7 @@ impl Lowerer<'_> {
             Diagnostic::new(
                 c.span.clone(),
                 key,
-                format!("composite `{}` {problem}", c.value.escape_debug()),
+                format!("composite `{}` {problem}", shown(&c.value)),
             )
             .help(
                 "name the function by its full path without generic arguments, e.g. \"crate::composite::softplus\"",
@@ -859,10 +989,13 @@ impl Lowerer<'_> {
             return None;
         }
         let route_by = route_by(&inputs, &backends);
-        let complex_types = plain_type_texts(&inputs, &output)
-            .iter()
-            .filter_map(|ty| syn::parse_str::<syn::Type>(ty).ok())
-            .any(|ty| types::complexity(&ty) > 250);
+        // clippy scores trait objects and function pointers high; with the nesting generated
+        // signatures add, any of them may cross its limit.
+        let complex_types = plain_type_texts(&inputs, &output).iter().any(|ty| {
+            ty.contains("dyn ")
+                || ty.contains("fn(")
+                || syn::parse_str::<syn::Type>(ty).is_ok_and(|t| types::complexity(&t) > 150)
+        });
         let location_span = spec.autodiff.as_ref().map_or_else(
             || {
                 spec.name
@@ -907,7 +1040,7 @@ impl Lowerer<'_> {
                     Diagnostic::new(
                         ty.span.clone(),
                         key,
-                        format!("`{}` is not a Rust type: {err}", ty.value.escape_debug()),
+                        format!("`{}` is not a Rust type: {err}", shown(&ty.value)),
                     )
                     .help("write a Rust type such as \"f32\", \"usize\" or \"Option<u64>\""),
                 );
@@ -933,7 +1066,7 @@ impl Lowerer<'_> {
                     Diagnostic::new(
                         t.kind.span.clone(),
                         format!("{key}.tensor"),
-                        format!("unknown tensor kind `{}`", other.escape_debug()),
+                        format!("unknown tensor kind `{}`", shown(other)),
                     )
                     .help(help),
                 );
@@ -991,7 +1124,7 @@ impl Lowerer<'_> {
                         Diagnostic::new(
                             c.span.clone(),
                             format!("{key}.container"),
-                            format!("unknown container `{}`", other.escape_debug()),
+                            format!("unknown container `{}`", shown(other)),
                         )
                         .help(help),
                     );

@@ -61,14 +61,27 @@ pub(super) fn doc_lines(
         }
     }
     // Tabs become four spaces: rustdoc renders them unevenly, and clippy's
-    // `tabs_in_doc_comments` refuses them.
-    let lines: Vec<String> = text
+    // `tabs_in_doc_comments` refuses them. The indentation every line shares (a multi-line
+    // TOML string aligned with the manifest's own indentation) is removed: markdown would read
+    // it as code.
+    let expanded: Vec<String> = text
         .lines()
         .map(|l| l.trim_end().replace('\t', "    "))
         .collect();
-    let raw: Vec<&str> = text.split('\n').map(|l| l.trim_end_matches('\r')).collect();
-    let starts: Vec<usize> = raw
+    let common = expanded
         .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    let lines: Vec<String> = expanded
+        .iter()
+        .map(|l| l.get(common..).unwrap_or("").to_owned())
+        .collect();
+    let raw: Vec<&str> = lines.iter().map(String::as_str).collect();
+    // Where each line of the value starts (before dedenting), for positions.
+    let starts: Vec<usize> = text
+        .split('\n')
         .scan(0usize, |at, line| {
             let start = *at;
             *at += line.len() + 1;
@@ -78,14 +91,19 @@ pub(super) fn doc_lines(
     let (kinds, open_fence) = crate::markdown::classify(&raw);
     if let Some(index) = open_fence {
         let line = raw[index];
-        let at = starts[index] + (line.len() - line.trim_start().len());
+        let at = starts[index] + common + (line.len() - line.trim_start().len());
         let pos = offset_in_source(doc, source, at);
-        return Err(Diagnostic::new(pos..pos + 3, key, "doc opens a code fence that it never closes")
+        return Err(Diagnostic::new(pos..pos + 3, key, format!("doc opens a code fence that it never closes (doc line {})", index + 1))
             .help("close it with a line of the same fence (at least as many ``` or ~~~ as it opens with); an open fence would turn the generated notes after the doc into code"));
     }
     if let Some((index, message, help)) = crate::markdown::lint(&raw, &kinds) {
         let pos = offset_in_source(doc, source, starts[index]);
-        return Err(Diagnostic::new(pos..pos + 1, key, message).help(help));
+        return Err(Diagnostic::new(
+            pos..pos + 1,
+            key,
+            format!("{message} (doc line {})", index + 1),
+        )
+        .help(help));
     }
     Ok(lines)
 }

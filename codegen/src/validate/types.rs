@@ -108,12 +108,14 @@ fn clippy_shapes(ty: &syn::Type, position: Position) -> Result<(), Problem> {
     let lint = |message: String, help: &str| Err(problem(message, help));
     // A parameter borrowing an owned collection: `&Vec<T>`, `&String`, `&PathBuf`.
     if let (Position::Input, syn::Type::Reference(r)) = (position, ty)
+        && r.mutability.is_none()
         && let Some((name, _)) = path_parts(&r.elem)
     {
         let better = match name.as_str() {
             "Vec" => Some("&[T]"),
             "String" => Some("&str"),
             "PathBuf" => Some("&std::path::Path"),
+            "Cow" => Some("the borrowed form (`&str`, `&[T]`, ...)"),
             _ => None,
         };
         if let Some(better) = better {
@@ -161,7 +163,14 @@ fn clippy_shapes(ty: &syn::Type, position: Position) -> Result<(), Problem> {
                 ),
                 "use the collection itself",
             )),
-            "Box" | "Rc" | "Arc" if ["Box", "Rc", "Arc"].contains(&inner_name) || inner_ref => {
+            "Box" | "Rc" | "Arc"
+                if (["Box", "Rc", "Arc"].contains(&inner_name)
+                    && inner
+                        .as_ref()
+                        .and_then(|(_, a)| a.first())
+                        .is_some_and(|t| sized(t).is_ok()))
+                    || inner_ref =>
+            {
                 Some(problem(
                     format!(
                         "nests two pointers in `{name}<..>`, which clippy refuses (`redundant_allocation`)"
@@ -172,7 +181,11 @@ fn clippy_shapes(ty: &syn::Type, position: Position) -> Result<(), Problem> {
             "Vec"
                 if inner_name == "Box"
                     && inner.as_ref().is_some_and(|(_, boxed)| {
-                        boxed.first().is_some_and(|t| sized(t).is_ok())
+                        boxed.first().is_some_and(|t| {
+                            path_parts(t).is_some_and(|(n, a)| {
+                                a.is_empty() && PRIMITIVES.contains(&n.as_str())
+                            })
+                        })
                     }) =>
             {
                 Some(problem(
@@ -189,11 +202,71 @@ fn clippy_shapes(ty: &syn::Type, position: Position) -> Result<(), Problem> {
                     "give the error a type of its own, or return an `Option`",
                 ))
             }
+            "HashMap" | "HashSet" | "BTreeMap" | "BTreeSet"
+                if path_parts_first(&args).is_some_and(|n| INTERIOR.contains(&n.as_str())) =>
+            {
+                Some(problem(
+                    format!(
+                        "keys a `{name}` by a type with interior mutability, which clippy refuses (`mutable_key_type`)"
+                    ),
+                    "key it by an immutable type",
+                ))
+            }
             _ => None,
         };
+        // `__` belongs to the generator: no path the user writes may use it.
+        if let syn::Type::Path(p) = ty
+            && p.path
+                .segments
+                .iter()
+                .any(|s| s.ident.to_string().starts_with("__"))
+        {
+            found = Some(problem(
+                "names a path starting with `__`, which belongs to the generated code",
+                "name your own type",
+            ));
+        }
     };
     walk_types(ty, &mut visit);
     found.map_or(Ok(()), Err)
+}
+
+/// Standard library traits, which are not types without `dyn`.
+const KNOWN_TRAITS: &[&str] = &[
+    "Any", "AsMut", "AsRef", "BufRead", "Debug", "Display", "Error", "Fn", "FnMut", "FnOnce",
+    "Future", "Hash", "Hasher", "Iterator", "Read", "Seek", "Send", "Sync", "ToString", "Write",
+];
+
+/// Primitive types (`vec_box` of one of them is always small).
+const PRIMITIVES: &[&str] = &[
+    "bool", "char", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128",
+    "usize", "f32", "f64",
+];
+
+/// Types with interior mutability (keys clippy's `mutable_key_type` refuses).
+const INTERIOR: &[&str] = &[
+    "Cell",
+    "RefCell",
+    "UnsafeCell",
+    "Mutex",
+    "RwLock",
+    "OnceCell",
+    "AtomicBool",
+    "AtomicU8",
+    "AtomicU16",
+    "AtomicU32",
+    "AtomicU64",
+    "AtomicUsize",
+    "AtomicI8",
+    "AtomicI16",
+    "AtomicI32",
+    "AtomicI64",
+    "AtomicIsize",
+];
+
+/// The last segment of the first type argument's path.
+fn path_parts_first(args: &[&syn::Type]) -> Option<String> {
+    args.first().and_then(|t| path_parts(t)).map(|(n, _)| n)
 }
 
 /// Calls `f` on `ty` and every type inside it.
@@ -246,6 +319,16 @@ pub(super) fn complexity(ty: &syn::Type) -> usize {
     score(ty, 1)
 }
 
+/// What an unsized-type problem says the type is (`a slice`, `a string slice`, ...).
+fn unsized_what(p: &Problem) -> String {
+    p.message
+        .trim_start_matches("is ")
+        .split(',')
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// A by-value type must be sized.
 fn sized(ty: &syn::Type) -> Result<(), Problem> {
     let unsized_what = match ty {
@@ -273,18 +356,7 @@ fn is_unsized_path(path: &syn::Path) -> bool {
 }
 
 /// Containers that may hold an unsized type (`Box<str>`, `Cow<Path>`, ...).
-const UNSIZED_OK: &[&str] = &[
-    "Box",
-    "Rc",
-    "Arc",
-    "Weak",
-    "Cow",
-    "RefCell",
-    "Cell",
-    "Mutex",
-    "RwLock",
-    "PhantomData",
-];
+const UNSIZED_OK: &[&str] = &["Box", "Rc", "Arc", "Weak", "Cow", "PhantomData"];
 
 /// Standard library types with a lifetime parameter that may be left out in a parameter
 /// (`Cow<str>`) but not in a return type.
@@ -302,6 +374,21 @@ const BORROWING: &[&str] = &[
     "IterMut",
     "Drain",
     "Entry",
+    "Lines",
+    "Split",
+    "SplitWhitespace",
+    "CharIndices",
+    "Bytes",
+    "Keys",
+    "Values",
+    "Windows",
+    "Chunks",
+    "StdinLock",
+    "StdoutLock",
+    "StderrLock",
+    "Ancestors",
+    "Components",
+    "Display",
 ];
 
 struct Checker<'a> {
@@ -383,6 +470,29 @@ impl Checker<'_> {
                 ));
                 return;
             }
+            // A trait named where a type belongs: `Box<std::fmt::Debug>` needs `dyn`.
+            if !trait_
+                && path.segments.len() > 1
+                && matches!(first_text.as_str(), "std" | "core" | "alloc")
+                && KNOWN_TRAITS.contains(
+                    &path
+                        .segments
+                        .last()
+                        .expect("a segment")
+                        .ident
+                        .to_string()
+                        .as_str(),
+                )
+            {
+                self.report(problem(
+                    format!(
+                        "names the trait `{}` where a type belongs",
+                        path.segments.last().expect("a segment").ident
+                    ),
+                    "write `dyn` before it, e.g. `Box<dyn std::fmt::Debug>`",
+                ));
+                return;
+            }
             if path.segments.len() == 1 {
                 let scoped = if trait_ {
                     names::SCOPED_TRAITS
@@ -459,9 +569,19 @@ impl Checker<'_> {
     fn const_expr(&mut self, expr: &syn::Expr) {
         match expr {
             syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Int(_),
+                lit: syn::Lit::Int(int),
                 ..
-            }) => {}
+            }) if int.suffix().is_empty()
+                && int.to_string().chars().all(|c| c.is_ascii_digit())
+                && (int.to_string() == "0" || !int.to_string().starts_with('0'))
+                && int.base10_parse::<u32>().is_ok() => {}
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(int),
+                ..
+            }) => self.report(problem(
+                format!("has the length `{int}`, which is not a plain decimal number below 2^32"),
+                "write the length in decimal, without a suffix, leading zeros or underscores",
+            )),
             syn::Expr::Path(p)
                 if p.qself.is_none()
                     && (p.path.segments.len() > 1 || p.path.leading_colon.is_some())
@@ -504,9 +624,11 @@ impl<'ast> Visit<'ast> for Checker<'_> {
                 "contains `impl Trait`, which cannot appear in every generated signature",
                 "use a concrete type, or `Box<dyn Trait>` by its full trait path",
             )),
+            // `fn() -> !` is stable; `!` anywhere else is not.
+            syn::Type::Never(_) if self.in_fn > 0 => {}
             syn::Type::Never(_) => self.report(problem(
-                "uses the never type `!`, which is not stable",
-                "use `()` or `std::convert::Infallible`",
+                "uses the never type `!` outside a function pointer's return type, where it is not stable",
+                "use `std::convert::Infallible`",
             )),
             syn::Type::Paren(_) => self.report(problem(
                 "has parentheses around a type, which rustc warns about (`unused_parens`)",
@@ -529,6 +651,25 @@ impl<'ast> Visit<'ast> for Checker<'_> {
             syn::Type::Reference(r) => {
                 self.lifetime(r.lifetime.as_ref());
                 self.visit_type(&r.elem);
+            }
+            syn::Type::BareFn(f) if f.inputs.iter().any(|i| !i.attrs.is_empty()) => {
+                self.report(problem(
+                    "has an attribute or doc comment on a function pointer's parameter",
+                    "remove it (rustc refuses most, and rustfmt drops the rest)",
+                ));
+            }
+            syn::Type::BareFn(f)
+                if f.abi.as_ref().is_some_and(|abi| {
+                    abi.name.as_ref().is_none_or(|name| {
+                        !["C", "C-unwind", "system", "system-unwind", "Rust"]
+                            .contains(&name.value().as_str())
+                    })
+                }) =>
+            {
+                self.report(problem(
+                    "has a function pointer ABI other than \"C\", \"C-unwind\", \"system\", \"system-unwind\" or \"Rust\" (a bare `extern` is deprecated)",
+                    "write `extern \"C\" fn(..)`, or a plain `fn(..)`",
+                ));
             }
             syn::Type::BareFn(f) => {
                 let declared: Vec<String> = f
@@ -555,6 +696,14 @@ impl<'ast> Visit<'ast> for Checker<'_> {
             syn::Type::TraitObject(t) => {
                 for bound in &t.bounds {
                     match bound {
+                        syn::TypeParamBound::Trait(b)
+                            if matches!(b.modifier, syn::TraitBoundModifier::Maybe(_)) =>
+                        {
+                            self.report(problem(
+                                "has a `?Sized` bound on a trait object, which rustc refuses",
+                                "remove `?Sized`: a trait object is unsized already",
+                            ));
+                        }
                         syn::TypeParamBound::Trait(b) => {
                             let declared: Vec<String> = b
                                 .lifetimes
@@ -584,8 +733,25 @@ impl<'ast> Visit<'ast> for Checker<'_> {
                 }
             }
             syn::Type::Array(a) => {
+                if let Err(p) = sized(&a.elem) {
+                    self.report(problem(
+                        format!("has an array of {}", unsized_what(&p)),
+                        p.help,
+                    ));
+                }
                 self.visit_type(&a.elem);
                 self.const_expr(&a.len);
+            }
+            syn::Type::Tuple(t) => {
+                for elem in &t.elems {
+                    if let Err(p) = sized(elem) {
+                        self.report(problem(
+                            format!("has a tuple element that is {}", unsized_what(&p)),
+                            p.help,
+                        ));
+                    }
+                    self.visit_type(elem);
+                }
             }
             // Tuples, slices behind references, pointers, parentheses: their parts.
             other => syn::visit::visit_type(self, other),
