@@ -151,9 +151,59 @@ fn interrupts(line: &str) -> bool {
 /// What would break the crate because of `lines`: the index of the line and what is wrong —
 /// clippy's doc lints, and indented code, which rustdoc runs as a Rust doctest.
 pub fn lint(lines: &[&str], kinds: &[Kind]) -> Option<(usize, &'static str, &'static str)> {
-    lint_quotes(lines, kinds)
+    lint_html(lines, kinds)
+        .or_else(|| lint_quotes(lines, kinds))
         .or_else(|| lint_footnotes(lines, kinds))
         .or_else(|| lint_blocks(lines, kinds))
+}
+
+/// An HTML comment or `<pre>` left open would swallow everything after it, the generated
+/// routing notes included.
+fn lint_html(lines: &[&str], kinds: &[Kind]) -> Option<(usize, &'static str, &'static str)> {
+    for (open, close, message, help) in [
+        (
+            "<!--",
+            "-->",
+            "doc opens an HTML comment (`<!--`) that it never closes",
+            "close it with `-->`, or remove it",
+        ),
+        (
+            "<pre",
+            "</pre>",
+            "doc opens a `<pre>` block that it never closes",
+            "close it with `</pre>`, or use a fenced block",
+        ),
+    ] {
+        let mut opened: Option<usize> = None;
+        for (i, line) in lines.iter().enumerate() {
+            if kinds[i] != Kind::Text {
+                continue;
+            }
+            let mut rest = *line;
+            loop {
+                match opened {
+                    None => match rest.find(open) {
+                        Some(at) => {
+                            opened = Some(i);
+                            rest = &rest[at + open.len()..];
+                        }
+                        None => break,
+                    },
+                    Some(_) => match rest.find(close) {
+                        Some(at) => {
+                            opened = None;
+                            rest = &rest[at + close.len()..];
+                        }
+                        None => break,
+                    },
+                }
+            }
+        }
+        if let Some(i) = opened {
+            return Some((i, message, help));
+        }
+    }
+    None
 }
 
 /// The same rules inside each `>` quote: its lines without the `>`.

@@ -579,6 +579,12 @@ impl Lowerer<'_> {
             NameKind::Rank => "rank name",
         };
         let help = match names::suggestion(&name.value, kind) {
+            None if kind == NameKind::Rank
+                && !name.value.is_empty()
+                && name.value.chars().all(|c| c.is_ascii_digit()) =>
+            {
+                format!("write a fixed rank as a number: `dims = {}`", name.value)
+            }
             Some(s) => format!("did you mean `{s}`? names are {}", kind.convention()),
             None if kind == NameKind::Trait
                 && (names::PRELUDE.contains(&name.value.as_str())
