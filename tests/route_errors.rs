@@ -167,8 +167,8 @@ fn an_enabled_context_without_the_autodiff_feature_is_refused() {
     assert_eq!(
         message,
         "autodiff context requires the `autodiff` feature: input `rhs` of op `add_relu` (backend Flex) \
-carries an enabled autodiff context, but burn-route was built without its `autodiff` feature. Fix: enable the \
-`autodiff` feature of burn-route (and of the crate that generated the op), or use a device without \
+carries an enabled autodiff context, but burn-route was built without its `autodiff` feature. Fix: enable \
+burn-route's `autodiff` feature (crates that generate ops follow it), or use a device without \
 `.autodiff()`. See ERRORS.md#autodiff-feature-off"
     );
 }

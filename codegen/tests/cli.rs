@@ -196,3 +196,24 @@ impl<B: MyOps, C: rt::CheckpointStrategy> MyOpsAutodiff for rt::Autodiff<B, C> {
         text(&bad.stderr)
     );
 }
+
+/// A manifest that is not UTF-8 is a manifest error like any other: positioned, exit code 1.
+#[test]
+fn a_manifest_that_is_not_utf8_is_a_positioned_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ops.toml");
+    std::fs::write(
+        &path,
+        b"[routing]\ntrait = \"My\xffOps\"\nbackends = [\"Flex\"]\n",
+    )
+    .unwrap();
+    let out = run(&["check", &path.display().to_string()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(
+            "error: the manifest is not UTF-8: byte 0xFF cannot start or continue a character\n --> ops.toml:2:12"
+        ),
+        "{stderr}"
+    );
+}

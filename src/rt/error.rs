@@ -327,8 +327,8 @@ impl fmt::Display for RouteError {
                 f,
                 "autodiff context requires the `autodiff` feature: input `{input}` of op `{op}` (backend \
                  {backend}) carries an enabled autodiff context, but burn-route was built without its `autodiff` feature. \
-                 Fix: enable the `autodiff` feature of burn-route (and of the crate that generated the \
-                 op), or use a device without `.autodiff()`. See ERRORS.md#autodiff-feature-off"
+                 Fix: enable burn-route's `autodiff` feature (crates that generate ops follow it), or \
+                 use a device without `.autodiff()`. See ERRORS.md#autodiff-feature-off"
             ),
         }
     }

@@ -825,6 +825,65 @@ mod tests {
         Input::new(name, kind, tensor)
     }
 
+    /// A route the consuming crate compiled out is refused with the crate and the cfg, not
+    /// blamed on burn-route: the backend's cfg off, or (with autodiff) the autodiff cfg off.
+    #[test]
+    fn compiled_out_routes_name_the_crate_and_the_cfg() {
+        let x = Tensor::<1>::from_data([1.0, 2.0], &Device::flex()).into_dispatch();
+        let err = Route::plan(
+            op_info(Policy::Reject, false, false),
+            [input(TensorKind::Float, "x", &x)],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            RouteError::BackendCompiledOut {
+                op: "op",
+                input: InputName::new("x"),
+                backend: BackendId::Flex,
+                cfg: "feature = \"flex\"",
+                krate: "test",
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "backend Flex is compiled out of op `op`: input `x` (which picks the backend) is on \
+             Flex, and the manifest routes the op there, but crate `test` was built with \
+             `cfg(feature = \"flex\")` off, so it has no Flex route. Fix: turn `feature = \"flex\"` \
+             on in crate `test` (e.g. enable the feature it names), or move the inputs to a \
+             compiled backend. See ERRORS.md#backend-compiled-out"
+        );
+        #[cfg(feature = "autodiff")]
+        {
+            let tracked = Tensor::<1>::from_data([1.0, 2.0], &Device::flex().autodiff())
+                .require_grad()
+                .into_dispatch();
+            let err = Route::plan(
+                op_info(Policy::Differentiable, true, false),
+                [input(TensorKind::Float, "x", &tracked)],
+            )
+            .unwrap_err();
+            assert_eq!(
+                err,
+                RouteError::AutodiffCompiledOut {
+                    op: "op",
+                    input: InputName::new("x"),
+                    backend: BackendId::Flex,
+                    cfg: "feature = \"autodiff\"",
+                    krate: "test",
+                }
+            );
+            assert_eq!(
+                err.to_string(),
+                "autodiff routing of op `op` is compiled out: input `x` (backend Flex) is tracked, \
+                 but crate `test` was built with `cfg(feature = \"autodiff\")` off, so the op has \
+                 no `Autodiff` route. Fix: turn `feature = \"autodiff\"` on in crate `test` (e.g. \
+                 enable the feature it names), or detach the input (`.without_autodiff()`). See \
+                 ERRORS.md#autodiff-compiled-out"
+            );
+        }
+    }
+
     /// The fast path never disagrees with the full planner: whenever it returns a route, the
     /// full planner returns the same one; and it does take every call it is meant for.
     #[test]
