@@ -204,3 +204,52 @@ but `rhs` is on Cube. Fix: put `rhs` on Flex too (`.to_device(..)` for a tensor,
 for a device argument). See ERRORS.md#backend-mismatch"
     );
 }
+
+/// Burn's autodiff compiled in (a downstream crate's feature unification does that) while
+/// burn-route's is off: burn-route cannot name the `Autodiff` variants, yet an autodiff input
+/// or device must still be recognised, and the error name its backend and the missing feature.
+#[cfg(all(not(feature = "autodiff"), feature = "__test-burn-autodiff-only"))]
+mod burn_autodiff_without_burn_routes {
+    use super::*;
+
+    fn feature_off(op: &'static str, input: &'static str) -> RouteError {
+        RouteError::AutodiffFeatureOff {
+            op,
+            input: InputName::new(input),
+            backend: BackendId::Flex,
+        }
+    }
+
+    #[test]
+    fn a_tracked_input_names_its_backend_and_the_feature() {
+        let tracked = Tensor::<1>::from_data([1.0, 2.0], &Device::flex().autodiff())
+            .require_grad()
+            .into_dispatch();
+        let (err, message) = add_relu_error(flex_float([1.0, 2.0]), tracked);
+        assert_eq!(err, feature_off("add_relu", "rhs"));
+        assert!(
+            message.starts_with(
+                "autodiff context requires the `autodiff` feature: input `rhs` of op `add_relu` \
+                 (backend Flex) carries an enabled autodiff context"
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn an_untracked_autodiff_input_is_refused_the_same_way() {
+        let untracked =
+            Tensor::<1>::from_data([1.0, 2.0], &Device::flex().autodiff()).into_dispatch();
+        let (err, _) = add_relu_error(untracked, flex_float([1.0, 2.0]));
+        assert_eq!(err, feature_off("add_relu", "lhs"));
+    }
+
+    #[test]
+    fn an_autodiff_device_names_its_backend_and_the_feature() {
+        let device = Device::flex().autodiff();
+        let err = dispatch::try_iota(3, device.as_dispatch()).expect_err("must be refused");
+        assert_eq!(err, feature_off("iota", "device"));
+        let err = dispatch::try_ramp(3, device.as_dispatch()).expect_err("must be refused");
+        assert_eq!(err, feature_off("ramp", "device"));
+    }
+}

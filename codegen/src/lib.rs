@@ -440,7 +440,8 @@ impl Builder {
                 if let Ok(text) = cargo_toml {
                     // rustc would only warn (`unexpected_cfgs`), and the route would silently
                     // never be compiled in: an error.
-                    let undeclared = undeclared_features(ir, &text);
+                    let manifest = self.read_manifest().unwrap_or_default();
+                    let undeclared = undeclared_features(ir, &text, &manifest);
                     failed_features = !undeclared.is_empty();
                     lines.extend(undeclared.into_iter().map(|w| format!("cargo::error={w}")));
                 }
@@ -520,8 +521,10 @@ pub fn check_cfg_lines(ir: &ir::Ir) -> Vec<String> {
 }
 
 /// Errors for `feature = "..."` cfgs that name a feature the consuming crate's `Cargo.toml`
-/// (its text) does not declare: such a route could never be compiled in.
-pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str) -> Vec<String> {
+/// (its text) does not declare: such a route could never be compiled in. `manifest` is the
+/// manifest's text, for the position of each cfg (`ops.toml:LINE:COL`, where it can be found),
+/// and each error suggests the closest declared feature.
+pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str, manifest: &str) -> Vec<String> {
     let Ok(table) = toml::de::DeTable::parse(cargo_toml) else {
         return Vec::new();
     };
@@ -554,21 +557,57 @@ pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str) -> Vec<String> {
             cfg_atoms(&meta, &mut atoms);
         }
     }
+    let candidates: Vec<&str> = declared.iter().map(String::as_str).collect();
     let mut out: Vec<String> = Vec::new();
+    let mut reported: Vec<String> = Vec::new();
     for (name, value) in atoms {
         if name != "feature" {
             continue;
         }
         let Some(feature) = value else { continue };
-        let warning = format!(
-            "{}: a cfg names feature `{feature}`, which this crate's Cargo.toml does not declare, so that route could never be compiled in; add `{feature} = [...]` to its [features], or fix the cfg",
-            ir.manifest_name
-        );
-        if !declared.contains(&feature) && !out.contains(&warning) {
-            out.push(warning);
+        if declared.contains(&feature) || reported.contains(&feature) {
+            continue;
         }
+        let at = match feature_position(manifest, &feature) {
+            Some((line, col)) => format!("{}:{line}:{col}", ir.manifest_name),
+            None => ir.manifest_name.clone(),
+        };
+        let help = match diag::did_you_mean(&feature, &candidates) {
+            Some(close) => {
+                format!("did you mean `{close}`? or add `{feature} = [...]` to [features]")
+            }
+            None if candidates.is_empty() => {
+                format!("the crate declares no features; add `{feature} = [...]` to [features]")
+            }
+            None => format!(
+                "add `{feature} = [...]` to [features] (declared: {})",
+                candidates.join(", ")
+            ),
+        };
+        out.push(format!(
+            "{at}: a cfg names feature `{feature}`, which this crate's Cargo.toml does not declare, so that route could never be compiled in; help: {help}, or fix the cfg"
+        ));
+        reported.push(feature);
     }
     out
+}
+
+/// Where the manifest first names `feature` in a cfg (`feature = "x"`, also escaped inside a
+/// basic TOML string): 1-based line and column of the feature's name, in characters.
+fn feature_position(manifest: &str, feature: &str) -> Option<(usize, usize)> {
+    for (index, line) in manifest.lines().enumerate() {
+        let Some(at) = line.find("feature") else {
+            continue;
+        };
+        for quote in ["\\\"", "\""] {
+            let needle = format!("{quote}{feature}{quote}");
+            if let Some(found) = line[at..].find(&needle) {
+                let byte = at + found + quote.len();
+                return Some((index + 1, line[..byte].chars().count() + 1));
+            }
+        }
+    }
+    None
 }
 
 /// cfg names rustc declares itself (`--check-cfg` well-known names).
@@ -656,5 +695,63 @@ pub fn error_lines(err: &Error) -> Vec<String> {
     match err {
         Error::Manifest(report) => report.lines(),
         other => vec![other.to_string()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MANIFEST: &str = r#"[routing]
+trait = "MyOps"
+backends = [
+    "Flex",
+    { name = "Cube", cfg = 'feature = "gpu"' },
+    { name = "Remote", cfg = "all(feature = \"remoet\", unix)" },
+]
+
+[[op]]
+name = "square"
+inputs = [{ name = "x", tensor = "float" }]
+output = { tensor = "float" }
+"#;
+
+    fn undeclared(cargo_toml: &str) -> Vec<String> {
+        let ir = Builder::new("ops.toml").lower(MANIFEST).unwrap();
+        undeclared_features(&ir, cargo_toml, MANIFEST)
+    }
+
+    #[test]
+    fn an_undeclared_feature_is_named_at_its_cfg_with_the_closest_declared_one() {
+        let cargo = "[package]\nname = \"my-ops\"\n\n[features]\ngpu = []\nremote = []\n";
+        assert_eq!(
+            undeclared(cargo),
+            [
+                "ops.toml:6:47: a cfg names feature `remoet`, which this crate's Cargo.toml does \
+                 not declare, so that route could never be compiled in; help: did you mean \
+                 `remote`? or add `remoet = [...]` to [features], or fix the cfg"
+            ]
+        );
+    }
+
+    #[test]
+    fn declared_features_and_optional_dependencies_pass() {
+        let cargo = "[features]\ngpu = []\n\n[dependencies]\nremoet = { version = \"1\", optional = true }\n";
+        assert!(undeclared(cargo).is_empty());
+    }
+
+    #[test]
+    fn without_features_each_undeclared_one_is_reported_once() {
+        assert_eq!(
+            undeclared("[package]\nname = \"my-ops\"\n"),
+            [
+                "ops.toml:5:40: a cfg names feature `gpu`, which this crate's Cargo.toml does not \
+                 declare, so that route could never be compiled in; help: the crate declares no \
+                 features; add `gpu = [...]` to [features], or fix the cfg",
+                "ops.toml:6:47: a cfg names feature `remoet`, which this crate's Cargo.toml does \
+                 not declare, so that route could never be compiled in; help: the crate declares \
+                 no features; add `remoet = [...]` to [features], or fix the cfg",
+            ]
+        );
     }
 }

@@ -317,10 +317,10 @@ impl fmt::Display for RouteError {
                 krate,
             } => write!(
                 f,
-                "autodiff routing of op `{op}` is compiled out: input `{input}` (backend {backend}) is \
-                 tracked, but crate `{krate}` was built with `cfg({cfg})` off, so the op has no \
-                 `Autodiff` route. Fix: {}, or detach the input (`.without_autodiff()`). \
-                 See ERRORS.md#autodiff-compiled-out",
+                "autodiff routing of op `{op}` is compiled out: input `{input}` (backend {backend}) \
+                 carries an enabled autodiff context, but crate `{krate}` was built with `cfg({cfg})` off, so the op has no \
+                 `Autodiff` route. Fix: {}, or pass the input without autodiff \
+                 (`.without_autodiff()`). See ERRORS.md#autodiff-compiled-out",
                 cfg_fix(cfg, krate)
             ),
             Self::AutodiffFeatureOff { op, input, backend } => write!(

@@ -1,7 +1,7 @@
 //! Route planning: which backend and which implementation (concrete or `Autodiff<B, C>`) an op
 //! call goes to, decided once from all tensor inputs before any of them is consumed.
 
-use burn_backend::Backend;
+use burn_backend::{Backend, TensorMetadata};
 use burn_dispatch::{
     BackendTensor, DispatchAutodiffContext, DispatchDevice, DispatchTensor, DispatchTensorKind,
 };
@@ -274,7 +274,21 @@ fn describe_level(kind: &DispatchTensorKind) -> Described {
             wrapped: true,
             ..concrete(BackendId::Other, Primitive::Unknown)
         },
-        _ => concrete(BackendId::Other, Primitive::Unknown),
+        _ => describe_unnamed(kind),
+    }
+}
+
+/// A tensor kind this build cannot name: a backend burn-route was built without, or (without
+/// the `autodiff` feature) an `Autodiff` wrapper that Burn's feature unification compiled in.
+/// The wrapper is recognised from its device, so that the error names the backend underneath
+/// and the missing feature rather than an unsupported backend.
+#[cold]
+#[inline(never)]
+fn describe_unnamed(kind: &DispatchTensorKind) -> Described {
+    let (backend, context) = describe_device(&kind.device());
+    Described {
+        wrapped: context != DispatchAutodiffContext::Disabled,
+        ..concrete(backend, Primitive::Unknown)
     }
 }
 
@@ -294,8 +308,27 @@ pub(crate) fn describe_device(device: &DispatchDevice) -> (BackendId, DispatchAu
             let (backend, _) = describe_device(&device.clone().inner());
             (backend, DispatchAutodiffContext::Enabled(strategy))
         }
-        _ => (BackendId::Other, DispatchAutodiffContext::Disabled),
+        _ => describe_unnamed_device(device),
     }
+}
+
+/// A device this build cannot name. Without the `autodiff` feature an autodiff device (which
+/// Burn's feature unification may compile in) lands here: `inner()` unwraps it under Burn's own
+/// cfg, so a changed variant shows the wrapper, and the device underneath names the backend.
+/// Its checkpointing strategy cannot be read without naming the variant; it only matters for
+/// the error that follows, which does not show it.
+#[cold]
+#[inline(never)]
+fn describe_unnamed_device(device: &DispatchDevice) -> (BackendId, DispatchAutodiffContext) {
+    let inner = device.clone().inner();
+    if core::mem::discriminant(&inner) == core::mem::discriminant(device) {
+        return (BackendId::Other, DispatchAutodiffContext::Disabled);
+    }
+    let (backend, _) = describe_device(&inner);
+    (
+        backend,
+        DispatchAutodiffContext::Enabled(Default::default()),
+    )
 }
 
 impl Route {
@@ -875,11 +908,11 @@ mod tests {
             );
             assert_eq!(
                 err.to_string(),
-                "autodiff routing of op `op` is compiled out: input `x` (backend Flex) is tracked, \
-                 but crate `test` was built with `cfg(feature = \"autodiff\")` off, so the op has \
+                "autodiff routing of op `op` is compiled out: input `x` (backend Flex) carries an \
+                 enabled autodiff context, but crate `test` was built with `cfg(feature = \"autodiff\")` off, so the op has \
                  no `Autodiff` route. Fix: turn `feature = \"autodiff\"` on in crate `test` (e.g. \
-                 enable the feature it names), or detach the input (`.without_autodiff()`). See \
-                 ERRORS.md#autodiff-compiled-out"
+                 enable the feature it names), or pass the input without autodiff \
+                 (`.without_autodiff()`). See ERRORS.md#autodiff-compiled-out"
             );
         }
     }
