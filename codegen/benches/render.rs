@@ -1,5 +1,6 @@
 //! How long a build script spends rendering: a synthetic 1,000-op manifest end to end (parse,
-//! validate, emit + pretty-print, write), and each stage on its own.
+//! validate, emit + pretty-print, write), and each stage on its own; and how long a manifest
+//! with 10,000 errors takes to report (found, rendered rustc-style and as `file:LINE:COL` lines).
 //!
 //! Run: `cargo bench -p burn-route-codegen --bench render` (release), and
 //! `cargo bench --profile dev -p burn-route-codegen --bench render` for the unoptimised build
@@ -85,5 +86,33 @@ fn render(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-criterion_group!(benches, render);
+/// 10,000 ops, each with a misspelt tensor kind: every error is collected, then rendered.
+fn diagnostics(c: &mut Criterion) {
+    let mut source = String::from("[routing]\ntrait = \"MyOps\"\nbackends = [\"Flex\"]\n");
+    for i in 0..10_000 {
+        source.push_str(&format!(
+            "\n[[op]]\nname = \"op_{i}\"\ninputs = [{{ name = \"x\", tensor = \"flaot\" }}]\n"
+        ));
+    }
+    let builder = Builder::new("ops.toml");
+    let mut group = c.benchmark_group("errors_10000");
+    group.sample_size(10);
+    group.bench_function("find_and_render", |b| {
+        b.iter(|| {
+            let err = builder.render_str(black_box(&source)).unwrap_err();
+            let burn_route_codegen::Error::Manifest(report) = &err else {
+                panic!("{err}")
+            };
+            assert_eq!(report.diagnostics.len(), 10_000);
+            black_box((
+                report.render(),
+                burn_route_codegen::error_lines(&err),
+                burn_route_codegen::rendered_lines(&err),
+            ))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, render, diagnostics);
 criterion_main!(benches);

@@ -507,17 +507,17 @@ fn one_backend_one_cfg_and_no_name_clashes() {
     );
 }
 
-/// Diagnostics scale: 10,000 errors are found and rendered in linear time (well under 2 s in
-/// the dev profile), and the report shows a readable number of them plus "and N more".
+/// Diagnostics scale: all 10,000 errors are found, and the report shows a readable number of
+/// them plus "and N more". (How long that takes is the `errors_10000` group of the `render`
+/// bench, in BENCHMARKS.md.)
 #[test]
-fn ten_thousand_errors_render_quickly_and_are_capped() {
+fn ten_thousand_errors_are_all_found_and_the_report_is_capped() {
     let mut source = String::from("[routing]\ntrait = \"MyOps\"\nbackends = [\"Flex\"]\n");
     for i in 0..10_000 {
         source.push_str(&format!(
             "\n[[op]]\nname = \"op_{i}\"\ninputs = [{{ name = \"x\", tensor = \"flaot\" }}]\n"
         ));
     }
-    let started = std::time::Instant::now();
     let err = Builder::new("ops.toml").render_str(&source).unwrap_err();
     let Error::Manifest(report) = &err else {
         panic!("{err}")
@@ -526,11 +526,6 @@ fn ten_thousand_errors_render_quickly_and_are_capped() {
     let rendered = report.render();
     let lines = error_lines(&err);
     let snippets = burn_route_codegen::rendered_lines(&err);
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed < std::time::Duration::from_secs(2),
-        "10,000 errors took {elapsed:?}"
-    );
     let shown = burn_route_codegen::diag::SHOWN;
     assert_eq!(lines.len(), shown + 1);
     assert_eq!(
