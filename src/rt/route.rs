@@ -555,6 +555,9 @@ impl Route {
             }
         }
 
+        // The backend before the policy (README "How routing works"): a tracked input of a
+        // `reject` op on a backend the op has no route to is an unrouted backend first.
+        Self::check_backend(op, router.name, routed.backend)?;
         let mode = match (op.policy, context) {
             (Policy::Reject, _) => {
                 if let Some(input) = tracked {
@@ -583,6 +586,30 @@ impl Route {
         mode: Mode,
         context: DispatchAutodiffContext,
     ) -> Result<Self, RouteError> {
+        Self::check_backend(op, router, backend)?;
+        if matches!(mode, Mode::Autodiff(_)) && !op.autodiff {
+            return Err(RouteError::AutodiffCompiledOut {
+                op: op.name,
+                input: router,
+                backend,
+                cfg: op.autodiff_cfg,
+                krate: op.krate,
+            });
+        }
+        Ok(Self {
+            op,
+            backend,
+            mode,
+            context,
+        })
+    }
+
+    /// Whether the op has a compiled routing arm for `backend` (which `router` picked).
+    fn check_backend(
+        op: &'static OpInfo,
+        router: InputName,
+        backend: BackendId,
+    ) -> Result<(), RouteError> {
         if let Some(cfg) = op.compiled_out(backend) {
             return Err(RouteError::BackendCompiledOut {
                 op: op.name,
@@ -600,21 +627,7 @@ impl Route {
                 location: op.backends_location,
             });
         }
-        if matches!(mode, Mode::Autodiff(_)) && !op.autodiff {
-            return Err(RouteError::AutodiffCompiledOut {
-                op: op.name,
-                input: router,
-                backend,
-                cfg: op.autodiff_cfg,
-                krate: op.krate,
-            });
-        }
-        Ok(Self {
-            op,
-            backend,
-            mode,
-            context,
-        })
+        Ok(())
     }
 
     /// Plans a call of an op without tensor inputs from its device argument: the device picks
@@ -856,6 +869,49 @@ mod tests {
 
     fn input<'a>(kind: TensorKind, name: &'static str, tensor: &'a DispatchTensor) -> Input<'a> {
         Input::new(name, kind, tensor)
+    }
+
+    /// The backend is checked before the policy: a tracked input of a `reject` op on a backend
+    /// the op is not routed to (or whose arm is compiled out) is refused for the backend, as for
+    /// any other policy, not as a tracked input (detaching it would not help).
+    #[cfg(feature = "autodiff")]
+    #[test]
+    fn an_unrouted_backend_is_reported_before_the_policy() {
+        let tracked = Tensor::<1>::from_data([1.0, 2.0], &Device::flex().autodiff())
+            .require_grad()
+            .into_dispatch();
+        let unlisted = |policy| {
+            let op: &'static OpInfo = Box::leak(Box::new(OpInfo::new(
+                "op",
+                policy,
+                "ops.toml:1",
+                "ops.toml:2",
+                &[],
+                true,
+                "feature = \"autodiff\"",
+                "test",
+            )));
+            Route::plan(op, [input(TensorKind::Float, "x", &tracked)]).unwrap_err()
+        };
+        for policy in [Policy::Reject, Policy::Detach, Policy::Differentiable] {
+            assert_eq!(
+                unlisted(policy),
+                RouteError::UnlistedBackend {
+                    op: "op",
+                    input: InputName::new("x"),
+                    backend: BackendId::Flex,
+                    location: "ops.toml:2",
+                },
+                "{policy:?}"
+            );
+            assert!(matches!(
+                Route::plan(
+                    op_info(policy, false, true),
+                    [input(TensorKind::Float, "x", &tracked)]
+                ),
+                Err(RouteError::BackendCompiledOut { .. })
+            ));
+        }
     }
 
     /// A route the consuming crate compiled out is refused with the crate and the cfg, not
