@@ -732,40 +732,130 @@ fn head_width(doc: &Doc) -> usize {
     }
 }
 
-/// `line` broken at spaces into pieces of at most `room` characters; continuation lines of a
-/// list item (`- `, `* `, `1. `) are indented under its text.
+/// `line` broken at spaces into pieces of at most `room` characters, so that the wrapped text
+/// means what the line meant in Markdown: continuation lines of a list item (`- `, `* `, `1. `)
+/// are indented under its text, those of a block quote repeat its `>` markers (and a list's
+/// indentation inside it), and no break puts a word that would open a block (a list marker,
+/// `>`, `#`, a code fence, a table or HTML line, a setext underline) at the start of a line:
+/// such a word stays on the line before.
 fn wrap(line: &str, room: usize) -> Vec<String> {
     let indent_len = line.len() - line.trim_start().len();
     let body = line.trim_start();
-    let content = crate::markdown::list_item_content(line).unwrap_or(indent_len);
-    let continuation = " ".repeat(content);
+    // `> > text`: the quote markers, then the text inside the quote.
+    let quote_len = body.len() - body.trim_start_matches(['>', ' ']).len();
+    let (quote, inner) = body.split_at(quote_len);
+    let continuation = if quote.is_empty() {
+        " ".repeat(crate::markdown::list_item_content(line).unwrap_or(indent_len))
+    } else {
+        let inner_content = crate::markdown::list_item_content(inner).unwrap_or(0);
+        format!(
+            "{}{}{}",
+            &line[..indent_len],
+            quote.trim_end().to_owned() + " ",
+            " ".repeat(inner_content)
+        )
+    };
+    // Words glued to the word before them: a break there would open a block.
+    let mut units: Vec<String> = Vec::new();
+    for (i, word) in inner.split(' ').enumerate() {
+        match units.last_mut() {
+            Some(last) if opens_block(word) || word.is_empty() => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ if i == 0 => units.push(format!("{quote}{word}")),
+            _ => units.push(word.to_owned()),
+        }
+    }
     let mut out = Vec::new();
     let mut current = line[..indent_len].to_owned();
     let mut current_len = indent_len;
     let mut first_word = true;
-    for word in body.split(' ') {
-        let word_len = word.chars().count();
-        if !first_word && current_len + 1 + word_len > room {
+    for unit in units {
+        let unit_len = unit.chars().count();
+        if !first_word && current_len + 1 + unit_len > room {
             out.push(std::mem::take(&mut current).trim_end().to_owned());
             current.push_str(&continuation);
-            current_len = continuation.len();
+            current_len = continuation.chars().count();
             first_word = true;
         }
         if !first_word {
             current.push(' ');
             current_len += 1;
         }
-        current.push_str(word);
-        current_len += word_len;
+        current.push_str(&unit);
+        current_len += unit_len;
         first_word = false;
     }
     out.push(current.trim_end().to_owned());
     out
 }
 
+/// Whether `word` at the start of a doc line could open or change a Markdown block.
+fn opens_block(word: &str) -> bool {
+    let only = |c: char| !word.is_empty() && word.chars().all(|w| w == c);
+    let digits = word.chars().take_while(char::is_ascii_digit).count();
+    // List markers, thematic breaks and setext underlines (`-`, `1.`, `***`, `===`), headings
+    // (`##`), quotes, tables, HTML blocks and code fences.
+    ["-", "*", "+"].contains(&word)
+        || ['-', '=', '*', '_', '#'].into_iter().any(only)
+        || (digits > 0 && matches!(&word[digits..], "." | ")"))
+        || word.starts_with(['>', '|', '<'])
+        || word.starts_with("```")
+        || word.starts_with("~~~")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Wrapping keeps the Markdown meaning: quotes repeat their marker, list items indent
+    /// their continuation, and no wrapped line starts with a word that would open a block.
+    #[test]
+    fn doc_wrapping_never_opens_a_block() {
+        let words = "lorem ipsum dolor sit amet ".repeat(3);
+        let quote = wrap(&format!("> {words}end"), 40);
+        assert_eq!(
+            quote,
+            [
+                "> lorem ipsum dolor sit amet lorem ipsum",
+                "> dolor sit amet lorem ipsum dolor sit",
+                "> amet end"
+            ]
+        );
+        let quoted_list = wrap(&format!("> - {words}"), 40);
+        assert_eq!(
+            quoted_list,
+            [
+                "> - lorem ipsum dolor sit amet lorem",
+                ">   ipsum dolor sit amet lorem ipsum",
+                ">   dolor sit amet"
+            ]
+        );
+        for opener in [
+            "-", "1.", "2)", "```", "~~~rust", "#", ">", "|", "===", "<div>",
+        ] {
+            // The opener falls at every possible break position in turn.
+            for room in 20..40 {
+                let line = format!("lorem ipsum dolor sit amet {opener} {words}");
+                let wrapped = wrap(&line, room);
+                assert_eq!(wrapped.join(" "), line.trim_end(), "{opener} at {room}");
+                assert!(
+                    wrapped[1..]
+                        .iter()
+                        .all(|l| !opens_block(l.split(' ').next().unwrap())),
+                    "{opener} at {room}: {wrapped:?}"
+                );
+            }
+            let wrapped = wrap(&format!("lorem ipsum dolor sit amet {opener} {words}"), 30);
+            assert!(
+                wrapped[1..]
+                    .iter()
+                    .all(|l| !opens_block(l.split(' ').next().unwrap())),
+                "{opener}: {wrapped:?}"
+            );
+        }
+    }
 
     #[test]
     fn lists_stay_on_one_line_when_they_fit() {

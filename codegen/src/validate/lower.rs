@@ -617,8 +617,14 @@ impl Lowerer<'_> {
     fn shallow(&mut self, text: &Sp<String>, key: &str) -> bool {
         let mut depth = 0usize;
         let mut deepest = 0usize;
+        // References, pointers and `-> R` nest without brackets (`&&&u8`, `fn() -> fn() -> u8`):
+        // the parser recurses for each of them too.
+        let mut prefixes = 0usize;
+        let mut previous = ' ';
         for c in text.value.chars() {
             match c {
+                '>' if previous == '-' => prefixes += 1,
+                '&' | '*' => prefixes += 1,
                 '<' | '(' | '[' | '{' => {
                     depth += 1;
                     deepest = deepest.max(depth);
@@ -626,6 +632,21 @@ impl Lowerer<'_> {
                 '>' | ')' | ']' | '}' => depth = depth.saturating_sub(1),
                 _ => {}
             }
+            previous = c;
+        }
+        if prefixes > 2 * MAX_NESTING {
+            self.push(
+                Diagnostic::new(
+                    text.span.clone(),
+                    key,
+                    format!(
+                        "`{key}` chains {prefixes} references, pointers and `->` return types; at most {} are accepted",
+                        2 * MAX_NESTING
+                    ),
+                )
+                .help("name the inner type with a type alias by its path (e.g. `crate::Inner`)"),
+            );
+            return false;
         }
         if deepest <= MAX_NESTING {
             return true;

@@ -558,6 +558,12 @@ impl Checker<'_> {
                         self.visit_type(input);
                     }
                     if let syn::ReturnType::Type(_, t) = &args.output {
+                        if matches!(&**t, syn::Type::Tuple(unit) if unit.elems.is_empty()) {
+                            self.report(problem(
+                                "writes `-> ()` in a `Fn` trait's parentheses, which clippy refuses (`unused_unit`)",
+                                "drop the `-> ()`: `Fn(u8)` already returns `()`",
+                            ));
+                        }
                         self.visit_type(t);
                     }
                     self.in_fn -= 1;
