@@ -87,9 +87,14 @@ impl Doc {
             Self::Text(_) => true,
             Self::Cat(parts) => parts.iter().all(Self::flat_ok),
             // A lone array argument overflows: its own width limit applies, not the call's.
+            // So does a lone nested meta list in an attribute (`cfg(all(..))`, `not(any(..))`:
+            // measured against rustfmt 1.9).
             Self::List { items, limit, .. } => {
                 (limit.is_none_or(|limit| items_width(items) <= limit)
-                    || matches!(items.as_slice(), [Self::List { open: "[", .. }]))
+                    || matches!(items.as_slice(), [Self::List { open: "[", .. }])
+                    || (*limit == Some(ATTR_WIDTH)
+                        && matches!(items.as_slice(), [Self::Cat(parts)]
+                            if matches!(parts.last(), Some(Self::List { .. })))))
                     && items.iter().all(Self::flat_ok)
             }
             Self::Sig {
