@@ -239,6 +239,12 @@ fn check_cfg_shape(meta: &syn::Meta) -> syn::Result<()> {
                     ..
                 }) => {
                     cfg_value_ok(&name.to_string(), lit)?;
+                    if name == "feature" && lit.value().trim().is_empty() {
+                        return Err(syn::Error::new_spanned(
+                            lit,
+                            "an empty feature name, which no Cargo.toml can declare",
+                        ));
+                    }
                     if !lit.suffix().is_empty() {
                         return Err(syn::Error::new_spanned(
                             lit,
@@ -586,6 +592,9 @@ impl Lowerer<'_> {
                 format!("write a fixed rank as a number: `dims = {}`", name.value)
             }
             Some(s) => format!("did you mean `{s}`? names are {}", kind.convention()),
+            None if kind == NameKind::Op && name.value == "new" => {
+                "name what the op makes, e.g. `new_tensor` or `make_ramp`".to_owned()
+            }
             None if kind == NameKind::Trait
                 && (names::PRELUDE.contains(&name.value.as_str())
                     || names::GENERICS.contains(&name.value.as_str())) =>
