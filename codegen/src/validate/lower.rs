@@ -703,7 +703,13 @@ impl Lowerer<'_> {
         inherit: &[Backend],
     ) -> Vec<Backend> {
         let names: Vec<&str> = BackendName::ALL.iter().map(|b| b.as_str()).collect();
-        if list.value.is_empty() {
+        // An entry the parser already refused (a table without `name`) leaves the list empty
+        // too; only a list written empty is reported here.
+        let written_empty = self
+            .source
+            .get(list.span.clone())
+            .is_none_or(|text| !text.contains(['{', '"', '\'']));
+        if list.value.is_empty() && written_empty {
             self.push(
                 Diagnostic::new(
                     list.span.clone(),
