@@ -504,7 +504,7 @@ pub fn check_cfg_lines(ir: &ir::Ir) -> Vec<String> {
     let mut lines = Vec::new();
     for (name, value) in atoms {
         if name == "feature"
-            || WELL_KNOWN_CFGS.contains(&name.as_str())
+            || validate::is_well_known_cfg(&name)
             || names::RUNTIME_CFGS.contains(&name.as_str())
         {
             continue;
@@ -609,42 +609,6 @@ fn feature_position(manifest: &str, feature: &str) -> Option<(usize, usize)> {
     }
     None
 }
-
-/// cfg names rustc declares itself (`--check-cfg` well-known names).
-const WELL_KNOWN_CFGS: &[&str] = &[
-    "clippy",
-    "debug_assertions",
-    "doc",
-    "doctest",
-    "fmt_debug",
-    "miri",
-    "overflow_checks",
-    "panic",
-    "proc_macro",
-    "relocation_model",
-    "rustfmt",
-    "sanitize",
-    "sanitizer_cfi_generalize_pointers",
-    "sanitizer_cfi_normalize_integers",
-    "target_abi",
-    "target_arch",
-    "target_endian",
-    "target_env",
-    "target_family",
-    "target_feature",
-    "target_has_atomic",
-    "target_has_atomic_equal_alignment",
-    "target_has_atomic_load_store",
-    "target_os",
-    "target_pointer_width",
-    "target_thread_local",
-    "target_vendor",
-    "test",
-    "ub_checks",
-    "unix",
-    "windows",
-    "contract_checks",
-];
 
 /// The `name` / `name = "value"` atoms of a cfg predicate.
 fn cfg_atoms(meta: &syn::Meta, out: &mut Vec<(String, Option<String>)>) {

@@ -691,17 +691,7 @@ fn attr_args(predicate: &str) -> Doc {
 
 /// `not(predicate)`.
 fn predicate_not(predicate: &str) -> Doc {
-    cat([
-        "not".into(),
-        Doc::List {
-            open: "(",
-            items: vec![self::predicate(predicate)],
-            close: ")",
-            limit: Some(ATTR_WIDTH),
-            trailing_comma: false,
-            hug: true,
-        },
-    ])
+    cat(["not".into(), attr_args(predicate)])
 }
 
 /// Whether `doc` is a call: text followed by an argument list (possibly with text after it,

@@ -321,6 +321,14 @@ const UNSTABLE_CFGS: &[&str] = &[
     "ub_checks",
 ];
 
+/// Whether rustc knows the cfg name itself (`--check-cfg` well-known names): it needs no
+/// `rustc-check-cfg` line.
+pub(crate) fn is_well_known_cfg(name: &str) -> bool {
+    [UNSTABLE_CFGS, CFGS_WITHOUT_VALUE, CFGS_WITH_VALUE]
+        .iter()
+        .any(|names| names.contains(&name))
+}
+
 /// Well-known cfg names that take no value (`unix`), and those that need one (`feature = ".."`).
 const CFGS_WITHOUT_VALUE: &[&str] = &[
     "clippy",

@@ -11,6 +11,8 @@
 //! they meet the same rules.
 
 mod lower;
+
+pub(crate) use lower::is_well_known_cfg;
 mod rules;
 pub(crate) mod text;
 mod types;

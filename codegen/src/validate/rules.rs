@@ -6,7 +6,9 @@ use std::ops::Range;
 
 use super::lower::{Routing, assign_groups};
 use crate::diag::{Diagnostic, LineIndex};
-use crate::ir::{Arg, Backend, Op, Output, Policy, Rank, RouteBy, TensorArg, TensorKind};
+use crate::ir::{
+    Arg, Backend, Op, Output, Policy, Rank, RouteBy, TensorArg, TensorKind, TraitGroup,
+};
 use crate::model::{Manifest, OpSpec};
 use crate::names;
 
@@ -166,12 +168,10 @@ fn autodiff_trait_differs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     ]
 }
 
-/// The traits (named after `trait`, per backend list and composite) and the `Autodiff<Backend>`
-/// aliases share the dispatch module's type namespace: no name twice, and none of the prelude.
-fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
-    let Some(routing) = cx.routing else {
-        return Vec::new();
-    };
+/// The ops, each in its trait group, as the IR will have them (`None` without a valid
+/// `[routing]`).
+fn grouped(cx: &Context<'_, '_>) -> Option<(Vec<Op>, Vec<TraitGroup>)> {
+    let routing = cx.routing?;
     let mut ops: Vec<Op> = cx.ops.iter().map(|(_, op)| op.clone()).collect();
     let groups = assign_groups(
         &mut ops,
@@ -179,6 +179,15 @@ fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         &routing.trait_name,
         &routing.autodiff_trait,
     );
+    Some((ops, groups))
+}
+
+/// The traits (named after `trait`, per backend list and composite) and the `Autodiff<Backend>`
+/// aliases share the dispatch module's type namespace: no name twice, and none of the prelude.
+fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let Some((ops, groups)) = grouped(cx) else {
+        return Vec::new();
+    };
     let mut defined: Vec<String> = Vec::new();
     for (index, group) in groups.iter().enumerate() {
         defined.push(group.name.clone());
@@ -227,16 +236,9 @@ fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
 
 /// A rank generic named like a trait would read as that trait in `Tensor<D>`.
 fn ranks_are_not_traits(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
-    let Some(routing) = cx.routing else {
+    let Some((_, groups)) = grouped(cx) else {
         return Vec::new();
     };
-    let mut ops: Vec<Op> = cx.ops.iter().map(|(_, op)| op.clone()).collect();
-    let groups = assign_groups(
-        &mut ops,
-        &routing.backends,
-        &routing.trait_name,
-        &routing.autodiff_trait,
-    );
     let traits: Vec<&str> = groups
         .iter()
         .flat_map(|g| [g.name.as_str(), g.autodiff_name.as_str()])
