@@ -210,7 +210,7 @@ fn route_add_relu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "add_relu",
         rt::Policy::Differentiable,
-        "ops.toml:24",
+        "ops.toml:27",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -323,6 +323,18 @@ fn route_add_relu<F: __rt::OnError>(
             _ => __route.unrouted(),
         })
     }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [__rt::ShapeCheck::new(
+            rt::ShapeRule::BroadcastWith,
+            "ops.toml:30",
+            ("rhs", Some(&rhs)),
+            ("lhs", Some(&lhs)),
+        )],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
     match __rt::Route::fast(
         &__OP,
         [
@@ -367,7 +379,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "scale",
         rt::Policy::Differentiable,
-        "ops.toml:34",
+        "ops.toml:37",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -511,7 +523,7 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "argmax_last",
         rt::Policy::Detach,
-        "ops.toml:46",
+        "ops.toml:49",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -597,7 +609,7 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "round_half_even",
         rt::Policy::Reject,
-        "ops.toml:51",
+        "ops.toml:54",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -693,7 +705,7 @@ fn route_axpby<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "axpby",
         rt::Policy::Differentiable,
-        "ops.toml:62",
+        "ops.toml:67",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -832,6 +844,18 @@ fn route_axpby<F: __rt::OnError>(
             _ => __route.unrouted(),
         })
     }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [__rt::ShapeCheck::new(
+            rt::ShapeRule::BroadcastWith,
+            "ops.toml:70",
+            ("y", y.as_ref()),
+            ("x", Some(&x)),
+        )],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
     match __rt::Route::fast(
         &__OP,
         __rt::Group::all([
@@ -882,7 +906,7 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "sum_all",
         rt::Policy::Differentiable,
-        "ops.toml:76",
+        "ops.toml:81",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1008,7 +1032,7 @@ fn route_split_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "split_last",
         rt::Policy::Differentiable,
-        "ops.toml:86",
+        "ops.toml:91",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1177,7 +1201,7 @@ fn route_softplus<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softplus",
         rt::Policy::Differentiable,
-        "ops.toml:99",
+        "ops.toml:104",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1350,7 +1374,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "masked_fill_count",
         rt::Policy::Detach,
-        "ops.toml:112",
+        "ops.toml:118",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1425,6 +1449,18 @@ fn route_masked_fill_count<F: __rt::OnError>(
             _ => __route.unrouted(),
         })
     }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [__rt::ShapeCheck::new(
+            rt::ShapeRule::SameAs,
+            "ops.toml:121",
+            ("mask", Some(mask)),
+            ("x", Some(&x)),
+        )],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
     match __rt::Route::fast(
         &__OP,
         [__rt::Input::float("x", &x), __rt::Input::bool("mask", mask)],
@@ -1488,7 +1524,7 @@ fn route_nan_to_num<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "nan_to_num",
         rt::Policy::Detach,
-        "ops.toml:124",
+        "ops.toml:130",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1612,7 +1648,7 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dequantize_relu",
         rt::Policy::Reject,
-        "ops.toml:133",
+        "ops.toml:139",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1704,8 +1740,8 @@ fn route_iota<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "iota",
         rt::Policy::Reject,
-        "ops.toml:139",
-        "ops.toml:143",
+        "ops.toml:145",
+        "ops.toml:149",
         &[(rt::BackendId::Flex, true, "")],
         false,
         "burn_route_autodiff",
@@ -1772,7 +1808,7 @@ fn route_ramp<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "ramp",
         rt::Policy::Reject,
-        "ops.toml:151",
+        "ops.toml:157",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1886,7 +1922,7 @@ fn route_bias_gelu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "bias_gelu",
         rt::Policy::Differentiable,
-        "ops.toml:169",
+        "ops.toml:176",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1999,6 +2035,18 @@ fn route_bias_gelu<F: __rt::OnError>(
             _ => __route.unrouted(),
         })
     }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [__rt::ShapeCheck::new(
+            rt::ShapeRule::LastDimOf,
+            "ops.toml:179",
+            ("bias", Some(&bias)),
+            ("x", Some(&x)),
+        )],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
     match __rt::Route::fast(
         &__OP,
         [
@@ -2049,7 +2097,7 @@ fn route_swiglu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "swiglu",
         rt::Policy::Differentiable,
-        "ops.toml:179",
+        "ops.toml:189",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2162,6 +2210,18 @@ fn route_swiglu<F: __rt::OnError>(
             _ => __route.unrouted(),
         })
     }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [__rt::ShapeCheck::new(
+            rt::ShapeRule::BroadcastWith,
+            "ops.toml:192",
+            ("up", Some(&up)),
+            ("gate", Some(&gate)),
+        )],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
     match __rt::Route::fast(
         &__OP,
         [
@@ -2214,7 +2274,7 @@ fn route_rms_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "rms_norm",
         rt::Policy::Differentiable,
-        "ops.toml:191",
+        "ops.toml:202",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2339,6 +2399,18 @@ fn route_rms_norm<F: __rt::OnError>(
             _ => __route.unrouted(),
         })
     }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [__rt::ShapeCheck::new(
+            rt::ShapeRule::LastDimOf,
+            "ops.toml:205",
+            ("weight", Some(&weight)),
+            ("x", Some(&x)),
+        )],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
     match __rt::Route::fast(
         &__OP,
         [
@@ -2397,7 +2469,7 @@ fn route_layer_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "layer_norm",
         rt::Policy::Differentiable,
-        "ops.toml:204",
+        "ops.toml:216",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2548,6 +2620,26 @@ fn route_layer_norm<F: __rt::OnError>(
             _ => __route.unrouted(),
         })
     }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LastDimOf,
+                "ops.toml:219",
+                ("gamma", Some(&gamma)),
+                ("x", Some(&x)),
+            ),
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LastDimOf,
+                "ops.toml:220",
+                ("beta", Some(&beta)),
+                ("x", Some(&x)),
+            ),
+        ],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
     match __rt::Route::fast(
         &__OP,
         [
@@ -2608,7 +2700,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softmax_last",
         rt::Policy::Differentiable,
-        "ops.toml:216",
+        "ops.toml:228",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2749,7 +2841,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "cross_entropy_logits",
         rt::Policy::Differentiable,
-        "ops.toml:226",
+        "ops.toml:239",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2871,6 +2963,18 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
             _ => __route.unrouted(),
         })
     }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [__rt::ShapeCheck::new(
+            rt::ShapeRule::LeadingDimsOf,
+            "ops.toml:242",
+            ("targets", Some(&targets)),
+            ("logits", Some(&logits)),
+        )],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
     match __rt::Route::fast(
         &__OP,
         [
@@ -2934,7 +3038,7 @@ fn route_dropout<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dropout",
         rt::Policy::Differentiable,
-        "ops.toml:239",
+        "ops.toml:252",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3098,7 +3202,7 @@ fn route_clamp_ste<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "clamp_ste",
         rt::Policy::Differentiable,
-        "ops.toml:252",
+        "ops.toml:265",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3258,7 +3362,7 @@ fn route_topk_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
-        "ops.toml:265",
+        "ops.toml:278",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),

@@ -9,13 +9,16 @@ use crate::rt;
 /// routes
 /// each call to the backend of its inputs.
 pub trait RoutedOps: rt::Backend {
-    /// Fused `relu(lhs + rhs)` for tensors of the same shape.
+    /// Fused `relu(lhs + rhs)`. Shapes broadcast as in Burn's `lhs + rhs` (same rank; each pair of
+    /// dimensions equal, or one of them 1), and each input's gradient is summed back to its own
+    /// shape.
+    /// Equal shapes take the fused pass.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:24`.
+    /// - declared at `ops.toml:27`.
     fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Multiplies every element by `alpha`.
     ///
@@ -23,7 +26,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:34`.
+    /// - declared at `ops.toml:37`.
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self>;
     /// Index of the largest element along the last dimension, which is kept with size 1.
     /// Ties resolve to the first index. Not differentiable: gradients never flow through an index.
@@ -31,7 +34,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:46`.
+    /// - declared at `ops.toml:49`.
     fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self>;
     /// Rounds every element to the nearest integer, ties to even (banker's rounding).
     /// Inference only: its derivative is zero almost everywhere, so a tracked input is refused
@@ -41,15 +44,18 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:51`.
+    /// - declared at `ops.toml:54`.
     fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent.
+    /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent. `x` and `y` broadcast as in
+    /// Burn's
+    /// `x + y`, and each gradient is summed back to its input's shape. Equal shapes take the fused
+    /// pass.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:62`.
+    /// - declared at `ops.toml:67`.
     fn axpby(
         x: rt::FloatTensor<Self>,
         y: Option<rt::FloatTensor<Self>>,
@@ -57,12 +63,14 @@ pub trait RoutedOps: rt::Backend {
         beta: f32,
     ) -> rt::FloatTensor<Self>;
     /// Replaces the elements of `x` where `mask` is true by `value`, and counts them.
-    /// Returns the filled tensor and a one-element int tensor with the count.
+    /// Returns the filled tensor and a one-element int tensor with the count. `mask` has `x`'s
+    /// shape
+    /// (no broadcasting: the count would depend on it).
     ///
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:112`.
+    /// - declared at `ops.toml:118`.
     #[allow(clippy::type_complexity)]
     fn masked_fill_count(
         x: rt::FloatTensor<Self>,
@@ -74,7 +82,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:124`.
+    /// - declared at `ops.toml:130`.
     #[allow(clippy::type_complexity)]
     fn nan_to_num(
         x: rt::FloatTensor<Self>,
@@ -86,46 +94,55 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:133`.
+    /// - declared at `ops.toml:139`.
     fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self>;
-    /// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions
-    /// (its shape is `[features]`, `x`'s last dimension).
+    /// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions.
+    /// `bias` has shape `[features]`, `x`'s last dimension; any other shape (`[1]` included) is
+    /// refused with the shape-contract error.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:169`.
+    /// - declared at `ops.toml:176`.
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// `silu(gate) * up` (the SwiGLU feed-forward gate) for tensors of the same shape.
+    /// `silu(gate) * up` (the SwiGLU feed-forward gate). `gate` and `up` broadcast as in Burn's
+    /// `gate * up`, and each gradient is summed back to its input's shape. Equal shapes take the
+    /// fused
+    /// pass, views sliced out of a wider projection included.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:179`.
+    /// - declared at `ops.toml:189`.
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`, with
-    /// `weight` of shape `[features]`.
+    /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`. `weight`
+    /// has
+    /// shape `[features]`, `x`'s last dimension; any other shape (`[1]` included) is refused with
+    /// the
+    /// shape-contract error.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:191`.
+    /// - declared at `ops.toml:202`.
     fn rms_norm(
         x: rt::FloatTensor<Self>,
         weight: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self>;
     /// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + eps) * gamma + beta`
-    /// (biased variance), with `gamma` and `beta` of shape `[features]`.
+    /// (biased variance). `gamma` and `beta` have shape `[features]`, `x`'s last dimension; any
+    /// other
+    /// shape (`[1]` included) is refused with the shape-contract error.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:204`.
+    /// - declared at `ops.toml:216`.
     fn layer_norm(
         x: rt::FloatTensor<Self>,
         gamma: rt::FloatTensor<Self>,
@@ -138,18 +155,19 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:216`.
+    /// - declared at `ops.toml:228`.
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
     /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The
     /// gradient
-    /// flows to `logits` only; a target outside `0..classes` panics with its row and value.
+    /// flows to `logits` only; a target outside `0..classes` panics with its row and value, and
+    /// `targets` of another shape than `[batch]` is the shape-contract error.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:226`.
+    /// - declared at `ops.toml:239`.
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
@@ -163,7 +181,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:239`.
+    /// - declared at `ops.toml:252`.
     #[allow(clippy::type_complexity)]
     fn dropout(
         x: rt::FloatTensor<Self>,
@@ -177,7 +195,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:252`.
+    /// - declared at `ops.toml:265`.
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
     /// The `k` largest elements along the last dimension, in descending order, and their indices
     /// (ties keep the lower index first). Not differentiable: a selection is detached.
@@ -185,7 +203,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:265`.
+    /// - declared at `ops.toml:278`.
     #[allow(clippy::type_complexity)]
     fn topk_last(
         x: &rt::FloatTensor<Self>,
@@ -260,7 +278,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::sum_all` implements it on every backend.
-    /// - declared at `ops.toml:76`.
+    /// - declared at `ops.toml:81`.
     #[must_use]
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
         crate::composite::sum_all::<Self>(xs)
@@ -274,7 +292,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::split_last` implements it on every backend.
-    /// - declared at `ops.toml:86`.
+    /// - declared at `ops.toml:91`.
     #[must_use]
     fn split_last(x: rt::FloatTensor<Self>, sizes: Vec<usize>) -> Vec<rt::FloatTensor<Self>> {
         crate::composite::split_last::<Self>(x, sizes)
@@ -287,7 +305,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::softplus` implements it on every backend.
-    /// - declared at `ops.toml:99`.
+    /// - declared at `ops.toml:104`.
     #[must_use]
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
         crate::composite::softplus::<Self>(x, beta)
@@ -300,7 +318,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::ramp` implements it on every backend.
-    /// - declared at `ops.toml:151`.
+    /// - declared at `ops.toml:157`.
     #[must_use]
     fn ramp(len: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self> {
         crate::composite::ramp::<Self>(len, device)
@@ -330,6 +348,6 @@ pub trait RoutedOpsFlex: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex.
-    /// - declared at `ops.toml:139`.
+    /// - declared at `ops.toml:145`.
     fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self>;
 }

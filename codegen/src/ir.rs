@@ -188,6 +188,67 @@ pub struct Input {
     pub name: String,
     /// What it carries.
     pub arg: Arg,
+    /// Its shape contract (tensor inputs only).
+    pub shape: Option<ShapeContract>,
+}
+
+/// How an input's shape must relate to another input's, checked before any kernel runs.
+#[derive(Clone, Debug)]
+pub struct ShapeContract {
+    /// The relation.
+    pub rule: ShapeRule,
+    /// The other input (a tensor input of the same op, checked by validation).
+    pub of: String,
+    /// `manifest:LINE` of the contract, for runtime messages.
+    pub location: String,
+}
+
+/// A shape relation, as the manifest's `shape` table and the runtime's `ShapeRule` name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeRule {
+    /// `same_as`: the same shape.
+    SameAs,
+    /// `broadcast_to`: same rank, each dimension equal to the other's or 1.
+    BroadcastTo,
+    /// `broadcast_with`: same rank, each pair of dimensions equal or one of them 1.
+    BroadcastWith,
+    /// `last_dim_of`: `[n]` with `n` the other's last dimension.
+    LastDimOf,
+    /// `leading_dims_of`: the other's shape without its last dimension.
+    LeadingDimsOf,
+}
+
+impl ShapeRule {
+    /// Every rule, in manifest-reference order.
+    pub const ALL: [Self; 5] = [
+        Self::SameAs,
+        Self::BroadcastTo,
+        Self::BroadcastWith,
+        Self::LastDimOf,
+        Self::LeadingDimsOf,
+    ];
+
+    /// The rule's key in the manifest.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::SameAs => "same_as",
+            Self::BroadcastTo => "broadcast_to",
+            Self::BroadcastWith => "broadcast_with",
+            Self::LastDimOf => "last_dim_of",
+            Self::LeadingDimsOf => "leading_dims_of",
+        }
+    }
+
+    /// The runtime's variant (`rt::ShapeRule::...`).
+    pub fn variant(self) -> &'static str {
+        match self {
+            Self::SameAs => "SameAs",
+            Self::BroadcastTo => "BroadcastTo",
+            Self::BroadcastWith => "BroadcastWith",
+            Self::LastDimOf => "LastDimOf",
+            Self::LeadingDimsOf => "LeadingDimsOf",
+        }
+    }
 }
 
 /// A tensor kind.

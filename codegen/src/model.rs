@@ -112,6 +112,17 @@ pub struct TensorSpec {
     pub dims: Option<Sp<Dims>>,
     /// `container`: `"option"` or `"vec"` around the tensor.
     pub container: Option<Sp<String>>,
+    /// `shape`: the input's shape contract (inputs only).
+    pub shape: Option<Sp<ShapeSpec>>,
+}
+
+/// An input's `shape = { RULE = "other_input" }`: how its shape relates to another input's.
+#[derive(Clone, Debug)]
+pub struct ShapeSpec {
+    /// The rule key as written (one of [`crate::parse::SHAPE_KEYS`]).
+    pub rule: Sp<String>,
+    /// The input it relates to, as written.
+    pub of: Sp<String>,
 }
 
 /// Rank of a tensor at the `Tensor<D>` level.

@@ -35,6 +35,10 @@ pub const RUN: &str = "__run";
 pub const PLANNED: &str = "__plan_and_run";
 /// The op's static facts (`rt::OpInfo`).
 pub const OP_INFO: &str = "__OP";
+/// The result of an op's shape-contract checks, a local of the routing function.
+pub const SHAPES: &str = "__shapes";
+/// The error of a failed check, a local of the routing function.
+pub const ERROR: &str = "__error";
 /// Stem of the locals that destructure a tuple output (`__out_0`, `__out_1_0`, ...).
 pub const OUT: &str = "__out";
 

@@ -10,7 +10,8 @@ use toml::de::{DeArray, DeTable, DeValue};
 
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::model::{
-    ArgSpec, BackendSpec, Dims, InputSpec, Manifest, OpSpec, OutputSpec, Routing, Sp, TensorSpec,
+    ArgSpec, BackendSpec, Dims, InputSpec, Manifest, OpSpec, OutputSpec, Routing, ShapeSpec, Sp,
+    TensorSpec,
 };
 
 /// Keys of the top level of the manifest.
@@ -38,6 +39,15 @@ pub const INPUT_KEYS: &[&str] = &[
     "borrowed",
     "dims",
     "container",
+    "shape",
+];
+/// Keys of an input's `shape` table: the shape contracts. Exactly one is given.
+pub const SHAPE_KEYS: &[&str] = &[
+    "same_as",
+    "broadcast_to",
+    "broadcast_with",
+    "last_dim_of",
+    "leading_dims_of",
 ];
 /// Keys of a table in an op's `output`.
 pub const OUTPUT_KEYS: &[&str] = &["tensor", "type", "dims", "container"];
@@ -540,6 +550,13 @@ impl Parser {
             .get("dims")
             .and_then(|v| self.dims(v, &join(path, "dims")));
         let container = self.string(table, path, "container");
+        let shape = if is_input {
+            table
+                .get("shape")
+                .and_then(|v| self.shape(v, &join(path, "shape")))
+        } else {
+            None
+        };
         let present: Vec<&str> = ["tensor", "type", "device"]
             .into_iter()
             .filter(|k| table.get(*k).is_some())
@@ -565,7 +582,7 @@ impl Parser {
             return None;
         }
         if tensor.is_none() {
-            for key in ["borrowed", "dims", "container"] {
+            for key in ["borrowed", "dims", "container", "shape"] {
                 if let Some((k, _)) = table.get_key_value(key) {
                     self.diags.push(
                         Diagnostic::new(
@@ -588,6 +605,7 @@ impl Parser {
                 borrowed,
                 dims,
                 container,
+                shape,
             }));
         }
         if let Some(ty) = plain {
@@ -606,6 +624,59 @@ impl Parser {
             return None;
         }
         Some(ArgSpec::Device(device))
+    }
+
+    /// An input's `shape` table: exactly one contract key, naming another input.
+    fn shape(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<Sp<ShapeSpec>> {
+        const EXAMPLE: &str = "a table with one contract such as `{ same_as = \"x\" }`";
+        let DeValue::Table(table) = value.get_ref() else {
+            self.wrong_type(value, path, EXAMPLE);
+            return None;
+        };
+        self.unknown_keys(table, path, SHAPE_KEYS);
+        let given: Vec<&str> = SHAPE_KEYS
+            .iter()
+            .copied()
+            .filter(|k| table.get(*k).is_some())
+            .collect();
+        match given.as_slice() {
+            [] => {
+                // An unknown key was reported above; an empty table gets its own message.
+                if table.is_empty() {
+                    self.diags.push(
+                        Diagnostic::new(value.span(), path, format!("`{path}` is empty"))
+                            .help(format!(
+                                "give one contract: {} (each names another input), or remove `shape`",
+                                SHAPE_KEYS.join(", ")
+                            )),
+                    );
+                }
+                None
+            }
+            [rule] => {
+                let (key, _) = table.get_key_value(*rule).expect("present");
+                let of = self.string(table, path, rule)?;
+                Some(Sp::new(
+                    ShapeSpec {
+                        rule: Sp::new((*rule).to_owned(), key.span()),
+                        of,
+                    },
+                    value.span(),
+                ))
+            }
+            [first, second, ..] => {
+                let (key, _) = table.get_key_value(*second).expect("present");
+                self.diags.push(
+                    Diagnostic::new(
+                        key.span(),
+                        join(path, second),
+                        format!("`{path}` has both `{first}` and `{second}`"),
+                    )
+                    .help("give one contract per input; relate the other input to this one in its own `shape`"),
+                );
+                None
+            }
+        }
     }
 
     fn dims(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<Sp<Dims>> {

@@ -12,18 +12,21 @@ use super::backward::BackwardKernels;
 use crate::ops::{RoutedOps, RoutedOpsAutodiff};
 
 /// The incoming gradient of `ops`' output, and a way to hand each tracked parent its gradient:
-/// for ops with more than one output gradient to compute from shared intermediates.
+/// for ops with more than one output gradient to compute from shared intermediates. Each
+/// gradient is summed back to its parent's shape (`shapes`), over the dimensions the forward
+/// pass broadcast: a parameter's gradient always has the parameter's shape.
 fn distribute<B: Backend, S, const N: usize>(
     ops: Ops<S, N>,
     grads: &mut Gradients,
+    shapes: [Shape; N],
     parent_grads: impl FnOnce(FloatTensor<B>, [bool; N]) -> [Option<FloatTensor<B>>; N],
 ) {
     let grad = grads.consume::<B>(&ops.node);
     let wanted = ops.parents.each_ref().map(Option::is_some);
     let computed = parent_grads(grad, wanted);
-    for (parent, grad) in ops.parents.into_iter().zip(computed) {
+    for ((parent, grad), shape) in ops.parents.into_iter().zip(computed).zip(shapes) {
         if let (Some(node), Some(grad)) = (parent, grad) {
-            grads.register::<B>(node.id, grad);
+            grads.register::<B>(node.id, broadcast_shape::<B>(grad, &shape));
         }
     }
 }
@@ -44,7 +47,8 @@ impl<B: BackwardKernels> Backward<B, 2> for BiasGeluBackward {
         _checkpointer: &mut Checkpointer,
     ) {
         let (x, bias) = ops.state.clone();
-        distribute::<B, _, 2>(ops, grads, |grad, wanted| {
+        let shapes = [x.shape(), bias.shape()];
+        distribute::<B, _, 2>(ops, grads, shapes, |grad, wanted| {
             B::bias_gelu_backward(x, bias, grad, wanted)
         });
     }
@@ -66,7 +70,8 @@ impl<B: BackwardKernels> Backward<B, 2> for SwigluBackward {
         _checkpointer: &mut Checkpointer,
     ) {
         let (gate, up) = ops.state.clone();
-        distribute::<B, _, 2>(ops, grads, |grad, wanted| {
+        let shapes = [gate.shape(), up.shape()];
+        distribute::<B, _, 2>(ops, grads, shapes, |grad, wanted| {
             B::swiglu_backward(gate, up, grad, wanted)
         });
     }
@@ -88,7 +93,8 @@ impl<B: BackwardKernels> Backward<B, 2> for RmsNormBackward {
         _checkpointer: &mut Checkpointer,
     ) {
         let (x, weight, eps) = ops.state.clone();
-        distribute::<B, _, 2>(ops, grads, |grad, wanted| {
+        let shapes = [x.shape(), weight.shape()];
+        distribute::<B, _, 2>(ops, grads, shapes, |grad, wanted| {
             B::rms_norm_backward(x, weight, eps, grad, wanted)
         });
     }
@@ -101,8 +107,8 @@ impl<B: BackwardKernels> Backward<B, 2> for RmsNormBackward {
 struct LayerNormBackward;
 
 impl<B: BackwardKernels> Backward<B, 3> for LayerNormBackward {
-    /// `x`, `gamma` and `eps` (`beta` does not enter the gradients).
-    type State = (FloatTensor<B>, FloatTensor<B>, f32);
+    /// `x`, `gamma`, `eps` and `beta`'s shape (`beta` itself does not enter the gradients).
+    type State = (FloatTensor<B>, FloatTensor<B>, f32, Shape);
 
     fn backward(
         self,
@@ -110,8 +116,9 @@ impl<B: BackwardKernels> Backward<B, 3> for LayerNormBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let (x, gamma, eps) = ops.state.clone();
-        distribute::<B, _, 3>(ops, grads, |grad, wanted| {
+        let (x, gamma, eps, beta_shape) = ops.state.clone();
+        let shapes = [x.shape(), gamma.shape(), beta_shape];
+        distribute::<B, _, 3>(ops, grads, shapes, |grad, wanted| {
             B::layer_norm_backward(x, gamma, eps, grad, wanted)
         });
     }
@@ -373,7 +380,7 @@ impl<B: RoutedOps + BackwardKernels, C: CheckpointStrategy> RoutedOpsAutodiff fo
             .stateful()
         {
             OpsKind::Tracked(prep) => prep.finish(
-                (x.clone(), gamma.clone(), eps),
+                (x.clone(), gamma.clone(), eps, beta.shape()),
                 <B as RoutedOps>::layer_norm(x, gamma, beta, eps),
             ),
             OpsKind::UnTracked(prep) => {

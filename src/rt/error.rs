@@ -4,6 +4,7 @@ use core::fmt;
 
 use super::Checkpointing;
 use super::op::{BackendId, InputName, TensorKind};
+use super::shape::{Dims, ShapeRule, describe_rule};
 
 /// Why a routed op call could not run. Every variant names the op, the input and the backend
 /// involved; the `Display` text also says how to fix it and points at its section of `ERRORS.md`.
@@ -104,6 +105,26 @@ pub enum RouteError {
         cfg: &'static str,
         /// The crate that generated the op.
         krate: &'static str,
+    },
+    /// An input's shape breaks its shape contract in the manifest (checked before any kernel
+    /// runs).
+    ShapeContract {
+        /// The op.
+        op: &'static str,
+        /// The input whose shape is wrong.
+        input: InputName,
+        /// Its shape.
+        shape: Vec<usize>,
+        /// The contract.
+        rule: ShapeRule,
+        /// The input the contract relates it to.
+        reference: InputName,
+        /// That input's shape.
+        reference_shape: Vec<usize>,
+        /// The backend of the wrong input.
+        backend: BackendId,
+        /// `manifest:LINE` of the contract.
+        location: &'static str,
     },
     /// An enabled autodiff context reached routing in a build without the `autodiff` feature.
     AutodiffFeatureOff {
@@ -322,6 +343,24 @@ impl fmt::Display for RouteError {
                  `Autodiff` route. Fix: {}, or pass the input without autodiff \
                  (`.without_autodiff()`). See ERRORS.md#autodiff-compiled-out",
                 cfg_fix(cfg, krate)
+            ),
+            Self::ShapeContract {
+                op,
+                input,
+                shape,
+                rule,
+                reference,
+                reference_shape,
+                backend,
+                location,
+            } => write!(
+                f,
+                "op `{op}` got a shape its contract refuses: input `{input}` (backend {backend}) has \
+                 shape {}, but its contract `{rule}` ({location}) expects {}. Fix: pass `{input}` \
+                 with that shape (reshape, slice or expand it first), or change the contract in the \
+                 manifest if the op supports it. See ERRORS.md#shape-contract",
+                Dims(shape),
+                describe_rule(*rule, reference, reference_shape)
             ),
             Self::AutodiffFeatureOff { op, input, backend } => write!(
                 f,

@@ -9,9 +9,11 @@ mod error;
 mod lane;
 mod op;
 mod route;
+mod shape;
 
 pub use error::{Malformed, RouteError};
 pub use op::{BackendId, InputName, Policy, TensorKind};
+pub use shape::ShapeRule;
 
 /// The machinery only generated code uses: route planning, unwrapping inputs for the planned
 /// implementation, the panic-or-`Result` strategy and each op's static facts. Not part of the
@@ -22,6 +24,7 @@ pub mod __private {
     pub use super::lane::{Concrete, Held, Target};
     pub use super::op::OpInfo;
     pub use super::route::{Group, Input, Mode, Route};
+    pub use super::shape::{ShapeCheck, check_shapes};
     pub use super::{Fallible, OnError, Panic};
 }
 

@@ -8,7 +8,9 @@ use super::{
     primitive_returns, result_returns, returns, returns_doc, signature, string_literal, uses,
 };
 use crate::ir::{Arg, Backend, Container, Ir, Op, Output, Policy, RouteBy, TensorArg};
-use crate::names::{self, KERNEL, OP_INFO, OUT, PLANNED, PRIVATE_RUNTIME as RT, ROUTE, RUN};
+use crate::names::{
+    self, ERROR, KERNEL, OP_INFO, OUT, PLANNED, PRIVATE_RUNTIME as RT, ROUTE, RUN, SHAPES,
+};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     let module = &config.trait_module;
@@ -486,6 +488,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     w.close(close_match);
     w.close("}");
 
+    shape_checks(op, w);
     let Some((fast, _)) = planning else {
         w.line(call("F::result", [forward_call(PLANNED, op)]));
         w.close("}");
@@ -506,6 +509,64 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     w.close("}),");
     w.arm("None", call("F::result", [forward_call(PLANNED, op)]));
     w.close("}");
+    w.close("}");
+}
+
+/// The op's shape contracts, checked before either planner runs: the first one that fails is
+/// the call's error.
+fn shape_checks(op: &Op, w: &mut Writer) {
+    let value = |name: &str| {
+        let input = op
+            .inputs
+            .iter()
+            .find(|i| i.name == name)
+            .expect("validation resolved the contract's input");
+        match &input.arg {
+            Arg::Tensor(t) => match (t.container, t.borrowed) {
+                (Container::Option, true) => name.to_owned(),
+                (Container::Option, false) => format!("{name}.as_ref()"),
+                (_, true) => format!("Some({name})"),
+                (_, false) => format!("Some(&{name})"),
+            },
+            Arg::Plain(_) | Arg::Device => unreachable!("validation: contracts relate tensors"),
+        }
+    };
+    let checks: Vec<Doc> = op
+        .inputs
+        .iter()
+        .filter_map(|input| {
+            let contract = input.shape.as_ref()?;
+            let side = |name: &str| {
+                args(
+                    "(",
+                    vec![string_literal(name).into(), value(name).into()],
+                    ")",
+                )
+            };
+            Some(call(
+                format!("{RT}::ShapeCheck::new"),
+                [
+                    Doc::from(format!("rt::ShapeRule::{}", contract.rule.variant())),
+                    string_literal(&contract.location).into(),
+                    side(&input.name),
+                    side(&contract.of),
+                ],
+            ))
+        })
+        .collect();
+    if checks.is_empty() {
+        return;
+    }
+    w.assign(
+        format!("let {SHAPES} = "),
+        call(
+            format!("{RT}::check_shapes"),
+            [Doc::from(format!("&{OP_INFO}")), args("[", checks, "]")],
+        ),
+        ";",
+    );
+    w.open(format!("if let Err({ERROR}) = {SHAPES} {{"));
+    w.line(format!("return F::result(Err({ERROR}));"));
     w.close("}");
 }
 

@@ -10,7 +10,7 @@ use super::types::{self, Position};
 use crate::canon::{cfg_text, path_text, type_text};
 use crate::diag::{Diagnostic, LineIndex, did_you_mean};
 use crate::ir::{
-    Arg, Backend, BackendName, Container, Input, Ir, Op, Output, Policy, Rank, RouteBy, TensorArg,
+    Arg, Backend, BackendName, Container, Input, Ir, Op, Output, Policy, Rank, RouteBy, ShapeContract, ShapeRule, TensorArg,
     TensorKind, TraitGroup,
 };
 use crate::model::{ArgSpec, BackendSpec, Dims, Manifest, OpSpec, OutputSpec, Sp, TensorSpec};
@@ -841,7 +841,7 @@ impl Lowerer<'_> {
     }
 
     /// The inputs, or `None` when any of them is invalid (each problem is reported).
-    fn inputs(&mut self, spec: &OpSpec, path: &str) -> Option<Vec<Input>> {
+    fn inputs(&mut self, spec: &OpSpec, path: &str, cx: &OpContext<'_>) -> Option<Vec<Input>> {
         let list = spec.inputs.as_ref()?;
         let mut inputs = Vec::new();
         let mut ok = true;
@@ -866,8 +866,26 @@ impl Lowerer<'_> {
                 ok = false;
             }
             let arg = input.ty.as_ref().and_then(|ty| self.arg(ty, &key));
+            let shape = match &input.ty {
+                Some(ArgSpec::Tensor(TensorSpec { shape: Some(sp), .. })) => {
+                    let rule = ShapeRule::ALL
+                        .into_iter()
+                        .find(|r| r.key() == sp.value.rule.value)
+                        .expect("the parser keeps known contract keys only");
+                    Some(ShapeContract {
+                        rule,
+                        of: sp.value.of.value.clone(),
+                        location: format!(
+                            "{}:{}",
+                            cx.manifest_name,
+                            cx.lines.line(sp.value.rule.span.start)
+                        ),
+                    })
+                }
+                _ => None,
+            };
             match (name, arg) {
-                (Some(name), Some(arg)) => inputs.push(Input { name, arg }),
+                (Some(name), Some(arg)) => inputs.push(Input { name, arg, shape }),
                 _ => ok = false,
             }
         }
@@ -1018,7 +1036,7 @@ impl Lowerer<'_> {
             .and_then(|n| self.name(n, NameKind::Op, &format!("{path}.name")));
         let policy = self.policy(spec, &path);
         let composite = self.composite(spec, &path);
-        let inputs = self.inputs(spec, &path);
+        let inputs = self.inputs(spec, &path, cx);
         let output = match &spec.output {
             None => Some(Output::Unit),
             Some(out) => self.output(out, &format!("{path}.output")),

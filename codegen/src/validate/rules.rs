@@ -6,10 +6,12 @@ use std::ops::Range;
 
 use super::lower::{Routing, assign_groups};
 use crate::diag::{Diagnostic, LineIndex};
+use crate::diag::did_you_mean;
 use crate::ir::{
-    Arg, Backend, Op, Output, Policy, Rank, RouteBy, TensorArg, TensorKind, TraitGroup,
+    Arg, Backend, Container, Input, Op, Output, Policy, Rank, RouteBy, ShapeRule, TensorArg,
+    TensorKind, TraitGroup,
 };
-use crate::model::{Manifest, OpSpec};
+use crate::model::{ArgSpec, Manifest, OpSpec, ShapeSpec, Sp};
 use crate::names;
 
 /// A rule about one op.
@@ -38,6 +40,8 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     autodiff_trait_differs,
     generated_names_distinct,
     ranks_are_not_traits,
+    shape_contracts_resolve,
+    shape_contracts_can_hold,
 ];
 
 /// `differentiable` and `detach` act on tracked floats: an op without a float input never sees
@@ -309,4 +313,173 @@ fn output_ranks(out: &Output, key: &str, acc: &mut dyn FnMut(String, String)) {
         }
         _ => {}
     }
+}
+
+/// The `shape` table of input `i` of `spec`, with its spans.
+fn shape_spec(spec: &OpSpec, i: usize) -> Option<&Sp<ShapeSpec>> {
+    match &spec.inputs.as_ref()?.value.get(i)?.ty {
+        Some(ArgSpec::Tensor(t)) => t.shape.as_ref(),
+        _ => None,
+    }
+}
+
+/// The tensor an input carries, when it is a single tensor or an `Option` (what a shape
+/// contract can relate).
+fn contract_tensor(input: &Input) -> Option<&TensorArg> {
+    match &input.arg {
+        Arg::Tensor(t) if t.container != Container::Vec => Some(t),
+        _ => None,
+    }
+}
+
+/// A shape contract relates a single (or optional) tensor input to another one of the same op.
+fn shape_contracts_resolve(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        for (i, input) in op.inputs.iter().enumerate() {
+            let (Some(contract), Some(sp)) = (&input.shape, shape_spec(spec, i)) else {
+                continue;
+            };
+            let key = format!("op[{}].inputs[{i}].shape.{}", spec.index, contract.rule.key());
+            let others: Vec<&str> = op
+                .inputs
+                .iter()
+                .filter(|o| o.name != input.name && contract_tensor(o).is_some())
+                .map(|o| o.name.as_str())
+                .collect();
+            let name_another = || match others.as_slice() {
+                [] => format!(
+                    "op `{}` has no other single tensor input for `{}` to relate to: remove `shape`",
+                    op.name, input.name
+                ),
+                _ => format!("name another tensor input: {}", others.join(", ")),
+            };
+            if contract_tensor(input).is_none() {
+                out.push(
+                    Diagnostic::new(
+                        sp.value.rule.span.clone(),
+                        key,
+                        format!(
+                            "a shape contract cannot apply to `{}`, a `vec` of tensors",
+                            input.name
+                        ),
+                    )
+                    .help("a contract relates one tensor (or an `Option`) to another: remove `shape` and check the elements in the kernel"),
+                );
+                continue;
+            }
+            let of = &sp.value.of;
+            let (message, help) = match op.inputs.iter().find(|o| o.name == contract.of) {
+                None => (
+                    format!("`{}` is not an input of op `{}`", contract.of, op.name),
+                    match did_you_mean(&contract.of, &others) {
+                        Some(close) => format!(
+                            "did you mean `{close}`? tensor inputs: {}",
+                            others.join(", ")
+                        ),
+                        None => name_another(),
+                    },
+                ),
+                Some(o) if o.name == input.name => (
+                    format!("the shape contract of `{}` names `{}` itself", input.name, o.name),
+                    name_another(),
+                ),
+                Some(o) if !matches!(o.arg, Arg::Tensor(_)) => (
+                    format!("`{}` is not a tensor input, so it has no shape", o.name),
+                    name_another(),
+                ),
+                Some(o) if contract_tensor(o).is_none() => (
+                    format!(
+                        "`{}` is a `vec` of tensors; a shape contract relates to one tensor or an `Option`",
+                        o.name
+                    ),
+                    name_another(),
+                ),
+                Some(_) => continue,
+            };
+            out.push(Diagnostic::new(of.span.clone(), key, message).help(help));
+        }
+    }
+    out
+}
+
+/// A rank as the manifest declares it, for messages.
+fn rank_text(rank: &Rank) -> String {
+    match rank {
+        Rank::Fixed(n) => format!("`dims = {n}`"),
+        Rank::Generic(g) => format!("rank `{g}`"),
+    }
+}
+
+/// A shape contract must be able to hold for the ranks the inputs declare: generated code that
+/// refuses every call is a manifest mistake.
+fn shape_contracts_can_hold(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        for (i, input) in op.inputs.iter().enumerate() {
+            let (Some(contract), Some(sp)) = (&input.shape, shape_spec(spec, i)) else {
+                continue;
+            };
+            let Some(this) = contract_tensor(input) else {
+                continue;
+            };
+            let Some(other) = op
+                .inputs
+                .iter()
+                .find(|o| o.name == contract.of && o.name != input.name)
+                .and_then(contract_tensor)
+            else {
+                continue;
+            };
+            let (name, of) = (&input.name, &contract.of);
+            let key = format!("op[{}].inputs[{i}].shape.{}", spec.index, contract.rule.key());
+            let problem = match (contract.rule, &this.rank, &other.rank) {
+                (
+                    ShapeRule::SameAs | ShapeRule::BroadcastTo | ShapeRule::BroadcastWith,
+                    Rank::Fixed(a),
+                    Rank::Fixed(b),
+                ) if a != b => Some((
+                    format!(
+                        "`{}` needs `{name}` and `{of}` to have one rank, but `{name}` has `dims = {a}` and `{of}` `dims = {b}`",
+                        contract.rule.key()
+                    ),
+                    format!("give both the same `dims` (or a shared rank name such as \"D\")"),
+                )),
+                (ShapeRule::LastDimOf, rank, _) if *rank != Rank::Fixed(1) => Some((
+                    format!(
+                        "`last_dim_of` gives `{name}` one dimension, but it is declared with {}",
+                        rank_text(rank)
+                    ),
+                    format!("declare `dims = 1` on `{name}`"),
+                )),
+                (ShapeRule::LeadingDimsOf, _, Rank::Fixed(1)) => Some((
+                    format!(
+                        "`leading_dims_of` takes the dimensions of `{of}` without its last one, but `{of}` has `dims = 1`, which leaves none"
+                    ),
+                    format!("relate `{name}` to an input of rank 2 or more, or use `same_as`"),
+                )),
+                (ShapeRule::LeadingDimsOf, Rank::Fixed(a), Rank::Fixed(b)) if a + 1 != *b => {
+                    Some((
+                        format!(
+                            "`leading_dims_of` needs `{name}` to have one dimension fewer than `{of}`, but `{name}` has `dims = {a}` and `{of}` `dims = {b}`"
+                        ),
+                        format!("declare `dims = {}` on `{name}`", b - 1),
+                    ))
+                }
+                (ShapeRule::LeadingDimsOf, Rank::Generic(a), Rank::Generic(b)) if a == b => {
+                    Some((
+                        format!(
+                            "`leading_dims_of` needs `{name}` to have one dimension fewer than `{of}`, but both have rank `{a}`"
+                        ),
+                        format!("declare `{name}`'s rank with `dims` (one less than `{of}`'s)"),
+                    ))
+                }
+                _ => None,
+            };
+            if let Some((message, help)) = problem {
+                out.push(Diagnostic::new(sp.value.rule.span.clone(), key, message).help(help));
+            }
+        }
+    }
+    out
 }
