@@ -35,12 +35,30 @@ fn tensor_arg() -> impl Strategy<Value = String> {
         ],
         any::<bool>(),
         prop_oneof![3 => Just(""), 1 => Just(", container = \"option\""), 1 => Just(", container = \"vec\"")],
-        prop_oneof![3 => Just(String::new()), 1 => Just(", dims = 2".to_owned()), 2 => rank_name().prop_map(|r| format!(", dims = \"{r}\""))],
+        prop_oneof![3 => Just(String::new()), 1 => Just(", dims = 2".to_owned()), 1 => Just(", dims = 1".to_owned()), 2 => rank_name().prop_map(|r| format!(", dims = \"{r}\""))],
     )
         .prop_map(|(kind, borrowed, container, dims)| {
             let borrowed = if borrowed && !container.contains("vec") { ", borrowed = true" } else { "" };
             format!("tensor = \"{kind}\"{borrowed}{container}{dims}")
         })
+}
+
+/// A shape contract for an input (the input it names is picked among the op's others).
+fn contract() -> impl Strategy<Value = Option<(&'static str, prop::sample::Index)>> {
+    prop_oneof![
+        3 => Just(None),
+        2 => (
+            prop::sample::select(&[
+                "same_as",
+                "broadcast_to",
+                "broadcast_with",
+                "last_dim_of",
+                "leading_dims_of",
+            ][..]),
+            any::<prop::sample::Index>(),
+        )
+            .prop_map(Some),
+    ]
 }
 
 /// Rank names: the default, others, and ones that look like generated generics.
@@ -197,7 +215,7 @@ fn op(index: usize) -> impl Strategy<Value = String> {
     (
         op_name(index),
         prop_oneof![Just("differentiable"), Just("detach"), Just("reject")],
-        prop::collection::vec((input_name(), input()), 0..5),
+        prop::collection::vec((input_name(), input(), contract()), 0..5),
         output(),
         // Only Cube behind its (off) cfg leaves the op no backend in this crate's build: every
         // routing arm is cfg'd out. (Valid where `routing.backends` does not list Cube.) A
@@ -216,9 +234,22 @@ fn op(index: usize) -> impl Strategy<Value = String> {
             let mut text = format!(
                 "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}inputs = [\n"
             );
-            for (i, (input, arg)) in inputs.iter().enumerate() {
-                let _ = writeln!(text, "    {{ name = \"{input}\", {arg} }},");
-                let _ = i;
+            // A contract relates a single or optional tensor to another one (validation refuses
+            // the rest, and rank conflicts, which filters those manifests out).
+            let relatable: Vec<&str> = inputs
+                .iter()
+                .filter(|(_, arg, _)| arg.starts_with("tensor") && !arg.contains("vec"))
+                .map(|(name, _, _)| name.as_str())
+                .collect();
+            for (input, arg, contract) in &inputs {
+                let others: Vec<&&str> = relatable.iter().filter(|n| **n != input).collect();
+                let shape = match contract {
+                    Some((rule, pick)) if arg.starts_with("tensor") && !others.is_empty() => {
+                        format!(", shape = {{ {rule} = \"{}\" }}", pick.get(&others))
+                    }
+                    _ => String::new(),
+                };
+                let _ = writeln!(text, "    {{ name = \"{input}\", {arg}{shape} }},");
             }
             text.push_str("]\n");
             text.push_str(&output);
@@ -261,6 +292,13 @@ pub fn comp<B: ::burn_route::rt::Backend>(
     x: ::burn_route::rt::FloatTensor<B>,
 ) -> ::burn_route::rt::FloatTensor<B> {
     x
+}
+pub fn comp2<B: ::burn_route::rt::Backend>(
+    a: ::burn_route::rt::FloatTensor<B>,
+    b: ::burn_route::rt::FloatTensor<B>,
+) -> ::burn_route::rt::FloatTensor<B> {
+    drop(b);
+    a
 }
 pub fn comp_dev<B: ::burn_route::rt::Backend>(
     n: usize,
@@ -459,7 +497,7 @@ fn random_valid_manifests_compile_with_the_runtime() {
         .chain(&all[FORMATTED..])
         .cloned()
         .collect();
-    // Composite edge cases name `super::kernels::comp` and `comp_dev`.
+    // Composite edge cases name `super::kernels::comp`, `comp2` and `comp_dev`.
     let kernels: Vec<String> = stubs(&manifests)
         .into_iter()
         .zip(&manifests)

@@ -7,7 +7,9 @@
 use serde_json::{Value, json};
 
 use crate::ir::{BackendName, TensorKind};
-use crate::parse::{BACKEND_KEYS, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS, ROUTING_KEYS, TOP_KEYS};
+use crate::parse::{
+    BACKEND_KEYS, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS, ROUTING_KEYS, SHAPE_KEYS, TOP_KEYS,
+};
 
 /// The names `crate::names` accepts (keywords aside): `UpperCamelCase` traits, `snake_case`
 /// ops and inputs (ops do not start with `_`), `UPPER_CASE` ranks; no `__` anywhere.
@@ -103,6 +105,25 @@ fn property(table: &str, key: &str) -> Value {
             "description": "Option<tensor> or Vec<tensor>.",
             "enum": ["option", "vec"]
         }),
+        ("input", "shape") => json!({
+            "description": "The input's shape contract, checked before any kernel runs: exactly one rule naming another single (or optional) tensor input of the op.",
+            "$ref": "#/definitions/shape"
+        }),
+        ("shape", "same_as") => {
+            json!({ "description": "The same shape as the named input.", "type": "string", "pattern": INPUT_NAME })
+        }
+        ("shape", "broadcast_to") => {
+            json!({ "description": "Broadcasts to the named input's shape: same rank, each dimension equal to its or 1.", "type": "string", "pattern": INPUT_NAME })
+        }
+        ("shape", "broadcast_with") => {
+            json!({ "description": "Broadcasts with the named input (Burn's binary-op broadcasting): same rank, each pair of dimensions equal or one of them 1.", "type": "string", "pattern": INPUT_NAME })
+        }
+        ("shape", "last_dim_of") => {
+            json!({ "description": "Shape [n], n the named input's last dimension (a per-feature parameter; needs dims = 1).", "type": "string", "pattern": INPUT_NAME })
+        }
+        ("shape", "leading_dims_of") => {
+            json!({ "description": "The named input's shape without its last dimension (one entry per row).", "type": "string", "pattern": INPUT_NAME })
+        }
         (table, key) => panic!("no schema for key `{key}` of `{table}`: describe it in schema.rs"),
     }
 }
@@ -171,6 +192,14 @@ pub fn json_schema() -> Value {
         },
         "op": table("op", OP_KEYS, &["name", "inputs"], "One routed op."),
         "input": input,
+        "shape": {
+            "description": "One shape contract: a rule and the input it relates to.",
+            "type": "object",
+            "properties": SHAPE_KEYS.iter().map(|key| ((*key).to_owned(), property("shape", key))).collect::<serde_json::Map<String, Value>>(),
+            "additionalProperties": false,
+            "minProperties": 1,
+            "maxProperties": 1
+        },
         "output": {
             "oneOf": [
                 output_table,
@@ -199,6 +228,7 @@ mod tests {
             ("/definitions/routing/properties", super::ROUTING_KEYS.len()),
             ("/definitions/op/properties", super::OP_KEYS.len()),
             ("/definitions/input/properties", super::INPUT_KEYS.len()),
+            ("/definitions/shape/properties", super::SHAPE_KEYS.len()),
             (
                 "/definitions/output/oneOf/0/properties",
                 super::OUTPUT_KEYS.len(),

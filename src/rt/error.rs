@@ -114,13 +114,13 @@ pub enum RouteError {
         /// The input whose shape is wrong.
         input: InputName,
         /// Its shape.
-        shape: Vec<usize>,
+        shape: Box<[usize]>,
         /// The contract.
         rule: ShapeRule,
-        /// The input the contract relates it to.
-        reference: InputName,
+        /// The input the contract relates it to (a single or optional tensor input).
+        reference: &'static str,
         /// That input's shape.
-        reference_shape: Vec<usize>,
+        reference_shape: Box<[usize]>,
         /// The backend of the wrong input.
         backend: BackendId,
         /// `manifest:LINE` of the contract.

@@ -10,8 +10,8 @@ use super::types::{self, Position};
 use crate::canon::{cfg_text, path_text, type_text};
 use crate::diag::{Diagnostic, LineIndex, did_you_mean};
 use crate::ir::{
-    Arg, Backend, BackendName, Container, Input, Ir, Op, Output, Policy, Rank, RouteBy, ShapeContract, ShapeRule, TensorArg,
-    TensorKind, TraitGroup,
+    Arg, Backend, BackendName, Container, Input, Ir, Op, Output, Policy, Rank, RouteBy,
+    ShapeContract, ShapeRule, TensorArg, TensorKind, TraitGroup,
 };
 use crate::model::{ArgSpec, BackendSpec, Dims, Manifest, OpSpec, OutputSpec, Sp, TensorSpec};
 use crate::names::{self, NameKind};
@@ -867,7 +867,9 @@ impl Lowerer<'_> {
             }
             let arg = input.ty.as_ref().and_then(|ty| self.arg(ty, &key));
             let shape = match &input.ty {
-                Some(ArgSpec::Tensor(TensorSpec { shape: Some(sp), .. })) => {
+                Some(ArgSpec::Tensor(TensorSpec {
+                    shape: Some(sp), ..
+                })) => {
                     let rule = ShapeRule::ALL
                         .into_iter()
                         .find(|r| r.key() == sp.value.rule.value)

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::lower::{Routing, assign_groups};
-use crate::diag::{Diagnostic, LineIndex};
 use crate::diag::did_you_mean;
+use crate::diag::{Diagnostic, LineIndex};
 use crate::ir::{
     Arg, Backend, Container, Input, Op, Output, Policy, Rank, RouteBy, ShapeRule, TensorArg,
     TensorKind, TraitGroup,
@@ -340,7 +340,11 @@ fn shape_contracts_resolve(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             let (Some(contract), Some(sp)) = (&input.shape, shape_spec(spec, i)) else {
                 continue;
             };
-            let key = format!("op[{}].inputs[{i}].shape.{}", spec.index, contract.rule.key());
+            let key = format!(
+                "op[{}].inputs[{i}].shape.{}",
+                spec.index,
+                contract.rule.key()
+            );
             let others: Vec<&str> = op
                 .inputs
                 .iter()
@@ -381,7 +385,10 @@ fn shape_contracts_resolve(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     },
                 ),
                 Some(o) if o.name == input.name => (
-                    format!("the shape contract of `{}` names `{}` itself", input.name, o.name),
+                    format!(
+                        "the shape contract of `{}` names `{}` itself",
+                        input.name, o.name
+                    ),
                     name_another(),
                 ),
                 Some(o) if !matches!(o.arg, Arg::Tensor(_)) => (
@@ -432,7 +439,11 @@ fn shape_contracts_can_hold(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 continue;
             };
             let (name, of) = (&input.name, &contract.of);
-            let key = format!("op[{}].inputs[{i}].shape.{}", spec.index, contract.rule.key());
+            let key = format!(
+                "op[{}].inputs[{i}].shape.{}",
+                spec.index,
+                contract.rule.key()
+            );
             let problem = match (contract.rule, &this.rank, &other.rank) {
                 (
                     ShapeRule::SameAs | ShapeRule::BroadcastTo | ShapeRule::BroadcastWith,
@@ -466,14 +477,12 @@ fn shape_contracts_can_hold(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         format!("declare `dims = {}` on `{name}`", b - 1),
                     ))
                 }
-                (ShapeRule::LeadingDimsOf, Rank::Generic(a), Rank::Generic(b)) if a == b => {
-                    Some((
-                        format!(
-                            "`leading_dims_of` needs `{name}` to have one dimension fewer than `{of}`, but both have rank `{a}`"
-                        ),
-                        format!("declare `{name}`'s rank with `dims` (one less than `{of}`'s)"),
-                    ))
-                }
+                (ShapeRule::LeadingDimsOf, Rank::Generic(a), Rank::Generic(b)) if a == b => Some((
+                    format!(
+                        "`leading_dims_of` needs `{name}` to have one dimension fewer than `{of}`, but both have rank `{a}`"
+                    ),
+                    format!("declare `{name}`'s rank with `dims` (one less than `{of}`'s)"),
+                )),
                 _ => None,
             };
             if let Some((message, help)) = problem {
