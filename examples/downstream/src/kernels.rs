@@ -29,6 +29,13 @@ fn fill_like<B: Backend>(x: &FloatTensor<B>, value: f32, device: &DeviceOf<B>) -
     B::float_full(x.shape(), Scalar::from(value), device, dtype)
 }
 
+/// `x + bias` over the last dimension. The shape contract guarantees `bias` is `[features]`.
+fn add_bias<B: Backend>(x: FloatTensor<B>, bias: FloatTensor<B>) -> FloatTensor<B> {
+    let mut dims = vec![1; x.shape().num_dims()];
+    *dims.last_mut().expect("a tensor has a dimension") = bias.shape().num_elements();
+    B::float_add(x, B::float_reshape(bias, Shape::from(dims)))
+}
+
 impl MyOps for Flex {
     fn cube_pow(x: FloatTensor<Self>) -> FloatTensor<Self> {
         let squared = square::<Self>(x.clone());
@@ -41,6 +48,10 @@ impl MyOps for Flex {
 
     fn fill_like(x: &FloatTensor<Self>, value: f32, device: &DeviceOf<Self>) -> FloatTensor<Self> {
         fill_like::<Self>(x, value, device)
+    }
+
+    fn add_bias(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> FloatTensor<Self> {
+        add_bias::<Self>(x, bias)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The downstream crate's ops, routed by the code its own build script generated.
 
 use burn_route::rt::{Device, Int, Tensor};
-use burn_route_downstream::{clamp_count, cube_pow, fill_like};
+use burn_route_downstream::{add_bias, clamp_count, cube_pow, fill_like, try_add_bias};
 
 fn values<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
     t.clone().into_data().try_to_vec::<f32>().unwrap()
@@ -117,4 +117,23 @@ Flex device for a device argument). See ERRORS.md#backend-mismatch";
     assert_eq!(err.to_string(), message);
     let panic = std::panic::catch_unwind(|| drop(fill_like(&x, 0.0, &gpu))).unwrap_err();
     assert_eq!(panic.downcast_ref::<String>().unwrap(), message);
+}
+
+#[test]
+fn add_bias_checks_its_shape_contract() {
+    let device = Device::flex();
+    let x = Tensor::<2>::from_data([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], &device);
+    let bias = Tensor::<1>::from_data([10.0, 20.0, 30.0], &device);
+    assert_eq!(
+        values(&add_bias(x.clone(), bias)),
+        [11.0, 22.0, 33.0, 14.0, 25.0, 36.0]
+    );
+    let err = try_add_bias(x, Tensor::<1>::from_data([1.0, 2.0], &device)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "op `add_bias` got a shape its contract refuses: input `bias` (backend Flex) has shape [2], \
+but its contract `last_dim_of` (ops.toml:53) expects [3], the last dimension of `x` (shape [2, 3]). \
+Fix: pass `bias` with that shape (reshape, slice or expand it first), or change the contract in \
+the manifest if the op supports it. See ERRORS.md#shape-contract"
+    );
 }
