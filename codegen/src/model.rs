@@ -112,8 +112,8 @@ pub struct TensorSpec {
     pub dims: Option<Sp<Dims>>,
     /// `container`: `"option"` or `"vec"` around the tensor.
     pub container: Option<Sp<String>>,
-    /// `shape`: the input's shape contract (inputs only).
-    pub shape: Option<Sp<ShapeSpec>>,
+    /// `shape`: the input's shape contract (inputs only; boxed, as outputs never have one).
+    pub shape: Option<Box<Sp<ShapeSpec>>>,
 }
 
 /// An input's `shape = { RULE = "other_input" }`: how its shape relates to another input's.

@@ -554,6 +554,7 @@ impl Parser {
             table
                 .get("shape")
                 .and_then(|v| self.shape(v, &join(path, "shape")))
+                .map(Box::new)
         } else {
             None
         };

@@ -318,7 +318,7 @@ fn output_ranks(out: &Output, key: &str, acc: &mut dyn FnMut(String, String)) {
 /// The `shape` table of input `i` of `spec`, with its spans.
 fn shape_spec(spec: &OpSpec, i: usize) -> Option<&Sp<ShapeSpec>> {
     match &spec.inputs.as_ref()?.value.get(i)?.ty {
-        Some(ArgSpec::Tensor(t)) => t.shape.as_ref(),
+        Some(ArgSpec::Tensor(t)) => t.shape.as_deref(),
         _ => None,
     }
 }
@@ -454,7 +454,7 @@ fn shape_contracts_can_hold(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         "`{}` needs `{name}` and `{of}` to have one rank, but `{name}` has `dims = {a}` and `{of}` `dims = {b}`",
                         contract.rule.key()
                     ),
-                    format!("give both the same `dims` (or a shared rank name such as \"D\")"),
+                    "give both the same `dims` (or a shared rank name such as \"D\")".to_owned(),
                 )),
                 (ShapeRule::LastDimOf, rank, _) if *rank != Rank::Fixed(1) => Some((
                     format!(
