@@ -6,7 +6,7 @@ use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_autodiff::grads::Gradients;
 use burn_autodiff::ops::{Backward, Ops, OpsKind, binary, broadcast_shape, unary};
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
-use burn_backend::{Backend, FloatDType, Scalar, Shape, TensorMetadata};
+use burn_backend::{Backend, Scalar, Shape, TensorMetadata};
 
 use super::backward::BackwardKernels;
 use crate::ops::{RoutedOps, RoutedOpsAutodiff};
@@ -15,16 +15,19 @@ use crate::ops::{RoutedOps, RoutedOpsAutodiff};
 /// for ops with more than one output gradient to compute from shared intermediates. Each
 /// gradient is summed back to its parent's shape (`shapes`), over the dimensions the forward
 /// pass broadcast: a parameter's gradient always has the parameter's shape.
-fn distribute<B: Backend, S, const N: usize>(
-    ops: Ops<S, N>,
+///
+/// Callers move the saved state out of `Ops` first, so that a kernel may overwrite a saved
+/// tensor nobody else holds.
+fn distribute<B: Backend, const N: usize>(
+    Ops { parents, node, .. }: Ops<(), N>,
     grads: &mut Gradients,
     shapes: [Shape; N],
     parent_grads: impl FnOnce(FloatTensor<B>, [bool; N]) -> [Option<FloatTensor<B>>; N],
 ) {
-    let grad = grads.consume::<B>(&ops.node);
-    let wanted = ops.parents.each_ref().map(Option::is_some);
+    let grad = grads.consume::<B>(&node);
+    let wanted = parents.each_ref().map(Option::is_some);
     let computed = parent_grads(grad, wanted);
-    for ((parent, grad), shape) in ops.parents.into_iter().zip(computed).zip(shapes) {
+    for ((parent, grad), shape) in parents.into_iter().zip(computed).zip(shapes) {
         if let (Some(node), Some(grad)) = (parent, grad) {
             grads.register::<B>(node.id, broadcast_shape::<B>(grad, &shape));
         }
@@ -46,11 +49,22 @@ impl<B: BackwardKernels> Backward<B, 2> for BiasGeluBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let (x, bias) = ops.state.clone();
+        let Ops {
+            parents,
+            node,
+            state: (x, bias),
+        } = ops;
         let shapes = [x.shape(), bias.shape()];
-        distribute::<B, _, 2>(ops, grads, shapes, |grad, wanted| {
-            B::bias_gelu_backward(x, bias, grad, wanted)
-        });
+        distribute::<B, 2>(
+            Ops {
+                parents,
+                node,
+                state: (),
+            },
+            grads,
+            shapes,
+            |grad, wanted| B::bias_gelu_backward(x, bias, grad, wanted),
+        );
     }
 }
 
@@ -69,11 +83,22 @@ impl<B: BackwardKernels> Backward<B, 2> for SwigluBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let (gate, up) = ops.state.clone();
+        let Ops {
+            parents,
+            node,
+            state: (gate, up),
+        } = ops;
         let shapes = [gate.shape(), up.shape()];
-        distribute::<B, _, 2>(ops, grads, shapes, |grad, wanted| {
-            B::swiglu_backward(gate, up, grad, wanted)
-        });
+        distribute::<B, 2>(
+            Ops {
+                parents,
+                node,
+                state: (),
+            },
+            grads,
+            shapes,
+            |grad, wanted| B::swiglu_backward(gate, up, grad, wanted),
+        );
     }
 }
 
@@ -92,11 +117,22 @@ impl<B: BackwardKernels> Backward<B, 2> for RmsNormBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let (x, weight, eps) = ops.state.clone();
+        let Ops {
+            parents,
+            node,
+            state: (x, weight, eps),
+        } = ops;
         let shapes = [x.shape(), weight.shape()];
-        distribute::<B, _, 2>(ops, grads, shapes, |grad, wanted| {
-            B::rms_norm_backward(x, weight, eps, grad, wanted)
-        });
+        distribute::<B, 2>(
+            Ops {
+                parents,
+                node,
+                state: (),
+            },
+            grads,
+            shapes,
+            |grad, wanted| B::rms_norm_backward(x, weight, eps, grad, wanted),
+        );
     }
 }
 
@@ -116,11 +152,22 @@ impl<B: BackwardKernels> Backward<B, 3> for LayerNormBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let (x, gamma, eps, beta_shape) = ops.state.clone();
+        let Ops {
+            parents,
+            node,
+            state: (x, gamma, eps, beta_shape),
+        } = ops;
         let shapes = [x.shape(), gamma.shape(), beta_shape];
-        distribute::<B, _, 3>(ops, grads, shapes, |grad, wanted| {
-            B::layer_norm_backward(x, gamma, eps, grad, wanted)
-        });
+        distribute::<B, 3>(
+            Ops {
+                parents,
+                node,
+                state: (),
+            },
+            grads,
+            shapes,
+            |grad, wanted| B::layer_norm_backward(x, gamma, eps, grad, wanted),
+        );
     }
 }
 
@@ -138,8 +185,12 @@ impl<B: BackwardKernels> Backward<B, 1> for SoftmaxBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let output = ops.state.clone();
-        unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+        let Ops {
+            parents,
+            node,
+            state: output,
+        } = ops;
+        unary::<B, _>(parents, node, grads, |grad| {
             B::softmax_last_backward(output, grad)
         });
     }
@@ -159,8 +210,12 @@ impl<B: BackwardKernels> Backward<B, 1> for CrossEntropyBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let (logits, targets) = ops.state.clone();
-        unary::<B, _>(ops.parents, ops.node, grads, |grad| {
+        let Ops {
+            parents,
+            node,
+            state: (logits, targets),
+        } = ops;
+        unary::<B, _>(parents, node, grads, |grad| {
             B::cross_entropy_backward(logits, targets, grad)
         });
     }
@@ -170,7 +225,7 @@ impl<B: BackwardKernels> Backward<B, 1> for CrossEntropyBackward {
 #[derive(Debug)]
 struct DropoutBackward;
 
-impl<B: Backend> Backward<B, 1> for DropoutBackward {
+impl<B: BackwardKernels> Backward<B, 1> for DropoutBackward {
     /// The keep mask and the scale.
     type State = (BoolTensor<B>, f32);
 
@@ -180,11 +235,13 @@ impl<B: Backend> Backward<B, 1> for DropoutBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let (mask, scale) = ops.state.clone();
-        unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-            let float_dtype = FloatDType::from(grad.dtype());
-            let kept = B::float_mul(grad, B::bool_into_float(mask, float_dtype));
-            B::float_mul_scalar(kept, Scalar::from(scale))
+        let Ops {
+            parents,
+            node,
+            state: (mask, scale),
+        } = ops;
+        unary::<B, _>(parents, node, grads, |grad| {
+            B::dropout_backward(mask, scale, grad)
         });
     }
 }
@@ -211,7 +268,7 @@ impl<B: Backend> Backward<B, 1> for StraightThroughBackward {
 #[derive(Debug)]
 struct AddReluBackward;
 
-impl<B: Backend> Backward<B, 2> for AddReluBackward {
+impl<B: BackwardKernels> Backward<B, 2> for AddReluBackward {
     /// The forward output and the two input shapes.
     type State = (FloatTensor<B>, Shape, Shape);
 
@@ -221,15 +278,27 @@ impl<B: Backend> Backward<B, 2> for AddReluBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let (output, lhs_shape, rhs_shape) = ops.state;
-        let grad_out = |grad| B::relu_backward(output.clone(), grad);
-        binary::<B, _, _>(
-            ops.parents,
-            ops.node,
-            grads,
-            |grad| broadcast_shape::<B>(grad_out(grad), &lhs_shape),
-            |grad| broadcast_shape::<B>(grad_out(grad), &rhs_shape),
-        );
+        let Ops {
+            parents,
+            node,
+            state: (output, lhs_shape, rhs_shape),
+        } = ops;
+        // Through the relu once, then to each input's shape.
+        let grad = B::add_relu_backward(output, grads.consume::<B>(&node));
+        let [lhs, rhs] = parents;
+        match (lhs, rhs) {
+            (Some(lhs), Some(rhs)) => {
+                grads.register::<B>(lhs.id, broadcast_shape::<B>(grad.clone(), &lhs_shape));
+                grads.register::<B>(rhs.id, broadcast_shape::<B>(grad, &rhs_shape));
+            }
+            (Some(only), None) => {
+                grads.register::<B>(only.id, broadcast_shape::<B>(grad, &lhs_shape))
+            }
+            (None, Some(only)) => {
+                grads.register::<B>(only.id, broadcast_shape::<B>(grad, &rhs_shape))
+            }
+            (None, None) => {}
+        }
     }
 }
 

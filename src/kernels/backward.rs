@@ -6,12 +6,13 @@
 //! uses the defaults for other layouts and dtypes. Each takes the parents' wanted flags and
 //! returns a gradient only for the tracked ones.
 
-use burn_backend::tensor::{FloatTensor, IntTensor};
-use burn_backend::{Backend, Scalar, Shape, TensorData, TensorMetadata};
+use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
+use burn_backend::{Backend, DType, FloatDType, Scalar, Shape, TensorMetadata};
 use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
 use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
+use super::fused::{Rows, tensor, update_many, update_rows, update_rows_with};
 
 /// The mean over the last dimension, kept with size 1.
 fn mean_last<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
@@ -71,6 +72,20 @@ pub trait BackwardKernels: Backend {
         generic::softmax_last_backward::<Self>(y, grad)
     }
 
+    /// The incoming gradient where `relu(lhs + rhs)` (its `output`) is positive, zero elsewhere.
+    fn add_relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::relu_backward(output, grad)
+    }
+
+    /// The incoming gradient through dropout's keep `mask`, times `scale` (`1 / (1 - p)`).
+    fn dropout_backward(
+        mask: BoolTensor<Self>,
+        scale: f32,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        generic::dropout_backward::<Self>(mask, scale, grad)
+    }
+
     /// `dlogits` of the mean cross-entropy: `(softmax(logits) - one_hot(targets)) * grad / batch`
     /// (`grad` has one element).
     fn cross_entropy_backward(
@@ -82,46 +97,51 @@ pub trait BackwardKernels: Backend {
     }
 }
 
-/// The contiguous `f32` elements of `t`, or `None`.
-fn f32s(t: &FlexTensor) -> Option<&[f32]> {
-    t.as_slice::<f32>()
-}
-
-/// `t` with a contiguous layout. The incoming gradient is often a broadcast view (the gradient
-/// of a `sum` is a scalar expanded to the output's shape); one copy lets the fused loop take it
-/// instead of falling back to the composed pass.
-fn dense(t: FlexTensor) -> FlexTensor {
-    if t.is_contiguous() && t.layout().start_offset() == 0 {
+/// `t` readable row by row. The incoming gradient is often a broadcast view (the gradient of a
+/// `sum` is a scalar expanded to the output's shape, whose last dimension has stride 0); one
+/// copy lets the fused loop take it instead of falling back to the composed pass.
+fn readable(t: FlexTensor) -> FlexTensor {
+    if Rows::of(&t).is_some() {
         t
     } else {
         t.to_contiguous()
     }
 }
 
-/// The rows of `x` and `grad` (same shape, both contiguous `f32`) and the per-feature parameter
-/// `param` (contiguous `f32` of the row width): what every fused row-wise backward needs.
-fn rows_and_param<'a>(
-    x: &'a FlexTensor,
-    grad: &'a FlexTensor,
-    param: &'a FlexTensor,
-) -> Option<(&'a [f32], &'a [f32], &'a [f32])> {
-    let shape = x.shape();
-    let width = shape[shape.num_dims() - 1];
-    if width == 0 || grad.shape() != shape {
-        return None;
+/// Adds the per-piece partial sums of a per-feature gradient, in row order (the same sums in
+/// the same order with or without threads).
+fn total(partials: Vec<Vec<f32>>, width: usize) -> FlexTensor {
+    let mut sum = vec![0.0_f32; width];
+    for partial in partials {
+        sum.iter_mut().zip(partial).for_each(|(s, p)| *s += p);
     }
-    let p = f32s(param).filter(|p| p.len() == width)?;
-    Some((f32s(x)?, f32s(grad)?, p))
+    tensor(sum, Shape::new([width]))
 }
 
-fn flex_tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
-    FlexTensor::from_data(TensorData::new(values, shape))
+/// The rows of `x` and of the incoming gradient (same shape) and the per-feature parameter
+/// `param` (one row of `x`'s width): what every fused row-wise backward reads.
+fn row_inputs<'a>(
+    x: &'a FlexTensor,
+    grad: &FlexTensor,
+    param: &'a FlexTensor,
+) -> Option<(Rows<'a>, &'a [f32])> {
+    let rows = Rows::of(x)?;
+    let p = Rows::of(param)?;
+    (grad.shape() == x.shape()
+        && Rows::of(grad).is_some()
+        && p.count() == 1
+        && p.width() == rows.width())
+    .then(|| (rows, p.row(0)))
 }
 
 fn gelu_derivative(z: f32) -> f32 {
     let cdf = 0.5 * (1.0 + super::flex::gelu_erf(z * std::f32::consts::FRAC_1_SQRT_2));
     let pdf = (-0.5 * z * z).exp() * 0.398_942_3; // 1 / sqrt(2 pi)
     cdf + z * pdf
+}
+
+fn sigmoid(z: f32) -> f32 {
+    1.0 / (1.0 + (-z).exp())
 }
 
 impl BackwardKernels for Flex {
@@ -131,25 +151,31 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 2],
     ) -> [Option<FloatTensor<Self>>; 2] {
-        let grad = dense(grad);
-        let Some((xs, gs, b)) = rows_and_param(&x, &grad, &bias) else {
+        let grad = readable(grad);
+        let Some((xs, b)) = row_inputs(&x, &grad, &bias) else {
             return generic::bias_gelu_backward::<Self>(x, bias, grad, wanted);
         };
-        let width = b.len();
-        let mut dx = Vec::with_capacity(xs.len());
-        let mut db = vec![0.0_f32; width];
-        for (row, grow) in xs.chunks_exact(width).zip(gs.chunks_exact(width)) {
-            for (j, ((x, g), b)) in row.iter().zip(grow).zip(b).enumerate() {
-                let d = g * gelu_derivative(x + b);
-                dx.push(d);
-                db[j] += d;
-            }
-        }
-        let [_, want_bias] = wanted;
-        [
-            Some(flex_tensor(dx, x.shape())),
-            want_bias.then(|| flex_tensor(db, Shape::new([width]))),
-        ]
+        let (w, [_, want_bias]) = (b.len(), wanted);
+        // `dx` over the incoming gradient's buffer when it is ours.
+        let (dx, partials) = update_rows_with(
+            grad,
+            || vec![0.0_f32; if want_bias { w } else { 0 }],
+            |db, first, rows| {
+                xs.zip(first, rows, |d, xs| {
+                    for (d, x) in d.chunks_exact_mut(w).zip(xs.chunks_exact(w)) {
+                        d.iter_mut()
+                            .zip(x)
+                            .zip(b)
+                            .for_each(|((d, x), b)| *d *= gelu_derivative(x + b));
+                        if want_bias {
+                            db.iter_mut().zip(d.iter()).for_each(|(s, d)| *s += d);
+                        }
+                    }
+                });
+            },
+        )
+        .unwrap_or_else(|_| unreachable!("the gradient has rows"));
+        [Some(dx), want_bias.then(|| total(partials, w))]
     }
 
     fn swiglu_backward(
@@ -158,31 +184,63 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 2],
     ) -> [Option<FloatTensor<Self>>; 2] {
-        let grad = dense(grad);
+        let grad = readable(grad);
         let shape = gate.shape();
-        let (Some(g), Some(u), Some(d)) = (f32s(&gate), f32s(&up), f32s(&grad)) else {
-            return generic::swiglu_backward::<Self>(gate, up, grad, wanted);
-        };
         if up.shape() != shape || grad.shape() != shape {
             return generic::swiglu_backward::<Self>(gate, up, grad, wanted);
         }
-        let [want_gate, want_up] = wanted;
-        let mut d_gate = Vec::with_capacity(if want_gate { g.len() } else { 0 });
-        let mut d_up = Vec::with_capacity(if want_up { g.len() } else { 0 });
-        for ((g, u), d) in g.iter().zip(u).zip(d) {
-            let s = 1.0 / (1.0 + (-g).exp());
-            let silu = g * s;
-            if want_up {
-                d_up.push(d * silu);
+        let (Some(_), Some(up_rows)) = (Rows::of(&gate), Rows::of(&up)) else {
+            return generic::swiglu_backward::<Self>(gate, up, grad, wanted);
+        };
+        match wanted {
+            // Both in one pass: `dgate` over the gradient's buffer and `dup` over `gate`'s,
+            // each when it is ours.
+            [true, true] => {
+                let ([d_gate, d_up], _) = update_many(
+                    [grad, gate],
+                    || (),
+                    |(), first, [d, g]| {
+                        up_rows.stretches(first, d.len(), |offset, u| {
+                            let (d, g) = (
+                                &mut d[offset..offset + u.len()],
+                                &mut g[offset..offset + u.len()],
+                            );
+                            for ((d, g), u) in d.iter_mut().zip(g.iter_mut()).zip(u) {
+                                let s = sigmoid(*g);
+                                let silu = *g * s;
+                                *g = *d * silu;
+                                *d *= u * (s + silu * (1.0 - s));
+                            }
+                        });
+                    },
+                )
+                .unwrap_or_else(|_| unreachable!("checked above"));
+                [Some(d_gate), Some(d_up)]
             }
-            if want_gate {
-                d_gate.push(d * u * (s + silu * (1.0 - s)));
+            [want_gate, _] => {
+                let gate_rows = Rows::of(&gate).expect("checked above");
+                let d = update_rows(grad, |first, d| {
+                    gate_rows.stretches2(&up_rows, first, d.len(), |offset, g, u| {
+                        let d = &mut d[offset..offset + g.len()];
+                        for ((d, g), u) in d.iter_mut().zip(g).zip(u) {
+                            let s = sigmoid(*g);
+                            let silu = g * s;
+                            *d *= if want_gate {
+                                u * (s + silu * (1.0 - s))
+                            } else {
+                                silu
+                            };
+                        }
+                    });
+                })
+                .unwrap_or_else(|_| unreachable!("the gradient has rows"));
+                if want_gate {
+                    [Some(d), None]
+                } else {
+                    [None, Some(d)]
+                }
             }
         }
-        [
-            want_gate.then(|| flex_tensor(d_gate, shape.clone())),
-            want_up.then(|| flex_tensor(d_up, shape)),
-        ]
     }
 
     fn rms_norm_backward(
@@ -192,35 +250,42 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 2],
     ) -> [Option<FloatTensor<Self>>; 2] {
-        let grad = dense(grad);
-        let Some((xs, gs, w)) = rows_and_param(&x, &grad, &weight) else {
+        let grad = readable(grad);
+        let Some((xs, wt)) = row_inputs(&x, &grad, &weight) else {
             return generic::rms_norm_backward::<Self>(x, weight, eps, grad, wanted);
         };
-        let width = w.len();
+        let (width, [_, want_weight]) = (wt.len(), wanted);
         let n = width as f32;
-        let mut dx = Vec::with_capacity(xs.len());
-        let mut dw = vec![0.0_f32; width];
-        for (row, grow) in xs.chunks_exact(width).zip(gs.chunks_exact(width)) {
-            let inverse = 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / n + eps).sqrt();
-            // mean(g x^) with g = grad * weight and x^ = x r.
-            let projection = row
-                .iter()
-                .zip(grow)
-                .zip(w)
-                .map(|((x, d), w)| d * w * x * inverse)
-                .sum::<f32>()
-                / n;
-            for (j, (x, d)) in row.iter().zip(grow).enumerate() {
-                let normalized = x * inverse;
-                dw[j] += d * normalized;
-                dx.push(inverse * (d * w[j] - normalized * projection));
-            }
-        }
-        let [_, want_weight] = wanted;
-        [
-            Some(flex_tensor(dx, x.shape())),
-            want_weight.then(|| flex_tensor(dw, Shape::new([width]))),
-        ]
+        let (dx, partials) = update_rows_with(
+            grad,
+            || vec![0.0_f32; if want_weight { width } else { 0 }],
+            |dw, first, rows| {
+                xs.zip(first, rows, |d, xs| {
+                    for (d, x) in d.chunks_exact_mut(width).zip(xs.chunks_exact(width)) {
+                        let inverse = 1.0 / (x.iter().map(|v| v * v).sum::<f32>() / n + eps).sqrt();
+                        // mean(g x^) with g = grad * weight and x^ = x r.
+                        let projection = d
+                            .iter()
+                            .zip(x)
+                            .zip(wt)
+                            .map(|((d, x), w)| d * w * x * inverse)
+                            .sum::<f32>()
+                            / n;
+                        if want_weight {
+                            dw.iter_mut()
+                                .zip(d.iter())
+                                .zip(x)
+                                .for_each(|((s, d), x)| *s += d * x * inverse);
+                        }
+                        for ((d, x), w) in d.iter_mut().zip(x).zip(wt) {
+                            *d = inverse * (*d * w - x * inverse * projection);
+                        }
+                    }
+                });
+            },
+        )
+        .unwrap_or_else(|_| unreachable!("the gradient has rows"));
+        [Some(dx), want_weight.then(|| total(partials, width))]
     }
 
     fn layer_norm_backward(
@@ -230,59 +295,110 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 3],
     ) -> [Option<FloatTensor<Self>>; 3] {
-        let grad = dense(grad);
-        let Some((xs, gs, gm)) = rows_and_param(&x, &grad, &gamma) else {
+        let grad = readable(grad);
+        let Some((xs, gm)) = row_inputs(&x, &grad, &gamma) else {
             return generic::layer_norm_backward::<Self>(x, gamma, eps, grad, wanted);
         };
-        let width = gm.len();
+        let (width, [_, want_gamma, want_beta]) = (gm.len(), wanted);
         let n = width as f32;
-        let mut dx = Vec::with_capacity(xs.len());
-        let mut d_gamma = vec![0.0_f32; width];
-        let mut d_beta = vec![0.0_f32; width];
-        let mut normalized = vec![0.0_f32; width];
-        for (row, grow) in xs.chunks_exact(width).zip(gs.chunks_exact(width)) {
-            let mean = row.iter().sum::<f32>() / n;
-            let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
-            let inverse = 1.0 / (var + eps).sqrt();
-            let (mut mean_g, mut projection) = (0.0_f32, 0.0_f32);
-            for (j, (x, d)) in row.iter().zip(grow).enumerate() {
-                normalized[j] = (x - mean) * inverse;
-                let g = d * gm[j];
-                mean_g += g;
-                projection += g * normalized[j];
-                d_gamma[j] += d * normalized[j];
-                d_beta[j] += d;
-            }
-            mean_g /= n;
-            projection /= n;
-            for (j, d) in grow.iter().enumerate() {
-                dx.push(inverse * (d * gm[j] - mean_g - normalized[j] * projection));
-            }
-        }
-        let [_, want_gamma, want_beta] = wanted;
+        // Per piece: the partial `dgamma` and `dbeta`, and a row of `x^`.
+        let (dx, partials) = update_rows_with(
+            grad,
+            || {
+                (
+                    vec![0.0_f32; width],
+                    vec![0.0_f32; width],
+                    vec![0.0_f32; width],
+                )
+            },
+            |(d_gamma, d_beta, normalized), first, rows| {
+                xs.zip(first, rows, |d, xs| {
+                    for (d, x) in d.chunks_exact_mut(width).zip(xs.chunks_exact(width)) {
+                        let mean = x.iter().sum::<f32>() / n;
+                        let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+                        let inverse = 1.0 / (var + eps).sqrt();
+                        let (mut mean_g, mut projection) = (0.0_f32, 0.0_f32);
+                        for j in 0..width {
+                            normalized[j] = (x[j] - mean) * inverse;
+                            let g = d[j] * gm[j];
+                            mean_g += g;
+                            projection += g * normalized[j];
+                            d_gamma[j] += d[j] * normalized[j];
+                            d_beta[j] += d[j];
+                        }
+                        mean_g /= n;
+                        projection /= n;
+                        for ((d, g), x) in d.iter_mut().zip(gm).zip(normalized.iter()) {
+                            *d = inverse * (*d * g - mean_g - x * projection);
+                        }
+                    }
+                });
+            },
+        )
+        .unwrap_or_else(|_| unreachable!("the gradient has rows"));
+        let (gammas, betas): (Vec<_>, Vec<_>) =
+            partials.into_iter().map(|(g, b, _)| (g, b)).unzip();
         [
-            Some(flex_tensor(dx, x.shape())),
-            want_gamma.then(|| flex_tensor(d_gamma, Shape::new([width]))),
-            want_beta.then(|| flex_tensor(d_beta, Shape::new([width]))),
+            Some(dx),
+            want_gamma.then(|| total(gammas, width)),
+            want_beta.then(|| total(betas, width)),
         ]
     }
 
     fn softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        let grad = dense(grad);
-        let shape = y.shape();
-        let width = shape[shape.num_dims() - 1];
-        let (Some(ys), Some(gs)) = (f32s(&y), f32s(&grad)) else {
+        let grad = readable(grad);
+        let (Some(ys), true) = (Rows::of(&y), grad.shape() == y.shape()) else {
             return generic::softmax_last_backward::<Self>(y, grad);
         };
-        if width == 0 || grad.shape() != shape {
-            return generic::softmax_last_backward::<Self>(y, grad);
+        let width = ys.width();
+        update_rows(grad, |first, rows| {
+            ys.zip(first, rows, |d, ys| {
+                for (d, y) in d.chunks_exact_mut(width).zip(ys.chunks_exact(width)) {
+                    let dot: f32 = y.iter().zip(d.iter()).map(|(y, g)| y * g).sum();
+                    d.iter_mut().zip(y).for_each(|(d, y)| *d = y * (*d - dot));
+                }
+            });
+        })
+        .unwrap_or_else(|_| unreachable!("the gradient has rows"))
+    }
+
+    fn add_relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let grad = readable(grad);
+        match Rows::of(&output) {
+            Some(out) if grad.shape() == output.shape() => update_rows(grad, |first, rows| {
+                out.zip(first, rows, |d, o| {
+                    d.iter_mut()
+                        .zip(o)
+                        .for_each(|(d, o)| *d = if *o > 0.0 { *d } else { 0.0 });
+                });
+            })
+            .unwrap_or_else(|_| unreachable!("the gradient has rows")),
+            _ => <Self as burn_backend::ops::ActivationOps<Self>>::relu_backward(output, grad),
         }
-        let mut dx = Vec::with_capacity(ys.len());
-        for (row, grow) in ys.chunks_exact(width).zip(gs.chunks_exact(width)) {
-            let dot: f32 = row.iter().zip(grow).map(|(y, g)| y * g).sum();
-            dx.extend(row.iter().zip(grow).map(|(y, g)| y * (g - dot)));
-        }
-        flex_tensor(dx, shape)
+    }
+
+    fn dropout_backward(
+        mask: BoolTensor<Self>,
+        scale: f32,
+        grad: FloatTensor<Self>,
+    ) -> FloatTensor<Self> {
+        let grad = readable(grad);
+        // The mask as Flex stores it: one byte per element, contiguous.
+        let keep = match mask.dtype() {
+            DType::Bool(_) if mask.shape() == grad.shape() => mask.as_slice::<u8>(),
+            _ => None,
+        };
+        let (Some(keep), Some(rows)) = (keep, Rows::of(&grad)) else {
+            return generic::dropout_backward::<Self>(mask, scale, grad);
+        };
+        let width = rows.width();
+        update_rows(grad, |first, d| {
+            let keep = &keep[first * width..first * width + d.len()];
+            d.iter_mut()
+                .zip(keep)
+                .for_each(|(d, k)| *d = if *k != 0 { *d * scale } else { 0.0 });
+        })
+        .unwrap_or_else(|_| unreachable!("the gradient has rows"))
     }
 
     fn cross_entropy_backward(
@@ -290,31 +406,32 @@ impl BackwardKernels for Flex {
         targets: IntTensor<Self>,
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        let grad = dense(grad);
+        let grad = readable(grad);
         let shape = logits.shape();
         let (batch, classes) = (shape[0], shape[1]);
-        let scale = f32s(&grad).and_then(|g| g.first().copied());
-        let (Some(xs), Some(scale)) = (f32s(&logits), scale) else {
+        let scale = Rows::of(&grad).map(|g| g.row(0)[0]);
+        let (Some(scale), Some(_)) = (scale, Rows::of(&logits)) else {
             return generic::cross_entropy_backward::<Self>(logits, targets, grad);
         };
-        if classes == 0 {
-            return generic::cross_entropy_backward::<Self>(logits, targets, grad);
-        }
         // The forward pass checked the targets; this reads the already-validated classes.
         let class_of_row = super::composed::target_classes::<Self>(&targets, batch, classes);
         let per_row = scale / batch as f32;
-        let mut dx = Vec::with_capacity(xs.len());
-        for (row, class) in xs.chunks_exact(classes).zip(class_of_row) {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            // One `exp` per element: the row's exponentials go into `dx`, then get scaled.
-            let start = dx.len();
-            dx.extend(row.iter().map(|v| (v - max).exp()));
-            let out = &mut dx[start..];
-            let scale = per_row / out.iter().sum::<f32>();
-            out.iter_mut().for_each(|e| *e *= scale);
-            out[class] -= per_row;
-        }
-        flex_tensor(dx, shape)
+        // Over the logits' own buffer when it is ours (the saved logits are not needed after).
+        update_rows(logits, |first, rows| {
+            for (k, row) in rows.chunks_exact_mut(classes).enumerate() {
+                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                // One `exp` per element, then the row's scale.
+                let mut sum = 0.0;
+                for v in row.iter_mut() {
+                    *v = (*v - max).exp();
+                    sum += *v;
+                }
+                let scale = per_row / sum;
+                row.iter_mut().for_each(|e| *e *= scale);
+                row[class_of_row[first + k]] -= per_row;
+            }
+        })
+        .unwrap_or_else(|logits| generic::cross_entropy_backward::<Self>(logits, targets, grad))
     }
 }
 
@@ -400,6 +517,16 @@ mod generic {
             B::float_mul(inverse, centered)
         });
         [d_x, d_gamma, d_beta]
+    }
+
+    pub(crate) fn dropout_backward<B: Backend>(
+        mask: BoolTensor<B>,
+        scale: f32,
+        grad: FloatTensor<B>,
+    ) -> FloatTensor<B> {
+        let float_dtype = FloatDType::from(grad.dtype());
+        let kept = B::float_mul(grad, B::bool_into_float(mask, float_dtype));
+        B::float_mul_scalar(kept, Scalar::from(scale))
     }
 
     pub(crate) fn softmax_last_backward<B: Backend>(

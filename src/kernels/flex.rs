@@ -1,6 +1,7 @@
-//! `Flex` kernels. Each runs one pass over contiguous `f32` storage (in place when the buffer is
-//! uniquely owned) and falls back to composing Flex's own ops for other dtypes, broadcasting or
-//! strided layouts.
+//! `Flex` kernels. Each runs one pass over `f32` rows of any row stride, in place when the
+//! buffer is uniquely owned and on every core when Flex runs on rayon (see [`super::fused`]),
+//! and falls back to composing Flex's own ops for other dtypes, broadcasting, or a last
+//! dimension that is not contiguous.
 
 use burn_backend::backend::ops::{FloatTensorOps, IntTensorOps};
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
@@ -11,41 +12,43 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::{FlexDevice, FlexTensor};
 
 use super::composed;
+use super::fused::{Rows, is_writable, map_pieces, tensor, update_rows};
 use crate::ops::{RoutedOps, RoutedOpsFlex};
 
-/// `f32` elements of a contiguous tensor, or `None` (other dtype, strided or offset view).
-fn f32_slice(tensor: &FlexTensor) -> Option<&[f32]> {
-    tensor.as_slice::<f32>()
+/// Applies `f` to every element: in place when `x`'s buffer is ours, any row stride (see
+/// [`update_rows`]). Gives `x` back when it is not `f32` with a contiguous last dimension (the
+/// caller composes Flex's ops instead).
+fn map_f32(x: FlexTensor, f: impl Fn(f32) -> f32 + Sync) -> Result<FlexTensor, FlexTensor> {
+    update_rows(x, |_, values| values.iter_mut().for_each(|v| *v = f(*v)))
 }
 
-/// Runs `f` over the `f32` elements of `x` and returns the result: in place when `x` is
-/// contiguous and uniquely owned, on a copy when it is contiguous but shared. Gives `x` back when
-/// it is not contiguous `f32` (the caller composes Flex's ops instead).
-fn update_f32(mut x: FlexTensor, f: impl FnOnce(&mut [f32])) -> Result<FlexTensor, FlexTensor> {
-    if x.dtype() != DType::F32 || !x.is_contiguous() || x.layout().start_offset() != 0 {
-        return Err(x);
+/// `f(a, b)` element-wise over `a` and `b` of the same shape (any row strides), written over
+/// whichever buffer is ours (`a`'s first), else into a fresh one. Gives both back for other
+/// shapes (broadcasting), dtypes or layouts (boxed: only the fallback pays for it).
+fn zip_f32(
+    a: FlexTensor,
+    b: FlexTensor,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> Result<FlexTensor, Box<(FlexTensor, FlexTensor)>> {
+    if a.shape() != b.shape() || Rows::of(&a).is_none() || Rows::of(&b).is_none() {
+        return Err(Box::new((a, b)));
     }
-    if x.is_unique()
-        && x.layout().is_dense_unique_storage()
-        && let Some(values) = x.try_storage_mut::<f32>()
-    {
-        f(values);
-        return Ok(x);
-    }
-    let shape = x.shape();
-    match f32_slice(&x) {
-        Some(values) => {
-            let mut out = values.to_vec();
-            f(&mut out);
-            Ok(FlexTensor::from_data(TensorData::new(out, shape)))
-        }
-        None => Err(x),
-    }
-}
-
-/// Applies `f` to every element (see [`update_f32`]).
-fn map_f32(x: FlexTensor, f: impl Fn(f32) -> f32) -> Result<FlexTensor, FlexTensor> {
-    update_f32(x, |values| values.iter_mut().for_each(|v| *v = f(*v)))
+    let zipped = if !is_writable(&a) && is_writable(&b) {
+        let a_rows = Rows::of(&a).expect("checked above");
+        update_rows(b, |first, dst| {
+            a_rows.zip(first, dst, |d, s| {
+                d.iter_mut().zip(s).for_each(|(d, s)| *d = f(*s, *d));
+            });
+        })
+    } else {
+        let b_rows = Rows::of(&b).expect("checked above");
+        update_rows(a, |first, dst| {
+            b_rows.zip(first, dst, |d, s| {
+                d.iter_mut().zip(s).for_each(|(d, s)| *d = f(*d, *s));
+            });
+        })
+    };
+    Ok(zipped.unwrap_or_else(|_| unreachable!("both have rows")))
 }
 
 /// The size of the last dimension (0 for a scalar).
@@ -57,11 +60,13 @@ fn width(x: &FlexTensor) -> usize {
         .map_or(0, |last| shape[last])
 }
 
-/// A per-feature parameter (`[features]`) of a row-wise op on `x`, when it is contiguous `f32`
-/// and matches `x`'s last dimension.
+/// A per-feature parameter (`[features]`) of a row-wise op on `x`: its values, when they are
+/// `f32` in one contiguous row of `x`'s width.
 fn row_param<'a>(x: &FlexTensor, param: &'a FlexTensor) -> Option<&'a [f32]> {
     let w = width(x);
-    f32_slice(param).filter(|p| w > 0 && p.len() == w)
+    Rows::of(param)
+        .filter(|p| w > 0 && p.count() == 1 && p.width() == w)
+        .map(|p| p.row(0))
 }
 
 /// An int tensor of `shape` with `values`, in the device's default int dtype (as Burn's own index
@@ -116,16 +121,60 @@ fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + (-z).exp())
 }
 
+/// Index of the largest number of `row` (the first of equal maxima; 0 when the row is all
+/// NaN: `>` is false against NaN, so a NaN is never the maximum).
+fn argmax(row: &[f32]) -> usize {
+    let mut best = row.iter().position(|v| !v.is_nan()).unwrap_or(0);
+    let mut best_value = row[best];
+    for (i, &v) in row.iter().enumerate().skip(best + 1) {
+        if v > best_value {
+            best = i;
+            best_value = v;
+        }
+    }
+    best
+}
+
+/// `row` normalised to mean square 1 and scaled by `weight`, in place.
+#[inline]
+fn rms_norm_row(row: &mut [f32], weight: &[f32], eps: f32) {
+    let mean_square = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+    let inverse = 1.0 / (mean_square + eps).sqrt();
+    row.iter_mut()
+        .zip(weight)
+        .for_each(|(v, g)| *v *= inverse * g);
+}
+
+/// `row` standardised, scaled by `gamma` and shifted by `beta`, in place.
+#[inline]
+fn layer_norm_row(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    let n = row.len() as f32;
+    let mean = row.iter().sum::<f32>() / n;
+    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    let inverse = 1.0 / (var + eps).sqrt();
+    for ((v, g), b) in row.iter_mut().zip(gamma).zip(beta) {
+        *v = (*v - mean) * inverse * g + b;
+    }
+}
+
+/// `row`'s softmax, in place (the maximum is subtracted first).
+#[inline]
+fn softmax_row(row: &mut [f32]) {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0;
+    for v in row.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    let inverse = 1.0 / sum;
+    row.iter_mut().for_each(|v| *v *= inverse);
+}
+
 impl RoutedOps for Flex {
     fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        if lhs.shape() == rhs.shape()
-            && let (Some(a), Some(b)) = (f32_slice(&lhs), f32_slice(&rhs))
-        {
-            let out: Vec<f32> = a.iter().zip(b).map(|(a, b)| (a + b).max(0.0)).collect();
-            return FlexTensor::from_data(TensorData::new(out, lhs.shape()));
-        }
-        // Broadcasting, strided views or another float dtype: Flex's own ops.
-        composed::add_relu::<Self>(lhs, rhs)
+        // Broadcasting, a strided last dimension or another float dtype: Flex's own ops.
+        zip_f32(lhs, rhs, |a, b| (a + b).max(0.0))
+            .unwrap_or_else(|inputs| composed::add_relu::<Self>(inputs.0, inputs.1))
     }
 
     fn scale(x: FloatTensor<Self>, alpha: f32) -> FloatTensor<Self> {
@@ -135,32 +184,20 @@ impl RoutedOps for Flex {
     fn argmax_last(x: &FloatTensor<Self>) -> IntTensor<Self> {
         let shape = x.shape();
         let last = shape.num_dims() - 1;
-        let width = shape[last];
-        // Indices come out in the device's default int dtype, as Burn's own argmax does.
-        let int_dtype = get_or_init_device_settings::<Self>(&x.device()).int_dtype;
-        if let Some(values) = f32_slice(x).filter(|_| width > 0) {
-            let best = values.chunks_exact(width).map(|row| {
-                // Start from the first number (index 0 when the row is all NaN): `>` is false
-                // against NaN, so a NaN is never the maximum, and it keeps the first of equal
-                // maxima.
-                let mut best = row.iter().position(|v| !v.is_nan()).unwrap_or(0);
-                let mut best_value = row[best];
-                for (i, &v) in row.iter().enumerate().skip(best + 1) {
-                    if v > best_value {
-                        best = i;
-                        best_value = v;
-                    }
-                }
-                best
-            });
-            let mut out_shape = shape.clone();
-            out_shape[last] = 1;
-            let best = best
-                .map(|i| i64::try_from(i).expect("index fits in i64"))
-                .collect();
-            return index_tensor(best, out_shape, &x.device());
-        }
-        Flex::float_argmax(x.clone(), last, int_dtype)
+        let Some(rows) = Rows::of(x) else {
+            // Indices come out in the device's default int dtype, as Burn's own argmax does.
+            let int_dtype = get_or_init_device_settings::<Self>(&x.device()).int_dtype;
+            return Flex::float_argmax(x.clone(), last, int_dtype);
+        };
+        let best: Vec<i64> = map_pieces(rows.count(), rows.width(), |first, count| {
+            (first..first + count)
+                .map(|r| i64::try_from(argmax(rows.row(r))).expect("index fits in i64"))
+                .collect::<Vec<_>>()
+        })
+        .concat();
+        let mut out_shape = shape;
+        out_shape[last] = 1;
+        index_tensor(best, out_shape, &x.device())
     }
 
     fn axpby(
@@ -171,16 +208,9 @@ impl RoutedOps for Flex {
     ) -> FloatTensor<Self> {
         match y {
             None => Self::scale(x, alpha),
-            Some(y) => {
-                if x.shape() == y.shape()
-                    && let (Some(a), Some(b)) = (f32_slice(&x), f32_slice(&y))
-                {
-                    let out: Vec<f32> =
-                        a.iter().zip(b).map(|(a, b)| alpha * a + beta * b).collect();
-                    return FlexTensor::from_data(TensorData::new(out, x.shape()));
-                }
-                composed::axpby::<Self>(x, Some(y), alpha, beta)
-            }
+            Some(y) => zip_f32(x, y, |a, b| alpha * a + beta * b).unwrap_or_else(|inputs| {
+                composed::axpby::<Self>(inputs.0, Some(inputs.1), alpha, beta)
+            }),
         }
     }
 
@@ -217,49 +247,31 @@ impl RoutedOps for Flex {
     }
 
     fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> FloatTensor<Self> {
-        if let Some(b) = row_param(&x, &bias) {
-            let w = b.len();
-            let fused = update_f32(x, |values| {
-                for row in values.chunks_exact_mut(w) {
-                    for (v, b) in row.iter_mut().zip(b) {
-                        *v = gelu(*v + b);
-                    }
-                }
-            });
-            return fused.unwrap_or_else(|x| composed::bias_gelu::<Self>(x, bias));
-        }
-        composed::bias_gelu::<Self>(x, bias)
+        let Some(b) = row_param(&x, &bias) else {
+            return composed::bias_gelu::<Self>(x, bias);
+        };
+        update_rows(x, |_, rows| {
+            for row in rows.chunks_exact_mut(b.len()) {
+                row.iter_mut().zip(b).for_each(|(v, b)| *v = gelu(*v + b));
+            }
+        })
+        .unwrap_or_else(|x| composed::bias_gelu::<Self>(x, bias.clone()))
     }
 
     fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
-        if gate.shape() == up.shape()
-            && let Some(u) = f32_slice(&up)
-        {
-            let fused = update_f32(gate, |g| {
-                for (g, u) in g.iter_mut().zip(u) {
-                    *g = *g * sigmoid(*g) * u;
-                }
-            });
-            return fused.unwrap_or_else(|gate| composed::swiglu::<Self>(gate, up));
-        }
-        composed::swiglu::<Self>(gate, up)
+        zip_f32(gate, up, |g, u| g * sigmoid(g) * u)
+            .unwrap_or_else(|inputs| composed::swiglu::<Self>(inputs.0, inputs.1))
     }
 
     fn rms_norm(x: FloatTensor<Self>, weight: FloatTensor<Self>, eps: f32) -> FloatTensor<Self> {
-        if let Some(wt) = row_param(&x, &weight) {
-            let w = wt.len();
-            let fused = update_f32(x, |values| {
-                for row in values.chunks_exact_mut(w) {
-                    let mean_square = row.iter().map(|v| v * v).sum::<f32>() / w as f32;
-                    let inverse = 1.0 / (mean_square + eps).sqrt();
-                    for (v, g) in row.iter_mut().zip(wt) {
-                        *v *= inverse * g;
-                    }
-                }
-            });
-            return fused.unwrap_or_else(|x| composed::rms_norm::<Self>(x, weight, eps));
-        }
-        composed::rms_norm::<Self>(x, weight, eps)
+        let Some(wt) = row_param(&x, &weight) else {
+            return composed::rms_norm::<Self>(x, weight, eps);
+        };
+        update_rows(x, |_, rows| {
+            rows.chunks_exact_mut(wt.len())
+                .for_each(|row| rms_norm_row(row, wt, eps));
+        })
+        .unwrap_or_else(|x| composed::rms_norm::<Self>(x, weight.clone(), eps))
     }
 
     fn layer_norm(
@@ -268,21 +280,14 @@ impl RoutedOps for Flex {
         beta: FloatTensor<Self>,
         eps: f32,
     ) -> FloatTensor<Self> {
-        if let (Some(g), Some(b)) = (row_param(&x, &gamma), row_param(&x, &beta)) {
-            let w = g.len();
-            let fused = update_f32(x, |values| {
-                for row in values.chunks_exact_mut(w) {
-                    let mean = row.iter().sum::<f32>() / w as f32;
-                    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / w as f32;
-                    let inverse = 1.0 / (var + eps).sqrt();
-                    for ((v, g), b) in row.iter_mut().zip(g).zip(b) {
-                        *v = (*v - mean) * inverse * g + b;
-                    }
-                }
-            });
-            return fused.unwrap_or_else(|x| composed::layer_norm::<Self>(x, gamma, beta, eps));
-        }
-        composed::layer_norm::<Self>(x, gamma, beta, eps)
+        let (Some(g), Some(b)) = (row_param(&x, &gamma), row_param(&x, &beta)) else {
+            return composed::layer_norm::<Self>(x, gamma, beta, eps);
+        };
+        update_rows(x, |_, rows| {
+            rows.chunks_exact_mut(g.len())
+                .for_each(|row| layer_norm_row(row, g, b, eps));
+        })
+        .unwrap_or_else(|x| composed::layer_norm::<Self>(x, gamma.clone(), beta.clone(), eps))
     }
 
     fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -290,19 +295,8 @@ impl RoutedOps for Flex {
         if w == 0 {
             return composed::softmax_last::<Self>(x);
         }
-        update_f32(x, |values| {
-            for row in values.chunks_exact_mut(w) {
-                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0.0;
-                for v in row.iter_mut() {
-                    *v = (*v - max).exp();
-                    sum += *v;
-                }
-                let inverse = 1.0 / sum;
-                row.iter_mut().for_each(|v| *v *= inverse);
-            }
-        })
-        .unwrap_or_else(composed::softmax_last::<Self>)
+        update_rows(x, |_, rows| rows.chunks_exact_mut(w).for_each(softmax_row))
+            .unwrap_or_else(composed::softmax_last::<Self>)
     }
 
     fn cross_entropy_logits(
@@ -311,32 +305,43 @@ impl RoutedOps for Flex {
     ) -> FloatTensor<Self> {
         let shape = logits.shape();
         let (batch, classes) = (shape[0], shape[1]);
-        if let Some(x) = f32_slice(&logits)
-            && batch > 0
-            && classes > 0
-        {
-            // Any layout and int dtype; panics on a target outside `0..classes`.
-            let class_of_row = composed::target_classes::<Self>(&targets, batch, classes);
-            let mut total = 0.0_f64;
-            for (row, &class) in x.chunks_exact(classes).zip(&class_of_row) {
-                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let sum: f32 = row.iter().map(|v| (v - max).exp()).sum();
-                total += f64::from(max + sum.ln() - row[class]);
-            }
-            #[allow(clippy::cast_possible_truncation)] // The mean of f32 losses fits an f32.
-            let mean = (total / batch as f64) as f32;
-            return FlexTensor::from_data(TensorData::new(vec![mean], [1]));
-        }
-        composed::cross_entropy_logits::<Self>(logits, targets)
+        let Some(rows) = Rows::of(&logits) else {
+            return composed::cross_entropy_logits::<Self>(logits, targets);
+        };
+        // Any layout and int dtype; panics on a target outside `0..classes`.
+        let class_of_row = composed::target_classes::<Self>(&targets, batch, classes);
+        let partial = map_pieces(batch, classes, |first, count| {
+            (first..first + count)
+                .map(|r| {
+                    let row = rows.row(r);
+                    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let sum: f32 = row.iter().map(|v| (v - max).exp()).sum();
+                    f64::from(max + sum.ln() - row[class_of_row[r]])
+                })
+                .sum::<f64>()
+        });
+        #[allow(clippy::cast_possible_truncation)] // The mean of f32 losses fits an f32.
+        let mean = (partial.iter().sum::<f64>() / batch as f64) as f32;
+        tensor(vec![mean], Shape::new([1]))
     }
 
     fn dropout(x: FloatTensor<Self>, p: f32, seed: u64) -> (FloatTensor<Self>, BoolTensor<Self>) {
         let scale = composed::dropout_scale(p);
         let shape = x.shape();
         let device = x.device();
-        let keep = composed::dropout_keep(shape.num_elements(), p, seed);
-        let fused = update_f32(x, |values| {
-            for (v, keep) in values.iter_mut().zip(&keep) {
+        let w = width(&x).max(1);
+        let n = shape.num_elements();
+        // The keep mask first (one byte per element), then one pass over `x`.
+        let keep: Vec<bool> = map_pieces(n / w, w, |first, count| {
+            let start = (first * w) as u64;
+            (start..start + (count * w) as u64)
+                .map(|i| composed::dropout_uniform(seed, i) >= p)
+                .collect::<Vec<_>>()
+        })
+        .concat();
+        let fused = update_rows(x, |first, rows| {
+            let (start, len) = (first * w, rows.len());
+            for (v, keep) in rows.iter_mut().zip(&keep[start..start + len]) {
                 *v = if *keep { *v * scale } else { 0.0 };
             }
         });
@@ -364,7 +369,7 @@ impl RoutedOps for Flex {
     fn topk_last(x: &FloatTensor<Self>, k: usize) -> (FloatTensor<Self>, IntTensor<Self>) {
         let w = width(x);
         composed::check_k(k, w);
-        let Some(values) = f32_slice(x).filter(|_| w > 0) else {
+        let Some(rows) = Rows::of(x) else {
             return composed::topk_last::<Self>(x, k);
         };
         // Larger first, NaN after every number, ties by lower index.
@@ -373,30 +378,33 @@ impl RoutedOps for Flex {
                 .unwrap_or_else(|| a.1.is_nan().cmp(&b.1.is_nan()))
                 .then(a.0.cmp(&b.0))
         };
-        let rows = values.len() / w;
-        let mut top_values = Vec::with_capacity(rows * k);
-        let mut top_indices = Vec::with_capacity(rows * k);
-        let mut scratch: Vec<(usize, f32)> = Vec::with_capacity(w);
-        for row in values.chunks_exact(w) {
-            scratch.clear();
-            scratch.extend(row.iter().copied().enumerate());
-            if k > 0 && k < w {
-                scratch.select_nth_unstable_by(k - 1, order);
+        let pieces = map_pieces(rows.count(), w, |first, count| {
+            let mut values = Vec::with_capacity(count * k);
+            let mut indices = Vec::with_capacity(count * k);
+            let mut scratch: Vec<(usize, f32)> = Vec::with_capacity(w);
+            for r in first..first + count {
+                scratch.clear();
+                scratch.extend(rows.row(r).iter().copied().enumerate());
+                if k > 0 && k < w {
+                    scratch.select_nth_unstable_by(k - 1, order);
+                }
+                let top = &mut scratch[..k];
+                top.sort_unstable_by(order);
+                values.extend(top.iter().map(|(_, v)| *v));
+                indices.extend(
+                    top.iter()
+                        .map(|(i, _)| i64::try_from(*i).expect("index fits in i64")),
+                );
             }
-            let top = &mut scratch[..k];
-            top.sort_unstable_by(order);
-            top_values.extend(top.iter().map(|(_, v)| *v));
-            top_indices.extend(
-                top.iter()
-                    .map(|(i, _)| i64::try_from(*i).expect("index fits in i64")),
-            );
-        }
+            (values, indices)
+        });
+        let (values, indices): (Vec<_>, Vec<_>) = pieces.into_iter().unzip();
         let mut out_shape = x.shape();
         let last = out_shape.num_dims() - 1;
         out_shape[last] = k;
         (
-            FlexTensor::from_data(TensorData::new(top_values, out_shape.clone())),
-            index_tensor(top_indices, out_shape, &x.device()),
+            tensor(values.concat(), out_shape.clone()),
+            index_tensor(indices.concat(), out_shape, &x.device()),
         )
     }
 }

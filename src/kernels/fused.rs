@@ -1,0 +1,505 @@
+//! The machinery of the fused Flex kernels: how they read their inputs, where they write, and on
+//! how many threads.
+//!
+//! - **Any row stride.** [`Rows`] reads an `f32` tensor row by row (a row is the last
+//!   dimension) whenever that dimension is contiguous: dense tensors, and the views a transformer
+//!   feeds these ops (a slice of a fused projection along the last dimension, a `swap_dims` of a
+//!   sequence-first tensor, a broadcast over leading dimensions).
+//! - **In place.** [`update_rows`] writes the output over its target input's own buffer when
+//!   that buffer is uniquely owned and dense, as Burn's own float ops do; otherwise into a fresh
+//!   buffer that is never zero-filled: each piece starts as a copy of the target's values, made
+//!   just before the kernel updates it, so the copy is still in cache.
+//! - **Parallel when Flex is.** When Flex runs its own loops on rayon ([`PARALLEL`]), large
+//!   tensors are cut into pieces of whole rows that rayon's pool runs on every core; small ones
+//!   stay on the calling thread. The pieces depend on the tensor's size only, so reductions
+//!   (parameter gradients) add the same partial sums in the same order with or without threads.
+
+use std::mem::MaybeUninit;
+
+use burn_backend::{DType, Shape, TensorData, TensorMetadata};
+use burn_dispatch::backends::flex::FlexTensor;
+use rayon::prelude::*;
+
+/// Whether Flex runs its loops on rayon in this build: burn-flex's `rayon` feature, which the
+/// application turns on directly or through feature unification (a default `burn` or
+/// `burn-tensor` dependency does). burn-flex exposes no flag for it, but the feature also turns
+/// on gemm's `rayon`, which adds the `Rayon` variant to `gemm::Parallelism`: the enum has a size
+/// exactly then. A compile-time constant, so the sequential build keeps no parallel code.
+pub(crate) const PARALLEL: bool = size_of::<gemm::Parallelism>() > 0;
+
+/// Below this many elements a fused loop stays on the calling thread: splitting costs more than
+/// it saves (measured with `benches/ops.rs` at 64K and 1M; see BENCHMARKS.md). Flex's own
+/// element-wise threshold is 256K.
+pub(crate) const PARALLEL_MIN: usize = 1 << 17;
+
+/// Elements of one piece of work (whole rows, at least one): the unit rayon distributes, and
+/// the span of one partial sum in reductions.
+const PIECE: usize = 1 << 14;
+
+/// Elements of one block inside a piece: small enough that a block copied into a fresh output
+/// is still in L1 when the kernel updates it.
+const BLOCK: usize = 1 << 11;
+
+/// The rows of an `f32` tensor whose last dimension is contiguous (stride 1, or a single
+/// column), with non-negative strides elsewhere. A dense tensor is one span in row-major order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rows<'a> {
+    data: &'a [f32],
+    start: usize,
+    width: usize,
+    count: usize,
+    /// The leading dimensions and their strides, when the layout is not dense.
+    lead: Option<(&'a [usize], &'a [isize])>,
+}
+
+impl<'a> Rows<'a> {
+    /// The rows of `t`, or `None` for another dtype, an empty tensor, or a layout whose last
+    /// dimension is strided (a transposed matrix) or broadcast.
+    pub(crate) fn of(t: &'a FlexTensor) -> Option<Self> {
+        if t.dtype() != DType::F32 {
+            return None;
+        }
+        let layout = t.layout();
+        let dims = layout.shape().as_slice();
+        let strides = layout.strides();
+        let (width, lead_dims, lead_strides) = match dims.split_last() {
+            Some((&width, lead)) => (width, lead, &strides[..lead.len()]),
+            None => (1, &[][..], &[][..]),
+        };
+        let count: usize = lead_dims.iter().product();
+        if width * count == 0 {
+            return None;
+        }
+        let data = t.storage::<f32>();
+        let start = layout.start_offset();
+        if layout.is_contiguous() {
+            return Some(Self {
+                data,
+                start,
+                width,
+                count,
+                lead: None,
+            });
+        }
+        let last_contiguous = width == 1 || strides.last() == Some(&1);
+        if !last_contiguous || lead_strides.iter().any(|&s| s < 0) {
+            return None;
+        }
+        Some(Self {
+            data,
+            start,
+            width,
+            count,
+            lead: Some((lead_dims, lead_strides)),
+        })
+    }
+
+    /// Elements per row.
+    pub(crate) fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Number of rows.
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Row `r` (in row-major order of the leading dimensions).
+    #[inline]
+    pub(crate) fn row(&self, r: usize) -> &'a [f32] {
+        let offset = match self.lead {
+            None => self.start + r * self.width,
+            Some((dims, strides)) => {
+                let mut rest = r;
+                let mut offset = self.start;
+                for (&dim, &stride) in dims.iter().zip(strides).rev() {
+                    // Non-negative, checked in `of`.
+                    offset += (rest % dim) * stride.unsigned_abs();
+                    rest /= dim;
+                }
+                offset
+            }
+        };
+        &self.data[offset..offset + self.width]
+    }
+
+    /// Rows `first..first + rows` as one slice, when the layout is dense.
+    #[inline]
+    fn span(&self, first: usize, rows: usize) -> Option<&'a [f32]> {
+        let start = self.start + first * self.width;
+        self.lead
+            .is_none()
+            .then(|| &self.data[start..start + rows * self.width])
+    }
+
+    /// Calls `f(offset, part)` over rows `first..first + len / width`, in as few contiguous
+    /// stretches as the layout allows (one when dense); `offset` is where the stretch starts
+    /// within those rows.
+    #[inline]
+    pub(crate) fn stretches(&self, first: usize, len: usize, mut f: impl FnMut(usize, &'a [f32])) {
+        match self.span(first, len / self.width) {
+            Some(part) => f(0, part),
+            None => {
+                for k in 0..len / self.width {
+                    f(k * self.width, self.row(first + k));
+                }
+            }
+        }
+    }
+
+    /// [`Self::stretches`] of two tensors with the same rows, side by side.
+    #[inline]
+    pub(crate) fn stretches2(
+        &self,
+        other: &Rows<'a>,
+        first: usize,
+        len: usize,
+        mut f: impl FnMut(usize, &'a [f32], &'a [f32]),
+    ) {
+        let rows = len / self.width;
+        match (self.span(first, rows), other.span(first, rows)) {
+            (Some(a), Some(b)) => f(0, a, b),
+            _ => {
+                for k in 0..rows {
+                    f(k * self.width, self.row(first + k), other.row(first + k));
+                }
+            }
+        }
+    }
+
+    /// Calls `f(dst_part, src_part)` over `dst` (rows `first..` of an output with this row
+    /// width) and the same rows of `self`, in as few contiguous stretches as the layout allows.
+    #[inline]
+    pub(crate) fn zip(&self, first: usize, dst: &mut [f32], mut f: impl FnMut(&mut [f32], &[f32])) {
+        self.stretches(first, dst.len(), |offset, src| {
+            f(&mut dst[offset..offset + src.len()], src);
+        });
+    }
+
+    /// Writes rows `first..` into `dst` (which they fill).
+    fn copy_into(&self, first: usize, dst: &mut [MaybeUninit<f32>]) {
+        let fill = |d: &mut [MaybeUninit<f32>], s: &[f32]| {
+            for (d, s) in d.iter_mut().zip(s) {
+                d.write(*s);
+            }
+        };
+        match self.span(first, dst.len() / self.width) {
+            Some(src) => fill(dst, src),
+            None => {
+                for (k, d) in dst.chunks_exact_mut(self.width).enumerate() {
+                    fill(d, self.row(first + k));
+                }
+            }
+        }
+    }
+}
+
+/// The `f32` buffer of `t` when a kernel may overwrite it: uniquely owned, dense, no broadcast.
+fn writable(t: &mut FlexTensor) -> Option<&mut [f32]> {
+    if t.dtype() != DType::F32 || !t.layout().is_dense_unique_storage() || !t.is_unique() {
+        return None;
+    }
+    let (start, end) = t.layout().contiguous_offsets()?;
+    t.try_storage_mut::<f32>().map(|s| &mut s[start..end])
+}
+
+/// Whether `t` can take its kernel's output in place (see [`update_rows`]).
+pub(crate) fn is_writable(t: &FlexTensor) -> bool {
+    t.dtype() == DType::F32 && t.layout().is_dense_unique_storage() && t.is_unique()
+}
+
+/// Rows per piece and per block, for rows of `width` elements.
+fn rows_per(width: usize) -> (usize, usize) {
+    ((PIECE / width).max(1), (BLOCK / width).max(1))
+}
+
+/// One output of a kernel, or a part of it: over a uniquely owned input's buffer (which holds
+/// that input's values), or into fresh memory that each block first fills with a copy of the
+/// input's rows.
+enum Out<'a> {
+    Own(&'a mut [f32]),
+    Fresh(&'a mut [MaybeUninit<f32>], Rows<'a>),
+}
+
+impl Out<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Self::Own(values) => values.len(),
+            Self::Fresh(values, _) => values.len(),
+        }
+    }
+
+    /// Consecutive parts of `len` elements (the last may be shorter).
+    fn split(self, len: usize) -> Vec<Self> {
+        match self {
+            Self::Own(values) => values.chunks_mut(len).map(Out::Own).collect(),
+            Self::Fresh(values, rows) => values
+                .chunks_mut(len)
+                .map(|part| Out::Fresh(part, rows))
+                .collect(),
+        }
+    }
+
+    /// Elements `range` of this part, whose first row is row `first` of the output, holding
+    /// the input's values.
+    fn block(&mut self, range: std::ops::Range<usize>, first: usize) -> &mut [f32] {
+        match self {
+            Self::Own(values) => &mut values[range],
+            Self::Fresh(values, rows) => {
+                let block = &mut values[range];
+                rows.copy_into(first, block);
+                // SAFETY: `copy_into` wrote every element of `block`, so it holds initialized
+                // `f32`s (a `MaybeUninit<f32>` has the layout of an `f32`).
+                unsafe { &mut *(std::ptr::from_mut(block) as *mut [f32]) }
+            }
+        }
+    }
+}
+
+/// Runs `work(acc, first_row, blocks)` over the outputs `outs` (each `len` elements, rows of
+/// `width`), cut into the same pieces of whole rows, each piece with an accumulator from
+/// `init`; returns the accumulators in row order. On rayon's pool when Flex runs on it and the
+/// outputs are large, else on this thread. Within a piece, `work` gets blocks (see [`BLOCK`])
+/// in order; every element of every output is in exactly one block.
+fn run<const K: usize, A: Send>(
+    outs: [Out<'_>; K],
+    len: usize,
+    width: usize,
+    init: impl Fn() -> A + Sync,
+    work: impl Fn(&mut A, usize, [&mut [f32]; K]) + Sync,
+) -> Vec<A> {
+    let (piece_rows, block_rows) = rows_per(width);
+    let (piece_len, block_len) = (piece_rows * width, block_rows * width);
+    let mut parts = outs.map(|out| out.split(piece_len).into_iter());
+    let pieces: Vec<[Out<'_>; K]> = (0..len.div_ceil(piece_len))
+        .map(|_| {
+            parts
+                .each_mut()
+                .map(|part| part.next().expect("every output has len elements"))
+        })
+        .collect();
+    let run_piece = |(index, mut piece): (usize, [Out<'_>; K])| {
+        let mut acc = init();
+        let first = index * piece_rows;
+        let piece_len = piece[0].len();
+        for start in (0..piece_len).step_by(block_len) {
+            let end = (start + block_len).min(piece_len);
+            let row = first + start / width;
+            work(
+                &mut acc,
+                row,
+                piece.each_mut().map(|out| out.block(start..end, row)),
+            );
+        }
+        acc
+    };
+    if PARALLEL && len >= PARALLEL_MIN {
+        pieces.into_par_iter().enumerate().map(run_piece).collect()
+    } else {
+        pieces.into_iter().enumerate().map(run_piece).collect()
+    }
+}
+
+/// The outputs of a kernel that updates the values of `targets` (the same shape, each `f32`
+/// with a contiguous last dimension) row by row: `update(acc, first_row, blocks)` gets the same
+/// whole rows of each, holding that target's values, and overwrites them with its output's.
+/// Each output is written over its target's own buffer when that buffer is uniquely owned and
+/// dense, else into a fresh contiguous buffer (never zero-filled). Also returns the
+/// accumulators of [`run`], in row order.
+///
+/// # Errors
+///
+/// Gives the targets back when one has no [`Rows`] (another dtype, a strided last dimension,
+/// empty) or their shapes differ: the caller composes Flex's own ops instead.
+pub(crate) fn update_many<const K: usize, A: Send>(
+    mut targets: [FlexTensor; K],
+    init: impl Fn() -> A + Sync,
+    update: impl Fn(&mut A, usize, [&mut [f32]; K]) + Sync,
+) -> Result<([FlexTensor; K], Vec<A>), [FlexTensor; K]> {
+    let shape = targets[0].shape();
+    let fits = |t: &FlexTensor| Rows::of(t).is_some() && t.shape() == shape;
+    if !targets.iter().all(fits) {
+        return Err(targets);
+    }
+    let width = Rows::of(&targets[0]).expect("checked above").width();
+    let len = shape.num_elements();
+    let own = targets.each_ref().map(is_writable);
+    let mut fresh: [Vec<f32>; K] = own.map(|own| {
+        if own {
+            Vec::new()
+        } else {
+            Vec::with_capacity(len)
+        }
+    });
+    let accs = {
+        let mut buffers = fresh.each_mut().into_iter();
+        let outs = targets.each_mut().map(|target| {
+            let buffer = buffers.next().expect("one buffer per target");
+            if is_writable(target) {
+                Out::Own(writable(target).expect("checked by is_writable"))
+            } else {
+                let rows = Rows::of(target).expect("checked above");
+                Out::Fresh(&mut buffer.spare_capacity_mut()[..len], rows)
+            }
+        });
+        run(outs, len, width, init, update)
+    };
+    let mut buffers = fresh.into_iter().zip(own);
+    let outputs = targets.map(|target| {
+        let (mut values, own) = buffers.next().expect("one buffer per target");
+        if own {
+            return target;
+        }
+        // SAFETY: `run` handed every element of the first `len` of this buffer (its capacity)
+        // to `Out::block`, which wrote it.
+        unsafe { values.set_len(len) };
+        tensor(values, shape.clone())
+    });
+    Ok((outputs, accs))
+}
+
+/// [`update_many`] for one target, with a per-piece accumulator.
+///
+/// # Errors
+///
+/// Gives `target` back when it has no [`Rows`].
+pub(crate) fn update_rows_with<A: Send>(
+    target: FlexTensor,
+    init: impl Fn() -> A + Sync,
+    update: impl Fn(&mut A, usize, &mut [f32]) + Sync,
+) -> Result<(FlexTensor, Vec<A>), FlexTensor> {
+    update_many([target], init, |acc, first, [rows]| {
+        update(acc, first, rows)
+    })
+    .map(|([out], accs)| (out, accs))
+    .map_err(|[target]| target)
+}
+
+/// The output of a kernel that updates `target`'s values row by row: `update(first_row, rows)`
+/// gets consecutive whole rows that hold `target`'s values and overwrites them with the
+/// output's. Written over `target`'s own buffer when it is uniquely owned and dense; else into a
+/// fresh contiguous buffer (never zero-filled). In parallel when Flex is and the tensor is
+/// large.
+///
+/// # Errors
+///
+/// Gives `target` back when it has no [`Rows`]: the caller composes Flex's own ops instead.
+pub(crate) fn update_rows(
+    target: FlexTensor,
+    update: impl Fn(usize, &mut [f32]) + Sync,
+) -> Result<FlexTensor, FlexTensor> {
+    update_rows_with(target, || (), |(), first, rows| update(first, rows)).map(|(t, _)| t)
+}
+
+/// `f(first_row, rows)` over `count` rows of `width`, returning what each piece gives, in
+/// order (for per-row reductions whose output is small: losses, indices).
+pub(crate) fn map_pieces<R: Send>(
+    count: usize,
+    width: usize,
+    f: impl Fn(usize, usize) -> R + Sync,
+) -> Vec<R> {
+    let (piece_rows, _) = rows_per(width.max(1));
+    let pieces = count.div_ceil(piece_rows);
+    let run = |i: usize| {
+        let first = i * piece_rows;
+        f(first, piece_rows.min(count - first))
+    };
+    if PARALLEL && count * width >= PARALLEL_MIN {
+        (0..pieces).into_par_iter().map(run).collect()
+    } else {
+        (0..pieces).map(run).collect()
+    }
+}
+
+/// A contiguous `f32` Flex tensor from `values`.
+pub(crate) fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, shape))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flex(values: Vec<f32>, shape: &[usize]) -> FlexTensor {
+        tensor(values, Shape::from(shape.to_vec()))
+    }
+
+    #[test]
+    fn rows_of_a_sliced_and_a_swapped_view() {
+        // [2, 3, 4] with values 0..24.
+        let t = flex((0..24).map(|v| v as f32).collect(), &[2, 3, 4]);
+        // The last two of every row: strides [12, 4, 1], offset 2.
+        let sliced = t.narrow(2, 2, 2);
+        let rows = Rows::of(&sliced).expect("last dimension contiguous");
+        assert_eq!((rows.width(), rows.count()), (2, 6));
+        assert_eq!(rows.row(0), [2.0, 3.0]);
+        assert_eq!(rows.row(4), [18.0, 19.0]);
+        // Swap the leading dimensions: [3, 2, 4], strides [4, 12, 1].
+        let swapped = t.transpose(0, 1);
+        let rows = Rows::of(&swapped).expect("last dimension contiguous");
+        assert_eq!(rows.row(1), [12.0, 13.0, 14.0, 15.0]);
+        assert_eq!(rows.row(2), [4.0, 5.0, 6.0, 7.0]);
+        // A transposed matrix has a strided last dimension.
+        assert!(Rows::of(&t.transpose(1, 2)).is_none());
+    }
+
+    #[test]
+    fn updates_in_place_when_unique_and_into_a_copy_when_shared() {
+        let t = flex(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]);
+        let shared = t.clone();
+        let out = update_rows(t, |_, rows| rows.iter_mut().for_each(|v| *v *= 10.0)).unwrap();
+        assert_eq!(out.as_slice::<f32>().unwrap(), [10.0, 20.0, 30.0, 40.0]);
+        assert_eq!(shared.as_slice::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+        drop(shared);
+        let ptr = out.storage::<f32>().as_ptr();
+        let again = update_rows(out, |_, rows| rows.iter_mut().for_each(|v| *v += 1.0)).unwrap();
+        assert_eq!(
+            again.storage::<f32>().as_ptr(),
+            ptr,
+            "unique: the same buffer"
+        );
+        assert_eq!(again.as_slice::<f32>().unwrap(), [11.0, 21.0, 31.0, 41.0]);
+    }
+
+    #[test]
+    fn blocks_cover_every_row_once_in_order_for_each_output() {
+        let width = 3;
+        let count = PIECE; // several pieces of several blocks
+        let n = count * width;
+        #[allow(clippy::cast_precision_loss)]
+        let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let owned = flex(values.clone(), &[count, width]);
+        let source = flex(values, &[count, width]);
+        let shared = source.clone(); // not unique: its output goes to a fresh buffer
+        let ([a, b], firsts) = update_many([owned, shared], Vec::new, |seen, first, [a, b]| {
+            seen.push(first);
+            let rows = a.chunks_exact_mut(width).zip(b.chunks_exact_mut(width));
+            for (k, (a, b)) in rows.enumerate() {
+                #[allow(clippy::cast_precision_loss)]
+                let row = (first + k) as f32;
+                assert_eq!(a[0], row * width as f32, "the target's values");
+                assert_eq!(b[0], row * width as f32, "the target's values");
+                a.iter_mut().for_each(|v| *v = row);
+                b.iter_mut().for_each(|v| *v = -row);
+            }
+        })
+        .unwrap();
+        #[allow(clippy::cast_precision_loss)]
+        let expected = |sign: f32| {
+            (0..n)
+                .map(|i| sign * (i / width) as f32)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(a.as_slice::<f32>().unwrap(), expected(1.0));
+        assert_eq!(b.as_slice::<f32>().unwrap(), expected(-1.0));
+        #[allow(clippy::cast_precision_loss)]
+        let last = (n - 1) as f32;
+        assert_eq!(
+            source.as_slice::<f32>().unwrap()[n - 1],
+            last,
+            "shared: untouched"
+        );
+        let flat: Vec<usize> = firsts.into_iter().flatten().collect();
+        assert!(flat.windows(2).all(|w| w[0] < w[1]));
+    }
+}
