@@ -424,6 +424,13 @@ mod tests {
         tensor(values, Shape::from(shape.to_vec()))
     }
 
+    /// The detection follows burn-flex's `rayon` feature, which this crate's test-only
+    /// feature turns on the way a default `burn-tensor` dependency does.
+    #[test]
+    fn parallel_exactly_when_flex_runs_on_rayon() {
+        assert_eq!(PARALLEL, cfg!(feature = "__test-flex-defaults"));
+    }
+
     #[test]
     fn rows_of_a_sliced_and_a_swapped_view() {
         // [2, 3, 4] with values 0..24.
