@@ -410,6 +410,172 @@ fn backward(c: &mut Criterion) {
     );
 }
 
+// --- Views: the layouts a transformer feeds these ops. ---
+
+/// `[rows, 2 * WIDTH]` projection values, sliced into two `[rows, WIDTH]` views along the last
+/// dimension (`gate` and `up` out of one matmul output).
+fn projection(n: usize) -> TensorData {
+    matrix(2 * n, 2 * WIDTH, 12)
+}
+
+fn halves(t: Tensor<2>) -> (Tensor<2>, Tensor<2>) {
+    (t.clone().narrow(1, 0, WIDTH), t.narrow(1, WIDTH, WIDTH))
+}
+
+/// `[seq, 2, WIDTH]` sequence-first values (`n` elements), to be swapped to `[2, seq, WIDTH]`.
+fn sequence_first(n: usize) -> TensorData {
+    TensorData::new(uniform(n, 13, -3.0, 3.0), [n / (2 * WIDTH), 2, WIDTH])
+}
+
+fn views(c: &mut Criterion) {
+    let flex = Device::flex();
+    let d = &flex;
+
+    compare(
+        c,
+        "fwd_view/swiglu",
+        projection,
+        |p| float::<2>(p, d),
+        |p| {
+            let (g, u) = halves(p);
+            burn_route::swiglu(g, u)
+        },
+        |p| {
+            let (g, u) = halves(p);
+            silu(g) * u
+        },
+    );
+    compare(
+        c,
+        "fwd_view/add_relu",
+        projection,
+        |p| float::<2>(p, d),
+        |p| {
+            let (a, b) = halves(p);
+            burn_route::add_relu(a, b)
+        },
+        |p| {
+            let (a, b) = halves(p);
+            relu(a + b)
+        },
+    );
+    compare(
+        c,
+        "fwd_view/rms_norm",
+        |n| (sequence_first(n), features(8, 0.5, 1.5)),
+        |(x, w)| (float::<3>(x, d).swap_dims(0, 1), float::<1>(w, d)),
+        |(x, w)| burn_route::rms_norm(x, w, EPS),
+        |(x, w)| x.clone() / (x.square().mean_dim(2) + EPS).sqrt() * w.unsqueeze::<3>(),
+    );
+    compare(
+        c,
+        "fwd_view/layer_norm",
+        |n| {
+            (
+                sequence_first(n),
+                features(8, 0.5, 1.5),
+                features(9, -0.5, 0.5),
+            )
+        },
+        |(x, g, b)| {
+            (
+                float::<3>(x, d).swap_dims(0, 1),
+                float::<1>(g, d),
+                float::<1>(b, d),
+            )
+        },
+        |(x, g, b)| burn_route::layer_norm(x, g, b, EPS),
+        |(x, g, b)| {
+            let (var, mean) = x.clone().var_mean_bias(2);
+            (x - mean) / (var + EPS).sqrt() * g.unsqueeze::<3>() + b.unsqueeze::<3>()
+        },
+    );
+    compare(
+        c,
+        "fwd_view/softmax_last",
+        sequence_first,
+        |x| float::<3>(x, d).swap_dims(0, 1),
+        burn_route::softmax_last,
+        |x| softmax(x, 2),
+    );
+}
+
+#[cfg(feature = "autodiff")]
+fn views_backward(c: &mut Criterion) {
+    let autodiff = Device::flex().autodiff();
+    let d = &autodiff;
+
+    compare(
+        c,
+        "fwd_bwd_view/swiglu",
+        projection,
+        |p| leaf::<2>(p, d),
+        |p| {
+            let (g, u) = halves(p);
+            burn_route::swiglu(g, u).sum().backward()
+        },
+        |p| {
+            let (g, u) = halves(p);
+            (silu(g) * u).sum().backward()
+        },
+    );
+    compare(
+        c,
+        "fwd_bwd_view/rms_norm",
+        |n| (sequence_first(n), features(8, 0.5, 1.5)),
+        |(x, w)| (leaf::<3>(x, d).swap_dims(0, 1), leaf::<1>(w, d)),
+        |(x, w)| burn_route::rms_norm(x, w, EPS).sum().backward(),
+        |(x, w)| {
+            (x.clone() / (x.square().mean_dim(2) + EPS).sqrt() * w.unsqueeze::<3>())
+                .sum()
+                .backward()
+        },
+    );
+    compare(
+        c,
+        "fwd_bwd_view/softmax_last",
+        |n| (sequence_first(n), sequence_first(n)),
+        |(x, lw)| {
+            (
+                leaf::<3>(x, d).swap_dims(0, 1),
+                float::<3>(lw, d).swap_dims(0, 1),
+            )
+        },
+        |(x, lw)| (burn_route::softmax_last(x) * lw).sum().backward(),
+        |(x, lw)| (softmax(x, 2) * lw).sum().backward(),
+    );
+}
+
+// --- The memory-bandwidth floor: one in-place pass over `n` floats. ---
+
+/// `floor/<size>`: multiplies every element of a fresh (uniquely owned, already written)
+/// buffer of `n` floats by a constant, in place: the least any op that reads and writes `n`
+/// floats can cost on this machine (one thread: on the 2-core machine of BENCHMARKS.md two
+/// threads were slower at these sizes).
+fn floor(c: &mut Criterion) {
+    let mut group = c.benchmark_group("floor");
+    for (n, label) in SIZES {
+        let values = uniform(n, 14, -3.0, 3.0);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::new("in_place", label), |b| {
+            b.iter_batched(
+                || values.clone(),
+                |mut buffer| {
+                    pass(&mut buffer);
+                    buffer
+                },
+                batch_size(n),
+            );
+        });
+    }
+    group.finish();
+}
+
+/// `v * ALPHA` over `buffer`, in place, on this thread.
+fn pass(buffer: &mut [f32]) {
+    buffer.iter_mut().for_each(|v| *v *= ALPHA);
+}
+
 // --- Both variants compute the same thing (checked once, at 1K elements, before timing). ---
 
 fn floats<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
@@ -545,14 +711,14 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, elementwise, rowwise, backward
+    targets = same_values, floor, elementwise, rowwise, views, backward, views_backward
 }
 
 #[cfg(not(feature = "autodiff"))]
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, elementwise, rowwise
+    targets = same_values, floor, elementwise, rowwise, views
 }
 
 criterion_main!(benches);

@@ -3038,7 +3038,7 @@ fn route_dropout<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dropout",
         rt::Policy::Differentiable,
-        "ops.toml:252",
+        "ops.toml:253",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3202,7 +3202,7 @@ fn route_clamp_ste<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "clamp_ste",
         rt::Policy::Differentiable,
-        "ops.toml:265",
+        "ops.toml:266",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3362,7 +3362,7 @@ fn route_topk_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
-        "ops.toml:278",
+        "ops.toml:279",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),

@@ -173,15 +173,16 @@ pub trait RoutedOps: rt::Backend {
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self>;
     /// Inverted dropout with a reproducible mask: zeroes each element with probability `p` (drawn
-    /// from `seed` and the element's index) and scales the rest by `1 / (1 - p)`. Returns the
-    /// output
-    /// and the keep mask. The gradient is the incoming gradient through the same mask and scale.
+    /// from `seed` and the element's index, in steps of 2^-16) and scales the rest by `1 / (1 -
+    /// p)`.
+    /// Returns the output and the keep mask. The gradient is the incoming gradient through the same
+    /// mask and scale.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:252`.
+    /// - declared at `ops.toml:253`.
     #[allow(clippy::type_complexity)]
     fn dropout(
         x: rt::FloatTensor<Self>,
@@ -195,7 +196,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:265`.
+    /// - declared at `ops.toml:266`.
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
     /// The `k` largest elements along the last dimension, in descending order, and their indices
     /// (ties keep the lower index first). Not differentiable: a selection is detached.
@@ -203,7 +204,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:278`.
+    /// - declared at `ops.toml:279`.
     #[allow(clippy::type_complexity)]
     fn topk_last(
         x: &rt::FloatTensor<Self>,

@@ -245,3 +245,53 @@ devices with the same checkpointing setting. See ERRORS.md#checkpointing-mismatc
     assert_eq!(err.to_string(), message);
     assert_eq!(panic_message(|| drop(add_relu(a, b))), message);
 }
+
+/// README "Using the ops in an application": how a parameter joins a checkpointing device.
+/// Made on that device it just works, with the gradient of the run without checkpointing; made
+/// with `.autodiff()` (checkpointing disabled) it is the checkpointing-mismatch error, which
+/// `to_device` does not change (it keeps the tensor's own autodiff context) but
+/// `with_gradient_checkpointing_strategy` does.
+#[test]
+fn parameters_join_a_checkpointing_device() {
+    use burn_route::rt::RouteError;
+    use burn_tensor::GradientCheckpointingStrategy;
+
+    let checkpointing = Device::flex().autodiff().gradient_checkpointing();
+    let x_values = [[1.0_f32, -2.0, 3.0, 0.5], [0.25, 2.0, -1.0, 4.0]];
+    let w_values = [0.5_f32, 1.0, 1.5, 2.0];
+    let gradient = |device: &Device, weight: Tensor<1>| {
+        let x = Tensor::<2>::from_data(x_values, device);
+        let grads = burn_route::rms_norm(x, weight.clone(), 1e-5)
+            .sum()
+            .backward();
+        values(&weight.grad(&grads).expect("the weight's gradient"))
+    };
+
+    // The right way: the parameter is made on the checkpointing device.
+    let weight = Tensor::<1>::from_data(w_values, &checkpointing).require_grad();
+    let plain = Device::flex().autodiff();
+    let expected = gradient(
+        &plain,
+        Tensor::<1>::from_data(w_values, &plain).require_grad(),
+    );
+    assert_eq!(gradient(&checkpointing, weight), expected);
+
+    // A leaf made with `.autodiff()` has checkpointing disabled: refused with the fix.
+    let leaf = Tensor::<1>::from_data(w_values, &Device::flex())
+        .autodiff()
+        .require_grad();
+    let x = Tensor::<2>::from_data(x_values, &checkpointing);
+    let refused = |weight: Tensor<1>| {
+        matches!(
+            burn_route::try_rms_norm(x.clone(), weight, 1e-5),
+            Err(RouteError::CheckpointingMismatch { .. })
+        )
+    };
+    assert!(refused(leaf.clone()));
+    // `to_device` keeps the tensor's own autodiff context.
+    assert!(refused(leaf.clone().to_device(&checkpointing)));
+    // Setting the strategy joins it.
+    let joined = leaf.with_gradient_checkpointing_strategy(GradientCheckpointingStrategy::Balanced);
+    assert!(!refused(joined.clone()));
+    assert_eq!(gradient(&checkpointing, joined), expected);
+}

@@ -12,7 +12,7 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
 use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
-use super::fused::{Rows, tensor, update_many, update_rows, update_rows_with};
+use super::fused::{Rows, Work, keep_if, tensor, update_many, update_rows, update_rows_with};
 
 /// The mean over the last dimension, kept with size 1.
 fn mean_last<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
@@ -159,6 +159,7 @@ impl BackwardKernels for Flex {
         // `dx` over the incoming gradient's buffer when it is ours.
         let (dx, partials) = update_rows_with(
             grad,
+            Work::Heavy,
             || vec![0.0_f32; if want_bias { w } else { 0 }],
             |db, first, rows| {
                 xs.zip(first, rows, |d, xs| {
@@ -198,6 +199,7 @@ impl BackwardKernels for Flex {
             [true, true] => {
                 let ([d_gate, d_up], _) = update_many(
                     [grad, gate],
+                    Work::Heavy,
                     || (),
                     |(), first, [d, g]| {
                         up_rows.stretches(first, d.len(), |offset, u| {
@@ -219,7 +221,7 @@ impl BackwardKernels for Flex {
             }
             [want_gate, _] => {
                 let gate_rows = Rows::of(&gate).expect("checked above");
-                let d = update_rows(grad, |first, d| {
+                let d = update_rows(grad, Work::Heavy, |first, d| {
                     gate_rows.stretches2(&up_rows, first, d.len(), |offset, g, u| {
                         let d = &mut d[offset..offset + g.len()];
                         for ((d, g), u) in d.iter_mut().zip(g).zip(u) {
@@ -258,6 +260,7 @@ impl BackwardKernels for Flex {
         let n = width as f32;
         let (dx, partials) = update_rows_with(
             grad,
+            Work::Heavy,
             || vec![0.0_f32; if want_weight { width } else { 0 }],
             |dw, first, rows| {
                 xs.zip(first, rows, |d, xs| {
@@ -304,6 +307,7 @@ impl BackwardKernels for Flex {
         // Per piece: the partial `dgamma` and `dbeta`, and a row of `x^`.
         let (dx, partials) = update_rows_with(
             grad,
+            Work::Heavy,
             || {
                 (
                     vec![0.0_f32; width],
@@ -351,7 +355,7 @@ impl BackwardKernels for Flex {
             return generic::softmax_last_backward::<Self>(y, grad);
         };
         let width = ys.width();
-        update_rows(grad, |first, rows| {
+        update_rows(grad, Work::Heavy, |first, rows| {
             ys.zip(first, rows, |d, ys| {
                 for (d, y) in d.chunks_exact_mut(width).zip(ys.chunks_exact(width)) {
                     let dot: f32 = y.iter().zip(d.iter()).map(|(y, g)| y * g).sum();
@@ -365,14 +369,16 @@ impl BackwardKernels for Flex {
     fn add_relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         let grad = readable(grad);
         match Rows::of(&output) {
-            Some(out) if grad.shape() == output.shape() => update_rows(grad, |first, rows| {
-                out.zip(first, rows, |d, o| {
-                    d.iter_mut()
-                        .zip(o)
-                        .for_each(|(d, o)| *d = if *o > 0.0 { *d } else { 0.0 });
-                });
-            })
-            .unwrap_or_else(|_| unreachable!("the gradient has rows")),
+            Some(out) if grad.shape() == output.shape() => {
+                update_rows(grad, Work::Light, |first, rows| {
+                    out.zip(first, rows, |d, o| {
+                        d.iter_mut()
+                            .zip(o)
+                            .for_each(|(d, o)| *d = keep_if(*d, *o > 0.0));
+                    });
+                })
+                .unwrap_or_else(|_| unreachable!("the gradient has rows"))
+            }
             _ => <Self as burn_backend::ops::ActivationOps<Self>>::relu_backward(output, grad),
         }
     }
@@ -392,11 +398,11 @@ impl BackwardKernels for Flex {
             return generic::dropout_backward::<Self>(mask, scale, grad);
         };
         let width = rows.width();
-        update_rows(grad, |first, d| {
+        update_rows(grad, Work::Light, |first, d| {
             let keep = &keep[first * width..first * width + d.len()];
             d.iter_mut()
                 .zip(keep)
-                .for_each(|(d, k)| *d = if *k != 0 { *d * scale } else { 0.0 });
+                .for_each(|(d, k)| *d = keep_if(*d * scale, *k != 0));
         })
         .unwrap_or_else(|_| unreachable!("the gradient has rows"))
     }
@@ -417,7 +423,7 @@ impl BackwardKernels for Flex {
         let class_of_row = super::composed::target_classes::<Self>(&targets, batch, classes);
         let per_row = scale / batch as f32;
         // Over the logits' own buffer when it is ours (the saved logits are not needed after).
-        update_rows(logits, |first, rows| {
+        update_rows(logits, Work::Heavy, |first, rows| {
             for (k, row) in rows.chunks_exact_mut(classes).enumerate() {
                 let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 // One `exp` per element, then the row's scale.

@@ -237,22 +237,47 @@ pub fn cross_entropy_logits<B: Backend>(
     B::float_neg(B::float_reshape(mean, Shape::new([1])))
 }
 
-/// The keep mask of `dropout`: element `i` is kept when a hash of `seed` and `i`, as a uniform
-/// number in `[0, 1)`, is at least `p`. The same on every backend.
+/// The keep mask of `dropout`: see [`dropout_keep_into`]. The same on every backend.
 pub(crate) fn dropout_keep(numel: usize, p: f32, seed: u64) -> Vec<bool> {
-    (0..numel as u64)
-        .map(|i| dropout_uniform(seed, i) >= p)
-        .collect()
+    let mut keep = vec![false; numel];
+    dropout_keep_into(&mut keep, 0, p, seed);
+    keep
 }
 
-/// A uniform number in `[0, 1)` from `seed` and an element index (splitmix64 finaliser).
-pub(crate) fn dropout_uniform(seed: u64, index: u64) -> f32 {
-    let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// Writes the keep decisions of elements `start..start + keep.len()` into `keep`. Each element
+/// gets a 16-bit draw, a quarter of a 64-bit hash (the splitmix64 finaliser) of `seed` and its
+/// index / 4, and is kept when the draw, as a fraction of 2^16, is at least `p` (so `p` counts
+/// in steps of 2^-16). One hash per four elements is what lets the fused kernel keep up.
+pub(crate) fn dropout_keep_into(keep: &mut [bool], start: usize, p: f32, seed: u64) {
+    // Keep when draw >= threshold: p = 0 keeps everything, p = 1 nothing.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let threshold = (f64::from(p) * 65536.0).ceil() as u64;
+    let draws = |word: usize| {
+        let bits = dropout_hash(seed, word as u64);
+        [0, 16, 32, 48].map(|shift| (bits >> shift) & 0xFFFF >= threshold)
+    };
+    // A partial word first, then whole words, then a partial word.
+    let head = ((4 - start % 4) % 4).min(keep.len());
+    let (first, rest) = keep.split_at_mut(head);
+    let lanes = draws(start / 4);
+    first.copy_from_slice(&lanes[start % 4..start % 4 + head]);
+    let mut word = (start + head) / 4;
+    let mut chunks = rest.chunks_exact_mut(4);
+    for chunk in &mut chunks {
+        chunk.copy_from_slice(&draws(word));
+        word += 1;
+    }
+    let tail = chunks.into_remainder();
+    let n = tail.len();
+    tail.copy_from_slice(&draws(word)[..n]);
+}
+
+/// The splitmix64 finaliser of `seed` and a word index.
+fn dropout_hash(seed: u64, word: u64) -> u64 {
+    let mut z = seed ^ word.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    // The top 24 bits fill an f32 mantissa exactly.
-    (z >> 40) as f32 / (1u64 << 24) as f32
+    z ^ (z >> 31)
 }
 
 /// `1 / (1 - p)`, after checking `p`.

@@ -12,14 +12,18 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::{FlexDevice, FlexTensor};
 
 use super::composed;
-use super::fused::{Rows, is_writable, map_pieces, tensor, update_rows};
+use super::fused::{
+    Rows, Work, fill_pieces, is_writable, keep_if, map_pieces, tensor, update_rows,
+};
 use crate::ops::{RoutedOps, RoutedOpsFlex};
 
 /// Applies `f` to every element: in place when `x`'s buffer is ours, any row stride (see
 /// [`update_rows`]). Gives `x` back when it is not `f32` with a contiguous last dimension (the
 /// caller composes Flex's ops instead).
 fn map_f32(x: FlexTensor, f: impl Fn(f32) -> f32 + Sync) -> Result<FlexTensor, FlexTensor> {
-    update_rows(x, |_, values| values.iter_mut().for_each(|v| *v = f(*v)))
+    update_rows(x, Work::Light, |_, values| {
+        values.iter_mut().for_each(|v| *v = f(*v));
+    })
 }
 
 /// `f(a, b)` element-wise over `a` and `b` of the same shape (any row strides), written over
@@ -28,6 +32,7 @@ fn map_f32(x: FlexTensor, f: impl Fn(f32) -> f32 + Sync) -> Result<FlexTensor, F
 fn zip_f32(
     a: FlexTensor,
     b: FlexTensor,
+    work: Work,
     f: impl Fn(f32, f32) -> f32 + Sync,
 ) -> Result<FlexTensor, Box<(FlexTensor, FlexTensor)>> {
     if a.shape() != b.shape() || Rows::of(&a).is_none() || Rows::of(&b).is_none() {
@@ -35,14 +40,14 @@ fn zip_f32(
     }
     let zipped = if !is_writable(&a) && is_writable(&b) {
         let a_rows = Rows::of(&a).expect("checked above");
-        update_rows(b, |first, dst| {
+        update_rows(b, work, |first, dst| {
             a_rows.zip(first, dst, |d, s| {
                 d.iter_mut().zip(s).for_each(|(d, s)| *d = f(*s, *d));
             });
         })
     } else {
         let b_rows = Rows::of(&b).expect("checked above");
-        update_rows(a, |first, dst| {
+        update_rows(a, work, |first, dst| {
             b_rows.zip(first, dst, |d, s| {
                 d.iter_mut().zip(s).for_each(|(d, s)| *d = f(*d, *s));
             });
@@ -173,7 +178,7 @@ fn softmax_row(row: &mut [f32]) {
 impl RoutedOps for Flex {
     fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         // Broadcasting, a strided last dimension or another float dtype: Flex's own ops.
-        zip_f32(lhs, rhs, |a, b| (a + b).max(0.0))
+        zip_f32(lhs, rhs, Work::Light, |a, b| (a + b).max(0.0))
             .unwrap_or_else(|inputs| composed::add_relu::<Self>(inputs.0, inputs.1))
     }
 
@@ -189,7 +194,7 @@ impl RoutedOps for Flex {
             let int_dtype = get_or_init_device_settings::<Self>(&x.device()).int_dtype;
             return Flex::float_argmax(x.clone(), last, int_dtype);
         };
-        let best: Vec<i64> = map_pieces(rows.count(), rows.width(), |first, count| {
+        let best: Vec<i64> = map_pieces(rows.count(), rows.width(), Work::Heavy, |first, count| {
             (first..first + count)
                 .map(|r| i64::try_from(argmax(rows.row(r))).expect("index fits in i64"))
                 .collect::<Vec<_>>()
@@ -208,9 +213,11 @@ impl RoutedOps for Flex {
     ) -> FloatTensor<Self> {
         match y {
             None => Self::scale(x, alpha),
-            Some(y) => zip_f32(x, y, |a, b| alpha * a + beta * b).unwrap_or_else(|inputs| {
-                composed::axpby::<Self>(inputs.0, Some(inputs.1), alpha, beta)
-            }),
+            Some(y) => {
+                zip_f32(x, y, Work::Light, |a, b| alpha * a + beta * b).unwrap_or_else(|inputs| {
+                    composed::axpby::<Self>(inputs.0, Some(inputs.1), alpha, beta)
+                })
+            }
         }
     }
 
@@ -250,7 +257,7 @@ impl RoutedOps for Flex {
         let Some(b) = row_param(&x, &bias) else {
             return composed::bias_gelu::<Self>(x, bias);
         };
-        update_rows(x, |_, rows| {
+        update_rows(x, Work::Heavy, |_, rows| {
             for row in rows.chunks_exact_mut(b.len()) {
                 row.iter_mut().zip(b).for_each(|(v, b)| *v = gelu(*v + b));
             }
@@ -259,7 +266,7 @@ impl RoutedOps for Flex {
     }
 
     fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
-        zip_f32(gate, up, |g, u| g * sigmoid(g) * u)
+        zip_f32(gate, up, Work::Heavy, |g, u| g * sigmoid(g) * u)
             .unwrap_or_else(|inputs| composed::swiglu::<Self>(inputs.0, inputs.1))
     }
 
@@ -267,7 +274,7 @@ impl RoutedOps for Flex {
         let Some(wt) = row_param(&x, &weight) else {
             return composed::rms_norm::<Self>(x, weight, eps);
         };
-        update_rows(x, |_, rows| {
+        update_rows(x, Work::Heavy, |_, rows| {
             rows.chunks_exact_mut(wt.len())
                 .for_each(|row| rms_norm_row(row, wt, eps));
         })
@@ -283,7 +290,7 @@ impl RoutedOps for Flex {
         let (Some(g), Some(b)) = (row_param(&x, &gamma), row_param(&x, &beta)) else {
             return composed::layer_norm::<Self>(x, gamma, beta, eps);
         };
-        update_rows(x, |_, rows| {
+        update_rows(x, Work::Heavy, |_, rows| {
             rows.chunks_exact_mut(g.len())
                 .for_each(|row| layer_norm_row(row, g, b, eps));
         })
@@ -295,8 +302,10 @@ impl RoutedOps for Flex {
         if w == 0 {
             return composed::softmax_last::<Self>(x);
         }
-        update_rows(x, |_, rows| rows.chunks_exact_mut(w).for_each(softmax_row))
-            .unwrap_or_else(composed::softmax_last::<Self>)
+        update_rows(x, Work::Heavy, |_, rows| {
+            rows.chunks_exact_mut(w).for_each(softmax_row);
+        })
+        .unwrap_or_else(composed::softmax_last::<Self>)
     }
 
     fn cross_entropy_logits(
@@ -310,7 +319,7 @@ impl RoutedOps for Flex {
         };
         // Any layout and int dtype; panics on a target outside `0..classes`.
         let class_of_row = composed::target_classes::<Self>(&targets, batch, classes);
-        let partial = map_pieces(batch, classes, |first, count| {
+        let partial = map_pieces(batch, classes, Work::Heavy, |first, count| {
             (first..first + count)
                 .map(|r| {
                     let row = rows.row(r);
@@ -332,17 +341,14 @@ impl RoutedOps for Flex {
         let w = width(&x).max(1);
         let n = shape.num_elements();
         // The keep mask first (one byte per element), then one pass over `x`.
-        let keep: Vec<bool> = map_pieces(n / w, w, |first, count| {
-            let start = (first * w) as u64;
-            (start..start + (count * w) as u64)
-                .map(|i| composed::dropout_uniform(seed, i) >= p)
-                .collect::<Vec<_>>()
-        })
-        .concat();
-        let fused = update_rows(x, |first, rows| {
+        let mut keep = vec![false; n];
+        fill_pieces(&mut keep, w, Work::Heavy, |first, part| {
+            composed::dropout_keep_into(part, first * w, p, seed);
+        });
+        let fused = update_rows(x, Work::Light, |first, rows| {
             let (start, len) = (first * w, rows.len());
             for (v, keep) in rows.iter_mut().zip(&keep[start..start + len]) {
-                *v = if *keep { *v * scale } else { 0.0 };
+                *v = keep_if(*v * scale, *keep);
             }
         });
         match fused {
@@ -353,17 +359,8 @@ impl RoutedOps for Flex {
 
     fn clamp_ste(x: FloatTensor<Self>, lo: f32, hi: f32) -> FloatTensor<Self> {
         composed::check_clamp_bounds(lo, hi);
-        // NaN stays NaN, as Burn's clamp leaves it.
-        map_f32(x, |v| {
-            if v < lo {
-                lo
-            } else if v > hi {
-                hi
-            } else {
-                v
-            }
-        })
-        .unwrap_or_else(|x| composed::clamp_ste::<Self>(x, lo, hi))
+        // `f32::clamp` keeps NaN, as Burn's clamp does, and has no branch to mispredict.
+        map_f32(x, |v| v.clamp(lo, hi)).unwrap_or_else(|x| composed::clamp_ste::<Self>(x, lo, hi))
     }
 
     fn topk_last(x: &FloatTensor<Self>, k: usize) -> (FloatTensor<Self>, IntTensor<Self>) {
@@ -378,7 +375,7 @@ impl RoutedOps for Flex {
                 .unwrap_or_else(|| a.1.is_nan().cmp(&b.1.is_nan()))
                 .then(a.0.cmp(&b.0))
         };
-        let pieces = map_pieces(rows.count(), w, |first, count| {
+        let pieces = map_pieces(rows.count(), w, Work::Heavy, |first, count| {
             let mut values = Vec::with_capacity(count * k);
             let mut indices = Vec::with_capacity(count * k);
             let mut scratch: Vec<(usize, f32)> = Vec::with_capacity(w);

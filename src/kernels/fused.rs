@@ -11,7 +11,7 @@
 //!   just before the kernel updates it, so the copy is still in cache.
 //! - **Parallel when Flex is.** When Flex runs its own loops on rayon ([`PARALLEL`]), large
 //!   tensors are cut into pieces of whole rows that rayon's pool runs on every core; small ones
-//!   stay on the calling thread. The pieces depend on the tensor's size only, so reductions
+//!   stay on the calling thread ([`Work`] says from what size, per kind of kernel). The pieces depend on the tensor's size only, so reductions
 //!   (parameter gradients) add the same partial sums in the same order with or without threads.
 
 use std::mem::MaybeUninit;
@@ -27,10 +27,30 @@ use rayon::prelude::*;
 /// exactly then. A compile-time constant, so the sequential build keeps no parallel code.
 pub(crate) const PARALLEL: bool = size_of::<gemm::Parallelism>() > 0;
 
-/// Below this many elements a fused loop stays on the calling thread: splitting costs more than
-/// it saves (measured with `benches/ops.rs` at 64K and 1M; see BENCHMARKS.md). Flex's own
-/// element-wise threshold is 256K.
-pub(crate) const PARALLEL_MIN: usize = 1 << 17;
+/// How much a kernel computes per element, which decides from what size splitting it across
+/// threads pays (below its threshold a fused loop stays on the calling thread). Measured on the
+/// 2-core machine of BENCHMARKS.md: waking rayon's workers costs tens of microseconds there,
+/// and one core nearly saturates the memory bandwidth for tensors that fit the last-level cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Work {
+    /// A few arithmetic operations per element (`relu(a + b)`, `alpha * x`, a clamp): bound by
+    /// memory bandwidth. Two threads were slower than one at 1M elements and twice as fast from
+    /// 4M, out of cache.
+    Light,
+    /// A transcendental function (`exp`, `erf`), a hash, or reductions over each row: bound by
+    /// arithmetic. Two threads were slower than one up to 64K elements and faster from 128K.
+    Heavy,
+}
+
+impl Work {
+    /// Elements from which the loop runs on rayon's pool (when [`PARALLEL`]).
+    pub(crate) fn parallel_from(self) -> usize {
+        match self {
+            Self::Light => 1 << 22,
+            Self::Heavy => 1 << 17,
+        }
+    }
+}
 
 /// Elements of one piece of work (whole rows, at least one): the unit rayon distributes, and
 /// the span of one partial sum in reductions.
@@ -265,6 +285,7 @@ fn run<const K: usize, A: Send>(
     outs: [Out<'_>; K],
     len: usize,
     width: usize,
+    work_kind: Work,
     init: impl Fn() -> A + Sync,
     work: impl Fn(&mut A, usize, [&mut [f32]; K]) + Sync,
 ) -> Vec<A> {
@@ -293,7 +314,7 @@ fn run<const K: usize, A: Send>(
         }
         acc
     };
-    if PARALLEL && len >= PARALLEL_MIN {
+    if PARALLEL && len >= work_kind.parallel_from() {
         pieces.into_par_iter().enumerate().map(run_piece).collect()
     } else {
         pieces.into_iter().enumerate().map(run_piece).collect()
@@ -313,6 +334,7 @@ fn run<const K: usize, A: Send>(
 /// empty) or their shapes differ: the caller composes Flex's own ops instead.
 pub(crate) fn update_many<const K: usize, A: Send>(
     mut targets: [FlexTensor; K],
+    work: Work,
     init: impl Fn() -> A + Sync,
     update: impl Fn(&mut A, usize, [&mut [f32]; K]) + Sync,
 ) -> Result<([FlexTensor; K], Vec<A>), [FlexTensor; K]> {
@@ -342,7 +364,7 @@ pub(crate) fn update_many<const K: usize, A: Send>(
                 Out::Fresh(&mut buffer.spare_capacity_mut()[..len], rows)
             }
         });
-        run(outs, len, width, init, update)
+        run(outs, len, width, work, init, update)
     };
     let mut buffers = fresh.into_iter().zip(own);
     let outputs = targets.map(|target| {
@@ -365,10 +387,11 @@ pub(crate) fn update_many<const K: usize, A: Send>(
 /// Gives `target` back when it has no [`Rows`].
 pub(crate) fn update_rows_with<A: Send>(
     target: FlexTensor,
+    work: Work,
     init: impl Fn() -> A + Sync,
     update: impl Fn(&mut A, usize, &mut [f32]) + Sync,
 ) -> Result<(FlexTensor, Vec<A>), FlexTensor> {
-    update_many([target], init, |acc, first, [rows]| {
+    update_many([target], work, init, |acc, first, [rows]| {
         update(acc, first, rows)
     })
     .map(|([out], accs)| (out, accs))
@@ -386,9 +409,31 @@ pub(crate) fn update_rows_with<A: Send>(
 /// Gives `target` back when it has no [`Rows`]: the caller composes Flex's own ops instead.
 pub(crate) fn update_rows(
     target: FlexTensor,
+    work: Work,
     update: impl Fn(usize, &mut [f32]) + Sync,
 ) -> Result<FlexTensor, FlexTensor> {
-    update_rows_with(target, || (), |(), first, rows| update(first, rows)).map(|(t, _)| t)
+    update_rows_with(target, work, || (), |(), first, rows| update(first, rows)).map(|(t, _)| t)
+}
+
+/// `fill(first_row, part)` over `buf` (rows of `width` elements) cut into pieces of whole rows,
+/// in parallel like [`update_rows`] (for outputs of another element type, such as a mask).
+pub(crate) fn fill_pieces<T: Send>(
+    buf: &mut [T],
+    width: usize,
+    work: Work,
+    fill: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let (piece_rows, _) = rows_per(width.max(1));
+    let piece = piece_rows * width.max(1);
+    if PARALLEL && buf.len() >= work.parallel_from() {
+        buf.par_chunks_mut(piece)
+            .enumerate()
+            .for_each(|(i, part)| fill(i * piece_rows, part));
+    } else {
+        buf.chunks_mut(piece)
+            .enumerate()
+            .for_each(|(i, part)| fill(i * piece_rows, part));
+    }
 }
 
 /// `f(first_row, rows)` over `count` rows of `width`, returning what each piece gives, in
@@ -396,6 +441,7 @@ pub(crate) fn update_rows(
 pub(crate) fn map_pieces<R: Send>(
     count: usize,
     width: usize,
+    work: Work,
     f: impl Fn(usize, usize) -> R + Sync,
 ) -> Vec<R> {
     let (piece_rows, _) = rows_per(width.max(1));
@@ -404,11 +450,19 @@ pub(crate) fn map_pieces<R: Send>(
         let first = i * piece_rows;
         f(first, piece_rows.min(count - first))
     };
-    if PARALLEL && count * width >= PARALLEL_MIN {
+    if PARALLEL && count * width >= work.parallel_from() {
         (0..pieces).into_par_iter().map(run).collect()
     } else {
         (0..pieces).map(run).collect()
     }
+}
+
+/// `v` when `keep`, else `0.0`, without a branch: a data-dependent branch (a dropout mask, a
+/// relu's sign) mispredicts often enough to cost several times a memory pass, and a select on
+/// the bits vectorises.
+#[inline]
+pub(crate) fn keep_if(v: f32, keep: bool) -> f32 {
+    f32::from_bits(v.to_bits() & u32::from(keep).wrapping_neg())
 }
 
 /// A contiguous `f32` Flex tensor from `values`.
@@ -454,12 +508,18 @@ mod tests {
     fn updates_in_place_when_unique_and_into_a_copy_when_shared() {
         let t = flex(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]);
         let shared = t.clone();
-        let out = update_rows(t, |_, rows| rows.iter_mut().for_each(|v| *v *= 10.0)).unwrap();
+        let out = update_rows(t, Work::Light, |_, rows| {
+            rows.iter_mut().for_each(|v| *v *= 10.0)
+        })
+        .unwrap();
         assert_eq!(out.as_slice::<f32>().unwrap(), [10.0, 20.0, 30.0, 40.0]);
         assert_eq!(shared.as_slice::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
         drop(shared);
         let ptr = out.storage::<f32>().as_ptr();
-        let again = update_rows(out, |_, rows| rows.iter_mut().for_each(|v| *v += 1.0)).unwrap();
+        let again = update_rows(out, Work::Light, |_, rows| {
+            rows.iter_mut().for_each(|v| *v += 1.0)
+        })
+        .unwrap();
         assert_eq!(
             again.storage::<f32>().as_ptr(),
             ptr,
@@ -478,18 +538,23 @@ mod tests {
         let owned = flex(values.clone(), &[count, width]);
         let source = flex(values, &[count, width]);
         let shared = source.clone(); // not unique: its output goes to a fresh buffer
-        let ([a, b], firsts) = update_many([owned, shared], Vec::new, |seen, first, [a, b]| {
-            seen.push(first);
-            let rows = a.chunks_exact_mut(width).zip(b.chunks_exact_mut(width));
-            for (k, (a, b)) in rows.enumerate() {
-                #[allow(clippy::cast_precision_loss)]
-                let row = (first + k) as f32;
-                assert_eq!(a[0], row * width as f32, "the target's values");
-                assert_eq!(b[0], row * width as f32, "the target's values");
-                a.iter_mut().for_each(|v| *v = row);
-                b.iter_mut().for_each(|v| *v = -row);
-            }
-        })
+        let ([a, b], firsts) = update_many(
+            [owned, shared],
+            Work::Heavy,
+            Vec::new,
+            |seen, first, [a, b]| {
+                seen.push(first);
+                let rows = a.chunks_exact_mut(width).zip(b.chunks_exact_mut(width));
+                for (k, (a, b)) in rows.enumerate() {
+                    #[allow(clippy::cast_precision_loss)]
+                    let row = (first + k) as f32;
+                    assert_eq!(a[0], row * width as f32, "the target's values");
+                    assert_eq!(b[0], row * width as f32, "the target's values");
+                    a.iter_mut().for_each(|v| *v = row);
+                    b.iter_mut().for_each(|v| *v = -row);
+                }
+            },
+        )
         .unwrap();
         #[allow(clippy::cast_precision_loss)]
         let expected = |sign: f32| {
