@@ -18,4 +18,4 @@ mod autodiff;
 pub mod backward;
 pub mod composed;
 pub mod flex;
-pub(crate) mod fused;
+pub mod fused;

@@ -5,6 +5,8 @@
 //! - [`dispatch`]: the generated `impl RoutedOps for Dispatch` and a `try_` function per op.
 //! - [`tensor`]: the generated `Tensor<D>`-level functions most code calls.
 //! - [`rt`]: the runtime support generated code (here and in downstream crates) names.
+//! - [`flex`]: the machinery of the fused Flex kernels, for a crate's own kernels: any row
+//!   stride, in place when the buffer is uniquely owned, on every core when Flex runs on rayon.
 //!
 //! The generated modules are also checked in under `generated/` for review.
 
@@ -28,5 +30,11 @@ pub mod tensor {
     include!(concat!(env!("OUT_DIR"), "/routed_tensor.rs"));
 }
 
+/// Writing a Flex kernel the way this crate's fused kernels are written: [`flex::Rows`] reads an
+/// `f32` tensor of any row stride, [`flex::update_rows`] writes the output over a uniquely owned
+/// input's buffer (else into a fresh one, never zero-filled) and splits large tensors across
+/// rayon's threads when Flex itself runs on rayon ([`flex::PARALLEL`]: burn-flex's `rayon`
+/// feature, however the application turned it on). See README "Writing a Flex kernel".
+pub use kernels::fused as flex;
 pub use ops::*;
 pub use tensor::*;

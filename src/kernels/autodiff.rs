@@ -4,7 +4,7 @@ use burn_autodiff::Autodiff;
 use burn_autodiff::checkpoint::base::Checkpointer;
 use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn_autodiff::grads::Gradients;
-use burn_autodiff::ops::{Backward, Ops, OpsKind, binary, broadcast_shape, unary};
+use burn_autodiff::ops::{Backward, Ops, OpsKind, broadcast_shape, unary};
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
 use burn_backend::{Backend, Scalar, Shape, TensorMetadata};
 
@@ -337,14 +337,30 @@ impl<B: Backend> Backward<B, 2> for AxpbyBackward {
         grads: &mut Gradients,
         _checkpointer: &mut Checkpointer,
     ) {
-        let (alpha, beta, x_shape, y_shape) = ops.state;
-        binary::<B, _, _>(
-            ops.parents,
-            ops.node,
-            grads,
-            |grad| broadcast_shape::<B>(B::float_mul_scalar(grad, Scalar::from(alpha)), &x_shape),
-            |grad| broadcast_shape::<B>(B::float_mul_scalar(grad, Scalar::from(beta)), &y_shape),
-        );
+        let Ops {
+            parents: [x, y],
+            node,
+            state: (alpha, beta, x_shape, y_shape),
+        } = ops;
+        let grad = grads.consume::<B>(&node);
+        let scaled = |grad, factor: f32, shape: &Shape| {
+            broadcast_shape::<B>(B::float_mul_scalar(grad, Scalar::from(factor)), shape)
+        };
+        // `y`'s gradient from a shared handle first, then `x`'s from the gradient's own buffer,
+        // which is uniquely owned again by then (Flex scales it in place).
+        if let Some(y) = y {
+            let dy = match &x {
+                Some(_) => scaled(grad.clone(), beta, &y_shape),
+                None => {
+                    grads.register::<B>(y.id, scaled(grad, beta, &y_shape));
+                    return;
+                }
+            };
+            grads.register::<B>(y.id, dy);
+        }
+        if let Some(x) = x {
+            grads.register::<B>(x.id, scaled(grad, alpha, &x_shape));
+        }
     }
 }
 

@@ -12,7 +12,10 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
 use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
-use super::fused::{Rows, Work, keep_if, tensor, update_many, update_rows, update_rows_with};
+use super::fused::{
+    Rows, Work, keep_if, max_of, sum_by, sum_by2, sum_by3, tensor, update_many, update_rows,
+    update_rows_with,
+};
 
 /// The mean over the last dimension, kept with size 1.
 fn mean_last<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
@@ -265,15 +268,9 @@ impl BackwardKernels for Flex {
             |dw, first, rows| {
                 xs.zip(first, rows, |d, xs| {
                     for (d, x) in d.chunks_exact_mut(width).zip(xs.chunks_exact(width)) {
-                        let inverse = 1.0 / (x.iter().map(|v| v * v).sum::<f32>() / n + eps).sqrt();
+                        let inverse = 1.0 / (sum_by(x, |v| v * v) / n + eps).sqrt();
                         // mean(g x^) with g = grad * weight and x^ = x r.
-                        let projection = d
-                            .iter()
-                            .zip(x)
-                            .zip(wt)
-                            .map(|((d, x), w)| d * w * x * inverse)
-                            .sum::<f32>()
-                            / n;
+                        let projection = inverse * sum_by3(d, x, wt, |d, x, w| d * w * x) / n;
                         if want_weight {
                             dw.iter_mut()
                                 .zip(d.iter())
@@ -318,20 +315,25 @@ impl BackwardKernels for Flex {
             |(d_gamma, d_beta, normalized), first, rows| {
                 xs.zip(first, rows, |d, xs| {
                     for (d, x) in d.chunks_exact_mut(width).zip(xs.chunks_exact(width)) {
-                        let mean = x.iter().sum::<f32>() / n;
-                        let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+                        let mean = sum_by(x, |v| v) / n;
+                        let var = sum_by(x, |v| (v - mean) * (v - mean)) / n;
                         let inverse = 1.0 / (var + eps).sqrt();
-                        let (mut mean_g, mut projection) = (0.0_f32, 0.0_f32);
-                        for j in 0..width {
-                            normalized[j] = (x[j] - mean) * inverse;
-                            let g = d[j] * gm[j];
-                            mean_g += g;
-                            projection += g * normalized[j];
-                            d_gamma[j] += d[j] * normalized[j];
-                            d_beta[j] += d[j];
+                        normalized
+                            .iter_mut()
+                            .zip(x)
+                            .for_each(|(h, x)| *h = (x - mean) * inverse);
+                        let mean_g = sum_by2(d, gm, |d, g| d * g) / n;
+                        let projection = sum_by3(d, gm, normalized, |d, g, h| d * g * h) / n;
+                        if want_gamma {
+                            d_gamma
+                                .iter_mut()
+                                .zip(d.iter())
+                                .zip(normalized.iter())
+                                .for_each(|((s, d), h)| *s += d * h);
                         }
-                        mean_g /= n;
-                        projection /= n;
+                        if want_beta {
+                            d_beta.iter_mut().zip(d.iter()).for_each(|(s, d)| *s += d);
+                        }
                         for ((d, g), x) in d.iter_mut().zip(gm).zip(normalized.iter()) {
                             *d = inverse * (*d * g - mean_g - x * projection);
                         }
@@ -358,7 +360,7 @@ impl BackwardKernels for Flex {
         update_rows(grad, Work::Heavy, |first, rows| {
             ys.zip(first, rows, |d, ys| {
                 for (d, y) in d.chunks_exact_mut(width).zip(ys.chunks_exact(width)) {
-                    let dot: f32 = y.iter().zip(d.iter()).map(|(y, g)| y * g).sum();
+                    let dot = sum_by2(y, d, |y, g| y * g);
                     d.iter_mut().zip(y).for_each(|(d, y)| *d = y * (*d - dot));
                 }
             });
@@ -425,7 +427,7 @@ impl BackwardKernels for Flex {
         // Over the logits' own buffer when it is ours (the saved logits are not needed after).
         update_rows(logits, Work::Heavy, |first, rows| {
             for (k, row) in rows.chunks_exact_mut(classes).enumerate() {
-                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let max = max_of(row);
                 // One `exp` per element, then the row's scale.
                 let mut sum = 0.0;
                 for v in row.iter_mut() {

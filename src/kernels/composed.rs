@@ -4,6 +4,8 @@
 //! backend); the Flex kernels fall back to them for dtypes, layouts or broadcasts their fused
 //! loops do not cover.
 
+use std::mem::MaybeUninit;
+
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
 use burn_backend::{
     Backend, FloatDType, IntDType, Scalar, Shape, TensorMetadata, get_or_init_device_settings,
@@ -239,16 +241,18 @@ pub fn cross_entropy_logits<B: Backend>(
 
 /// The keep mask of `dropout`: see [`dropout_keep_into`]. The same on every backend.
 pub(crate) fn dropout_keep(numel: usize, p: f32, seed: u64) -> Vec<bool> {
-    let mut keep = vec![false; numel];
-    dropout_keep_into(&mut keep, 0, p, seed);
+    let mut keep = Vec::with_capacity(numel);
+    dropout_keep_into(&mut keep.spare_capacity_mut()[..numel], 0, p, seed);
+    // SAFETY: `dropout_keep_into` writes every element of the slice it is given.
+    unsafe { keep.set_len(numel) };
     keep
 }
 
-/// Writes the keep decisions of elements `start..start + keep.len()` into `keep`. Each element
-/// gets a 16-bit draw, a quarter of a 64-bit hash (the splitmix64 finaliser) of `seed` and its
-/// index / 4, and is kept when the draw, as a fraction of 2^16, is at least `p` (so `p` counts
-/// in steps of 2^-16). One hash per four elements is what lets the fused kernel keep up.
-pub(crate) fn dropout_keep_into(keep: &mut [bool], start: usize, p: f32, seed: u64) {
+/// Writes the keep decision of every element `start..start + keep.len()` into `keep`. Each
+/// element gets a 16-bit draw, a quarter of a 64-bit hash (the splitmix64 finaliser) of `seed`
+/// and its index / 4, and is kept when the draw, as a fraction of 2^16, is at least `p` (so `p`
+/// counts in steps of 2^-16). One hash per four elements is what lets the fused kernel keep up.
+pub(crate) fn dropout_keep_into(keep: &mut [MaybeUninit<bool>], start: usize, p: f32, seed: u64) {
     // Keep when draw >= threshold: p = 0 keeps everything, p = 1 nothing.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let threshold = (f64::from(p) * 65536.0).ceil() as u64;
@@ -256,20 +260,23 @@ pub(crate) fn dropout_keep_into(keep: &mut [bool], start: usize, p: f32, seed: u
         let bits = dropout_hash(seed, word as u64);
         [0, 16, 32, 48].map(|shift| (bits >> shift) & 0xFFFF >= threshold)
     };
+    let write = |dst: &mut [MaybeUninit<bool>], src: &[bool]| {
+        dst.iter_mut().zip(src).for_each(|(d, s)| {
+            d.write(*s);
+        });
+    };
     // A partial word first, then whole words, then a partial word.
     let head = ((4 - start % 4) % 4).min(keep.len());
     let (first, rest) = keep.split_at_mut(head);
-    let lanes = draws(start / 4);
-    first.copy_from_slice(&lanes[start % 4..start % 4 + head]);
+    write(first, &draws(start / 4)[start % 4..start % 4 + head]);
     let mut word = (start + head) / 4;
     let mut chunks = rest.chunks_exact_mut(4);
     for chunk in &mut chunks {
-        chunk.copy_from_slice(&draws(word));
+        write(chunk, &draws(word));
         word += 1;
     }
     let tail = chunks.into_remainder();
-    let n = tail.len();
-    tail.copy_from_slice(&draws(word)[..n]);
+    write(tail, &draws(word));
 }
 
 /// The splitmix64 finaliser of `seed` and a word index.

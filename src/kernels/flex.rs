@@ -13,7 +13,8 @@ use burn_dispatch::backends::flex::{FlexDevice, FlexTensor};
 
 use super::composed;
 use super::fused::{
-    Rows, Work, fill_pieces, is_writable, keep_if, map_pieces, tensor, update_rows,
+    Rows, Work, fill_pieces, is_writable, keep_if, map_pieces, max_of, sum_by, tensor, update_rows,
+    zip_fresh,
 };
 use crate::ops::{RoutedOps, RoutedOpsFlex};
 
@@ -37,6 +38,14 @@ fn zip_f32(
 ) -> Result<FlexTensor, Box<(FlexTensor, FlexTensor)>> {
     if a.shape() != b.shape() || Rows::of(&a).is_none() || Rows::of(&b).is_none() {
         return Err(Box::new((a, b)));
+    }
+    if !is_writable(&a) && !is_writable(&b) {
+        // Both shared (slices of one projection, say): written once into a fresh buffer.
+        let (a_rows, b_rows) = (
+            Rows::of(&a).expect("checked"),
+            Rows::of(&b).expect("checked"),
+        );
+        return Ok(tensor(zip_fresh(&a_rows, &b_rows, work, f), a.shape()));
     }
     let zipped = if !is_writable(&a) && is_writable(&b) {
         let a_rows = Rows::of(&a).expect("checked above");
@@ -126,24 +135,10 @@ fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + (-z).exp())
 }
 
-/// Index of the largest number of `row` (the first of equal maxima; 0 when the row is all
-/// NaN: `>` is false against NaN, so a NaN is never the maximum).
-fn argmax(row: &[f32]) -> usize {
-    let mut best = row.iter().position(|v| !v.is_nan()).unwrap_or(0);
-    let mut best_value = row[best];
-    for (i, &v) in row.iter().enumerate().skip(best + 1) {
-        if v > best_value {
-            best = i;
-            best_value = v;
-        }
-    }
-    best
-}
-
 /// `row` normalised to mean square 1 and scaled by `weight`, in place.
 #[inline]
 fn rms_norm_row(row: &mut [f32], weight: &[f32], eps: f32) {
-    let mean_square = row.iter().map(|v| v * v).sum::<f32>() / row.len() as f32;
+    let mean_square = sum_by(row, |v| v * v) / row.len() as f32;
     let inverse = 1.0 / (mean_square + eps).sqrt();
     row.iter_mut()
         .zip(weight)
@@ -154,8 +149,8 @@ fn rms_norm_row(row: &mut [f32], weight: &[f32], eps: f32) {
 #[inline]
 fn layer_norm_row(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
     let n = row.len() as f32;
-    let mean = row.iter().sum::<f32>() / n;
-    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    let mean = sum_by(row, |v| v) / n;
+    let var = sum_by(row, |v| (v - mean) * (v - mean)) / n;
     let inverse = 1.0 / (var + eps).sqrt();
     for ((v, g), b) in row.iter_mut().zip(gamma).zip(beta) {
         *v = (*v - mean) * inverse * g + b;
@@ -165,13 +160,9 @@ fn layer_norm_row(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
 /// `row`'s softmax, in place (the maximum is subtracted first).
 #[inline]
 fn softmax_row(row: &mut [f32]) {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
-    for v in row.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
-    }
-    let inverse = 1.0 / sum;
+    let max = max_of(row);
+    row.iter_mut().for_each(|v| *v = (*v - max).exp());
+    let inverse = 1.0 / sum_by(row, |v| v);
     row.iter_mut().for_each(|v| *v *= inverse);
 }
 
@@ -183,26 +174,15 @@ impl RoutedOps for Flex {
     }
 
     fn scale(x: FloatTensor<Self>, alpha: f32) -> FloatTensor<Self> {
-        map_f32(x, |v| v * alpha).unwrap_or_else(|x| composed::scale::<Self>(x, alpha))
+        // A single Burn primitive (in place on a unique buffer, like a fused loop): no fusion
+        // beats it, and the fused machinery's checks cost more than it does on small tensors
+        // (BENCHMARKS.md).
+        composed::scale::<Self>(x, alpha)
     }
 
     fn argmax_last(x: &FloatTensor<Self>) -> IntTensor<Self> {
-        let shape = x.shape();
-        let last = shape.num_dims() - 1;
-        let Some(rows) = Rows::of(x) else {
-            // Indices come out in the device's default int dtype, as Burn's own argmax does.
-            let int_dtype = get_or_init_device_settings::<Self>(&x.device()).int_dtype;
-            return Flex::float_argmax(x.clone(), last, int_dtype);
-        };
-        let best: Vec<i64> = map_pieces(rows.count(), rows.width(), Work::Heavy, |first, count| {
-            (first..first + count)
-                .map(|r| i64::try_from(argmax(rows.row(r))).expect("index fits in i64"))
-                .collect::<Vec<_>>()
-        })
-        .concat();
-        let mut out_shape = shape;
-        out_shape[last] = 1;
-        index_tensor(best, out_shape, &x.device())
+        // A single Burn primitive, which no fusion beats (measured equal, BENCHMARKS.md).
+        composed::argmax_last::<Self>(x)
     }
 
     fn axpby(
@@ -323,8 +303,8 @@ impl RoutedOps for Flex {
             (first..first + count)
                 .map(|r| {
                     let row = rows.row(r);
-                    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let sum: f32 = row.iter().map(|v| (v - max).exp()).sum();
+                    let max = max_of(row);
+                    let sum = sum_by(row, |v| (v - max).exp());
                     f64::from(max + sum.ln() - row[class_of_row[r]])
                 })
                 .sum::<f64>()
@@ -341,10 +321,18 @@ impl RoutedOps for Flex {
         let w = width(&x).max(1);
         let n = shape.num_elements();
         // The keep mask first (one byte per element), then one pass over `x`.
-        let mut keep = vec![false; n];
-        fill_pieces(&mut keep, w, Work::Heavy, |first, part| {
-            composed::dropout_keep_into(part, first * w, p, seed);
-        });
+        let mut keep = Vec::with_capacity(n);
+        fill_pieces(
+            &mut keep.spare_capacity_mut()[..n],
+            w,
+            Work::Heavy,
+            |first, part| {
+                composed::dropout_keep_into(part, first * w, p, seed);
+            },
+        );
+        // SAFETY: `fill_pieces` hands every element of the first `n` to `dropout_keep_into`,
+        // which writes each element it is given.
+        unsafe { keep.set_len(n) };
         let fused = update_rows(x, Work::Light, |first, rows| {
             let (start, len) = (first * w, rows.len());
             for (v, keep) in rows.iter_mut().zip(&keep[start..start + len]) {

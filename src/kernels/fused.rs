@@ -13,6 +13,21 @@
 //!   tensors are cut into pieces of whole rows that rayon's pool runs on every core; small ones
 //!   stay on the calling thread ([`Work`] says from what size, per kind of kernel). The pieces depend on the tensor's size only, so reductions
 //!   (parameter gradients) add the same partial sums in the same order with or without threads.
+//!
+//! Public as [`burn_route::flex`](crate::flex), for a crate's own Flex kernels:
+//!
+//! ```
+//! use burn_route::flex::{Work, tensor, update_rows};
+//! use burn_route::rt::backend::Shape;
+//!
+//! let x = tensor(vec![1.0, -2.0, 3.0, 0.5], Shape::new([2, 2]));
+//! // `x` is uniquely owned and dense: the cubes are written over its own buffer.
+//! let cubed = update_rows(x, Work::Light, |_first_row, values| {
+//!     values.iter_mut().for_each(|v| *v = *v * *v * *v);
+//! })
+//! .expect("f32 rows");
+//! assert_eq!(cubed.as_slice::<f32>().unwrap(), [1.0, -8.0, 27.0, 0.125]);
+//! ```
 
 use std::mem::MaybeUninit;
 
@@ -25,14 +40,14 @@ use rayon::prelude::*;
 /// `burn-tensor` dependency does). burn-flex exposes no flag for it, but the feature also turns
 /// on gemm's `rayon`, which adds the `Rayon` variant to `gemm::Parallelism`: the enum has a size
 /// exactly then. A compile-time constant, so the sequential build keeps no parallel code.
-pub(crate) const PARALLEL: bool = size_of::<gemm::Parallelism>() > 0;
+pub const PARALLEL: bool = size_of::<gemm::Parallelism>() > 0;
 
 /// How much a kernel computes per element, which decides from what size splitting it across
 /// threads pays (below its threshold a fused loop stays on the calling thread). Measured on the
 /// 2-core machine of BENCHMARKS.md: waking rayon's workers costs tens of microseconds there,
 /// and one core nearly saturates the memory bandwidth for tensors that fit the last-level cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Work {
+pub enum Work {
     /// A few arithmetic operations per element (`relu(a + b)`, `alpha * x`, a clamp): bound by
     /// memory bandwidth. Two threads were slower than one at 1M elements and twice as fast from
     /// 4M, out of cache.
@@ -44,10 +59,10 @@ pub(crate) enum Work {
 
 impl Work {
     /// Elements from which the loop runs on rayon's pool (when [`PARALLEL`]).
-    pub(crate) fn parallel_from(self) -> usize {
+    pub fn parallel_from(self) -> usize {
         match self {
             Self::Light => 1 << 22,
-            Self::Heavy => 1 << 17,
+            Self::Heavy => 1 << 15,
         }
     }
 }
@@ -63,7 +78,7 @@ const BLOCK: usize = 1 << 11;
 /// The rows of an `f32` tensor whose last dimension is contiguous (stride 1, or a single
 /// column), with non-negative strides elsewhere. A dense tensor is one span in row-major order.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Rows<'a> {
+pub struct Rows<'a> {
     data: &'a [f32],
     start: usize,
     width: usize,
@@ -75,7 +90,7 @@ pub(crate) struct Rows<'a> {
 impl<'a> Rows<'a> {
     /// The rows of `t`, or `None` for another dtype, an empty tensor, or a layout whose last
     /// dimension is strided (a transposed matrix) or broadcast.
-    pub(crate) fn of(t: &'a FlexTensor) -> Option<Self> {
+    pub fn of(t: &'a FlexTensor) -> Option<Self> {
         if t.dtype() != DType::F32 {
             return None;
         }
@@ -115,18 +130,18 @@ impl<'a> Rows<'a> {
     }
 
     /// Elements per row.
-    pub(crate) fn width(&self) -> usize {
+    pub fn width(&self) -> usize {
         self.width
     }
 
     /// Number of rows.
-    pub(crate) fn count(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.count
     }
 
     /// Row `r` (in row-major order of the leading dimensions).
     #[inline]
-    pub(crate) fn row(&self, r: usize) -> &'a [f32] {
+    pub fn row(&self, r: usize) -> &'a [f32] {
         let offset = match self.lead {
             None => self.start + r * self.width,
             Some((dims, strides)) => {
@@ -156,7 +171,7 @@ impl<'a> Rows<'a> {
     /// stretches as the layout allows (one when dense); `offset` is where the stretch starts
     /// within those rows.
     #[inline]
-    pub(crate) fn stretches(&self, first: usize, len: usize, mut f: impl FnMut(usize, &'a [f32])) {
+    pub fn stretches(&self, first: usize, len: usize, mut f: impl FnMut(usize, &'a [f32])) {
         match self.span(first, len / self.width) {
             Some(part) => f(0, part),
             None => {
@@ -169,7 +184,7 @@ impl<'a> Rows<'a> {
 
     /// [`Self::stretches`] of two tensors with the same rows, side by side.
     #[inline]
-    pub(crate) fn stretches2(
+    pub fn stretches2(
         &self,
         other: &Rows<'a>,
         first: usize,
@@ -190,7 +205,7 @@ impl<'a> Rows<'a> {
     /// Calls `f(dst_part, src_part)` over `dst` (rows `first..` of an output with this row
     /// width) and the same rows of `self`, in as few contiguous stretches as the layout allows.
     #[inline]
-    pub(crate) fn zip(&self, first: usize, dst: &mut [f32], mut f: impl FnMut(&mut [f32], &[f32])) {
+    pub fn zip(&self, first: usize, dst: &mut [f32], mut f: impl FnMut(&mut [f32], &[f32])) {
         self.stretches(first, dst.len(), |offset, src| {
             f(&mut dst[offset..offset + src.len()], src);
         });
@@ -224,7 +239,7 @@ fn writable(t: &mut FlexTensor) -> Option<&mut [f32]> {
 }
 
 /// Whether `t` can take its kernel's output in place (see [`update_rows`]).
-pub(crate) fn is_writable(t: &FlexTensor) -> bool {
+pub fn is_writable(t: &FlexTensor) -> bool {
     t.dtype() == DType::F32 && t.layout().is_dense_unique_storage() && t.is_unique()
 }
 
@@ -291,14 +306,6 @@ fn run<const K: usize, A: Send>(
 ) -> Vec<A> {
     let (piece_rows, block_rows) = rows_per(width);
     let (piece_len, block_len) = (piece_rows * width, block_rows * width);
-    let mut parts = outs.map(|out| out.split(piece_len).into_iter());
-    let pieces: Vec<[Out<'_>; K]> = (0..len.div_ceil(piece_len))
-        .map(|_| {
-            parts
-                .each_mut()
-                .map(|part| part.next().expect("every output has len elements"))
-        })
-        .collect();
     let run_piece = |(index, mut piece): (usize, [Out<'_>; K])| {
         let mut acc = init();
         let first = index * piece_rows;
@@ -314,11 +321,53 @@ fn run<const K: usize, A: Send>(
         }
         acc
     };
+    // One piece: no splitting, no allocation (small tensors are most calls).
+    if len <= piece_len {
+        return vec![run_piece((0, outs))];
+    }
+    let mut parts = outs.map(|out| out.split(piece_len).into_iter());
+    let pieces: Vec<[Out<'_>; K]> = (0..len.div_ceil(piece_len))
+        .map(|_| {
+            parts
+                .each_mut()
+                .map(|part| part.next().expect("every output has len elements"))
+        })
+        .collect();
     if PARALLEL && len >= work_kind.parallel_from() {
         pieces.into_par_iter().enumerate().map(run_piece).collect()
     } else {
         pieces.into_iter().enumerate().map(run_piece).collect()
     }
+}
+
+/// `f(a, b)` element-wise over the same rows of `a` and `b` into a fresh contiguous buffer,
+/// written once (never zero-filled, no copy of an input first): the output of a binary kernel
+/// whose inputs are both shared, such as two slices of one projection.
+pub fn zip_fresh(
+    a: &Rows<'_>,
+    b: &Rows<'_>,
+    work: Work,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> Vec<f32> {
+    let len = a.count() * a.width();
+    let mut out: Vec<f32> = Vec::with_capacity(len);
+    fill_pieces(
+        &mut out.spare_capacity_mut()[..len],
+        a.width(),
+        work,
+        |first, part| {
+            a.stretches2(b, first, part.len(), |offset, a, b| {
+                let part = &mut part[offset..offset + a.len()];
+                for ((o, a), b) in part.iter_mut().zip(a).zip(b) {
+                    o.write(f(*a, *b));
+                }
+            });
+        },
+    );
+    // SAFETY: `fill_pieces` hands every element of the first `len` to the closure, and
+    // `stretches2` covers each part's rows completely, so every element was written.
+    unsafe { out.set_len(len) };
+    out
 }
 
 /// The outputs of a kernel that updates the values of `targets` (the same shape, each `f32`
@@ -332,7 +381,7 @@ fn run<const K: usize, A: Send>(
 ///
 /// Gives the targets back when one has no [`Rows`] (another dtype, a strided last dimension,
 /// empty) or their shapes differ: the caller composes Flex's own ops instead.
-pub(crate) fn update_many<const K: usize, A: Send>(
+pub fn update_many<const K: usize, A: Send>(
     mut targets: [FlexTensor; K],
     work: Work,
     init: impl Fn() -> A + Sync,
@@ -385,7 +434,7 @@ pub(crate) fn update_many<const K: usize, A: Send>(
 /// # Errors
 ///
 /// Gives `target` back when it has no [`Rows`].
-pub(crate) fn update_rows_with<A: Send>(
+pub fn update_rows_with<A: Send>(
     target: FlexTensor,
     work: Work,
     init: impl Fn() -> A + Sync,
@@ -407,7 +456,7 @@ pub(crate) fn update_rows_with<A: Send>(
 /// # Errors
 ///
 /// Gives `target` back when it has no [`Rows`]: the caller composes Flex's own ops instead.
-pub(crate) fn update_rows(
+pub fn update_rows(
     target: FlexTensor,
     work: Work,
     update: impl Fn(usize, &mut [f32]) + Sync,
@@ -417,7 +466,7 @@ pub(crate) fn update_rows(
 
 /// `fill(first_row, part)` over `buf` (rows of `width` elements) cut into pieces of whole rows,
 /// in parallel like [`update_rows`] (for outputs of another element type, such as a mask).
-pub(crate) fn fill_pieces<T: Send>(
+pub fn fill_pieces<T: Send>(
     buf: &mut [T],
     width: usize,
     work: Work,
@@ -438,7 +487,7 @@ pub(crate) fn fill_pieces<T: Send>(
 
 /// `f(first_row, rows)` over `count` rows of `width`, returning what each piece gives, in
 /// order (for per-row reductions whose output is small: losses, indices).
-pub(crate) fn map_pieces<R: Send>(
+pub fn map_pieces<R: Send>(
     count: usize,
     width: usize,
     work: Work,
@@ -457,16 +506,98 @@ pub(crate) fn map_pieces<R: Send>(
     }
 }
 
+/// Lanes of the vectorisable reductions: eight `f32` accumulators fill one AVX register or two
+/// SSE ones.
+const LANES: usize = 8;
+
+/// `sum(f(x))` over `xs`, in [`LANES`] independent partial sums: a single running `f32` sum is
+/// one long dependency chain the compiler may not reorder (float addition is not associative),
+/// so it runs at one addition per few cycles; lanes let it vectorise. The order of additions is
+/// fixed, so the result is the same on every run.
+#[inline]
+pub fn sum_by(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut lanes = [0.0_f32; LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (lane, x) in lanes.iter_mut().zip(chunk) {
+            *lane += f(*x);
+        }
+    }
+    let tail: f32 = chunks.remainder().iter().map(|x| f(*x)).sum();
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// `sum(f(a, b))` over `a` and `b` side by side, in lanes like [`sum_by`].
+#[inline]
+pub fn sum_by2(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut lanes = [0.0_f32; LANES];
+    let (mut ca, mut cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        for ((lane, x), y) in lanes.iter_mut().zip(x).zip(y) {
+            *lane += f(*x, *y);
+        }
+    }
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| f(*x, *y))
+        .sum();
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// `sum(f(a, b, c))` over three slices side by side, in lanes like [`sum_by`].
+#[inline]
+pub fn sum_by3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32) -> f32 {
+    let mut lanes = [0.0_f32; LANES];
+    let (mut ca, mut cb, mut cc) = (
+        a.chunks_exact(LANES),
+        b.chunks_exact(LANES),
+        c.chunks_exact(LANES),
+    );
+    for ((x, y), z) in (&mut ca).zip(&mut cb).zip(&mut cc) {
+        for (((lane, x), y), z) in lanes.iter_mut().zip(x).zip(y).zip(z) {
+            *lane += f(*x, *y, *z);
+        }
+    }
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .zip(cc.remainder())
+        .map(|((x, y), z)| f(*x, *y, *z))
+        .sum();
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// The largest number of `xs` (`-inf` when empty or all NaN), in lanes like [`sum_by`].
+#[inline]
+pub fn max_of(xs: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (lane, x) in lanes.iter_mut().zip(chunk) {
+            // Not `f32::max`, whose NaN rule does not vectorise; a NaN never wins this compare.
+            *lane = if *x > *lane { *x } else { *lane };
+        }
+    }
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, x| if *x > m { *x } else { m });
+    lanes.iter().fold(tail, |m, x| if *x > m { *x } else { m })
+}
+
 /// `v` when `keep`, else `0.0`, without a branch: a data-dependent branch (a dropout mask, a
 /// relu's sign) mispredicts often enough to cost several times a memory pass, and a select on
 /// the bits vectorises.
 #[inline]
-pub(crate) fn keep_if(v: f32, keep: bool) -> f32 {
+pub fn keep_if(v: f32, keep: bool) -> f32 {
     f32::from_bits(v.to_bits() & u32::from(keep).wrapping_neg())
 }
 
 /// A contiguous `f32` Flex tensor from `values`.
-pub(crate) fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
+pub fn tensor(values: Vec<f32>, shape: Shape) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
 }
 

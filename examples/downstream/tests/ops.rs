@@ -137,3 +137,19 @@ Fix: pass `bias` with that shape (reshape, slice or expand it first), or change 
 the manifest if the op supports it. See ERRORS.md#shape-contract"
     );
 }
+
+/// The fused Flex kernel takes any row stride, and leaves a shared input untouched.
+#[test]
+fn cube_pow_on_a_view_and_on_a_shared_input() {
+    let device = Device::flex();
+    let wide = Tensor::<2>::from_data([[1.0, 2.0, -1.0], [3.0, -2.0, 0.5]], &device);
+    // The last two columns: a view with a row stride of 3.
+    let view = wide.clone().narrow(1, 1, 2);
+    assert_eq!(values(&cube_pow(view)), [8.0, -1.0, -8.0, 0.125]);
+    // `wide` is still held here, so the kernel writes a fresh buffer.
+    assert_eq!(
+        values(&cube_pow(wide.clone())),
+        [1.0, 8.0, -1.0, 27.0, -8.0, 0.125]
+    );
+    assert_eq!(values(&wide), [1.0, 2.0, -1.0, 3.0, -2.0, 0.5]);
+}
