@@ -28,10 +28,29 @@ fn kind() -> impl Strategy<Value = &'static str> {
     ]
 }
 
+/// Shape contracts, good and bad: known and unknown rules, names of inputs that may or may not
+/// exist (the op's inputs are drawn from `name()` too), wrong value types, several rules.
+fn shape() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => Just(String::new()),
+        2 => (
+            prop_oneof![Just("same_as"), Just("broadcast_to"), Just("broadcast_with"), Just("last_dim_of"), Just("leading_dims_of"), Just("same")],
+            name(),
+        )
+            .prop_map(|(rule, of)| format!(", shape = {{ {rule} = \"{of}\" }}")),
+        1 => prop_oneof![
+            Just(", shape = {}".to_owned()),
+            Just(", shape = \"x\"".to_owned()),
+            Just(", shape = { same_as = 1 }".to_owned()),
+            Just(", shape = { same_as = \"x\", broadcast_to = \"y\" }".to_owned()),
+        ],
+    ]
+}
+
 fn arg() -> impl Strategy<Value = String> {
     prop_oneof![
-        4 => (kind(), any::<bool>(), prop_oneof![Just(""), Just(", container = \"option\""), Just(", container = \"vec\""), Just(", container = \"set\"")], prop_oneof![Just(""), Just(", dims = 2"), Just(", dims = \"E\""), Just(", dims = 0")])
-            .prop_map(|(k, borrowed, container, dims)| format!("tensor = \"{k}\"{}{container}{dims}", if borrowed { ", borrowed = true" } else { "" })),
+        4 => (kind(), any::<bool>(), prop_oneof![Just(""), Just(", container = \"option\""), Just(", container = \"vec\""), Just(", container = \"set\"")], prop_oneof![Just(""), Just(", dims = 2"), Just(", dims = 1"), Just(", dims = \"E\""), Just(", dims = 0")], shape())
+            .prop_map(|(k, borrowed, container, dims, shape)| format!("tensor = \"{k}\"{}{container}{dims}{shape}", if borrowed { ", borrowed = true" } else { "" })),
         2 => prop_oneof![Just("f32"), Just("usize"), Just("Vec<usize>"), Just("Option<u64>"), Just("Vec<"), Just("bool")]
             .prop_map(|t| format!("type = \"{t}\"")),
         1 => Just("device = true".to_owned()),

@@ -263,7 +263,7 @@ impl BackwardKernels for Flex {
         let n = width as f32;
         let (dx, partials) = update_rows_with(
             grad,
-            Work::Heavy,
+            Work::Moderate,
             || vec![0.0_f32; if want_weight { width } else { 0 }],
             |dw, first, rows| {
                 xs.zip(first, rows, |d, xs| {
@@ -304,7 +304,7 @@ impl BackwardKernels for Flex {
         // Per piece: the partial `dgamma` and `dbeta`, and a row of `x^`.
         let (dx, partials) = update_rows_with(
             grad,
-            Work::Heavy,
+            Work::Moderate,
             || {
                 (
                     vec![0.0_f32; width],
@@ -357,7 +357,7 @@ impl BackwardKernels for Flex {
             return generic::softmax_last_backward::<Self>(y, grad);
         };
         let width = ys.width();
-        update_rows(grad, Work::Heavy, |first, rows| {
+        update_rows(grad, Work::Moderate, |first, rows| {
             ys.zip(first, rows, |d, ys| {
                 for (d, y) in d.chunks_exact_mut(width).zip(ys.chunks_exact(width)) {
                     let dot = sum_by2(y, d, |y, g| y * g);

@@ -36,7 +36,8 @@ fn zip_f32(
     work: Work,
     f: impl Fn(f32, f32) -> f32 + Sync,
 ) -> Result<FlexTensor, Box<(FlexTensor, FlexTensor)>> {
-    if a.shape() != b.shape() || Rows::of(&a).is_none() || Rows::of(&b).is_none() {
+    if a.layout().shape() != b.layout().shape() || Rows::of(&a).is_none() || Rows::of(&b).is_none()
+    {
         return Err(Box::new((a, b)));
     }
     if !is_writable(&a) && !is_writable(&b) {
@@ -254,7 +255,7 @@ impl RoutedOps for Flex {
         let Some(wt) = row_param(&x, &weight) else {
             return composed::rms_norm::<Self>(x, weight, eps);
         };
-        update_rows(x, Work::Heavy, |_, rows| {
+        update_rows(x, Work::Moderate, |_, rows| {
             rows.chunks_exact_mut(wt.len())
                 .for_each(|row| rms_norm_row(row, wt, eps));
         })
@@ -270,7 +271,7 @@ impl RoutedOps for Flex {
         let (Some(g), Some(b)) = (row_param(&x, &gamma), row_param(&x, &beta)) else {
             return composed::layer_norm::<Self>(x, gamma, beta, eps);
         };
-        update_rows(x, Work::Heavy, |_, rows| {
+        update_rows(x, Work::Moderate, |_, rows| {
             rows.chunks_exact_mut(g.len())
                 .for_each(|row| layer_norm_row(row, g, b, eps));
         })
@@ -325,7 +326,7 @@ impl RoutedOps for Flex {
         fill_pieces(
             &mut keep.spare_capacity_mut()[..n],
             w,
-            Work::Heavy,
+            Work::Moderate,
             |first, part| {
                 composed::dropout_keep_into(part, first * w, p, seed);
             },

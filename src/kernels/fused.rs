@@ -43,17 +43,21 @@ use rayon::prelude::*;
 pub const PARALLEL: bool = size_of::<gemm::Parallelism>() > 0;
 
 /// How much a kernel computes per element, which decides from what size splitting it across
-/// threads pays (below its threshold a fused loop stays on the calling thread). Measured on the
-/// 2-core machine of BENCHMARKS.md: waking rayon's workers costs tens of microseconds there,
-/// and one core nearly saturates the memory bandwidth for tensors that fit the last-level cache.
+/// threads pays (below its threshold a fused loop stays on the calling thread). Measured with
+/// `benches/ops.rs` on the 2-core machine of BENCHMARKS.md, where handing work to rayon's
+/// threads and waiting for them costs some 20 to 30 microseconds per call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Work {
-    /// A few arithmetic operations per element (`relu(a + b)`, `alpha * x`, a clamp): bound by
-    /// memory bandwidth. Two threads were slower than one at 1M elements and twice as fast from
-    /// 4M, out of cache.
+    /// A few arithmetic operations per element (`relu(a + b)`, `alpha * x`, a clamp, a mask):
+    /// bound by memory bandwidth, which one core nearly saturates while the data fits the
+    /// caches. Two threads were slower than one at 1M elements and twice as fast from 4M.
     Light,
-    /// A transcendental function (`exp`, `erf`), a hash, or reductions over each row: bound by
-    /// arithmetic. Two threads were slower than one up to 64K elements and faster from 128K.
+    /// A reduction and a few operations per element of each row (RMS and layer normalisation,
+    /// forward and backward), or a hash per few elements: two threads were slower than one at
+    /// 64K elements (by 30 to 100 %) and faster at 1M; the threshold sits between, at 512K.
+    Moderate,
+    /// A transcendental function per element (`exp`, `erf`) or a selection: bound by arithmetic.
+    /// Two threads were faster from 64K elements (up to 1.9x at 1M).
     Heavy,
 }
 
@@ -62,6 +66,7 @@ impl Work {
     pub fn parallel_from(self) -> usize {
         match self {
             Self::Light => 1 << 22,
+            Self::Moderate => 1 << 19,
             Self::Heavy => 1 << 15,
         }
     }
@@ -388,7 +393,7 @@ pub fn update_many<const K: usize, A: Send>(
     update: impl Fn(&mut A, usize, [&mut [f32]; K]) + Sync,
 ) -> Result<([FlexTensor; K], Vec<A>), [FlexTensor; K]> {
     let shape = targets[0].shape();
-    let fits = |t: &FlexTensor| Rows::of(t).is_some() && t.shape() == shape;
+    let fits = |t: &FlexTensor| Rows::of(t).is_some() && *t.layout().shape() == shape;
     if !targets.iter().all(fits) {
         return Err(targets);
     }
