@@ -8,6 +8,11 @@
 //! without burn-route), at 1K, 64K and 1M elements: `[n / 256, 256]` inputs, `[n / 128, 128]`
 //! logits for cross-entropy, `[256]` per-feature parameters.
 //!
+//! `fwd_view/<op>` and `fwd_bwd_view/<op>` feed the layouts a transformer does: `gate` and `up`
+//! (or `a` and `b`) sliced out of one `[rows, 512]` projection along the last dimension, and a
+//! sequence-first `[seq, 2, 256]` tensor swapped to batch-first. `floor/in_place/<size>` is the
+//! memory-bandwidth floor: one in-place pass over a fresh buffer of as many floats.
+//!
 //! Both variants of a benchmark get fresh, uniquely owned copies of the same input values from
 //! `iter_batched`'s untimed setup (the Flex kernels of both work in place on a buffer they own),
 //! and their outputs are dropped outside the timed part. The backward loss is the same for both:
@@ -16,12 +21,15 @@
 //! Before timing, a check at 1K elements asserts that both variants compute the same forward
 //! values (dropout: the same keep rate and scale, as the masks differ).
 //!
-//! Run everything (a few minutes on 2 cores), or filter with criterion's usual regex:
+//! Two configurations, as BENCHMARKS.md records them: this repository's defaults (Flex without
+//! `rayon` or `simd`), and Flex's default features, which a default `burn` or `burn-tensor`
+//! dependency brings (`--features __test-flex-defaults`). `scripts/bench-summary` turns the two
+//! runs into BENCHMARKS.md's tables:
 //!
 //! ```sh
-//! cargo bench --bench ops
-//! cargo bench --bench ops -- rms_norm          # fwd/rms_norm and fwd_bwd/rms_norm
-//! cargo bench --bench ops -- '^fwd/'           # forward passes only
+//! CRITERION_HOME=target/criterion-default cargo bench --bench ops
+//! CRITERION_HOME=target/criterion-flex-defaults cargo bench --bench ops --features __test-flex-defaults
+//! cargo bench --bench ops -- rms_norm          # fwd/rms_norm, fwd_bwd/rms_norm and the views
 //! cargo bench --bench ops -- 'burn_route/1M'   # one variant at one size, every op
 //! ```
 //!
