@@ -228,7 +228,7 @@ fn main() {
         values(&round_half_even(halves.clone()))
     );
 
-    println!("\n== Fused layers (Flex kernels, one pass over contiguous f32) ==");
+    println!("\n== Fused layers (Flex kernels: one pass over f32 rows of any stride) ==");
     fused_layers(&device);
 
     println!("\n== Flex with autodiff ==");
@@ -295,4 +295,25 @@ fn main() {
 
     println!("\n== Fused layers with autodiff: hand-written backward passes ==");
     fused_gradients(&device);
+
+    println!("\n== Shape contracts (checked before any kernel runs) ==");
+    shape_contracts(&device);
+}
+
+/// A broadcast input gets a gradient of its own shape; a shape outside an op's contract is a
+/// `RouteError::ShapeContract`, not a wrong result.
+fn shape_contracts(device: &Device) {
+    let gate = Tensor::<2>::from_data([[0.5, -1.0, 2.0, 1.0], [1.0, 0.0, -0.5, 3.0]], device);
+    let up = Tensor::<2>::from_data([[0.5, -1.0, 2.0, 1.0]], device).require_grad();
+    let grads = swiglu(gate.clone(), up.clone()).sum().backward();
+    println!(
+        "swiglu(gate: [2, 4], up: [1, 4]): d/dup has shape {:?} = {:?}",
+        up.grad(&grads).unwrap().dims(),
+        short(values(&up.grad(&grads).unwrap()))
+    );
+    let weight = Tensor::<1>::from_data([2.0], device);
+    match burn_route::try_rms_norm(gate, weight, 1e-5) {
+        Ok(_) => println!("rms_norm(x: [2, 4], weight: [1]) -> unexpectedly accepted"),
+        Err(err) => println!("rms_norm(x: [2, 4], weight: [1]) -> error:\n  {err}"),
+    }
 }
