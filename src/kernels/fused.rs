@@ -11,8 +11,9 @@
 //!   just before the kernel updates it, so the copy is still in cache.
 //! - **Parallel when Flex is.** When Flex runs its own loops on rayon ([`PARALLEL`]), large
 //!   tensors are cut into pieces of whole rows that rayon's pool runs on every core; small ones
-//!   stay on the calling thread ([`Work`] says from what size, per kind of kernel). The pieces depend on the tensor's size only, so reductions
-//!   (parameter gradients) add the same partial sums in the same order with or without threads.
+//!   stay on the calling thread ([`Work`] says from what size, per kind of kernel). The pieces
+//!   depend on the tensor's size only, so reductions (parameter gradients) add the same partial
+//!   sums in the same order with or without threads.
 //!
 //! Public as [`burn_route::flex`](crate::flex), for a crate's own Flex kernels:
 //!
@@ -57,7 +58,8 @@ pub enum Work {
     /// 64K elements (by 30 to 100 %) and faster at 1M; the threshold sits between, at 512K.
     Moderate,
     /// A transcendental function per element (`exp`, `erf`) or a selection: bound by arithmetic.
-    /// Two threads were faster from 64K elements (up to 1.9x at 1M).
+    /// Two threads were faster at 64K elements and at 1M (up to 1.9x); at 32K, the threshold,
+    /// each thread still gets some 50 µs of `exp` to compute.
     Heavy,
 }
 
