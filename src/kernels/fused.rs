@@ -382,7 +382,7 @@ pub fn zip_fresh(
 /// whole rows of each, holding that target's values, and overwrites them with its output's.
 /// Each output is written over its target's own buffer when that buffer is uniquely owned and
 /// dense, else into a fresh contiguous buffer (never zero-filled). Also returns the
-/// accumulators of [`run`], in row order.
+/// accumulators (one per piece of rows), in row order.
 ///
 /// # Errors
 ///
@@ -517,7 +517,7 @@ pub fn map_pieces<R: Send>(
 /// SSE ones.
 const LANES: usize = 8;
 
-/// `sum(f(x))` over `xs`, in [`LANES`] independent partial sums: a single running `f32` sum is
+/// `sum(f(x))` over `xs`, in eight independent partial sums: a single running `f32` sum is
 /// one long dependency chain the compiler may not reorder (float addition is not associative),
 /// so it runs at one addition per few cycles; lanes let it vectorise. The order of additions is
 /// fixed, so the result is the same on every run.
