@@ -222,7 +222,7 @@ pub(crate) fn target_classes<B: Backend>(
         .collect()
 }
 
-/// Checks the targets on the host first (see [`target_classes`]): one read-back per call.
+/// Checks the targets on the host first (see `target_classes`): one read-back per call.
 pub fn cross_entropy_logits<B: Backend>(
     logits: FloatTensor<B>,
     targets: IntTensor<B>,
