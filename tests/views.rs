@@ -120,9 +120,10 @@ fn compare<L>(
     }
 }
 
-/// `[batch, seq, hidden]` of the small and the large case (the large one has 256K elements per
-/// view, above the parallel threshold).
-const SIZES: [(usize, usize, usize); 2] = [(2, 3, 8), (4, 256, 256)];
+/// `[batch, seq, hidden]` of the small and the large case. The large one has 512K elements
+/// per view: at the parallel threshold of the row normalisations (`Work::Moderate`) and above
+/// that of the `exp`-based kernels, so with Flex on rayon their threaded pieces run.
+const SIZES: [(usize, usize, usize); 2] = [(2, 3, 8), (4, 512, 256)];
 
 #[test]
 fn elementwise_ops_on_slices_of_a_fused_projection() {
