@@ -132,7 +132,8 @@ fn gelu(z: f32) -> f32 {
     0.5 * z * (1.0 + gelu_erf(z * std::f32::consts::FRAC_1_SQRT_2))
 }
 
-fn sigmoid(z: f32) -> f32 {
+/// The logistic function, for the SwiGLU kernels forward and backward.
+pub(crate) fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + (-z).exp())
 }
 
