@@ -374,6 +374,13 @@ fn shape_contracts_resolve(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             }
             let of = &sp.value.of;
             let (message, help) = match op.inputs.iter().find(|o| o.name == contract.of) {
+                None if contract.of.is_empty() => (
+                    format!(
+                        "the shape contract of `{}` names no input (an empty name)",
+                        input.name
+                    ),
+                    name_another(),
+                ),
                 None => (
                     format!("`{}` is not an input of op `{}`", contract.of, op.name),
                     match did_you_mean(&contract.of, &others) {
