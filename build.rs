@@ -21,4 +21,11 @@ fn main() {
         .runtime_path("crate::rt")
         .regenerate_hint("bless the snapshot with `UPDATE_GENERATED=1 cargo test --test generated`")
         .build_script();
+    // Every form of the lazy `Fusion<B>` implementation, for `tests/lazy_forms.rs` (a crate of
+    // its own, so the runtime is `::burn_route::rt`).
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    burn_route_codegen::Builder::new("tests/lazy/ops.toml")
+        .manifest_name("tests/lazy/ops.toml")
+        .out_dir(out.join("lazy"))
+        .build_script();
 }

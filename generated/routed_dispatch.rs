@@ -523,7 +523,7 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "argmax_last",
         rt::Policy::Detach,
-        "ops.toml:49",
+        "ops.toml:50",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -609,7 +609,7 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "round_half_even",
         rt::Policy::Reject,
-        "ops.toml:54",
+        "ops.toml:56",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -705,7 +705,7 @@ fn route_axpby<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "axpby",
         rt::Policy::Differentiable,
-        "ops.toml:67",
+        "ops.toml:70",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -848,7 +848,7 @@ fn route_axpby<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "ops.toml:70",
+            "ops.toml:73",
             ("y", y.as_ref()),
             ("x", Some(&x)),
         )],
@@ -906,7 +906,7 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "sum_all",
         rt::Policy::Differentiable,
-        "ops.toml:81",
+        "ops.toml:85",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1032,7 +1032,7 @@ fn route_split_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "split_last",
         rt::Policy::Differentiable,
-        "ops.toml:91",
+        "ops.toml:95",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1201,7 +1201,7 @@ fn route_softplus<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softplus",
         rt::Policy::Differentiable,
-        "ops.toml:104",
+        "ops.toml:108",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1374,7 +1374,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "masked_fill_count",
         rt::Policy::Detach,
-        "ops.toml:118",
+        "ops.toml:122",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1453,7 +1453,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::SameAs,
-            "ops.toml:121",
+            "ops.toml:125",
             ("mask", Some(mask)),
             ("x", Some(&x)),
         )],
@@ -1524,7 +1524,7 @@ fn route_nan_to_num<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "nan_to_num",
         rt::Policy::Detach,
-        "ops.toml:130",
+        "ops.toml:135",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1648,7 +1648,7 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dequantize_relu",
         rt::Policy::Reject,
-        "ops.toml:139",
+        "ops.toml:145",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1740,8 +1740,8 @@ fn route_iota<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "iota",
         rt::Policy::Reject,
-        "ops.toml:145",
-        "ops.toml:149",
+        "ops.toml:152",
+        "ops.toml:156",
         &[(rt::BackendId::Flex, true, "")],
         false,
         "burn_route_autodiff",
@@ -1808,7 +1808,7 @@ fn route_ramp<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "ramp",
         rt::Policy::Reject,
-        "ops.toml:157",
+        "ops.toml:164",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1922,7 +1922,7 @@ fn route_bias_gelu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "bias_gelu",
         rt::Policy::Differentiable,
-        "ops.toml:176",
+        "ops.toml:183",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2039,7 +2039,7 @@ fn route_bias_gelu<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LastDimOf,
-            "ops.toml:179",
+            "ops.toml:186",
             ("bias", Some(&bias)),
             ("x", Some(&x)),
         )],
@@ -2097,7 +2097,7 @@ fn route_swiglu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "swiglu",
         rt::Policy::Differentiable,
-        "ops.toml:189",
+        "ops.toml:196",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2214,7 +2214,7 @@ fn route_swiglu<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "ops.toml:192",
+            "ops.toml:199",
             ("up", Some(&up)),
             ("gate", Some(&gate)),
         )],
@@ -2274,7 +2274,7 @@ fn route_rms_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "rms_norm",
         rt::Policy::Differentiable,
-        "ops.toml:202",
+        "ops.toml:209",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2403,7 +2403,7 @@ fn route_rms_norm<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LastDimOf,
-            "ops.toml:205",
+            "ops.toml:212",
             ("weight", Some(&weight)),
             ("x", Some(&x)),
         )],
@@ -2469,7 +2469,7 @@ fn route_layer_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "layer_norm",
         rt::Policy::Differentiable,
-        "ops.toml:216",
+        "ops.toml:223",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2625,13 +2625,13 @@ fn route_layer_norm<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:219",
+                "ops.toml:226",
                 ("gamma", Some(&gamma)),
                 ("x", Some(&x)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:220",
+                "ops.toml:227",
                 ("beta", Some(&beta)),
                 ("x", Some(&x)),
             ),
@@ -2700,7 +2700,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softmax_last",
         rt::Policy::Differentiable,
-        "ops.toml:228",
+        "ops.toml:235",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2841,7 +2841,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "cross_entropy_logits",
         rt::Policy::Differentiable,
-        "ops.toml:239",
+        "ops.toml:246",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2967,7 +2967,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LeadingDimsOf,
-            "ops.toml:242",
+            "ops.toml:249",
             ("targets", Some(&targets)),
             ("logits", Some(&logits)),
         )],
@@ -3038,7 +3038,7 @@ fn route_dropout<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dropout",
         rt::Policy::Differentiable,
-        "ops.toml:253",
+        "ops.toml:260",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3202,7 +3202,7 @@ fn route_clamp_ste<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "clamp_ste",
         rt::Policy::Differentiable,
-        "ops.toml:266",
+        "ops.toml:276",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3362,7 +3362,7 @@ fn route_topk_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
-        "ops.toml:279",
+        "ops.toml:289",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),

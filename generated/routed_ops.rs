@@ -27,15 +27,21 @@ pub trait RoutedOps: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:37`.
-    fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self>;
+    #[must_use]
+    fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::scale::<Self>(x, alpha)
+    }
     /// Index of the largest element along the last dimension, which is kept with size 1.
     /// Ties resolve to the first index. Not differentiable: gradients never flow through an index.
     ///
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:49`.
-    fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self>;
+    /// - declared at `ops.toml:50`.
+    #[must_use]
+    fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self> {
+        crate::kernels::composed::argmax_last::<Self>(x)
+    }
     /// Rounds every element to the nearest integer, ties to even (banker's rounding).
     /// Inference only: its derivative is zero almost everywhere, so a tracked input is refused
     /// rather
@@ -44,8 +50,11 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:54`.
-    fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// - declared at `ops.toml:56`.
+    #[must_use]
+    fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::round_half_even::<Self>(x)
+    }
     /// `alpha * x + beta * y`, or `alpha * x` when `y` is absent. `x` and `y` broadcast as in
     /// Burn's
     /// `x + y`, and each gradient is summed back to its input's shape. Equal shapes take the fused
@@ -55,13 +64,16 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:67`.
+    /// - declared at `ops.toml:70`.
+    #[must_use]
     fn axpby(
         x: rt::FloatTensor<Self>,
         y: Option<rt::FloatTensor<Self>>,
         alpha: f32,
         beta: f32,
-    ) -> rt::FloatTensor<Self>;
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::axpby::<Self>(x, y, alpha, beta)
+    }
     /// Replaces the elements of `x` where `mask` is true by `value`, and counts them.
     /// Returns the filled tensor and a one-element int tensor with the count. `mask` has `x`'s
     /// shape
@@ -70,32 +82,41 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:118`.
+    /// - declared at `ops.toml:122`.
     #[allow(clippy::type_complexity)]
+    #[must_use]
     fn masked_fill_count(
         x: rt::FloatTensor<Self>,
         mask: &rt::BoolTensor<Self>,
         value: f32,
-    ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>);
+    ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
+        crate::kernels::composed::masked_fill_count::<Self>(x, mask, value)
+    }
     /// Replaces NaN elements by `value`. With `with_mask`, also returns where the NaNs were.
     ///
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:130`.
+    /// - declared at `ops.toml:135`.
     #[allow(clippy::type_complexity)]
+    #[must_use]
     fn nan_to_num(
         x: rt::FloatTensor<Self>,
         value: f32,
         with_mask: bool,
-    ) -> (rt::FloatTensor<Self>, Option<rt::BoolTensor<Self>>);
+    ) -> (rt::FloatTensor<Self>, Option<rt::BoolTensor<Self>>) {
+        crate::kernels::composed::nan_to_num::<Self>(x, value, with_mask)
+    }
     /// Dequantizes `x` to `f32` and applies relu, in one step.
     ///
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:139`.
-    fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self>;
+    /// - declared at `ops.toml:145`.
+    #[must_use]
+    fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::dequantize_relu::<Self>(x)
+    }
     /// `gelu(x + bias)` with the exact (erf) GELU, `bias` broadcast over the leading dimensions.
     /// `bias` has shape `[features]`, `x`'s last dimension; any other shape (`[1]` included) is
     /// refused with the shape-contract error.
@@ -104,7 +125,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:176`.
+    /// - declared at `ops.toml:183`.
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// `silu(gate) * up` (the SwiGLU feed-forward gate). `gate` and `up` broadcast as in Burn's
     /// `gate * up`, and each gradient is summed back to its input's shape. Equal shapes take the
@@ -115,7 +136,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:189`.
+    /// - declared at `ops.toml:196`.
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`. `weight`
     /// has
@@ -127,7 +148,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:202`.
+    /// - declared at `ops.toml:209`.
     fn rms_norm(
         x: rt::FloatTensor<Self>,
         weight: rt::FloatTensor<Self>,
@@ -142,7 +163,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:216`.
+    /// - declared at `ops.toml:223`.
     fn layer_norm(
         x: rt::FloatTensor<Self>,
         gamma: rt::FloatTensor<Self>,
@@ -155,7 +176,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:228`.
+    /// - declared at `ops.toml:235`.
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
     /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The
@@ -167,7 +188,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:239`.
+    /// - declared at `ops.toml:246`.
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
@@ -182,7 +203,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:253`.
+    /// - declared at `ops.toml:260`.
     #[allow(clippy::type_complexity)]
     fn dropout(
         x: rt::FloatTensor<Self>,
@@ -196,7 +217,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:266`.
+    /// - declared at `ops.toml:276`.
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
     /// The `k` largest elements along the last dimension, in descending order, and their indices
     /// (ties keep the lower index first). Not differentiable: a selection is detached.
@@ -204,12 +225,15 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:279`.
+    /// - declared at `ops.toml:289`.
     #[allow(clippy::type_complexity)]
+    #[must_use]
     fn topk_last(
         x: &rt::FloatTensor<Self>,
         k: usize,
-    ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>);
+    ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
+        crate::kernels::composed::topk_last::<Self>(x, k)
+    }
 }
 
 /// `Autodiff<B, C>` kernels of the differentiable ops of [`RoutedOps`].
@@ -264,6 +288,250 @@ pub trait RoutedOpsAutodiff: rt::Backend {
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
 }
 
+/// [`RoutedOps`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.
+///
+/// Each op with output metadata is one deferred operation that runs `B`'s kernel when the
+/// fusion stream executes; an op with a `composition` runs it on `Fusion<B>`, which Burn
+/// fuses.
+#[cfg(burn_route_cube)]
+impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<B> {
+    fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __lazy = rt::fusion::Lazy::<B>::new("add_relu", "ops.toml:32");
+        let __in_lhs = __lazy.input(lhs);
+        let __in_rhs = __lazy.input(rhs);
+        let __spec_lhs = __lazy.spec(&__in_lhs);
+        let __spec_rhs = __lazy.spec(&__in_rhs);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            crate::kernels::meta::broadcast(&__spec_lhs, &__spec_rhs),
+            __spec_lhs.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result =
+                <B as RoutedOps>::add_relu(__handles.float(&__in_lhs), __handles.float(&__in_rhs));
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
+
+    fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __lazy = rt::fusion::Lazy::<B>::new("bias_gelu", "ops.toml:188");
+        let __in_x = __lazy.input(x);
+        let __in_bias = __lazy.input(bias);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result =
+                <B as RoutedOps>::bias_gelu(__handles.float(&__in_x), __handles.float(&__in_bias));
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
+
+    fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __lazy = rt::fusion::Lazy::<B>::new("swiglu", "ops.toml:201");
+        let __in_gate = __lazy.input(gate);
+        let __in_up = __lazy.input(up);
+        let __spec_gate = __lazy.spec(&__in_gate);
+        let __spec_up = __lazy.spec(&__in_up);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            crate::kernels::meta::broadcast(&__spec_gate, &__spec_up),
+            __spec_gate.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result =
+                <B as RoutedOps>::swiglu(__handles.float(&__in_gate), __handles.float(&__in_up));
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
+
+    fn rms_norm(
+        x: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        let mut __lazy = rt::fusion::Lazy::<B>::new("rms_norm", "ops.toml:215");
+        let __in_x = __lazy.input(x);
+        let __in_weight = __lazy.input(weight);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as RoutedOps>::rms_norm(
+                __handles.float(&__in_x),
+                __handles.float(&__in_weight),
+                rt::__private::cloned(&eps),
+            );
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
+
+    fn layer_norm(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        beta: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        let mut __lazy = rt::fusion::Lazy::<B>::new("layer_norm", "ops.toml:230");
+        let __in_x = __lazy.input(x);
+        let __in_gamma = __lazy.input(gamma);
+        let __in_beta = __lazy.input(beta);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as RoutedOps>::layer_norm(
+                __handles.float(&__in_x),
+                __handles.float(&__in_gamma),
+                __handles.float(&__in_beta),
+                rt::__private::cloned(&eps),
+            );
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
+
+    fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __lazy = rt::fusion::Lazy::<B>::new("softmax_last", "ops.toml:237");
+        let __in_x = __lazy.input(x);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as RoutedOps>::softmax_last(__handles.float(&__in_x));
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
+
+    fn cross_entropy_logits(
+        logits: rt::FloatTensor<Self>,
+        targets: rt::IntTensor<Self>,
+    ) -> rt::FloatTensor<Self> {
+        let mut __lazy = rt::fusion::Lazy::<B>::new("cross_entropy_logits", "ops.toml:251");
+        let __in_logits = __lazy.input(logits);
+        let __in_targets = __lazy.input(targets);
+        let __spec_logits = __lazy.spec(&__in_logits);
+        let __spec_targets = __lazy.spec(&__in_targets);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            crate::kernels::meta::one_element(&__spec_logits, &__spec_targets),
+            __spec_logits.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as RoutedOps>::cross_entropy_logits(
+                __handles.float(&__in_logits),
+                __handles.int(&__in_targets),
+            );
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn dropout(
+        x: rt::FloatTensor<Self>,
+        p: f32,
+        seed: u64,
+    ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
+        let mut __lazy = rt::fusion::Lazy::<B>::new("dropout", "ops.toml:266");
+        let __in_x = __lazy.input(x);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __out_0 = __lazy.output(
+            rt::TensorKind::Float,
+            "output[0]",
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let __out_1 = __lazy.output(
+            rt::TensorKind::Bool,
+            "output[1]",
+            __spec_x.shape.clone(),
+            __lazy.default_dtype(rt::TensorKind::Bool),
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as RoutedOps>::dropout(
+                __handles.float(&__in_x),
+                rt::__private::cloned(&p),
+                rt::__private::cloned(&seed),
+            );
+            __handles.check(&__out_0, &__result.0)?;
+            __handles.check(&__out_1, &__result.1)?;
+            __handles.publish_float(&__out_0, __result.0);
+            __handles.publish_bool(&__out_1, __result.1);
+            Ok(())
+        });
+        (__outputs.one(), __outputs.one())
+    }
+
+    fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
+        let mut __lazy = rt::fusion::Lazy::<B>::new("clamp_ste", "ops.toml:282");
+        let __in_x = __lazy.input(x);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as RoutedOps>::clamp_ste(
+                __handles.float(&__in_x),
+                rt::__private::cloned(&lo),
+                rt::__private::cloned(&hi),
+            );
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
+}
+
+// The output metadata functions, which only the impl above calls.
+#[cfg(not(burn_route_cube))]
+const _: () = {
+    let _ = crate::kernels::meta::broadcast;
+    let _ = crate::kernels::meta::one_element;
+};
+
 /// Composite ops declared in `ops.toml`.
 ///
 /// Each method's default body calls the op's composite function, built from backend
@@ -279,7 +547,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::sum_all` implements it on every backend.
-    /// - declared at `ops.toml:81`.
+    /// - declared at `ops.toml:85`.
     #[must_use]
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
         crate::composite::sum_all::<Self>(xs)
@@ -293,7 +561,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::split_last` implements it on every backend.
-    /// - declared at `ops.toml:91`.
+    /// - declared at `ops.toml:95`.
     #[must_use]
     fn split_last(x: rt::FloatTensor<Self>, sizes: Vec<usize>) -> Vec<rt::FloatTensor<Self>> {
         crate::composite::split_last::<Self>(x, sizes)
@@ -306,7 +574,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::softplus` implements it on every backend.
-    /// - declared at `ops.toml:104`.
+    /// - declared at `ops.toml:108`.
     #[must_use]
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
         crate::composite::softplus::<Self>(x, beta)
@@ -319,7 +587,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::ramp` implements it on every backend.
-    /// - declared at `ops.toml:157`.
+    /// - declared at `ops.toml:164`.
     #[must_use]
     fn ramp(len: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self> {
         crate::composite::ramp::<Self>(len, device)
@@ -349,6 +617,6 @@ pub trait RoutedOpsFlex: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex.
-    /// - declared at `ops.toml:145`.
+    /// - declared at `ops.toml:152`.
     fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self>;
 }

@@ -17,5 +17,10 @@ mod autodiff;
 #[cfg(feature = "autodiff")]
 pub mod backward;
 pub mod composed;
+#[cfg(feature = "cube")]
+pub mod cube;
+#[cfg(feature = "cube")]
+mod cube_routed;
 pub mod flex;
 pub mod fused;
+pub mod meta;

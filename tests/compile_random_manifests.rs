@@ -229,10 +229,19 @@ fn op(index: usize) -> impl Strategy<Value = String> {
             1 => Just("backends = [\"Remote\", { name = \"Cube\", cfg = 'all(unix, my_cfg, my_flag = \"on\")' }]\n"),
         ],
         doc(),
+        // Output metadata (what the lazy `Fusion<B>` impl of an op routed to Cube needs), a
+        // composition, both or neither: the functions they name are the skeleton's stubs.
+        (any::<bool>(), any::<bool>()),
     )
-        .prop_map(move |(name, policy, inputs, output, backends, doc)| {
+        .prop_map(move |(name, policy, inputs, output, backends, doc, (meta, composition))| {
+            let output = if meta { with_metadata(&name, &output) } else { output };
+            let composition = if composition {
+                format!("composition = \"super::kernels::{name}_composition\"\n")
+            } else {
+                String::new()
+            };
             let mut text = format!(
-                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}inputs = [\n"
+                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}{composition}inputs = [\n"
             );
             // A contract relates a single or optional tensor to another one (validation refuses
             // the rest, and rank conflicts, which filters those manifests out).
@@ -255,6 +264,25 @@ fn op(index: usize) -> impl Strategy<Value = String> {
             text.push_str(&output);
             text
         })
+}
+
+/// `output` with a `shape` and `dtype` function for every tensor output (`op_shape_1`, ...).
+fn with_metadata(op: &str, output: &str) -> String {
+    let mut out = String::new();
+    let mut rest = output;
+    let mut count = 0;
+    while let Some(start) = rest.find("{ tensor = ") {
+        let end = start + rest[start..].find(" }").expect("a closed table");
+        count += 1;
+        let _ = write!(
+            out,
+            "{}, shape = \"super::kernels::{op}_shape_{count}\", dtype = \"super::kernels::{op}_dtype_{count}\"",
+            &rest[..end]
+        );
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn manifest() -> impl Strategy<Value = String> {

@@ -147,10 +147,30 @@ pub struct Op {
     pub group: usize,
     /// The composite function implementing the op on every backend, if any.
     pub composite: Option<String>,
+    /// The op written with backend primitives (`composition`): the default body of its trait
+    /// method.
+    pub composition: Option<String>,
+    /// How the op runs on `Fusion<B>` (what `Cube` is when fusion is on).
+    pub fusion: FusionImpl,
+    /// `manifest:LINE` of the op's `output`, for the output-metadata check's messages.
+    pub output_location: String,
     /// What picks the backend of a call.
     pub route_by: RouteBy,
     /// Whether a plain type of the op is complex enough for clippy's `type_complexity`.
     pub complex_types: bool,
+}
+
+/// How an op runs on `Fusion<B>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FusionImpl {
+    /// Not at all: the op is not routed to `Cube`, or is composite (its composition runs on
+    /// `Fusion<B>` like on any backend).
+    None,
+    /// One deferred operation running the inner backend's kernel, its outputs declared by
+    /// their metadata.
+    Lazy,
+    /// Its composition, on `Fusion<B>` directly, so that Burn fuses it.
+    Composition,
 }
 
 /// What picks the backend of an op's call.
@@ -310,6 +330,35 @@ pub struct TensorArg {
     pub rank: Rank,
     /// One tensor, an `Option` or a `Vec`.
     pub container: Container,
+    /// What an output declares about its shape and dtype (outputs only).
+    pub meta: OutputMeta,
+}
+
+/// An output's declared shape and dtype.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OutputMeta {
+    /// `shape`.
+    pub shape: Option<MetaSource>,
+    /// `dtype`.
+    pub dtype: Option<MetaSource>,
+}
+
+impl OutputMeta {
+    /// Whether both are declared.
+    pub fn complete(&self) -> bool {
+        self.shape.is_some() && self.dtype.is_some()
+    }
+}
+
+/// Where an output's shape or dtype comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MetaSource {
+    /// The same as this tensor input's.
+    Input(String),
+    /// What this function returns, given the op's input specs and plain arguments.
+    Function(String),
+    /// `dtype = "default"`: the device's default dtype for the output's kind.
+    Default,
 }
 
 /// What an input carries.

@@ -677,7 +677,7 @@ backends = [
 [[op]]
 name = "square"
 inputs = [{ name = "x", tensor = "float" }]
-output = { tensor = "float" }
+output = { tensor = "float", shape = "x", dtype = "x" }
 "#;
 
     fn undeclared(cargo_toml: &str) -> Vec<String> {

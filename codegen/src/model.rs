@@ -77,6 +77,10 @@ pub struct OpSpec {
     pub backends: Option<Sp<Vec<BackendSpec>>>,
     /// `composite`: path of a function generic over `B: Backend` that implements the op.
     pub composite: Option<Sp<String>>,
+    /// `composition`: path of a function generic over `B: Backend` written with backend
+    /// primitives: the default body of the op's trait method, and its implementation on
+    /// `Fusion<B>` when its outputs declare no metadata.
+    pub composition: Option<Sp<String>>,
 }
 
 /// One entry of an op's `inputs`.
@@ -114,6 +118,18 @@ pub struct TensorSpec {
     pub container: Option<Sp<String>>,
     /// `shape`: the input's shape contract (inputs only; boxed, as outputs never have one).
     pub shape: Option<Box<Sp<ShapeSpec>>>,
+    /// `shape` and `dtype` of an output: an input's name, a function path, or (`dtype`)
+    /// `"default"` (outputs only).
+    pub meta: Option<Box<MetaSpec>>,
+}
+
+/// An output's metadata as written: what its lazy `Fusion` implementation declares.
+#[derive(Clone, Debug, Default)]
+pub struct MetaSpec {
+    /// `shape`.
+    pub shape: Option<Sp<String>>,
+    /// `dtype`.
+    pub dtype: Option<Sp<String>>,
 }
 
 /// An input's `shape = { RULE = "other_input" }`: how its shape relates to another input's.

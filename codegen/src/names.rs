@@ -42,6 +42,25 @@ pub const ERROR: &str = "__error";
 /// Stem of the locals that destructure a tuple output (`__out_0`, `__out_1_0`, ...).
 pub const OUT: &str = "__out";
 
+/// The deferred call being built, a local of a lazy `Fusion<B>` method.
+pub const LAZY: &str = "__lazy";
+/// The lazy outputs of a registered deferred call.
+pub const OUTPUTS: &str = "__outputs";
+/// The handles a deferred call's kernel reads and publishes, the closure's parameter.
+pub const HANDLES: &str = "__handles";
+/// What the kernel returned, a local of the deferred call's closure.
+pub const RESULT: &str = "__result";
+
+/// The recorded form of input `name` in a lazy `Fusion<B>` method.
+pub fn lazy_input(name: &str) -> String {
+    format!("__in_{name}")
+}
+
+/// The spec (shape and dtype) of input `name` in a lazy `Fusion<B>` method.
+pub fn lazy_spec(name: &str) -> String {
+    format!("__spec_{name}")
+}
+
 /// Generic parameters generated code introduces: the backend of the generic body and of
 /// `Autodiff<B, C>` impls, the checkpoint strategy, and the error strategy of routing functions.
 /// A trait named like one would be shadowed by it.

@@ -10,8 +10,8 @@ use toml::de::{DeArray, DeTable, DeValue};
 
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::model::{
-    ArgSpec, BackendSpec, Dims, InputSpec, Manifest, OpSpec, OutputSpec, Routing, ShapeSpec, Sp,
-    TensorSpec,
+    ArgSpec, BackendSpec, Dims, InputSpec, Manifest, MetaSpec, OpSpec, OutputSpec, Routing,
+    ShapeSpec, Sp, TensorSpec,
 };
 
 /// Keys of the top level of the manifest.
@@ -29,6 +29,7 @@ pub const OP_KEYS: &[&str] = &[
     "output",
     "backends",
     "composite",
+    "composition",
 ];
 /// Keys of an entry in an op's `inputs`.
 pub const INPUT_KEYS: &[&str] = &[
@@ -50,7 +51,7 @@ pub const SHAPE_KEYS: &[&str] = &[
     "leading_dims_of",
 ];
 /// Keys of a table in an op's `output`.
-pub const OUTPUT_KEYS: &[&str] = &["tensor", "type", "dims", "container"];
+pub const OUTPUT_KEYS: &[&str] = &["tensor", "type", "dims", "container", "shape", "dtype"];
 
 /// Parses manifest text. Returns the model (as complete as the text allows) and every problem
 /// found on the way; the model is only meaningful when the list is empty.
@@ -468,6 +469,7 @@ impl Parser {
             .get("backends")
             .and_then(|v| self.backends(v, &join(&path, "backends")));
         let composite = self.string(table, &path, "composite");
+        let composition = self.string(table, &path, "composition");
         Some(OpSpec {
             index,
             span: value.span(),
@@ -478,6 +480,7 @@ impl Parser {
             output,
             backends,
             composite,
+            composition,
         })
     }
 
@@ -558,6 +561,15 @@ impl Parser {
         } else {
             None
         };
+        let meta = if is_input {
+            None
+        } else {
+            let meta = MetaSpec {
+                shape: self.string(table, path, "shape"),
+                dtype: self.string(table, path, "dtype"),
+            };
+            (meta.shape.is_some() || meta.dtype.is_some()).then(|| Box::new(meta))
+        };
         let present: Vec<&str> = ["tensor", "type", "device"]
             .into_iter()
             .filter(|k| table.get(*k).is_some())
@@ -583,7 +595,12 @@ impl Parser {
             return None;
         }
         if tensor.is_none() {
-            for key in ["borrowed", "dims", "container", "shape"] {
+            let output_only: &[&str] = if is_input { &[] } else { &["dtype"] };
+            for key in ["borrowed", "dims", "container", "shape"]
+                .iter()
+                .chain(output_only)
+                .copied()
+            {
                 if let Some((k, _)) = table.get_key_value(key) {
                     self.diags.push(
                         Diagnostic::new(
@@ -607,6 +624,7 @@ impl Parser {
                 dims,
                 container,
                 shape,
+                meta,
             }));
         }
         if let Some(ty) = plain {

@@ -83,6 +83,10 @@ fn property(table: &str, key: &str) -> Value {
             "description": "Path of a function generic over B: Backend implementing the op from backend primitives.",
             "type": "string"
         }),
+        ("op", "composition") => json!({
+            "description": "Path of a function generic over B: Backend writing the op with backend primitives: the default body of its trait method (backends without a kernel of their own run it) and, when the outputs declare no shape and dtype, what it runs on Fusion<B>, which Burn fuses.",
+            "type": "string"
+        }),
         ("input", "name") => {
             json!({ "description": "Parameter name: snake_case ASCII, not a keyword, not starting with `__`.", "type": "string", "pattern": INPUT_NAME })
         }
@@ -104,6 +108,23 @@ fn property(table: &str, key: &str) -> Value {
         ("input" | "output", "container") => json!({
             "description": "Option<tensor> or Vec<tensor>.",
             "enum": ["option", "vec"]
+        }),
+        ("output", "shape") => json!({
+            "description": "The output's shape, declared before its kernel runs (the lazy Fusion implementation needs it): an input's name (the same shape), or the path of a function taking the op's input specs (&TensorSpec, Option<&TensorSpec>, &[TensorSpec]) and plain arguments (by reference) and returning Shape (Option<Shape> or Vec<Shape> for option and vec outputs).",
+            "type": "string",
+            "anyOf": [
+                { "pattern": INPUT_NAME },
+                { "pattern": "::" }
+            ]
+        }),
+        ("output", "dtype") => json!({
+            "description": "The output's dtype, declared before its kernel runs: an input's name (the same dtype; an input of the output's kind), \"default\" (the device's default dtype for the output's kind), or the path of a function taking what a shape function takes and returning DType.",
+            "type": "string",
+            "anyOf": [
+                { "const": "default" },
+                { "pattern": INPUT_NAME },
+                { "pattern": "::" }
+            ]
         }),
         ("input", "shape") => json!({
             "description": "The input's shape contract, checked before any kernel runs: exactly one rule naming another single (or optional) tensor input of the op.",

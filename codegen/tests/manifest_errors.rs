@@ -16,6 +16,10 @@ inputs = [
 output = { tensor = "float" }
 "#;
 
+/// The fixture's output, and with the shape and dtype an op routed to Cube declares.
+const WITHOUT_METADATA: &str = "output = { tensor = \"float\" }";
+const WITH_METADATA: &str = "output = { tensor = \"float\", shape = \"lhs\", dtype = \"lhs\" }";
+
 fn errors(source: &str) -> Vec<String> {
     match Builder::new("ops.toml").render_str(source) {
         Ok(_) => panic!("manifest unexpectedly valid:\n{source}"),
@@ -52,7 +56,7 @@ fn unknown_key_with_suggestion() {
     assert_eq!(
         errors(&edited("output =", "outptu =")),
         [
-            "ops.toml:12:1: `op[0].outptu`: unknown key `outptu` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite"
+            "ops.toml:12:1: `op[0].outptu`: unknown key `outptu` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite, composition"
         ]
     );
 }
@@ -242,7 +246,7 @@ fn every_error_is_reported_in_one_pass() {
         [
             "ops.toml:2:9: `routing.trait`: trait name `My Ops` contains whitespace; help: did you mean `MyOps`? names are UpperCamelCase: ASCII letters and digits, starting with an uppercase letter",
             "ops.toml:10:30: `op[0].inputs[1].tensor`: unknown tensor kind `double`; help: use one of: float, int, bool, quantized",
-            "ops.toml:12:1: `op[0].outptut`: unknown key `outptut` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite",
+            "ops.toml:12:1: `op[0].outptut`: unknown key `outptut` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite, composition",
         ]
     );
 }
@@ -392,7 +396,8 @@ fn per_op_backends_inherit_the_routing_cfg() {
         .replace(
             "name = \"add\"\n",
             "name = \"add\"\nbackends = [{ name = \"Cube\", cfg = 'feature = \"gpu\"' }]\n",
-        );
+        )
+        .replace(WITHOUT_METADATA, WITH_METADATA);
     assert_eq!(
         errors(&source),
         [
@@ -474,7 +479,8 @@ fn cfg_predicates_must_have_rustc_shape() {
     let ok = edited(
         "[\"Flex\"]",
         "[\"Flex\", { name = \"Cube\", cfg = 'all(feature = \"cube\", not(target_os = \"ios\"))' }]",
-    );
+    )
+    .replace(WITHOUT_METADATA, WITH_METADATA);
     Builder::new("ops.toml")
         .render_str(&ok)
         .expect("nested predicates are fine");
@@ -488,6 +494,7 @@ fn one_backend_one_cfg_and_no_name_clashes() {
             "name = \"add\"\n",
             "name = \"add\"\nbackends = [{ name = \"Cube\", cfg = 'feature = \"cube\"' }]\n"
         )
+        .replace(WITHOUT_METADATA, WITH_METADATA)
     );
     assert_eq!(
         errors(&two_cfgs),

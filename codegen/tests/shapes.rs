@@ -152,7 +152,10 @@ inputs = [
     { name = "bias", tensor = "float", container = "option", borrowed = true },
     { name = "q", tensor = "quantized" },
 ]
-output = [{ tensor = "float", container = "vec" }, { tensor = "int", container = "option" }]
+output = [
+    { tensor = "float", container = "vec", shape = "crate::meta::pick_shapes", dtype = "default" },
+    { tensor = "int", container = "option", shape = "crate::meta::pick_index", dtype = "crate::meta::index_dtype" },
+]
 
 [[op]]
 name = "make"
@@ -191,6 +194,26 @@ fn option_vec_quantized_and_device_shapes() {
         ops.contains("fn make(n: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self>;"),
         "{ops}"
     );
+    // `Cube` with fusion on: one deferred operation, its outputs declared by the metadata.
+    for expected in [
+        "#[cfg(all(feature = \"cube\", burn_route_cube))] impl<B: rt::fusion::FusionBackend + Co> Co for rt::fusion::Fusion<B> {",
+        "let mut __lazy = rt::fusion::Lazy::<B>::new(\"pick\", \"ops.toml:13\");",
+        "let __in_xs = __lazy.inputs(xs);",
+        "let __in_bias = __lazy.input_option(bias.cloned());",
+        "let __spec_bias = __lazy.spec_option(__in_bias.as_ref());",
+        "let __out_0 = __lazy.output_vec(rt::TensorKind::Float, \"output[0]\", crate::meta::pick_shapes(&__spec_xs, __spec_bias.as_ref(), &__spec_q), __lazy.default_dtype(rt::TensorKind::Float));",
+        "let __out_1 = __lazy.output_option(rt::TensorKind::Int, \"output[1]\", crate::meta::pick_index(&__spec_xs, __spec_bias.as_ref(), &__spec_q), crate::meta::index_dtype(&__spec_xs, __spec_bias.as_ref(), &__spec_q));",
+        "let __result = <B as Co>::pick(__handles.float(&__in_xs), __handles.float(&__in_bias).as_ref(), __handles.quantized(&__in_q));",
+        "__handles.check(&__out_0, &__result.0)?; __handles.check(&__out_1, &__result.1)?; __handles.publish_float(&__out_0, __result.0); __handles.publish_int(&__out_1, __result.1); Ok(()) });",
+        "(__outputs.vec(), __outputs.option())",
+        // Where Cube is not compiled, the metadata functions are still used.
+        "#[cfg(not(all(feature = \"cube\", burn_route_cube)))] const _: () = { let _ = crate::meta::pick_shapes;",
+    ] {
+        assert!(
+            flat(&ops).contains(expected),
+            "missing `{expected}` in\n{ops}"
+        );
+    }
     let dispatch = render_containers("routed_dispatch.rs");
     for expected in [
         "let xs = B::float_vec(__route, \"xs\", xs);",

@@ -443,7 +443,7 @@ impl BackwardKernels for Flex {
 /// The composed gradients, generic over the backend (each documented on its `BackwardKernels`
 /// method): the trait's default bodies, and what Flex
 /// falls back to.
-mod generic {
+pub(crate) mod generic {
     use super::*;
 
     pub(crate) fn bias_gelu_backward<B: Backend>(
@@ -560,7 +560,8 @@ mod generic {
     }
 }
 
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-impl BackwardKernels for burn_dispatch::backends::Cube {}
+/// `Cube` with fusion on: the compositions, on `Fusion<B>`, where Burn fuses them.
+#[cfg(feature = "cube")]
+impl<B: burn_fusion::FusionBackend + BackwardKernels> BackwardKernels for burn_fusion::Fusion<B> {}
 #[cfg(feature = "remote")]
 impl BackwardKernels for burn_dispatch::backends::Remote {}

@@ -351,96 +351,43 @@ pub fn topk_last<B: Backend>(x: &FloatTensor<B>, k: usize) -> (FloatTensor<B>, I
     B::float_topk_with_indices(x.clone(), last, k, int_dtype)
 }
 
-/// `impl RoutedOps for $backend` with the composed kernels.
-#[cfg(any(feature = "wgpu", feature = "cuda", feature = "remote"))]
-macro_rules! composed_routed_ops {
-    ($backend:ty) => {
-        impl $crate::ops::RoutedOps for $backend {
-            fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-                $crate::kernels::composed::add_relu::<Self>(lhs, rhs)
-            }
-            fn scale(x: FloatTensor<Self>, alpha: f32) -> FloatTensor<Self> {
-                $crate::kernels::composed::scale::<Self>(x, alpha)
-            }
-            fn argmax_last(x: &FloatTensor<Self>) -> IntTensor<Self> {
-                $crate::kernels::composed::argmax_last::<Self>(x)
-            }
-            fn round_half_even(x: FloatTensor<Self>) -> FloatTensor<Self> {
-                $crate::kernels::composed::round_half_even::<Self>(x)
-            }
-            fn axpby(
-                x: FloatTensor<Self>,
-                y: Option<FloatTensor<Self>>,
-                alpha: f32,
-                beta: f32,
-            ) -> FloatTensor<Self> {
-                $crate::kernels::composed::axpby::<Self>(x, y, alpha, beta)
-            }
-            fn masked_fill_count(
-                x: FloatTensor<Self>,
-                mask: &BoolTensor<Self>,
-                value: f32,
-            ) -> (FloatTensor<Self>, IntTensor<Self>) {
-                $crate::kernels::composed::masked_fill_count::<Self>(x, mask, value)
-            }
-            fn nan_to_num(
-                x: FloatTensor<Self>,
-                value: f32,
-                with_mask: bool,
-            ) -> (FloatTensor<Self>, Option<BoolTensor<Self>>) {
-                $crate::kernels::composed::nan_to_num::<Self>(x, value, with_mask)
-            }
-            fn dequantize_relu(x: QuantizedTensor<Self>) -> FloatTensor<Self> {
-                $crate::kernels::composed::dequantize_relu::<Self>(x)
-            }
-            fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> FloatTensor<Self> {
-                $crate::kernels::composed::bias_gelu::<Self>(x, bias)
-            }
-            fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
-                $crate::kernels::composed::swiglu::<Self>(gate, up)
-            }
-            fn rms_norm(
-                x: FloatTensor<Self>,
-                weight: FloatTensor<Self>,
-                eps: f32,
-            ) -> FloatTensor<Self> {
-                $crate::kernels::composed::rms_norm::<Self>(x, weight, eps)
-            }
-            fn layer_norm(
-                x: FloatTensor<Self>,
-                gamma: FloatTensor<Self>,
-                beta: FloatTensor<Self>,
-                eps: f32,
-            ) -> FloatTensor<Self> {
-                $crate::kernels::composed::layer_norm::<Self>(x, gamma, beta, eps)
-            }
-            fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
-                $crate::kernels::composed::softmax_last::<Self>(x)
-            }
-            fn cross_entropy_logits(
-                logits: FloatTensor<Self>,
-                targets: IntTensor<Self>,
-            ) -> FloatTensor<Self> {
-                $crate::kernels::composed::cross_entropy_logits::<Self>(logits, targets)
-            }
-            fn dropout(
-                x: FloatTensor<Self>,
-                p: f32,
-                seed: u64,
-            ) -> (FloatTensor<Self>, BoolTensor<Self>) {
-                $crate::kernels::composed::dropout::<Self>(x, p, seed)
-            }
-            fn clamp_ste(x: FloatTensor<Self>, lo: f32, hi: f32) -> FloatTensor<Self> {
-                $crate::kernels::composed::clamp_ste::<Self>(x, lo, hi)
-            }
-            fn topk_last(x: &FloatTensor<Self>, k: usize) -> (FloatTensor<Self>, IntTensor<Self>) {
-                $crate::kernels::composed::topk_last::<Self>(x, k)
-            }
-        }
-    };
-}
-
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-composed_routed_ops!(burn_dispatch::backends::Cube);
+/// Remote runs every op as its composition (each primitive on the server's backend): the ops
+/// with a `composition` in `ops.toml` through the trait's default body, these here.
 #[cfg(feature = "remote")]
-composed_routed_ops!(burn_dispatch::backends::Remote);
+impl crate::ops::RoutedOps for burn_dispatch::backends::Remote {
+    fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::kernels::composed::add_relu::<Self>(lhs, rhs)
+    }
+    fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::kernels::composed::bias_gelu::<Self>(x, bias)
+    }
+    fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::kernels::composed::swiglu::<Self>(gate, up)
+    }
+    fn rms_norm(x: FloatTensor<Self>, weight: FloatTensor<Self>, eps: f32) -> FloatTensor<Self> {
+        crate::kernels::composed::rms_norm::<Self>(x, weight, eps)
+    }
+    fn layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        crate::kernels::composed::layer_norm::<Self>(x, gamma, beta, eps)
+    }
+    fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        crate::kernels::composed::softmax_last::<Self>(x)
+    }
+    fn cross_entropy_logits(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+    ) -> FloatTensor<Self> {
+        crate::kernels::composed::cross_entropy_logits::<Self>(logits, targets)
+    }
+    fn dropout(x: FloatTensor<Self>, p: f32, seed: u64) -> (FloatTensor<Self>, BoolTensor<Self>) {
+        crate::kernels::composed::dropout::<Self>(x, p, seed)
+    }
+    fn clamp_ste(x: FloatTensor<Self>, lo: f32, hi: f32) -> FloatTensor<Self> {
+        crate::kernels::composed::clamp_ste::<Self>(x, lo, hi)
+    }
+}

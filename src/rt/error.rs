@@ -5,6 +5,7 @@ use core::fmt;
 use super::Checkpointing;
 use super::op::{BackendId, InputName, TensorKind};
 use super::shape::{Dims, ShapeRule, describe_rule};
+use super::spec::{OutputName, TensorSpec};
 
 /// Why a routed op call could not run. Every variant names the op, the input and the backend
 /// involved; the `Display` text also says how to fix it and points at its section of `ERRORS.md`.
@@ -124,6 +125,30 @@ pub enum RouteError {
         /// The backend of the wrong input.
         backend: BackendId,
         /// `manifest:LINE` of the contract.
+        location: &'static str,
+    },
+    /// A kernel returned an output whose shape or dtype differs from what the manifest declares
+    /// for it (`shape` and `dtype` on the output). Checked in debug builds when a deferred
+    /// operation runs on `Fusion<B>`; reads of the op's outputs return this text.
+    OutputMetadata {
+        /// The op.
+        op: &'static str,
+        /// The output.
+        output: OutputName,
+        /// What the manifest declares, and what the kernel returned.
+        declared: Box<(TensorSpec, TensorSpec)>,
+        /// `manifest:LINE` of the op.
+        location: &'static str,
+    },
+    /// A kernel left out an output its metadata declares (an `option` output that is `None`, a
+    /// `vec` output with fewer elements), or returned one it does not declare. Checked whenever
+    /// a deferred operation runs on `Fusion<B>`.
+    OutputPresence {
+        /// The op.
+        op: &'static str,
+        /// The output.
+        output: OutputName,
+        /// `manifest:LINE` of the op.
         location: &'static str,
     },
     /// An enabled autodiff context reached routing in a build without the `autodiff` feature.
@@ -361,6 +386,30 @@ impl fmt::Display for RouteError {
                  manifest if the op supports it. See ERRORS.md#shape-contract",
                 Dims(shape),
                 describe_rule(*rule, reference, reference_shape)
+            ),
+            Self::OutputMetadata {
+                op,
+                output,
+                declared,
+                location,
+            } => write!(
+                f,
+                "op `{op}` returned an output its metadata does not declare: `{output}` is declared \
+                 ({location}) with {}, but the kernel returned {}. Fix: correct the output's \
+                 `shape` or `dtype` in the manifest (or the function it names), or the kernel. \
+                 See ERRORS.md#output-metadata",
+                declared.0, declared.1
+            ),
+            Self::OutputPresence {
+                op,
+                output,
+                location,
+            } => write!(
+                f,
+                "op `{op}` returned different outputs than its metadata declares: {output} is \
+                 present on one side only (declared at {location}). Fix: make the output's \
+                 `shape` function return `None` (an `option` output) or as many shapes (a `vec` \
+                 output) as the kernel returns tensors. See ERRORS.md#output-metadata"
             ),
             Self::AutodiffFeatureOff { op, input, backend } => write!(
                 f,

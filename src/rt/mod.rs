@@ -10,10 +10,16 @@ mod lane;
 mod op;
 mod route;
 mod shape;
+mod spec;
+
+/// The lazy implementation of ops on `Fusion<B>` (what `Cube` is when fusion is on).
+#[cfg(feature = "cube")]
+pub mod fusion;
 
 pub use error::{Malformed, RouteError};
 pub use op::{BackendId, InputName, Policy, TensorKind};
 pub use shape::ShapeRule;
+pub use spec::{OutputName, TensorSpec};
 
 /// The machinery only generated code uses: route planning, unwrapping inputs for the planned
 /// implementation, the panic-or-`Result` strategy and each op's static facts. Not part of the
@@ -21,6 +27,8 @@ pub use shape::ShapeRule;
 #[doc(hidden)]
 pub mod __private {
     pub use super::convert::*;
+    #[cfg(feature = "cube")]
+    pub use super::fusion::cloned;
     pub use super::lane::{Concrete, Held, Target};
     pub use super::op::OpInfo;
     pub use super::route::{Group, Input, Mode, Route};
@@ -33,10 +41,22 @@ pub mod __private {
 pub use burn_autodiff as autodiff;
 /// Burn's backend API (tensor primitive ops, `TensorData`, ...), for writing kernels.
 pub use burn_backend as backend;
-pub use burn_backend::Backend;
 pub use burn_backend::tensor::{
     BoolTensor, Device as DeviceOf, FloatTensor, IntTensor, QuantizedTensor,
 };
+pub use burn_backend::{Backend, DType, Shape};
+/// burn-cubecl, for writing `CubeBackend` kernels: its tensor helpers (`ops::numeric`,
+/// `kernel::into_contiguous`) and the `cubecl` it is built with.
+#[cfg(feature = "cube")]
+pub use burn_cubecl as cube;
+/// The cubecl backend itself, whichever runtime a device names: implement an op trait for it
+/// (not for [`Cube`], which is `Fusion<CubeBackend>` when fusion is on; the generated
+/// `Fusion<B>` implementation covers that).
+#[cfg(feature = "cube")]
+pub use burn_cubecl::CubeBackend;
+/// cubecl's tensor, the primitive of every tensor kind on [`CubeBackend`].
+#[cfg(feature = "cube")]
+pub use burn_cubecl::tensor::CubeTensor;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub use burn_dispatch::backends::Cube;
 pub use burn_dispatch::backends::Flex;

@@ -376,7 +376,8 @@ impl Writer {
     pub(super) fn impl_block(&mut self, head: &str, ty: &str, empty: bool) {
         let brace = if empty { " {}" } else { " {" };
         let one_line = format!("{head} for {ty}{brace}");
-        if self.fits(&Doc::from(one_line.as_str())) {
+        // rustfmt measures an empty body's line without its closing `}`.
+        if self.fits(&Doc::from(format!("{head} for {ty} {{"))) {
             if empty {
                 self.line(one_line);
             } else {

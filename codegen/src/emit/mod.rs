@@ -6,6 +6,7 @@
 
 mod code;
 mod dispatch;
+mod fusion;
 mod ops;
 mod skeleton;
 mod tensor;

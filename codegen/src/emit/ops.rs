@@ -18,6 +18,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         if group.composite {
             composite_impls(ir, group, w);
         }
+        super::fusion::impls(ir, index, group, w);
     }
 }
 
@@ -67,7 +68,7 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
                 primitive_returns(&op.output, "Self", tail),
             )
         };
-        match &op.composite {
+        match op.composite.as_ref().or(op.composition.as_ref()) {
             Some(path) => {
                 if super::must_use(&op.output) {
                     w.line("#[must_use]");

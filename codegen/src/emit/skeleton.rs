@@ -4,7 +4,7 @@
 
 use super::code::Writer;
 use super::{EmitConfig, Use, any_cfg, params, primitive_returns, signature, uses};
-use crate::ir::{Ir, Op, Policy, TraitGroup};
+use crate::ir::{Arg, BackendName, Container, Ir, MetaSource, Op, Output, Policy, TraitGroup};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     // Each import is compiled where an `impl` below uses it, so a stub file whose impls are all
@@ -16,8 +16,11 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         .filter(|(_, group)| !group.composite)
         .map(|(index, group)| group_cfg(ir, index, group))
         .collect();
+    let functions = functions(ir);
     let mut imports = Vec::new();
-    if !group_cfgs.is_empty() {
+    if !functions.is_empty() {
+        imports.push(Use::runtime(config));
+    } else if !group_cfgs.is_empty() {
         let runtime = Use::runtime(config);
         imports.push(match any_cfg(group_cfgs.iter().map(Option::as_deref)) {
             Some(cfg) => runtime.cfg(cfg),
@@ -47,11 +50,25 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
             continue;
         }
         for backend in &group.backends {
-            let name = backend.name.as_str();
+            // `Cube` is `Fusion<CubeBackend>` when fusion is on: the generated `Fusion<B>` impl
+            // runs `CubeBackend`'s kernels.
+            let name = match backend.name {
+                BackendName::Cube => "CubeBackend",
+                other => other.as_str(),
+            };
+            // Ops with a `composition` have it as their default body.
+            let ops: Vec<&Op> = ir
+                .ops_of(index)
+                .filter(|op| op.composition.is_none())
+                .collect();
             w.blank();
             w.cfg(backend.cfg.as_deref());
+            if ops.is_empty() {
+                w.line(format!("impl {} for rt::{name} {{}}", group.name));
+                continue;
+            }
             w.open(format!("impl {} for rt::{name} {{", group.name));
-            for op in ir.ops_of(index) {
+            for op in ops {
                 stub(op, w, &format!("`{}` on {name}", op.name));
             }
             w.close("}");
@@ -87,6 +104,177 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
             w.close("}");
         }
     }
+    function_stubs(ir, w);
+}
+
+/// A function the manifest names, for a stub: its last path segment, and what it is.
+enum Function<'a> {
+    /// An output's `shape` or `dtype` function.
+    Meta {
+        op: &'a Op,
+        field: &'static str,
+        output: String,
+        container: Container,
+    },
+    /// An op's `composition`.
+    Composition(&'a Op),
+}
+
+/// Every metadata and composition function the manifest names, once per name, in order.
+fn functions(ir: &Ir) -> Vec<(String, Function<'_>)> {
+    fn outputs<'a>(
+        op: &'a Op,
+        out: &'a Output,
+        path: String,
+        acc: &mut Vec<(String, Function<'a>)>,
+    ) {
+        match out {
+            Output::Tensor(t) => {
+                for (field, source) in [("shape", &t.meta.shape), ("dtype", &t.meta.dtype)] {
+                    if let Some(MetaSource::Function(f)) = source {
+                        acc.push((
+                            f.clone(),
+                            Function::Meta {
+                                op,
+                                field,
+                                output: path.clone(),
+                                container: t.container,
+                            },
+                        ));
+                    }
+                }
+            }
+            Output::Tuple(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    outputs(op, item, format!("{path}[{i}]"), acc);
+                }
+            }
+            Output::Unit | Output::Plain(_) => {}
+        }
+    }
+    let mut acc = Vec::new();
+    for op in &ir.ops {
+        if let Some(path) = &op.composition {
+            acc.push((path.clone(), Function::Composition(op)));
+        }
+        outputs(op, &op.output, "output".to_owned(), &mut acc);
+    }
+    let mut seen: Vec<String> = Vec::new();
+    acc.into_iter()
+        .filter_map(|(path, f)| {
+            let name = path.rsplit("::").next().unwrap_or(&path).to_owned();
+            if seen.contains(&name) {
+                return None;
+            }
+            seen.push(name.clone());
+            Some((name, f))
+        })
+        .collect()
+}
+
+/// Stubs of the functions the manifest names by path, to put at those paths.
+fn function_stubs(ir: &Ir, w: &mut Writer) {
+    for (name, function) in functions(ir) {
+        w.blank();
+        match function {
+            Function::Composition(op) => {
+                w.doc(&[format!(
+                    "The composition of `{}`: its default body, and what it runs on `Fusion<B>`.",
+                    op.name
+                )]);
+                super::allow_complex_output(op, w);
+                super::allow_many_arguments(op.inputs.len(), w);
+                // It takes what the trait method takes; a trait's `&mut Vec<T>` escapes
+                // clippy's `ptr_arg`, a free function's does not.
+                let mutably_borrows_owned = op.inputs.iter().any(|i| {
+                    matches!(&i.arg, Arg::Plain(ty) if ["&mut Vec<", "&mut String", "&mut PathBuf", "&mut std::path::PathBuf"]
+                        .iter()
+                        .any(|p| ty.starts_with(p)))
+                });
+                if mutably_borrows_owned {
+                    w.line("#[allow(clippy::ptr_arg)]");
+                }
+                w.open(signature(
+                    format!("pub fn {name}<B: rt::Backend>"),
+                    params(op, "B"),
+                    primitive_returns(&op.output, "B", " {"),
+                ));
+                todo_line(&format!("the composition of `{}`", op.name), w);
+                w.close("}");
+            }
+            Function::Meta {
+                op,
+                field,
+                output,
+                container,
+            } => {
+                w.doc(&[format!(
+                    "The `{field}` of `{}`'s `{output}`, from its input specs and plain arguments.",
+                    op.name
+                )]);
+                let ret = match (field, container) {
+                    ("dtype", _) => "rt::DType",
+                    (_, Container::One) => "rt::Shape",
+                    (_, Container::Option) => "Option<rt::Shape>",
+                    (_, Container::Vec) => "Vec<rt::Shape>",
+                };
+                let params: Vec<super::code::Doc> = op
+                    .inputs
+                    .iter()
+                    .filter_map(|input| {
+                        let ty = match &input.arg {
+                            Arg::Tensor(t) => match t.container {
+                                Container::One => "&rt::TensorSpec".to_owned(),
+                                Container::Option => "Option<&rt::TensorSpec>".to_owned(),
+                                Container::Vec => "&[rt::TensorSpec]".to_owned(),
+                            },
+                            Arg::Plain(ty) => borrowed_plain(ty),
+                            Arg::Device => return None,
+                        };
+                        Some(super::param(&input.name, &ty))
+                    })
+                    .collect();
+                if op.complex_types {
+                    w.line("#[allow(clippy::type_complexity)]");
+                }
+                super::allow_many_arguments(params.len(), w);
+                w.open(signature(
+                    format!("pub fn {name}"),
+                    params,
+                    format!(" -> {ret} {{"),
+                ));
+                todo_line(&format!("the {field} of `{}`'s {output}", op.name), w);
+                w.close("}");
+            }
+        }
+    }
+}
+
+/// How a metadata function takes a plain argument the generated call passes as `&value`: by a
+/// reference it deref-coerces to, in the form clippy asks for (`&[T]` for a `Vec<T>`, `&str` for
+/// a `String`, `&T` for a `Box<T>` or a reference).
+fn borrowed_plain(ty: &str) -> String {
+    let mut inner = ty.trim();
+    if let Some(rest) = inner.strip_prefix('&') {
+        inner = rest.trim_start();
+        inner = inner.strip_prefix("'static").unwrap_or(inner).trim_start();
+        inner = inner.strip_prefix("mut ").unwrap_or(inner).trim_start();
+    }
+    let generic = |outer: &str| {
+        inner
+            .strip_prefix(outer)
+            .and_then(|rest| rest.strip_prefix('<'))
+            .and_then(|rest| rest.strip_suffix('>'))
+    };
+    if let Some(element) = generic("Vec") {
+        format!("&[{element}]")
+    } else if let Some(boxed) = generic("Box") {
+        format!("&{boxed}")
+    } else if inner == "String" {
+        "&str".to_owned()
+    } else {
+        format!("&{inner}")
+    }
 }
 
 /// Where the impls of a trait group are compiled: any of its backends, or its `Autodiff<B, C>`
@@ -105,6 +293,11 @@ fn stub(op: &Op, w: &mut Writer, what: &str) {
         params(op, "Self"),
         primitive_returns(&op.output, "Self", " {"),
     ));
+    todo_line(what, w);
+    w.close("}");
+}
+
+fn todo_line(what: &str, w: &mut Writer) {
     // rustfmt keeps a macro's lone string literal on one line when it fits, and adds no
     // trailing comma when it breaks.
     w.line(super::code::cat([
@@ -118,5 +311,4 @@ fn stub(op: &Op, w: &mut Writer, what: &str) {
             hug: true,
         },
     ]));
-    w.close("}");
 }

@@ -10,10 +10,12 @@ use super::types::{self, Position};
 use crate::canon::{cfg_text, path_text, type_text};
 use crate::diag::{Diagnostic, LineIndex, did_you_mean};
 use crate::ir::{
-    Arg, Backend, BackendName, Container, Input, Ir, Op, Output, Policy, Rank, RouteBy,
-    ShapeContract, ShapeRule, TensorArg, TensorKind, TraitGroup,
+    Arg, Backend, BackendName, Container, FusionImpl, Input, Ir, MetaSource, Op, Output,
+    OutputMeta, Policy, Rank, RouteBy, ShapeContract, ShapeRule, TensorArg, TensorKind, TraitGroup,
 };
-use crate::model::{ArgSpec, BackendSpec, Dims, Manifest, OpSpec, OutputSpec, Sp, TensorSpec};
+use crate::model::{
+    ArgSpec, BackendSpec, Dims, Manifest, MetaSpec, OpSpec, OutputSpec, Sp, TensorSpec,
+};
 use crate::names::{self, NameKind};
 
 const POLICIES: &[&str] = &["differentiable", "detach", "reject"];
@@ -995,18 +997,41 @@ impl Lowerer<'_> {
         }
     }
 
-    fn composite(&mut self, spec: &OpSpec, path: &str) -> Result<Option<String>, ()> {
-        let Some(c) = &spec.composite else {
+    /// `composite` or `composition`: the path of a function generic over `B: Backend`.
+    fn function_key(
+        &mut self,
+        value: Option<&Sp<String>>,
+        path: &str,
+        key: &str,
+    ) -> Result<Option<String>, ()> {
+        let Some(c) = value else {
             return Ok(None);
         };
-        let key = format!("{path}.composite");
-        if !self.shallow(c, &key) {
-            return Err(());
+        self.function_path(
+            c,
+            &format!("{path}.{key}"),
+            key,
+            "crate::composite::softplus",
+        )
+        .map(Some)
+        .ok_or(())
+    }
+
+    /// A function named by its path (checked: a path, no generic arguments).
+    fn function_path(
+        &mut self,
+        c: &Sp<String>,
+        key: &str,
+        what: &str,
+        example: &str,
+    ) -> Option<String> {
+        if !self.shallow(c, key) {
+            return None;
         }
         let problem = match syn::parse_str::<syn::Path>(&c.value) {
             Err(err) => format!("is not a Rust path: {err}"),
             Ok(p) => match types::function_path_problem(&p) {
-                None => return Ok(Some(path_text(&p))),
+                None => return Some(path_text(&p)),
                 Some(problem) => problem,
             },
         };
@@ -1014,13 +1039,66 @@ impl Lowerer<'_> {
             Diagnostic::new(
                 c.span.clone(),
                 key,
-                format!("composite `{}` {problem}", shown(&c.value)),
+                format!("{what} `{}` {problem}", shown(&c.value)),
             )
-            .help(
-                "name the function by its full path without generic arguments, e.g. \"crate::composite::softplus\"",
-            ),
+            .help(format!(
+                "name the function by its full path without generic arguments, e.g. \"{example}\""
+            )),
         );
-        Err(())
+        None
+    }
+
+    /// An output's `shape` and `dtype`: an input's name (resolved by the rules), a function
+    /// path (with `::`), or for `dtype`, `"default"`.
+    fn output_meta(&mut self, meta: Option<&MetaSpec>, key: &str) -> Option<OutputMeta> {
+        let Some(meta) = meta else {
+            return Some(OutputMeta::default());
+        };
+        let mut ok = true;
+        let mut source = |value: Option<&Sp<String>>, field: &str| {
+            let value = value?;
+            let key = format!("{key}.{field}");
+            let text = value.value.trim();
+            let lowered = if text == "default" && field == "dtype" {
+                Some(MetaSource::Default)
+            } else if text == "default" {
+                self.push(
+                    Diagnostic::new(value.span.clone(), key, "`shape = \"default\"`: only `dtype` has a default")
+                        .help("name a single tensor input (the output has its shape) or a function path such as \"crate::meta::out_shape\""),
+                );
+                None
+            } else if text.contains("::") {
+                self.function_path(value, &key, field, "crate::meta::topk_shape")
+                    .map(MetaSource::Function)
+            } else if syn::parse_str::<syn::Ident>(text).is_ok() {
+                Some(MetaSource::Input(text.to_owned()))
+            } else {
+                let default = if field == "dtype" {
+                    ", `\"default\"` (the device's default dtype for the output's kind)"
+                } else {
+                    ""
+                };
+                self.push(
+                    Diagnostic::new(
+                        value.span.clone(),
+                        key,
+                        format!(
+                            "`{field} = \"{}\"` names neither an input nor a function",
+                            shown(&value.value)
+                        ),
+                    )
+                    .help(format!(
+                        "write a tensor input's name (the output's {field} is that input's), a function path such as \"crate::meta::out_{field}\"{default}"
+                    )),
+                );
+                None
+            };
+            ok &= lowered.is_some();
+            lowered
+        };
+        let shape = source(meta.shape.as_ref(), "shape");
+        let dtype = source(meta.dtype.as_ref(), "dtype");
+        ok.then_some(OutputMeta { shape, dtype })
     }
 
     fn op(&mut self, spec: &OpSpec, cx: &OpContext<'_>) -> Option<Op> {
@@ -1037,7 +1115,8 @@ impl Lowerer<'_> {
             .as_ref()
             .and_then(|n| self.name(n, NameKind::Op, &format!("{path}.name")));
         let policy = self.policy(spec, &path);
-        let composite = self.composite(spec, &path);
+        let composite = self.function_key(spec.composite.as_ref(), &path, "composite");
+        let composition = self.function_key(spec.composition.as_ref(), &path, "composition");
         let inputs = self.inputs(spec, &path, cx);
         let output = match &spec.output {
             None => Some(Output::Unit),
@@ -1054,7 +1133,7 @@ impl Lowerer<'_> {
             },
         };
         let (name, policy, inputs, output, doc) = (name?, policy?, inputs?, output?, doc?);
-        let composite = composite.ok()?;
+        let (composite, composition) = (composite.ok()?, composition.ok()?);
         if !self.plain_types(spec, &path, &inputs, &output) {
             return None;
         }
@@ -1075,6 +1154,17 @@ impl Lowerer<'_> {
             |p| p.span.clone(),
         );
         let line = cx.lines.line(location_span.start);
+        let output_line = cx.lines.line(
+            spec.output
+                .as_ref()
+                .map_or(spec.span.start, |o| o.span().start),
+        );
+        let fusion = fusion_impl(
+            &backends,
+            composite.is_some(),
+            composition.is_some(),
+            &output,
+        );
         Some(Op {
             name,
             doc,
@@ -1086,6 +1176,9 @@ impl Lowerer<'_> {
             backends_location,
             group: 0,
             composite,
+            composition,
+            fusion,
+            output_location: format!("{}:{output_line}", cx.manifest_name),
             route_by,
             complex_types,
         })
@@ -1207,6 +1300,7 @@ impl Lowerer<'_> {
             borrowed,
             rank: rank?,
             container: container?,
+            meta: OutputMeta::default(),
         })
     }
 
@@ -1215,7 +1309,14 @@ impl Lowerer<'_> {
             OutputSpec::Single {
                 ty: ArgSpec::Tensor(t),
                 ..
-            } => self.tensor(t, key).map(Output::Tensor),
+            } => {
+                let tensor = self.tensor(t, key);
+                let meta = self.output_meta(t.meta.as_deref(), key);
+                Some(Output::Tensor(TensorArg {
+                    meta: meta?,
+                    ..tensor?
+                }))
+            }
             OutputSpec::Single {
                 ty: ArgSpec::Plain(ty),
                 ..
@@ -1302,6 +1403,35 @@ fn output_ranks(out: &Output, acc: &mut Vec<String>) {
         }) => acc.push(g.clone()),
         Output::Tuple(items) => items.iter().for_each(|o| output_ranks(o, acc)),
         _ => {}
+    }
+}
+
+/// How an op runs on `Fusion<B>`: lazily when every output is a tensor with its shape and dtype
+/// declared, else through its composition. (An op routed to Cube with neither is
+/// [`super::rules`]'s to report.)
+fn fusion_impl(
+    backends: &[Backend],
+    composite: bool,
+    composition: bool,
+    output: &Output,
+) -> FusionImpl {
+    if composite || !backends.iter().any(|b| b.name == BackendName::Cube) {
+        FusionImpl::None
+    } else if lazy_outputs(output) {
+        FusionImpl::Lazy
+    } else if composition {
+        FusionImpl::Composition
+    } else {
+        FusionImpl::None
+    }
+}
+
+/// Whether every output is a tensor with its shape and dtype declared (and there is one).
+pub(super) fn lazy_outputs(output: &Output) -> bool {
+    match output {
+        Output::Tensor(t) => t.meta.complete(),
+        Output::Tuple(items) => items.iter().all(lazy_outputs),
+        Output::Unit | Output::Plain(_) => false,
     }
 }
 

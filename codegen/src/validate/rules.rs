@@ -8,10 +8,10 @@ use super::lower::{Routing, assign_groups};
 use crate::diag::did_you_mean;
 use crate::diag::{Diagnostic, LineIndex};
 use crate::ir::{
-    Arg, Backend, Container, Input, Op, Output, Policy, Rank, RouteBy, ShapeRule, TensorArg,
-    TensorKind, TraitGroup,
+    Arg, Backend, BackendName, Container, FusionImpl, Input, MetaSource, Op, Output, Policy, Rank,
+    RouteBy, ShapeRule, TensorArg, TensorKind, TraitGroup,
 };
-use crate::model::{ArgSpec, Manifest, OpSpec, ShapeSpec, Sp};
+use crate::model::{ArgSpec, Manifest, MetaSpec, OpSpec, OutputSpec, ShapeSpec, Sp};
 use crate::names;
 
 /// A rule about one op.
@@ -42,6 +42,10 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     ranks_are_not_traits,
     shape_contracts_resolve,
     shape_contracts_can_hold,
+    output_metadata_resolves,
+    cube_kernels_declare_outputs,
+    lazy_arguments_are_owned,
+    composition_is_not_composite,
 ];
 
 /// `differentiable` and `detach` act on tracked floats: an op without a float input never sees
@@ -498,4 +502,288 @@ fn shape_contracts_can_hold(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// Every tensor output of an op with its manifest key (`op[2].output[1]`) and the metadata as
+/// written, in output order.
+fn tensor_outputs<'a>(
+    out: &'a Output,
+    spec: Option<&'a OutputSpec>,
+    key: String,
+    acc: &mut Vec<(String, &'a TensorArg, Option<&'a MetaSpec>)>,
+) {
+    match (out, spec) {
+        (Output::Tensor(t), spec) => {
+            let meta = match spec {
+                Some(OutputSpec::Single {
+                    ty: ArgSpec::Tensor(ts),
+                    ..
+                }) => ts.meta.as_deref(),
+                _ => None,
+            };
+            acc.push((key, t, meta));
+        }
+        (Output::Tuple(items), spec) => {
+            for (i, item) in items.iter().enumerate() {
+                let item_spec = match spec {
+                    Some(OutputSpec::Tuple { items, .. }) => items.get(i),
+                    _ => None,
+                };
+                tensor_outputs(item, item_spec, format!("{key}[{i}]"), acc);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The first output that is not a tensor with its shape and dtype declared: its key and why.
+fn first_undeclared(out: &Output, key: String) -> Option<(String, String)> {
+    match out {
+        Output::Unit => Some((key, "it returns nothing".to_owned())),
+        Output::Plain(ty) => Some((
+            key.clone(),
+            format!(
+                "`{key}` is a plain `{ty}`, which a deferred operation cannot return before it runs"
+            ),
+        )),
+        Output::Tensor(t) => match (&t.meta.shape, &t.meta.dtype) {
+            (Some(_), Some(_)) => None,
+            (None, Some(_)) => Some((key.clone(), format!("`{key}` declares no `shape`"))),
+            (Some(_), None) => Some((key.clone(), format!("`{key}` declares no `dtype`"))),
+            (None, None) => Some((
+                key.clone(),
+                format!("`{key}` declares neither `shape` nor `dtype`"),
+            )),
+        },
+        Output::Tuple(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| first_undeclared(item, format!("{key}[{i}]"))),
+    }
+}
+
+/// An output's `shape` or `dtype` naming an input names a single tensor input of the op, of
+/// the output's kind for `dtype`; an `option` or `vec` output's shape comes from a function
+/// (which decides how many there are).
+fn output_metadata_resolves(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        let mut outputs = Vec::new();
+        tensor_outputs(
+            &op.output,
+            spec.output.as_ref(),
+            format!("op[{}].output", spec.index),
+            &mut outputs,
+        );
+        let singles: Vec<&str> = op
+            .tensor_inputs()
+            .filter(|(_, t)| t.container == Container::One)
+            .map(|(i, _)| i.name.as_str())
+            .collect();
+        for (key, tensor, written) in outputs {
+            let Some(written) = written else { continue };
+            let fields = [
+                ("shape", &tensor.meta.shape, &written.shape),
+                ("dtype", &tensor.meta.dtype, &written.dtype),
+            ];
+            for (field, source, text) in fields {
+                let (Some(source), Some(text)) = (source, text) else {
+                    continue;
+                };
+                let key = format!("{key}.{field}");
+                let diag = |message: String, help: String| {
+                    Diagnostic::new(text.span.clone(), key.clone(), message).help(help)
+                };
+                match source {
+                    MetaSource::Input(name) => {
+                        if field == "shape" && tensor.container != Container::One {
+                            out.push(diag(
+                                format!(
+                                    "the shape of a `{}` output cannot be an input's: a function decides how many tensors there are",
+                                    container_name(tensor.container)
+                                ),
+                                format!(
+                                    "name a function returning `{}`, e.g. \"crate::meta::{}_shapes\"",
+                                    shape_return(tensor.container),
+                                    op.name
+                                ),
+                            ));
+                            continue;
+                        }
+                        let Some(input) = op.inputs.iter().find(|i| i.name == *name) else {
+                            let help = match did_you_mean(name, &singles) {
+                                Some(close) => format!(
+                                    "did you mean `{close}`? single tensor inputs: {}",
+                                    singles.join(", ")
+                                ),
+                                None if singles.is_empty() => format!(
+                                    "op `{}` has no single tensor input: name a function path instead",
+                                    op.name
+                                ),
+                                None => format!(
+                                    "name a single tensor input ({}) or a function path",
+                                    singles.join(", ")
+                                ),
+                            };
+                            out.push(diag(
+                                format!("`{name}` is not an input of op `{}`", op.name),
+                                help,
+                            ));
+                            continue;
+                        };
+                        let Arg::Tensor(t) = &input.arg else {
+                            out.push(diag(
+                                format!("`{name}` is not a tensor input, so it has no {field}"),
+                                "name a tensor input, or a function that computes it from the arguments".to_owned(),
+                            ));
+                            continue;
+                        };
+                        if t.container != Container::One {
+                            out.push(diag(
+                                format!(
+                                    "`{name}` is a `{}` of tensors; only a single tensor input has one {field}",
+                                    container_name(t.container)
+                                ),
+                                "name a function that computes it from the input specs".to_owned(),
+                            ));
+                        } else if field == "dtype" && t.kind != tensor.kind {
+                            out.push(diag(
+                                format!(
+                                    "`{name}` is {} {} tensor, but the output is {}, so it cannot have `{name}`'s dtype",
+                                    if t.kind == TensorKind::Int { "an" } else { "a" },
+                                    t.kind.as_str(),
+                                    tensor.kind.as_str()
+                                ),
+                                "write `dtype = \"default\"` (the device's default dtype for the output's kind), name an input of that kind, or a function".to_owned(),
+                            ));
+                        }
+                    }
+                    MetaSource::Default if tensor.kind == TensorKind::Quantized => {
+                        out.push(diag(
+                            "a quantized output has no default dtype (its scheme is its own)"
+                                .to_owned(),
+                            "name a quantized input whose dtype it has, or a function".to_owned(),
+                        ));
+                    }
+                    MetaSource::Default | MetaSource::Function(_) => {}
+                }
+            }
+        }
+    }
+    out
+}
+
+fn container_name(container: Container) -> &'static str {
+    match container {
+        Container::One => "single",
+        Container::Option => "option",
+        Container::Vec => "vec",
+    }
+}
+
+/// What a `shape` function returns for an output in `container`.
+fn shape_return(container: Container) -> &'static str {
+    match container {
+        Container::One => "Shape",
+        Container::Option => "Option<Shape>",
+        Container::Vec => "Vec<Shape>",
+    }
+}
+
+/// An op routed to `Cube` with its own kernel runs lazily on `Fusion<B>` (what `Cube` is when
+/// fusion is on), which needs every output's shape and dtype before the kernel runs; an op
+/// whose Cube kernel is its composition says so instead.
+fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        let on_cube = op.backends.iter().any(|b| b.name == BackendName::Cube);
+        // An op nothing can route is reported as that.
+        let unroutable = matches!(op.route_by, RouteBy::Fixed(_)) && op.backends.len() > 1;
+        if !on_cube || unroutable || op.composite.is_some() || op.composition.is_some() {
+            continue;
+        }
+        let base = format!("op[{}].output", spec.index);
+        let problem = first_undeclared(&op.output, base.clone());
+        let stream = matches!(op.route_by, RouteBy::Fixed(_));
+        let (key, why) = match (problem, stream) {
+            (Some(problem), _) => problem,
+            (None, true) => (
+                format!("op[{}].inputs", spec.index),
+                "it has neither a tensor nor a device input to name the fusion stream".to_owned(),
+            ),
+            (None, false) => continue,
+        };
+        let span = spec
+            .name
+            .as_ref()
+            .map_or(spec.span.clone(), |n| n.span.clone());
+        out.push(
+            Diagnostic::new(
+                span,
+                key,
+                format!(
+                    "op `{}` is routed to Cube with a kernel of its own, but cannot run lazily on `Fusion<B>` (what `Cube` is when fusion is on): {why}",
+                    op.name
+                ),
+            )
+            .help("give every tensor output `shape` and `dtype` (an input's name, e.g. `shape = \"x\", dtype = \"x\"`, or a function path; `dtype = \"default\"` for the device's default), or `composition = \"path::to::fn\"` when the op's Cube kernel is its composition"),
+        );
+    }
+    out
+}
+
+/// A lazy op keeps its plain arguments until the fusion stream runs its kernel: they must be
+/// owned.
+fn lazy_arguments_are_owned(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        if op.fusion != FusionImpl::Lazy {
+            continue;
+        }
+        for (i, input) in op.inputs.iter().enumerate() {
+            let Arg::Plain(ty) = &input.arg else { continue };
+            let borrows = ty.contains('&') || ty.replace("'static", "").contains('\'');
+            if !borrows {
+                continue;
+            }
+            let span = match spec.inputs.as_ref().and_then(|l| l.value.get(i)) {
+                Some(s) => match &s.ty {
+                    Some(ArgSpec::Plain(t)) => t.span.clone(),
+                    _ => s.span.clone(),
+                },
+                None => spec.span.clone(),
+            };
+            out.push(
+                Diagnostic::new(
+                    span,
+                    format!("op[{}].inputs[{i}].type", spec.index),
+                    format!(
+                        "`{}` of op `{}` borrows (`{ty}`), but the op runs lazily on `Fusion<B>`, which keeps its arguments until the fusion stream runs the kernel",
+                        input.name, op.name
+                    ),
+                )
+                .help("pass an owned type (e.g. `Vec<usize>` for `&[usize]`), or give the op a `composition` and no output metadata"),
+            );
+        }
+    }
+    out
+}
+
+/// A composite op is its composition on every backend already.
+fn composition_is_not_composite(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    cx.ops
+        .iter()
+        .filter(|(_, op)| op.composite.is_some())
+        .filter_map(|(spec, _)| {
+            let c = spec.composition.as_ref()?;
+            Some(
+                Diagnostic::new(
+                    c.span.clone(),
+                    format!("op[{}].composition", spec.index),
+                    "a composite op has no kernels, so `composition` has nothing to stand in for",
+                )
+                .help("remove `composition` (the `composite` function runs everywhere), or remove `composite` to write kernels that fall back to the composition"),
+            )
+        })
+        .collect()
 }

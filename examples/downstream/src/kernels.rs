@@ -4,6 +4,9 @@ use burn_route::flex::{Work, update_rows};
 use burn_route::rt::backend::{Scalar, Shape, TensorMetadata, get_or_init_device_settings};
 use burn_route::rt::{Backend, DeviceOf, Flex, FloatTensor, IntTensor};
 
+#[cfg(feature = "wgpu")]
+mod gpu;
+
 use crate::ops::MyOps;
 
 /// `x * x`: the body of the composite `gpu_square`.
@@ -11,8 +14,13 @@ pub fn square<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_mul(x.clone(), x)
 }
 
-/// Clamps to `[lo, hi]` and counts the elements outside, with backend primitives.
-fn clamp_count<B: Backend>(x: FloatTensor<B>, lo: f32, hi: f32) -> (FloatTensor<B>, IntTensor<B>) {
+/// Clamps to `[lo, hi]` and counts the elements outside, with backend primitives: the op's
+/// `composition`, which every backend runs (Flex included: it has no kernel of its own).
+pub fn clamp_count<B: Backend>(
+    x: FloatTensor<B>,
+    lo: f32,
+    hi: f32,
+) -> (FloatTensor<B>, IntTensor<B>) {
     let settings = get_or_init_device_settings::<B>(&x.device());
     let below = B::float_lower_elem(x.clone(), Scalar::from(lo), settings.bool_dtype);
     let above = B::float_greater_elem(x.clone(), Scalar::from(hi), settings.bool_dtype);
@@ -24,14 +32,20 @@ fn clamp_count<B: Backend>(x: FloatTensor<B>, lo: f32, hi: f32) -> (FloatTensor<
     (clamped, B::int_reshape(count, Shape::new([1])))
 }
 
-/// A tensor shaped like `x` filled with `value` on `device`, in the device's float dtype.
-fn fill_like<B: Backend>(x: &FloatTensor<B>, value: f32, device: &DeviceOf<B>) -> FloatTensor<B> {
+/// A tensor shaped like `x` filled with `value` on `device`, in the device's float dtype (the
+/// op's `composition`).
+pub fn fill_like<B: Backend>(
+    x: &FloatTensor<B>,
+    value: f32,
+    device: &DeviceOf<B>,
+) -> FloatTensor<B> {
     let dtype = get_or_init_device_settings::<B>(device).float_dtype;
     B::float_full(x.shape(), Scalar::from(value), device, dtype)
 }
 
-/// `x + bias` over the last dimension. The shape contract guarantees `bias` is `[features]`.
-fn add_bias<B: Backend>(x: FloatTensor<B>, bias: FloatTensor<B>) -> FloatTensor<B> {
+/// `x + bias` over the last dimension (the op's `composition`). The shape contract guarantees
+/// `bias` is `[features]`.
+pub fn add_bias<B: Backend>(x: FloatTensor<B>, bias: FloatTensor<B>) -> FloatTensor<B> {
     let mut dims = vec![1; x.shape().num_dims()];
     *dims.last_mut().expect("a tensor has a dimension") = bias.shape().num_elements();
     B::float_add(x, B::float_reshape(bias, Shape::from(dims)))
@@ -52,18 +66,7 @@ impl MyOps for Flex {
         })
         .unwrap_or_else(cube_pow::<Self>)
     }
-
-    fn clamp_count(x: FloatTensor<Self>, lo: f32, hi: f32) -> (FloatTensor<Self>, IntTensor<Self>) {
-        clamp_count::<Self>(x, lo, hi)
-    }
-
-    fn fill_like(x: &FloatTensor<Self>, value: f32, device: &DeviceOf<Self>) -> FloatTensor<Self> {
-        fill_like::<Self>(x, value, device)
-    }
-
-    fn add_bias(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> FloatTensor<Self> {
-        add_bias::<Self>(x, bias)
-    }
+    // `clamp_count`, `fill_like` and `add_bias` run their `composition` (the trait's default).
 }
 
 fn mul<B: Backend>(a: FloatTensor<B>, b: FloatTensor<B>) -> FloatTensor<B> {

@@ -63,11 +63,11 @@ fn an_op_not_routed_to_flex_names_the_backend_and_the_manifest_line() {
             op: "gpu_square",
             input: InputName::new("x"),
             backend: BackendId::Flex,
-            location: "ops.toml:30",
+            location: "ops.toml:34",
         }
     );
     let message = "op `gpu_square` is not routed to backend Flex: input `x` (which picks the backend) \
-is on Flex, but ops.toml:30 does not list Flex for the op (or this build does not compile that \
+is on Flex, but ops.toml:34 does not list Flex for the op (or this build does not compile that \
 backend in). Fix: add Flex to the op's backends in the manifest and implement its kernel, enable the \
 feature that compiles Flex in, or move the inputs to a listed backend. See ERRORS.md#unlisted-backend";
     assert_eq!(err.to_string(), message);
@@ -132,7 +132,7 @@ fn add_bias_checks_its_shape_contract() {
     assert_eq!(
         err.to_string(),
         "op `add_bias` got a shape its contract refuses: input `bias` (backend Flex) has shape [2], \
-but its contract `last_dim_of` (ops.toml:53) expects [3], the last dimension of `x` (shape [2, 3]). \
+but its contract `last_dim_of` (ops.toml:59) expects [3], the last dimension of `x` (shape [2, 3]). \
 Fix: pass `bias` with that shape (reshape, slice or expand it first), or change the contract in \
 the manifest if the op supports it. See ERRORS.md#shape-contract"
     );
@@ -152,4 +152,39 @@ fn cube_pow_on_a_view_and_on_a_shared_input() {
         [1.0, 8.0, -1.0, 27.0, -8.0, 0.125]
     );
     assert_eq!(values(&wide), [1.0, 2.0, -1.0, 3.0, -2.0, 0.5]);
+}
+
+/// `cube_pow`'s CubeCL kernel on Cube (lavapipe without a GPU), values and gradient, against
+/// Flex: whichever `Cube` this build has (`CubeBackend`, or `Fusion<CubeBackend>` when fusion is
+/// on and the generated lazy implementation queues the kernel).
+#[cfg(feature = "wgpu")]
+#[test]
+fn cube_pow_runs_its_kernel_on_cube() {
+    use burn_route::rt::DeviceKind;
+
+    let gpu = Device::wgpu(DeviceKind::Cpu);
+    let data = [[1.5f32, -2.0, 0.5], [3.0, -0.25, 0.0]];
+    let on_gpu = cube_pow(Tensor::<2>::from_data(data, &gpu));
+    let on_flex = cube_pow(Tensor::<2>::from_data(data, &Device::flex()));
+    assert_eq!(on_gpu.dims(), [2, 3]);
+    assert_eq!(values(&on_gpu), values(&on_flex));
+    // A strided view takes the composition, with the same values.
+    let t = Tensor::<2>::from_data(data, &gpu).swap_dims(0, 1);
+    let expected: Vec<f32> = values(&Tensor::<2>::from_data(data, &Device::flex()).swap_dims(0, 1))
+        .iter()
+        .map(|v| v * v * v)
+        .collect();
+    assert_eq!(values(&cube_pow(t)), expected);
+}
+
+#[cfg(all(feature = "wgpu", feature = "autodiff"))]
+#[test]
+fn cube_pow_gradient_on_cube() {
+    use burn_route::rt::DeviceKind;
+
+    let gpu = Device::wgpu(DeviceKind::Cpu).autodiff();
+    let x = Tensor::<1>::from_data([1.5f32, -2.0, 0.5], &gpu).require_grad();
+    let grads = cube_pow(x.clone()).sum().backward();
+    let grad = values(&x.grad(&grads).expect("a gradient"));
+    assert_eq!(grad, [6.75, 12.0, 0.75]);
 }

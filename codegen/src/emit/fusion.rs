@@ -1,0 +1,358 @@
+//! `impl<B: FusionBackend + Trait> Trait for Fusion<B>`: what `Cube` runs when burn-cubecl's
+//! `fusion` feature is on (`Cube` is then `Fusion<CubeBackend>`).
+//!
+//! An op with output metadata becomes one deferred operation: the method records its inputs,
+//! declares its outputs from the metadata, and queues a closure that runs `B`'s kernel when the
+//! fusion stream executes, checks what it returned and publishes it. An op with a
+//! `composition` and no metadata keeps the trait's default body (its composition, which Burn
+//! fuses on `Fusion<B>` directly).
+
+use super::code::{Doc, Writer, args, call, cat};
+use super::{allow_complex_output, kind_fn, params, primitive_returns, signature};
+use crate::ir::{
+    Arg, BackendName, Container, FusionImpl, Ir, MetaSource, Op, Output, TensorArg, TensorKind,
+    TraitGroup,
+};
+use crate::names::{self, HANDLES, LAZY, OUTPUTS, RESULT};
+
+/// The `Fusion<B>` impl of `group`, when it is routed to `Cube` and has no default bodies only.
+pub(super) fn impls(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
+    if group.composite {
+        return;
+    }
+    let Some(cube) = group.backends.iter().find(|b| b.name == BackendName::Cube) else {
+        return;
+    };
+    let lazy: Vec<&Op> = ir
+        .ops_of(index)
+        .filter(|op| op.fusion == FusionImpl::Lazy)
+        .collect();
+    w.blank();
+    w.doc(&[
+        format!(
+            "[`{}`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.",
+            group.name
+        ),
+        String::new(),
+        "Each op with output metadata is one deferred operation that runs `B`'s kernel when the"
+            .to_owned(),
+        "fusion stream executes; an op with a `composition` runs it on `Fusion<B>`, which Burn"
+            .to_owned(),
+        "fuses.".to_owned(),
+    ]);
+    w.cfg(cube.cfg.as_deref());
+    w.impl_block(
+        &format!(
+            "impl<B: rt::fusion::FusionBackend + {}> {}",
+            group.name, group.name
+        ),
+        "rt::fusion::Fusion<B>",
+        lazy.is_empty(),
+    );
+    if lazy.is_empty() {
+        return;
+    }
+    for (i, op) in lazy.iter().enumerate() {
+        if i > 0 {
+            w.blank();
+        }
+        method(group, op, w);
+    }
+    w.close("}");
+    keep_functions_used(&lazy, cube.cfg.as_deref(), w);
+}
+
+/// Metadata functions are called only where `Cube` is compiled in; elsewhere this keeps them
+/// from being dead code.
+fn keep_functions_used(ops: &[&Op], cfg: Option<&str>, w: &mut Writer) {
+    let mut functions: Vec<&str> = Vec::new();
+    for op in ops {
+        for t in output_tensors(&op.output) {
+            for source in [&t.meta.shape, &t.meta.dtype].into_iter().flatten() {
+                if let MetaSource::Function(path) = source
+                    && !functions.contains(&path.as_str())
+                {
+                    functions.push(path);
+                }
+            }
+        }
+    }
+    let Some(cfg) = cfg else { return };
+    if functions.is_empty() {
+        return;
+    }
+    w.blank();
+    w.line("// The output metadata functions, which only the impl above calls.");
+    w.cfg(Some(&format!("not({cfg})")));
+    w.open("const _: () = {");
+    for f in functions {
+        w.line(format!("let _ = {f};"));
+    }
+    w.close("};");
+}
+
+/// Every tensor output, in order.
+fn output_tensors(out: &Output) -> Vec<&TensorArg> {
+    match out {
+        Output::Tensor(t) => vec![t],
+        Output::Tuple(items) => items.iter().flat_map(output_tensors).collect(),
+        Output::Unit | Output::Plain(_) => Vec::new(),
+    }
+}
+
+/// Every tensor output with its manifest path (`output`, `output[1]`) and the suffix of its
+/// locals (``, `_1`, `_1_0`), in order.
+fn outputs_with_paths<'a>(
+    out: &'a Output,
+    path: String,
+    suffix: String,
+    acc: &mut Vec<(String, String, &'a TensorArg)>,
+) {
+    match out {
+        Output::Tensor(t) => acc.push((path, suffix, t)),
+        Output::Tuple(items) => {
+            for (i, item) in items.iter().enumerate() {
+                outputs_with_paths(item, format!("{path}[{i}]"), format!("{suffix}_{i}"), acc);
+            }
+        }
+        Output::Unit | Output::Plain(_) => {}
+    }
+}
+
+fn kind_variant(kind: TensorKind) -> &'static str {
+    match kind {
+        TensorKind::Float => "rt::TensorKind::Float",
+        TensorKind::Int => "rt::TensorKind::Int",
+        TensorKind::Bool => "rt::TensorKind::Bool",
+        TensorKind::Quantized => "rt::TensorKind::Quantized",
+    }
+}
+
+fn method(group: &TraitGroup, op: &Op, w: &mut Writer) {
+    allow_complex_output(op, w);
+    w.open(signature(
+        format!("fn {}", op.name),
+        params(op, "Self"),
+        primitive_returns(&op.output, "Self", " {"),
+    ));
+    // The stream: the inputs' (the first tensor's), or the device's when there is no tensor.
+    let has_tensor = op.tensor_inputs().next().is_some();
+    let head = format!("let mut {LAZY} = ");
+    let location = super::string_literal(&op.output_location);
+    let name = super::string_literal(&op.name);
+    match (has_tensor, op.device_input()) {
+        (false, Some(device)) => w.assign(
+            head,
+            call(
+                "rt::fusion::Lazy::<B>::on_device",
+                [name, location, device.name.clone()],
+            ),
+            ";",
+        ),
+        _ => w.assign(
+            head,
+            call("rt::fusion::Lazy::<B>::new", [name, location]),
+            ";",
+        ),
+    }
+    for (input, t) in op.tensor_inputs() {
+        let value = match (t.container, t.borrowed) {
+            (Container::One, false) => call(format!("{LAZY}.input"), [input.name.as_str()]),
+            (Container::One, true) => {
+                call(format!("{LAZY}.input"), [format!("{}.clone()", input.name)])
+            }
+            (Container::Option, false) => {
+                call(format!("{LAZY}.input_option"), [input.name.as_str()])
+            }
+            (Container::Option, true) => call(
+                format!("{LAZY}.input_option"),
+                [format!("{}.cloned()", input.name)],
+            ),
+            (Container::Vec, _) => call(format!("{LAZY}.inputs"), [input.name.as_str()]),
+        };
+        w.assign(
+            format!("let {} = ", names::lazy_input(&input.name)),
+            value,
+            ";",
+        );
+    }
+    specs(op, w);
+    let mut outputs = Vec::new();
+    outputs_with_paths(&op.output, "output".to_owned(), String::new(), &mut outputs);
+    let metadata_args = metadata_args(op);
+    for (path, suffix, t) in &outputs {
+        let shape = match t.meta.shape.as_ref().expect("validated: lazy") {
+            MetaSource::Input(name) => {
+                Doc::from(format!("{}.shape.clone()", names::lazy_spec(name)))
+            }
+            MetaSource::Function(f) => call(f.as_str(), metadata_args.clone()),
+            MetaSource::Default => unreachable!("validated: no default shape"),
+        };
+        let dtype = match t.meta.dtype.as_ref().expect("validated: lazy") {
+            MetaSource::Input(name) => Doc::from(format!("{}.dtype", names::lazy_spec(name))),
+            MetaSource::Function(f) => call(f.as_str(), metadata_args.clone()),
+            MetaSource::Default => call(format!("{LAZY}.default_dtype"), [kind_variant(t.kind)]),
+        };
+        let declare = match t.container {
+            Container::One => "output",
+            Container::Option => "output_option",
+            Container::Vec => "output_vec",
+        };
+        w.assign(
+            format!("let {} = ", out_local(suffix)),
+            call(
+                format!("{LAZY}.{declare}"),
+                [
+                    Doc::from(kind_variant(t.kind)),
+                    super::string_literal(path).into(),
+                    shape,
+                    dtype,
+                ],
+            ),
+            ";",
+        );
+    }
+    if let Some(device) = op.device_input() {
+        w.line(format!("let {0} = {0}.clone();", device.name));
+    }
+    w.open(format!(
+        "let mut {OUTPUTS} = {LAZY}.register(move |{HANDLES}| {{"
+    ));
+    let kernel_args: Vec<Doc> = op
+        .inputs
+        .iter()
+        .map(|input| match &input.arg {
+            Arg::Tensor(t) => {
+                let read = format!(
+                    "{HANDLES}.{}(&{})",
+                    kind_fn(t.kind),
+                    names::lazy_input(&input.name)
+                );
+                match (t.container, t.borrowed) {
+                    (Container::One, true) => format!("&{read}"),
+                    (Container::Option, true) => format!("{read}.as_ref()"),
+                    _ => read,
+                }
+                .into()
+            }
+            Arg::Plain(_) => format!("rt::__private::cloned(&{})", input.name).into(),
+            Arg::Device => format!("&{}", input.name).into(),
+        })
+        .collect();
+    w.assign(
+        format!("let {RESULT} = "),
+        call(format!("<B as {}>::{}", group.name, op.name), kernel_args),
+        ";",
+    );
+    let result = |suffix: &str| -> String {
+        // `_1_0` → `.1.0`
+        format!("{RESULT}{}", suffix.replace('_', "."))
+    };
+    for (_, suffix, _) in &outputs {
+        w.line(cat([
+            call(
+                format!("{HANDLES}.check"),
+                [
+                    format!("&{}", out_local(suffix)),
+                    format!("&{}", result(suffix)),
+                ],
+            ),
+            "?;".into(),
+        ]));
+    }
+    for (_, suffix, t) in &outputs {
+        w.line(cat([
+            call(
+                format!("{HANDLES}.publish_{}", kind_fn(t.kind)),
+                [format!("&{}", out_local(suffix)), result(suffix)],
+            ),
+            ";".into(),
+        ]));
+    }
+    w.line("Ok(())");
+    w.close("});");
+    w.line(return_expr(&op.output));
+    w.close("}");
+}
+
+/// The local holding the declaration of the output with locals' suffix `suffix`.
+fn out_local(suffix: &str) -> String {
+    format!("{}{suffix}", names::OUT)
+}
+
+/// The specs the metadata reads: every tensor input's when a function takes them all, else
+/// those an output names.
+fn specs(op: &Op, w: &mut Writer) {
+    let tensors = output_tensors(&op.output);
+    let sources = || {
+        tensors
+            .iter()
+            .flat_map(|t| [&t.meta.shape, &t.meta.dtype])
+            .flatten()
+    };
+    let all = sources().any(|s| matches!(s, MetaSource::Function(_)));
+    for (input, t) in op.tensor_inputs() {
+        let named = sources().any(|s| matches!(s, MetaSource::Input(n) if *n == input.name));
+        if !all && !named {
+            continue;
+        }
+        let recorded = names::lazy_input(&input.name);
+        let value = match t.container {
+            Container::One => call(format!("{LAZY}.spec"), [format!("&{recorded}")]),
+            Container::Option => call(
+                format!("{LAZY}.spec_option"),
+                [format!("{recorded}.as_ref()")],
+            ),
+            Container::Vec => call(format!("{LAZY}.specs"), [format!("&{recorded}")]),
+        };
+        w.assign(
+            format!("let {} = ", names::lazy_spec(&input.name)),
+            value,
+            ";",
+        );
+    }
+}
+
+/// What a metadata function is called with: each tensor input's spec and each plain argument,
+/// by reference, in input order (devices left out).
+fn metadata_args(op: &Op) -> Vec<Doc> {
+    op.inputs
+        .iter()
+        .filter_map(|input| match &input.arg {
+            Arg::Tensor(t) => {
+                let spec = names::lazy_spec(&input.name);
+                Some(match t.container {
+                    Container::Option => format!("{spec}.as_ref()"),
+                    Container::One | Container::Vec => format!("&{spec}"),
+                })
+            }
+            Arg::Plain(_) => Some(format!("&{}", input.name)),
+            Arg::Device => None,
+        })
+        .map(Doc::from)
+        .collect()
+}
+
+/// The method's return value: the lazy outputs, taken in declaration order.
+fn return_expr(out: &Output) -> Doc {
+    match out {
+        Output::Tensor(t) => match t.container {
+            Container::One => format!("{OUTPUTS}.one()").into(),
+            Container::Option => format!("{OUTPUTS}.option()").into(),
+            Container::Vec => format!("{OUTPUTS}.vec()").into(),
+        },
+        Output::Tuple(items) => {
+            let items: Vec<Doc> = items.iter().map(return_expr).collect();
+            if items.len() == 1 {
+                cat([
+                    "(".into(),
+                    items.into_iter().next().expect("one"),
+                    ",)".into(),
+                ])
+            } else {
+                args("(", items, ")")
+            }
+        }
+        Output::Unit | Output::Plain(_) => unreachable!("validated: lazy outputs are tensors"),
+    }
+}

@@ -1,0 +1,57 @@
+//! `cube_pow` on the GPU: a CubeCL kernel for `CubeBackend`, every cubecl runtime (wgpu, CUDA,
+//! ...). With fusion on (`Cube` is then `Fusion<CubeBackend>`), the generated `Fusion<B>`
+//! implementation queues one operation that runs this kernel; nothing here knows about fusion.
+
+use burn_route::rt::backend::DType;
+use burn_route::rt::cube::ops::numeric::empty_device_contiguous_dtype;
+use burn_route::rt::{CubeBackend, CubeTensor, FloatTensor};
+use cubecl::calculate_cube_count_elemwise;
+use cubecl::prelude::*;
+
+use crate::ops::MyOps;
+
+/// `out[i] = x[i]^3`, one unit per element.
+#[cube(launch_unchecked)]
+fn cube_pow_kernel(x: &[f32], out: &mut [f32], len: u32) {
+    let i = ABSOLUTE_POS;
+    if i >= len as usize {
+        terminate!();
+    }
+    let v = x[i];
+    out[i] = v * v * v;
+}
+
+impl MyOps for CubeBackend {
+    fn cube_pow(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let len = x.meta.num_elements();
+        // The kernel reads a contiguous `f32` buffer; anything else takes the composition.
+        let Ok(units) = u32::try_from(len) else {
+            return super::cube_pow::<Self>(x);
+        };
+        if x.dtype != DType::F32 || !x.is_contiguous() || len == 0 {
+            return super::cube_pow::<Self>(x);
+        }
+        let out: CubeTensor = empty_device_contiguous_dtype(
+            x.client.clone(),
+            x.device.clone(),
+            burn_route::rt::backend::TensorMetadata::shape(&x),
+            DType::F32,
+        );
+        let dim = CubeDim::new(&x.client, len);
+        let count = calculate_cube_count_elemwise(&x.client, len, dim);
+        // SAFETY: both buffers hold `len` `f32`s and the kernel writes index `i < len` only.
+        unsafe {
+            cube_pow_kernel::launch_unchecked(
+                &x.client,
+                count,
+                dim,
+                x.clone().into_buffer_arg(),
+                out.clone().into_buffer_arg(),
+                units,
+            );
+        }
+        out
+    }
+
+    // The other ops run their `composition` (the trait's default body).
+}

@@ -1,0 +1,89 @@
+//! `impl RoutedOps for CubeBackend` and its backward kernels: the CubeCL kernels of
+//! [`super::cube`]. `Cube` runs them directly when fusion is off, and inside each deferred
+//! operation of the generated `Fusion<B>` impl when it is on. The ops with a `composition` in
+//! `ops.toml` run the trait's default body (the composition) instead.
+
+use burn_cubecl::CubeBackend;
+
+use super::cube;
+use crate::ops::RoutedOps;
+use crate::rt::{BoolTensor, FloatTensor, IntTensor};
+
+impl RoutedOps for CubeBackend {
+    fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        cube::add_relu(lhs, rhs)
+    }
+    fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> FloatTensor<Self> {
+        cube::bias_gelu(x, bias)
+    }
+    fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        cube::swiglu(gate, up)
+    }
+    fn rms_norm(x: FloatTensor<Self>, weight: FloatTensor<Self>, eps: f32) -> FloatTensor<Self> {
+        cube::rms_norm(x, weight, eps)
+    }
+    fn layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        cube::layer_norm(x, gamma, beta, eps)
+    }
+    fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        cube::softmax_last(x)
+    }
+    fn cross_entropy_logits(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+    ) -> FloatTensor<Self> {
+        cube::cross_entropy_logits(logits, targets)
+    }
+    fn dropout(x: FloatTensor<Self>, p: f32, seed: u64) -> (FloatTensor<Self>, BoolTensor<Self>) {
+        cube::dropout(x, p, seed)
+    }
+    fn clamp_ste(x: FloatTensor<Self>, lo: f32, hi: f32) -> FloatTensor<Self> {
+        cube::clamp_ste(x, lo, hi)
+    }
+}
+
+#[cfg(feature = "autodiff")]
+impl super::backward::BackwardKernels for CubeBackend {
+    fn bias_gelu_backward(
+        x: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        wanted: [bool; 2],
+    ) -> [Option<FloatTensor<Self>>; 2] {
+        cube::bias_gelu_backward(x, bias, grad, wanted)
+    }
+    fn swiglu_backward(
+        gate: FloatTensor<Self>,
+        up: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        wanted: [bool; 2],
+    ) -> [Option<FloatTensor<Self>>; 2] {
+        cube::swiglu_backward(gate, up, grad, wanted)
+    }
+    fn rms_norm_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+        grad: FloatTensor<Self>,
+        wanted: [bool; 2],
+    ) -> [Option<FloatTensor<Self>>; 2] {
+        cube::rms_norm_backward(x, weight, eps, grad, wanted)
+    }
+    fn layer_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        eps: f32,
+        grad: FloatTensor<Self>,
+        wanted: [bool; 3],
+    ) -> [Option<FloatTensor<Self>>; 3] {
+        cube::layer_norm_backward(x, gamma, eps, grad, wanted)
+    }
+    fn softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        cube::softmax_last_backward(y, grad)
+    }
+}

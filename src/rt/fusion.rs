@@ -1,0 +1,509 @@
+//! Ops on `Fusion<B>`: one opaque, deferred operation per call, whose kernel is `B`'s.
+//!
+//! `Cube` is `Fusion<CubeBackend>` whenever burn-cubecl's `fusion` feature is on, which a
+//! default `burn`/`burn-tensor` dependency with `wgpu` turns on through feature unification.
+//! The generator writes `impl<B: FusionBackend + Trait> Trait for Fusion<B>` from each op's
+//! output metadata (`shape` and `dtype` in `ops.toml`) with [`Lazy`]: the call computes its
+//! outputs' shapes and dtypes, queues the operation in the fusion stream and returns lazy
+//! tensors at once; when the stream executes, `B`'s kernel runs on the inputs' handles. In debug
+//! builds the kernel's actual outputs are compared with the declared ones first, and a mismatch
+//! fails the operation with [`RouteError::OutputMetadata`](super::RouteError::OutputMetadata)'s
+//! text (a read of any output returns it), never a silently wrong shape downstream.
+//!
+//! [`Lazy`] is public so that a trait of your own (a backward-kernel trait, say) can lower its
+//! methods the same way by hand: see its docs.
+
+use burn_backend::{DType, ExecutionError, Shape, TensorMetadata};
+use burn_fusion::custom::{
+    CustomOpIr, HandleContainer, OperationFn, OperationIr, StreamId, TensorId, TensorIr,
+};
+use burn_fusion::{FusionRuntime, FusionTensor};
+
+pub use burn_fusion::{Fusion, FusionBackend};
+
+use super::{OutputName, RouteError, TensorKind, TensorSpec};
+
+/// The handle container of `B`'s fusion runtime, as a deferred operation sees it.
+type Container<B> =
+    HandleContainer<<<B as FusionBackend>::FusionRuntime as FusionRuntime>::FusionHandle>;
+/// A lazy tensor of `Fusion<B>`.
+type Lazily<B> = FusionTensor<<B as FusionBackend>::FusionRuntime>;
+
+/// An input of a deferred operation: where its handle is found when the operation runs.
+#[derive(Clone, Debug)]
+pub struct In(TensorIr);
+
+/// An output of a deferred operation: its id and what was declared for it.
+#[derive(Clone, Debug)]
+pub struct Out {
+    id: TensorId,
+    name: OutputName,
+    declared: TensorSpec,
+}
+
+/// One deferred call of an op on `Fusion<B>`, built input by input and output by output.
+///
+/// ```ignore
+/// // fn my_op(x: FloatTensor<Self>, alpha: f32) -> FloatTensor<Self>, on Fusion<B>:
+/// let mut lazy = Lazy::<B>::new("my_op", "ops.toml:12");
+/// let x = lazy.input(x);
+/// let spec = lazy.spec(&x);
+/// let out = lazy.output(TensorKind::Float, "output", spec.shape, spec.dtype);
+/// let mut outputs = lazy.register(move |handles| {
+///     let result = B::my_op(handles.float(&x), alpha);
+///     handles.check(&out, &result)?;
+///     handles.publish_float(&out, result);
+///     Ok(())
+/// });
+/// outputs.one()
+/// ```
+pub struct Lazy<B: FusionBackend> {
+    op: &'static str,
+    location: &'static str,
+    client: Option<burn_fusion::Client<B::FusionRuntime>>,
+    inputs: Vec<TensorIr>,
+    outputs: Vec<TensorIr>,
+    groups: Vec<Group>,
+}
+
+/// How many lazy tensors one declared output stands for.
+#[derive(Clone, Copy, Debug)]
+enum Group {
+    One,
+    Option(bool),
+    Vec(usize),
+}
+
+impl<B: FusionBackend> Lazy<B> {
+    /// A call of `op`, whose output metadata is declared at `location` (`ops.toml:LINE`).
+    pub fn new(op: &'static str, location: &'static str) -> Self {
+        Self {
+            op,
+            location,
+            client: None,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            groups: Vec::new(),
+        }
+    }
+
+    /// A call of `op` that has no tensor input: its device names the fusion stream.
+    pub fn on_device(op: &'static str, location: &'static str, device: &B::Device) -> Self {
+        let mut lazy = Self::new(op, location);
+        lazy.client = Some(burn_fusion::get_client::<B>(device));
+        lazy
+    }
+
+    /// Adds a tensor input (any kind). Its handle is read when the operation runs.
+    pub fn input(&mut self, tensor: Lazily<B>) -> In {
+        if self.client.is_none() {
+            self.client = Some(tensor.client.clone());
+        }
+        let ir = tensor.into_ir();
+        self.inputs.push(ir.clone());
+        In(ir)
+    }
+
+    /// The shape and dtype of an input, for computing the outputs'.
+    pub fn spec(&self, input: &In) -> TensorSpec {
+        TensorSpec::new(input.0.shape.clone(), input.0.dtype)
+    }
+
+    /// The device's default dtype for tensors of `kind` (a `dtype = "default"` output).
+    ///
+    /// # Panics
+    /// Before any input was added to a call made with [`Lazy::new`].
+    pub fn default_dtype(&self, kind: TensorKind) -> DType {
+        let client = self
+            .client
+            .as_ref()
+            .expect("an input or a device names the stream");
+        let settings = burn_backend::get_or_init_device_settings::<Fusion<B>>(client.device());
+        match kind {
+            TensorKind::Float | TensorKind::Quantized => settings.float_dtype.into(),
+            TensorKind::Int => settings.int_dtype.into(),
+            TensorKind::Bool => settings.bool_dtype.into(),
+        }
+    }
+
+    /// Adds the inputs of a `vec` input.
+    pub fn inputs(&mut self, tensors: Vec<Lazily<B>>) -> Vec<In> {
+        tensors.into_iter().map(|t| self.input(t)).collect()
+    }
+
+    /// Adds an `option` input when it is present.
+    pub fn input_option(&mut self, tensor: Option<Lazily<B>>) -> Option<In> {
+        tensor.map(|t| self.input(t))
+    }
+
+    /// The specs of a `vec` input.
+    pub fn specs(&self, inputs: &[In]) -> Vec<TensorSpec> {
+        inputs.iter().map(|i| self.spec(i)).collect()
+    }
+
+    /// The spec of an `option` input, when it is present.
+    pub fn spec_option(&self, input: Option<&In>) -> Option<TensorSpec> {
+        input.map(|i| self.spec(i))
+    }
+
+    /// Declares the output at `path` (`output`, `output[1]`, ...) of `kind`.
+    ///
+    /// # Panics
+    /// Before any input was added to a call made with [`Lazy::new`], or (debug builds) when
+    /// `dtype` is not of `kind` (a metadata function's bug).
+    pub fn output(
+        &mut self,
+        kind: TensorKind,
+        path: &'static str,
+        shape: Shape,
+        dtype: DType,
+    ) -> Out {
+        self.groups.push(Group::One);
+        self.declare(kind, OutputName::new(path), shape, dtype)
+    }
+
+    /// Declares an `option` output: present when `shape` is.
+    pub fn output_option(
+        &mut self,
+        kind: TensorKind,
+        path: &'static str,
+        shape: Option<Shape>,
+        dtype: DType,
+    ) -> Option<Out> {
+        self.groups.push(Group::Option(shape.is_some()));
+        shape.map(|shape| self.declare(kind, OutputName::new(path), shape, dtype))
+    }
+
+    /// Declares a `vec` output: one element per shape.
+    pub fn output_vec(
+        &mut self,
+        kind: TensorKind,
+        path: &'static str,
+        shapes: Vec<Shape>,
+        dtype: DType,
+    ) -> Vec<Out> {
+        self.groups.push(Group::Vec(shapes.len()));
+        shapes
+            .into_iter()
+            .enumerate()
+            .map(|(i, shape)| self.declare(kind, OutputName::new(path).element(i), shape, dtype))
+            .collect()
+    }
+
+    fn declare(&mut self, kind: TensorKind, name: OutputName, shape: Shape, dtype: DType) -> Out {
+        debug_assert!(
+            of_kind(kind, dtype),
+            "op `{}`: output `{name}` is a {kind} tensor but its declared dtype is {dtype:?}",
+            self.op
+        );
+        let client = self
+            .client
+            .as_ref()
+            .expect("an input or a device names the stream");
+        let id = client.create_empty_handle();
+        self.outputs
+            .push(TensorIr::uninit(id, shape.clone(), dtype));
+        Out {
+            id,
+            name,
+            declared: TensorSpec::new(shape, dtype),
+        }
+    }
+
+    /// Queues the operation; `run` executes it with the inputs' handles and publishes every
+    /// output. Returns the lazy outputs in the order they were declared.
+    ///
+    /// # Panics
+    /// When nothing named the stream: an op without tensor inputs needs [`Lazy::on_device`].
+    pub fn register<F>(self, run: F) -> Outputs<B>
+    where
+        F: Fn(&mut Handles<'_, B>) -> Result<(), ExecutionError> + Send + Sync + 'static,
+    {
+        let Self {
+            op,
+            location,
+            client,
+            inputs,
+            outputs,
+            groups,
+        } = self;
+        let client = client.expect("an input or a device names the stream");
+        let description = CustomOpIr {
+            id: format!("burn-route::{op}"),
+            inputs,
+            outputs,
+            scalars: Vec::new(),
+        };
+        let operation = OperationFn(move |handles: &mut Container<B>| {
+            run(&mut Handles {
+                handles,
+                op,
+                location,
+            })
+        });
+        let tensors = client.register(
+            StreamId::current(),
+            OperationIr::Custom(description),
+            operation,
+        );
+        Outputs {
+            tensors: tensors.into_iter(),
+            groups: groups.into_iter(),
+        }
+    }
+}
+
+/// Whether `dtype` is a dtype of `kind` tensors.
+fn of_kind(kind: TensorKind, dtype: DType) -> bool {
+    match kind {
+        TensorKind::Float => dtype.is_float(),
+        TensorKind::Int => dtype.is_int() || dtype.is_uint(),
+        TensorKind::Bool => dtype.is_bool(),
+        TensorKind::Quantized => matches!(dtype, DType::QFloat(_)),
+    }
+}
+
+/// The lazy outputs of a registered operation, taken in the order they were declared.
+pub struct Outputs<B: FusionBackend> {
+    tensors: std::vec::IntoIter<Lazily<B>>,
+    groups: std::vec::IntoIter<Group>,
+}
+
+impl<B: FusionBackend> Outputs<B> {
+    fn next(&mut self) -> Lazily<B> {
+        self.tensors
+            .next()
+            .expect("one lazy tensor per declared output")
+    }
+
+    fn group(&mut self) -> Group {
+        self.groups
+            .next()
+            .expect("outputs are taken as they were declared")
+    }
+
+    /// The next output, declared with [`Lazy::output`].
+    pub fn one(&mut self) -> Lazily<B> {
+        let group = self.group();
+        debug_assert!(matches!(group, Group::One), "{group:?}");
+        self.next()
+    }
+
+    /// The next output, declared with [`Lazy::output_option`].
+    pub fn option(&mut self) -> Option<Lazily<B>> {
+        match self.group() {
+            Group::Option(present) => present.then(|| self.next()),
+            group => unreachable!("an `option` output was declared as {group:?}"),
+        }
+    }
+
+    /// The next output, declared with [`Lazy::output_vec`].
+    pub fn vec(&mut self) -> Vec<Lazily<B>> {
+        match self.group() {
+            Group::Vec(len) => (0..len).map(|_| self.next()).collect(),
+            group => unreachable!("a `vec` output was declared as {group:?}"),
+        }
+    }
+}
+
+/// An input — one, an `option` or a `vec` — as recorded by [`Lazy`].
+pub trait Recorded {
+    /// The same container of `T`.
+    type Of<T>;
+    /// Reads each input with `read`.
+    fn read<T>(&self, read: &mut dyn FnMut(&TensorIr) -> T) -> Self::Of<T>;
+}
+
+impl Recorded for In {
+    type Of<T> = T;
+    fn read<T>(&self, read: &mut dyn FnMut(&TensorIr) -> T) -> T {
+        read(&self.0)
+    }
+}
+
+impl Recorded for Option<In> {
+    type Of<T> = Option<T>;
+    fn read<T>(&self, read: &mut dyn FnMut(&TensorIr) -> T) -> Option<T> {
+        self.as_ref().map(|input| read(&input.0))
+    }
+}
+
+impl Recorded for Vec<In> {
+    type Of<T> = Vec<T>;
+    fn read<T>(&self, read: &mut dyn FnMut(&TensorIr) -> T) -> Vec<T> {
+        self.iter().map(|input| read(&input.0)).collect()
+    }
+}
+
+/// Declared outputs — one, an `option` or a `vec` — and what a kernel returned for them.
+pub trait Declared<P> {
+    /// The tensor primitive.
+    type Item;
+    /// Each declared output and what the kernel returned for it, or the name of an output the
+    /// kernel left out (or added).
+    ///
+    /// # Errors
+    /// The first output present on one side only.
+    fn pair<'a>(&'a self, actual: &'a P) -> Result<Vec<(&'a Out, &'a Self::Item)>, OutputName>;
+    /// Hands each returned tensor to `publish` with its declaration (after [`Declared::pair`]
+    /// succeeded).
+    fn publish(&self, actual: P, publish: &mut dyn FnMut(&Out, Self::Item));
+}
+
+impl<T> Declared<T> for Out {
+    type Item = T;
+    fn pair<'a>(&'a self, actual: &'a T) -> Result<Vec<(&'a Out, &'a T)>, OutputName> {
+        Ok(vec![(self, actual)])
+    }
+    fn publish(&self, actual: T, publish: &mut dyn FnMut(&Out, T)) {
+        publish(self, actual);
+    }
+}
+
+impl<T> Declared<Option<T>> for Option<Out> {
+    type Item = T;
+    fn pair<'a>(&'a self, actual: &'a Option<T>) -> Result<Vec<(&'a Out, &'a T)>, OutputName> {
+        match (self, actual) {
+            (Some(out), Some(value)) => Ok(vec![(out, value)]),
+            (None, None) => Ok(Vec::new()),
+            (Some(out), None) => Err(out.name),
+            (None, Some(_)) => Err(OutputName::new("an undeclared `option` output")),
+        }
+    }
+    fn publish(&self, actual: Option<T>, publish: &mut dyn FnMut(&Out, T)) {
+        if let (Some(out), Some(value)) = (self, actual) {
+            publish(out, value);
+        }
+    }
+}
+
+impl<T> Declared<Vec<T>> for Vec<Out> {
+    type Item = T;
+    fn pair<'a>(&'a self, actual: &'a Vec<T>) -> Result<Vec<(&'a Out, &'a T)>, OutputName> {
+        if self.len() != actual.len() {
+            let missing = self.len().min(actual.len());
+            return Err(self
+                .get(missing)
+                .map_or(OutputName::new("an undeclared `vec` element"), |o| o.name));
+        }
+        Ok(self.iter().zip(actual).collect())
+    }
+    fn publish(&self, actual: Vec<T>, publish: &mut dyn FnMut(&Out, T)) {
+        self.iter()
+            .zip(actual)
+            .for_each(|(out, value)| publish(out, value));
+    }
+}
+
+/// The handles of a running deferred operation: read the inputs, check and publish the outputs.
+pub struct Handles<'a, B: FusionBackend> {
+    handles: &'a mut Container<B>,
+    op: &'static str,
+    location: &'static str,
+}
+
+impl<B: FusionBackend> Handles<'_, B> {
+    /// Float inputs (one, an `option` or a `vec`, as recorded).
+    pub fn float<I: Recorded>(&mut self, input: &I) -> I::Of<B::FloatTensorPrimitive> {
+        input.read(&mut |ir| self.handles.get_float_tensor::<B>(ir))
+    }
+
+    /// Int inputs.
+    pub fn int<I: Recorded>(&mut self, input: &I) -> I::Of<B::IntTensorPrimitive> {
+        input.read(&mut |ir| self.handles.get_int_tensor::<B>(ir))
+    }
+
+    /// Bool inputs.
+    pub fn bool<I: Recorded>(&mut self, input: &I) -> I::Of<B::BoolTensorPrimitive> {
+        input.read(&mut |ir| self.handles.get_bool_tensor::<B>(ir))
+    }
+
+    /// Quantized inputs.
+    pub fn quantized<I: Recorded>(&mut self, input: &I) -> I::Of<B::QuantizedTensorPrimitive> {
+        input.read(&mut |ir| self.handles.get_quantized_tensor::<B>(ir))
+    }
+
+    /// Compares what the kernel returned for `declared` with the declaration: in debug builds
+    /// shapes and dtypes, always whether each declared output is there (an output that is
+    /// never published would leave its readers waiting). A mismatch is the operation's error,
+    /// which a read of any output returns. Check every output before publishing any.
+    ///
+    /// # Errors
+    /// The [`RouteError::OutputMetadata`] text, as an execution error.
+    pub fn check<P, D>(&self, declared: &D, actual: &P) -> Result<(), ExecutionError>
+    where
+        D: Declared<P>,
+        D::Item: TensorMetadata,
+    {
+        let pairs = declared.pair(actual).map_err(|name| {
+            self.error(RouteError::OutputPresence {
+                op: self.op,
+                output: name,
+                location: self.location,
+            })
+        })?;
+        if cfg!(debug_assertions) {
+            for (out, value) in pairs {
+                let (shape, dtype) = (value.shape(), value.dtype());
+                if shape != out.declared.shape || dtype != out.declared.dtype {
+                    return Err(self.error(RouteError::OutputMetadata {
+                        op: self.op,
+                        output: out.name,
+                        declared: Box::new((out.declared.clone(), TensorSpec::new(shape, dtype))),
+                        location: self.location,
+                    }));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn error(&self, error: RouteError) -> ExecutionError {
+        ExecutionError::with_context(error.to_string())
+    }
+
+    /// Publishes float outputs under their ids.
+    pub fn publish_float<P, D>(&mut self, declared: &D, actual: P)
+    where
+        D: Declared<P, Item = B::FloatTensorPrimitive>,
+    {
+        declared.publish(actual, &mut |out, t| {
+            self.handles.register_float_tensor::<B>(&out.id, t);
+        });
+    }
+
+    /// Publishes int outputs under their ids.
+    pub fn publish_int<P, D>(&mut self, declared: &D, actual: P)
+    where
+        D: Declared<P, Item = B::IntTensorPrimitive>,
+    {
+        declared.publish(actual, &mut |out, t| {
+            self.handles.register_int_tensor::<B>(&out.id, t);
+        });
+    }
+
+    /// Publishes bool outputs under their ids.
+    pub fn publish_bool<P, D>(&mut self, declared: &D, actual: P)
+    where
+        D: Declared<P, Item = B::BoolTensorPrimitive>,
+    {
+        declared.publish(actual, &mut |out, t| {
+            self.handles.register_bool_tensor::<B>(&out.id, t);
+        });
+    }
+
+    /// Publishes quantized outputs under their ids.
+    pub fn publish_quantized<P, D>(&mut self, declared: &D, actual: P)
+    where
+        D: Declared<P, Item = B::QuantizedTensorPrimitive>,
+    {
+        declared.publish(actual, &mut |out, t| {
+            self.handles.register_quantized_tensor::<B>(&out.id, t);
+        });
+    }
+}
+
+/// A clone of a plain argument for each run of a deferred kernel (which may not move it out).
+pub fn cloned<T: Clone>(value: &T) -> T {
+    value.clone()
+}
