@@ -10,8 +10,15 @@
 //!   `Remote`, primitive for primitive, through its composed kernel); both end with a
 //!   `device.sync()` round trip. `flex` is the routed op on local Flex, for scale.
 //!
+//! - `gpu_<config>/<op>/<size>` (feature `wgpu`): each op with a CubeCL kernel against its
+//!   composition with Burn's `Tensor` API, on Cube, 64K and 1M elements; `plain` or `fusion`
+//!   after what `Cube` is in the build (see [`gpu_kernels`]).
+//!
 //! ```sh
 //! cargo bench --features wgpu,remote --bench backends      # both tables (a few minutes)
+//! cargo bench --features wgpu --bench backends -- gpu_      # kernels vs compositions, fusion off
+//! cargo bench --features wgpu,burn-tensor/fusion --bench backends -- gpu_   # fusion on
+//! cargo bench --features cuda --bench backends -- gpu_      # the same on an NVIDIA GPU
 //! cargo bench --features wgpu --bench backends -- cube/     # Cube against Flex only
 //! cargo bench --features remote --bench backends -- remote/ # loopback latency only
 //! ```
@@ -165,7 +172,6 @@ const ROUTED: &[(&str, Op)] = &[
 ];
 
 /// The same computations with Burn's `Tensor` API, in the order of [`ROUTED`].
-#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 const DIRECT: &[(&str, Op)] = &[
     ("add_relu", |i| Box::new(relu(i.x.clone() + i.y.clone()))),
     ("scale", |i| Box::new(i.x.clone() * ALPHA)),
@@ -263,6 +269,64 @@ fn cube(_: &mut Criterion) {
     eprintln!("cube/*: skipped, build with `--features wgpu`");
 }
 
+/// The ops with a CubeCL kernel on `Cube` (`src/kernels/cube.rs`).
+const KERNELS: &[&str] = &[
+    "add_relu",
+    "bias_gelu",
+    "swiglu",
+    "rms_norm",
+    "layer_norm",
+    "softmax_last",
+    "cross_entropy_logits",
+    "dropout",
+    "clamp_ste",
+];
+
+fn op_named(table: &[(&str, Op)], name: &str) -> Op {
+    table
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, op)| *op)
+        .expect("every kernel op is in the table")
+}
+
+/// `gpu_<config>/<op>/<size>`: each op with a CubeCL kernel on Cube (`kernel`, the routed op)
+/// against its composition with Burn's `Tensor` API (`composition`), `[256, 256]` (64K) and
+/// `[4096, 256]` (1M) inputs, each call followed by `device.sync()`. `<config>` is `plain` when
+/// `Cube` is `CubeBackend` and `fusion` when it is `Fusion<CubeBackend>` (build with
+/// `--features wgpu,burn-tensor/fusion`): there `kernel` is one deferred operation and
+/// `composition` is what Burn's fuser makes of the composition.
+#[cfg(feature = "wgpu")]
+fn gpu_kernels(c: &mut Criterion) {
+    let gpu = Device::wgpu(burn_tensor::DeviceKind::Cpu);
+    let config = if std::any::type_name::<burn_route::rt::Cube>().contains("Fusion") {
+        "fusion"
+    } else {
+        "plain"
+    };
+    for (rows, size) in [(256, "64K"), (4096, "1M")] {
+        let inputs = Inputs::new(rows, &gpu);
+        gpu.sync().expect("lavapipe is up");
+        for name in KERNELS {
+            let mut group = c.benchmark_group(format!("gpu_{config}/{name}/{size}"));
+            time_op(&mut group, "kernel", op_named(ROUTED, name), &inputs, &gpu);
+            time_op(
+                &mut group,
+                "composition",
+                op_named(DIRECT, name),
+                &inputs,
+                &gpu,
+            );
+            group.finish();
+        }
+    }
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn gpu_kernels(_: &mut Criterion) {
+    eprintln!("gpu_*/*: skipped, build with `--features wgpu`");
+}
+
 #[cfg(feature = "remote")]
 fn remote(c: &mut Criterion) {
     let server = loopback::LoopbackServer::start();
@@ -299,6 +363,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = backends;
     config = config();
-    targets = cube, remote
+    targets = cube, gpu_kernels, remote
 }
 criterion_main!(backends);

@@ -5,9 +5,12 @@ use crate::rt;
 
 /// Routed ops declared in `ops.toml`.
 ///
-/// Implement it for `Flex`, `Cube`, `Remote`; `Dispatch` gets a generated implementation that
-/// routes
+/// Implement it for `Flex`, `CubeBackend`, `Remote`; `Dispatch` gets a generated implementation
+/// that routes
 /// each call to the backend of its inputs.
+///
+/// `Cube` is `CubeBackend`, or `Fusion<CubeBackend>` when fusion is on: the
+/// `Fusion<B>` implementation below is generated.
 pub trait RoutedOps: rt::Backend {
     /// Fused `relu(lhs + rhs)`. Shapes broadcast as in Burn's `lhs + rhs` (same rank; each pair of
     /// dimensions equal, or one of them 1), and each input's gradient is summed back to its own
@@ -368,6 +371,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         let mut __lazy = rt::fusion::Lazy::<B>::new("rms_norm", "ops.toml:215");
         let __in_x = __lazy.input(x);
         let __in_weight = __lazy.input(weight);
+        __lazy.scalar(eps);
         let __spec_x = __lazy.spec(&__in_x);
         let __out = __lazy.output(
             rt::TensorKind::Float,
@@ -398,6 +402,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         let __in_x = __lazy.input(x);
         let __in_gamma = __lazy.input(gamma);
         let __in_beta = __lazy.input(beta);
+        __lazy.scalar(eps);
         let __spec_x = __lazy.spec(&__in_x);
         let __out = __lazy.output(
             rt::TensorKind::Float,
@@ -473,6 +478,8 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
     ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
         let mut __lazy = rt::fusion::Lazy::<B>::new("dropout", "ops.toml:266");
         let __in_x = __lazy.input(x);
+        __lazy.scalar(p);
+        __lazy.scalar(seed);
         let __spec_x = __lazy.spec(&__in_x);
         let __out_0 = __lazy.output(
             rt::TensorKind::Float,
@@ -504,6 +511,8 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
         let mut __lazy = rt::fusion::Lazy::<B>::new("clamp_ste", "ops.toml:282");
         let __in_x = __lazy.input(x);
+        __lazy.scalar(lo);
+        __lazy.scalar(hi);
         let __spec_x = __lazy.spec(&__in_x);
         let __out = __lazy.output(
             rt::TensorKind::Float,

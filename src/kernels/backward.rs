@@ -560,8 +560,148 @@ pub(crate) mod generic {
     }
 }
 
-/// `Cube` with fusion on: the compositions, on `Fusion<B>`, where Burn fuses them.
+/// `Cube` with fusion on: the gradients of the fused layers as one deferred operation each,
+/// running `B`'s backward kernel (the CubeCL kernels on `CubeBackend`); the others are the
+/// compositions, on `Fusion<B>`, where Burn fuses them.
 #[cfg(feature = "cube")]
-impl<B: burn_fusion::FusionBackend + BackwardKernels> BackwardKernels for burn_fusion::Fusion<B> {}
+mod lazy {
+    use burn_backend::tensor::FloatTensor;
+    use burn_fusion::{Fusion, FusionBackend};
+
+    use super::BackwardKernels;
+    use crate::rt::TensorKind;
+    use crate::rt::fusion::Lazy;
+
+    /// Where these deferred operations are declared, for the output-declaration check.
+    const LOCATION: &str = "src/kernels/backward.rs";
+
+    /// One deferred gradient computation: `inputs` recorded in order, the gradient named
+    /// `names[i]` declared with the spec of input `like[i]` when `wanted[i]`, and `run` (`B`'s
+    /// backward kernel) when the stream executes.
+    fn deferred<B: FusionBackend, const I: usize, const N: usize>(
+        op: &'static str,
+        inputs: [FloatTensor<Fusion<B>>; I],
+        like: [usize; N],
+        names: [&'static str; N],
+        wanted: [bool; N],
+        run: impl Fn([B::FloatTensorPrimitive; I]) -> [Option<B::FloatTensorPrimitive>; N]
+        + Send
+        + Sync
+        + 'static,
+    ) -> [Option<FloatTensor<Fusion<B>>>; N] {
+        let mut lazy = Lazy::<B>::new(op, LOCATION);
+        let inputs = inputs.map(|t| lazy.input(t));
+        let declared: [Option<_>; N] = std::array::from_fn(|i| {
+            wanted[i].then(|| {
+                let spec = lazy.spec(&inputs[like[i]]);
+                lazy.output(TensorKind::Float, names[i], spec.shape, spec.dtype)
+            })
+        });
+        let kept = declared.clone();
+        let mut outputs = lazy.register(move |handles| {
+            let values = inputs.each_ref().map(|input| handles.float(input));
+            // A gradient nobody asked for is dropped, not checked.
+            let mut grads = run(values);
+            for (grad, wanted) in grads.iter_mut().zip(wanted) {
+                if !wanted {
+                    *grad = None;
+                }
+            }
+            for (out, grad) in declared.iter().zip(&grads) {
+                handles.check(out, grad)?;
+            }
+            for (out, grad) in declared.iter().zip(grads) {
+                handles.publish_float(out, grad);
+            }
+            Ok(())
+        });
+        kept.map(|out| out.map(|_| outputs.one()))
+    }
+
+    impl<B: FusionBackend + BackwardKernels> BackwardKernels for Fusion<B> {
+        fn bias_gelu_backward(
+            x: FloatTensor<Self>,
+            bias: FloatTensor<Self>,
+            grad: FloatTensor<Self>,
+            wanted: [bool; 2],
+        ) -> [Option<FloatTensor<Self>>; 2] {
+            deferred::<B, 3, 2>(
+                "bias_gelu_backward",
+                [x, bias, grad],
+                [0, 1],
+                ["dx", "dbias"],
+                wanted,
+                move |[x, bias, grad]| B::bias_gelu_backward(x, bias, grad, wanted),
+            )
+        }
+
+        fn swiglu_backward(
+            gate: FloatTensor<Self>,
+            up: FloatTensor<Self>,
+            grad: FloatTensor<Self>,
+            wanted: [bool; 2],
+        ) -> [Option<FloatTensor<Self>>; 2] {
+            // Broadcast operands: the gradients are summed back to each operand's shape.
+            deferred::<B, 3, 2>(
+                "swiglu_backward",
+                [gate, up, grad],
+                [0, 1],
+                ["dgate", "dup"],
+                wanted,
+                move |[gate, up, grad]| B::swiglu_backward(gate, up, grad, wanted),
+            )
+        }
+
+        fn rms_norm_backward(
+            x: FloatTensor<Self>,
+            weight: FloatTensor<Self>,
+            eps: f32,
+            grad: FloatTensor<Self>,
+            wanted: [bool; 2],
+        ) -> [Option<FloatTensor<Self>>; 2] {
+            deferred::<B, 3, 2>(
+                "rms_norm_backward",
+                [x, weight, grad],
+                [0, 1],
+                ["dx", "dweight"],
+                wanted,
+                move |[x, weight, grad]| B::rms_norm_backward(x, weight, eps, grad, wanted),
+            )
+        }
+
+        fn layer_norm_backward(
+            x: FloatTensor<Self>,
+            gamma: FloatTensor<Self>,
+            eps: f32,
+            grad: FloatTensor<Self>,
+            wanted: [bool; 3],
+        ) -> [Option<FloatTensor<Self>>; 3] {
+            // `dbeta` has `gamma`'s shape (both are `[features]`).
+            deferred::<B, 3, 3>(
+                "layer_norm_backward",
+                [x, gamma, grad],
+                [0, 1, 1],
+                ["dx", "dgamma", "dbeta"],
+                wanted,
+                move |[x, gamma, grad]| B::layer_norm_backward(x, gamma, eps, grad, wanted),
+            )
+        }
+
+        fn softmax_last_backward(
+            y: FloatTensor<Self>,
+            grad: FloatTensor<Self>,
+        ) -> FloatTensor<Self> {
+            let [dx] = deferred::<B, 2, 1>(
+                "softmax_last_backward",
+                [y, grad],
+                [0],
+                ["dx"],
+                [true],
+                |[y, grad]| [Some(B::softmax_last_backward(y, grad))],
+            );
+            dx.expect("declared")
+        }
+    }
+}
 #[cfg(feature = "remote")]
 impl BackwardKernels for burn_dispatch::backends::Remote {}

@@ -15,7 +15,7 @@
 
 use burn_backend::{DType, ExecutionError, Shape, TensorMetadata};
 use burn_fusion::custom::{
-    CustomOpIr, HandleContainer, OperationFn, OperationIr, StreamId, TensorId, TensorIr,
+    CustomOpIr, HandleContainer, OperationFn, OperationIr, ScalarIr, StreamId, TensorId, TensorIr,
 };
 use burn_fusion::{FusionRuntime, FusionTensor};
 
@@ -63,6 +63,7 @@ pub struct Lazy<B: FusionBackend> {
     client: Option<burn_fusion::Client<B::FusionRuntime>>,
     inputs: Vec<TensorIr>,
     outputs: Vec<TensorIr>,
+    scalars: Vec<ScalarIr>,
     groups: Vec<Group>,
 }
 
@@ -83,6 +84,7 @@ impl<B: FusionBackend> Lazy<B> {
             client: None,
             inputs: Vec::new(),
             outputs: Vec::new(),
+            scalars: Vec::new(),
             groups: Vec::new(),
         }
     }
@@ -124,6 +126,12 @@ impl<B: FusionBackend> Lazy<B> {
             TensorKind::Int => settings.int_dtype.into(),
             TensorKind::Bool => settings.bool_dtype.into(),
         }
+    }
+
+    /// Records a numeric (or `bool`) argument in the operation's description, as Burn's own
+    /// operations do: fusion relativizes it, so a cached plan replays with the new value.
+    pub fn scalar(&mut self, value: impl Into<burn_backend::Scalar>) {
+        self.scalars.push(ScalarIr::from(value.into()));
     }
 
     /// Adds the inputs of a `vec` input.
@@ -225,6 +233,7 @@ impl<B: FusionBackend> Lazy<B> {
             client,
             inputs,
             outputs,
+            scalars,
             groups,
         } = self;
         let client = client.expect("an input or a device names the stream");
@@ -232,7 +241,7 @@ impl<B: FusionBackend> Lazy<B> {
             id: format!("burn-route::{op}"),
             inputs,
             outputs,
-            scalars: Vec::new(),
+            scalars,
         };
         let operation = OperationFn(move |handles: &mut Container<B>| {
             run(&mut Handles {

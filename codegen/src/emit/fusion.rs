@@ -15,6 +15,11 @@ use crate::ir::{
 };
 use crate::names::{self, HANDLES, LAZY, OUTPUTS, RESULT};
 
+/// Plain types recorded as scalars of the deferred operation (Burn's `Scalar` takes them).
+const SCALARS: &[&str] = &[
+    "f64", "f32", "i64", "i32", "i16", "i8", "u64", "u32", "u16", "u8", "bool", "isize", "usize",
+];
+
 /// The `Fusion<B>` impl of `group`, when it is routed to `Cube` and has no default bodies only.
 pub(super) fn impls(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
     if group.composite {
@@ -175,6 +180,11 @@ fn method(group: &TraitGroup, op: &Op, w: &mut Writer) {
             value,
             ";",
         );
+    }
+    for input in &op.inputs {
+        if matches!(&input.arg, Arg::Plain(ty) if SCALARS.contains(&ty.as_str())) {
+            w.line(format!("{LAZY}.scalar({});", input.name));
+        }
     }
     specs(op, w);
     let mut outputs = Vec::new();

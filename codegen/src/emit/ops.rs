@@ -6,7 +6,7 @@ use super::{
     EmitConfig, Use, allow_complex_output, autodiff_backend_cfg, forward_call, op_docs, params,
     primitive_returns, signature, uses,
 };
-use crate::ir::{Ir, Policy, TraitGroup};
+use crate::ir::{BackendName, Ir, Policy, TraitGroup};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     uses(vec![Use::runtime(config)], w);
@@ -46,15 +46,32 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
             "comes from the composition); the impls below are generated.".to_owned(),
         ]);
     } else {
-        w.doc(&[
+        let implementors: Vec<String> = group
+            .backends
+            .iter()
+            .map(|b| match b.name {
+                BackendName::Cube => "`CubeBackend`".to_owned(),
+                other => format!("`{}`", other.as_str()),
+            })
+            .collect();
+        let mut lines = vec![
             format!("Routed ops declared in `{}`.", ir.manifest_name),
             String::new(),
             format!(
                 "Implement it for {}; `Dispatch` gets a generated implementation that routes",
-                backend_list(group)
+                implementors.join(", ")
             ),
             "each call to the backend of its inputs.".to_owned(),
-        ]);
+        ];
+        if group.backends.iter().any(|b| b.name == BackendName::Cube) {
+            lines.extend([
+                String::new(),
+                "`Cube` is `CubeBackend`, or `Fusion<CubeBackend>` when fusion is on: the"
+                    .to_owned(),
+                "`Fusion<B>` implementation below is generated.".to_owned(),
+            ]);
+        }
+        w.doc(&lines);
     }
     w.open(format!("pub trait {}: rt::Backend {{", group.name));
     for op in ir.ops_of(index) {
