@@ -197,6 +197,68 @@ impl<B: MyOps, C: rt::CheckpointStrategy> MyOpsAutodiff for rt::Autodiff<B, C> {
     );
 }
 
+/// On Cube the kernels are `CubeBackend`'s; an op with a `composition` needs no kernel (its
+/// default body), and the functions the manifest names get stubs with the exact signature, in
+/// op order.
+#[test]
+fn skeleton_prints_cube_kernels_and_the_functions_the_manifest_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = "[routing]
+trait = \"Gpu\"
+backends = [\"Flex\", \"Cube\"]
+
+[[op]]
+name = \"topk\"
+inputs = [{ name = \"x\", tensor = \"float\" }, { name = \"k\", type = \"usize\" }, { name = \"sizes\", type = \"Vec<usize>\" }]
+output = { tensor = \"float\", shape = \"crate::meta::topk_shape\", dtype = \"x\" }
+
+[[op]]
+name = \"plain\"
+composition = \"crate::compositions::plain\"
+inputs = [{ name = \"x\", tensor = \"float\" }]
+output = { tensor = \"float\" }
+";
+    let out = run(&[
+        "skeleton",
+        &manifest(dir.path(), source),
+        "--runtime-path",
+        "crate::rt",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "// Kernel stubs for the ops of ops.toml, from `burn-route-codegen skeleton`.
+// Copy them into your kernels module and replace each `todo!()` with the kernel.
+
+use super::ops::Gpu;
+use crate::rt;
+
+impl Gpu for rt::Flex {
+    fn topk(x: rt::FloatTensor<Self>, k: usize, sizes: Vec<usize>) -> rt::FloatTensor<Self> {
+        todo!(\"`topk` on Flex\")
+    }
+}
+
+#[cfg(burn_route_cube)]
+impl Gpu for rt::CubeBackend {
+    fn topk(x: rt::FloatTensor<Self>, k: usize, sizes: Vec<usize>) -> rt::FloatTensor<Self> {
+        todo!(\"`topk` on CubeBackend\")
+    }
+}
+
+/// The `shape` of `topk`'s `output`, from its input specs and plain arguments.
+pub fn topk_shape(x: &rt::TensorSpec, k: &usize, sizes: &[usize]) -> rt::Shape {
+    todo!(\"the shape of `topk`'s output\")
+}
+
+/// The composition of `plain`: its default body, and what it runs on `Fusion<B>`.
+pub fn plain<B: rt::Backend>(x: rt::FloatTensor<B>) -> rt::FloatTensor<B> {
+    todo!(\"the composition of `plain`\")
+}
+"
+    );
+}
+
 /// A manifest that is not UTF-8 is a manifest error like any other: positioned, exit code 1.
 #[test]
 fn a_manifest_that_is_not_utf8_is_a_positioned_error() {
