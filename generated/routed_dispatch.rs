@@ -3362,7 +3362,7 @@ fn route_topk_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
-        "ops.toml:289",
+        "ops.toml:292",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),

@@ -221,14 +221,17 @@ pub trait RoutedOps: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:276`.
-    fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
+    #[must_use]
+    fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::clamp_ste::<Self>(x, lo, hi)
+    }
     /// The `k` largest elements along the last dimension, in descending order, and their indices
     /// (ties keep the lower index first). Not differentiable: a selection is detached.
     ///
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:289`.
+    /// - declared at `ops.toml:292`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn topk_last(
@@ -506,31 +509,6 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
             Ok(())
         });
         (__outputs.one(), __outputs.one())
-    }
-
-    fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("clamp_ste", "ops.toml:282");
-        let __in_x = __lazy.input(x);
-        __lazy.scalar(lo);
-        __lazy.scalar(hi);
-        let __spec_x = __lazy.spec(&__in_x);
-        let __out = __lazy.output(
-            rt::TensorKind::Float,
-            "output",
-            __spec_x.shape.clone(),
-            __spec_x.dtype,
-        );
-        let mut __outputs = __lazy.register(move |__handles| {
-            let __result = <B as RoutedOps>::clamp_ste(
-                __handles.float(&__in_x),
-                rt::__private::cloned(&lo),
-                rt::__private::cloned(&hi),
-            );
-            __handles.check(&__out, &__result)?;
-            __handles.publish_float(&__out, __result);
-            Ok(())
-        });
-        __outputs.one()
     }
 }
 

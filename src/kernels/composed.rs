@@ -387,7 +387,4 @@ impl crate::ops::RoutedOps for burn_dispatch::backends::Remote {
     fn dropout(x: FloatTensor<Self>, p: f32, seed: u64) -> (FloatTensor<Self>, BoolTensor<Self>) {
         crate::kernels::composed::dropout::<Self>(x, p, seed)
     }
-    fn clamp_ste(x: FloatTensor<Self>, lo: f32, hi: f32) -> FloatTensor<Self> {
-        crate::kernels::composed::clamp_ste::<Self>(x, lo, hi)
-    }
 }

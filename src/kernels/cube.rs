@@ -6,10 +6,20 @@
 //! (`burn_cubecl::kernel::into_contiguous`); another dtype or broadcasting operands take the
 //! composition of Burn primitives instead. Empty tensors get empty results (and zero
 //! parameter gradients) without a launch: Burn's own Cube kernels do not all take them. Element-wise kernels are one launch
-//! with vectorized loads where the sizes allow; row-wise kernels (the norms, softmax,
-//! cross-entropy and their gradients) reduce each row inside one launch, one cube per row with
-//! a shared-memory tree reduction and a strided loop over the row, so rows of any length work.
+//! with vectorized loads where the sizes allow, each unit looping over about
+//! `ITEMS_PER_UNIT` vectors. Row-wise kernels (the norms, softmax, cross-entropy and their
+//! gradients) reduce each row inside one launch, in one of two layouts chosen on the host
+//! (`row_launch`): one unit per row, looping over the whole row with no shared memory and no
+//! barrier, for rows of at most `MAX_UNIT_ROW` elements on a device without plane operations
+//! (lavapipe, where a barrier is dear); else one cube per row with a shared-memory tree
+//! reduction and a strided loop over the row, so rows of any length work.
 //! The output is written over an input's buffer when that buffer is ours (`can_mut`).
+//!
+//! On lavapipe (wgpu on the CPU) what a kernel costs is mostly per unit and per memory access
+//! rather than per arithmetic operation: an access costs about the same whatever its width (a
+//! 1M-element `add_relu` took twice as long with scalar accesses as with 4-lane vectors);
+//! workgroup barriers are dear (the row kernels ran 2x to 5x faster without them); and
+//! short-lived units cost more than long ones. The layouts above follow from that.
 
 use burn_backend::cubecl::dtype_to_storage_type;
 use burn_backend::{DType, Shape, TensorMetadata, get_or_init_device_settings};
@@ -85,29 +95,94 @@ fn is_empty(x: &CubeTensor) -> Option<CubeTensor> {
     (shape.num_elements() == 0).then(|| empty(x, shape, x.dtype))
 }
 
-/// Cube count and dimension of an element-wise launch over `units` work items.
-fn elementwise_launch(client: &cubecl::client::Client, units: usize) -> (CubeCount, CubeDim) {
+/// Cube count and dimension of a launch with one unit per work item (of `units`).
+fn unit_launch(client: &cubecl::client::Client, units: usize) -> (CubeCount, CubeDim) {
     let dim = CubeDim::new(client, units);
     (calculate_cube_count_elemwise(client, units, dim), dim)
 }
 
-/// Cube count, cube dimension and unit count of a row-wise launch: one cube per row, the
-/// smallest power of two of units that covers a row of `vectors` (at most [`MAX_ROW_UNITS`]).
+/// Work items each unit of an element-wise launch aims to take (in a grid-stride loop).
+const ITEMS_PER_UNIT: usize = 16;
+
+/// The fewest cubes of an element-wise launch while there are work items for them.
+const MIN_CUBES: usize = 8;
+
+/// Cube count and dimension of an element-wise launch over `items` work items, each unit
+/// looping over about [`ITEMS_PER_UNIT`] of them (see [`grid_units`]) while that leaves at
+/// least [`MIN_CUBES`] cubes. Fewer, longer-lived units: on lavapipe the cost of a unit is
+/// far from free, and a 1M-element kernel ran 1.5x faster for it; GPUs keep thousands of them.
+fn elementwise_launch(client: &cubecl::client::Client, items: usize) -> (CubeCount, CubeDim) {
+    let dim = CubeDim::new(client, items);
+    let per_cube = dim.num_elems() as usize;
+    let cubes = items
+        .div_ceil(per_cube * ITEMS_PER_UNIT)
+        .max(items.div_ceil(per_cube).min(MIN_CUBES));
+    (
+        calculate_cube_count_elemwise(client, cubes * per_cube, dim),
+        dim,
+    )
+}
+
+/// The widest row (in elements) that one unit reduces alone on a device without plane
+/// (subgroup) operations.
+const MAX_UNIT_ROW: usize = 1024;
+
+/// Units per cube when every unit works on a row of its own.
+const ROWS_PER_CUBE: u32 = 64;
+
+/// Whether a row-wise kernel runs one unit per row (`units == 1`: a unit loops over its whole
+/// row, no shared memory, no barrier) rather than one cube per row. Chosen for rows of at most
+/// [`MAX_UNIT_ROW`] elements on devices without plane operations: wgpu reports none on a CPU
+/// adapter (lavapipe), where a workgroup barrier makes the invocations of a workgroup run as
+/// coroutines that switch at every barrier, the cost that dominated the tree reduction there.
+/// Devices with plane operations (real GPUs) keep one cube per row and coalesced reads.
+fn unit_per_row(client: &cubecl::client::Client, width: usize) -> bool {
+    width <= MAX_UNIT_ROW
+        && !client
+            .properties()
+            .features
+            .plane
+            .contains(cubecl::features::Plane::Ops)
+}
+
+/// Cube count, cube dimension and unit count of a row-wise launch over `rows` rows of
+/// `vectors` vectors (`width` elements): one unit per row when [`unit_per_row`] (unit count
+/// 1), else one cube per row of the smallest power of two of units that covers a row (at
+/// most [`MAX_ROW_UNITS`]).
 fn row_launch(
     client: &cubecl::client::Client,
     rows: usize,
     vectors: usize,
+    width: usize,
 ) -> (CubeCount, CubeDim, usize) {
+    if unit_per_row(client, width) {
+        let dim = CubeDim::new_1d(ROWS_PER_CUBE.min(unit_cap(client) as u32));
+        return (calculate_cube_count_elemwise(client, rows, dim), dim, 1);
+    }
+    cube_per_row_launch(client, rows, vectors)
+}
+
+/// The most units of one cube of a row-wise kernel on `client`'s device.
+fn unit_cap(client: &cubecl::client::Client) -> usize {
     let hardware = &client.properties().hardware;
-    let cap =
-        (hardware.max_units_per_cube.min(hardware.max_cube_dim.0) as usize).clamp(1, MAX_ROW_UNITS);
+    (hardware.max_units_per_cube.min(hardware.max_cube_dim.0) as usize).clamp(1, MAX_ROW_UNITS)
+}
+
+/// [`row_launch`] with one cube per row.
+fn cube_per_row_launch(
+    client: &cubecl::client::Client,
+    rows: usize,
+    vectors: usize,
+) -> (CubeCount, CubeDim, usize) {
+    let cap = unit_cap(client);
     // The largest power of two within the cap.
     let max = if cap.is_power_of_two() {
         cap
     } else {
         cap.next_power_of_two() / 2
     };
-    let units = vectors.next_power_of_two().clamp(1, max);
+    // At least two units: one unit means one unit per row to the kernels.
+    let units = vectors.next_power_of_two().clamp(2, max.max(2));
     let dim = CubeDim::new_1d(units as u32);
     (
         calculate_cube_count_elemwise(client, rows * units, dim),
@@ -148,6 +223,12 @@ fn row_layout(x: &CubeTensor) -> Option<(usize, usize)> {
 // Kernel building blocks
 // ---------------------------------------------------------------------------------------------
 
+/// The number of units of the launch: the stride of a grid-stride loop.
+#[cube]
+fn grid_units() -> usize {
+    CUBE_COUNT * CUBE_DIM as usize
+}
+
 /// The sum of a vector's lanes.
 #[cube]
 fn lanes_sum<N: Size>(v: Vector<f32, N>) -> f32 {
@@ -170,50 +251,106 @@ fn lanes_max<N: Size>(v: Vector<f32, N>) -> f32 {
     max
 }
 
-/// The sum of `value` over the units of the cube (`units`, a power of two, is the cube
-/// dimension), given to every unit. A tree in shared memory: the same order on every run.
+/// The row a unit works on: its cube's (one cube per row) or, with `units == 1`, its own (one
+/// unit per row).
+#[cube]
+fn row_index(#[comptime] units: usize) -> usize {
+    let mut row = CUBE_POS;
+    if comptime![units == 1] {
+        row = ABSOLUTE_POS;
+    }
+    row
+}
+
+/// Where a unit starts in its row: its position in the cube, or 0 with one unit per row.
+#[cube]
+fn unit_index(#[comptime] units: usize) -> usize {
+    let mut unit = 0usize;
+    if comptime![units > 1] {
+        unit = UNIT_POS as usize;
+    }
+    unit
+}
+
+/// The sum of `value` over the `units` units working on one row, given to every one of them:
+/// `value` itself with one unit per row, else a tree in shared memory over the cube (`units`,
+/// a power of two, is the cube dimension), the same order on every run.
 #[cube]
 fn cube_sum(value: f32, #[comptime] units: usize) -> f32 {
-    let mut shared = Shared::<[f32]>::new_slice(units);
-    let unit = UNIT_POS as usize;
-    shared[unit] = value;
-    sync_cube();
-    let mut stride = (CUBE_DIM / 2) as usize;
-    while stride > 0 {
-        if unit < stride {
-            shared[unit] += shared[unit + stride];
-        }
+    let mut total = value;
+    if comptime![units > 1] {
+        let mut shared = Shared::<[f32]>::new_slice(units);
+        let unit = UNIT_POS as usize;
+        shared[unit] = value;
         sync_cube();
-        stride /= 2;
+        let mut stride = (CUBE_DIM / 2) as usize;
+        while stride > 0 {
+            if unit < stride {
+                shared[unit] += shared[unit + stride];
+            }
+            sync_cube();
+            stride /= 2;
+        }
+        total = shared[0];
     }
-    shared[0]
+    total
 }
 
-/// The maximum of `value` over the units of the cube, given to every unit (see [`cube_sum`]).
+/// The maximum of `value` over the units working on one row (see [`cube_sum`]).
 #[cube]
 fn cube_max(value: f32, #[comptime] units: usize) -> f32 {
-    let mut shared = Shared::<[f32]>::new_slice(units);
-    let unit = UNIT_POS as usize;
-    shared[unit] = value;
-    sync_cube();
-    let mut stride = (CUBE_DIM / 2) as usize;
-    while stride > 0 {
-        if unit < stride {
-            shared[unit] = shared[unit].max(shared[unit + stride]);
-        }
+    let mut total = value;
+    if comptime![units > 1] {
+        let mut shared = Shared::<[f32]>::new_slice(units);
+        let unit = UNIT_POS as usize;
+        shared[unit] = value;
         sync_cube();
-        stride /= 2;
+        let mut stride = (CUBE_DIM / 2) as usize;
+        while stride > 0 {
+            if unit < stride {
+                shared[unit] = shared[unit].max(shared[unit + stride]);
+            }
+            sync_cube();
+            stride /= 2;
+        }
+        total = shared[0];
     }
-    shared[0]
+    total
 }
 
-/// Exact (erf) GELU, as Burn's `gelu`.
+/// `erf(x)` without an exponential: `1 - 1 / p(|x|)^16` with `p` the degree-6 polynomial of
+/// Abramowitz and Stegun 7.1.28 (an absolute error under 3e-7, as cubecl's own `erf`, which
+/// takes an `exp` and a division), the sign of `x` put back. On lavapipe the exponential was
+/// most of the cost of `bias_gelu`.
+#[cube]
+fn erf_rational<N: Size>(x: Vector<f32, N>) -> Vector<f32, N> {
+    let one = Vector::new(f32::new(1.0));
+    let a = x.abs();
+    let mut p = Vector::new(f32::new(0.000_043_063_8));
+    p = p * a + Vector::new(f32::new(0.000_276_567_2));
+    p = p * a + Vector::new(f32::new(0.000_152_014_3));
+    p = p * a + Vector::new(f32::new(0.009_270_527_2));
+    p = p * a + Vector::new(f32::new(0.042_282_012_3));
+    p = p * a + Vector::new(f32::new(0.070_523_078_4));
+    p = p * a + one;
+    let p2 = p * p;
+    let p4 = p2 * p2;
+    let p8 = p4 * p4;
+    let magnitude = one - one / (p8 * p8);
+    select_many(
+        x.less_than(&Vector::new(f32::new(0.0))),
+        -magnitude,
+        magnitude,
+    )
+}
+
+/// Exact (erf) GELU, as Burn's `gelu` (its `erf` from [`erf_rational`]).
 #[cube]
 fn gelu<N: Size>(z: Vector<f32, N>) -> Vector<f32, N> {
     let half = Vector::new(f32::new(0.5));
     let one = Vector::new(f32::new(1.0));
     let inv_sqrt2 = Vector::new(f32::new(core::f64::consts::FRAC_1_SQRT_2));
-    half * z * (one + Vector::erf(z * inv_sqrt2))
+    half * z * (one + erf_rational(z * inv_sqrt2))
 }
 
 #[cube]
@@ -233,27 +370,38 @@ fn add_relu_kernel<N: Size>(
     out: &mut [Vector<f32, N>],
     len: u32,
 ) {
-    let i = ABSOLUTE_POS;
-    if i >= len as usize {
-        terminate!();
+    let step = grid_units();
+    let mut i = ABSOLUTE_POS;
+    while i < len as usize {
+        let zero = Vector::new(f32::new(0.0));
+        out[i] = (lhs[i] + rhs[i]).max(zero);
+        i += step;
     }
-    let zero = Vector::new(f32::new(0.0));
-    out[i] = (lhs[i] + rhs[i]).max(zero);
 }
 
+/// `gelu(x + bias)` over `rows` rows of `width` vectors: a unit per column (`x` of the launch
+/// grid) reads its bias once and strides over rows (`y`), no division per element.
 #[cube(launch_unchecked)]
 fn bias_gelu_kernel<N: Size>(
     x: &[Vector<f32, N>],
     bias: &[Vector<f32, N>],
     out: &mut [Vector<f32, N>],
-    len: u32,
+    rows: u32,
     width: u32,
 ) {
-    let i = ABSOLUTE_POS;
-    if i >= len as usize {
+    let col = ABSOLUTE_POS_X as usize;
+    let width = width as usize;
+    if col >= width {
         terminate!();
     }
-    out[i] = gelu(x[i] + bias[i % width as usize]);
+    let b = bias[col];
+    let step = (CUBE_COUNT_Y * CUBE_DIM_Y) as usize;
+    let mut row = ABSOLUTE_POS_Y as usize;
+    while row < rows as usize {
+        let i = row * width + col;
+        out[i] = gelu(x[i] + b);
+        row += step;
+    }
 }
 
 #[cube(launch_unchecked)]
@@ -263,12 +411,13 @@ fn swiglu_kernel<N: Size>(
     out: &mut [Vector<f32, N>],
     len: u32,
 ) {
-    let i = ABSOLUTE_POS;
-    if i >= len as usize {
-        terminate!();
+    let step = grid_units();
+    let mut i = ABSOLUTE_POS;
+    while i < len as usize {
+        let g = gate[i];
+        out[i] = g * sigmoid(g) * up[i];
+        i += step;
     }
-    let g = gate[i];
-    out[i] = g * sigmoid(g) * up[i];
 }
 
 #[cube(launch_unchecked)]
@@ -279,11 +428,12 @@ fn clamp_kernel<N: Size>(
     lo: f32,
     hi: f32,
 ) {
-    let i = ABSOLUTE_POS;
-    if i >= len as usize {
-        terminate!();
+    let step = grid_units();
+    let mut i = ABSOLUTE_POS;
+    while i < len as usize {
+        out[i] = clamp_nan(x[i], Vector::new(lo), Vector::new(hi));
+        i += step;
     }
-    out[i] = clamp_nan(x[i], Vector::new(lo), Vector::new(hi));
 }
 
 /// `(hi, lo)` of the 64-bit product of two `u32`, from 16-bit halves (no 64-bit integers).
@@ -381,8 +531,57 @@ fn dropout_kernel<B: Int>(
     }
 }
 
+/// Element `x` of dropout and its keep flag: kept when its 16-bit `draw` is at least
+/// `threshold` (`x * 1 * scale`, else `x * 0 * scale`, as the composition).
+#[cube]
+fn dropout_lane<B: Int>(x: f32, draw: u32, threshold: u32, scale: f32) -> (f32, B) {
+    let kept = draw >= threshold;
+    let factor = select(kept, f32::new(1.0), f32::new(0.0));
+    (x * factor * scale, select(kept, B::new(1), B::new(0)))
+}
+
+/// One unit per four elements (one hash), read and written as 4-lane vectors (`N` is 4): the
+/// elements of one hash are one vector of `x`, of the output and of the mask.
+#[cube(launch_unchecked)]
+fn dropout_vector_kernel<N: Size, B: Int>(
+    x: &[Vector<f32, N>],
+    out: &mut [Vector<f32, N>],
+    keep: &mut [Vector<B, N>],
+    words: u32,
+    seed_hi: u32,
+    seed_lo: u32,
+    threshold: u32,
+    scale: f32,
+    #[define(B)] _bool_dtype: ElemType,
+) {
+    let step = grid_units();
+    let mut word = ABSOLUTE_POS;
+    while word < words as usize {
+        let (hi, lo) = splitmix(seed_hi, seed_lo, word as u32);
+        let v = x[word];
+        let mut values = Vector::<f32, N>::empty();
+        let mut flags = Vector::<B, N>::empty();
+        let (value, flag) = dropout_lane::<B>(v.extract(0usize), lo & 0xFFFFu32, threshold, scale);
+        values.insert(0usize, value);
+        flags.insert(0usize, flag);
+        let (value, flag) = dropout_lane::<B>(v.extract(1usize), lo >> 16u32, threshold, scale);
+        values.insert(1usize, value);
+        flags.insert(1usize, flag);
+        let (value, flag) = dropout_lane::<B>(v.extract(2usize), hi & 0xFFFFu32, threshold, scale);
+        values.insert(2usize, value);
+        flags.insert(2usize, flag);
+        let (value, flag) = dropout_lane::<B>(v.extract(3usize), hi >> 16u32, threshold, scale);
+        values.insert(3usize, value);
+        flags.insert(3usize, flag);
+        out[word] = values;
+        keep[word] = flags;
+        word += step;
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
-// Row-wise kernels: one cube per row, `units` units striding over its `width` vectors.
+// Row-wise kernels: one cube per row, `units` units striding over its `width` vectors, or
+// (`units == 1`) one unit per row looping over all of it.
 // ---------------------------------------------------------------------------------------------
 
 #[cube(launch_unchecked)]
@@ -395,13 +594,13 @@ fn rms_norm_kernel<N: Size>(
     eps: f32,
     #[comptime] units: usize,
 ) {
-    let row = CUBE_POS;
+    let row = row_index(units);
     if row >= rows as usize {
         terminate!();
     }
     let width = width as usize;
     let base = row * width;
-    let unit = UNIT_POS as usize;
+    let unit = unit_index(units);
     let mut acc = Vector::new(f32::new(0.0));
     let mut i = unit;
     while i < width {
@@ -430,13 +629,13 @@ fn layer_norm_kernel<N: Size>(
     eps: f32,
     #[comptime] units: usize,
 ) {
-    let row = CUBE_POS;
+    let row = row_index(units);
     if row >= rows as usize {
         terminate!();
     }
     let width = width as usize;
     let base = row * width;
-    let unit = UNIT_POS as usize;
+    let unit = unit_index(units);
     let n = f32::cast_from(width * N::value());
     let mut acc = Vector::new(f32::new(0.0));
     let mut i = unit;
@@ -469,13 +668,13 @@ fn softmax_kernel<N: Size>(
     width: u32,
     #[comptime] units: usize,
 ) {
-    let row = CUBE_POS;
+    let row = row_index(units);
     if row >= rows as usize {
         terminate!();
     }
     let width = width as usize;
     let base = row * width;
-    let unit = UNIT_POS as usize;
+    let unit = unit_index(units);
     // Every unit starts from an element of the row (no -inf literal on every target).
     let mut acc = x[base];
     let mut i = unit;
@@ -501,23 +700,27 @@ fn softmax_kernel<N: Size>(
     }
 }
 
-/// The loss of every row, `max + ln(sum(exp(x - max))) - x[target]`, into `losses`.
+/// The loss of every row, `max + ln(sum(exp(x - max))) - x[target]`, into `losses[row]`, and
+/// into `losses[rows + row]` 1 when the row's target is outside `0..classes` (its loss then 0),
+/// else 0: the targets are checked on the device, in their own int dtype `I`.
 #[cube(launch_unchecked)]
-fn cross_entropy_rows_kernel<N: Size>(
+fn cross_entropy_rows_kernel<N: Size, I: Int>(
     logits: &[Vector<f32, N>],
-    targets: &[u32],
+    targets: &[I],
     losses: &mut [f32],
     rows: u32,
     width: u32,
+    classes: u32,
     #[comptime] units: usize,
+    #[define(I)] _int_dtype: ElemType,
 ) {
-    let row = CUBE_POS;
+    let row = row_index(units);
     if row >= rows as usize {
         terminate!();
     }
     let width = width as usize;
     let base = row * width;
-    let unit = UNIT_POS as usize;
+    let unit = unit_index(units);
     let mut acc = logits[base];
     let mut i = unit;
     while i < width {
@@ -534,26 +737,45 @@ fn cross_entropy_rows_kernel<N: Size>(
     }
     let sum = cube_sum(lanes_sum(acc), units);
     if unit == 0 {
-        let target = targets[row] as usize;
-        let picked = logits[base + target / N::value()].extract_dynamic(target % N::value());
-        losses[row] = max + sum.ln() - picked;
+        let target = targets[row];
+        let bad_row = rows as usize + row;
+        if target < I::new(0) || target >= I::cast_from(classes) {
+            losses[row] = f32::new(0.0);
+            losses[bad_row] = f32::new(1.0);
+        } else {
+            let target = u32::cast_from(target) as usize;
+            let picked = logits[base + target / N::value()].extract_dynamic(target % N::value());
+            losses[row] = max + sum.ln() - picked;
+            losses[bad_row] = f32::new(0.0);
+        }
     }
 }
 
-/// `out[0] = mean(values)`: one cube.
+/// `out[0] = mean(values[..len])` and `bad[0] = sum(values[len..2 len])`: one cube (of one
+/// unit, `units == 1`, where barriers are dear).
 #[cube(launch_unchecked)]
-fn mean_kernel(values: &[f32], out: &mut [f32], len: u32, #[comptime] units: usize) {
+fn mean_kernel(
+    values: &[f32],
+    out: &mut [f32],
+    bad: &mut [f32],
+    len: u32,
+    #[comptime] units: usize,
+) {
     let len = len as usize;
-    let unit = UNIT_POS as usize;
+    let unit = unit_index(units);
     let mut acc = f32::new(0.0);
+    let mut flags = f32::new(0.0);
     let mut i = unit;
     while i < len {
         acc += values[i];
+        flags += values[len + i];
         i += units;
     }
     let total = cube_sum(acc, units);
+    let flags = cube_sum(flags, units);
     if unit == 0 {
         out[0] = total / f32::cast_from(len);
+        bad[0] = flags;
     }
 }
 
@@ -630,16 +852,16 @@ pub fn bias_gelu(x: CubeTensor, bias: CubeTensor) -> CubeTensor {
     if let Some(out) = is_empty(&x) {
         return out;
     }
-    let (Some((_, width)), true) = (row_layout(&x), row_param(&bias, width_of(&x))) else {
+    let (Some((rows, width)), true) = (row_layout(&x), row_param(&bias, width_of(&x))) else {
         return composed::bias_gelu::<CubeBackend>(x, bias);
     };
-    let numel = x.shape().num_elements();
     let x = contiguous(x);
     let bias = contiguous(bias);
     let v = vector_size(&[&x, &bias], width);
-    let units = numel / v;
+    let Some((count, dim)) = column_launch(&x.client, rows, width / v) else {
+        return composed::bias_gelu::<CubeBackend>(x, bias);
+    };
     let (out, out_arg) = output_over(&x, 0);
-    let (count, dim) = elementwise_launch(&x.client, units);
     let client = x.client.clone();
     unsafe {
         bias_gelu_kernel::launch_unchecked(
@@ -650,14 +872,47 @@ pub fn bias_gelu(x: CubeTensor, bias: CubeTensor) -> CubeTensor {
             x.into_buffer_arg(),
             bias.into_buffer_arg(),
             out_arg,
-            units as u32,
+            rows as u32,
             (width / v) as u32,
         );
     }
     out
 }
 
-/// `x / sqrt(mean(x^2) + eps) * weight` over the last dimension, one cube per row. Falls back
+/// Rows each unit of a [`column_launch`] aims to take.
+const COLUMN_ROWS: usize = 16;
+
+/// The fewest cubes (in `y`) of a [`column_launch`] while there are rows for them.
+const MIN_COLUMN_CUBES: usize = 8;
+
+/// Cube count and dimension of a launch with a unit per column (`x`) of `vectors` and rows
+/// (`y`) striding over `rows`: 256 units a cube, the grid capped in `y` (the units loop).
+fn column_launch(
+    client: &cubecl::client::Client,
+    rows: usize,
+    vectors: usize,
+) -> Option<(CubeCount, CubeDim)> {
+    let total = unit_cap(client).min(256) as u32;
+    let dim_x = (vectors.next_power_of_two() as u32).min(total);
+    let dim_y = total / dim_x;
+    let max_count = client.properties().hardware.max_cube_count;
+    let cubes_x = u32::try_from(vectors.div_ceil(dim_x as usize))
+        .ok()
+        .filter(|&cubes| cubes <= max_count.0)?;
+    let max_y = max_count.1.max(1) as usize;
+    // Each unit takes about `COLUMN_ROWS` rows (its bias vector read once for them), as long
+    // as that leaves a few cubes for the device's cores.
+    let cubes_y = rows
+        .div_ceil(dim_y as usize * COLUMN_ROWS)
+        .max(rows.div_ceil(dim_y as usize).min(MIN_COLUMN_CUBES))
+        .min(max_y) as u32;
+    Some((
+        CubeCount::Static(cubes_x, cubes_y, 1),
+        CubeDim::new_2d(dim_x, dim_y),
+    ))
+}
+
+/// `x / sqrt(mean(x^2) + eps) * weight` over the last dimension, one unit or cube per row. Falls back
 /// to [`composed::rms_norm`] for other dtypes or a weight of another size.
 pub fn rms_norm(x: CubeTensor, weight: CubeTensor, eps: f32) -> CubeTensor {
     if let Some(out) = is_empty(&x) {
@@ -670,7 +925,7 @@ pub fn rms_norm(x: CubeTensor, weight: CubeTensor, eps: f32) -> CubeTensor {
     let weight = contiguous(weight);
     let v = vector_size(&[&x, &weight], width);
     let (out, out_arg) = output_over(&x, 0);
-    let (count, dim, units) = row_launch(&x.client, rows, width / v);
+    let (count, dim, units) = row_launch(&x.client, rows, width / v, width);
     let client = x.client.clone();
     unsafe {
         rms_norm_kernel::launch_unchecked(
@@ -690,7 +945,8 @@ pub fn rms_norm(x: CubeTensor, weight: CubeTensor, eps: f32) -> CubeTensor {
     out
 }
 
-/// `(x - mean) / sqrt(var + eps) * gamma + beta` over the last dimension, one cube per row.
+/// `(x - mean) / sqrt(var + eps) * gamma + beta` over the last dimension, one unit or cube per
+/// row.
 /// Falls back to [`composed::layer_norm`] for other dtypes or parameters of another size.
 pub fn layer_norm(x: CubeTensor, gamma: CubeTensor, beta: CubeTensor, eps: f32) -> CubeTensor {
     if let Some(out) = is_empty(&x) {
@@ -709,7 +965,7 @@ pub fn layer_norm(x: CubeTensor, gamma: CubeTensor, beta: CubeTensor, eps: f32) 
     let beta = contiguous(beta);
     let v = vector_size(&[&x, &gamma, &beta], width);
     let (out, out_arg) = output_over(&x, 0);
-    let (count, dim, units) = row_launch(&x.client, rows, width / v);
+    let (count, dim, units) = row_launch(&x.client, rows, width / v, width);
     let client = x.client.clone();
     unsafe {
         layer_norm_kernel::launch_unchecked(
@@ -730,7 +986,7 @@ pub fn layer_norm(x: CubeTensor, gamma: CubeTensor, beta: CubeTensor, eps: f32) 
     out
 }
 
-/// The softmax over the last dimension (maximum subtracted first), one cube per row. Falls back
+/// The softmax over the last dimension (maximum subtracted first), one unit or cube per row. Falls back
 /// to [`composed::softmax_last`] for other dtypes.
 pub fn softmax_last(x: CubeTensor) -> CubeTensor {
     if let Some(out) = is_empty(&x) {
@@ -742,7 +998,7 @@ pub fn softmax_last(x: CubeTensor) -> CubeTensor {
     let x = contiguous(x);
     let v = vector_size(&[&x], width);
     let (out, out_arg) = output_over(&x, 0);
-    let (count, dim, units) = row_launch(&x.client, rows, width / v);
+    let (count, dim, units) = row_launch(&x.client, rows, width / v, width);
     let client = x.client.clone();
     unsafe {
         softmax_kernel::launch_unchecked(
@@ -760,29 +1016,45 @@ pub fn softmax_last(x: CubeTensor) -> CubeTensor {
     out
 }
 
-/// The mean over rows of `-log_softmax(logits)[target]`, shape `[1]`: one cube per row for the
-/// row losses, then one cube for their mean. The targets are read back and checked on the host
-/// first, as [`composed::cross_entropy_logits`] does (panics on a target outside
-/// `0..classes`); falls back to it for other dtypes, empty logits or a rank other than 2.
+/// The mean over rows of `-log_softmax(logits)[target]`, shape `[1]`: one unit or cube per row
+/// for the row losses, then one cube for their mean. The targets (`i32` or `u32`) are checked
+/// in the row kernel, which flags a row whose target is outside `0..classes`; the flag count is
+/// read back after the launches (the one wait of the call, on the computation itself), and only
+/// when a row is flagged are the targets read on the host by [`composed::target_classes`] for
+/// its panic. Targets of another int dtype or of another count take that host check first, as
+/// [`composed::cross_entropy_logits`] does; falls back to it for other float dtypes, empty
+/// logits or a rank other than 2.
 pub fn cross_entropy_logits(logits: CubeTensor, targets: CubeTensor) -> CubeTensor {
     let shape = logits.shape();
-    let (Some((rows, width)), 2) = (row_layout(&logits), shape.num_dims()) else {
+    let (Some((rows, width)), 2, Some(_)) = (
+        row_layout(&logits),
+        shape.num_dims(),
+        to_u32(2 * shape.num_elements() / width_of(&logits).max(1)),
+    ) else {
         return composed::cross_entropy_logits::<CubeBackend>(logits, targets);
     };
-    let classes = composed::target_classes::<CubeBackend>(&targets, rows, width);
-    let classes: Vec<u32> = classes.into_iter().map(|c| c as u32).collect();
+    let on_device = matches!(targets.dtype, DType::I32 | DType::U32)
+        && targets.shape().num_elements() == rows
+        && i32::try_from(width).is_ok();
     let logits = contiguous(logits);
     let client = logits.client.clone();
-    let targets = CubeTensor::new_contiguous(
-        client.clone(),
-        logits.device.clone(),
-        Shape::new([rows]),
-        client.create_from_slice(u32::as_bytes(&classes)),
-        DType::U32,
-    );
+    let targets = if on_device {
+        contiguous(targets)
+    } else {
+        let classes = composed::target_classes::<CubeBackend>(&targets, rows, width);
+        let classes: Vec<u32> = classes.into_iter().map(|c| c as u32).collect();
+        CubeTensor::new_contiguous(
+            client.clone(),
+            logits.device.clone(),
+            Shape::new([rows]),
+            client.create_from_slice(u32::as_bytes(&classes)),
+            DType::U32,
+        )
+    };
     let v = vector_size(&[&logits], width);
-    let losses = empty(&logits, Shape::new([rows]), DType::F32);
-    let (count, dim, units) = row_launch(&client, rows, width / v);
+    let losses = empty(&logits, Shape::new([2 * rows]), DType::F32);
+    let (count, dim, units) = row_launch(&client, rows, width / v, width);
+    let int_dtype = dtype_to_storage_type(targets.dtype);
     unsafe {
         cross_entropy_rows_kernel::launch_unchecked(
             &client,
@@ -790,15 +1062,23 @@ pub fn cross_entropy_logits(logits: CubeTensor, targets: CubeTensor) -> CubeTens
             dim,
             v,
             logits.clone().into_buffer_arg(),
-            targets.into_buffer_arg(),
+            targets.clone().into_buffer_arg(),
             losses.clone().into_buffer_arg(),
             rows as u32,
             (width / v) as u32,
+            width as u32,
             units,
+            int_dtype,
         );
     }
     let out = empty(&logits, Shape::new([1]), DType::F32);
-    let (count, dim, units) = row_launch(&client, 1, rows);
+    let bad = empty(&logits, Shape::new([1]), DType::F32);
+    // One unit adds up to 2^16 row losses alone where barriers are dear (see `unit_per_row`).
+    let (count, dim, units) = if rows <= 1 << 16 && unit_per_row(&client, 1) {
+        (CubeCount::Static(1, 1, 1), CubeDim::new_1d(1), 1)
+    } else {
+        cube_per_row_launch(&client, 1, rows)
+    };
     unsafe {
         mean_kernel::launch_unchecked(
             &client,
@@ -806,9 +1086,21 @@ pub fn cross_entropy_logits(logits: CubeTensor, targets: CubeTensor) -> CubeTens
             dim,
             losses.into_buffer_arg(),
             out.clone().into_buffer_arg(),
+            bad.clone().into_buffer_arg(),
             rows as u32,
             units,
         );
+    }
+    if on_device {
+        let flagged = burn_cubecl::ops::into_data_sync(bad)
+            .convert::<f32>()
+            .try_to_vec::<f32>()
+            .expect("cross_entropy_logits: reading the target check failed");
+        if flagged[0] != 0.0 {
+            // Panics with the row and value of the first bad target.
+            composed::target_classes::<CubeBackend>(&targets, rows, width);
+            unreachable!("cross_entropy_logits: the device flagged a target the host accepts");
+        }
     }
     // Loss = -mean(log p[target]) = mean(row losses).
     out
@@ -833,8 +1125,32 @@ pub fn dropout(x: CubeTensor, p: f32, seed: u64) -> (CubeTensor, CubeTensor) {
     let x = contiguous(x);
     let (out, out_arg) = output_over(&x, 0);
     let keep = empty(&x, x.shape(), bool_dtype);
-    let (count, dim) = elementwise_launch(&x.client, numel.div_ceil(4));
+    let words = numel.div_ceil(4);
     let client = x.client.clone();
+    let vectorized = dropout_vectorized(&x, &keep, numel);
+    if vectorized {
+        let (count, dim) = elementwise_launch(&client, words);
+        unsafe {
+            dropout_vector_kernel::launch_unchecked(
+                &client,
+                count,
+                dim,
+                4,
+                x.into_buffer_arg(),
+                out_arg,
+                keep.clone().into_buffer_arg(),
+                words as u32,
+                (seed >> 32) as u32,
+                seed as u32,
+                threshold,
+                scale,
+                dtype_to_storage_type(bool_dtype),
+            );
+        }
+        return (out, keep);
+    }
+    // The scalar kernel (a count not a multiple of 4): one unit per hash.
+    let (count, dim) = unit_launch(&client, words);
     unsafe {
         dropout_kernel::launch_unchecked(
             &client,
@@ -852,6 +1168,22 @@ pub fn dropout(x: CubeTensor, p: f32, seed: u64) -> (CubeTensor, CubeTensor) {
         );
     }
     (out, keep)
+}
+
+/// Whether dropout over `x` (`numel` elements) into the mask `keep` reads and writes 4-lane
+/// vectors: a whole number of hashes and 4-lane vectors offered for both dtypes.
+fn dropout_vectorized(x: &CubeTensor, keep: &CubeTensor, numel: usize) -> bool {
+    let bool_size = keep.dtype.size();
+    numel.is_multiple_of(4)
+        && vector_size(&[x], 4) == 4
+        && x.client
+            .io_optimized_vector_sizes(bool_size)
+            .any(|v| v == 4)
+        && keep
+            .handle
+            .offset_start
+            .unwrap_or(0)
+            .is_multiple_of((4 * bool_size) as u64)
 }
 
 /// `x` clamped to `[lo, hi]` (NaN kept, as Burn's clamp), one element-wise kernel; its
@@ -927,7 +1259,7 @@ mod grad {
     /// tensor: the gradient of a per-feature parameter.
     fn column_sum(t: &CubeTensor, rows: usize, width: usize) -> CubeTensor {
         let out = empty(t, Shape::new([width]), DType::F32);
-        let (count, dim) = elementwise_launch(&t.client, width);
+        let (count, dim) = unit_launch(&t.client, width);
         unsafe {
             column_sum_kernel::launch_unchecked(
                 &t.client,
@@ -963,11 +1295,12 @@ mod grad {
         len: u32,
         width: u32,
     ) {
-        let i = ABSOLUTE_POS;
-        if i >= len as usize {
-            terminate!();
+        let step = grid_units();
+        let mut i = ABSOLUTE_POS;
+        while i < len as usize {
+            out[i] = grad[i] * gelu_derivative(x[i] + bias[i % width as usize]);
+            i += step;
         }
-        out[i] = grad[i] * gelu_derivative(x[i] + bias[i % width as usize]);
     }
 
     #[cube(launch_unchecked)]
@@ -981,20 +1314,21 @@ mod grad {
         #[comptime] want_gate: bool,
         #[comptime] want_up: bool,
     ) {
-        let i = ABSOLUTE_POS;
-        if i >= len as usize {
-            terminate!();
-        }
-        let g = gate[i];
-        let d = grad[i];
-        let s = sigmoid(g);
-        let silu = g * s;
-        if want_up {
-            d_up[i] = d * silu;
-        }
-        if want_gate {
-            let one = Vector::new(f32::new(1.0));
-            d_gate[i] = d * up[i] * (s + silu * (one - s));
+        let step = grid_units();
+        let mut i = ABSOLUTE_POS;
+        while i < len as usize {
+            let g = gate[i];
+            let d = grad[i];
+            let s = sigmoid(g);
+            let silu = g * s;
+            if want_up {
+                d_up[i] = d * silu;
+            }
+            if want_gate {
+                let one = Vector::new(f32::new(1.0));
+                d_gate[i] = d * up[i] * (s + silu * (one - s));
+            }
+            i += step;
         }
     }
 
@@ -1028,13 +1362,13 @@ mod grad {
         #[comptime] units: usize,
         #[comptime] want_part: bool,
     ) {
-        let row = CUBE_POS;
+        let row = row_index(units);
         if row >= rows as usize {
             terminate!();
         }
         let width = width as usize;
         let base = row * width;
-        let unit = UNIT_POS as usize;
+        let unit = unit_index(units);
         let n = f32::cast_from(width * N::value());
         let mut squares = Vector::new(f32::new(0.0));
         let mut dots = Vector::new(f32::new(0.0));
@@ -1078,13 +1412,13 @@ mod grad {
         #[comptime] units: usize,
         #[comptime] want_part: bool,
     ) {
-        let row = CUBE_POS;
+        let row = row_index(units);
         if row >= rows as usize {
             terminate!();
         }
         let width = width as usize;
         let base = row * width;
-        let unit = UNIT_POS as usize;
+        let unit = unit_index(units);
         let n = f32::cast_from(width * N::value());
         let mut acc = Vector::new(f32::new(0.0));
         let mut i = unit;
@@ -1135,13 +1469,13 @@ mod grad {
         width: u32,
         #[comptime] units: usize,
     ) {
-        let row = CUBE_POS;
+        let row = row_index(units);
         if row >= rows as usize {
             terminate!();
         }
         let width = width as usize;
         let base = row * width;
-        let unit = UNIT_POS as usize;
+        let unit = unit_index(units);
         let mut acc = Vector::new(f32::new(0.0));
         let mut i = unit;
         while i < width {
@@ -1274,7 +1608,7 @@ mod grad {
         [d_gate, d_up]
     }
 
-    /// `[dx, dweight]` of RMS normalisation: `dx` one cube per row (over the gradient's buffer
+    /// `[dx, dweight]` of RMS normalisation: `dx` one unit or cube per row (over the gradient's buffer
     /// when it is ours), `dweight` the row sum of the per-element `grad * x^` the same kernel
     /// writes. Falls back to the composed gradient for other dtypes or shapes.
     pub fn rms_norm_backward(
@@ -1313,7 +1647,7 @@ mod grad {
         } else {
             (None, placeholder(&x, v))
         };
-        let (count, dim, units) = row_launch(&x.client, rows, width / v);
+        let (count, dim, units) = row_launch(&x.client, rows, width / v, width);
         let client = x.client.clone();
         unsafe {
             rms_norm_backward_kernel::launch_unchecked(
@@ -1337,7 +1671,7 @@ mod grad {
         [want_x.then_some(dx), d_weight]
     }
 
-    /// `[dx, dgamma, dbeta]` of layer normalisation: `dx` one cube per row (over the gradient's
+    /// `[dx, dgamma, dbeta]` of layer normalisation: `dx` one unit or cube per row (over the gradient's
     /// buffer when it is ours), `dgamma` and `dbeta` row sums of `grad * x^` (written by the same
     /// kernel) and of `grad`. Falls back to the composed gradient for other dtypes or shapes.
     pub fn layer_norm_backward(
@@ -1379,7 +1713,7 @@ mod grad {
         } else {
             (None, placeholder(&x, v))
         };
-        let (count, dim, units) = row_launch(&x.client, rows, width / v);
+        let (count, dim, units) = row_launch(&x.client, rows, width / v, width);
         let client = x.client.clone();
         unsafe {
             layer_norm_backward_kernel::launch_unchecked(
@@ -1403,7 +1737,7 @@ mod grad {
         [want_x.then_some(dx), d_gamma, d_beta]
     }
 
-    /// `dx` of the last-dimension softmax with output `y`: `y (grad - sum(grad y))`, one cube per
+    /// `dx` of the last-dimension softmax with output `y`: `y (grad - sum(grad y))`, one unit or cube per
     /// row (over the gradient's buffer when it is ours). Falls back to the composed gradient for
     /// other dtypes or shapes.
     pub fn softmax_last_backward(y: CubeTensor, grad: CubeTensor) -> CubeTensor {
@@ -1419,7 +1753,7 @@ mod grad {
         let grad = contiguous(grad);
         let v = vector_size(&[&y, &grad], width);
         let (out, out_arg) = output_over(&grad, 1);
-        let (count, dim, units) = row_launch(&y.client, rows, width / v);
+        let (count, dim, units) = row_launch(&y.client, rows, width / v, width);
         let client = y.client.clone();
         unsafe {
             softmax_backward_kernel::launch_unchecked(
@@ -1745,6 +2079,21 @@ mod tests {
             assert_close(bias_gelu(x, bias), expected, TOL);
         }
         let (x, bias) = (strided(&[6, 4, 5], 11), random(&[5], 12));
+        let expected = composed::bias_gelu::<B>(x.clone(), bias.clone());
+        assert_close(bias_gelu(x, bias), expected, TOL);
+        // Far into both tails (the erf approximation saturates) and near 0.
+        let wide: Vec<f32> = ramp(4 * 64, 15).into_iter().map(|v| v * 15.0).collect();
+        let small: Vec<f32> = ramp(64, 16).into_iter().map(|v| v * 1e-3).collect();
+        let (x, bias) = (tensor(wide, &[4, 64]), tensor(small, &[64]));
+        let expected = composed::bias_gelu::<B>(x.clone(), bias.clone());
+        assert_close(bias_gelu(x, bias), expected, TOL);
+        let (x, bias) = (
+            tensor(
+                ramp(64, 17).into_iter().map(|v| v * 1e-3).collect(),
+                &[1, 64],
+            ),
+            tensor(vec![0.0; 64], &[64]),
+        );
         let expected = composed::bias_gelu::<B>(x.clone(), bias.clone());
         assert_close(bias_gelu(x, bias), expected, TOL);
         // In place over an unshared `x`.
@@ -2263,5 +2612,206 @@ mod tests {
             (out.shape(), mask.shape()),
             (Shape::new([0, 4]), Shape::new([0, 4]))
         );
+    }
+
+    /// Rows on both sides of `MAX_UNIT_ROW`: one unit per row up to it and one cube per row
+    /// past it (on a device without plane operations, as lavapipe), forward and backward.
+    #[test]
+    fn row_kernels_narrow_and_wide_rows() {
+        let client = random(&[1], 0).client;
+        eprintln!(
+            "one unit per row up to {MAX_UNIT_ROW} elements: {}",
+            unit_per_row(&client, MAX_UNIT_ROW)
+        );
+        assert!(!unit_per_row(&client, MAX_UNIT_ROW + 1));
+        let shapes: &[&[usize]] = &[
+            &[64, 256],
+            &[3, MAX_UNIT_ROW],
+            &[3, MAX_UNIT_ROW + 1],
+            &[2, 3000],
+            &[9, 2, 17],
+        ];
+        for (k, shape) in shapes.iter().enumerate() {
+            let width = *shape.last().unwrap();
+            let seed = 200 + 10 * k as u64;
+            let x = random(shape, seed);
+            let (w, b) = (random(&[width], seed + 1), random(&[width], seed + 2));
+            assert_close(
+                rms_norm(x.clone(), w.clone(), 1e-5),
+                composed::rms_norm::<B>(x.clone(), w.clone(), 1e-5),
+                TOL,
+            );
+            assert_close(
+                layer_norm(x.clone(), w.clone(), b.clone(), 1e-5),
+                composed::layer_norm::<B>(x.clone(), w.clone(), b.clone(), 1e-5),
+                2e-5,
+            );
+            assert_close(
+                softmax_last(x.clone()),
+                composed::softmax_last::<B>(x.clone()),
+                TOL,
+            );
+            assert_close(
+                bias_gelu(x.clone(), b.clone()),
+                composed::bias_gelu::<B>(x.clone(), b.clone()),
+                TOL,
+            );
+            if shape.len() == 2 {
+                let picked: Vec<i64> = (0..shape[0])
+                    .map(|r| ((r * 13 + 5) % width) as i64)
+                    .collect();
+                assert_close(
+                    cross_entropy_logits(x.clone(), targets(&picked)),
+                    composed::cross_entropy_logits::<B>(x.clone(), targets(&picked)),
+                    TOL,
+                );
+            }
+            #[cfg(feature = "autodiff")]
+            {
+                use crate::kernels::backward::generic;
+                let d = random(shape, seed + 3);
+                assert_grads(
+                    rms_norm_backward(x.clone(), w.clone(), 1e-5, d.clone(), [true, true]),
+                    generic::rms_norm_backward::<B>(
+                        x.clone(),
+                        w.clone(),
+                        1e-5,
+                        d.clone(),
+                        [true, true],
+                    ),
+                    1e-4,
+                );
+                assert_grads(
+                    layer_norm_backward(x.clone(), w.clone(), 1e-5, d.clone(), [true; 3]),
+                    generic::layer_norm_backward::<B>(
+                        x.clone(),
+                        w.clone(),
+                        1e-5,
+                        d.clone(),
+                        [true; 3],
+                    ),
+                    1e-4,
+                );
+                let y = composed::softmax_last::<B>(x.clone());
+                assert_close(
+                    softmax_last_backward(y.clone(), d.clone()),
+                    generic::softmax_last_backward::<B>(y, d),
+                    TOL,
+                );
+            }
+        }
+    }
+
+    /// The targets checked on the device (the device's int dtype) and on the host (another
+    /// int dtype) give the same loss.
+    #[test]
+    fn cross_entropy_target_dtypes() {
+        let picked = [4i64, 0, 2];
+        let logits = random(&[3, 5], 7);
+        let expected = composed::cross_entropy_logits::<B>(logits.clone(), targets(&picked));
+        for dtype in [IntDType::I32, IntDType::U32, IntDType::I64] {
+            if !<B as burn_backend::Backend>::supports_dtype(&device(), DType::from(dtype)) {
+                continue;
+            }
+            let t = B::int_cast(targets(&picked), dtype);
+            assert_close(
+                cross_entropy_logits(logits.clone(), t),
+                expected.clone(),
+                TOL,
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "target -1 of row 1 is outside 0..5")]
+    fn cross_entropy_checks_negative_targets() {
+        cross_entropy_logits(random(&[3, 5], 1), targets(&[0, -1, 9]));
+    }
+
+    /// A bad target in rows of one cube each (wider than `MAX_UNIT_ROW`).
+    #[test]
+    #[should_panic(expected = "target 1500 of row 2 is outside 0..1500")]
+    fn cross_entropy_checks_targets_of_wide_rows() {
+        cross_entropy_logits(random(&[3, 1500], 1), targets(&[0, 1499, 1500]));
+    }
+
+    /// The targets' count is checked before any launch.
+    #[test]
+    #[should_panic(expected = "2 targets for 3 rows")]
+    fn cross_entropy_checks_target_count() {
+        cross_entropy_logits(random(&[3, 5], 1), targets(&[0, 1]));
+    }
+
+    /// Dropout reads and writes 4-lane vectors when the element count is a multiple of 4.
+    #[test]
+    fn dropout_vector_path() {
+        let x = random(&[4, 1001], 1);
+        let bool_dtype = DType::from(get_or_init_device_settings::<B>(&device()).bool_dtype);
+        let keep = empty(&x, x.shape(), bool_dtype);
+        eprintln!(
+            "bool dtype {bool_dtype:?}: 4-lane dropout {}",
+            dropout_vectorized(&x, &keep, 4004)
+        );
+        assert!(!dropout_vectorized(&x, &keep, 4003));
+    }
+
+    /// Tensors large enough that each unit of an element-wise kernel loops over many vectors
+    /// (`ITEMS_PER_UNIT`), vectorized and not.
+    #[test]
+    fn elementwise_units_loop() {
+        for (k, shape) in [[300usize, 1000], [301, 999]].iter().enumerate() {
+            let n = shape[0] * shape[1];
+            let seed = 300 + 10 * k as u64;
+            let (a, b) = (random(shape, seed), random(shape, seed + 1));
+            let bias = random(&[shape[1]], seed + 2);
+            assert_close(
+                add_relu(a.clone(), b.clone()),
+                composed::add_relu::<B>(a.clone(), b.clone()),
+                TOL,
+            );
+            assert_close(
+                swiglu(a.clone(), b.clone()),
+                composed::swiglu::<B>(a.clone(), b.clone()),
+                TOL,
+            );
+            assert_close(
+                clamp_ste(a.clone(), -0.5, 1.0),
+                composed::clamp_ste::<B>(a.clone(), -0.5, 1.0),
+                0.0,
+            );
+            assert_close(
+                bias_gelu(a.clone(), bias.clone()),
+                composed::bias_gelu::<B>(a.clone(), bias.clone()),
+                TOL,
+            );
+            let (out, mask) = dropout(a.clone(), 0.3, 11);
+            let (c_out, c_mask) = composed::dropout::<B>(a.clone(), 0.3, 11);
+            assert_eq!(mask_values(mask), composed::dropout_keep(n, 0.3, 11));
+            assert_eq!(
+                into_data_sync(c_mask).as_bytes(),
+                into_data_sync(dropout(a.clone(), 0.3, 11).1).as_bytes()
+            );
+            assert_close(out, c_out, 0.0);
+            #[cfg(feature = "autodiff")]
+            {
+                use crate::kernels::backward::generic;
+                let d = random(shape, seed + 3);
+                assert_grads(
+                    bias_gelu_backward(a.clone(), bias.clone(), d.clone(), [true, true]),
+                    generic::bias_gelu_backward::<B>(
+                        a.clone(),
+                        bias.clone(),
+                        d.clone(),
+                        [true, true],
+                    ),
+                    1e-4,
+                );
+                assert_grads(
+                    swiglu_backward(a.clone(), b.clone(), d.clone(), [true, true]),
+                    generic::swiglu_backward::<B>(a.clone(), b.clone(), d.clone(), [true, true]),
+                    TOL,
+                );
+            }
+        }
     }
 }

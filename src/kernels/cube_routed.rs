@@ -1,7 +1,9 @@
 //! `impl RoutedOps for CubeBackend` and its backward kernels: the CubeCL kernels of
 //! [`super::cube`]. `Cube` runs them directly when fusion is off, and inside each deferred
 //! operation of the generated `Fusion<B>` impl when it is on. The ops with a `composition` in
-//! `ops.toml` run the trait's default body (the composition) instead.
+//! `ops.toml` run the trait's default body (the composition) instead, but for `clamp_ste`,
+//! whose kernel runs here while `Fusion<B>` runs its one-primitive composition, which Burn's
+//! fuser handles as fast (BENCHMARKS.md).
 
 use burn_cubecl::CubeBackend;
 
