@@ -713,10 +713,17 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             ),
             (None, false) => continue,
         };
-        let span = spec
-            .name
-            .as_ref()
-            .map_or(spec.span.clone(), |n| n.span.clone());
+        // At the output (or the inputs, for the stream), else the op's name.
+        let at = if key.ends_with("inputs") {
+            spec.inputs.as_ref().map(|i| i.span.clone())
+        } else {
+            spec.output.as_ref().map(OutputSpec::span)
+        };
+        let span = at.unwrap_or_else(|| {
+            spec.name
+                .as_ref()
+                .map_or(spec.span.clone(), |n| n.span.clone())
+        });
         out.push(
             Diagnostic::new(
                 span,
