@@ -599,7 +599,8 @@ fn output_metadata_resolves(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         if field == "shape" && tensor.container != Container::One {
                             out.push(diag(
                                 format!(
-                                    "the shape of a `{}` output cannot be an input's: a function decides how many tensors there are",
+                                    "the shape of {} `{}` output cannot be an input's: a function decides how many tensors there are",
+                                    if tensor.container == Container::Option { "an" } else { "a" },
                                     container_name(tensor.container)
                                 ),
                                 format!(
