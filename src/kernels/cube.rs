@@ -272,6 +272,36 @@ fn unit_index(#[comptime] units: usize) -> usize {
     unit
 }
 
+/// The mean of row `base..base + width` of `x` and `1 / sqrt(var + eps)`, as vectors, for layer
+/// normalisation and its gradient (two passes over the row, each unit striding by `units`).
+#[cube]
+fn row_standardizer<N: Size>(
+    x: &[Vector<f32, N>],
+    base: usize,
+    width: usize,
+    unit: usize,
+    eps: f32,
+    #[comptime] units: usize,
+) -> (Vector<f32, N>, Vector<f32, N>) {
+    let n = f32::cast_from(width * N::value());
+    let mut acc = Vector::new(f32::new(0.0));
+    let mut i = unit;
+    while i < width {
+        acc += x[base + i];
+        i += units;
+    }
+    let mean = Vector::new(cube_sum(lanes_sum(acc), units) / n);
+    let mut acc = Vector::new(f32::new(0.0));
+    let mut i = unit;
+    while i < width {
+        let c = x[base + i] - mean;
+        acc += c * c;
+        i += units;
+    }
+    let var = cube_sum(lanes_sum(acc), units) / n;
+    (mean, Vector::new(f32::new(1.0) / (var + eps).sqrt()))
+}
+
 /// The sum of `value` over the `units` units working on one row, given to every one of them:
 /// `value` itself with one unit per row, else a tree in shared memory over the cube (`units`,
 /// a power of two, is the cube dimension), the same order on every run.
@@ -636,23 +666,7 @@ fn layer_norm_kernel<N: Size>(
     let width = width as usize;
     let base = row * width;
     let unit = unit_index(units);
-    let n = f32::cast_from(width * N::value());
-    let mut acc = Vector::new(f32::new(0.0));
-    let mut i = unit;
-    while i < width {
-        acc += x[base + i];
-        i += units;
-    }
-    let mean = Vector::new(cube_sum(lanes_sum(acc), units) / n);
-    let mut acc = Vector::new(f32::new(0.0));
-    let mut i = unit;
-    while i < width {
-        let c = x[base + i] - mean;
-        acc += c * c;
-        i += units;
-    }
-    let var = cube_sum(lanes_sum(acc), units) / n;
-    let inverse = Vector::new(f32::new(1.0) / (var + eps).sqrt());
+    let (mean, inverse) = row_standardizer::<N>(x, base, width, unit, eps, units);
     let mut i = unit;
     while i < width {
         out[base + i] = (x[base + i] - mean) * inverse * gamma[i] + beta[i];
@@ -1420,22 +1434,7 @@ mod grad {
         let base = row * width;
         let unit = unit_index(units);
         let n = f32::cast_from(width * N::value());
-        let mut acc = Vector::new(f32::new(0.0));
-        let mut i = unit;
-        while i < width {
-            acc += x[base + i];
-            i += units;
-        }
-        let mean = Vector::new(cube_sum(lanes_sum(acc), units) / n);
-        let mut acc = Vector::new(f32::new(0.0));
-        let mut i = unit;
-        while i < width {
-            let c = x[base + i] - mean;
-            acc += c * c;
-            i += units;
-        }
-        let var = cube_sum(lanes_sum(acc), units) / n;
-        let inverse = Vector::new(f32::new(1.0) / (var + eps).sqrt());
+        let (mean, inverse) = row_standardizer::<N>(x, base, width, unit, eps, units);
         let mut scaled = Vector::new(f32::new(0.0));
         let mut projected = Vector::new(f32::new(0.0));
         let mut i = unit;
