@@ -1073,8 +1073,9 @@ impl Lowerer<'_> {
             } else if syn::parse_str::<syn::Ident>(text).is_ok() {
                 Some(MetaSource::Input(text.to_owned()))
             } else {
+                let sep = if field == "dtype" { "," } else { ", or" };
                 let default = if field == "dtype" {
-                    ", `\"default\"` (the device's default dtype for the output's kind)"
+                    ", or `\"default\"` (the device's default dtype for the output's kind)"
                 } else {
                     ""
                 };
@@ -1088,7 +1089,7 @@ impl Lowerer<'_> {
                         ),
                     )
                     .help(format!(
-                        "write a tensor input's name (the output's {field} is that input's), a function path such as \"crate::meta::out_{field}\"{default}"
+                        "write a tensor input's name (the output's {field} is that input's){sep} a function path such as \"crate::meta::out_{field}\"{default}"
                     )),
                 );
                 None
