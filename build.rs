@@ -17,8 +17,10 @@ fn main() {
             println!("cargo::rustc-cfg=burn_route_{key}");
         }
     }
+    // `.op_check()`: also `OUT_DIR/routed_check.rs`, which `tests/op_check.rs` includes.
     burn_route_codegen::Builder::new("ops.toml")
         .runtime_path("crate::rt")
+        .op_check()
         .regenerate_hint("bless the snapshot with `UPDATE_GENERATED=1 cargo test --test generated`")
         .build_script();
     // Every form of the lazy `Fusion<B>` implementation, for `tests/lazy_forms.rs` (a crate of
@@ -27,5 +29,10 @@ fn main() {
     burn_route_codegen::Builder::new("tests/lazy/ops.toml")
         .manifest_name("tests/lazy/ops.toml")
         .out_dir(out.join("lazy"))
+        .build_script();
+    // Ops with formula backward passes, for `tests/formulas.rs`.
+    burn_route_codegen::Builder::new("tests/formulas/ops.toml")
+        .manifest_name("tests/formulas/ops.toml")
+        .out_dir(out.join("formulas"))
         .build_script();
 }

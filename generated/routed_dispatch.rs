@@ -2,10 +2,10 @@
 // Do not edit. Change ops.toml and rebuild; bless the snapshot with `UPDATE_GENERATED=1 cargo test --test generated`.
 
 use super::ops::RoutedOps;
-#[cfg(burn_route_autodiff)]
-use super::ops::RoutedOpsAutodiff;
 use super::ops::RoutedOpsComposite;
 use super::ops::RoutedOpsFlex;
+#[cfg(burn_route_autodiff)]
+use super::ops::autodiff;
 use crate::rt;
 use crate::rt::__private as __rt;
 
@@ -262,7 +262,7 @@ fn route_add_relu<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::add_relu,
+                    autodiff::add_relu::<rt::Flex, rt::NoCheckpointing>,
                     lhs,
                     rhs,
                 )
@@ -271,7 +271,7 @@ fn route_add_relu<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::add_relu,
+                    autodiff::add_relu::<rt::Flex, rt::BalancedCheckpointing>,
                     lhs,
                     rhs,
                 )
@@ -284,7 +284,7 @@ fn route_add_relu<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::add_relu,
+                    autodiff::add_relu::<rt::Cube, rt::NoCheckpointing>,
                     lhs,
                     rhs,
                 )
@@ -293,7 +293,7 @@ fn route_add_relu<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::add_relu,
+                    autodiff::add_relu::<rt::Cube, rt::BalancedCheckpointing>,
                     lhs,
                     rhs,
                 )
@@ -306,7 +306,7 @@ fn route_add_relu<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::add_relu,
+                    autodiff::add_relu::<rt::Remote, rt::NoCheckpointing>,
                     lhs,
                     rhs,
                 )
@@ -315,7 +315,7 @@ fn route_add_relu<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::add_relu,
+                    autodiff::add_relu::<rt::Remote, rt::BalancedCheckpointing>,
                     lhs,
                     rhs,
                 )
@@ -379,7 +379,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "scale",
         rt::Policy::Differentiable,
-        "ops.toml:37",
+        "ops.toml:39",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -424,7 +424,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::scale,
+                    autodiff::scale::<rt::Flex, rt::NoCheckpointing>,
                     x,
                     alpha,
                 )
@@ -433,7 +433,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::scale,
+                    autodiff::scale::<rt::Flex, rt::BalancedCheckpointing>,
                     x,
                     alpha,
                 )
@@ -446,7 +446,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::scale,
+                    autodiff::scale::<rt::Cube, rt::NoCheckpointing>,
                     x,
                     alpha,
                 )
@@ -455,7 +455,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::scale,
+                    autodiff::scale::<rt::Cube, rt::BalancedCheckpointing>,
                     x,
                     alpha,
                 )
@@ -468,7 +468,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::scale,
+                    autodiff::scale::<rt::Remote, rt::NoCheckpointing>,
                     x,
                     alpha,
                 )
@@ -477,7 +477,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::scale,
+                    autodiff::scale::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                     alpha,
                 )
@@ -523,7 +523,7 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "argmax_last",
         rt::Policy::Detach,
-        "ops.toml:50",
+        "ops.toml:54",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -609,7 +609,7 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "round_half_even",
         rt::Policy::Reject,
-        "ops.toml:56",
+        "ops.toml:60",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -705,7 +705,7 @@ fn route_axpby<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "axpby",
         rt::Policy::Differentiable,
-        "ops.toml:70",
+        "ops.toml:74",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -766,7 +766,7 @@ fn route_axpby<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::axpby,
+                    autodiff::axpby::<rt::Flex, rt::NoCheckpointing>,
                     x,
                     y,
                     alpha,
@@ -777,7 +777,7 @@ fn route_axpby<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::axpby,
+                    autodiff::axpby::<rt::Flex, rt::BalancedCheckpointing>,
                     x,
                     y,
                     alpha,
@@ -792,7 +792,7 @@ fn route_axpby<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::axpby,
+                    autodiff::axpby::<rt::Cube, rt::NoCheckpointing>,
                     x,
                     y,
                     alpha,
@@ -803,7 +803,7 @@ fn route_axpby<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::axpby,
+                    autodiff::axpby::<rt::Cube, rt::BalancedCheckpointing>,
                     x,
                     y,
                     alpha,
@@ -823,7 +823,7 @@ fn route_axpby<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::axpby,
+                    autodiff::axpby::<rt::Remote, rt::NoCheckpointing>,
                     x,
                     y,
                     alpha,
@@ -834,7 +834,7 @@ fn route_axpby<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::axpby,
+                    autodiff::axpby::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                     y,
                     alpha,
@@ -848,7 +848,7 @@ fn route_axpby<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "ops.toml:73",
+            "ops.toml:77",
             ("y", y.as_ref()),
             ("x", Some(&x)),
         )],
@@ -906,7 +906,7 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "sum_all",
         rt::Policy::Differentiable,
-        "ops.toml:85",
+        "ops.toml:91",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1032,7 +1032,7 @@ fn route_split_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "split_last",
         rt::Policy::Differentiable,
-        "ops.toml:95",
+        "ops.toml:101",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1201,7 +1201,7 @@ fn route_softplus<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softplus",
         rt::Policy::Differentiable,
-        "ops.toml:108",
+        "ops.toml:116",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1374,7 +1374,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "masked_fill_count",
         rt::Policy::Detach,
-        "ops.toml:122",
+        "ops.toml:130",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1453,7 +1453,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::SameAs,
-            "ops.toml:125",
+            "ops.toml:133",
             ("mask", Some(mask)),
             ("x", Some(&x)),
         )],
@@ -1524,7 +1524,7 @@ fn route_nan_to_num<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "nan_to_num",
         rt::Policy::Detach,
-        "ops.toml:135",
+        "ops.toml:143",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1648,7 +1648,7 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dequantize_relu",
         rt::Policy::Reject,
-        "ops.toml:145",
+        "ops.toml:153",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1740,8 +1740,8 @@ fn route_iota<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "iota",
         rt::Policy::Reject,
-        "ops.toml:152",
-        "ops.toml:156",
+        "ops.toml:160",
+        "ops.toml:164",
         &[(rt::BackendId::Flex, true, "")],
         false,
         "burn_route_autodiff",
@@ -1808,7 +1808,7 @@ fn route_ramp<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "ramp",
         rt::Policy::Reject,
-        "ops.toml:164",
+        "ops.toml:172",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1922,7 +1922,7 @@ fn route_bias_gelu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "bias_gelu",
         rt::Policy::Differentiable,
-        "ops.toml:183",
+        "ops.toml:191",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1974,7 +1974,7 @@ fn route_bias_gelu<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::bias_gelu,
+                    autodiff::bias_gelu::<rt::Flex, rt::NoCheckpointing>,
                     x,
                     bias,
                 )
@@ -1983,7 +1983,7 @@ fn route_bias_gelu<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::bias_gelu,
+                    autodiff::bias_gelu::<rt::Flex, rt::BalancedCheckpointing>,
                     x,
                     bias,
                 )
@@ -1996,7 +1996,7 @@ fn route_bias_gelu<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::bias_gelu,
+                    autodiff::bias_gelu::<rt::Cube, rt::NoCheckpointing>,
                     x,
                     bias,
                 )
@@ -2005,7 +2005,7 @@ fn route_bias_gelu<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::bias_gelu,
+                    autodiff::bias_gelu::<rt::Cube, rt::BalancedCheckpointing>,
                     x,
                     bias,
                 )
@@ -2018,7 +2018,7 @@ fn route_bias_gelu<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::bias_gelu,
+                    autodiff::bias_gelu::<rt::Remote, rt::NoCheckpointing>,
                     x,
                     bias,
                 )
@@ -2027,7 +2027,7 @@ fn route_bias_gelu<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::bias_gelu,
+                    autodiff::bias_gelu::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                     bias,
                 )
@@ -2039,7 +2039,7 @@ fn route_bias_gelu<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LastDimOf,
-            "ops.toml:186",
+            "ops.toml:194",
             ("bias", Some(&bias)),
             ("x", Some(&x)),
         )],
@@ -2097,7 +2097,7 @@ fn route_swiglu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "swiglu",
         rt::Policy::Differentiable,
-        "ops.toml:196",
+        "ops.toml:205",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2149,7 +2149,7 @@ fn route_swiglu<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::swiglu,
+                    autodiff::swiglu::<rt::Flex, rt::NoCheckpointing>,
                     gate,
                     up,
                 )
@@ -2158,7 +2158,7 @@ fn route_swiglu<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::swiglu,
+                    autodiff::swiglu::<rt::Flex, rt::BalancedCheckpointing>,
                     gate,
                     up,
                 )
@@ -2171,7 +2171,7 @@ fn route_swiglu<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::swiglu,
+                    autodiff::swiglu::<rt::Cube, rt::NoCheckpointing>,
                     gate,
                     up,
                 )
@@ -2180,7 +2180,7 @@ fn route_swiglu<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::swiglu,
+                    autodiff::swiglu::<rt::Cube, rt::BalancedCheckpointing>,
                     gate,
                     up,
                 )
@@ -2193,7 +2193,7 @@ fn route_swiglu<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::swiglu,
+                    autodiff::swiglu::<rt::Remote, rt::NoCheckpointing>,
                     gate,
                     up,
                 )
@@ -2202,7 +2202,7 @@ fn route_swiglu<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::swiglu,
+                    autodiff::swiglu::<rt::Remote, rt::BalancedCheckpointing>,
                     gate,
                     up,
                 )
@@ -2214,7 +2214,7 @@ fn route_swiglu<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "ops.toml:199",
+            "ops.toml:208",
             ("up", Some(&up)),
             ("gate", Some(&gate)),
         )],
@@ -2274,7 +2274,7 @@ fn route_rms_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "rms_norm",
         rt::Policy::Differentiable,
-        "ops.toml:209",
+        "ops.toml:219",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2328,7 +2328,7 @@ fn route_rms_norm<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::rms_norm,
+                    autodiff::rms_norm::<rt::Flex, rt::NoCheckpointing>,
                     x,
                     weight,
                     eps,
@@ -2338,7 +2338,7 @@ fn route_rms_norm<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::rms_norm,
+                    autodiff::rms_norm::<rt::Flex, rt::BalancedCheckpointing>,
                     x,
                     weight,
                     eps,
@@ -2352,7 +2352,7 @@ fn route_rms_norm<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::rms_norm,
+                    autodiff::rms_norm::<rt::Cube, rt::NoCheckpointing>,
                     x,
                     weight,
                     eps,
@@ -2362,7 +2362,7 @@ fn route_rms_norm<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::rms_norm,
+                    autodiff::rms_norm::<rt::Cube, rt::BalancedCheckpointing>,
                     x,
                     weight,
                     eps,
@@ -2380,7 +2380,7 @@ fn route_rms_norm<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::rms_norm,
+                    autodiff::rms_norm::<rt::Remote, rt::NoCheckpointing>,
                     x,
                     weight,
                     eps,
@@ -2390,7 +2390,7 @@ fn route_rms_norm<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::rms_norm,
+                    autodiff::rms_norm::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                     weight,
                     eps,
@@ -2403,7 +2403,7 @@ fn route_rms_norm<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LastDimOf,
-            "ops.toml:212",
+            "ops.toml:222",
             ("weight", Some(&weight)),
             ("x", Some(&x)),
         )],
@@ -2469,7 +2469,7 @@ fn route_layer_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "layer_norm",
         rt::Policy::Differentiable,
-        "ops.toml:223",
+        "ops.toml:234",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2537,7 +2537,7 @@ fn route_layer_norm<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::layer_norm,
+                    autodiff::layer_norm::<rt::Flex, rt::NoCheckpointing>,
                     x,
                     gamma,
                     beta,
@@ -2548,7 +2548,7 @@ fn route_layer_norm<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::layer_norm,
+                    autodiff::layer_norm::<rt::Flex, rt::BalancedCheckpointing>,
                     x,
                     gamma,
                     beta,
@@ -2568,7 +2568,7 @@ fn route_layer_norm<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::layer_norm,
+                    autodiff::layer_norm::<rt::Cube, rt::NoCheckpointing>,
                     x,
                     gamma,
                     beta,
@@ -2579,7 +2579,7 @@ fn route_layer_norm<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::layer_norm,
+                    autodiff::layer_norm::<rt::Cube, rt::BalancedCheckpointing>,
                     x,
                     gamma,
                     beta,
@@ -2599,7 +2599,7 @@ fn route_layer_norm<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::layer_norm,
+                    autodiff::layer_norm::<rt::Remote, rt::NoCheckpointing>,
                     x,
                     gamma,
                     beta,
@@ -2610,7 +2610,7 @@ fn route_layer_norm<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::layer_norm,
+                    autodiff::layer_norm::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                     gamma,
                     beta,
@@ -2625,13 +2625,13 @@ fn route_layer_norm<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:226",
+                "ops.toml:237",
                 ("gamma", Some(&gamma)),
                 ("x", Some(&x)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:227",
+                "ops.toml:238",
                 ("beta", Some(&beta)),
                 ("x", Some(&x)),
             ),
@@ -2700,7 +2700,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softmax_last",
         rt::Policy::Differentiable,
-        "ops.toml:235",
+        "ops.toml:248",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2741,7 +2741,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::softmax_last,
+                    autodiff::softmax_last::<rt::Flex, rt::NoCheckpointing>,
                     x,
                 )
             }
@@ -2749,7 +2749,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::softmax_last,
+                    autodiff::softmax_last::<rt::Flex, rt::BalancedCheckpointing>,
                     x,
                 )
             }
@@ -2761,7 +2761,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::softmax_last,
+                    autodiff::softmax_last::<rt::Cube, rt::NoCheckpointing>,
                     x,
                 )
             }
@@ -2769,7 +2769,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::softmax_last,
+                    autodiff::softmax_last::<rt::Cube, rt::BalancedCheckpointing>,
                     x,
                 )
             }
@@ -2781,7 +2781,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::softmax_last,
+                    autodiff::softmax_last::<rt::Remote, rt::NoCheckpointing>,
                     x,
                 )
             }
@@ -2789,7 +2789,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::softmax_last,
+                    autodiff::softmax_last::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                 )
             }
@@ -2841,7 +2841,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "cross_entropy_logits",
         rt::Policy::Differentiable,
-        "ops.toml:246",
+        "ops.toml:261",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2896,7 +2896,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::cross_entropy_logits,
+                    autodiff::cross_entropy_logits::<rt::Flex, rt::NoCheckpointing>,
                     logits,
                     targets,
                 )
@@ -2905,7 +2905,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::cross_entropy_logits,
+                    autodiff::cross_entropy_logits::<rt::Flex, rt::BalancedCheckpointing>,
                     logits,
                     targets,
                 )
@@ -2921,7 +2921,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::cross_entropy_logits,
+                    autodiff::cross_entropy_logits::<rt::Cube, rt::NoCheckpointing>,
                     logits,
                     targets,
                 )
@@ -2930,7 +2930,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::cross_entropy_logits,
+                    autodiff::cross_entropy_logits::<rt::Cube, rt::BalancedCheckpointing>,
                     logits,
                     targets,
                 )
@@ -2946,7 +2946,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::cross_entropy_logits,
+                    autodiff::cross_entropy_logits::<rt::Remote, rt::NoCheckpointing>,
                     logits,
                     targets,
                 )
@@ -2955,7 +2955,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::cross_entropy_logits,
+                    autodiff::cross_entropy_logits::<rt::Remote, rt::BalancedCheckpointing>,
                     logits,
                     targets,
                 )
@@ -2967,7 +2967,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LeadingDimsOf,
-            "ops.toml:249",
+            "ops.toml:264",
             ("targets", Some(&targets)),
             ("logits", Some(&logits)),
         )],
@@ -3038,7 +3038,7 @@ fn route_dropout<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dropout",
         rt::Policy::Differentiable,
-        "ops.toml:260",
+        "ops.toml:278",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3089,7 +3089,7 @@ fn route_dropout<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::dropout,
+                    autodiff::dropout::<rt::Flex, rt::NoCheckpointing>,
                     x,
                     p,
                     seed,
@@ -3099,7 +3099,7 @@ fn route_dropout<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::dropout,
+                    autodiff::dropout::<rt::Flex, rt::BalancedCheckpointing>,
                     x,
                     p,
                     seed,
@@ -3113,7 +3113,7 @@ fn route_dropout<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::dropout,
+                    autodiff::dropout::<rt::Cube, rt::NoCheckpointing>,
                     x,
                     p,
                     seed,
@@ -3123,7 +3123,7 @@ fn route_dropout<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::dropout,
+                    autodiff::dropout::<rt::Cube, rt::BalancedCheckpointing>,
                     x,
                     p,
                     seed,
@@ -3137,7 +3137,7 @@ fn route_dropout<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::dropout,
+                    autodiff::dropout::<rt::Remote, rt::NoCheckpointing>,
                     x,
                     p,
                     seed,
@@ -3147,7 +3147,7 @@ fn route_dropout<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::dropout,
+                    autodiff::dropout::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                     p,
                     seed,
@@ -3202,7 +3202,7 @@ fn route_clamp_ste<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "clamp_ste",
         rt::Policy::Differentiable,
-        "ops.toml:276",
+        "ops.toml:297",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3249,7 +3249,7 @@ fn route_clamp_ste<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::clamp_ste,
+                    autodiff::clamp_ste::<rt::Flex, rt::NoCheckpointing>,
                     x,
                     lo,
                     hi,
@@ -3259,7 +3259,7 @@ fn route_clamp_ste<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::clamp_ste,
+                    autodiff::clamp_ste::<rt::Flex, rt::BalancedCheckpointing>,
                     x,
                     lo,
                     hi,
@@ -3273,7 +3273,7 @@ fn route_clamp_ste<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::clamp_ste,
+                    autodiff::clamp_ste::<rt::Cube, rt::NoCheckpointing>,
                     x,
                     lo,
                     hi,
@@ -3283,7 +3283,7 @@ fn route_clamp_ste<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::clamp_ste,
+                    autodiff::clamp_ste::<rt::Cube, rt::BalancedCheckpointing>,
                     x,
                     lo,
                     hi,
@@ -3297,7 +3297,7 @@ fn route_clamp_ste<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::clamp_ste,
+                    autodiff::clamp_ste::<rt::Remote, rt::NoCheckpointing>,
                     x,
                     lo,
                     hi,
@@ -3307,7 +3307,7 @@ fn route_clamp_ste<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::clamp_ste,
+                    autodiff::clamp_ste::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                     lo,
                     hi,
@@ -3362,7 +3362,7 @@ fn route_topk_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
-        "ops.toml:292",
+        "ops.toml:317",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),

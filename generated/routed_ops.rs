@@ -29,7 +29,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:37`.
+    /// - declared at `ops.toml:39`.
     #[must_use]
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self> {
         crate::kernels::composed::scale::<Self>(x, alpha)
@@ -40,7 +40,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:50`.
+    /// - declared at `ops.toml:54`.
     #[must_use]
     fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self> {
         crate::kernels::composed::argmax_last::<Self>(x)
@@ -53,7 +53,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:56`.
+    /// - declared at `ops.toml:60`.
     #[must_use]
     fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::round_half_even::<Self>(x)
@@ -67,7 +67,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:70`.
+    /// - declared at `ops.toml:74`.
     #[must_use]
     fn axpby(
         x: rt::FloatTensor<Self>,
@@ -85,7 +85,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:122`.
+    /// - declared at `ops.toml:130`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn masked_fill_count(
@@ -100,7 +100,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:135`.
+    /// - declared at `ops.toml:143`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn nan_to_num(
@@ -115,7 +115,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:145`.
+    /// - declared at `ops.toml:153`.
     #[must_use]
     fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::dequantize_relu::<Self>(x)
@@ -128,7 +128,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:183`.
+    /// - declared at `ops.toml:191`.
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// `silu(gate) * up` (the SwiGLU feed-forward gate). `gate` and `up` broadcast as in Burn's
     /// `gate * up`, and each gradient is summed back to its input's shape. Equal shapes take the
@@ -139,7 +139,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:196`.
+    /// - declared at `ops.toml:205`.
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`. `weight`
     /// has
@@ -151,7 +151,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:209`.
+    /// - declared at `ops.toml:219`.
     fn rms_norm(
         x: rt::FloatTensor<Self>,
         weight: rt::FloatTensor<Self>,
@@ -166,7 +166,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:223`.
+    /// - declared at `ops.toml:234`.
     fn layer_norm(
         x: rt::FloatTensor<Self>,
         gamma: rt::FloatTensor<Self>,
@@ -179,7 +179,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:235`.
+    /// - declared at `ops.toml:248`.
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
     /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The
@@ -191,7 +191,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:246`.
+    /// - declared at `ops.toml:261`.
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
@@ -206,7 +206,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:260`.
+    /// - declared at `ops.toml:278`.
     #[allow(clippy::type_complexity)]
     fn dropout(
         x: rt::FloatTensor<Self>,
@@ -220,7 +220,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:276`.
+    /// - declared at `ops.toml:297`.
     #[must_use]
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
         crate::kernels::composed::clamp_ste::<Self>(x, lo, hi)
@@ -231,7 +231,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:292`.
+    /// - declared at `ops.toml:317`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn topk_last(
@@ -240,58 +240,6 @@ pub trait RoutedOps: rt::Backend {
     ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
         crate::kernels::composed::topk_last::<Self>(x, k)
     }
-}
-
-/// `Autodiff<B, C>` kernels of the differentiable ops of [`RoutedOps`].
-///
-/// Implement it for `Autodiff<B, C>`: the forward pass on `B` plus a backward pass. The
-/// generated `Dispatch` routing calls it when an input carries an enabled autodiff context.
-#[cfg(burn_route_autodiff)]
-pub trait RoutedOpsAutodiff: rt::Backend {
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::add_relu`].
-    fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::scale`].
-    fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::axpby`].
-    fn axpby(
-        x: rt::FloatTensor<Self>,
-        y: Option<rt::FloatTensor<Self>>,
-        alpha: f32,
-        beta: f32,
-    ) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::bias_gelu`].
-    fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::swiglu`].
-    fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::rms_norm`].
-    fn rms_norm(
-        x: rt::FloatTensor<Self>,
-        weight: rt::FloatTensor<Self>,
-        eps: f32,
-    ) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::layer_norm`].
-    fn layer_norm(
-        x: rt::FloatTensor<Self>,
-        gamma: rt::FloatTensor<Self>,
-        beta: rt::FloatTensor<Self>,
-        eps: f32,
-    ) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::softmax_last`].
-    fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::cross_entropy_logits`].
-    fn cross_entropy_logits(
-        logits: rt::FloatTensor<Self>,
-        targets: rt::IntTensor<Self>,
-    ) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::dropout`].
-    #[allow(clippy::type_complexity)]
-    fn dropout(
-        x: rt::FloatTensor<Self>,
-        p: f32,
-        seed: u64,
-    ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>);
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::clamp_ste`].
-    fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self>;
 }
 
 /// [`RoutedOps`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.
@@ -324,7 +272,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
     }
 
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("bias_gelu", "ops.toml:188");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("bias_gelu", "ops.toml:196");
         let __in_x = __lazy.input(x);
         let __in_bias = __lazy.input(bias);
         let __spec_x = __lazy.spec(&__in_x);
@@ -345,7 +293,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
     }
 
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("swiglu", "ops.toml:201");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("swiglu", "ops.toml:210");
         let __in_gate = __lazy.input(gate);
         let __in_up = __lazy.input(up);
         let __spec_gate = __lazy.spec(&__in_gate);
@@ -371,7 +319,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         weight: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("rms_norm", "ops.toml:215");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("rms_norm", "ops.toml:225");
         let __in_x = __lazy.input(x);
         let __in_weight = __lazy.input(weight);
         __lazy.scalar(eps);
@@ -401,7 +349,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         beta: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("layer_norm", "ops.toml:230");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("layer_norm", "ops.toml:241");
         let __in_x = __lazy.input(x);
         let __in_gamma = __lazy.input(gamma);
         let __in_beta = __lazy.input(beta);
@@ -428,7 +376,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
     }
 
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("softmax_last", "ops.toml:237");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("softmax_last", "ops.toml:250");
         let __in_x = __lazy.input(x);
         let __spec_x = __lazy.spec(&__in_x);
         let __out = __lazy.output(
@@ -450,7 +398,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("cross_entropy_logits", "ops.toml:251");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("cross_entropy_logits", "ops.toml:266");
         let __in_logits = __lazy.input(logits);
         let __in_targets = __lazy.input(targets);
         let __spec_logits = __lazy.spec(&__in_logits);
@@ -479,7 +427,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         p: f32,
         seed: u64,
     ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("dropout", "ops.toml:266");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("dropout", "ops.toml:284");
         let __in_x = __lazy.input(x);
         __lazy.scalar(p);
         __lazy.scalar(seed);
@@ -534,7 +482,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::sum_all` implements it on every backend.
-    /// - declared at `ops.toml:85`.
+    /// - declared at `ops.toml:91`.
     #[must_use]
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
         crate::composite::sum_all::<Self>(xs)
@@ -548,7 +496,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::split_last` implements it on every backend.
-    /// - declared at `ops.toml:95`.
+    /// - declared at `ops.toml:101`.
     #[must_use]
     fn split_last(x: rt::FloatTensor<Self>, sizes: Vec<usize>) -> Vec<rt::FloatTensor<Self>> {
         crate::composite::split_last::<Self>(x, sizes)
@@ -561,7 +509,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::softplus` implements it on every backend.
-    /// - declared at `ops.toml:108`.
+    /// - declared at `ops.toml:116`.
     #[must_use]
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
         crate::composite::softplus::<Self>(x, beta)
@@ -574,7 +522,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::ramp` implements it on every backend.
-    /// - declared at `ops.toml:164`.
+    /// - declared at `ops.toml:172`.
     #[must_use]
     fn ramp(len: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self> {
         crate::composite::ramp::<Self>(len, device)
@@ -604,6 +552,566 @@ pub trait RoutedOpsFlex: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex.
-    /// - declared at `ops.toml:152`.
+    /// - declared at `ops.toml:160`.
     fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self>;
+}
+
+/// `Autodiff<B, C>` implementations of the ops whose backward pass `ops.toml` declares,
+/// written from it: the generated `Dispatch` routing calls them for tracked inputs.
+#[cfg(burn_route_autodiff)]
+pub mod autodiff {
+    use super::rt;
+    use rt::__private::grad as __grad;
+
+    /// The backward pass of [`RoutedOps::add_relu`](super::RoutedOps::add_relu), from its function
+    /// (ops.toml:33).
+    #[derive(Clone, Debug)]
+    pub struct AddRelu;
+
+    impl<B> __grad::Derivative<B, 2> for AddRelu
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OUTPUT: bool = true;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 2>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 2],
+        ) -> [Option<rt::FloatTensor<B>>; 2] {
+            <B as crate::kernels::backward::BackwardKernels>::add_relu_backward(
+                __saved.output(),
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`RoutedOps::add_relu`](super::RoutedOps::add_relu) on `Autodiff<B, C>`: the forward pass on
+    /// `B`, and [`AddRelu`] as its backward pass.
+    pub fn add_relu<B, C>(
+        lhs: rt::FloatTensor<rt::Autodiff<B, C>>,
+        rhs: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(lhs), Some(rhs)], [false, false]);
+        let lhs = __tape.input(0);
+        let rhs = __tape.input(1);
+        let __output = <B as super::RoutedOps>::add_relu(lhs, rhs);
+        let __derivative = AddRelu;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`RoutedOps::scale`](super::RoutedOps::scale), from its formulas
+    /// (ops.toml:46).
+    ///
+    /// - `x`: `grad * alpha`
+    #[derive(Clone, Debug)]
+    pub struct Scale {
+        alpha: f32,
+    }
+
+    impl<B> __grad::Derivative<B, 1> for Scale
+    where
+        B: rt::Backend,
+    {
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            _: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let alpha = __grad::number(&self.alpha);
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul_scalar(grad.clone(), __grad::scalar(alpha)));
+            }
+            __grads
+        }
+    }
+
+    impl<B> __grad::Recompute<B, 1> for Scale
+    where
+        B: super::RoutedOps,
+    {
+        fn forward(&self, mut __inputs: __grad::Saved<B, 1>) -> rt::FloatTensor<B> {
+            <B as super::RoutedOps>::scale(__inputs.input(0), __grad::keep(&self.alpha))
+        }
+    }
+
+    /// [`RoutedOps::scale`](super::RoutedOps::scale) on `Autodiff<B, C>`: the forward pass on `B`,
+    /// and [`Scale`] as its backward pass.
+    ///
+    /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
+    /// recomputed when the backward pass needs it instead of being kept.
+    pub fn scale<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        alpha: f32,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::recomputed([Some(x)], [false]);
+        let x = __tape.input(0);
+        let __output = <B as super::RoutedOps>::scale(x, __grad::keep(&alpha));
+        let __derivative = Scale { alpha };
+        __tape.finish_recomputed::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`RoutedOps::axpby`](super::RoutedOps::axpby), from its formulas
+    /// (ops.toml:83).
+    ///
+    /// - `x`: `grad * alpha`
+    /// - `y`: `grad * beta`
+    #[derive(Clone, Debug)]
+    pub struct Axpby {
+        alpha: f32,
+        beta: f32,
+    }
+
+    impl<B> __grad::Derivative<B, 2> for Axpby
+    where
+        B: rt::Backend,
+    {
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            _: __grad::Saved<B, 2>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 2],
+        ) -> [Option<rt::FloatTensor<B>>; 2] {
+            let alpha = __grad::number(&self.alpha);
+            let beta = __grad::number(&self.beta);
+            let mut __grads = [None, None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul_scalar(grad.clone(), __grad::scalar(alpha)));
+            }
+            if __tracked[1] {
+                __grads[1] = Some(B::float_mul_scalar(grad.clone(), __grad::scalar(beta)));
+            }
+            __grads
+        }
+    }
+
+    impl<B> __grad::Recompute<B, 2> for Axpby
+    where
+        B: super::RoutedOps,
+    {
+        fn forward(&self, mut __inputs: __grad::Saved<B, 2>) -> rt::FloatTensor<B> {
+            <B as super::RoutedOps>::axpby(
+                __inputs.input(0),
+                __inputs.optional(1),
+                __grad::keep(&self.alpha),
+                __grad::keep(&self.beta),
+            )
+        }
+    }
+
+    /// [`RoutedOps::axpby`](super::RoutedOps::axpby) on `Autodiff<B, C>`: the forward pass on `B`,
+    /// and [`Axpby`] as its backward pass.
+    ///
+    /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
+    /// recomputed when the backward pass needs it instead of being kept.
+    pub fn axpby<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        y: Option<rt::FloatTensor<rt::Autodiff<B, C>>>,
+        alpha: f32,
+        beta: f32,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::recomputed([Some(x), y], [false, false]);
+        let x = __tape.input(0);
+        let y = __tape.optional(1);
+        let __output =
+            <B as super::RoutedOps>::axpby(x, y, __grad::keep(&alpha), __grad::keep(&beta));
+        let __derivative = Axpby { alpha, beta };
+        __tape.finish_recomputed::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`RoutedOps::bias_gelu`](super::RoutedOps::bias_gelu), from its
+    /// function (ops.toml:197).
+    #[derive(Clone, Debug)]
+    pub struct BiasGelu;
+
+    impl<B> __grad::Derivative<B, 2> for BiasGelu
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 2>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 2],
+        ) -> [Option<rt::FloatTensor<B>>; 2] {
+            <B as crate::kernels::backward::BackwardKernels>::bias_gelu_backward(
+                __saved.input(0),
+                __saved.input(1),
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`RoutedOps::bias_gelu`](super::RoutedOps::bias_gelu) on `Autodiff<B, C>`: the forward pass
+    /// on `B`, and [`BiasGelu`] as its backward pass.
+    pub fn bias_gelu<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        bias: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x), Some(bias)], [true, true]);
+        let x = __tape.input(0);
+        let bias = __tape.input(1);
+        let __output = <B as super::RoutedOps>::bias_gelu(x, bias);
+        let __derivative = BiasGelu;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`RoutedOps::swiglu`](super::RoutedOps::swiglu), from its function
+    /// (ops.toml:211).
+    #[derive(Clone, Debug)]
+    pub struct Swiglu;
+
+    impl<B> __grad::Derivative<B, 2> for Swiglu
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 2>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 2],
+        ) -> [Option<rt::FloatTensor<B>>; 2] {
+            <B as crate::kernels::backward::BackwardKernels>::swiglu_backward(
+                __saved.input(0),
+                __saved.input(1),
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`RoutedOps::swiglu`](super::RoutedOps::swiglu) on `Autodiff<B, C>`: the forward pass on
+    /// `B`, and [`Swiglu`] as its backward pass.
+    pub fn swiglu<B, C>(
+        gate: rt::FloatTensor<rt::Autodiff<B, C>>,
+        up: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(gate), Some(up)], [true, true]);
+        let gate = __tape.input(0);
+        let up = __tape.input(1);
+        let __output = <B as super::RoutedOps>::swiglu(gate, up);
+        let __derivative = Swiglu;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`RoutedOps::rms_norm`](super::RoutedOps::rms_norm), from its function
+    /// (ops.toml:226).
+    #[derive(Clone, Debug)]
+    pub struct RmsNorm {
+        eps: f32,
+    }
+
+    impl<B> __grad::Derivative<B, 2> for RmsNorm
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 2>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 2],
+        ) -> [Option<rt::FloatTensor<B>>; 2] {
+            <B as crate::kernels::backward::BackwardKernels>::rms_norm_backward(
+                __saved.input(0),
+                __saved.input(1),
+                self.eps,
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`RoutedOps::rms_norm`](super::RoutedOps::rms_norm) on `Autodiff<B, C>`: the forward pass on
+    /// `B`, and [`RmsNorm`] as its backward pass.
+    pub fn rms_norm<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        weight: rt::FloatTensor<rt::Autodiff<B, C>>,
+        eps: f32,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x), Some(weight)], [true, true]);
+        let x = __tape.input(0);
+        let weight = __tape.input(1);
+        let __output = <B as super::RoutedOps>::rms_norm(x, weight, __grad::keep(&eps));
+        let __derivative = RmsNorm { eps };
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`RoutedOps::layer_norm`](super::RoutedOps::layer_norm), from its
+    /// function (ops.toml:242).
+    #[derive(Clone, Debug)]
+    pub struct LayerNorm {
+        eps: f32,
+    }
+
+    impl<B> __grad::Derivative<B, 3> for LayerNorm
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 3>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 3],
+        ) -> [Option<rt::FloatTensor<B>>; 3] {
+            <B as crate::kernels::backward::BackwardKernels>::layer_norm_backward(
+                __saved.input(0),
+                __saved.input(1),
+                self.eps,
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`RoutedOps::layer_norm`](super::RoutedOps::layer_norm) on `Autodiff<B, C>`: the forward
+    /// pass on `B`, and [`LayerNorm`] as its backward pass.
+    pub fn layer_norm<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        gamma: rt::FloatTensor<rt::Autodiff<B, C>>,
+        beta: rt::FloatTensor<rt::Autodiff<B, C>>,
+        eps: f32,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x), Some(gamma), Some(beta)], [true, true, false]);
+        let x = __tape.input(0);
+        let gamma = __tape.input(1);
+        let beta = __tape.input(2);
+        let __output = <B as super::RoutedOps>::layer_norm(x, gamma, beta, __grad::keep(&eps));
+        let __derivative = LayerNorm { eps };
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`RoutedOps::softmax_last`](super::RoutedOps::softmax_last), from its
+    /// function (ops.toml:251).
+    #[derive(Clone, Debug)]
+    pub struct SoftmaxLast;
+
+    impl<B> __grad::Derivative<B, 1> for SoftmaxLast
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OUTPUT: bool = true;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            _: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let __gradient =
+                <B as crate::kernels::backward::BackwardKernels>::softmax_last_backward(
+                    __saved.output(),
+                    grad,
+                );
+            [Some(__gradient)]
+        }
+    }
+
+    /// [`RoutedOps::softmax_last`](super::RoutedOps::softmax_last) on `Autodiff<B, C>`: the forward
+    /// pass on `B`, and [`SoftmaxLast`] as its backward pass.
+    pub fn softmax_last<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x)], [false]);
+        let x = __tape.input(0);
+        let __output = <B as super::RoutedOps>::softmax_last(x);
+        let __derivative = SoftmaxLast;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of
+    /// [`RoutedOps::cross_entropy_logits`](super::RoutedOps::cross_entropy_logits), from its
+    /// function (ops.toml:267).
+    #[derive(Clone, Debug)]
+    pub struct CrossEntropyLogits<B: rt::Backend> {
+        targets: rt::IntTensor<B>,
+    }
+
+    impl<B> __grad::Derivative<B, 1> for CrossEntropyLogits<B>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            _: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let __gradient =
+                <B as crate::kernels::backward::BackwardKernels>::cross_entropy_backward(
+                    __saved.input(0),
+                    self.targets,
+                    grad,
+                );
+            [Some(__gradient)]
+        }
+    }
+
+    /// [`RoutedOps::cross_entropy_logits`](super::RoutedOps::cross_entropy_logits) on `Autodiff<B,
+    /// C>`: the forward pass on `B`, and [`CrossEntropyLogits`] as its backward pass.
+    pub fn cross_entropy_logits<B, C>(
+        logits: rt::FloatTensor<rt::Autodiff<B, C>>,
+        targets: rt::IntTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(logits)], [true]);
+        let logits = __tape.input(0);
+        let __output =
+            <B as super::RoutedOps>::cross_entropy_logits(logits, __grad::keep(&targets));
+        let __derivative = CrossEntropyLogits { targets };
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`RoutedOps::dropout`](super::RoutedOps::dropout), from its function
+    /// (ops.toml:289).
+    #[derive(Clone, Debug)]
+    pub struct Dropout<B: rt::Backend> {
+        __output_1: rt::BoolTensor<B>,
+        p: f32,
+    }
+
+    impl<B> __grad::Derivative<B, 1> for Dropout<B>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            _: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            _: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let __gradient = <B as crate::kernels::backward::BackwardKernels>::dropout_backward(
+                self.__output_1,
+                self.p,
+                grad,
+            );
+            [Some(__gradient)]
+        }
+    }
+
+    /// [`RoutedOps::dropout`](super::RoutedOps::dropout) on `Autodiff<B, C>`: the forward pass on
+    /// `B`, and [`Dropout`] as its backward pass.
+    #[allow(clippy::type_complexity)]
+    pub fn dropout<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        p: f32,
+        seed: u64,
+    ) -> (
+        rt::FloatTensor<rt::Autodiff<B, C>>,
+        rt::BoolTensor<rt::Autodiff<B, C>>,
+    )
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x)], [false]);
+        let x = __tape.input(0);
+        let (__out_0, __out_1) = <B as super::RoutedOps>::dropout(x, __grad::keep(&p), seed);
+        let __derivative = Dropout {
+            __output_1: __grad::keep(&__out_1),
+            p,
+        };
+        let __out_0 = __tape.finish::<C, _>(__derivative, __out_0);
+        (__out_0, __out_1)
+    }
+
+    /// The backward pass of [`RoutedOps::clamp_ste`](super::RoutedOps::clamp_ste), from its
+    /// formulas (ops.toml:308).
+    ///
+    /// - `x`: `grad`
+    #[derive(Clone, Debug)]
+    pub struct ClampSte;
+
+    impl<B> __grad::Derivative<B, 1> for ClampSte
+    where
+        B: rt::Backend,
+    {
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            _: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(grad.clone());
+            }
+            __grads
+        }
+    }
+
+    /// [`RoutedOps::clamp_ste`](super::RoutedOps::clamp_ste) on `Autodiff<B, C>`: the forward pass
+    /// on `B`, and [`ClampSte`] as its backward pass.
+    pub fn clamp_ste<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        lo: f32,
+        hi: f32,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x)], [false]);
+        let x = __tape.input(0);
+        let __output = <B as super::RoutedOps>::clamp_ste(x, lo, hi);
+        let __derivative = ClampSte;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
 }

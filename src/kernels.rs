@@ -4,16 +4,13 @@
 //! - [`flex`]: `impl RoutedOps for Flex` (and the Flex-only `RoutedOpsFlex`), forward kernels on
 //!   the primitive's storage.
 //! - [`composed`]: every op written with backend primitives; the kernels of `Cube` and `Remote`.
-//! - `autodiff`: `impl RoutedOpsAutodiff for Autodiff<B, C>`, forward on `B` plus the backward
-//!   pass of each differentiable op.
-//! - `backward`: the gradient computations those backward passes call on `B`, fused on Flex
-//!   (`BackwardKernels`).
+//! - [`backward`]: the fused backward kernels that `ops.toml`'s function-form backward passes
+//!   name (`BackwardKernels`, fused on Flex and Cube). The `Autodiff<B, C>` implementations
+//!   themselves are generated from the manifest's `backward` keys (formulas or these functions).
 //!
 //! Composite ops (`composite = ...` in the manifest) need no kernel here: see
 //! [`crate::composite`].
 
-#[cfg(feature = "autodiff")]
-mod autodiff;
 #[cfg(feature = "autodiff")]
 pub mod backward;
 pub mod composed;

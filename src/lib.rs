@@ -10,6 +10,9 @@
 //!
 //! The generated modules are also checked in under `generated/` for review.
 
+/// Op checks (values across backends, autodiff policy, gradients against finite differences),
+/// like PyTorch's `opcheck` and `gradcheck`: the runtime of generated op-check tests.
+pub mod check;
 pub mod composite;
 pub mod kernels;
 pub mod rt;

@@ -231,9 +231,11 @@ fn op(index: usize) -> impl Strategy<Value = String> {
         doc(),
         // Output metadata (what the lazy `Fusion<B>` impl of an op routed to Cube needs), a
         // composition, both or neither: the functions they name are the skeleton's stubs.
-        (any::<bool>(), any::<bool>()),
+        // A declared backward pass: none, formulas or a function (the skeleton's stub), each
+        // kept or recomputed.
+        ((any::<bool>(), any::<bool>()), (0..6u8, any::<bool>())),
     )
-        .prop_map(move |(name, policy, inputs, output, backends, doc, (meta, composition))| {
+        .prop_map(move |(name, policy, inputs, output, backends, doc, ((meta, composition), (backward, recompute)))| {
             let output = if meta { with_metadata(&name, &output) } else { output };
             let composition = if composition {
                 format!("composition = \"super::kernels::{name}_composition\"\n")
@@ -262,8 +264,70 @@ fn op(index: usize) -> impl Strategy<Value = String> {
             }
             text.push_str("]\n");
             text.push_str(&output);
+            // Only where a backward pass is allowed: a differentiable op with one single float
+            // output and no `vec` float input (recomputed: no borrowed plain argument).
+            let float_outputs = output.matches("tensor = \"float\"").count();
+            let single_float_output = float_outputs == 1
+                && !output.contains("tensor = \"float\", container");
+            let no_float_vec = !inputs
+                .iter()
+                .any(|(_, arg, _)| arg.starts_with("tensor = \"float\"") && arg.contains("vec"));
+            let owned = !inputs.iter().any(|(_, arg, _)| arg.starts_with("type") && arg.contains('&'));
+            if policy == "differentiable" && single_float_output && no_float_vec {
+                // (A function receives every plain argument: owned ones only.)
+                let backward = if backward == 5 && !owned { 0 } else { backward };
+                text.push_str(&backward_keys(&name, &inputs, backward, recompute && owned));
+            }
             text
         })
+}
+
+/// `backward` (and `checkpoint`) for an op with `inputs`: `kind` 0 to 2 none, 3 and 4 formulas,
+/// 5 a function. Formulas read the single float inputs and the numeric plain ones.
+fn backward_keys<C>(op: &str, inputs: &[(String, String, C)], kind: u8, recompute: bool) -> String {
+    let float = |arg: &str| arg.starts_with("tensor = \"float\"") && !arg.contains("vec");
+    let single: Vec<&str> = inputs
+        .iter()
+        .filter(|(_, arg, _)| float(arg) && !arg.contains("option"))
+        .map(|(n, _, _)| n.as_str())
+        .collect();
+    let number = inputs
+        .iter()
+        .find(|(_, arg, _)| {
+            ["\"f32\"", "\"usize\"", "\"i64\""]
+                .iter()
+                .any(|t| arg.ends_with(t))
+        })
+        .map(|(n, _, _)| n.as_str());
+    let mut keys = match kind {
+        3 | 4 => {
+            let formulas: Vec<String> = inputs
+                .iter()
+                .filter(|(_, arg, _)| float(arg))
+                .enumerate()
+                .map(|(i, (input, _, _))| {
+                    let other = single.get(i % single.len().max(1)).copied();
+                    let formula = match (i % 4, other, number) {
+                        (0, Some(x), _) => format!("grad * sigmoid({x})"),
+                        (1, _, Some(n)) => format!("grad * {n} - grad / 2"),
+                        (2, Some(x), _) => {
+                            format!("where(gt({x}, 0), grad, -grad) * sum_dim(output, -1)")
+                        }
+                        (3, _, _) => "none".to_owned(),
+                        _ => "grad".to_owned(),
+                    };
+                    format!("{input} = \"{formula}\"")
+                })
+                .collect();
+            format!("backward = {{ {} }}\n", formulas.join(", "))
+        }
+        5 => format!("backward = \"super::kernels::{op}_backward\"\n"),
+        _ => return String::new(),
+    };
+    if recompute {
+        keys.push_str("checkpoint = \"recompute\"\n");
+    }
+    keys
 }
 
 /// `output` with a `shape` and `dtype` function for every tensor output (`op_shape_1`, ...).

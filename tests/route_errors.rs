@@ -181,12 +181,12 @@ fn backend_messages_name_the_op_the_input_the_backend_and_the_manifest_line() {
         op: "iota",
         input: InputName::new("device"),
         backend: BackendId::Cube,
-        location: "ops.toml:156",
+        location: "ops.toml:164",
     };
     assert_eq!(
         unlisted.to_string(),
         "op `iota` is not routed to backend Cube: input `device` (which picks the backend) is on Cube, \
-but ops.toml:156 does not list Cube for the op (or this build does not compile that backend in). \
+but ops.toml:164 does not list Cube for the op (or this build does not compile that backend in). \
 Fix: add Cube to the op's backends in the manifest and implement its kernel, enable the feature \
 that compiles Cube in, or move the inputs to a listed backend. See ERRORS.md#unlisted-backend"
     );

@@ -43,10 +43,13 @@ impl Ir {
     /// Whether group `group` has differentiable ops whose `Autodiff<B, C>` kernels are written
     /// by hand (and so needs its companion autodiff trait).
     pub fn needs_autodiff_trait(&self, group: usize) -> bool {
-        !self.groups[group].composite
-            && self
-                .ops_of(group)
-                .any(|op| op.policy == Policy::Differentiable)
+        !self.groups[group].composite && self.ops_of(group).any(Op::hand_written_autodiff)
+    }
+
+    /// Whether any op declares its backward pass (and so gets a generated `Autodiff<B, C>`
+    /// implementation).
+    pub fn has_derived_autodiff(&self) -> bool {
+        self.ops.iter().any(|op| op.backward.is_some())
     }
 }
 
@@ -158,6 +161,145 @@ pub struct Op {
     pub route_by: RouteBy,
     /// Whether a plain type of the op is complex enough for clippy's `type_complexity`.
     pub complex_types: bool,
+    /// The backward pass declared in the manifest: the generator writes the op's
+    /// `Autodiff<B, C>` implementation from it.
+    pub backward: Option<Backward>,
+    /// How the generated op check calls the op (`[op.check]`, with defaults).
+    pub check: Check,
+}
+
+/// What the generated op check passes an op (`[op.check]`).
+#[derive(Clone, Debug, Default)]
+pub struct Check {
+    /// Input name → its shape (one per element for a `vec` input).
+    pub shapes: Vec<(String, Vec<Vec<usize>>)>,
+    /// Input name → the range its values are drawn from.
+    pub ranges: Vec<(String, (f64, f64))>,
+    /// Plain input name → a Rust expression for its value.
+    pub args: Vec<(String, String)>,
+    /// Whether gradients are checked against finite differences.
+    pub gradients: bool,
+    /// The relative tolerance, when not the runtime's default.
+    pub tolerance: Option<f64>,
+    /// Whether the kernels are compared with the op's composition.
+    pub composition: bool,
+}
+
+/// A backward pass declared in the manifest (`backward`, `save`, `checkpoint`).
+#[derive(Clone, Debug)]
+pub struct Backward {
+    /// Formulas or a function.
+    pub form: BackwardForm,
+    /// `checkpoint = "recompute"`: memory-bound, with a retro-forward.
+    pub recompute: bool,
+    /// For each float input (a slot each, in input order): whether the backward pass reads it
+    /// (a recomputed op's backward pass also reads them all when it reads the output).
+    pub reads: Vec<bool>,
+    /// Whether the backward pass reads the float output.
+    pub reads_output: bool,
+    /// What the generated derivative value holds besides float tensors, in order.
+    pub fields: Vec<Field>,
+    /// Path (tuple indices) of the float output within the op's output.
+    pub output_path: Vec<usize>,
+    /// Traits the backend must implement (`routing.backward_bounds`).
+    pub bounds: Vec<String>,
+    /// `manifest:LINE` of `backward`, for docs.
+    pub location: String,
+}
+
+impl Backward {
+    /// The slot of float input `name` of `op`.
+    pub fn slot(op: &Op, name: &str) -> Option<usize> {
+        op.float_slots().position(|(input, _)| input.name == name)
+    }
+}
+
+/// How gradients are computed.
+#[derive(Clone, Debug)]
+pub enum BackwardForm {
+    /// One formula per float slot; `None` is `"none"` (no gradient).
+    Formulas(Vec<Option<Formula>>),
+    /// A function called with the saved values, the incoming gradient and the tracked flags.
+    Function {
+        /// Its path: a function generic over the backend, called `path::<B>(...)`, or (when
+        /// `method_of` is set) a method of a trait the backend implements.
+        path: String,
+        /// The trait of a trait method (`crate::k::Trait::f` → `crate::k::Trait`), called
+        /// `<B as Trait>::f(...)`.
+        method_of: Option<String>,
+        /// What it is passed before the gradient, in `save` order.
+        args: Vec<SavedValue>,
+    },
+}
+
+/// One checked formula.
+#[derive(Clone, Debug)]
+pub struct Formula {
+    /// The text as written (for docs and runtime messages).
+    pub text: String,
+    /// The typed expression.
+    pub expr: Term,
+}
+
+/// A typed formula node: every node knows whether it is a tensor or a number.
+#[derive(Clone, Debug)]
+pub struct Term {
+    /// Whether it evaluates to a tensor.
+    pub tensor: bool,
+    /// What it is.
+    pub node: TermNode,
+}
+
+/// The kinds of typed formula nodes.
+#[derive(Clone, Debug)]
+pub enum TermNode {
+    /// A number literal.
+    Number(f64),
+    /// An integer literal passed as a dimension.
+    Dim(i64),
+    /// The incoming gradient.
+    Grad,
+    /// The float output.
+    Output,
+    /// A float input, by name.
+    Input(String),
+    /// A numeric plain input (a field of the derivative value), by name.
+    Scalar(String),
+    /// `-x`.
+    Neg(Box<Term>),
+    /// `a op b`.
+    Binary(crate::formula::BinOp, Box<Term>, Box<Term>),
+    /// `f(args)`.
+    Call(&'static str, Vec<Term>),
+}
+
+/// A value a function-form backward pass is passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SavedValue {
+    /// A float input (slot).
+    Float(usize),
+    /// The float output.
+    Output,
+    /// A field of the derivative value, by name.
+    Field(String),
+}
+
+/// A value the derivative holds besides float tensors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// The field's name: the input's name, or a generated one for an output.
+    pub name: String,
+    /// Where it comes from.
+    pub source: FieldSource,
+}
+
+/// Where a field's value comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldSource {
+    /// Input `name` (not a float tensor).
+    Input(String),
+    /// The output leaf at this tuple path (not the float output).
+    Output(Vec<usize>),
 }
 
 /// How an op runs on `Fusion<B>`.
@@ -193,6 +335,19 @@ impl Op {
             Arg::Tensor(t) => Some((input, t)),
             Arg::Plain(_) | Arg::Device => None,
         })
+    }
+
+    /// Whether the op's `Autodiff<B, C>` kernel is written by hand: a differentiable op that is
+    /// not composite and declares no backward pass.
+    pub fn hand_written_autodiff(&self) -> bool {
+        self.policy == Policy::Differentiable && self.composite.is_none() && self.backward.is_none()
+    }
+
+    /// The float tensor inputs of one tensor or an `Option` (the slots of a declared backward
+    /// pass), in order.
+    pub fn float_slots(&self) -> impl Iterator<Item = (&Input, &TensorArg)> {
+        self.tensor_inputs()
+            .filter(|(_, t)| t.kind == TensorKind::Float && t.container != Container::Vec)
     }
 
     /// The device input, if any.

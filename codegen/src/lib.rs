@@ -24,6 +24,7 @@
 mod canon;
 pub mod diag;
 pub mod emit;
+pub mod formula;
 pub mod ir;
 mod markdown;
 pub mod model;
@@ -83,6 +84,8 @@ pub struct Builder {
     trait_name: Option<String>,
     modules: Vec<Module>,
     snapshot_dir: Option<PathBuf>,
+    /// The crate under test of the op check (`op_check`), as a path from outside it.
+    op_check: Option<String>,
 }
 
 /// A generated module (file) that [`Builder::modules`] can select.
@@ -123,7 +126,32 @@ impl Builder {
             trait_name: None,
             modules: vec![Module::Ops, Module::Dispatch, Module::Tensor],
             snapshot_dir: None,
+            op_check: None,
         }
+    }
+
+    /// Also writes the op check, `routed_check.rs`: one `#[test]` per op that checks its values
+    /// on every compiled backend, its autodiff policy and its gradients against finite
+    /// differences (`burn_route::check`). Include it from one test file of the crate:
+    /// `include!(concat!(env!("OUT_DIR"), "/routed_check.rs"));`.
+    ///
+    /// It calls the ops through the crate's `dispatch` module (`your_crate::dispatch`, the
+    /// layout the README shows); [`Builder::op_check_crate`] names another crate path.
+    #[must_use]
+    pub fn op_check(mut self) -> Self {
+        if self.op_check.is_none() {
+            let name = std::env::var("CARGO_PKG_NAME").unwrap_or_default();
+            self.op_check = Some(format!("::{}", name.replace('-', "_")));
+        }
+        self
+    }
+
+    /// [`Builder::op_check`] for the crate at `path` (e.g. `::my_ops`), whose `dispatch` module
+    /// has the routed functions.
+    #[must_use]
+    pub fn op_check_crate(mut self, path: impl Into<String>) -> Self {
+        self.op_check = Some(path.into());
+        self
     }
 
     /// Where [`Builder::write`] puts the files. Defaults to `$OUT_DIR`.
@@ -266,6 +294,7 @@ impl Builder {
         let ir = self.lower(source)?;
         let mut files = emit::emit(&ir, &config);
         files.retain(|f| self.modules.iter().any(|m| m.file_name() == f.name));
+        files.extend(self.check_file(&ir));
         Ok(files)
     }
 
@@ -401,6 +430,9 @@ impl Builder {
         let ir = self.lower(&source)?;
         let mut files = emit::emit(&ir, &config);
         files.retain(|f| self.modules.iter().any(|m| m.file_name() == f.name));
+        if let Some(file) = self.check_file(&ir) {
+            files.push(file);
+        }
         let written = files
             .iter()
             .map(|file| {
@@ -461,6 +493,19 @@ impl Builder {
             let _ = writeln!(out, "{line}");
         }
         result.is_ok() && !failed_features
+    }
+
+    /// The op check's file, when [`Builder::op_check`] asked for it.
+    fn check_file(&self, ir: &ir::Ir) -> Option<File> {
+        let crate_path = self.op_check.clone()?;
+        let config = emit::check::CheckConfig {
+            dispatch: format!("{crate_path}::dispatch"),
+            crate_path,
+        };
+        Some(File {
+            name: emit::CHECK_FILE,
+            contents: emit::check::emit(ir, &config, &self.regenerate),
+        })
     }
 
     /// The manifest path this builder reads.

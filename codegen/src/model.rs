@@ -43,6 +43,9 @@ pub struct Routing {
     pub backends: Option<Sp<Vec<BackendSpec>>>,
     /// `autodiff_cfg`: the cfg predicate (in the consuming crate) that gates autodiff routing.
     pub autodiff_cfg: Option<Sp<String>>,
+    /// `backward_bounds`: traits the backend of a generated `Autodiff<B, C>` implementation
+    /// must implement (what function-form backward passes call).
+    pub backward_bounds: Option<Sp<Vec<Sp<String>>>>,
 }
 
 /// One entry of `backends`: `"Flex"` or `{ name = "Cube", cfg = 'feature = "cube"' }`.
@@ -81,6 +84,50 @@ pub struct OpSpec {
     /// primitives: the default body of the op's trait method, and its implementation on
     /// `Fusion<B>` when its outputs declare no metadata.
     pub composition: Option<Sp<String>>,
+    /// `backward`: the op's backward pass, as formulas or a function path.
+    pub backward: Option<BackwardSpec>,
+    /// `save`: what the backward pass keeps (inputs, `output`, `output.N`).
+    pub save: Option<Sp<Vec<Sp<String>>>>,
+    /// `checkpoint`: `"keep"` or `"recompute"`.
+    pub checkpoint: Option<Sp<String>>,
+    /// `[op.check]`: how the generated op check calls the op.
+    pub check: Option<CheckSpec>,
+}
+
+/// The shapes of one input in a `check` table (one per element of a `vec` input).
+pub type Shapes = Vec<Vec<i64>>;
+
+/// An op's `check` table.
+#[derive(Clone, Debug, Default)]
+pub struct CheckSpec {
+    /// The whole table.
+    pub span: Range<usize>,
+    /// `shapes`: input name → its shape (a `vec` input: one shape per element).
+    pub shapes: Vec<(Sp<String>, Sp<Shapes>)>,
+    /// `ranges`: input name → `[lo, hi]`.
+    pub ranges: Vec<(Sp<String>, Sp<Vec<f64>>)>,
+    /// `args`: plain input name → a Rust expression.
+    pub args: Vec<(Sp<String>, Sp<String>)>,
+    /// `gradients`: whether the gradient check runs.
+    pub gradients: Option<Sp<bool>>,
+    /// `tolerance`: the relative tolerance of comparisons.
+    pub tolerance: Option<Sp<f64>>,
+    /// `composition`: whether the kernel is compared with the op's composition.
+    pub composition: Option<Sp<bool>>,
+}
+
+/// An op's `backward`.
+#[derive(Clone, Debug)]
+pub enum BackwardSpec {
+    /// `backward = "crate::path"`: a function computing the gradients.
+    Function(Sp<String>),
+    /// `backward = { x = "grad * y" }`: a formula per float input.
+    Formulas {
+        /// The whole table.
+        span: Range<usize>,
+        /// Each input's key and formula, in manifest order.
+        entries: Vec<(Sp<String>, Sp<String>)>,
+    },
 }
 
 /// One entry of an op's `inputs`.

@@ -51,6 +51,65 @@ pub const HANDLES: &str = "__handles";
 /// What the kernel returned, a local of the deferred call's closure.
 pub const RESULT: &str = "__result";
 
+/// The generated module of the `Autodiff<B, C>` implementations written from declared
+/// backward passes, in the ops file.
+pub const AUTODIFF_MODULE: &str = "autodiff";
+/// Alias of the runtime's backward-pass machinery (`rt::__private::grad`) in that module.
+pub const GRAD_RUNTIME: &str = "__grad";
+/// The float inputs on their way through an op's `Autodiff<B, C>` function.
+pub const TAPE: &str = "__tape";
+/// The op's float output, a local of its `Autodiff<B, C>` function.
+pub const OUTPUT_LOCAL: &str = "__output";
+/// The derivative value of a call, a local of its `Autodiff<B, C>` function.
+pub const DERIVATIVE: &str = "__derivative";
+/// What a backward pass reads (`Saved`), its parameter.
+pub const SAVED: &str = "__saved";
+/// The float inputs of a recomputation (`Saved`), its parameter.
+pub const INPUTS: &str = "__inputs";
+/// Which inputs get a gradient, a backward pass's parameter.
+pub const TRACKED: &str = "__tracked";
+/// The gradients being computed, a local of a formula backward pass.
+pub const GRADS: &str = "__grads";
+/// A backward function brought in by `use` where its path is too long for the call's line.
+pub const BACKWARD_FN: &str = "__backward";
+/// The trait of a backward method, brought in by `use` where its path is too long.
+pub const BACKWARD_TRAIT: &str = "__BackwardKernels";
+/// The op's trait, brought in by `use` where the kernel's call is too long for its line.
+pub const OPS_TRAIT: &str = "__Ops";
+/// A generated `Autodiff<B, C>` implementation brought in by `use` where its path is too long.
+pub const DERIVED: &str = "__derived";
+/// The composition an op check compares with, brought in by `use` where its path is too long.
+pub const COMPOSITION: &str = "__composition";
+/// The one input's gradient a one-input backward function returned.
+pub const GRADIENT: &str = "__gradient";
+/// The incoming gradient: the formula name, and the backward pass's parameter.
+pub const GRAD_LOCAL: &str = "grad";
+
+/// The `k`th number subexpression of a formula bound to a local (a long one, for rustfmt).
+pub fn number_local(k: usize) -> String {
+    format!("__n{k}")
+}
+
+/// The derivative type of op `op` in the generated autodiff module: its name in
+/// `UpperCamelCase`.
+pub fn derivative_struct(op: &str) -> String {
+    upper_camel(op)
+}
+
+/// `snake_case` → `UpperCamelCase`.
+fn upper_camel(snake: &str) -> String {
+    snake
+        .split('_')
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_ascii_uppercase().to_string() + chars.as_str()
+            })
+        })
+        .collect()
+}
+
 /// The recorded form of input `name` in a lazy `Fusion<B>` method.
 pub fn lazy_input(name: &str) -> String {
     format!("__in_{name}")

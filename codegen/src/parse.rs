@@ -10,14 +10,20 @@ use toml::de::{DeArray, DeTable, DeValue};
 
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::model::{
-    ArgSpec, BackendSpec, Dims, InputSpec, Manifest, MetaSpec, OpSpec, OutputSpec, Routing,
-    ShapeSpec, Sp, TensorSpec,
+    ArgSpec, BackendSpec, BackwardSpec, CheckSpec, Dims, InputSpec, Manifest, MetaSpec, OpSpec,
+    OutputSpec, Routing, ShapeSpec, Sp, TensorSpec,
 };
 
 /// Keys of the top level of the manifest.
 pub const TOP_KEYS: &[&str] = &["routing", "op"];
 /// Keys of the `[routing]` table.
-pub const ROUTING_KEYS: &[&str] = &["trait", "autodiff_trait", "backends", "autodiff_cfg"];
+pub const ROUTING_KEYS: &[&str] = &[
+    "trait",
+    "autodiff_trait",
+    "backends",
+    "autodiff_cfg",
+    "backward_bounds",
+];
 /// Keys of a table entry in `backends`.
 pub const BACKEND_KEYS: &[&str] = &["name", "cfg"];
 /// Keys of an `[[op]]` entry.
@@ -29,6 +35,19 @@ pub const OP_KEYS: &[&str] = &[
     "output",
     "backends",
     "composite",
+    "composition",
+    "backward",
+    "save",
+    "checkpoint",
+    "check",
+];
+/// Keys of an op's `check` table.
+pub const CHECK_KEYS: &[&str] = &[
+    "shapes",
+    "ranges",
+    "args",
+    "gradients",
+    "tolerance",
     "composition",
 ];
 /// Keys of an entry in an op's `inputs`.
@@ -79,6 +98,7 @@ pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
                 autodiff_trait: None,
                 backends: None,
                 autodiff_cfg: None,
+                backward_bounds: None,
             }
         }
     };
@@ -379,6 +399,7 @@ impl Parser {
             autodiff_trait: None,
             backends: None,
             autodiff_cfg: None,
+            backward_bounds: None,
         };
         let Some(table) = self.as_table(value, path, ROUTING_KEYS) else {
             return routing;
@@ -387,6 +408,7 @@ impl Parser {
         routing.trait_name = self.required(name, table, value.span(), path, "trait", "\"MyOps\"");
         routing.autodiff_trait = self.string(table, path, "autodiff_trait");
         routing.autodiff_cfg = self.string(table, path, "autodiff_cfg");
+        routing.backward_bounds = self.strings(table, path, "backward_bounds", "trait paths");
         let backends = table
             .get("backends")
             .and_then(|v| self.backends(v, "routing.backends"));
@@ -470,6 +492,14 @@ impl Parser {
             .and_then(|v| self.backends(v, &join(&path, "backends")));
         let composite = self.string(table, &path, "composite");
         let composition = self.string(table, &path, "composition");
+        let backward = table
+            .get("backward")
+            .and_then(|v| self.backward(v, &join(&path, "backward")));
+        let save = self.strings(table, &path, "save", "names");
+        let checkpoint = self.string(table, &path, "checkpoint");
+        let check = table
+            .get("check")
+            .and_then(|v| self.check(v, &join(&path, "check")));
         Some(OpSpec {
             index,
             span: value.span(),
@@ -481,7 +511,169 @@ impl Parser {
             backends,
             composite,
             composition,
+            backward,
+            save,
+            checkpoint,
+            check,
         })
+    }
+
+    /// `[op.check]`.
+    fn check(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<CheckSpec> {
+        let table = self.as_table(value, path, CHECK_KEYS)?;
+        let mut spec = CheckSpec {
+            span: value.span(),
+            ..CheckSpec::default()
+        };
+        let number = |v: &DeValue<'_>| match v {
+            DeValue::Integer(i) => i.as_str().parse::<f64>().ok(),
+            DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
+            _ => None,
+        };
+        for (key, sub) in self.entries(table, path, "shapes") {
+            let key_path = format!("{path}.shapes.{}", key.value);
+            let dims = |v: &DeValue<'_>| -> Option<Vec<i64>> {
+                match v {
+                    DeValue::Array(a) => a
+                        .iter()
+                        .map(|d| match d.get_ref() {
+                            DeValue::Integer(i) => i.as_str().parse::<i64>().ok(),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => None,
+                }
+            };
+            let parsed = match sub.get_ref() {
+                DeValue::Array(a)
+                    if a.iter().all(|d| matches!(d.get_ref(), DeValue::Array(_)))
+                        && !a.is_empty() =>
+                {
+                    a.iter()
+                        .map(|d| dims(d.get_ref()))
+                        .collect::<Option<Vec<_>>>()
+                }
+                other => dims(other).map(|d| vec![d]),
+            };
+            match parsed {
+                Some(shapes) => spec.shapes.push((key, Sp::new(shapes, sub.span()))),
+                None => self.wrong_type(sub, &key_path, "a shape: an array of integers such as `[2, 3]` (for a `vec` input, an array of shapes)"),
+            }
+        }
+        for (key, sub) in self.entries(table, path, "ranges") {
+            let key_path = format!("{path}.ranges.{}", key.value);
+            let parsed = match sub.get_ref() {
+                DeValue::Array(a) => a
+                    .iter()
+                    .map(|d| number(d.get_ref()))
+                    .collect::<Option<Vec<_>>>(),
+                _ => None,
+            };
+            match parsed {
+                Some(r) if r.len() == 2 => spec.ranges.push((key, Sp::new(r, sub.span()))),
+                _ => self.wrong_type(sub, &key_path, "a range `[lo, hi]` of two numbers"),
+            }
+        }
+        for (key, sub) in self.entries(table, path, "args") {
+            match sub.get_ref() {
+                DeValue::String(s) => spec.args.push((key, Sp::new(s.to_string(), sub.span()))),
+                _ => self.wrong_type(
+                    sub,
+                    &format!("{path}.args.{}", key.value),
+                    "a Rust expression in a string, such as \"0.5\" or \"vec![1, 2]\"",
+                ),
+            }
+        }
+        spec.gradients = self.boolean(table, path, "gradients");
+        spec.composition = self.boolean(table, path, "composition");
+        if let Some(v) = table.get("tolerance") {
+            match number(v.get_ref()) {
+                Some(t) => spec.tolerance = Some(Sp::new(t, v.span())),
+                None => self.wrong_type(v, &join(path, "tolerance"), "a number such as `1e-2`"),
+            }
+        }
+        Some(spec)
+    }
+
+    /// The entries of sub-table `key` of `table` (keyed by input name).
+    fn entries<'a, 'i>(
+        &mut self,
+        table: &'a DeTable<'i>,
+        path: &str,
+        key: &str,
+    ) -> Vec<(Sp<String>, &'a Spanned<DeValue<'i>>)> {
+        let Some(value) = table.get(key) else {
+            return Vec::new();
+        };
+        match value.get_ref() {
+            DeValue::Table(sub) => sub
+                .iter()
+                .map(|(k, v)| (Sp::new(k.get_ref().to_string(), k.span()), v))
+                .collect(),
+            _ => {
+                self.wrong_type(value, &join(path, key), "a table keyed by input name");
+                Vec::new()
+            }
+        }
+    }
+
+    /// An array of strings, e.g. `save = ["x", "output"]`.
+    fn strings(
+        &mut self,
+        table: &DeTable<'_>,
+        path: &str,
+        key: &str,
+        what: &str,
+    ) -> Option<Sp<Vec<Sp<String>>>> {
+        let value = table.get(key)?;
+        let path = join(path, key);
+        let (array, span) =
+            self.as_array(value, &path, &format!("an array of {what} (strings)"))?;
+        let mut items = Vec::new();
+        for (i, item) in array.iter().enumerate() {
+            match item.get_ref() {
+                DeValue::String(s) => items.push(Sp::new(s.to_string(), item.span())),
+                _ => self.wrong_type(item, &format!("{path}[{i}]"), "a string"),
+            }
+        }
+        Some(Sp::new(items, span))
+    }
+
+    /// `backward`: a function path, or a table of formulas keyed by input.
+    fn backward(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<BackwardSpec> {
+        match value.get_ref() {
+            DeValue::String(s) => {
+                Some(BackwardSpec::Function(Sp::new(s.to_string(), value.span())))
+            }
+            DeValue::Table(table) => {
+                let mut entries = Vec::new();
+                for (key, item) in table.iter() {
+                    let name = Sp::new(key.get_ref().to_string(), key.span());
+                    match item.get_ref() {
+                        DeValue::String(s) => {
+                            entries.push((name, Sp::new(s.to_string(), item.span())));
+                        }
+                        _ => self.wrong_type(
+                            item,
+                            &join(path, key.get_ref()),
+                            "a formula (a string such as \"grad * y\", or \"none\")",
+                        ),
+                    }
+                }
+                Some(BackwardSpec::Formulas {
+                    span: value.span(),
+                    entries,
+                })
+            }
+            _ => {
+                self.wrong_type(
+                    value,
+                    path,
+                    "a table of formulas (`{ x = \"grad * y\" }`) or a function path (a string)",
+                );
+                None
+            }
+        }
     }
 
     fn input(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<InputSpec> {

@@ -69,13 +69,33 @@ fn output() -> impl Strategy<Value = String> {
     ]
 }
 
+/// Backward passes, good and bad: formulas (names, functions, syntax), function paths, `save`,
+/// `checkpoint` and `[op.check]` keys.
+fn backward() -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        Just("backward = { a = \"grad * b\", b = \"none\" }\n"),
+        Just("backward = { a = \"grad * exp(a) - sum_dim(output, -1) / 2\" }\n"),
+        Just("backward = { a = \"grad *\", zz = \"(\" }\n"),
+        Just("backward = { a = \"powf(grad, a, a) + where(grad) + nope(a) + 1e999\" }\n"),
+        Just("backward = { a = 3 }\n"),
+        Just("backward = \"crate::grads::f\"\nsave = [\"a\", \"output\", \"output.1\", \"a\"]\n"),
+        Just("backward = \"crate::Grads::f\"\ncheckpoint = \"recompute\"\n"),
+        Just("backward = \"f\"\ncheckpoint = \"sometimes\"\n"),
+        Just("save = [\"a\"]\ncheckpoint = 3\n"),
+        Just(
+            "check = { shapes = { a = [2, 3], b = [[1], [2]] }, ranges = { a = [1, 0] }, args = { a = \"1 +\" }, tolerance = 0, gradients = 1 }\n"
+        ),
+        Just("check = { shapes = { a = \"x\" }, ranges = 2, composition = true }\n"),
+    ]
+}
+
 fn op() -> impl Strategy<Value = String> {
     (
         name(),
         prop_oneof![Just(""), Just("autodiff = \"differentiable\"\n"), Just("autodiff = \"detach\"\n"), Just("autodiff = \"reject\"\n"), Just("autodiff = \"maybe\"\n")],
         prop::collection::vec((name(), arg()), 0..4),
         output(),
-        prop_oneof![6 => Just(""), 1 => Just("backends = [\"Flex\"]\n"), 1 => Just("backends = [\"Cube\", \"Flx\"]\n"), 1 => Just("composite = \"crate::k\"\n"), 1 => Just("composite = \"k::<u8>\"\n"), 1 => Just("extra = 1\n")],
+        prop_oneof![6 => Just(""), 1 => Just("backends = [\"Flex\"]\n"), 1 => Just("backends = [\"Cube\", \"Flx\"]\n"), 1 => Just("composite = \"crate::k\"\n"), 1 => Just("composite = \"k::<u8>\"\n"), 1 => Just("extra = 1\n"), 2 => backward()],
         // Docs that must be refused with a position (bidi control, bare CR, control character,
         // open fence) or accepted (CRLF, tab, closed fence).
         prop_oneof![

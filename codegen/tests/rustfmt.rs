@@ -1,4 +1,4 @@
-//! Generated files are rustfmt-clean: every module (and the kernel stubs) rendered from this
+//! Generated files are rustfmt-clean: every module (the kernel stubs and op check included) rendered from this
 //! repository's manifests and from `tests/fmt/*.toml` passes `rustfmt --check --edition 2024`.
 //! Skipped, with the reason printed, where rustfmt is not installed (CI has it).
 
@@ -12,6 +12,7 @@ fn manifests() -> Vec<PathBuf> {
     let mut all = vec![
         root.join("../ops.toml"),
         root.join("../examples/downstream/ops.toml"),
+        root.join("../tests/formulas/ops.toml"),
     ];
     let mut fixtures: Vec<PathBuf> = std::fs::read_dir(root.join("tests/fmt"))
         .expect("tests/fmt")
@@ -34,7 +35,9 @@ fn generated_files_pass_rustfmt_check() {
     let mut files = Vec::new();
     for (i, manifest) in manifests().iter().enumerate() {
         let name = manifest.file_name().unwrap().to_string_lossy().into_owned();
-        let builder = Builder::new(manifest).manifest_name(&name);
+        let builder = Builder::new(manifest)
+            .manifest_name(&name)
+            .op_check_crate("::checked");
         let rendered = builder.render().unwrap_or_else(|e| panic!("{name}: {e}"));
         for file in rendered {
             let path = dir.path().join(format!("{i}_{}", file.name));

@@ -76,18 +76,23 @@ pub trait BackwardKernels: Backend {
         generic::softmax_last_backward::<Self>(y, grad)
     }
 
-    /// The incoming gradient where `relu(lhs + rhs)` (its `output`) is positive, zero elsewhere.
-    fn add_relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        Self::relu_backward(output, grad)
+    /// The incoming gradient where `relu(lhs + rhs)` (its `output`) is positive, zero elsewhere:
+    /// the gradient of both inputs (each is summed back to its shape by the caller).
+    fn add_relu_backward(
+        output: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        tracked: [bool; 2],
+    ) -> [Option<FloatTensor<Self>>; 2] {
+        shared::<Self>(Self::relu_backward(output, grad), tracked)
     }
 
-    /// The incoming gradient through dropout's keep `mask`, times `scale` (`1 / (1 - p)`).
+    /// The incoming gradient through dropout's keep `mask`, times `1 / (1 - p)`.
     fn dropout_backward(
         mask: BoolTensor<Self>,
-        scale: f32,
+        p: f32,
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
-        generic::dropout_backward::<Self>(mask, scale, grad)
+        generic::dropout_backward::<Self>(mask, super::composed::dropout_scale(p), grad)
     }
 
     /// `dlogits` of the mean cross-entropy: `(softmax(logits) - one_hot(targets)) * grad / batch`
@@ -98,6 +103,20 @@ pub trait BackwardKernels: Backend {
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
         generic::cross_entropy_backward::<Self>(logits, targets, grad)
+    }
+}
+
+/// One gradient for each tracked input of a two-input op (a copy of the handle for the first
+/// when both are tracked).
+fn shared<B: Backend>(
+    grad: FloatTensor<B>,
+    [first, second]: [bool; 2],
+) -> [Option<FloatTensor<B>>; 2] {
+    match (first, second) {
+        (true, true) => [Some(grad.clone()), Some(grad)],
+        (true, false) => [Some(grad), None],
+        (false, true) => [None, Some(grad)],
+        (false, false) => [None, None],
     }
 }
 
@@ -365,9 +384,13 @@ impl BackwardKernels for Flex {
         .unwrap_or_else(|_| unreachable!("the gradient has rows"))
     }
 
-    fn add_relu_backward(output: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+    fn add_relu_backward(
+        output: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        tracked: [bool; 2],
+    ) -> [Option<FloatTensor<Self>>; 2] {
         let grad = readable(grad);
-        match Rows::of(&output) {
+        let grad = match Rows::of(&output) {
             Some(out) if grad.shape() == output.shape() => {
                 update_rows(grad, Work::Light, |first, rows| {
                     out.zip(first, rows, |d, o| {
@@ -379,14 +402,16 @@ impl BackwardKernels for Flex {
                 .unwrap_or_else(|_| unreachable!("the gradient has rows"))
             }
             _ => <Self as burn_backend::ops::ActivationOps<Self>>::relu_backward(output, grad),
-        }
+        };
+        shared::<Self>(grad, tracked)
     }
 
     fn dropout_backward(
         mask: BoolTensor<Self>,
-        scale: f32,
+        p: f32,
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
+        let scale = super::composed::dropout_scale(p);
         let grad = readable(grad);
         // The mask as Flex stores it: one byte per element, contiguous.
         let keep = match mask.dtype() {

@@ -280,7 +280,7 @@ impl fmt::Display for RouteError {
                  `{input}` on backend {backend}, but {location} declares the op `reject` (the default), \
                  which would silently drop its gradient. Fix: detach the input before the call \
                  (`{input}.without_autodiff()`, or `{input}.detach()` on an intermediate result), or declare the op `autodiff = \"detach\"` (runs without gradient) \
-                 or `autodiff = \"differentiable\"` (and implement its `Autodiff<B, C>` kernel) in {location}. \
+                 or `autodiff = \"differentiable\"` (and declare its `backward` there) in {location}. \
                  See ERRORS.md#tracked-input"
             ),
             Self::UnlistedBackend {

@@ -6,6 +6,9 @@
 
 mod convert;
 mod error;
+#[cfg(feature = "autodiff")]
+#[doc(hidden)]
+pub mod grad;
 mod lane;
 mod op;
 mod route;
@@ -29,6 +32,8 @@ pub mod __private {
     pub use super::convert::*;
     #[cfg(feature = "cube")]
     pub use super::fusion::cloned;
+    #[cfg(feature = "autodiff")]
+    pub use super::grad;
     pub use super::lane::{Concrete, Held, Target};
     pub use super::op::OpInfo;
     pub use super::route::{Group, Input, Mode, Route};

@@ -337,7 +337,11 @@ impl Writer {
             return;
         }
         let next_line = (self.depth + 1) * INDENT.len() + rhs.width() + tail.len();
-        if rhs.flat_ok() && next_line <= WIDTH {
+        // A call whose head (`path(`) does not fit after `head` breaks on the next line.
+        let head_too_long = is_call(&rhs)
+            && self.depth * INDENT.len() + head.width() + head_width(&rhs) > WIDTH
+            && (self.depth + 1) * INDENT.len() + head_width(&rhs) <= WIDTH;
+        if (rhs.flat_ok() && next_line <= WIDTH) || head_too_long {
             let head_text = {
                 let mut t = String::new();
                 head.write_flat(&mut t);

@@ -29,6 +29,19 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
             imports.push(Use::new(format!("{module}::{}", group.autodiff_name)).cfg(cfg));
         }
     }
+    if ir.has_derived_autodiff() {
+        // Used by the autodiff arms of the ops with a declared backward pass.
+        let backends = ir
+            .ops
+            .iter()
+            .filter(|op| op.backward.is_some())
+            .flat_map(|op| op.backends.iter().map(|b| b.cfg.as_deref()));
+        let cfg = match any_cfg(backends) {
+            Some(backends) => format!("all({}, {backends})", ir.autodiff_cfg),
+            None => ir.autodiff_cfg.clone(),
+        };
+        imports.push(Use::new(format!("{module}::{}", names::AUTODIFF_MODULE)).cfg(cfg));
+    }
     uses(imports, w);
     aliases(ir, w);
     for (index, group) in ir.groups.iter().enumerate() {
@@ -422,19 +435,18 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     // The kernel is named through its trait: an op may share its name with a method of Burn's
     // own backend traits (`layer_norm`, `gelu`, ...), which a plain `Target::op` would make
     // ambiguous.
-    let run_call = |lane: &str, trait_name: &str| {
+    // `kernel`: the function the arm runs (`<lane as Trait>::op`, or a generated
+    // `Autodiff<B, C>` implementation).
+    let run_call = |lane: &str, kernel: &str| {
         call(
             if generic {
                 format!("{RUN}::<{lane}>")
             } else {
                 RUN.to_owned()
             },
-            [
-                format!("&{ROUTE}"),
-                format!("<{lane} as {trait_name}>::{}", op.name),
-            ]
-            .into_iter()
-            .chain(op.inputs.iter().map(|i| i.name.clone())),
+            [format!("&{ROUTE}"), kernel.to_owned()]
+                .into_iter()
+                .chain(op.inputs.iter().map(|i| i.name.clone())),
         )
     };
     // In `__plan_and_run`, a unit `__run` returns the `Result` itself (see above); any other
@@ -503,7 +515,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         if unit { "result" } else { "ok" }
     ));
     for backend in &op.backends {
-        concrete_arm(&group.name, backend, w, &run_call, "rt::BackendId::{}");
+        concrete_arm(&group.name, op, backend, w, &run_call, "rt::BackendId::{}");
     }
     w.line(format!("_ => {ROUTE}.unrouted(),"));
     w.close("}),");
@@ -631,6 +643,7 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
     for backend in &op.backends {
         concrete_arm(
             &group.name,
+            op,
             backend,
             w,
             run_call,
@@ -645,18 +658,53 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
             } else {
                 &group.autodiff_name
             };
-            for (strategy, lane) in [
-                ("Disabled", names::autodiff_alias(backend.name)),
-                ("Balanced", names::balanced_alias(backend.name)),
+            for (strategy, lane, checkpointing) in [
+                (
+                    "Disabled",
+                    names::autodiff_alias(backend.name),
+                    "NoCheckpointing",
+                ),
+                (
+                    "Balanced",
+                    names::balanced_alias(backend.name),
+                    "BalancedCheckpointing",
+                ),
             ] {
-                w.cfg(Some(&cfg));
-                w.arm(
-                    &format!(
-                        "(rt::BackendId::{}, {RT}::Mode::Autodiff(rt::Checkpointing::{strategy}))",
+                // A declared backward pass: the generated implementation; else the trait's.
+                let kernel = match &op.backward {
+                    Some(_) => format!(
+                        "{}::{}::<rt::{}, rt::{checkpointing}>",
+                        names::AUTODIFF_MODULE,
+                        op.name,
                         backend.name.as_str()
                     ),
-                    run_call(&lane, autodiff_trait),
+                    None => format!("<{lane} as {autodiff_trait}>::{}", op.name),
+                };
+                w.cfg(Some(&cfg));
+                let pattern = format!(
+                    "(rt::BackendId::{}, {RT}::Mode::Autodiff(rt::Checkpointing::{strategy}))",
+                    backend.name.as_str()
                 );
+                // A kernel path too long for its line in the call is bound first.
+                if w.fits(&Doc::Text(format!("        {kernel},"))) {
+                    w.arm(&pattern, run_call(&lane, &kernel));
+                } else {
+                    // (rustfmt would break the path's generics.)
+                    w.open(format!("{pattern} => {{"));
+                    w.line(format!(
+                        "use {}::{} as {};",
+                        names::AUTODIFF_MODULE,
+                        op.name,
+                        names::DERIVED
+                    ));
+                    let kernel = format!(
+                        "{}::<rt::{}, rt::{checkpointing}>",
+                        names::DERIVED,
+                        backend.name.as_str()
+                    );
+                    w.line(run_call(&lane, &kernel));
+                    w.close("}");
+                }
             }
         }
     }
@@ -669,6 +717,7 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
 /// backend at its `{}`.
 fn concrete_arm(
     group: &str,
+    op: &Op,
     backend: &Backend,
     w: &mut Writer,
     run_call: &dyn Fn(&str, &str) -> Doc,
@@ -678,7 +727,10 @@ fn concrete_arm(
     w.cfg(backend.cfg.as_deref());
     w.arm(
         &pattern.replace("{}", name),
-        run_call(&format!("rt::{name}"), group),
+        run_call(
+            &format!("rt::{name}"),
+            &format!("<rt::{name} as {group}>::{}", op.name),
+        ),
     );
 }
 

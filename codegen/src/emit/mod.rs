@@ -4,6 +4,8 @@
 //! Generated code names the runtime as `rt` (`use <runtime path> as rt;`), so every runtime item
 //! reads `rt::Item`.
 
+mod autodiff;
+pub mod check;
 mod code;
 mod dispatch;
 mod fusion;
@@ -43,6 +45,8 @@ pub struct File {
 pub const OPS_FILE: &str = "routed_ops.rs";
 /// Name of the file with `impl Trait for Dispatch` and the `try_` functions.
 pub const DISPATCH_FILE: &str = "routed_dispatch.rs";
+/// Name of the file with the op check (`Builder::op_check`).
+pub const CHECK_FILE: &str = "routed_check.rs";
 /// Name of the file with the `Tensor<D>`-level functions.
 pub const TENSOR_FILE: &str = "routed_tensor.rs";
 

@@ -20,6 +20,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         }
         super::fusion::impls(ir, index, group, w);
     }
+    super::autodiff::module(ir, w);
 }
 
 fn backend_list(group: &TraitGroup) -> String {

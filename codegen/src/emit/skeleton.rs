@@ -4,7 +4,10 @@
 
 use super::code::Writer;
 use super::{EmitConfig, Use, any_cfg, params, primitive_returns, signature, uses};
-use crate::ir::{Arg, BackendName, Container, Ir, MetaSource, Op, Output, Policy, TraitGroup};
+use crate::ir::{
+    Arg, BackendName, Backward, BackwardForm, Container, FieldSource, Ir, MetaSource, Op, Output,
+    SavedValue, TraitGroup,
+};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     // Each import is compiled where an `impl` below uses it, so a stub file whose impls are all
@@ -88,10 +91,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
                 "rt::Autodiff<B, C>",
                 false,
             );
-            for op in ir
-                .ops_of(index)
-                .filter(|op| op.policy == Policy::Differentiable)
-            {
+            for op in ir.ops_of(index).filter(|op| op.hand_written_autodiff()) {
                 stub(
                     op,
                     w,
@@ -118,6 +118,8 @@ enum Function<'a> {
     },
     /// An op's `composition`.
     Composition(&'a Op),
+    /// An op's function-form `backward` (a free function, not a trait method).
+    Backward(&'a Op),
 }
 
 /// Every metadata and composition function the manifest names, once per name, in order.
@@ -156,6 +158,18 @@ fn functions(ir: &Ir) -> Vec<(String, Function<'_>)> {
     for op in &ir.ops {
         if let Some(path) = &op.composition {
             acc.push((path.clone(), Function::Composition(op)));
+        }
+        if let Some(Backward {
+            form:
+                BackwardForm::Function {
+                    path,
+                    method_of: None,
+                    ..
+                },
+            ..
+        }) = &op.backward
+        {
+            acc.push((path.clone(), Function::Backward(op)));
         }
         outputs(op, &op.output, "output".to_owned(), &mut acc);
     }
@@ -202,6 +216,7 @@ fn function_stubs(ir: &Ir, w: &mut Writer) {
                 todo_line(&format!("the composition of `{}`", op.name), w);
                 w.close("}");
             }
+            Function::Backward(op) => backward_stub(&name, op, w),
             Function::Meta {
                 op,
                 field,
@@ -248,6 +263,75 @@ fn function_stubs(ir: &Ir, w: &mut Writer) {
             }
         }
     }
+}
+
+/// The stub of a function-form backward pass: the saved values, the incoming gradient and
+/// (with several float inputs) which are tracked; the gradients.
+fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
+    let Some(backward) = &op.backward else { return };
+    let BackwardForm::Function { args, .. } = &backward.form else {
+        return;
+    };
+    let n = backward.reads.len();
+    let slots: Vec<(&crate::ir::Input, &crate::ir::TensorArg)> = op.float_slots().collect();
+    let mut params: Vec<super::code::Doc> = args
+        .iter()
+        .map(|arg| match arg {
+            SavedValue::Float(i) => {
+                let (input, t) = slots[*i];
+                let ty = if t.container == Container::Option {
+                    "Option<rt::FloatTensor<B>>"
+                } else {
+                    "rt::FloatTensor<B>"
+                };
+                super::param(&input.name, ty)
+            }
+            SavedValue::Output => super::param("output", "rt::FloatTensor<B>"),
+            SavedValue::Field(field) => {
+                let source = backward
+                    .fields
+                    .iter()
+                    .find(|f| &f.name == field)
+                    .map(|f| f.source.clone())
+                    .unwrap_or(FieldSource::Input(field.clone()));
+                let param_name = field.trim_start_matches('_').to_owned();
+                super::param(&param_name, &super::autodiff::field_type(op, &source))
+            }
+        })
+        .collect();
+    params.push(super::param("grad", "rt::FloatTensor<B>"));
+    let ret = if n > 1 {
+        params.push(super::param("tracked", &format!("[bool; {n}]")));
+        format!(" -> [Option<rt::FloatTensor<B>>; {n}] {{")
+    } else {
+        " -> rt::FloatTensor<B> {".to_owned()
+    };
+    let doc = if n > 1 {
+        [
+            format!(
+                "The backward pass of `{}`: from the saved values, the incoming gradient of its",
+                op.name
+            ),
+            "output and which inputs are tracked, one gradient per tracked input.".to_owned(),
+        ]
+    } else {
+        [
+            format!(
+                "The backward pass of `{}`: its float input's gradient, from the saved values and",
+                op.name
+            ),
+            "the incoming gradient of its output.".to_owned(),
+        ]
+    };
+    w.doc(&doc);
+    super::allow_many_arguments(params.len(), w);
+    w.open(signature(
+        format!("pub fn {name}<B: rt::Backend>"),
+        params,
+        ret,
+    ));
+    todo_line(&format!("the backward pass of `{}`", op.name), w);
+    w.close("}");
 }
 
 /// How a metadata function takes a plain argument the generated call passes as `&value`: by a

@@ -119,7 +119,26 @@ pub(super) fn lower<'m>(
         || format!("{}:1", options.manifest_name),
         |b| format!("{}:{}", options.manifest_name, lines.line(b.span.start)),
     );
+    let bounds: Vec<String> = routing
+        .backward_bounds
+        .as_ref()
+        .map(|list| {
+            list.value
+                .iter()
+                .enumerate()
+                .filter_map(|(i, b)| {
+                    v.function_path(
+                        b,
+                        &format!("routing.backward_bounds[{i}]"),
+                        "trait",
+                        "crate::kernels::BackwardKernels",
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let cx = OpContext {
+        bounds: &bounds,
         defaults: &defaults,
         defaults_location: &defaults_location,
         manifest_name: options.manifest_name,
@@ -216,6 +235,8 @@ pub(super) fn assign_groups(
 
 /// Manifest-wide facts an op needs while it is lowered.
 struct OpContext<'a> {
+    /// `routing.backward_bounds`, lowered.
+    bounds: &'a [String],
     defaults: &'a [Backend],
     defaults_location: &'a str,
     manifest_name: &'a str,
@@ -1166,7 +1187,7 @@ impl Lowerer<'_> {
             composition.is_some(),
             &output,
         );
-        Some(Op {
+        let mut op = Op {
             name,
             doc,
             policy,
@@ -1182,7 +1203,33 @@ impl Lowerer<'_> {
             output_location: format!("{}:{output_line}", cx.manifest_name),
             route_by,
             complex_types,
-        })
+            backward: None,
+            check: crate::ir::Check::default(),
+        };
+        let backward_line = match &spec.backward {
+            Some(crate::model::BackwardSpec::Function(f)) => cx.lines.line(f.span.start),
+            Some(crate::model::BackwardSpec::Formulas { span, .. }) => cx.lines.line(span.start),
+            None => line,
+        };
+        let backward_cx = super::backward::Cx {
+            source: self.source,
+            location: format!("{}:{backward_line}", cx.manifest_name),
+            bounds: cx.bounds,
+        };
+        let backward = super::backward::lower(spec, &op, &backward_cx);
+        let check = super::check::lower(spec, &op);
+        match (backward, check) {
+            (Ok(backward), Ok(check)) => {
+                op.backward = backward;
+                op.check = check;
+            }
+            (backward, check) => {
+                self.diags.extend(backward.err().unwrap_or_default());
+                self.diags.extend(check.err().unwrap_or_default());
+                return None;
+            }
+        }
+        Some(op)
     }
 
     fn arg(&mut self, spec: &ArgSpec, key: &str) -> Option<Arg> {

@@ -10,8 +10,11 @@
 //! Builder options that change names (the trait override) enter here like manifest values, so
 //! they meet the same rules.
 
+mod backward;
+mod check;
 mod lower;
 
+pub(crate) use backward::leaf_at;
 pub(crate) use lower::is_well_known_cfg;
 mod rules;
 pub(crate) mod text;

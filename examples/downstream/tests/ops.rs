@@ -63,11 +63,11 @@ fn an_op_not_routed_to_flex_names_the_backend_and_the_manifest_line() {
             op: "gpu_square",
             input: InputName::new("x"),
             backend: BackendId::Flex,
-            location: "ops.toml:34",
+            location: "ops.toml:38",
         }
     );
     let message = "op `gpu_square` is not routed to backend Flex: input `x` (which picks the backend) \
-is on Flex, but ops.toml:34 does not list Flex for the op (or this build does not compile that \
+is on Flex, but ops.toml:38 does not list Flex for the op (or this build does not compile that \
 backend in). Fix: add Flex to the op's backends in the manifest and implement its kernel, enable the \
 feature that compiles Flex in, or move the inputs to a listed backend. See ERRORS.md#unlisted-backend";
     assert_eq!(err.to_string(), message);
@@ -132,7 +132,7 @@ fn add_bias_checks_its_shape_contract() {
     assert_eq!(
         err.to_string(),
         "op `add_bias` got a shape its contract refuses: input `bias` (backend Flex) has shape [2], \
-but its contract `last_dim_of` (ops.toml:59) expects [3], the last dimension of `x` (shape [2, 3]). \
+but its contract `last_dim_of` (ops.toml:63) expects [3], the last dimension of `x` (shape [2, 3]). \
 Fix: pass `bias` with that shape (reshape, slice or expand it first), or change the contract in \
 the manifest if the op supports it. See ERRORS.md#shape-contract"
     );

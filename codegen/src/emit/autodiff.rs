@@ -1,0 +1,934 @@
+//! The `Autodiff<B, C>` implementations of ops that declare their backward pass: per op, a
+//! derivative value with the gradient math (from the formulas, or a call of the backward
+//! function) and the op's function on `Autodiff<B, C>`. The plumbing (nodes, saved tensors,
+//! checkpointing, summing gradients back to each input's shape) is the runtime's `Tape`.
+
+use super::code::{Doc, Writer, call};
+use super::{allow_complex_output, allow_many_arguments, primitive, signature};
+use crate::formula::BinOp;
+use crate::ir::{
+    Arg, Backward, BackwardForm, Container, FieldSource, Ir, Op, Output, SavedValue, TensorArg,
+    Term, TermNode,
+};
+use crate::names::{self, GRAD_RUNTIME as G};
+
+/// The generated `autodiff` module of the ops file, when any op declares a backward pass.
+pub(super) fn module(ir: &Ir, w: &mut Writer) {
+    if !ir.has_derived_autodiff() {
+        return;
+    }
+    w.blank();
+    w.doc(&[
+        format!(
+            "`Autodiff<B, C>` implementations of the ops whose backward pass `{}` declares,",
+            ir.manifest_name
+        ),
+        "written from it: the generated `Dispatch` routing calls them for tracked inputs."
+            .to_owned(),
+    ]);
+    w.cfg(Some(&ir.autodiff_cfg));
+    w.open(format!("pub mod {} {{", names::AUTODIFF_MODULE));
+    w.line(format!("use super::{};", names::RUNTIME));
+    w.line(format!("use {}::__private::grad as {G};", names::RUNTIME));
+    for op in ir.ops.iter().filter(|op| op.backward.is_some()) {
+        let group = &ir.groups[op.group].name;
+        op_items(ir, op, group, w);
+    }
+    w.close("}");
+}
+
+/// `B: super::Trait + bounds...`.
+fn bounds(group: &str, backward: &Backward) -> String {
+    let mut b = format!("super::{group}");
+    for bound in &backward.bounds {
+        b.push_str(" + ");
+        b.push_str(&nested(bound));
+    }
+    b
+}
+
+/// A manifest path (written as seen from the ops module) as seen from the `autodiff` module
+/// inside it.
+fn nested(path: &str) -> String {
+    if let Some(rest) = path.strip_prefix("self::") {
+        format!("super::{rest}")
+    } else if path.starts_with("super::") || path == "super" {
+        format!("super::{path}")
+    } else {
+        path.to_owned()
+    }
+}
+
+/// The type of a field at the backend level (owned).
+pub(super) fn field_type(op: &Op, source: &FieldSource) -> String {
+    match source {
+        FieldSource::Input(name) => {
+            let input = op
+                .inputs
+                .iter()
+                .find(|i| &i.name == name)
+                .expect("a field's input");
+            match &input.arg {
+                Arg::Tensor(t) => owned_contained(t, &primitive(t.kind, "B")),
+                Arg::Plain(ty) => ty.clone(),
+                Arg::Device => "rt::DeviceOf<B>".to_owned(),
+            }
+        }
+        FieldSource::Output(path) => match crate::validate::leaf_at(&op.output, path) {
+            Some(Output::Tensor(t)) => owned_contained(t, &primitive(t.kind, "B")),
+            Some(Output::Plain(ty)) => ty.clone(),
+            Some(other) => super::output_type(other, "B"),
+            None => unreachable!("a field's output element exists"),
+        },
+    }
+}
+
+fn owned_contained(t: &TensorArg, one: &str) -> String {
+    match t.container {
+        Container::One => one.to_owned(),
+        Container::Option => format!("Option<{one}>"),
+        Container::Vec => format!("Vec<{one}>"),
+    }
+}
+
+fn uses_backend(op: &Op, backward: &Backward) -> bool {
+    backward
+        .fields
+        .iter()
+        .any(|f| field_type(op, &f.source).contains("<B>"))
+}
+
+fn op_items(ir: &Ir, op: &Op, group: &str, w: &mut Writer) {
+    let backward = op.backward.as_ref().expect("an op with a backward pass");
+    let n = backward.reads.len();
+    let ty = names::derivative_struct(&op.name);
+    let generic = uses_backend(op, backward);
+    let ty_b = if generic {
+        format!("{ty}<B>")
+    } else {
+        ty.clone()
+    };
+    let bound = bounds(group, backward);
+
+    // The derivative value.
+    w.blank();
+    let how = match &backward.form {
+        BackwardForm::Formulas(_) => "formulas",
+        BackwardForm::Function { .. } => "function",
+    };
+    let mut doc = vec![format!(
+        "The backward pass of [`{group}::{op}`](super::{group}::{op}), from its {how} ({}).",
+        backward.location,
+        op = op.name
+    )];
+    if let BackwardForm::Formulas(formulas) = &backward.form {
+        doc.push(String::new());
+        for ((input, _), f) in op.float_slots().zip(formulas) {
+            let text = f.as_ref().map_or("none", |f| f.text.as_str());
+            doc.push(format!("- `{}`: `{text}`", input.name));
+        }
+    }
+    w.doc(&doc);
+    w.line("#[derive(Clone, Debug)]");
+    if backward.fields.is_empty() {
+        w.line(format!("pub struct {ty};"));
+    } else {
+        let head = if generic {
+            format!("pub struct {ty}<B: rt::Backend> {{")
+        } else {
+            format!("pub struct {ty} {{")
+        };
+        w.open(head);
+        for field in &backward.fields {
+            w.line(format!(
+                "{}: {},",
+                field.name,
+                field_type(op, &field.source)
+            ));
+        }
+        w.close("}");
+    }
+
+    // `Derivative`.
+    w.blank();
+    // Formulas only call `B`'s primitives: bound by `Backend` alone, so that no op of the
+    // user's trait shadows one (an op named `sigmoid`).
+    let derivative_bound = match backward.form {
+        BackwardForm::Formulas(_) => "rt::Backend".to_owned(),
+        BackwardForm::Function { .. } => bound.clone(),
+    };
+    impl_head(
+        &format!("{G}::Derivative<B, {n}>"),
+        &ty_b,
+        &derivative_bound,
+        w,
+    );
+    w.line(format!("const OUTPUT: bool = {};", backward.reads_output));
+    w.blank();
+    derivative_backward(op, backward, n, w);
+    w.close("}");
+
+    if backward.recompute {
+        w.blank();
+        impl_head(&format!("{G}::Recompute<B, {n}>"), &ty_b, &bound, w);
+        recompute_forward(op, group, n, w);
+        w.close("}");
+    }
+
+    // The op on `Autodiff<B, C>`.
+    w.blank();
+    let mut doc = vec![format!(
+        "[`{group}::{op}`](super::{group}::{op}) on `Autodiff<B, C>`: the forward pass on `B`, and \
+         [`{ty}`] as its backward pass.",
+        op = op.name
+    )];
+    if backward.recompute {
+        doc.push(String::new());
+        doc.push(
+            "Memory-bound (`checkpoint = \"recompute\"`): with gradient checkpointing, its output is"
+                .to_owned(),
+        );
+        doc.push("recomputed when the backward pass needs it instead of being kept.".to_owned());
+    }
+    w.doc(&doc);
+    allow_complex_output(op, w);
+    allow_many_arguments(op.inputs.len(), w);
+    let autodiff = "rt::Autodiff<B, C>";
+    let params = super::params(op, autodiff);
+    w.line(signature(
+        format!("pub fn {}<B, C>", op.name),
+        params,
+        super::primitive_returns(&op.output, autodiff, ""),
+    ));
+    where_clause(
+        &[
+            format!("B: {bound}"),
+            "C: rt::CheckpointStrategy".to_owned(),
+        ],
+        w,
+    );
+    autodiff_body(op, group, backward, &ty, w);
+    w.close("}");
+    let _ = ir;
+}
+
+/// `impl<B> Trait for Ty where B: bound {`, as rustfmt lays it out.
+fn impl_head(tr: &str, ty: &str, bound: &str, w: &mut Writer) {
+    w.line(format!("impl<B> {tr} for {ty}"));
+    where_clause(&[format!("B: {bound}")], w);
+}
+
+/// `where` and its predicates, one per line, then the opening brace. A predicate too long for
+/// its line puts each further bound on a line of its own, as rustfmt does.
+fn where_clause(predicates: &[String], w: &mut Writer) {
+    w.line("where");
+    w.indent();
+    for p in predicates {
+        let line = format!("{p},");
+        if w.fits(&Doc::Text(line.clone())) || !p.contains(" + ") {
+            w.line(line);
+            continue;
+        }
+        let mut bounds = p.split(" + ");
+        w.line(bounds.next().unwrap_or_default());
+        w.indent();
+        let rest: Vec<&str> = bounds.collect();
+        for (i, bound) in rest.iter().enumerate() {
+            let end = if i + 1 == rest.len() { "," } else { "" };
+            w.line(format!("+ {bound}{end}"));
+        }
+        w.dedent();
+    }
+    w.dedent();
+    w.open("{");
+}
+
+/// `callee` as written at the current depth, or, when `callee(` would not fit on its line,
+/// an alias brought in by a `use` first (rustfmt would break the path's generics).
+fn short_callee(callee: &str, path: &str, alias: &str, w: &mut Writer) -> String {
+    if w.fits(&Doc::Text(format!("{INDENT}{INDENT}{callee}("))) {
+        return callee.to_owned();
+    }
+    w.line(format!("use {path} as {alias};"));
+    callee.replacen(path, alias, 1)
+}
+
+const INDENT: &str = "    ";
+
+/// `Derivative::backward`: the formulas, or a call of the backward function.
+fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
+    let float = "rt::FloatTensor<B>";
+    let ret = format!(" -> [Option<{float}>; {n}] {{");
+    let (saved_used, grad_used, tracked_used) = match &backward.form {
+        BackwardForm::Function { args, .. } => (
+            args.iter()
+                .any(|a| matches!(a, SavedValue::Float(_) | SavedValue::Output)),
+            true,
+            n > 1,
+        ),
+        BackwardForm::Formulas(formulas) => {
+            let any = formulas.iter().any(Option::is_some);
+            let grad = formulas.iter().flatten().any(|f| term_uses_grad(&f.expr));
+            (
+                backward.reads.iter().any(|r| *r) || backward.reads_output,
+                grad,
+                any,
+            )
+        }
+    };
+    let saved = if saved_used {
+        format!("mut {}: {G}::Saved<B, {n}>", names::SAVED)
+    } else {
+        format!("_: {G}::Saved<B, {n}>")
+    };
+    let grad = if grad_used {
+        format!("{}: {float}", names::GRAD_LOCAL)
+    } else {
+        format!("_: {float}")
+    };
+    let tracked = if tracked_used {
+        format!("{}: [bool; {n}]", names::TRACKED)
+    } else {
+        format!("_: [bool; {n}]")
+    };
+    if let BackwardForm::Formulas(formulas) = &backward.form
+        && formulas.iter().flatten().any(|f| term_has_literal(&f.expr))
+    {
+        // The literals are the manifest's (`3.14159...` is the author's choice).
+        w.line("#[allow(clippy::approx_constant)]");
+    }
+    w.open(signature(
+        "fn backward",
+        vec!["self".into(), saved.into(), grad.into(), tracked.into()],
+        ret,
+    ));
+    match &backward.form {
+        BackwardForm::Function {
+            path,
+            method_of,
+            args,
+        } => {
+            let mut items: Vec<Doc> = args
+                .iter()
+                .map(|a| match a {
+                    SavedValue::Float(i) => saved_input(op, *i),
+                    SavedValue::Output => format!("{}.output()", names::SAVED).into(),
+                    SavedValue::Field(name) => format!("self.{name}").into(),
+                })
+                .collect();
+            items.push(names::GRAD_LOCAL.into());
+            let callee = match method_of {
+                Some(tr) => {
+                    let tr = nested(tr);
+                    let method = &path[path.len() - path.rsplit("::").next().unwrap_or("").len()..];
+                    let callee = format!("<B as {tr}>::{method}");
+                    short_callee(&callee, &tr, names::BACKWARD_TRAIT, w)
+                }
+                None => {
+                    let path = nested(path);
+                    short_callee(&format!("{path}::<B>"), &path, names::BACKWARD_FN, w)
+                }
+            };
+            // One float input: the function returns its gradient; several: it is told which
+            // are tracked and returns one `Option` each.
+            if n > 1 {
+                items.push(names::TRACKED.into());
+                w.line(call(callee, items));
+            } else {
+                w.assign(
+                    format!("let {} = ", names::GRADIENT),
+                    call(callee, items),
+                    ";",
+                );
+                w.line(format!("[Some({})]", names::GRADIENT));
+            }
+        }
+        BackwardForm::Formulas(formulas) => {
+            let mut read = Vec::new();
+            for f in formulas.iter().flatten() {
+                term_inputs(&f.expr, &mut read);
+            }
+            for (i, (input, _)) in op.float_slots().enumerate() {
+                if read.contains(&input.name.as_str()) {
+                    w.line(format!("let {} = {}.input({i});", input.name, names::SAVED));
+                }
+            }
+            if backward.reads_output {
+                w.line(format!("let output = {}.output();", names::SAVED));
+            }
+            for field in &backward.fields {
+                w.line(format!("let {0} = {G}::number(&self.{0});", field.name));
+            }
+            if !tracked_used {
+                w.line(format!("[{}]", vec!["None"; n].join(", ")));
+            } else {
+                w.line(format!(
+                    "let mut {} = [{}];",
+                    names::GRADS,
+                    vec!["None"; n].join(", ")
+                ));
+                for (i, f) in formulas.iter().enumerate() {
+                    let Some(f) = f else { continue };
+                    let mut bindings = Vec::new();
+                    let expr = term(
+                        &f.expr,
+                        &mut Cx {
+                            formula: &f.text,
+                            bindings: &mut bindings,
+                        },
+                    )
+                    .doc;
+                    w.open(format!("if {}[{i}] {{", names::TRACKED));
+                    for binding in bindings {
+                        w.line(binding);
+                    }
+                    w.assign(
+                        format!("{}[{i}] = ", names::GRADS),
+                        call("Some", [expr]),
+                        ";",
+                    );
+                    w.close("}");
+                }
+                w.line(names::GRADS);
+            }
+        }
+    }
+    w.close("}");
+}
+
+/// `__saved.input(i)` (or `.optional(i)`) for float slot `i`.
+fn saved_input(op: &Op, slot: usize) -> Doc {
+    let (_, t) = op.float_slots().nth(slot).expect("a slot");
+    let method = if t.container == Container::Option {
+        "optional"
+    } else {
+        "input"
+    };
+    format!("{}.{method}({slot})", names::SAVED).into()
+}
+
+/// `Recompute::forward`: the op's kernel on `B`, from the float inputs and the fields.
+fn recompute_forward(op: &Op, group: &str, n: usize, w: &mut Writer) {
+    w.open(signature(
+        "fn forward",
+        vec![
+            "&self".into(),
+            format!("mut {}: {G}::Saved<B, {n}>", names::INPUTS).into(),
+        ],
+        " -> rt::FloatTensor<B> {",
+    ));
+    let mut slot = 0;
+    let args: Vec<Doc> = op
+        .inputs
+        .iter()
+        .map(|input| match &input.arg {
+            Arg::Tensor(t) if is_slot(t) => {
+                let taken = if t.container == Container::Option {
+                    format!("{}.optional({slot})", names::INPUTS)
+                } else {
+                    format!("{}.input({slot})", names::INPUTS)
+                };
+                slot += 1;
+                borrow_taken(t, taken).into()
+            }
+            Arg::Tensor(t) if t.borrowed => match t.container {
+                Container::One | Container::Vec => format!("&self.{}", input.name).into(),
+                Container::Option => format!("self.{}.as_ref()", input.name).into(),
+            },
+            Arg::Device => format!("&self.{}", input.name).into(),
+            _ => format!("{G}::keep(&self.{})", input.name).into(),
+        })
+        .collect();
+    let callee = short_callee(
+        &format!("<B as super::{group}>::{}", op.name),
+        &format!("super::{group}"),
+        names::OPS_TRAIT,
+        w,
+    );
+    let kernel = call(callee, args);
+    let backward = op.backward.as_ref().expect("a backward pass");
+    if backward.output_path.is_empty() {
+        w.line(kernel);
+    } else {
+        let pattern = pattern(&op.output, &mut Vec::new(), &backward.output_path, true);
+        w.assign(format!("let {pattern} = "), kernel, ";");
+        w.line(out_name(&backward.output_path));
+    }
+    w.close("}");
+}
+
+fn is_slot(t: &TensorArg) -> bool {
+    t.kind == crate::ir::TensorKind::Float && t.container != Container::Vec
+}
+
+/// A taken slot as the kernel's argument: borrowed where the kernel borrows.
+fn borrow_taken(t: &TensorArg, taken: String) -> String {
+    match (t.borrowed, t.container) {
+        (false, _) => taken,
+        (true, Container::Option) => format!("{taken}.as_ref()"),
+        (true, _) => format!("&{taken}"),
+    }
+}
+
+/// The local of output element `path`.
+fn out_name(path: &[usize]) -> String {
+    let mut name = names::OUT.to_owned();
+    for i in path {
+        name.push_str(&format!("_{i}"));
+    }
+    name
+}
+
+/// A destructuring pattern of `out`; with `only`, every element but the one at `keep` is `_`.
+fn pattern(out: &Output, path: &mut Vec<usize>, keep: &[usize], only: bool) -> String {
+    match out {
+        Output::Tuple(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    path.push(i);
+                    let p = pattern(item, path, keep, only);
+                    path.pop();
+                    p
+                })
+                .collect();
+            super::tuple_text(&parts)
+        }
+        _ if only && path.as_slice() != keep => "_".to_owned(),
+        _ => out_name(path),
+    }
+}
+
+/// The body of the op's function on `Autodiff<B, C>`.
+fn autodiff_body(op: &Op, group: &str, backward: &Backward, ty: &str, w: &mut Writer) {
+    let slots: Vec<Doc> = op
+        .float_slots()
+        .map(|(input, t)| {
+            let name = &input.name;
+            match (t.borrowed, t.container) {
+                (false, Container::Option) => name.clone(),
+                (false, _) => format!("Some({name})"),
+                (true, Container::Option) => format!("{name}.cloned()"),
+                (true, _) => format!("Some({name}.clone())"),
+            }
+            .into()
+        })
+        .collect();
+    let reads: Vec<Doc> = backward
+        .reads
+        .iter()
+        .map(|r| r.to_string().into())
+        .collect();
+    let ctor = if backward.recompute {
+        "recomputed"
+    } else {
+        "new"
+    };
+    w.assign(
+        format!("let mut {} = ", names::TAPE),
+        call(
+            format!("{G}::Tape::{ctor}"),
+            [
+                super::code::args("[", slots, "]"),
+                super::code::args("[", reads, "]"),
+            ],
+        ),
+        ";",
+    );
+    let field_names: Vec<&str> = backward
+        .fields
+        .iter()
+        .filter(|f| matches!(f.source, FieldSource::Input(_)))
+        .map(|f| f.name.as_str())
+        .collect();
+    let mut slot = 0;
+    let mut args: Vec<Doc> = Vec::new();
+    for input in &op.inputs {
+        match &input.arg {
+            Arg::Tensor(t) if is_slot(t) => {
+                let method = if t.container == Container::Option {
+                    "optional"
+                } else {
+                    "input"
+                };
+                w.line(format!(
+                    "let {} = {}.{method}({slot});",
+                    input.name,
+                    names::TAPE
+                ));
+                slot += 1;
+                args.push(borrow_local(t, &input.name).into());
+            }
+            // A kept argument the kernel takes by value: a copy for the kernel.
+            Arg::Tensor(TensorArg {
+                borrowed: false, ..
+            })
+            | Arg::Plain(_)
+                if field_names.contains(&input.name.as_str()) && !is_reference(&input.arg) =>
+            {
+                args.push(format!("{G}::keep(&{})", input.name).into());
+            }
+            _ => args.push(input.name.clone().into()),
+        }
+    }
+    let callee = short_callee(
+        &format!("<B as super::{group}>::{}", op.name),
+        &format!("super::{group}"),
+        names::OPS_TRAIT,
+        w,
+    );
+    let kernel = call(callee, args);
+    let single = backward.output_path.is_empty();
+    if single {
+        w.assign(format!("let {} = ", names::OUTPUT_LOCAL), kernel, ";");
+    } else {
+        let pattern = pattern(&op.output, &mut Vec::new(), &[], false);
+        w.assign(format!("let {pattern} = "), kernel, ";");
+    }
+    // The derivative value: the kept arguments (moved now) and output elements.
+    let value: Doc = if backward.fields.is_empty() {
+        ty.to_owned().into()
+    } else {
+        let items: Vec<Doc> = backward
+            .fields
+            .iter()
+            .map(|f| match &f.source {
+                FieldSource::Input(name) => {
+                    let input = op.inputs.iter().find(|i| &i.name == name).expect("input");
+                    match &input.arg {
+                        Arg::Tensor(t) if t.borrowed => match t.container {
+                            Container::One => format!("{name}: {G}::keep({name})"),
+                            Container::Option => format!("{name}: {name}.cloned()"),
+                            Container::Vec => format!("{name}: {name}.to_vec()"),
+                        },
+                        Arg::Device => format!("{name}: {G}::keep({name})"),
+                        _ => name.clone(),
+                    }
+                    .into()
+                }
+                FieldSource::Output(path) => {
+                    format!("{}: {G}::keep(&{})", f.name, out_name(path)).into()
+                }
+            })
+            .collect();
+        super::code::cat([format!("{ty} ").into(), struct_literal(items)])
+    };
+    w.assign(format!("let {} = ", names::DERIVATIVE), value, ";");
+    let finish = if backward.recompute {
+        "finish_recomputed"
+    } else {
+        "finish"
+    };
+    let float = if single {
+        names::OUTPUT_LOCAL.to_owned()
+    } else {
+        out_name(&backward.output_path)
+    };
+    let finished = call(
+        format!("{}.{finish}::<C, _>", names::TAPE),
+        [names::DERIVATIVE.to_owned(), float],
+    );
+    if single {
+        w.line(finished);
+    } else {
+        w.assign(
+            format!("let {} = ", out_name(&backward.output_path)),
+            finished,
+            ";",
+        );
+        let whole = pattern(&op.output, &mut Vec::new(), &[], false);
+        w.line(whole);
+    }
+}
+
+/// `{ a, b: c }` as rustfmt lays out a struct literal.
+fn struct_literal(items: Vec<Doc>) -> Doc {
+    let flat: Vec<String> = items
+        .iter()
+        .map(|d| {
+            let mut s = String::new();
+            d.write_flat_into(&mut s);
+            s
+        })
+        .collect();
+    let one_line = format!("{{ {} }}", flat.join(", "));
+    // rustfmt's `struct_lit_width` is 18.
+    if one_line.len() - 4 <= 18 {
+        one_line.into()
+    } else {
+        super::code::vertical("{", items, "}")
+    }
+}
+
+fn is_reference(arg: &Arg) -> bool {
+    match arg {
+        Arg::Plain(ty) => ty.starts_with('&'),
+        Arg::Tensor(t) => t.borrowed,
+        Arg::Device => true,
+    }
+}
+
+fn borrow_local(t: &TensorArg, name: &str) -> String {
+    borrow_taken(t, name.to_owned())
+}
+
+/// A formula term as Rust: a tensor expression over `B`'s primitives, or an `f64` one.
+struct Emitted {
+    doc: Doc,
+    /// Binding strength of an `f64` expression (3: atomic, 2: product or negation, 1: sum).
+    prec: u8,
+}
+
+fn text(s: impl Into<String>, prec: u8) -> Emitted {
+    Emitted {
+        doc: Doc::Text(s.into()),
+        prec,
+    }
+}
+
+fn flat(doc: &Doc) -> String {
+    let mut s = String::new();
+    doc.write_flat_into(&mut s);
+    s
+}
+
+fn wrap(e: Emitted, at_least: u8) -> String {
+    let s = flat(&e.doc);
+    if e.prec >= at_least {
+        s
+    } else {
+        format!("({s})")
+    }
+}
+
+fn prim(name: &str, args: Vec<Doc>) -> Emitted {
+    Emitted {
+        doc: call(format!("B::{name}"), args),
+        prec: 3,
+    }
+}
+
+fn helper(name: &str, args: Vec<Doc>) -> Emitted {
+    Emitted {
+        doc: call(format!("{G}::{name}::<B>"), args),
+        prec: 3,
+    }
+}
+
+fn scalar(e: Emitted) -> Doc {
+    call(format!("{G}::scalar"), [e.doc])
+}
+
+/// An `f64` literal (typed, so that a method such as `2.0_f64.sqrt()` resolves).
+fn number_literal(v: f64) -> String {
+    format!("{v:?}_f64")
+}
+
+/// Whether `t` has a number literal.
+fn term_has_literal(t: &Term) -> bool {
+    match &t.node {
+        TermNode::Number(_) => true,
+        TermNode::Neg(i) => term_has_literal(i),
+        TermNode::Binary(_, a, b) => term_has_literal(a) || term_has_literal(b),
+        TermNode::Call(_, args) => args.iter().any(term_has_literal),
+        _ => false,
+    }
+}
+
+/// The float inputs `t` reads.
+fn term_inputs<'t>(t: &'t Term, acc: &mut Vec<&'t str>) {
+    match &t.node {
+        TermNode::Input(name) => acc.push(name),
+        TermNode::Neg(i) => term_inputs(i, acc),
+        TermNode::Binary(_, a, b) => {
+            term_inputs(a, acc);
+            term_inputs(b, acc);
+        }
+        TermNode::Call(_, args) => args.iter().for_each(|a| term_inputs(a, acc)),
+        _ => {}
+    }
+}
+
+fn term_uses_grad(t: &Term) -> bool {
+    match &t.node {
+        TermNode::Grad => true,
+        TermNode::Neg(i) => term_uses_grad(i),
+        TermNode::Binary(_, a, b) => term_uses_grad(a) || term_uses_grad(b),
+        TermNode::Call(_, args) => args.iter().any(term_uses_grad),
+        _ => false,
+    }
+}
+
+/// A formula being emitted: its text (for runtime messages) and the number subexpressions
+/// bound to locals so that no line grows past rustfmt's width.
+struct Cx<'a> {
+    formula: &'a str,
+    bindings: &'a mut Vec<String>,
+}
+
+/// `term` as Rust; a long number-valued part is bound to a local (`let __n0 = ...;`) first.
+fn term(t: &Term, cx: &mut Cx<'_>) -> Emitted {
+    let e = term_inner(t, cx);
+    if t.tensor || flat(&e.doc).len() <= 40 {
+        return e;
+    }
+    let local = names::number_local(cx.bindings.len());
+    cx.bindings.push(format!("let {local} = {};", flat(&e.doc)));
+    text(local, 3)
+}
+
+fn term_inner(t: &Term, cx: &mut Cx<'_>) -> Emitted {
+    let formula = cx.formula;
+    match &t.node {
+        TermNode::Number(v) => text(number_literal(*v), 3),
+        TermNode::Dim(d) => text(d.to_string(), 3),
+        TermNode::Grad => text(format!("{}.clone()", names::GRAD_LOCAL), 3),
+        TermNode::Output => text("output.clone()", 3),
+        TermNode::Input(name) => text(format!("{name}.clone()"), 3),
+        TermNode::Scalar(name) => text(name.clone(), 3),
+        TermNode::Neg(inner) => {
+            let tensor = inner.tensor;
+            let inner = term(inner, cx);
+            if tensor {
+                prim("float_neg", vec![inner.doc])
+            } else {
+                text(format!("-{}", wrap(inner, 3)), 2)
+            }
+        }
+        TermNode::Binary(op, a, b) => binary(*op, a, b, cx),
+        TermNode::Call(name, args) => function(name, args, cx, formula),
+    }
+}
+
+fn binary(op: BinOp, a: &Term, b: &Term, cx: &mut Cx<'_>) -> Emitted {
+    let (ta, tb) = (a.tensor, b.tensor);
+    let (ea, eb) = (term(a, cx), term(b, cx));
+    let stem = match op {
+        BinOp::Add => "add",
+        BinOp::Sub => "sub",
+        BinOp::Mul => "mul",
+        BinOp::Div => "div",
+    };
+    match (ta, tb) {
+        (true, true) => prim(&format!("float_{stem}"), vec![ea.doc, eb.doc]),
+        (true, false) => prim(&format!("float_{stem}_scalar"), vec![ea.doc, scalar(eb)]),
+        (false, true) => match op {
+            BinOp::Add | BinOp::Mul => {
+                prim(&format!("float_{stem}_scalar"), vec![eb.doc, scalar(ea)])
+            }
+            BinOp::Sub => helper("rsub", vec![ea.doc, eb.doc]),
+            BinOp::Div => helper("rdiv", vec![ea.doc, eb.doc]),
+        },
+        (false, false) => {
+            let prec = match op {
+                BinOp::Add | BinOp::Sub => 1,
+                BinOp::Mul | BinOp::Div => 2,
+            };
+            // Left-associative: the right operand binds tighter to keep the written grouping.
+            let lhs = wrap(ea, prec);
+            let rhs = wrap(eb, prec + 1);
+            text(format!("{lhs} {} {rhs}", op.symbol()), prec)
+        }
+    }
+}
+
+fn function(name: &str, args: &[Term], cx: &mut Cx<'_>, formula: &str) -> Emitted {
+    let kinds: Vec<bool> = args.iter().map(|a| a.tensor).collect();
+    let mut e: Vec<Emitted> = args.iter().map(|a| term(a, cx)).collect();
+    let unary_tensor = |stem: &str, e: Emitted| prim(stem, vec![e.doc]);
+    let method = |m: &str, e: Emitted| text(format!("{}.{m}()", wrap(e, 3)), 3);
+    match (name, kinds.as_slice()) {
+        ("sigmoid", [true]) => unary_tensor("sigmoid", e.remove(0)),
+        ("sigmoid", [false]) => text(
+            format!("1.0 / (1.0 + (-{}).exp())", wrap(e.remove(0), 3)),
+            2,
+        ),
+        ("log", [false]) => method("ln", e.remove(0)),
+        (
+            "exp" | "log" | "sqrt" | "tanh" | "abs" | "sin" | "cos" | "recip" | "sign" | "erf",
+            [true],
+        ) => unary_tensor(&format!("float_{name}"), e.remove(0)),
+        (_, [false]) => method(name, e.remove(0)),
+        ("powf", [true, false]) => {
+            let (a, b) = (e.remove(0), e.remove(0));
+            prim("float_powf_scalar", vec![a.doc, scalar(b)])
+        }
+        ("powf", [true, true]) => {
+            let (a, b) = (e.remove(0), e.remove(0));
+            prim("float_powf", vec![a.doc, b.doc])
+        }
+        ("powf", [false, true]) => {
+            let (a, b) = (e.remove(0), e.remove(0));
+            helper("rpow", vec![a.doc, b.doc])
+        }
+        ("powf", [false, false]) => {
+            let (a, b) = (e.remove(0), e.remove(0));
+            text(format!("{}.powf({})", wrap(a, 3), flat(&b.doc)), 3)
+        }
+        ("relu_mask", _) => helper("relu_mask", vec![e.remove(0).doc]),
+        ("gt" | "ge" | "lt" | "le", _) => {
+            let (a, b) = (e.remove(0), e.remove(0));
+            compare(name, kinds[0], kinds[1], a, b)
+        }
+        ("where", _) => {
+            let operand = |tensor: bool, e: Emitted| -> Doc {
+                let variant = if tensor { "Tensor" } else { "Number" };
+                call(format!("{G}::Operand::{variant}"), [e.doc])
+            };
+            let (c, a, b) = (e.remove(0), e.remove(0), e.remove(0));
+            let a = operand(kinds[1], a);
+            let b = operand(kinds[2], b);
+            helper("select", vec![c.doc, a, b])
+        }
+        ("clamp", _) => {
+            let (x, lo, hi) = (e.remove(0), e.remove(0), e.remove(0));
+            prim("float_clamp", vec![x.doc, scalar(lo), scalar(hi)])
+        }
+        ("sum_dim" | "mean_dim", _) => {
+            let (x, d) = (e.remove(0), e.remove(0));
+            helper(
+                name,
+                vec![x.doc, d.doc, super::string_literal(formula).into()],
+            )
+        }
+        _ => unreachable!("validation checked `{name}`'s arguments"),
+    }
+}
+
+fn compare(name: &str, ta: bool, tb: bool, a: Emitted, b: Emitted) -> Emitted {
+    let (flipped, variant) = match name {
+        "gt" => ("lt", "Greater"),
+        "ge" => ("le", "GreaterEqual"),
+        "lt" => ("gt", "Lower"),
+        _ => ("ge", "LowerEqual"),
+    };
+    let how = |v: &str| Doc::Text(format!("{G}::Compare::{v}"));
+    let flipped_variant = match flipped {
+        "gt" => "Greater",
+        "ge" => "GreaterEqual",
+        "lt" => "Lower",
+        _ => "LowerEqual",
+    };
+    match (ta, tb) {
+        (true, true) => helper("compare_tensors", vec![a.doc, b.doc, how(variant)]),
+        (true, false) => helper("compare", vec![a.doc, b.doc, how(variant)]),
+        (false, true) => helper("compare", vec![b.doc, a.doc, how(flipped_variant)]),
+        (false, false) => {
+            let op = match name {
+                "gt" => ">",
+                "ge" => ">=",
+                "lt" => "<",
+                _ => "<=",
+            };
+            text(
+                format!(
+                    "if {} {op} {} {{ 1.0 }} else {{ 0.0 }}",
+                    wrap(a, 1),
+                    wrap(b, 1)
+                ),
+                0,
+            )
+        }
+    }
+}

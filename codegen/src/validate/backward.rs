@@ -1,0 +1,910 @@
+//! An op's declared backward pass (`backward`, `save`, `checkpoint`) → [`Backward`]: formulas
+//! parsed, their names resolved and every node typed, what the pass keeps worked out.
+
+use std::ops::Range;
+
+use crate::diag::{Diagnostic, did_you_mean};
+use crate::formula::{self, Expr, ExprKind, Param};
+use crate::ir::{
+    Arg, Backward, BackwardForm, Container, Field, FieldSource, Formula, Input, Op, Output, Policy,
+    SavedValue, TensorKind, Term, TermNode,
+};
+use crate::model::{BackwardSpec, OpSpec, Sp};
+
+/// The plain types a formula may read as numbers.
+pub(crate) const NUMBER_TYPES: &[&str] = &[
+    "f32", "f64", "i8", "i16", "i32", "i64", "isize", "u8", "u16", "u32", "u64", "usize",
+];
+
+/// The values of `checkpoint`.
+pub(crate) const CHECKPOINT_VALUES: &[&str] = &["keep", "recompute"];
+
+/// What lowering a backward pass needs besides the op.
+pub(super) struct Cx<'a> {
+    pub source: &'a str,
+    pub location: String,
+    pub bounds: &'a [String],
+}
+
+struct Check<'a> {
+    spec: &'a OpSpec,
+    op: &'a Op,
+    path: String,
+    diags: Vec<Diagnostic>,
+    source: &'a str,
+}
+
+/// Lowers `spec`'s backward pass for `op` (already lowered otherwise). `Ok(None)` when the op
+/// declares none.
+///
+/// # Errors
+///
+/// Every problem found.
+pub(super) fn lower(
+    spec: &OpSpec,
+    op: &Op,
+    cx: &Cx<'_>,
+) -> Result<Option<Backward>, Vec<Diagnostic>> {
+    let mut c = Check {
+        spec,
+        op,
+        path: format!("op[{}]", spec.index),
+        diags: Vec::new(),
+        source: cx.source,
+    };
+    let result = c.backward(cx);
+    if c.diags.is_empty() {
+        Ok(result)
+    } else {
+        Err(c.diags)
+    }
+}
+
+impl Check<'_> {
+    fn push(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}.{key}", self.path)
+    }
+
+    fn backward(&mut self, cx: &Cx<'_>) -> Option<Backward> {
+        let spec = self.spec;
+        let op = self.op;
+        let Some(backward) = &spec.backward else {
+            for (key, span) in [
+                ("save", spec.save.as_ref().map(|s| s.span.clone())),
+                (
+                    "checkpoint",
+                    spec.checkpoint.as_ref().map(|s| s.span.clone()),
+                ),
+            ] {
+                if let Some(span) = span {
+                    self.push(
+                        Diagnostic::new(
+                            span,
+                            self.key(key),
+                            format!("`{key}` of op `{}` belongs to a declared backward pass, and the op declares none", op.name),
+                        )
+                        .help("add `backward` (formulas or a function path), or remove this key"),
+                    );
+                }
+            }
+            return None;
+        };
+        let backward_span = match backward {
+            BackwardSpec::Function(f) => f.span.clone(),
+            BackwardSpec::Formulas { span, .. } => span.clone(),
+        };
+        if op.composite.is_some() {
+            self.push(
+                Diagnostic::new(
+                    backward_span,
+                    self.key("backward"),
+                    format!("op `{}` is composite: its gradient comes from its composition, so it takes no `backward`", op.name),
+                )
+                .help("remove `backward`, or replace `composite` by your kernels and keep `backward`"),
+            );
+            return None;
+        }
+        if op.policy != Policy::Differentiable {
+            self.push(
+                Diagnostic::new(
+                    backward_span,
+                    self.key("backward"),
+                    format!(
+                        "op `{}` declares a backward pass, but its autodiff policy is `{}`: tracked inputs never reach it",
+                        op.name,
+                        op.policy.as_str()
+                    ),
+                )
+                .help("set `autodiff = \"differentiable\"`, or remove `backward`"),
+            );
+            return None;
+        }
+        let output_path = self.float_output(&backward_span)?;
+        self.float_inputs_are_slots(&backward_span)?;
+        // (An unknown mode is reported; the rest is still checked.)
+        let recompute = self.checkpoint().unwrap_or(false);
+        let save = self.save(&output_path);
+        let mut reads = vec![false; op.float_slots().count()];
+        let mut reads_output = false;
+        let mut fields: Vec<Field> = Vec::new();
+        let mut bounds = cx.bounds.to_vec();
+        let form = match backward {
+            BackwardSpec::Function(path) => {
+                let path = self.function_path(path)?;
+                // `crate::m::Trait::method`: the segment before the function names a type.
+                let method_of = path.rsplit_once("::").and_then(|(prefix, _)| {
+                    let owner = prefix.rsplit("::").next().unwrap_or(prefix);
+                    owner
+                        .starts_with(|c: char| c.is_ascii_uppercase())
+                        .then(|| prefix.to_owned())
+                });
+                if let Some(tr) = &method_of
+                    && !bounds.contains(tr)
+                {
+                    bounds.push(tr.clone());
+                }
+                let args = match save? {
+                    Some(args) => args,
+                    None => self.default_save(),
+                };
+                for arg in &args {
+                    match arg {
+                        SavedValue::Float(i) => reads[*i] = true,
+                        SavedValue::Output => reads_output = true,
+                        SavedValue::Field(name) => {
+                            fields.push(self.field(name, &output_path));
+                        }
+                    }
+                }
+                BackwardForm::Function {
+                    path,
+                    method_of,
+                    args,
+                }
+            }
+            BackwardSpec::Formulas { span, entries } => {
+                let save = save?;
+                let formulas = self.formulas(span, entries)?;
+                let mut read_names: Vec<String> = Vec::new();
+                for f in formulas.iter().flatten() {
+                    term_names(&f.expr, &mut read_names);
+                }
+                for name in &read_names {
+                    if name == formula::OUTPUT {
+                        reads_output = true;
+                    } else if let Some(i) = Backward::slot(op, name) {
+                        reads[i] = true;
+                    } else {
+                        fields.push(self.field(name, &output_path));
+                    }
+                }
+                if let Some(save) = save {
+                    self.save_matches_reads(&save, &read_names)?;
+                }
+                BackwardForm::Formulas(formulas)
+            }
+        };
+        if recompute {
+            // The recomputation runs the kernel: it needs every argument.
+            for input in &op.inputs {
+                let float = matches!(&input.arg, Arg::Tensor(t) if t.kind == TensorKind::Float);
+                if !float && !fields.iter().any(|f| f.name == input.name) {
+                    fields.push(Field {
+                        name: input.name.clone(),
+                        source: FieldSource::Input(input.name.clone()),
+                    });
+                }
+            }
+        }
+        self.fields_are_owned(&fields, recompute)?;
+        Some(Backward {
+            form,
+            recompute,
+            reads,
+            reads_output,
+            fields,
+            output_path,
+            bounds,
+            location: cx.location.clone(),
+        })
+    }
+
+    /// The path of the one float output.
+    fn float_output(&mut self, at: &Range<usize>) -> Option<Vec<usize>> {
+        let mut found = Vec::new();
+        float_leaves(&self.op.output, &mut Vec::new(), &mut found);
+        match found.as_slice() {
+            [(path, Container::One)] => Some(path.clone()),
+            [] => {
+                self.push(
+                    Diagnostic::new(at.clone(), self.key("backward"), format!("op `{}` declares a backward pass but returns no float tensor to differentiate", self.op.name))
+                        .help("remove `backward`: an op without a float output has no gradient to propagate"),
+                );
+                None
+            }
+            _ => {
+                let what = if found.len() == 1 {
+                    "an `option` or `vec` of float tensors".to_owned()
+                } else {
+                    format!("{} float outputs", found.len())
+                };
+                self.push(
+                    Diagnostic::new(at.clone(), self.key("backward"), format!("op `{}` returns {what}; a declared backward pass differentiates exactly one float tensor output", self.op.name))
+                        .help("write the op's `Autodiff<B, C>` implementation by hand (remove `backward`), or return one float tensor (other outputs may be int, bool or plain)"),
+                );
+                None
+            }
+        }
+    }
+
+    fn float_inputs_are_slots(&mut self, at: &Range<usize>) -> Option<()> {
+        let vec = self
+            .op
+            .tensor_inputs()
+            .find(|(_, t)| t.kind == TensorKind::Float && t.container == Container::Vec);
+        if let Some((input, _)) = vec {
+            self.push(
+                Diagnostic::new(at.clone(), self.key("backward"), format!("input `{}` of op `{}` is a `vec` of float tensors; a declared backward pass takes single and optional float inputs", input.name, self.op.name))
+                    .help("write the op's `Autodiff<B, C>` implementation by hand (remove `backward`), or make the op `composite`"),
+            );
+            return None;
+        }
+        Some(())
+    }
+
+    fn checkpoint(&mut self) -> Option<bool> {
+        let Some(c) = &self.spec.checkpoint else {
+            return Some(false);
+        };
+        match c.value.as_str() {
+            "keep" => Some(false),
+            "recompute" => Some(true),
+            other => {
+                let help = match did_you_mean(other, CHECKPOINT_VALUES) {
+                    Some(s) => format!("did you mean \"{s}\"? write \"keep\" (the default: the backward pass keeps what it reads) or \"recompute\" (memory-bound: under gradient checkpointing the output is recomputed)"),
+                    None => "write \"keep\" (the default: the backward pass keeps what it reads) or \"recompute\" (memory-bound: under gradient checkpointing the output is recomputed)".to_owned(),
+                };
+                self.push(
+                    Diagnostic::new(
+                        c.span.clone(),
+                        self.key("checkpoint"),
+                        format!("unknown checkpoint mode \"{other}\""),
+                    )
+                    .help(help),
+                );
+                None
+            }
+        }
+    }
+
+    /// `save`, resolved: `Ok(None)` when absent.
+    fn save(&mut self, output_path: &[usize]) -> Option<Option<Vec<SavedValue>>> {
+        let Some(save) = &self.spec.save else {
+            return Some(None);
+        };
+        let mut out = Vec::new();
+        let mut ok = true;
+        for (i, entry) in save.value.iter().enumerate() {
+            let key = format!("{}.save[{i}]", self.path);
+            let text = entry.value.trim();
+            let value = if text == formula::OUTPUT {
+                Some(SavedValue::Output)
+            } else if let Some(rest) = text.strip_prefix("output.") {
+                self.output_entry(entry, &key, rest, output_path)
+            } else if let Some(input) = self.op.inputs.iter().find(|i| i.name == text) {
+                match &input.arg {
+                    Arg::Device => {
+                        self.push(
+                            Diagnostic::new(
+                                entry.span.clone(),
+                                key,
+                                format!("`save` lists the device input `{text}`"),
+                            )
+                            .help("remove it: the backward pass gets the device from its tensors"),
+                        );
+                        None
+                    }
+                    Arg::Tensor(t)
+                        if t.kind == TensorKind::Float && t.container != Container::Vec =>
+                    {
+                        Backward::slot(self.op, text).map(SavedValue::Float)
+                    }
+                    _ => Some(SavedValue::Field(text.to_owned())),
+                }
+            } else {
+                let mut names: Vec<&str> = self.op.inputs.iter().map(|i| i.name.as_str()).collect();
+                names.push(formula::OUTPUT);
+                let help = match did_you_mean(text, &names) {
+                    Some(s) => format!(
+                        "did you mean `{s}`? `save` lists the op's inputs, `output` and `output.N` (an element of a tuple output)"
+                    ),
+                    None => format!(
+                        "`save` lists the op's inputs ({}), `output` and `output.N` (an element of a tuple output)",
+                        names[..names.len() - 1].join(", ")
+                    ),
+                };
+                self.push(
+                    Diagnostic::new(entry.span.clone(), key, format!("`save` names `{text}`, which is neither an input of op `{}` nor its output", self.op.name))
+                        .help(help),
+                );
+                None
+            };
+            match value {
+                Some(v) if out.contains(&v) => {
+                    self.push(
+                        Diagnostic::new(
+                            entry.span.clone(),
+                            format!("{}.save[{i}]", self.path),
+                            format!("`save` lists `{text}` twice"),
+                        )
+                        .help("list each value once"),
+                    );
+                    ok = false;
+                }
+                Some(v) => out.push(v),
+                None => ok = false,
+            }
+        }
+        ok.then_some(Some(out))
+    }
+
+    /// `output.1.0`: an element of a tuple output.
+    fn output_entry(
+        &mut self,
+        entry: &Sp<String>,
+        key: &str,
+        rest: &str,
+        output_path: &[usize],
+    ) -> Option<SavedValue> {
+        let path: Option<Vec<usize>> = rest.split('.').map(|p| p.parse().ok()).collect();
+        let leaf = path.as_ref().and_then(|p| leaf_at(&self.op.output, p));
+        match (path, leaf) {
+            (Some(path), Some(_)) if path == output_path => Some(SavedValue::Output),
+            (Some(path), Some(_)) => Some(SavedValue::Field(output_field(&path))),
+            _ => {
+                self.push(
+                    Diagnostic::new(entry.span.clone(), key, format!("`{}` is not an element of op `{}`'s output", entry.value.trim(), self.op.name))
+                        .help("write `output` for the float output, or `output.N` for element N (from 0) of a tuple output, `output.N.M` inside a nested one"),
+                );
+                None
+            }
+        }
+    }
+
+    /// With formulas, `save` lists exactly what they read.
+    fn save_matches_reads(&mut self, save: &[SavedValue], reads: &[String]) -> Option<()> {
+        let named = |v: &SavedValue| match v {
+            SavedValue::Float(i) => self.op.float_slots().nth(*i).map(|(i, _)| i.name.clone()),
+            SavedValue::Output => Some(formula::OUTPUT.to_owned()),
+            SavedValue::Field(f) => Some(f.clone()),
+        };
+        let saved: Vec<String> = save.iter().filter_map(named).collect();
+        let spec_save = self.spec.save.as_ref()?;
+        let mut ok = true;
+        for read in reads {
+            if !saved.contains(read) {
+                self.push(
+                    Diagnostic::new(spec_save.span.clone(), self.key("save"), format!("the formulas of op `{}` read `{read}`, which `save` does not list", self.op.name))
+                        .help(format!("add \"{read}\" to `save`, or remove `save` (it is inferred from the formulas)")),
+                );
+                ok = false;
+            }
+        }
+        for (i, s) in saved.iter().enumerate() {
+            if !reads.contains(s) {
+                let span = spec_save
+                    .value
+                    .get(i)
+                    .map_or(spec_save.span.clone(), |e| e.span.clone());
+                self.push(
+                    Diagnostic::new(span, format!("{}.save[{i}]", self.path), format!("`save` lists `{s}`, which no formula of op `{}` reads", self.op.name))
+                        .help("remove it: keeping it would hold its memory until the backward pass for nothing"),
+                );
+                ok = false;
+            }
+        }
+        ok.then_some(())
+    }
+
+    /// What a function-form pass gets without `save`: every input but the device, in order.
+    fn default_save(&self) -> Vec<SavedValue> {
+        self.op
+            .inputs
+            .iter()
+            .filter_map(|input| match &input.arg {
+                Arg::Device => None,
+                Arg::Tensor(t) if t.kind == TensorKind::Float => {
+                    Backward::slot(self.op, &input.name).map(SavedValue::Float)
+                }
+                _ => Some(SavedValue::Field(input.name.clone())),
+            })
+            .collect()
+    }
+
+    fn field(&self, name: &str, _output_path: &[usize]) -> Field {
+        match name.strip_prefix(OUTPUT_FIELD) {
+            Some(rest) if !self.op.inputs.iter().any(|i| i.name == name) => Field {
+                name: name.to_owned(),
+                source: FieldSource::Output(
+                    rest.split('_').filter_map(|p| p.parse().ok()).collect(),
+                ),
+            },
+            _ => Field {
+                name: name.to_owned(),
+                source: FieldSource::Input(name.to_owned()),
+            },
+        }
+    }
+
+    fn fields_are_owned(&mut self, fields: &[Field], recompute: bool) -> Option<()> {
+        let mut ok = true;
+        for field in fields {
+            let FieldSource::Input(name) = &field.source else {
+                continue;
+            };
+            let Some((i, input)) = self
+                .op
+                .inputs
+                .iter()
+                .enumerate()
+                .find(|(_, i)| &i.name == name)
+            else {
+                continue;
+            };
+            let Arg::Plain(ty) = &input.arg else { continue };
+            if !(ty.contains('&') || ty.replace("'static", "").contains('\'')) {
+                continue;
+            }
+            let span = self
+                .spec
+                .inputs
+                .as_ref()
+                .and_then(|l| l.value.get(i))
+                .map_or(self.spec.span.clone(), |s| s.span.clone());
+            let why = if recompute {
+                "the op is `checkpoint = \"recompute\"`, whose backward pass keeps every argument to run the op again"
+            } else {
+                "the backward pass keeps it until it runs"
+            };
+            self.push(
+                Diagnostic::new(
+                    span,
+                    format!("{}.inputs[{i}].type", self.path),
+                    format!(
+                        "`{name}` of op `{}` borrows (`{ty}`), but {why}",
+                        self.op.name
+                    ),
+                )
+                .help("pass an owned type (e.g. `Vec<usize>` for `&[usize]`)"),
+            );
+            ok = false;
+        }
+        ok.then_some(())
+    }
+
+    fn function_path(&mut self, path: &Sp<String>) -> Option<String> {
+        let problem = match syn::parse_str::<syn::Path>(path.value.trim()) {
+            Err(err) => format!("is not a Rust path: {err}"),
+            Ok(p) if p.segments.len() < 2 => "is not a path with `::`".to_owned(),
+            Ok(p) => match super::types::function_path_problem(&p) {
+                None => return Some(crate::canon::path_text(&p)),
+                Some(problem) => problem,
+            },
+        };
+        self.push(
+            Diagnostic::new(path.span.clone(), self.key("backward"), format!("backward function `{}` {problem}", path.value))
+                .help("name a function generic over the backend by its full path, e.g. \"crate::kernels::my_op_backward\"; or write formulas: `backward = { x = \"grad * y\" }`"),
+        );
+        None
+    }
+
+    fn formulas(
+        &mut self,
+        span: &Range<usize>,
+        entries: &[(Sp<String>, Sp<String>)],
+    ) -> Option<Vec<Option<Formula>>> {
+        let op = self.op;
+        let slots: Vec<&Input> = op.float_slots().map(|(i, _)| i).collect();
+        let mut out: Vec<Option<Formula>> = vec![None; slots.len()];
+        let mut given = vec![false; slots.len()];
+        let mut ok = true;
+        for clash in op
+            .inputs
+            .iter()
+            .filter(|i| i.name == formula::GRAD || i.name == formula::OUTPUT)
+        {
+            self.push(
+                Diagnostic::new(span.clone(), self.key("backward"), format!("input `{}` of op `{}` has the name of a formula variable", clash.name, op.name))
+                    .help(format!("rename the input: in formulas `{}` is the incoming gradient and `{}` the op's float output", formula::GRAD, formula::OUTPUT)),
+            );
+            ok = false;
+        }
+        for (key, text) in entries {
+            let key_path = format!("{}.backward.{}", self.path, key.value);
+            let Some(slot) = slots.iter().position(|i| i.name == key.value) else {
+                let other = op.inputs.iter().find(|i| i.name == key.value);
+                let slot_names: Vec<&str> = slots.iter().map(|i| i.name.as_str()).collect();
+                let (message, help) = match other {
+                    Some(_) => (
+                        format!(
+                            "input `{}` of op `{}` gets no gradient: only single and optional float tensor inputs do",
+                            key.value, op.name
+                        ),
+                        "remove this formula".to_owned(),
+                    ),
+                    None => (
+                        format!(
+                            "`backward` gives a formula for `{}`, which is not an input of op `{}`",
+                            key.value, op.name
+                        ),
+                        match did_you_mean(&key.value, &slot_names) {
+                            Some(s) => format!(
+                                "did you mean `{s}`? formulas are keyed by float input: {}",
+                                slot_names.join(", ")
+                            ),
+                            None => format!(
+                                "formulas are keyed by float input: {}",
+                                slot_names.join(", ")
+                            ),
+                        },
+                    ),
+                };
+                self.push(Diagnostic::new(key.span.clone(), key_path, message).help(help));
+                ok = false;
+                continue;
+            };
+            given[slot] = true;
+            let trimmed = text.value.trim();
+            if trimmed == formula::NONE {
+                continue;
+            }
+            match formula::parse(&text.value) {
+                Err(err) => {
+                    self.push(
+                        Diagnostic::new(
+                            self.at(text, &err.span),
+                            key_path,
+                            format!("formula for `{}`: {}", key.value, err.message),
+                        )
+                        .help(err.help),
+                    );
+                    ok = false;
+                }
+                Ok(expr) => match self.term(&expr, text, &key_path) {
+                    Some(term) if term.tensor => {
+                        out[slot] = Some(Formula {
+                            text: trimmed.to_owned(),
+                            expr: term,
+                        });
+                    }
+                    Some(_) => {
+                        self.push(
+                            Diagnostic::new(text.span.clone(), key_path, format!("the formula for `{}` is a number, but a gradient is a tensor", key.value))
+                                .help("the formula is the input's whole gradient: multiply by `grad`, e.g. \"grad * alpha\""),
+                        );
+                        ok = false;
+                    }
+                    None => ok = false,
+                },
+            }
+        }
+        for (slot, input) in slots.iter().enumerate() {
+            if !given[slot] {
+                self.push(
+                    Diagnostic::new(span.clone(), self.key("backward"), format!("`backward` of op `{}` has no formula for float input `{}`", op.name, input.name))
+                        .help(format!("add `{} = \"...\"` (its gradient), or `{} = \"none\"` if no gradient flows to it", input.name, input.name)),
+                );
+                ok = false;
+            }
+        }
+        ok.then_some(out)
+    }
+
+    /// The span of `rel` (bytes of the formula text) in the manifest: exact when the string is
+    /// written without escapes, else the whole string.
+    fn at(&self, text: &Sp<String>, rel: &Range<usize>) -> Range<usize> {
+        let raw = self.source.get(text.span.clone()).unwrap_or_default();
+        let quoted = raw.len() == text.value.len() + 2
+            && (raw.starts_with('"') || raw.starts_with('\''))
+            && raw[1..raw.len() - 1] == text.value;
+        if quoted {
+            let start = text.span.start + 1;
+            start + rel.start..start + rel.end.max(rel.start)
+        } else {
+            text.span.clone()
+        }
+    }
+
+    fn term(&mut self, expr: &Expr, text: &Sp<String>, key: &str) -> Option<Term> {
+        let number = |node| {
+            Some(Term {
+                tensor: false,
+                node,
+            })
+        };
+        match &expr.kind {
+            ExprKind::Number(v) => number(TermNode::Number(*v)),
+            ExprKind::Name(name) => self.name(name, &expr.span, text, key),
+            ExprKind::Neg(inner) => {
+                let inner = self.term(inner, text, key)?;
+                Some(Term {
+                    tensor: inner.tensor,
+                    node: TermNode::Neg(Box::new(inner)),
+                })
+            }
+            ExprKind::Binary(op, a, b) => {
+                let a = self.term(a, text, key);
+                let b = self.term(b, text, key);
+                let (a, b) = (a?, b?);
+                Some(Term {
+                    tensor: a.tensor || b.tensor,
+                    node: TermNode::Binary(*op, Box::new(a), Box::new(b)),
+                })
+            }
+            ExprKind::Call {
+                name,
+                name_span,
+                args,
+            } => {
+                let Some(f) = formula::function(name) else {
+                    let known: Vec<&str> = formula::FUNCTIONS.iter().map(|f| f.name).collect();
+                    let help = match did_you_mean(name, &known) {
+                        Some(s) => format!("did you mean `{s}`? functions: {}", known.join(", ")),
+                        None => format!("functions: {}", known.join(", ")),
+                    };
+                    self.push(
+                        Diagnostic::new(
+                            self.at(text, name_span),
+                            key,
+                            format!("unknown function `{name}`"),
+                        )
+                        .help(help),
+                    );
+                    return None;
+                };
+                if args.len() != f.params.len() {
+                    self.push(
+                        Diagnostic::new(
+                            self.at(text, &expr.span),
+                            key,
+                            format!(
+                                "`{name}` takes {} argument{}, found {}",
+                                f.params.len(),
+                                if f.params.len() == 1 { "" } else { "s" },
+                                args.len()
+                            ),
+                        )
+                        .help(format!("call it as {}", signature(f))),
+                    );
+                    return None;
+                }
+                let mut terms = Vec::new();
+                let mut ok = true;
+                for (arg, param) in args.iter().zip(f.params) {
+                    if *param == Param::Dim {
+                        match dim_literal(arg) {
+                            Some(d) => terms.push(Term {
+                                tensor: false,
+                                node: TermNode::Dim(d),
+                            }),
+                            None => {
+                                self.push(
+                                    Diagnostic::new(self.at(text, &arg.span), key, format!("the dimension of `{name}` must be an integer literal"))
+                                        .help(format!("write a number such as `-1` (the last dimension) or `0`: {}", signature(f))),
+                                );
+                                ok = false;
+                            }
+                        }
+                        continue;
+                    }
+                    let Some(term) = self.term(arg, text, key) else {
+                        ok = false;
+                        continue;
+                    };
+                    let fits = match param {
+                        Param::Tensor => term.tensor,
+                        Param::Number => !term.tensor,
+                        Param::Either | Param::Dim => true,
+                    };
+                    if !fits {
+                        let (want, found) = if *param == Param::Tensor {
+                            ("a tensor", "a number")
+                        } else {
+                            ("a number", "a tensor")
+                        };
+                        self.push(
+                            Diagnostic::new(
+                                self.at(text, &arg.span),
+                                key,
+                                format!("`{name}` takes {want} here, found {found}"),
+                            )
+                            .help(format!("call it as {}", signature(f))),
+                        );
+                        ok = false;
+                    }
+                    terms.push(term);
+                }
+                if !ok {
+                    return None;
+                }
+                // `where` is a tensor through its condition; the others through any argument.
+                let tensor = terms.iter().any(|t| t.tensor);
+                Some(Term {
+                    tensor,
+                    node: TermNode::Call(f.name, terms),
+                })
+            }
+        }
+    }
+
+    fn name(
+        &mut self,
+        name: &str,
+        span: &Range<usize>,
+        text: &Sp<String>,
+        key: &str,
+    ) -> Option<Term> {
+        let tensor = |node| Some(Term { tensor: true, node });
+        if name == formula::GRAD {
+            return tensor(TermNode::Grad);
+        }
+        if name == formula::OUTPUT {
+            return tensor(TermNode::Output);
+        }
+        if name == formula::NONE {
+            self.push(
+                Diagnostic::new(self.at(text, span), key, "`none` is a whole formula, not a value")
+                    .help("write `\"none\"` alone for an input without a gradient; a zero gradient inside a formula is `0`"),
+            );
+            return None;
+        }
+        let op = self.op;
+        let Some(input) = op.inputs.iter().find(|i| i.name == name) else {
+            let mut names: Vec<&str> = vec![formula::GRAD, formula::OUTPUT];
+            names.extend(op.inputs.iter().map(|i| i.name.as_str()));
+            let function_like = formula::function(name).is_some();
+            let help = if function_like {
+                format!("`{name}` is a function: call it, as in `{name}(x)`")
+            } else {
+                match did_you_mean(name, &names) {
+                    Some(s) => format!(
+                        "did you mean `{s}`? formulas read `grad`, `output` and the op's inputs"
+                    ),
+                    None => format!(
+                        "formulas read `grad`, `output` and the op's inputs: {}",
+                        names[2..].join(", ")
+                    ),
+                }
+            };
+            self.push(
+                Diagnostic::new(
+                    self.at(text, span),
+                    key,
+                    format!("unknown name `{name}` in a formula of op `{}`", op.name),
+                )
+                .help(help),
+            );
+            return None;
+        };
+        let problem = match &input.arg {
+            Arg::Tensor(t) if t.kind == TensorKind::Float && t.container == Container::One => {
+                return tensor(TermNode::Input(name.to_owned()));
+            }
+            Arg::Tensor(t) if t.kind == TensorKind::Float => format!(
+                "`{name}` is {}, which a formula cannot read",
+                if t.container == Container::Option {
+                    "optional (it may be absent)"
+                } else {
+                    "a `vec` of tensors"
+                }
+            ),
+            Arg::Tensor(t) => format!(
+                "`{name}` is {} tensor; formulas read float tensors and numbers",
+                article(t.kind.as_str())
+            ),
+            Arg::Plain(ty) if NUMBER_TYPES.contains(&ty.as_str()) => {
+                return Some(Term {
+                    tensor: false,
+                    node: TermNode::Scalar(name.to_owned()),
+                });
+            }
+            Arg::Plain(ty) => format!(
+                "`{name}` is a `{ty}`; formulas read numbers of the types {}",
+                NUMBER_TYPES.join(", ")
+            ),
+            Arg::Device => format!("`{name}` is the device, not a value"),
+        };
+        self.push(
+            Diagnostic::new(self.at(text, span), key, problem)
+                .help("use the function form for this op: `backward = \"crate::path::to_fn\"` gets every saved value"),
+        );
+        None
+    }
+}
+
+fn article(kind: &str) -> String {
+    if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        format!("an {kind}")
+    } else {
+        format!("a {kind}")
+    }
+}
+
+/// The field name of output element `path` (a non-float output the backward pass keeps).
+pub(crate) const OUTPUT_FIELD: &str = "__output_";
+
+fn output_field(path: &[usize]) -> String {
+    let parts: Vec<String> = path.iter().map(ToString::to_string).collect();
+    format!("{OUTPUT_FIELD}{}", parts.join("_"))
+}
+
+fn signature(f: &formula::Function) -> String {
+    let params: Vec<&str> = f
+        .params
+        .iter()
+        .map(|p| match p {
+            Param::Tensor => "tensor",
+            Param::Number => "number",
+            Param::Either => "tensor or number",
+            Param::Dim => "dim",
+        })
+        .collect();
+    format!("`{}({})`", f.name, params.join(", "))
+}
+
+fn dim_literal(expr: &Expr) -> Option<i64> {
+    match &expr.kind {
+        ExprKind::Number(v) if v.fract() == 0.0 && v.abs() < 1e9 => Some(*v as i64),
+        ExprKind::Neg(inner) => dim_literal(inner).map(|d| -d),
+        _ => None,
+    }
+}
+
+fn term_names(term: &Term, acc: &mut Vec<String>) {
+    let mut push = |n: &str| {
+        if !acc.iter().any(|a| a == n) {
+            acc.push(n.to_owned());
+        }
+    };
+    match &term.node {
+        TermNode::Output => push(formula::OUTPUT),
+        TermNode::Input(n) | TermNode::Scalar(n) => push(n),
+        TermNode::Number(_) | TermNode::Dim(_) | TermNode::Grad => {}
+        TermNode::Neg(inner) => term_names(inner, acc),
+        TermNode::Binary(_, a, b) => {
+            term_names(a, acc);
+            term_names(b, acc);
+        }
+        TermNode::Call(_, args) => args.iter().for_each(|a| term_names(a, acc)),
+    }
+}
+
+/// Every float tensor leaf of `out`: its tuple path and container.
+fn float_leaves(out: &Output, path: &mut Vec<usize>, acc: &mut Vec<(Vec<usize>, Container)>) {
+    match out {
+        Output::Tensor(t) if t.kind == TensorKind::Float => acc.push((path.clone(), t.container)),
+        Output::Tuple(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push(i);
+                float_leaves(item, path, acc);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The output element at `path`.
+pub(crate) fn leaf_at<'a>(out: &'a Output, path: &[usize]) -> Option<&'a Output> {
+    match path.split_first() {
+        None => Some(out),
+        Some((i, rest)) => match out {
+            Output::Tuple(items) => items.get(*i).and_then(|o| leaf_at(o, rest)),
+            _ => None,
+        },
+    }
+}

@@ -1,0 +1,2073 @@
+//! The runtime of an op check: [`run`] exercises one routed op at the `Dispatch` primitive level
+//! the way PyTorch's `torch.library.opcheck` and `gradcheck` do, and panics with what failed and
+//! how to fix it.
+//!
+//! An [`Op`] declares the op's tensor inputs ([`Input`]: kind, container, shape, value range) and
+//! its autodiff [`Policy`]; the check closure calls the op's `try_` function with the inputs
+//! [`Args`] hands it and returns the op's outputs as [`Value`]s:
+//!
+//! ```no_run
+//! use burn_route::check;
+//!
+//! let op = check::Op::new("add_relu", check::Policy::Differentiable)
+//!     .input(check::Input::float("lhs", &[2, 3]))
+//!     .input(check::Input::float("rhs", &[2, 3]))
+//!     .output_shape(0, &[2, 3]);
+//! check::run(&op, |args: &mut check::Args| {
+//!     let out = burn_route::dispatch::try_add_relu(args.float(0), args.float(1))?;
+//!     Ok(vec![check::Value::float(out)])
+//! });
+//! ```
+//!
+//! [`run`] checks, in this order:
+//!
+//! 1. **Values on Flex.** The inputs are drawn deterministically in their ranges (a xorshift
+//!    generator seeded from the op's name) and the closure must return `Ok` on `Device::flex()`:
+//!    once with every input present, and once more for each optional input with that input
+//!    absent. Each [`Op::output_shape`] is checked against the output leaf it names.
+//! 2. **Values on the other backends**, against Flex's: `Cube` when this crate is built with
+//!    `wgpu` (`Device::wgpu(DeviceKind::Cpu)`) or `cuda` (`Device::cuda(0)`); a remote device
+//!    when built with `remote` and the environment variable [`REMOTE_ENV`] holds a server's
+//!    address (`ws://host:port`); and every device passed to [`run_on`]. Float leaves must agree
+//!    within [`Op::value_tolerance`], int and bool leaves exactly.
+//! 3. **The autodiff policy** (with this crate's `autodiff` feature; skipped without it), with
+//!    every float input (single, optional and each element of a `Vec`) tracked on
+//!    `Device::flex().autodiff()`:
+//!    - [`Policy::Differentiable`]: the closure succeeds and gives Flex's values. With
+//!      [`Op::gradients`] on (the default), the loss `sum over float output leaves of
+//!      sum(out * w)` (fixed random weights `w`, the same for every evaluation) is
+//!      backpropagated, and every tracked input's gradient must have the input's shape and
+//!      match central finite differences of that loss (see [`Op::tolerance`]). An input marked
+//!      [`Input::no_gradient`] must get no gradient, or zeros.
+//!    - [`Policy::Detach`]: the closure succeeds, gives Flex's values, every float output is
+//!      untracked, and a backward pass gives the inputs no gradient.
+//!    - [`Policy::Reject`]: untracked inputs on the autodiff device run (and give Flex's values),
+//!      and tracked inputs make the closure return [`RouteError::TrackedInput`] naming the op.
+//!
+//! A failure panics with `op check failed: op `NAME`, CHECK: WHAT. Fix: HOW`, naming the input or
+//! output leaf and, for a value or gradient mismatch, the worst element (flat index and index,
+//! got, expected, difference, allowed difference). A panic inside the closure is reported the
+//! same way, with the check it happened in.
+//!
+//! [`compare`] is the same leaf-by-leaf comparison on its own, for checks such as a fused kernel
+//! against its composition.
+//!
+//! [`run`]: crate::check::run
+//! [`run_on`]: crate::check::run_on
+//! [`compare`]: crate::check::compare
+//! [`Op`]: crate::check::Op
+//! [`Input`]: crate::check::Input
+//! [`Args`]: crate::check::Args
+//! [`Value`]: crate::check::Value
+//! [`Policy`]: crate::check::Policy
+//! [`REMOTE_ENV`]: crate::check::REMOTE_ENV
+//! [`Op::output_shape`]: crate::check::Op::output_shape
+//! [`Op::value_tolerance`]: crate::check::Op::value_tolerance
+//! [`Op::tolerance`]: crate::check::Op::tolerance
+//! [`Op::gradients`]: crate::check::Op::gradients
+//! [`Input::no_gradient`]: crate::check::Input::no_gradient
+//! [`Policy::Differentiable`]: crate::check::Policy::Differentiable
+//! [`Policy::Detach`]: crate::check::Policy::Detach
+//! [`Policy::Reject`]: crate::check::Policy::Reject
+//! [`RouteError::TrackedInput`]: crate::rt::RouteError::TrackedInput
+
+#![warn(missing_docs)]
+
+use core::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use burn_backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
+use burn_backend::{
+    BoolStore, DType, TensorData, TensorMetadata, get_or_init_device_settings, read_sync,
+};
+
+pub use crate::rt::Policy;
+use crate::rt::{Device, Dispatch, DispatchTensor, RouteError, TensorSpec};
+
+/// The environment variable that names a burn-remote server (`ws://host:port`) to check every op
+/// on as well, in a build with the `remote` feature. Unset or empty: no remote device.
+pub const REMOTE_ENV: &str = "BURN_ROUTE_CHECK_REMOTE";
+
+/// The default [`Op::tolerance`] of the gradient check: `|autodiff - fd| <= tol * (1 + |fd|)`.
+///
+/// The forward passes run in `f32`, so the loss (a sum of a few dozen products of order 1) is
+/// off by about `1e-6`; divided by the step `2h` (`h = 1e-3 * max(1, |x|)`) that is a noise of
+/// about `1e-3` in each finite difference, plus the central difference's own `O(h^2)` error. A
+/// relative `1e-2` stays clear of both, while a wrong gradient (a missing term, a wrong sign, a
+/// gradient routed to the wrong input) is off by far more.
+pub const DEFAULT_TOLERANCE: f64 = 1e-2;
+
+/// The default [`Op::value_tolerance`]: `|actual - expected| <= tol * (1 + |expected|)` for
+/// float outputs compared across backends, and between a tracked forward pass and a plain one.
+pub const DEFAULT_VALUE_TOLERANCE: f64 = 1e-4;
+
+/// The default range of a float input: values uniform in `[-2, 2)`.
+pub const DEFAULT_FLOAT_RANGE: (f64, f64) = (-2.0, 2.0);
+
+/// The default range of an int input: the integers in `[0, 4)`.
+pub const DEFAULT_INT_RANGE: (f64, f64) = (0.0, 4.0);
+
+/// The element kind of a tensor input or output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Floating point.
+    Float,
+    /// Integer.
+    Int,
+    /// Boolean.
+    Bool,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Float => "float",
+            Self::Int => "int",
+            Self::Bool => "bool",
+        })
+    }
+}
+
+/// How an input holds its tensors: the type of the op's parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    /// One tensor (`DispatchTensor`).
+    Single,
+    /// `Option<DispatchTensor>`: checked present, and absent once (values only).
+    Optional,
+    /// `Vec<DispatchTensor>`, one shape per element.
+    Vec,
+}
+
+/// One tensor input of a checked op: its name (as the op's parameter, for messages), kind,
+/// container, shape(s) and the range its values are drawn in.
+#[derive(Clone, Debug)]
+pub struct Input {
+    name: &'static str,
+    kind: Kind,
+    container: Container,
+    shapes: Vec<Vec<usize>>,
+    range: Option<(f64, f64)>,
+    gradient: bool,
+}
+
+impl Input {
+    fn new(name: &'static str, kind: Kind, container: Container, shapes: Vec<Vec<usize>>) -> Self {
+        Self {
+            name,
+            kind,
+            container,
+            shapes,
+            range: None,
+            gradient: true,
+        }
+    }
+
+    /// A float tensor of `shape`, values uniform in `[-2, 2)` unless [`range`](Self::range) says
+    /// otherwise.
+    pub fn float(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(name, Kind::Float, Container::Single, vec![shape.to_vec()])
+    }
+
+    /// An `Option` of a float tensor of `shape`.
+    pub fn optional_float(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(name, Kind::Float, Container::Optional, vec![shape.to_vec()])
+    }
+
+    /// A `Vec` of float tensors, one per shape.
+    pub fn floats(name: &'static str, shapes: &[&[usize]]) -> Self {
+        let shapes = shapes.iter().map(|s| s.to_vec()).collect();
+        Self::new(name, Kind::Float, Container::Vec, shapes)
+    }
+
+    /// An int tensor of `shape`, values the integers in `[0, 4)` unless
+    /// [`range`](Self::range) says otherwise.
+    pub fn int(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(name, Kind::Int, Container::Single, vec![shape.to_vec()])
+    }
+
+    /// An `Option` of an int tensor of `shape`.
+    pub fn optional_int(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(name, Kind::Int, Container::Optional, vec![shape.to_vec()])
+    }
+
+    /// A `Vec` of int tensors, one per shape.
+    pub fn ints(name: &'static str, shapes: &[&[usize]]) -> Self {
+        let shapes = shapes.iter().map(|s| s.to_vec()).collect();
+        Self::new(name, Kind::Int, Container::Vec, shapes)
+    }
+
+    /// A bool tensor of `shape`, each element true with probability 1/2.
+    pub fn bool(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(name, Kind::Bool, Container::Single, vec![shape.to_vec()])
+    }
+
+    /// An `Option` of a bool tensor of `shape`.
+    pub fn optional_bool(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(name, Kind::Bool, Container::Optional, vec![shape.to_vec()])
+    }
+
+    /// A `Vec` of bool tensors, one per shape.
+    pub fn bools(name: &'static str, shapes: &[&[usize]]) -> Self {
+        let shapes = shapes.iter().map(|s| s.to_vec()).collect();
+        Self::new(name, Kind::Bool, Container::Vec, shapes)
+    }
+
+    /// Draws the values in `[lo, hi)`: uniformly for a float input, the integers in it for an
+    /// int input.
+    ///
+    /// # Panics
+    ///
+    /// For a bool input, for a bound that is not finite, for `lo > hi`, and for an int range
+    /// that holds no integer.
+    #[must_use]
+    #[track_caller]
+    pub fn range(mut self, lo: f64, hi: f64) -> Self {
+        let name = self.name;
+        assert!(
+            self.kind != Kind::Bool,
+            "op check: input `{name}` is a bool tensor, which has no value range. Fix: remove \
+             `.range({lo}, {hi})` from it"
+        );
+        assert!(
+            lo.is_finite() && hi.is_finite() && lo <= hi,
+            "op check: input `{name}` has the range [{lo}, {hi}), which is empty or not finite. \
+             Fix: pass finite bounds with lo <= hi"
+        );
+        assert!(
+            self.kind != Kind::Int || hi.ceil() > lo.ceil(),
+            "op check: int input `{name}` has the range [{lo}, {hi}), which holds no integer. \
+             Fix: widen it (the integers n with lo <= n < hi are drawn)"
+        );
+        self.range = Some((lo, hi));
+        self
+    }
+
+    /// Marks a float input the op legitimately gives no gradient (a `differentiable` op whose
+    /// backward pass leaves it out): the gradient check then requires its gradient to be absent
+    /// or zero instead of comparing it with finite differences.
+    ///
+    /// # Panics
+    ///
+    /// For an int or bool input (those are never tracked).
+    #[must_use]
+    #[track_caller]
+    pub fn no_gradient(mut self) -> Self {
+        assert!(
+            self.kind == Kind::Float,
+            "op check: input `{}` is a {} tensor, which never gets a gradient. Fix: remove \
+             `.no_gradient()` from it",
+            self.name,
+            self.kind
+        );
+        self.gradient = false;
+        self
+    }
+
+    /// The name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The element kind.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The container.
+    pub fn container(&self) -> Container {
+        self.container
+    }
+
+    /// The shape of each tensor (one for a single or optional input).
+    pub fn shapes(&self) -> &[Vec<usize>] {
+        &self.shapes
+    }
+
+    /// The range the values are drawn in, defaults applied; `None` for a bool input.
+    pub fn value_range(&self) -> Option<(f64, f64)> {
+        match self.kind {
+            Kind::Float => Some(self.range.unwrap_or(DEFAULT_FLOAT_RANGE)),
+            Kind::Int => Some(self.range.unwrap_or(DEFAULT_INT_RANGE)),
+            Kind::Bool => None,
+        }
+    }
+
+    /// Whether the gradient check compares this input's gradient (false after
+    /// [`no_gradient`](Self::no_gradient), and for int and bool inputs).
+    pub fn has_gradient(&self) -> bool {
+        self.kind == Kind::Float && self.gradient
+    }
+
+    /// How the op's signature spells this input's type, for messages.
+    fn constructor(&self) -> &'static str {
+        match (self.container, self.kind) {
+            (Container::Single, Kind::Float) => "float",
+            (Container::Single, Kind::Int) => "int",
+            (Container::Single, Kind::Bool) => "bool",
+            (Container::Optional, Kind::Float) => "optional_float",
+            (Container::Optional, Kind::Int) => "optional_int",
+            (Container::Optional, Kind::Bool) => "optional_bool",
+            (Container::Vec, Kind::Float) => "floats",
+            (Container::Vec, Kind::Int) => "ints",
+            (Container::Vec, Kind::Bool) => "bools",
+        }
+    }
+
+    /// The name of element `index`, for messages: `x`, or `xs[1]` for a `Vec` input.
+    #[cfg_attr(not(feature = "autodiff"), allow(dead_code))]
+    fn element_name(&self, index: usize) -> String {
+        match self.container {
+            Container::Vec => format!("{}[{index}]", self.name),
+            _ => self.name.to_owned(),
+        }
+    }
+}
+
+/// One op under check: its name (as routing errors name it), autodiff policy, inputs in the
+/// order the check closure reads them, and what to check.
+#[derive(Clone, Debug)]
+pub struct Op {
+    name: &'static str,
+    policy: Policy,
+    /// The backends the op is routed to (`None`: every backend).
+    backends: Option<Vec<Backend>>,
+    inputs: Vec<Input>,
+    output_shapes: Vec<(usize, Vec<usize>)>,
+    tolerance: f64,
+    value_tolerance: f64,
+    gradients: bool,
+}
+
+impl Op {
+    /// An op with no inputs yet, the default tolerances, and the gradient check on.
+    pub fn new(name: &'static str, policy: Policy) -> Self {
+        Self {
+            name,
+            policy,
+            backends: None,
+            inputs: Vec::new(),
+            output_shapes: Vec::new(),
+            tolerance: DEFAULT_TOLERANCE,
+            value_tolerance: DEFAULT_VALUE_TOLERANCE,
+            gradients: true,
+        }
+    }
+
+    /// The backends the op is routed to: the check runs on the first of them this build has
+    /// (its reference: values, policy and gradients) and compares the others with it. Default:
+    /// Flex, then every other backend compiled in.
+    #[must_use]
+    pub fn backends(mut self, backends: &[Backend]) -> Self {
+        self.backends = Some(backends.to_vec());
+        self
+    }
+
+    /// [`Input::range`] of the input added last.
+    ///
+    /// # Panics
+    ///
+    /// Before any input, and as [`Input::range`].
+    #[must_use]
+    #[track_caller]
+    pub fn range(mut self, lo: f64, hi: f64) -> Self {
+        let last = self
+            .inputs
+            .pop()
+            .expect("op check: `Op::range` follows the `Op::input` it applies to");
+        self.inputs.push(last.range(lo, hi));
+        self
+    }
+
+    /// [`Input::no_gradient`] of the input added last.
+    ///
+    /// # Panics
+    ///
+    /// Before any input, and as [`Input::no_gradient`].
+    #[must_use]
+    #[track_caller]
+    pub fn no_gradient(mut self) -> Self {
+        let last = self
+            .inputs
+            .pop()
+            .expect("op check: `Op::no_gradient` follows the `Op::input` it applies to");
+        self.inputs.push(last.no_gradient());
+        self
+    }
+
+    /// Adds `backend` to the op's backends when `routed` (the generated check passes
+    /// `cfg!(...)` of the backend's cfg); see [`Op::backends`].
+    #[must_use]
+    pub fn backend(mut self, backend: Backend, routed: bool) -> Self {
+        let list = self.backends.get_or_insert_with(Vec::new);
+        if routed {
+            list.push(backend);
+        }
+        self
+    }
+
+    fn routed(&self, backend: Backend) -> bool {
+        self.backends.as_ref().is_none_or(|b| b.contains(&backend))
+    }
+
+    /// `Op::new(name, Policy::Differentiable)`.
+    pub fn differentiable(name: &'static str) -> Self {
+        Self::new(name, Policy::Differentiable)
+    }
+
+    /// `Op::new(name, Policy::Detach)`.
+    pub fn detach(name: &'static str) -> Self {
+        Self::new(name, Policy::Detach)
+    }
+
+    /// `Op::new(name, Policy::Reject)`.
+    pub fn reject(name: &'static str) -> Self {
+        Self::new(name, Policy::Reject)
+    }
+
+    /// Adds the next input; [`Args`] reads it by its position among the inputs added.
+    ///
+    /// # Panics
+    ///
+    /// When another input already has its name.
+    #[must_use]
+    #[track_caller]
+    pub fn input(mut self, input: Input) -> Self {
+        assert!(
+            self.inputs.iter().all(|i| i.name != input.name),
+            "op check of `{}`: two inputs are named `{}`. Fix: give each input the name of its \
+             parameter",
+            self.name,
+            input.name
+        );
+        self.inputs.push(input);
+        self
+    }
+
+    /// Declares the shape of output leaf `leaf`, checked against the shape the op returns on
+    /// Flex. The leaves are the returned [`Value`]s flattened in order: one per tensor or
+    /// optional tensor (present or not), one per element of a `Vec`, none for
+    /// [`Value::plain`].
+    #[must_use]
+    pub fn output_shape(mut self, leaf: usize, shape: &[usize]) -> Self {
+        self.output_shapes.retain(|(l, _)| *l != leaf);
+        self.output_shapes.push((leaf, shape.to_vec()));
+        self
+    }
+
+    /// The tolerance of the gradient check (default [`DEFAULT_TOLERANCE`], which explains the
+    /// value): an autodiff gradient passes when `|auto - fd| <= tol * (1 + |fd|)`.
+    ///
+    /// # Panics
+    ///
+    /// For a negative or NaN tolerance.
+    #[must_use]
+    #[track_caller]
+    pub fn tolerance(mut self, tol: f64) -> Self {
+        assert!(
+            tol >= 0.0,
+            "op check of `{}`: tolerance {tol} is negative or NaN",
+            self.name
+        );
+        self.tolerance = tol;
+        self
+    }
+
+    /// The tolerance of the value comparisons (default [`DEFAULT_VALUE_TOLERANCE`]): a float
+    /// element passes when `|actual - expected| <= tol * (1 + |expected|)`.
+    ///
+    /// # Panics
+    ///
+    /// For a negative or NaN tolerance.
+    #[must_use]
+    #[track_caller]
+    pub fn value_tolerance(mut self, tol: f64) -> Self {
+        assert!(
+            tol >= 0.0,
+            "op check of `{}`: value tolerance {tol} is negative or NaN",
+            self.name
+        );
+        self.value_tolerance = tol;
+        self
+    }
+
+    /// Whether a `differentiable` op's gradients are checked against finite differences (the
+    /// default). Off, its tracked forward pass is still checked. On, the check calls the op
+    /// twice per element of each float input: keep the declared shapes small.
+    #[must_use]
+    pub fn gradients(mut self, on: bool) -> Self {
+        self.gradients = on;
+        self
+    }
+
+    /// The op's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Its autodiff policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Its inputs, in order.
+    pub fn inputs(&self) -> &[Input] {
+        &self.inputs
+    }
+}
+
+/// One output of the op, as the check closure returns it. [`run`] and [`compare`] flatten the
+/// outputs into leaves (see [`Op::output_shape`]).
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// One tensor.
+    Tensor(Kind, DispatchTensor),
+    /// An optional tensor.
+    Optional(Kind, Option<DispatchTensor>),
+    /// A `Vec` of tensors.
+    Tensors(Kind, Vec<DispatchTensor>),
+    /// An output that is not a tensor: not checked.
+    Plain,
+}
+
+impl Value {
+    /// A float tensor.
+    pub fn float(tensor: DispatchTensor) -> Self {
+        Self::Tensor(Kind::Float, tensor)
+    }
+
+    /// An int tensor.
+    pub fn int(tensor: DispatchTensor) -> Self {
+        Self::Tensor(Kind::Int, tensor)
+    }
+
+    /// A bool tensor.
+    pub fn bool(tensor: DispatchTensor) -> Self {
+        Self::Tensor(Kind::Bool, tensor)
+    }
+
+    /// An optional float tensor.
+    pub fn optional_float(tensor: Option<DispatchTensor>) -> Self {
+        Self::Optional(Kind::Float, tensor)
+    }
+
+    /// An optional int tensor.
+    pub fn optional_int(tensor: Option<DispatchTensor>) -> Self {
+        Self::Optional(Kind::Int, tensor)
+    }
+
+    /// An optional bool tensor.
+    pub fn optional_bool(tensor: Option<DispatchTensor>) -> Self {
+        Self::Optional(Kind::Bool, tensor)
+    }
+
+    /// A `Vec` of float tensors.
+    pub fn floats(tensors: Vec<DispatchTensor>) -> Self {
+        Self::Tensors(Kind::Float, tensors)
+    }
+
+    /// A `Vec` of int tensors.
+    pub fn ints(tensors: Vec<DispatchTensor>) -> Self {
+        Self::Tensors(Kind::Int, tensors)
+    }
+
+    /// A `Vec` of bool tensors.
+    pub fn bools(tensors: Vec<DispatchTensor>) -> Self {
+        Self::Tensors(Kind::Bool, tensors)
+    }
+
+    /// An output that is not a tensor (ignored).
+    pub fn plain() -> Self {
+        Self::Plain
+    }
+}
+
+/// The inputs of one call of the check closure, on the device of the check it runs for. Each
+/// accessor takes the input's position among those given to [`Op::input`] and returns a fresh
+/// clone (tracked in the autodiff checks); it panics when the input was declared with another
+/// kind or container, naming the accessor to call instead.
+#[derive(Debug)]
+pub struct Args {
+    op: &'static str,
+    device: Device,
+    slots: Vec<Slot>,
+}
+
+/// One input's tensors in an [`Args`].
+#[derive(Debug)]
+struct Slot {
+    name: &'static str,
+    kind: Kind,
+    container: Container,
+    constructor: &'static str,
+    tensors: Vec<DispatchTensor>,
+    /// False for an optional input in the call that checks it absent.
+    present: bool,
+}
+
+impl Args {
+    #[track_caller]
+    fn slot(&self, index: usize, kind: Kind, container: Container, accessor: &str) -> &Slot {
+        let Some(slot) = self.slots.get(index) else {
+            panic!(
+                "op check failed: op `{}`: the check closure called `Args::{accessor}({index})`, \
+                 but the op declares {} inputs. Fix: count every `.input(...)` from 0, in order",
+                self.op,
+                self.slots.len()
+            );
+        };
+        if slot.kind != kind || slot.container != container {
+            panic!(
+                "op check failed: op `{}`: the check closure called `Args::{accessor}({index})`, \
+                 but input {index} (`{}`) is declared with `Input::{}`. Fix: read it with \
+                 `Args::{}({index})`, or declare it as the op's signature has it",
+                self.op, slot.name, slot.constructor, slot.constructor
+            );
+        }
+        slot
+    }
+
+    #[track_caller]
+    fn one(&self, index: usize, kind: Kind, accessor: &str) -> DispatchTensor {
+        self.slot(index, kind, Container::Single, accessor).tensors[0].clone()
+    }
+
+    #[track_caller]
+    fn optional(&self, index: usize, kind: Kind, accessor: &str) -> Option<DispatchTensor> {
+        let slot = self.slot(index, kind, Container::Optional, accessor);
+        slot.present.then(|| slot.tensors[0].clone())
+    }
+
+    #[track_caller]
+    fn many(&self, index: usize, kind: Kind, accessor: &str) -> Vec<DispatchTensor> {
+        self.slot(index, kind, Container::Vec, accessor)
+            .tensors
+            .clone()
+    }
+
+    /// Input `index`, declared [`Input::float`].
+    #[track_caller]
+    pub fn float(&self, index: usize) -> DispatchTensor {
+        self.one(index, Kind::Float, "float")
+    }
+
+    /// Input `index`, declared [`Input::optional_float`] (`None` in the check that leaves it out).
+    #[track_caller]
+    pub fn optional_float(&self, index: usize) -> Option<DispatchTensor> {
+        self.optional(index, Kind::Float, "optional_float")
+    }
+
+    /// Input `index`, declared [`Input::floats`].
+    #[track_caller]
+    pub fn floats(&self, index: usize) -> Vec<DispatchTensor> {
+        self.many(index, Kind::Float, "floats")
+    }
+
+    /// Input `index`, declared [`Input::int`].
+    #[track_caller]
+    pub fn int(&self, index: usize) -> DispatchTensor {
+        self.one(index, Kind::Int, "int")
+    }
+
+    /// Input `index`, declared [`Input::optional_int`].
+    #[track_caller]
+    pub fn optional_int(&self, index: usize) -> Option<DispatchTensor> {
+        self.optional(index, Kind::Int, "optional_int")
+    }
+
+    /// Input `index`, declared [`Input::ints`].
+    #[track_caller]
+    pub fn ints(&self, index: usize) -> Vec<DispatchTensor> {
+        self.many(index, Kind::Int, "ints")
+    }
+
+    /// Input `index`, declared [`Input::bool`].
+    #[track_caller]
+    pub fn bool(&self, index: usize) -> DispatchTensor {
+        self.one(index, Kind::Bool, "bool")
+    }
+
+    /// Input `index`, declared [`Input::optional_bool`].
+    #[track_caller]
+    pub fn optional_bool(&self, index: usize) -> Option<DispatchTensor> {
+        self.optional(index, Kind::Bool, "optional_bool")
+    }
+
+    /// Input `index`, declared [`Input::bools`].
+    #[track_caller]
+    pub fn bools(&self, index: usize) -> Vec<DispatchTensor> {
+        self.many(index, Kind::Bool, "bools")
+    }
+
+    /// The device of this call (for an op's device parameter).
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The shape and dtype of input `index`, a single or optional tensor (an absent optional
+    /// input's spec is the one it would have).
+    ///
+    /// # Panics
+    ///
+    /// For an index past the inputs, and for a `Vec` input (use [`specs`](Self::specs)).
+    #[track_caller]
+    pub fn spec(&self, index: usize) -> TensorSpec {
+        let slot = self.spec_slot(index, "spec");
+        if slot.container == Container::Vec {
+            panic!(
+                "op check failed: op `{}`: the check closure called `Args::spec({index})`, but \
+                 input {index} (`{}`) is a `Vec`. Fix: call `Args::specs({index})`",
+                self.op, slot.name
+            );
+        }
+        let t = &slot.tensors[0];
+        TensorSpec::new(t.shape(), t.dtype())
+    }
+
+    /// The shape and dtype of every tensor of input `index`: one for a single or optional
+    /// input (present or not), one per element of a `Vec`.
+    ///
+    /// # Panics
+    ///
+    /// For an index past the inputs.
+    #[track_caller]
+    pub fn specs(&self, index: usize) -> Vec<TensorSpec> {
+        self.spec_slot(index, "specs")
+            .tensors
+            .iter()
+            .map(|t| TensorSpec::new(t.shape(), t.dtype()))
+            .collect()
+    }
+
+    #[track_caller]
+    fn spec_slot(&self, index: usize, accessor: &str) -> &Slot {
+        self.slots.get(index).unwrap_or_else(|| {
+            panic!(
+                "op check failed: op `{}`: the check closure called `Args::{accessor}({index})`, \
+                 but the op declares {} inputs. Fix: count every `.input(...)` from 0, in order",
+                self.op,
+                self.slots.len()
+            )
+        })
+    }
+}
+
+/// Runs every check of `op` (see the [module docs](self)) with `f` calling the op, on Flex and
+/// on the backends this build has (`Cube`; a remote device named by [`REMOTE_ENV`]).
+///
+/// # Panics
+///
+/// When a check fails, with the op, the check, the input or output and the worst element.
+#[track_caller]
+pub fn run<F>(op: &Op, f: F)
+where
+    F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+{
+    run_on(op, &[], f);
+}
+
+/// [`run`], with the values also compared on each of `devices` (a `Remote` device a test
+/// serves itself, a second GPU, ...) after the backends [`run`] compares on.
+///
+/// # Panics
+///
+/// When a check fails, with the op, the check, the input or output and the worst element.
+#[track_caller]
+pub fn run_on<F>(op: &Op, devices: &[Device], mut f: F)
+where
+    F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+{
+    let mut routed = devices_of(op);
+    if routed.is_empty() {
+        eprintln!(
+            "op check: op `{}` skipped: this build has none of its backends ({:?})",
+            op.name,
+            op.backends.as_deref().unwrap_or_default()
+        );
+        return;
+    }
+    let reference = routed.remove(0);
+    let checker = Checker::new(op, reference.clone());
+
+    // 1. Values on the reference device: every input present, then each optional input absent
+    //    once.
+    let variants = checker.variants();
+    let baselines: Vec<Vec<HostLeaf>> = variants
+        .iter()
+        .map(|&absent| {
+            let check =
+                checker.variant_check(&format!("values on {}", checker.reference_name()), absent);
+            checker.values(&check, &reference, absent, &mut f)
+        })
+        .collect();
+    checker.check_output_shapes(&baselines[0]);
+
+    // 2. The same values on every other backend.
+    let mut others = routed;
+    others.extend(devices.iter().cloned());
+    for device in &others {
+        for (&absent, expected) in variants.iter().zip(&baselines) {
+            let check = checker.variant_check(
+                &format!("values on {device:?} against {}", checker.reference_name()),
+                absent,
+            );
+            let actual = checker.values(&check, device, absent, &mut f);
+            if let Err(mismatch) = compare_leaves(&actual, expected, op.value_tolerance) {
+                let fix = mismatch.fix(
+                    "the op's implementation on this device disagrees with its kernel on the \
+                     reference device: fix whichever is wrong (run both on these inputs)",
+                    "`Op::value_tolerance`",
+                    op.value_tolerance,
+                );
+                fail(op.name, &check, &mismatch.detail, &fix)
+            }
+        }
+    }
+
+    // 3. The autodiff policy.
+    #[cfg(feature = "autodiff")]
+    checker.policy(&baselines[0], &mut f);
+}
+
+/// Runs `kernel` and `reference` (the op's composition, called with the same arguments) on the
+/// same Flex inputs (every input present, then each optional input absent once) and compares
+/// their outputs within the value tolerance: the op's kernels against its `composition`.
+///
+/// # Panics
+///
+/// When a closure fails or the outputs differ, naming the op, `what`, the output and the worst
+/// element.
+#[track_caller]
+pub fn compare_with<F, G>(op: &Op, what: &str, mut kernel: F, mut reference: G)
+where
+    F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+    G: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+{
+    let Some(device) = devices_of(op).into_iter().next() else {
+        return;
+    };
+    let checker = Checker::new(op, device.clone());
+    for absent in checker.variants() {
+        let check = checker.variant_check(
+            &format!("kernel against its {what} on {}", checker.reference_name()),
+            absent,
+        );
+        let actual = checker.values(&check, &device, absent, &mut kernel);
+        let expected = checker.values(&check, &device, absent, &mut reference);
+        if let Err(mismatch) = compare_leaves(&actual, &expected, op.value_tolerance) {
+            let fix = mismatch.fix(
+                &format!(
+                    "the op's Flex kernel disagrees with its {what}: fix whichever is wrong (run \
+                     both on these inputs)"
+                ),
+                "`Op::value_tolerance`",
+                op.value_tolerance,
+            );
+            fail(op.name, &check, &mismatch.detail, &fix)
+        }
+    }
+}
+
+/// The spec (shape and the default dtype of `kind`: `F32`, `I64` or native `Bool`) of a tensor
+/// input of `shape`, for the output metadata functions a check evaluates.
+pub fn spec(kind: Kind, shape: &[usize]) -> TensorSpec {
+    let dtype = match kind {
+        Kind::Float => burn_backend::DType::F32,
+        Kind::Int => burn_backend::DType::I64,
+        Kind::Bool => burn_backend::DType::Bool(burn_backend::BoolStore::Native),
+    };
+    TensorSpec::new(crate::rt::Shape::from(shape.to_vec()), dtype)
+}
+
+/// A backend an op may be routed to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Burn's CPU backend.
+    Flex,
+    /// The cubecl backend (wgpu or CUDA), when this build has it.
+    Cube,
+    /// Burn's remote backend, when [`REMOTE_ENV`] names a server.
+    Remote,
+}
+
+/// This build's Cube device: wgpu's CPU adapter (lavapipe in CI) or CUDA device 0.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn cube_device() -> Device {
+    #[cfg(feature = "wgpu")]
+    return Device::wgpu(crate::rt::DeviceKind::Cpu);
+    #[cfg(all(feature = "cuda", not(feature = "wgpu")))]
+    return Device::cuda(0);
+}
+
+/// The devices of `op`'s backends this build has, the reference first (Flex when listed).
+fn devices_of(op: &Op) -> Vec<Device> {
+    let mut devices = Vec::new();
+    if op.routed(Backend::Flex) {
+        devices.push(Device::flex());
+    }
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    if op.routed(Backend::Cube) {
+        devices.push(cube_device());
+    }
+    if op.routed(Backend::Remote) {
+        devices.extend(remote_from_env());
+    }
+    devices
+}
+
+/// The remote device [`REMOTE_ENV`] names, if any.
+fn remote_from_env() -> Option<Device> {
+    let remote = std::env::var(REMOTE_ENV)
+        .ok()
+        .filter(|a| !a.trim().is_empty());
+    let address = remote?;
+    #[cfg(feature = "remote")]
+    return Some(remote_device(address.trim()));
+    #[cfg(not(feature = "remote"))]
+    {
+        eprintln!(
+            "op check: {REMOTE_ENV}={address} is ignored: this build of burn-route has no \
+             `remote` feature. Fix: build with `--features remote`, or unset {REMOTE_ENV}"
+        );
+        None
+    }
+}
+
+/// A client device on the burn-remote server at `address` (`ws://` is added when missing).
+#[cfg(feature = "remote")]
+fn remote_device(address: &str) -> Device {
+    use burn_tensor::remote::RemoteHost;
+    let url = if address.contains("://") {
+        address.to_owned()
+    } else {
+        format!("ws://{address}")
+    };
+    Device::remote_options(&RemoteHost::websocket(&url))
+        .init()
+        .unwrap_or_else(|err| {
+            panic!(
+                "op check: cannot connect to the remote device {url} named by {REMOTE_ENV}: \
+                 {err} Fix: start a burn-remote server there, or unset {REMOTE_ENV}"
+            )
+        })
+}
+
+/// Compares two sets of outputs leaf by leaf (see [`Op::output_shape`] for the leaves): the same
+/// number of leaves, the same kinds, presence and shapes; float elements within `tol`
+/// (`|actual - expected| <= tol * (1 + |expected|)`, NaN equal only to NaN), int and bool
+/// elements exactly. For checks such as a fused kernel (`actual`) against its composition
+/// (`expected`); `what` names the comparison in the message.
+///
+/// # Panics
+///
+/// On a difference, naming `op_name`, `what`, the output leaf and its worst element (flat index
+/// and index, got, expected, difference).
+#[track_caller]
+pub fn compare(op_name: &str, what: &str, actual: &[Value], expected: &[Value], tol: f64) {
+    let read_all = |values: &[Value], side: &str| -> Vec<HostLeaf> {
+        flatten(values.to_vec())
+            .into_iter()
+            .map(|leaf| {
+                read_leaf(leaf).unwrap_or_else(|detail| {
+                    fail(
+                        op_name,
+                        what,
+                        &format!("reading the {side} outputs: {detail}"),
+                        "wrap each output in the `Value` constructor of its kind",
+                    )
+                })
+            })
+            .collect()
+    };
+    let actual = read_all(actual, "actual");
+    let expected = read_all(expected, "expected");
+    if let Err(mismatch) = compare_leaves(&actual, &expected, tol) {
+        let fix = mismatch.fix(
+            "the actual outputs must match the expected ones: fix the computation that gives the \
+             actual values",
+            "the tolerance",
+            tol,
+        );
+        fail(op_name, what, &mismatch.detail, &fix);
+    }
+}
+
+/// Panics with the check's message.
+#[track_caller]
+fn fail(op: &str, check: &str, detail: &str, fix: &str) -> ! {
+    let stop = if detail.ends_with(['.', '?', '!']) {
+        ""
+    } else {
+        "."
+    };
+    panic!("op check failed: op `{op}`, {check}: {detail}{stop} Fix: {fix}")
+}
+
+/// The text a panic carried.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else {
+        "(a panic without a message)".to_owned()
+    }
+}
+
+// --- Host data --------------------------------------------------------------------------------
+
+/// The elements of a tensor on the host.
+#[derive(Clone, Debug, PartialEq)]
+enum Data {
+    Float(Vec<f32>),
+    Int(Vec<i64>),
+    Bool(Vec<bool>),
+}
+
+/// A tensor on the host.
+#[derive(Clone, Debug)]
+struct Host {
+    shape: Vec<usize>,
+    data: Data,
+}
+
+/// An output tensor, flattened out of the [`Value`]s.
+struct Leaf {
+    name: String,
+    kind: Kind,
+    tensor: Option<DispatchTensor>,
+}
+
+/// A [`Leaf`] read back to the host.
+#[derive(Debug)]
+struct HostLeaf {
+    name: String,
+    kind: Kind,
+    value: Option<Host>,
+}
+
+fn flatten(values: Vec<Value>) -> Vec<Leaf> {
+    let mut leaves = Vec::new();
+    for (position, value) in values.into_iter().enumerate() {
+        match value {
+            Value::Tensor(kind, tensor) => leaves.push(Leaf {
+                name: format!("output {position}"),
+                kind,
+                tensor: Some(tensor),
+            }),
+            Value::Optional(kind, tensor) => leaves.push(Leaf {
+                name: format!("output {position}"),
+                kind,
+                tensor,
+            }),
+            Value::Tensors(kind, tensors) => {
+                leaves.extend(tensors.into_iter().enumerate().map(|(i, tensor)| Leaf {
+                    name: format!("output {position}[{i}]"),
+                    kind,
+                    tensor: Some(tensor),
+                }));
+            }
+            Value::Plain => {}
+        }
+    }
+    leaves
+}
+
+fn read_leaf(leaf: Leaf) -> Result<HostLeaf, String> {
+    let value = match leaf.tensor {
+        None => None,
+        Some(tensor) => Some(read(tensor, leaf.kind).map_err(|e| format!("{}: {e}", leaf.name))?),
+    };
+    Ok(HostLeaf {
+        name: leaf.name,
+        kind: leaf.kind,
+        value,
+    })
+}
+
+/// Reads a tensor of `kind` back to the host.
+fn read(tensor: DispatchTensor, kind: Kind) -> Result<Host, String> {
+    let dtype = tensor.dtype();
+    let fits = match kind {
+        Kind::Float => dtype.is_float(),
+        Kind::Int => dtype.is_int() || dtype.is_uint(),
+        Kind::Bool => dtype.is_bool(),
+    };
+    if !fits {
+        return Err(format!(
+            "returned as a {kind} tensor (`Value::{kind}`), it holds dtype {dtype:?}; wrap it \
+             with the `Value` constructor of its kind"
+        ));
+    }
+    let data = match kind {
+        Kind::Float => read_sync(Dispatch::float_into_data(tensor)),
+        Kind::Int => read_sync(Dispatch::int_into_data(tensor)),
+        Kind::Bool => read_sync(Dispatch::bool_into_data(tensor)),
+    }
+    .map_err(|err| format!("reading it failed: {err:?}"))?;
+    let shape = data.shape().as_slice().to_vec();
+    let bad = |err| format!("converting its data failed: {err:?}");
+    let data = match kind {
+        Kind::Float => Data::Float(data.try_into_vec_as::<f32>().map_err(bad)?),
+        Kind::Int => Data::Int(data.try_into_vec_as::<i64>().map_err(bad)?),
+        Kind::Bool if data.dtype() == DType::Bool(BoolStore::Native) => {
+            Data::Bool(data.try_into_vec::<bool>().map_err(bad)?)
+        }
+        Kind::Bool => Data::Bool(
+            data.try_into_vec_as::<i64>()
+                .map_err(bad)?
+                .into_iter()
+                .map(|v| v != 0)
+                .collect(),
+        ),
+    };
+    Ok(Host { shape, data })
+}
+
+/// A host tensor on `device`, in the device's default dtype of its kind.
+fn upload(host: &Host, device: &Device) -> DispatchTensor {
+    let dispatch = device.as_dispatch();
+    let settings = get_or_init_device_settings::<Dispatch>(dispatch);
+    let shape = host.shape.clone();
+    match &host.data {
+        Data::Float(v) => Dispatch::float_from_data(
+            TensorData::new(v.clone(), shape).convert_dtype(settings.float_dtype.into()),
+            dispatch,
+        ),
+        Data::Int(v) => Dispatch::int_from_data(
+            TensorData::new(v.clone(), shape).convert_dtype(settings.int_dtype.into()),
+            dispatch,
+        ),
+        Data::Bool(v) => Dispatch::bool_from_data(
+            TensorData::new(v.clone(), shape).convert_dtype(settings.bool_dtype.into()),
+            dispatch,
+        ),
+    }
+}
+
+/// Element `flat` of `shape` as an index, `[1, 2]`.
+fn index_of(flat: usize, shape: &[usize]) -> String {
+    let mut rest = flat;
+    let mut index = vec![0; shape.len()];
+    for (i, &dim) in shape.iter().enumerate().rev() {
+        if dim > 0 {
+            index[i] = rest % dim;
+            rest /= dim;
+        }
+    }
+    format!("{index:?}")
+}
+
+/// Compares float elements: `Err` with the worst element (by difference over allowance) and
+/// how many are out of tolerance.
+fn compare_floats(
+    actual: &[f32],
+    expected: &[f32],
+    shape: &[usize],
+    tol: f64,
+) -> Result<(), String> {
+    let mut worst: Option<(usize, f64)> = None;
+    let mut failing = 0;
+    for (i, (&a, &e)) in actual.iter().zip(expected).enumerate() {
+        let (a, e) = (f64::from(a), f64::from(e));
+        if a == e || (a.is_nan() && e.is_nan()) {
+            continue;
+        }
+        let allowed = tol * (1.0 + e.abs());
+        let diff = (a - e).abs();
+        // NaN against a number, or infinities that differ: infinitely wrong.
+        let ratio = if diff.is_finite() {
+            diff / allowed
+        } else {
+            f64::INFINITY
+        };
+        if ratio > 1.0 {
+            failing += 1;
+            if worst.is_none_or(|(_, r)| ratio > r) {
+                worst = Some((i, ratio));
+            }
+        }
+    }
+    match worst {
+        None => Ok(()),
+        Some((i, _)) => {
+            let (a, e) = (actual[i], expected[i]);
+            let diff = (f64::from(a) - f64::from(e)).abs();
+            let allowed = tol * (1.0 + f64::from(e).abs());
+            Err(format!(
+                "worst element {i} (index {}): got {a}, expected {e} (difference {diff:.3e}, \
+                 allowed {allowed:.3e} = {tol} * (1 + |expected|)); {failing} of {} elements are \
+                 out of tolerance",
+                index_of(i, shape),
+                actual.len()
+            ))
+        }
+    }
+}
+
+/// Compares int or bool elements exactly: `Err` with the worst element (the largest difference;
+/// the first mismatch for bools).
+fn compare_exact<T: PartialEq + Copy + fmt::Debug>(
+    actual: &[T],
+    expected: &[T],
+    shape: &[usize],
+    distance: impl Fn(T, T) -> u128,
+) -> Result<(), String> {
+    let mut worst: Option<(usize, u128)> = None;
+    let mut failing = 0;
+    for (i, (&a, &e)) in actual.iter().zip(expected).enumerate() {
+        if a != e {
+            failing += 1;
+            let d = distance(a, e);
+            if worst.is_none_or(|(_, w)| d > w) {
+                worst = Some((i, d));
+            }
+        }
+    }
+    match worst {
+        None => Ok(()),
+        Some((i, _)) => Err(format!(
+            "worst element {i} (index {}): got {:?}, expected {:?} (exact comparison); {failing} \
+             of {} elements differ",
+            index_of(i, shape),
+            actual[i],
+            expected[i],
+            actual.len()
+        )),
+    }
+}
+
+/// How two lists of leaves differ: the first leaf that does, and whether it is float values
+/// (which a looser tolerance could pass) rather than structure, shapes or exact values.
+struct Mismatch {
+    detail: String,
+    rounding: bool,
+}
+
+impl From<String> for Mismatch {
+    fn from(detail: String) -> Self {
+        Self {
+            detail,
+            rounding: false,
+        }
+    }
+}
+
+impl Mismatch {
+    /// `fix`, and the tolerance to loosen when the difference may be rounding.
+    fn fix(&self, fix: &str, knob: &str, tol: f64) -> String {
+        if self.rounding {
+            format!("{fix}, or loosen {knob} (now {tol}) if the difference is rounding")
+        } else {
+            fix.to_owned()
+        }
+    }
+}
+
+/// Compares two lists of read leaves; `Err` names the first leaf that differs.
+fn compare_leaves(actual: &[HostLeaf], expected: &[HostLeaf], tol: f64) -> Result<(), Mismatch> {
+    if actual.len() != expected.len() {
+        let names = |leaves: &[HostLeaf]| {
+            leaves
+                .iter()
+                .map(|l| format!("{} ({})", l.name, l.kind))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(format!(
+            "got {} output leaves [{}], expected {} [{}]",
+            actual.len(),
+            names(actual),
+            expected.len(),
+            names(expected)
+        )
+        .into());
+    }
+    for (a, e) in actual.iter().zip(expected) {
+        let name = &e.name;
+        if a.kind != e.kind {
+            return Err(format!(
+                "{name} is a {} tensor, expected a {} tensor",
+                a.kind, e.kind
+            )
+            .into());
+        }
+        let (a, e) = match (&a.value, &e.value) {
+            (None, None) => continue,
+            (Some(_), None) => {
+                return Err(format!("{name} is present, expected absent (None)").into());
+            }
+            (None, Some(_)) => {
+                return Err(format!("{name} is absent (None), expected present").into());
+            }
+            (Some(a), Some(e)) => (a, e),
+        };
+        if a.shape != e.shape {
+            return Err(format!("{name} has shape {:?}, expected {:?}", a.shape, e.shape).into());
+        }
+        let result = match (&a.data, &e.data) {
+            (Data::Float(x), Data::Float(y)) => compare_floats(x, y, &e.shape, tol),
+            (Data::Int(x), Data::Int(y)) => compare_exact(x, y, &e.shape, |p, q| {
+                (i128::from(p) - i128::from(q)).unsigned_abs()
+            }),
+            (Data::Bool(x), Data::Bool(y)) => compare_exact(x, y, &e.shape, |_, _| 1),
+            _ => unreachable!("leaves of one kind hold data of that kind"),
+        };
+        result.map_err(|detail| Mismatch {
+            detail: format!("{name} differs: {detail}"),
+            rounding: matches!(e.data, Data::Float(_)),
+        })?;
+    }
+    Ok(())
+}
+
+// --- Drawing inputs ---------------------------------------------------------------------------
+
+/// xorshift64: small, deterministic, good enough for test inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        unit
+    }
+}
+
+/// FNV-1a of the op's name: its inputs are the same on every run.
+fn seed_of(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn draw(input: &Input, shape: &[usize], rng: &mut Rng) -> Host {
+    let n: usize = shape.iter().product();
+    let data = match (input.kind, input.value_range()) {
+        (Kind::Float, Some((lo, hi))) => Data::Float(
+            (0..n)
+                .map(|_| (lo + (hi - lo) * rng.unit()) as f32)
+                .collect(),
+        ),
+        (Kind::Int, Some((lo, hi))) => {
+            let (lo, hi) = (lo.ceil() as i64, hi.ceil() as i64);
+            let count = (hi - lo) as u64;
+            Data::Int(
+                (0..n)
+                    .map(|_| lo + (rng.next_u64() % count) as i64)
+                    .collect(),
+            )
+        }
+        _ => Data::Bool((0..n).map(|_| rng.next_u64() >> 63 == 1).collect()),
+    };
+    Host {
+        shape: shape.to_vec(),
+        data,
+    }
+}
+
+// --- The checks -------------------------------------------------------------------------------
+
+/// The drawn inputs of one op, and the calls of its closure.
+struct Checker<'a> {
+    op: &'a Op,
+    /// The seed of the inputs; the weights of the gradient check's loss derive from it.
+    #[cfg_attr(not(feature = "autodiff"), allow(dead_code))]
+    seed: u64,
+    /// Per input, per element.
+    inputs: Vec<Vec<Host>>,
+    /// The device values, the policy and gradients are checked on (Flex when the op is routed
+    /// to it).
+    reference: Device,
+}
+
+impl<'a> Checker<'a> {
+    fn new(op: &'a Op, reference: Device) -> Self {
+        let seed = seed_of(op.name);
+        let mut rng = Rng::new(seed);
+        let inputs = op
+            .inputs
+            .iter()
+            .map(|input| {
+                input
+                    .shapes
+                    .iter()
+                    .map(|shape| draw(input, shape, &mut rng))
+                    .collect()
+            })
+            .collect();
+        Self {
+            op,
+            seed,
+            inputs,
+            reference,
+        }
+    }
+
+    /// How messages name the reference device.
+    fn reference_name(&self) -> String {
+        if self.reference == Device::flex() {
+            "Flex".to_owned()
+        } else {
+            format!("{:?}", self.reference)
+        }
+    }
+
+    /// `None` (every input present), then the index of each optional input.
+    fn variants(&self) -> Vec<Option<usize>> {
+        let optional = self.op.inputs.iter().enumerate();
+        let optional = optional.filter(|(_, i)| i.container == Container::Optional);
+        std::iter::once(None)
+            .chain(optional.map(|(index, _)| Some(index)))
+            .collect()
+    }
+
+    fn variant_check(&self, check: &str, absent: Option<usize>) -> String {
+        match absent {
+            None => check.to_owned(),
+            Some(i) => format!("{check} with `{}` absent", self.op.inputs[i].name),
+        }
+    }
+
+    /// The closure's arguments on `device`, from `inputs` (the drawn ones, or a perturbed copy).
+    fn args(
+        &self,
+        inputs: &[Vec<Host>],
+        device: &Device,
+        track: bool,
+        absent: Option<usize>,
+    ) -> Args {
+        let slots = self
+            .op
+            .inputs
+            .iter()
+            .zip(inputs)
+            .enumerate()
+            .map(|(index, (input, hosts))| {
+                let tensors = hosts
+                    .iter()
+                    .map(|host| {
+                        let tensor = upload(host, device);
+                        #[cfg(feature = "autodiff")]
+                        if track && input.kind == Kind::Float {
+                            return Dispatch::float_set_require_grad(tensor, true);
+                        }
+                        tensor
+                    })
+                    .collect();
+                Slot {
+                    name: input.name,
+                    kind: input.kind,
+                    container: input.container,
+                    constructor: input.constructor(),
+                    tensors,
+                    present: absent != Some(index),
+                }
+            })
+            .collect();
+        #[cfg(not(feature = "autodiff"))]
+        let _ = track;
+        Args {
+            op: self.op.name,
+            device: device.clone(),
+            slots,
+        }
+    }
+
+    /// Calls the closure, turning a panic inside it into a check failure.
+    #[track_caller]
+    fn call<F>(&self, check: &str, f: &mut F, args: &mut Args) -> Result<Vec<Value>, RouteError>
+    where
+        F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+    {
+        match catch_unwind(AssertUnwindSafe(|| f(args))) {
+            Ok(result) => result,
+            Err(payload) => {
+                let text = panic_text(payload.as_ref());
+                if text.starts_with("op check failed:") {
+                    resume_unwind(payload);
+                }
+                fail(
+                    self.op.name,
+                    check,
+                    &format!("the check closure panicked: {text}"),
+                    "fix what panicked (the op's kernel, or the closure's use of `Args`), or, if the \
+                     op rightly refuses these inputs, change their declared shapes or ranges",
+                )
+            }
+        }
+    }
+
+    /// Calls the closure, which must succeed.
+    #[track_caller]
+    fn call_ok<F>(&self, check: &str, f: &mut F, args: &mut Args) -> Vec<Value>
+    where
+        F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+    {
+        self.call(check, f, args).unwrap_or_else(|err| {
+            let fix = if matches!(err, RouteError::TrackedInput { .. }) {
+                format!(
+                    "the op refuses tracked inputs, as a `reject` op does, but the check declares \
+                     it `Policy::{:?}`: declare `Policy::Reject` if the manifest does, or change \
+                     the op's `autodiff` policy in the manifest",
+                    self.op.policy
+                )
+            } else {
+                "follow the error's own fix; if the check's inputs are wrong for the op, change \
+                 their declared shapes or ranges"
+                    .to_owned()
+            };
+            fail(
+                self.op.name,
+                check,
+                &format!("the op returned an error: {err}"),
+                &fix,
+            )
+        })
+    }
+
+    /// Reads the leaves back, failing the check on a leaf of the wrong kind.
+    #[track_caller]
+    fn read_all(&self, check: &str, leaves: Vec<Leaf>) -> Vec<HostLeaf> {
+        leaves
+            .into_iter()
+            .map(|leaf| {
+                read_leaf(leaf).unwrap_or_else(|detail| {
+                    fail(
+                        self.op.name,
+                        check,
+                        &detail,
+                        "return each output with the `Value` constructor of its kind",
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The outputs of one untracked call on `device`, read back.
+    #[track_caller]
+    fn values<F>(
+        &self,
+        check: &str,
+        device: &Device,
+        absent: Option<usize>,
+        f: &mut F,
+    ) -> Vec<HostLeaf>
+    where
+        F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+    {
+        let mut args = self.args(&self.inputs, device, false, absent);
+        let values = self.call_ok(check, f, &mut args);
+        self.read_all(check, flatten(values))
+    }
+
+    #[track_caller]
+    fn check_output_shapes(&self, leaves: &[HostLeaf]) {
+        let op = self.op;
+        for (leaf, shape) in &op.output_shapes {
+            let Some(found) = leaves.get(*leaf) else {
+                fail(
+                    op.name,
+                    "output shapes",
+                    &format!(
+                        "`output_shape({leaf}, ..)` names output leaf {leaf}, but the op returned \
+                         {} leaves",
+                        leaves.len()
+                    ),
+                    "number the leaves from 0 over the returned values flattened in order (one \
+                     per tensor or optional tensor, one per `Vec` element)",
+                );
+            };
+            let got = found.value.as_ref().map(|h| &h.shape);
+            if got != Some(shape) {
+                let got = got.map_or_else(|| "absent (None)".to_owned(), |s| format!("{s:?}"));
+                fail(
+                    op.name,
+                    "output shapes",
+                    &format!(
+                        "output leaf {leaf} ({}) has shape {got}, but `output_shape` declares \
+                         {shape:?}",
+                        found.name
+                    ),
+                    "fix the op's shape computation (its kernel or its manifest `shape`), or the \
+                     declared shape if it is the one that is wrong",
+                );
+            }
+        }
+    }
+}
+
+#[cfg(feature = "autodiff")]
+mod autodiff {
+    //! The policy checks, on `Device::flex().autodiff()`.
+
+    use burn_backend::{AutodiffBackend, Scalar};
+
+    use super::*;
+
+    /// The float leaves' fixed random weights, from the leaves of the plain Flex run: in
+    /// `±[0.5, 1.5)`, so every output element counts.
+    fn weights(seed: u64, leaves: &[HostLeaf]) -> Vec<Option<Vec<f32>>> {
+        let mut rng = Rng::new(seed ^ 0x5DEE_CE66_D1CE_4E5B);
+        leaves
+            .iter()
+            .map(|leaf| match &leaf.value {
+                Some(Host {
+                    data: Data::Float(v),
+                    ..
+                }) => Some(
+                    v.iter()
+                        .map(|_| {
+                            #[allow(clippy::cast_possible_truncation)]
+                            let m = (0.5 + rng.unit()) as f32;
+                            if rng.next_u64() >> 63 == 1 { m } else { -m }
+                        })
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether every element of a gradient is zero.
+    fn is_zero(grad: DispatchTensor) -> Result<bool, String> {
+        match read(grad, Kind::Float)?.data {
+            Data::Float(v) => Ok(v.iter().all(|&g| g == 0.0)),
+            _ => unreachable!("a float gradient"),
+        }
+    }
+
+    impl Checker<'_> {
+        pub(super) fn policy<F>(&self, expected: &[HostLeaf], f: &mut F)
+        where
+            F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+        {
+            if !self.op.inputs.iter().any(|i| i.kind == Kind::Float) {
+                return; // Nothing to track.
+            }
+            match self.op.policy {
+                Policy::Reject => self.reject(expected, f),
+                Policy::Detach => self.detach(expected, f),
+                Policy::Differentiable => self.differentiable(expected, f),
+            }
+        }
+
+        /// The outputs of a call with the inputs on the autodiff device, tracked or not, and
+        /// their values checked against the plain Flex run.
+        #[track_caller]
+        fn tracked_call<F>(
+            &self,
+            check: &str,
+            track: bool,
+            expected: &[HostLeaf],
+            f: &mut F,
+        ) -> (Args, Vec<Leaf>)
+        where
+            F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+        {
+            let device = self.reference.clone().autodiff();
+            let mut args = self.args(&self.inputs, &device, track, None);
+            let leaves = flatten(self.call_ok(check, f, &mut args));
+            let copies = leaves
+                .iter()
+                .map(|l| Leaf {
+                    name: l.name.clone(),
+                    kind: l.kind,
+                    tensor: l.tensor.clone(),
+                })
+                .collect();
+            let actual = self.read_all(check, copies);
+            if let Err(mismatch) = compare_leaves(&actual, expected, self.op.value_tolerance) {
+                let fix = mismatch.fix(
+                    "the op's autodiff route (its `Autodiff<B, C>` kernel, or the concrete kernel \
+                     it runs) must compute what the plain route computes: fix whichever is wrong",
+                    "`Op::value_tolerance`",
+                    self.op.value_tolerance,
+                );
+                let detail = format!(
+                    "the values differ from the untracked Flex run: {}",
+                    mismatch.detail
+                );
+                fail(self.op.name, check, &detail, &fix);
+            }
+            (args, leaves)
+        }
+
+        fn reject<F>(&self, expected: &[HostLeaf], f: &mut F)
+        where
+            F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+        {
+            let op = self.op;
+            self.tracked_call(
+                "policy reject (untracked inputs on Flex autodiff)",
+                false,
+                expected,
+                f,
+            );
+            let check = "policy reject (tracked inputs on Flex autodiff)";
+            let device = self.reference.clone().autodiff();
+            let mut args = self.args(&self.inputs, &device, true, None);
+            let floats: Vec<&str> = op
+                .inputs
+                .iter()
+                .filter(|i| i.kind == Kind::Float)
+                .map(|i| i.name)
+                .collect();
+            match self.call(check, f, &mut args) {
+                Err(RouteError::TrackedInput {
+                    op: name, input, ..
+                }) if name == op.name && floats.contains(&input.name) => {}
+                Err(err) => fail(
+                    op.name,
+                    check,
+                    &format!(
+                        "expected `RouteError::TrackedInput` naming op `{}` and one of its float \
+                         inputs {floats:?}, got: {err}",
+                        op.name
+                    ),
+                    "a `reject` op must refuse a tracked float input with that error: check that \
+                     the closure calls this op's `try_` function with the inputs in order",
+                ),
+                Ok(_) => fail(
+                    op.name,
+                    check,
+                    "the op ran with tracked float inputs and returned `Ok`, but it is declared \
+                     `reject`",
+                    "declare the op's policy as generated code routes it (`Policy::Detach` or \
+                     `Policy::Differentiable` if ops.toml says so), or make the op refuse tracked \
+                     inputs",
+                ),
+            }
+        }
+
+        fn detach<F>(&self, expected: &[HostLeaf], f: &mut F)
+        where
+            F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+        {
+            let op = self.op;
+            let check = "policy detach (tracked inputs on Flex autodiff)";
+            let (args, leaves) = self.tracked_call(check, true, expected, f);
+            for leaf in &leaves {
+                if let (Kind::Float, Some(t)) = (leaf.kind, &leaf.tensor)
+                    && Dispatch::is_tracked(t)
+                {
+                    fail(
+                        op.name,
+                        check,
+                        &format!("{} is tracked, but a `detach` op must detach it", leaf.name),
+                        "run the op's concrete kernel on the inputs' inner tensors (as the \
+                         generated `detach` route does), or declare it `Policy::Differentiable`",
+                    );
+                }
+            }
+            // A backward pass from a loss of every output and a zero term of the first tracked
+            // input (so there is a graph to run) must give no input a gradient.
+            let device = self.reference.clone().autodiff();
+            let first = args.slots.iter().find(|s| s.kind == Kind::Float);
+            let Some(first) = first.and_then(|s| s.tensors.first()) else {
+                return;
+            };
+            let anchor = Dispatch::float_sum(Dispatch::float_mul_scalar(
+                first.clone(),
+                Scalar::from(0.0f32),
+            ));
+            let weights = weights(self.seed, expected);
+            let loss = weighted_loss(leaves, &weights, &device)
+                .map_or(anchor.clone(), |loss| Dispatch::float_add(anchor, loss));
+            let grads = Dispatch::backward(loss);
+            for (input, slot) in op.inputs.iter().zip(&args.slots) {
+                for (j, tensor) in slot.tensors.iter().enumerate() {
+                    if slot.kind != Kind::Float {
+                        continue;
+                    }
+                    let Some(grad) = Dispatch::grad(tensor, &grads) else {
+                        continue;
+                    };
+                    match is_zero(grad) {
+                        Ok(true) => {}
+                        Ok(false) => fail(
+                            op.name,
+                            check,
+                            &format!(
+                                "input `{}` got a nonzero gradient through the op, which is \
+                                 declared `detach`",
+                                input.element_name(j)
+                            ),
+                            "detach the op's outputs from the inputs' graph, or declare it \
+                             `Policy::Differentiable`",
+                        ),
+                        Err(detail) => fail(op.name, check, &detail, "read the gradient"),
+                    }
+                }
+            }
+        }
+
+        fn differentiable<F>(&self, expected: &[HostLeaf], f: &mut F)
+        where
+            F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+        {
+            let op = self.op;
+            let check = "policy differentiable (tracked inputs on Flex autodiff)";
+            let (args, leaves) = self.tracked_call(check, true, expected, f);
+            if !op.gradients {
+                return;
+            }
+            let check = "gradient check (autodiff against central finite differences)";
+            let device = self.reference.clone().autodiff();
+            if !leaves.iter().any(|l| {
+                l.kind == Kind::Float && l.tensor.as_ref().is_some_and(Dispatch::is_tracked)
+            }) {
+                fail(
+                    op.name,
+                    check,
+                    "no float output is tracked, though every float input is",
+                    "a `differentiable` op must record its outputs in the autodiff graph (route \
+                     tracked inputs to its `Autodiff<B, C>` kernel); if it has no float output to \
+                     differentiate, turn the check off with `Op::gradients(false)`",
+                );
+            }
+            let weights = weights(self.seed, expected);
+            let loss = weighted_loss(leaves, &weights, &device)
+                .expect("a tracked float output makes a loss");
+            let grads = Dispatch::backward(loss);
+
+            for (index, (input, slot)) in op.inputs.iter().zip(&args.slots).enumerate() {
+                if input.kind != Kind::Float {
+                    continue;
+                }
+                for (j, tensor) in slot.tensors.iter().enumerate() {
+                    let name = input.element_name(j);
+                    let grad = Dispatch::grad(tensor, &grads);
+                    if !input.gradient {
+                        let zero = grad.map_or(Ok(true), is_zero);
+                        if zero != Ok(true) {
+                            fail(
+                                op.name,
+                                check,
+                                &format!(
+                                    "input `{name}` is marked `no_gradient()` but got a nonzero \
+                                     gradient"
+                                ),
+                                "remove `.no_gradient()` from the input if the op does \
+                                 differentiate it, or stop its backward pass from giving it one",
+                            );
+                        }
+                        continue;
+                    }
+                    let Some(grad) = grad else {
+                        fail(
+                            op.name,
+                            check,
+                            &format!("input `{name}` is tracked but got no gradient"),
+                            "give every tracked float input its gradient in the op's backward \
+                             pass, or mark an input the op legitimately does not differentiate \
+                             with `Input::no_gradient()`",
+                        );
+                    };
+                    let auto = match read(grad, Kind::Float) {
+                        Ok(Host {
+                            shape,
+                            data: Data::Float(v),
+                        }) if shape == self.inputs[index][j].shape => v,
+                        Ok(Host { shape, .. }) => fail(
+                            op.name,
+                            check,
+                            &format!(
+                                "the gradient of input `{name}` has shape {shape:?}, but the \
+                                 input has shape {:?}",
+                                self.inputs[index][j].shape
+                            ),
+                            "sum the gradient back to the input's shape (over broadcast \
+                             dimensions) in the op's backward pass",
+                        ),
+                        Err(detail) => fail(op.name, check, &detail, "read the gradient"),
+                    };
+                    self.finite_differences(check, index, j, &auto, &weights, f);
+                }
+            }
+        }
+
+        /// Compares `auto`, the autodiff gradient of element `j` of input `index`, with
+        /// central finite differences of the loss on plain Flex inputs.
+        fn finite_differences<F>(
+            &self,
+            check: &str,
+            index: usize,
+            j: usize,
+            auto: &[f32],
+            weights: &[Option<Vec<f32>>],
+            f: &mut F,
+        ) where
+            F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+        {
+            let op = self.op;
+            let name = op.inputs[index].element_name(j);
+            let Data::Float(x) = &self.inputs[index][j].data else {
+                unreachable!("a float input");
+            };
+            let tol = op.tolerance;
+            let mut inputs = self.inputs.clone();
+            let mut worst: Option<(usize, f64, f64)> = None; // (element, ratio, fd)
+            let mut failing = 0;
+            for k in 0..x.len() {
+                let at = f64::from(x[k]);
+                let h = 1e-3 * at.abs().max(1.0);
+                #[allow(clippy::cast_possible_truncation)]
+                let (plus, minus) = ((at + h) as f32, (at - h) as f32);
+                let mut loss_at = |v: f32| {
+                    if let Data::Float(d) = &mut inputs[index][j].data {
+                        d[k] = v;
+                    }
+                    self.plain_loss(&inputs, weights, &name, k, f)
+                };
+                let (up, down) = (loss_at(plus), loss_at(minus));
+                if let Data::Float(d) = &mut inputs[index][j].data {
+                    d[k] = x[k];
+                }
+                let fd = (up - down) / (f64::from(plus) - f64::from(minus));
+                let a = f64::from(auto[k]);
+                let allowed = tol * (1.0 + fd.abs());
+                let diff = (a - fd).abs();
+                let ratio = if diff.is_finite() {
+                    diff / allowed
+                } else {
+                    f64::INFINITY
+                };
+                if ratio > 1.0 || ratio.is_nan() {
+                    failing += 1;
+                    if worst.is_none_or(|(_, r, _)| ratio > r) {
+                        worst = Some((k, ratio, fd));
+                    }
+                }
+            }
+            let Some((k, _, fd)) = worst else {
+                return;
+            };
+            let shape = &self.inputs[index][j].shape;
+            let (lo, hi) = op.inputs[index].value_range().unwrap_or_default();
+            #[allow(clippy::cast_possible_truncation)]
+            let expected = fd as f32;
+            fail(
+                op.name,
+                check,
+                &format!(
+                    "input `{name}` worst element {k} (index {}, x = {}): got {} from autodiff, \
+                     expected {expected} from finite differences (difference {:.3e}, allowed {:.3e} \
+                     = {tol} * (1 + |expected|)); {failing} of {} elements are out of \
+                     tolerance. Inputs drawn in [{lo}, {hi}) with seed {:#018x}, h = 1e-3 * \
+                     max(1, |x|)",
+                    index_of(k, shape),
+                    x[k],
+                    auto[k],
+                    (f64::from(auto[k]) - fd).abs(),
+                    tol * (1.0 + fd.abs()),
+                    x.len(),
+                    self.seed
+                ),
+                &format!(
+                    "correct the op's backward pass (its `Autodiff<B, C>` kernel or `backward` \
+                     formula) so it is the derivative of its forward pass; if the op is not \
+                     differentiable at these points (a kink, a clamp, a straight-through \
+                     estimator), narrow the input's range with `Input::range` to avoid them, or \
+                     loosen `Op::tolerance` (now {tol})"
+                ),
+            )
+        }
+
+        /// The loss of the outputs of an untracked Flex call on `inputs`, in `f64`.
+        fn plain_loss<F>(
+            &self,
+            inputs: &[Vec<Host>],
+            weights: &[Option<Vec<f32>>],
+            name: &str,
+            k: usize,
+            f: &mut F,
+        ) -> f64
+        where
+            F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+        {
+            let check = format!("finite differences of input `{name}` element {k}");
+            let mut args = self.args(inputs, &self.reference, false, None);
+            let values = self.call_ok(&check, f, &mut args);
+            let leaves = self.read_all(&check, flatten(values));
+            if leaves.len() != weights.len() {
+                fail(
+                    self.op.name,
+                    &check,
+                    &format!(
+                        "the op returned {} output leaves here but {} on the drawn inputs",
+                        leaves.len(),
+                        weights.len()
+                    ),
+                    "return the same outputs for every input",
+                );
+            }
+            let mut loss = 0.0;
+            for (leaf, w) in leaves.iter().zip(weights) {
+                if let (
+                    Some(Host {
+                        data: Data::Float(v),
+                        ..
+                    }),
+                    Some(w),
+                ) = (&leaf.value, w)
+                {
+                    if v.len() != w.len() {
+                        fail(
+                            self.op.name,
+                            &check,
+                            &format!(
+                                "{} has {} elements here but {} on the drawn inputs",
+                                leaf.name,
+                                v.len(),
+                                w.len()
+                            ),
+                            "keep the output shapes independent of the input values",
+                        );
+                    }
+                    loss += v
+                        .iter()
+                        .zip(w)
+                        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                        .sum::<f64>();
+                }
+            }
+            loss
+        }
+    }
+
+    /// `sum over float leaves of sum(out * w)` on `device`, or `None` without a float leaf.
+    fn weighted_loss(
+        leaves: Vec<Leaf>,
+        weights: &[Option<Vec<f32>>],
+        device: &Device,
+    ) -> Option<DispatchTensor> {
+        let mut loss: Option<DispatchTensor> = None;
+        for (leaf, w) in leaves.into_iter().zip(weights) {
+            let (Kind::Float, Some(out), Some(w)) = (leaf.kind, leaf.tensor, w) else {
+                continue;
+            };
+            let data = TensorData::new(w.clone(), out.shape()).convert_dtype(out.dtype());
+            let w = Dispatch::float_from_data(data, device.as_dispatch());
+            let term = Dispatch::float_sum(Dispatch::float_mul(out, w));
+            loss = Some(match loss {
+                None => term,
+                Some(loss) => Dispatch::float_add(loss, term),
+            });
+        }
+        loss
+    }
+}

@@ -1,0 +1,572 @@
+//! The machinery behind the `Autodiff<B, C>` implementations the generator writes from a
+//! manifest's `backward` (formulas or a function path): everything that is neither gradient
+//! math nor a kernel.
+//!
+//! The generator writes, per op, a value holding what the backward pass needs besides the float
+//! inputs (plain arguments, int and bool tensors, outputs it saves) and a [`Derivative`]
+//! implementation with the gradient math. [`Tape`] does the rest: it takes the op's float inputs
+//! apart, keeps what the backward pass reads (the inputs, the output, or, for an op declared
+//! `checkpoint = "recompute"`, only their node ids), registers the node in Burn's graph, and at
+//! backward time hands each tracked input its gradient summed back to the input's shape.
+//!
+//! Generated code names this module `rt::__private::grad`; nothing here is a stable API.
+
+use core::fmt::Debug;
+use core::marker::PhantomData;
+
+use burn_autodiff::checkpoint::base::Checkpointer;
+use burn_autodiff::checkpoint::retro_forward::RetroForward;
+use burn_autodiff::checkpoint::state::BackwardStates;
+use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn_autodiff::grads::Gradients;
+use burn_autodiff::ops::{Backward, NodeGuard, Ops, OpsKind};
+use burn_autodiff::{Autodiff, NodeId};
+use burn_backend::tensor::{BoolTensor, FloatTensor};
+use burn_backend::{
+    Backend, BoolDType, FloatDType, Scalar, Shape, TensorMetadata, get_or_init_device_settings,
+};
+
+/// A float tensor of `Autodiff<B, C>` (the same type for every checkpoint strategy).
+type AutodiffTensor<B> = FloatTensor<Autodiff<B>>;
+
+/// One op's backward pass, as the generator writes it from the manifest: `Self` holds what the
+/// pass needs besides the float inputs (plain arguments, int/bool tensors, saved outputs).
+///
+/// `N` is the number of float inputs (an absent optional input keeps its slot).
+pub trait Derivative<B: Backend, const N: usize>: Clone + Debug + Send + 'static {
+    /// Whether it reads the op's float output.
+    const OUTPUT: bool;
+
+    /// The gradient of every float input whose `tracked` entry is set, at any shape the
+    /// output broadcasts to that input's (it is summed back by the caller); `grad` is the
+    /// incoming gradient of the output.
+    fn backward(
+        self,
+        saved: Saved<B, N>,
+        grad: FloatTensor<B>,
+        tracked: [bool; N],
+    ) -> [Option<FloatTensor<B>>; N];
+}
+
+/// An op declared `checkpoint = "recompute"`: its forward pass can run again from its float
+/// inputs (the rest is in `self`), so its output need not be kept.
+pub trait Recompute<B: Backend, const N: usize>: Derivative<B, N> {
+    /// The op's float output, from the float inputs (absent optional inputs are `None`).
+    fn forward(&self, inputs: Saved<B, N>) -> FloatTensor<B>;
+}
+
+/// The float tensors a backward pass (or a recomputation) reads: the inputs it declared
+/// reading, and the output.
+#[derive(Debug)]
+pub struct Saved<B: Backend, const N: usize> {
+    inputs: [Option<FloatTensor<B>>; N],
+    output: Option<FloatTensor<B>>,
+}
+
+/// What [`Saved`] says when asked for a tensor the derivative did not declare: a generator bug.
+const UNDECLARED: &str = "burn-route: a generated backward pass read a tensor it did not declare \
+     (please report this as a burn-route bug)";
+
+impl<B: Backend, const N: usize> Saved<B, N> {
+    /// Float input `index`, which is present (not an absent optional input).
+    pub fn input(&mut self, index: usize) -> FloatTensor<B> {
+        self.inputs[index].take().expect(UNDECLARED)
+    }
+
+    /// Optional float input `index`.
+    pub fn optional(&mut self, index: usize) -> Option<FloatTensor<B>> {
+        self.inputs[index].take()
+    }
+
+    /// The op's float output.
+    pub fn output(&mut self) -> FloatTensor<B> {
+        self.output.take().expect(UNDECLARED)
+    }
+}
+
+/// What a tracked node keeps for its backward pass.
+#[derive(Clone, Debug)]
+enum Kept<B: Backend, const N: usize> {
+    /// The tensors themselves (`checkpoint = "keep"`, the default).
+    Tensors {
+        inputs: [Option<FloatTensor<B>>; N],
+        output: Option<FloatTensor<B>>,
+    },
+    /// The float inputs' node ids: the checkpointer gives the tensors back (recomputing them
+    /// when they were not kept), and the output is recomputed (`checkpoint = "recompute"`).
+    Checkpointed { ids: [Option<NodeId>; N] },
+}
+
+/// The state of a generated node in Burn's graph.
+#[derive(Clone, Debug)]
+pub struct State<B: Backend, D, const N: usize> {
+    derivative: D,
+    kept: Kept<B, N>,
+    /// Each float input's shape (empty for an absent optional input).
+    shapes: [Shape; N],
+    /// Which float inputs the call had.
+    present: [bool; N],
+}
+
+/// Burn's [`Backward`] for a [`Derivative`].
+#[derive(Debug)]
+pub struct Node<D, const R: bool>(PhantomData<fn() -> D>);
+
+impl<B: Backend, D: Derivative<B, N>, const N: usize> Backward<B, N> for Node<D, false> {
+    type State = State<B, D, N>;
+
+    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let Ops {
+            parents,
+            node,
+            state,
+        } = ops;
+        let Kept::Tensors { inputs, output } = state.kept else {
+            unreachable!("a kept node holds its tensors")
+        };
+        let grad = grads.consume::<B>(&node);
+        distribute::<B, N>(
+            parents.map(|p| p.map(|p| p.id)),
+            grads,
+            state.present,
+            &state.shapes,
+            |tracked| {
+                state
+                    .derivative
+                    .backward(Saved { inputs, output }, grad, tracked)
+            },
+        );
+    }
+}
+
+impl<B: Backend, D: Recompute<B, N>, const N: usize> Backward<B, N> for Node<D, true> {
+    type State = State<B, D, N>;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, N>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let Ops {
+            parents,
+            node,
+            state,
+        } = ops;
+        let Kept::Checkpointed { ids } = state.kept else {
+            unreachable!("a recomputed node holds node ids")
+        };
+        let inputs = ids.map(|id| id.map(|id| checkpointer.retrieve_node_output(id)));
+        let output = D::OUTPUT.then(|| {
+            state.derivative.forward(Saved {
+                inputs: inputs.clone(),
+                output: None,
+            })
+        });
+        let grad = grads.consume::<B>(&node);
+        distribute::<B, N>(
+            parents.map(|p| p.map(|p| p.id)),
+            grads,
+            state.present,
+            &state.shapes,
+            |tracked| {
+                state
+                    .derivative
+                    .backward(Saved { inputs, output }, grad, tracked)
+            },
+        );
+    }
+}
+
+/// Computes the gradients of the tracked, present inputs and registers each, summed back to its
+/// input's shape.
+fn distribute<B: Backend, const N: usize>(
+    parents: [Option<NodeId>; N],
+    grads: &mut Gradients,
+    present: [bool; N],
+    shapes: &[Shape; N],
+    compute: impl FnOnce([bool; N]) -> [Option<FloatTensor<B>>; N],
+) {
+    let mut tracked = [false; N];
+    for i in 0..N {
+        tracked[i] = present[i] && parents[i].is_some();
+    }
+    let computed = compute(tracked);
+    for (i, (parent, grad)) in parents.into_iter().zip(computed).enumerate() {
+        if let (true, Some(parent), Some(grad)) = (tracked[i], parent, grad) {
+            grads.register::<B>(parent, to_shape::<B>(grad, &shapes[i]));
+        }
+    }
+}
+
+/// `grad` at `shape`: summed over the dimensions the forward pass broadcast (where `shape` has
+/// 1), expanded over those a reduction kept at 1 (where `grad` has 1).
+///
+/// # Panics
+///
+/// When the ranks differ or a dimension is neither: the gradient math is wrong for this input.
+pub fn to_shape<B: Backend>(grad: FloatTensor<B>, shape: &Shape) -> FloatTensor<B> {
+    let have = grad.shape();
+    if have == *shape {
+        return grad;
+    }
+    assert!(
+        have.num_dims() == shape.num_dims()
+            && (0..have.num_dims()).all(|d| have[d] == shape[d] || have[d] == 1 || shape[d] == 1),
+        "burn-route: a backward pass produced a gradient of shape {:?} for an input of shape {:?}; \
+         the gradient of an input must have the output's shape, the input's, or one that \
+         broadcasts to it (see README \"Writing the backward pass\")",
+        have.as_slice(),
+        shape.as_slice(),
+    );
+    let mut grad = grad;
+    for d in 0..shape.num_dims() {
+        if shape[d] == 1 && have[d] != 1 {
+            grad = B::float_sum_dim(grad, d);
+        }
+    }
+    if grad.shape() != *shape {
+        grad = B::float_expand(grad, shape.clone());
+    }
+    grad
+}
+
+/// An op's float inputs on their way through a generated `Autodiff<B, C>` implementation: their
+/// nodes, shapes and what the backward pass keeps of them.
+#[derive(Debug)]
+pub struct Tape<B: Backend, const N: usize> {
+    /// The guards `prepare` takes; an absent optional input borrows a present input's node
+    /// (its gradient is never computed). `None` when no float input is present.
+    guards: Option<[NodeGuard; N]>,
+    shapes: [Shape; N],
+    present: [bool; N],
+    primitives: [Option<FloatTensor<B>>; N],
+    /// Copies for the backward pass (tracked calls only): the primitives it reads, or for a
+    /// recomputed op the autodiff tensors themselves (the checkpointer keeps what it needs).
+    kept: [Option<AutodiffTensor<B>>; N],
+    /// The inputs the backward pass reads.
+    reads: [bool; N],
+    tracked: bool,
+}
+
+impl<B: Backend, const N: usize> Tape<B, N> {
+    /// Takes the float inputs apart. `reads` are the inputs whose values the backward pass
+    /// needs: a tracked call keeps those.
+    pub fn new(inputs: [Option<AutodiffTensor<B>>; N], reads: [bool; N]) -> Self {
+        Self::with(inputs, reads, false)
+    }
+
+    /// [`Tape::new`] for an op declared `checkpoint = "recompute"`: a tracked call keeps every
+    /// input's handle until [`Tape::finish_recomputed`] registers them with the checkpointer
+    /// (which under gradient checkpointing decides what is kept and what recomputed).
+    pub fn recomputed(inputs: [Option<AutodiffTensor<B>>; N], reads: [bool; N]) -> Self {
+        Self::with(inputs, reads, true)
+    }
+
+    fn with(inputs: [Option<AutodiffTensor<B>>; N], reads: [bool; N], all: bool) -> Self {
+        let present = inputs.each_ref().map(Option::is_some);
+        let shapes = inputs
+            .each_ref()
+            .map(|t| t.as_ref().map_or_else(|| Shape::new([0; 0]), |t| t.shape()));
+        let tracked = inputs.iter().flatten().any(AutodiffTensor::is_tracked);
+        let guards = inputs.iter().flatten().next().map(|anchor| {
+            inputs
+                .each_ref()
+                .map(|t| t.as_ref().unwrap_or(anchor).node())
+        });
+        let mut kept = [const { None }; N];
+        if tracked {
+            for (i, t) in inputs.iter().enumerate() {
+                if reads[i] || all {
+                    kept[i] = t.clone();
+                }
+            }
+        }
+        let primitives = inputs.map(|t| t.map(AutodiffTensor::into_primitive));
+        Self {
+            guards,
+            shapes,
+            present,
+            primitives,
+            kept,
+            reads,
+            tracked,
+        }
+    }
+
+    /// Float input `index`'s primitive, for the forward pass (a present input).
+    pub fn input(&mut self, index: usize) -> FloatTensor<B> {
+        self.primitives[index].take().expect(UNDECLARED)
+    }
+
+    /// Optional float input `index`'s primitive.
+    pub fn optional(&mut self, index: usize) -> Option<FloatTensor<B>> {
+        self.primitives[index].take()
+    }
+
+    /// Whether any float input is tracked: the backward pass will run.
+    pub fn tracked(&self) -> bool {
+        self.tracked
+    }
+
+    /// Registers the node of an op whose backward pass keeps its tensors; returns the output.
+    pub fn finish<C: CheckpointStrategy, D: Derivative<B, N>>(
+        self,
+        derivative: D,
+        output: FloatTensor<B>,
+    ) -> AutodiffTensor<B> {
+        let Some(guards) = self.guards else {
+            return AutodiffTensor::new(output);
+        };
+        match Node::<D, false>(PhantomData)
+            .prepare::<C>(guards)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let inputs = self.kept.map(|t| t.map(AutodiffTensor::into_primitive));
+                let state = State {
+                    derivative,
+                    kept: Kept::Tensors {
+                        inputs,
+                        output: D::OUTPUT.then(|| output.clone()),
+                    },
+                    shapes: self.shapes,
+                    present: self.present,
+                };
+                prep.finish(state, output)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(output),
+        }
+    }
+
+    /// Registers the node of an op declared `checkpoint = "recompute"`: memory-bound, with a
+    /// retro-forward, so that under gradient checkpointing its output is recomputed when needed
+    /// instead of kept, and its backward pass gets its inputs from the checkpointer.
+    pub fn finish_recomputed<C: CheckpointStrategy, D: Recompute<B, N>>(
+        self,
+        derivative: D,
+        output: FloatTensor<B>,
+    ) -> AutodiffTensor<B> {
+        let Some(guards) = self.guards else {
+            return AutodiffTensor::new(output);
+        };
+        // The retro-forward recomputes the output from every input; the backward pass gets back
+        // from the checkpointer the inputs it reads (all of them when it reads the output, which
+        // it recomputes).
+        let ids = self
+            .kept
+            .each_ref()
+            .map(|t| t.as_ref().map(AutodiffTensor::id));
+        let retro = Retro::<B, D, N> {
+            derivative: derivative.clone(),
+            ids,
+            _backend: PhantomData,
+        };
+        let parents = self.kept.iter().flatten();
+        match Node::<D, true>(PhantomData)
+            .prepare::<C>(guards)
+            .memory_bound()
+            .retro_forward(retro)
+            .parents(parents)
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let mut ids = [None; N];
+                for (i, t) in self.kept.iter().enumerate() {
+                    if let Some(t) = t
+                        && (self.reads[i] || D::OUTPUT)
+                    {
+                        ids[i] = Some(prep.checkpoint(t));
+                    }
+                }
+                let state = State {
+                    derivative,
+                    kept: Kept::Checkpointed { ids },
+                    shapes: self.shapes,
+                    present: self.present,
+                };
+                prep.finish(state, output)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(output),
+        }
+    }
+}
+
+/// The retro-forward of a recomputed op: its output, from its inputs' states.
+#[derive(Debug)]
+struct Retro<B: Backend, D, const N: usize> {
+    derivative: D,
+    ids: [Option<NodeId>; N],
+    _backend: PhantomData<fn() -> B>,
+}
+
+impl<B: Backend, D: Recompute<B, N>, const N: usize> RetroForward for Retro<B, D, N> {
+    fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
+        let inputs = self
+            .ids
+            .map(|id| id.map(|id| states.get_state::<FloatTensor<B>>(&id)));
+        let output = self.derivative.forward(Saved {
+            inputs,
+            output: None,
+        });
+        states.save(out_node, output);
+    }
+}
+
+/// A clone of `value`, for what both the kernel and the backward pass take by value (clippy
+/// would flag `.clone()` on the `Copy` types most plain arguments are).
+pub fn keep<T: Clone>(value: &T) -> T {
+    T::clone(value)
+}
+
+/// A number a formula reads: the op's numeric plain arguments.
+pub trait Number: Copy {
+    /// The value as an `f64`.
+    fn value(self) -> f64;
+}
+
+macro_rules! numbers {
+    ($($t:ty),*) => {$(
+        impl Number for $t {
+            #[allow(clippy::cast_precision_loss, clippy::cast_lossless)]
+            fn value(self) -> f64 {
+                self as f64
+            }
+        }
+    )*};
+}
+numbers!(f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+
+/// `value` as a formula's number.
+pub fn number<T: Number>(value: &T) -> f64 {
+    value.value()
+}
+
+/// A scalar operand of a backend primitive.
+pub fn scalar(value: f64) -> Scalar {
+    Scalar::from(value)
+}
+
+fn bool_dtype<B: Backend>(like: &FloatTensor<B>) -> BoolDType {
+    get_or_init_device_settings::<B>(&like.device()).bool_dtype
+}
+
+fn as_float<B: Backend>(mask: BoolTensor<B>, like: FloatDType) -> FloatTensor<B> {
+    B::bool_into_float(mask, like)
+}
+
+/// How a formula compares: the `gt`, `ge`, `lt` and `le` functions.
+#[derive(Clone, Copy, Debug)]
+pub enum Compare {
+    /// `>`.
+    Greater,
+    /// `>=`.
+    GreaterEqual,
+    /// `<`.
+    Lower,
+    /// `<=`.
+    LowerEqual,
+}
+
+fn compare_mask<B: Backend>(lhs: FloatTensor<B>, rhs: f64, how: Compare) -> BoolTensor<B> {
+    let dtype = bool_dtype::<B>(&lhs);
+    let rhs = scalar(rhs);
+    match how {
+        Compare::Greater => B::float_greater_elem(lhs, rhs, dtype),
+        Compare::GreaterEqual => B::float_greater_equal_elem(lhs, rhs, dtype),
+        Compare::Lower => B::float_lower_elem(lhs, rhs, dtype),
+        Compare::LowerEqual => B::float_lower_equal_elem(lhs, rhs, dtype),
+    }
+}
+
+/// `1` where `lhs` compares to the number `rhs` as `how` says, `0` elsewhere.
+pub fn compare<B: Backend>(lhs: FloatTensor<B>, rhs: f64, how: Compare) -> FloatTensor<B> {
+    let dtype = FloatDType::from(lhs.dtype());
+    as_float::<B>(compare_mask::<B>(lhs, rhs, how), dtype)
+}
+
+/// `1` where `lhs` compares to the tensor `rhs` as `how` says, `0` elsewhere.
+pub fn compare_tensors<B: Backend>(
+    lhs: FloatTensor<B>,
+    rhs: FloatTensor<B>,
+    how: Compare,
+) -> FloatTensor<B> {
+    compare::<B>(B::float_sub(lhs, rhs), 0.0, how)
+}
+
+/// `relu_mask(x)`: `1` where `x > 0`, `0` elsewhere.
+pub fn relu_mask<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    compare::<B>(x, 0.0, Compare::Greater)
+}
+
+/// One side of `where`: a tensor or a number.
+#[derive(Debug)]
+pub enum Operand<B: Backend> {
+    /// A tensor.
+    Tensor(FloatTensor<B>),
+    /// A number.
+    Number(f64),
+}
+
+/// `where(cond, a, b)`: `a` where `cond` is not zero, `b` elsewhere.
+pub fn select<B: Backend>(cond: FloatTensor<B>, a: Operand<B>, b: Operand<B>) -> FloatTensor<B> {
+    let float = FloatDType::from(cond.dtype());
+    let shape = cond.shape();
+    let device = cond.device();
+    let mask = B::float_not_equal_elem(cond, scalar(0.0), bool_dtype_of::<B>(&device));
+    let base = match b {
+        Operand::Tensor(b) => b,
+        Operand::Number(b) => B::float_full(shape, scalar(b), &device, float),
+    };
+    match a {
+        Operand::Tensor(a) => B::float_mask_where(base, mask, a),
+        Operand::Number(a) => B::float_mask_fill(base, mask, scalar(a)),
+    }
+}
+
+fn bool_dtype_of<B: Backend>(device: &B::Device) -> BoolDType {
+    get_or_init_device_settings::<B>(device).bool_dtype
+}
+
+/// `dim` of a tensor of rank `rank`, counting from the end when negative.
+///
+/// # Panics
+///
+/// When `dim` is out of range: the formula names a dimension the tensor does not have.
+pub fn dim(dim: i64, rank: usize, formula: &str) -> usize {
+    let resolved = if dim < 0 { rank as i64 + dim } else { dim };
+    assert!(
+        (0..rank as i64).contains(&resolved),
+        "burn-route: the backward formula `{formula}` names dimension {dim}, but the tensor has \
+         rank {rank}"
+    );
+    resolved as usize
+}
+
+/// `sum_dim(x, dim)`: the sum over `dim`, kept with size 1.
+pub fn sum_dim<B: Backend>(x: FloatTensor<B>, at: i64, formula: &str) -> FloatTensor<B> {
+    let d = dim(at, x.shape().num_dims(), formula);
+    B::float_sum_dim(x, d)
+}
+
+/// `mean_dim(x, dim)`: the mean over `dim`, kept with size 1.
+pub fn mean_dim<B: Backend>(x: FloatTensor<B>, at: i64, formula: &str) -> FloatTensor<B> {
+    let d = dim(at, x.shape().num_dims(), formula);
+    B::float_mean_dim(x, d)
+}
+
+/// `number - x`.
+pub fn rsub<B: Backend>(number: f64, x: FloatTensor<B>) -> FloatTensor<B> {
+    B::float_add_scalar(B::float_neg(x), scalar(number))
+}
+
+/// `number / x`.
+pub fn rdiv<B: Backend>(number: f64, x: FloatTensor<B>) -> FloatTensor<B> {
+    B::float_mul_scalar(B::float_recip(x), scalar(number))
+}
+
+/// `powf(number, x)`: `number` to the power of each element.
+pub fn rpow<B: Backend>(number: f64, x: FloatTensor<B>) -> FloatTensor<B> {
+    B::float_exp(B::float_mul_scalar(x, scalar(number.ln())))
+}
