@@ -6,9 +6,10 @@
 
 use serde_json::{Value, json};
 
+use crate::formula::{FUNCTIONS, Function, GRAD, NONE, OUTPUT, Param};
 use crate::ir::{BackendName, TensorKind};
 use crate::parse::{
-    BACKEND_KEYS, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS, ROUTING_KEYS, SHAPE_KEYS, TOP_KEYS,
+    BACKEND_KEYS, CHECK_KEYS, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS, ROUTING_KEYS, SHAPE_KEYS, TOP_KEYS,
 };
 
 /// The names `crate::names` accepts (keywords aside): `UpperCamelCase` traits, `snake_case`
@@ -17,6 +18,13 @@ const TRAIT_NAME: &str = "^[A-Z][A-Za-z0-9]*$";
 const OP_NAME: &str = "^[a-z][a-z0-9]*(_[a-z0-9]+)*_?$";
 const INPUT_NAME: &str = "^_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?$";
 const RANK_NAME: &str = "^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_?$";
+/// An entry of `save`: an input's name, `output`, or `output.N` (`output.N.M` in nested tuples).
+const SAVED_VALUE: &str = "^(output(\\.[0-9]+)*|_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?)$";
+/// The values of `checkpoint` (the validator's `CHECKPOINT_VALUES`; a unit test checks that
+/// each one is accepted).
+const CHECKPOINT_VALUES: &[&str] = &["keep", "recompute"];
+/// The plain types a formula reads as numbers (the validator's `NUMBER_TYPES`).
+const NUMBER_TYPES: &str = "f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize";
 
 fn backend_names() -> Vec<&'static str> {
     BackendName::ALL.iter().map(|b| b.as_str()).collect()
@@ -24,6 +32,46 @@ fn backend_names() -> Vec<&'static str> {
 
 fn kinds() -> Vec<&'static str> {
     TensorKind::ALL.iter().map(|k| k.as_str()).collect()
+}
+
+/// `clamp(x: tensor, lo: number, hi: number): x clamped to [lo, hi]`: a function of the
+/// formula language, as the descriptions list it.
+fn function_entry(f: &Function) -> String {
+    let names: &[&str] = match f.params {
+        [_] => &["x"],
+        [_, Param::Dim] => &["x", "dim"],
+        [_, _] => &["x", "y"],
+        [Param::Tensor, Param::Number, Param::Number] => &["x", "lo", "hi"],
+        [_, _, _] => &["cond", "a", "b"],
+        _ => &[],
+    };
+    let params: Vec<String> = f
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let kind = match p {
+                Param::Tensor => "tensor",
+                Param::Number => "number",
+                Param::Either => "tensor or number",
+                Param::Dim => "integer literal",
+            };
+            match names.get(i) {
+                Some(name) => format!("{name}: {kind}"),
+                None => kind.to_owned(),
+            }
+        })
+        .collect();
+    format!("{}({}): {}", f.name, params.join(", "), f.doc)
+}
+
+/// The description of a formula: its grammar, names and functions.
+fn formula_description() -> String {
+    let functions: Vec<String> = FUNCTIONS.iter().map(function_entry).collect();
+    format!(
+        "The input's gradient, as a formula (or \"{NONE}\": no gradient flows to it). Names: `{GRAD}` (the incoming gradient of the op's float output), `{OUTPUT}` (the op's float output), the op's single (not optional) float tensor inputs, and its plain inputs of a numeric type ({NUMBER_TYPES}), read as numbers. Number literals (`2`, `0.5`, `1e-3`), `+ - * /` (a tensor with a number: elementwise), unary `-` and parentheses. Functions: {}. The formula must evaluate to a tensor: of the output's shape or the input's, or one that broadcasts between them (it is summed back to the input's shape, or expanded over dimensions a reduction kept at 1).",
+        functions.join("; ")
+    )
 }
 
 /// The schema of one key, by table.
@@ -40,8 +88,13 @@ fn property(table: &str, key: &str) -> Value {
             "type": "string", "pattern": TRAIT_NAME
         }),
         ("routing", "autodiff_trait") => json!({
-            "description": "Name of the trait with the Autodiff<B, C> kernels of differentiable ops (default: `trait` + \"Autodiff\").",
+            "description": "Name of the trait with the hand-written Autodiff<B, C> kernels of the differentiable ops that declare no `backward` (default: `trait` + \"Autodiff\"). Generated only when such an op exists.",
             "type": "string", "pattern": TRAIT_NAME
+        }),
+        ("routing", "backward_bounds") => json!({
+            "description": "Full paths of extra traits the backend of every generated Autodiff<B, C> implementation must implement: what the free functions named by function-form `backward` keys need (a trait-method path adds its trait by itself), e.g. \"crate::kernels::MyBackwardKernels\".",
+            "type": "array",
+            "items": { "type": "string", "pattern": "::" }
         }),
         ("routing" | "op", "backends") => json!({
             "description": "Backends the ops are routed to (on an op: replaces routing.backends).",
@@ -67,7 +120,7 @@ fn property(table: &str, key: &str) -> Value {
             json!({ "description": "Documentation of every generated item for the op.", "type": "string" })
         }
         ("op", "autodiff") => json!({
-            "description": "What a tracked float input does: run the Autodiff<B, C> implementation (differentiable), run detached (detach), or fail (reject, the default).",
+            "description": "What a tracked float input does: run the Autodiff<B, C> implementation (differentiable: generated from `backward`, or from `composite`, else written by hand), run detached (detach), or fail (reject, the default).",
             "enum": ["differentiable", "detach", "reject"]
         }),
         ("op", "inputs") => json!({
@@ -86,6 +139,82 @@ fn property(table: &str, key: &str) -> Value {
         ("op", "composition") => json!({
             "description": "Path of a function generic over B: Backend writing the op with backend primitives: the default body of its trait method (backends without a kernel of their own run it) and, when the outputs declare no shape and dtype, what it runs on Fusion<B>, which Burn fuses.",
             "type": "string"
+        }),
+        ("op", "backward") => json!({
+            "description": "The op's backward pass, from which its Autodiff<B, C> implementation is generated: a table of gradient formulas keyed by float input, or the path of a Rust function. Only for a differentiable op that is not composite, has exactly one float tensor output (other outputs int, bool or plain) and no `vec` float input.",
+            "oneOf": [
+                {
+                    "description": "Function form: the full path of a function generic over the backend (`crate::m::f`, called `crate::m::f::<B>(...)`), or of a trait method (`crate::m::MyTrait::f`, called `<B as crate::m::MyTrait>::f(...)`; the trait joins the backend's bounds). It receives the `save` values (default: every input but the device, in order: float inputs as FloatTensor<B>, Option for optional ones; int/bool tensors; plain values), then `grad: FloatTensor<B>` (the incoming gradient of the float output), then, with more than one float input, `tracked: [bool; N]`; it returns the gradient FloatTensor<B> (one float input) or [Option<FloatTensor<B>>; N]. Gradients are summed back to each input's shape.",
+                    "type": "string",
+                    "pattern": "::"
+                },
+                {
+                    "description": "Formula form: one formula per single or optional float input (all of them), \"none\" for an input that gets no gradient.",
+                    "type": "object",
+                    "propertyNames": { "pattern": INPUT_NAME },
+                    "additionalProperties": {
+                        "description": formula_description(),
+                        "type": "string",
+                        "minLength": 1
+                    },
+                    "minProperties": 1
+                }
+            ]
+        }),
+        ("op", "save") => json!({
+            "description": "What the backward pass keeps from the forward pass, in order: input names, `output` (the float output) and `output.N` (element N, from 0, of a tuple output; `output.N.M` in a nested one). With formulas: inferred, and when given it must list exactly what they read. With a function: what the function receives, in this order (default: every input but the device).",
+            "type": "array",
+            "items": { "type": "string", "pattern": SAVED_VALUE },
+            "uniqueItems": true
+        }),
+        ("op", "checkpoint") => json!({
+            "description": "keep (the default): the backward pass keeps what it reads. recompute: a memory-bound op; under gradient checkpointing its output is recomputed instead of kept, and its backward pass gets its inputs from the checkpointer (every non-float argument must then be an owned type).",
+            "enum": CHECKPOINT_VALUES
+        }),
+        ("op", "check") => json!({
+            "description": "How the generated op check (Builder::op_check) calls the op.",
+            "$ref": "#/definitions/check"
+        }),
+        ("check", "shapes") => json!({
+            "description": "Input name -> the shape the check gives that tensor input, e.g. `[2, 3]`; for a `vec` input, an array of shapes (one per element). Default: sizes 2, 3, 4, ... adjusted to the shape contracts; two elements for a `vec` input.",
+            "type": "object",
+            "propertyNames": { "pattern": INPUT_NAME },
+            "additionalProperties": {
+                "oneOf": [
+                    { "$ref": "#/definitions/check_shape" },
+                    { "type": "array", "minItems": 1, "items": { "$ref": "#/definitions/check_shape" } }
+                ]
+            }
+        }),
+        ("check", "ranges") => json!({
+            "description": "Input name -> `[lo, hi]`: the values of that float or int tensor input are drawn uniformly in [lo, hi). Default: [-2, 2) for floats, [0, 4) for ints.",
+            "type": "object",
+            "propertyNames": { "pattern": INPUT_NAME },
+            "additionalProperties": {
+                "type": "array",
+                "items": { "type": "number" },
+                "minItems": 2,
+                "maxItems": 2
+            }
+        }),
+        ("check", "args") => json!({
+            "description": "Plain input name -> a Rust expression for its value, e.g. \"0.5\" or \"vec![1, 2]\" (default: 0.5 for floats, 1 for integers, false for bool, Default::default() otherwise).",
+            "type": "object",
+            "propertyNames": { "pattern": INPUT_NAME },
+            "additionalProperties": { "type": "string", "minLength": 1 }
+        }),
+        ("check", "gradients") => json!({
+            "description": "Whether the gradients of a differentiable op are checked against central finite differences (default true; false for a straight-through estimator, say).",
+            "type": "boolean"
+        }),
+        ("check", "tolerance") => json!({
+            "description": "Relative tolerance of the gradient check: |gradient - finite difference| <= tolerance * (1 + |finite difference|). Default 1e-2.",
+            "type": "number",
+            "exclusiveMinimum": 0
+        }),
+        ("check", "composition") => json!({
+            "description": "Whether the kernels are compared with the op's `composition` (default: true when the op has one).",
+            "type": "boolean"
         }),
         ("input", "name") => {
             json!({ "description": "Parameter name: snake_case ASCII, not a keyword, not starting with `__`.", "type": "string", "pattern": INPUT_NAME })
@@ -212,6 +341,13 @@ pub fn json_schema() -> Value {
             ]
         },
         "op": table("op", OP_KEYS, &["name", "inputs"], "One routed op."),
+        "check": table("check", CHECK_KEYS, &[], "The op's entry in the generated op check: the inputs it is called with and what is compared."),
+        "check_shape": {
+            "description": "A tensor's shape: its sizes, one per dimension.",
+            "type": "array",
+            "minItems": 1,
+            "items": { "type": "integer", "minimum": 0 }
+        },
         "input": input,
         "shape": {
             "description": "One shape contract: a rule and the input it relates to.",
@@ -248,6 +384,7 @@ mod tests {
             ("/properties", super::TOP_KEYS.len()),
             ("/definitions/routing/properties", super::ROUTING_KEYS.len()),
             ("/definitions/op/properties", super::OP_KEYS.len()),
+            ("/definitions/check/properties", super::CHECK_KEYS.len()),
             ("/definitions/input/properties", super::INPUT_KEYS.len()),
             ("/definitions/shape/properties", super::SHAPE_KEYS.len()),
             (
@@ -264,6 +401,164 @@ mod tests {
                 .and_then(|v| v.as_object())
                 .expect(path);
             assert_eq!(properties.len(), count, "{path}");
+        }
+    }
+
+    const MANIFEST: &str = r#"
+[routing]
+trait = "MyOps"
+backends = ["Flex"]
+backward_bounds = ["crate::kernels::MyBackward"]
+
+[[op]]
+name = "swish"
+autodiff = "differentiable"
+inputs = [{ name = "x", tensor = "float" }, { name = "beta", type = "f32" }]
+output = { tensor = "float" }
+backward = { x = "grad * (sigmoid(beta * x) + beta * output * (1 - sigmoid(beta * x)))" }
+checkpoint = "keep"
+
+[op.check]
+shapes = { x = [2, 3] }
+ranges = { x = [-2.0, 2.0] }
+args = { beta = "0.5" }
+tolerance = 1e-2
+gradients = true
+
+[[op]]
+name = "pick"
+autodiff = "differentiable"
+inputs = [
+    { name = "xs", tensor = "int", container = "vec" },
+    { name = "x", tensor = "float" },
+    { name = "y", tensor = "float", container = "option" },
+    { name = "k", type = "usize" },
+]
+output = [{ tensor = "float" }, { tensor = "bool" }]
+backward = "crate::kernels::MyBackward::pick_backward"
+save = ["x", "y", "k", "output.1"]
+
+[op.check]
+shapes = { xs = [[2], [2]], x = [2], y = [2] }
+ranges = { xs = [0, 3] }
+composition = false
+"#;
+
+    fn errors(source: &str) -> Vec<String> {
+        let schema = super::json_schema();
+        let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+        let value: toml::Value = toml::from_str(source).expect("TOML");
+        let json = serde_json::to_value(value).expect("JSON");
+        validator
+            .iter_errors(&json)
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    fn renders(source: &str) -> bool {
+        crate::Builder::new("ops.toml").render_str(source).is_ok()
+    }
+
+    #[test]
+    fn the_backward_keys_validate() {
+        assert!(renders(MANIFEST), "the fixture is a valid manifest");
+        assert_eq!(errors(MANIFEST), Vec::<String>::new());
+    }
+
+    #[test]
+    fn every_checkpoint_mode_the_schema_lists_is_accepted() {
+        for mode in super::CHECKPOINT_VALUES {
+            let source =
+                MANIFEST.replace("checkpoint = \"keep\"", &format!("checkpoint = \"{mode}\""));
+            assert!(
+                renders(&source),
+                "checkpoint = \"{mode}\" is refused by the generator"
+            );
+            assert_eq!(errors(&source), Vec::<String>::new());
+        }
+        let unknown = MANIFEST.replace("checkpoint = \"keep\"", "checkpoint = \"recomptue\"");
+        assert!(!renders(&unknown) && !errors(&unknown).is_empty());
+    }
+
+    #[test]
+    fn every_numeric_type_the_schema_lists_is_read_as_a_number() {
+        for ty in super::NUMBER_TYPES.split(", ") {
+            let source = MANIFEST.replace("type = \"f32\"", &format!("type = \"{ty}\""));
+            assert!(renders(&source), "a formula cannot read a `{ty}`");
+        }
+        let source = MANIFEST.replace("type = \"f32\"", "type = \"bool\"");
+        assert!(!renders(&source), "a formula read a `bool`");
+    }
+
+    #[test]
+    fn the_formula_description_lists_every_function() {
+        let text = super::formula_description();
+        for f in crate::formula::FUNCTIONS {
+            assert!(text.contains(&format!("{}(", f.name)), "{}", f.name);
+        }
+        assert!(text.contains("clamp(x: tensor, lo: number, hi: number): x clamped to [lo, hi]"));
+        assert!(text.contains("where(cond: tensor, a: tensor or number, b: tensor or number)"));
+        assert!(text.contains("sum_dim(x: tensor, dim: integer literal)"));
+    }
+
+    #[test]
+    fn bad_backward_keys_are_rejected() {
+        for (what, from, to) in [
+            (
+                "formula not a string",
+                "x = \"grad * (sigmoid",
+                "x = 3, z = \"grad * (sigmoid",
+            ),
+            (
+                "backward not a path",
+                "\"crate::kernels::MyBackward::pick_backward\"",
+                "\"pick_backward\"",
+            ),
+            (
+                "backward a number",
+                "\"crate::kernels::MyBackward::pick_backward\"",
+                "3",
+            ),
+            (
+                "empty formula table",
+                "backward = { x = \"grad * (sigmoid(beta * x) + beta * output * (1 - sigmoid(beta * x)))\" }",
+                "backward = {}",
+            ),
+            ("save not names", "save = [\"x\",", "save = [\"x y\","),
+            ("save twice", "save = [\"x\",", "save = [\"x\", \"x\","),
+            (
+                "save a string",
+                "save = [\"x\", \"y\", \"k\", \"output.1\"]",
+                "save = \"x\"",
+            ),
+            ("unknown checkpoint mode", "\"keep\"", "\"never\""),
+            ("unknown check key", "gradients = true", "gradient = true"),
+            ("negative size", "x = [2, 3]", "x = [2, -3]"),
+            ("empty shape", "x = [2, 3]", "x = []"),
+            ("range of three", "[-2.0, 2.0]", "[-2.0, 0.0, 2.0]"),
+            ("arg not a string", "beta = \"0.5\"", "beta = 0.5"),
+            ("zero tolerance", "1e-2", "0"),
+            (
+                "gradients not a bool",
+                "gradients = true",
+                "gradients = \"no\"",
+            ),
+            (
+                "bound not a path",
+                "\"crate::kernels::MyBackward\"]",
+                "\"MyBackward\"]",
+            ),
+        ] {
+            assert!(MANIFEST.contains(from), "{what}: fixture");
+            let bad = MANIFEST.replacen(from, to, 1);
+            assert!(
+                !errors(&bad).is_empty(),
+                "the schema accepted a manifest with: {what}"
+            );
+            assert!(
+                !renders(&bad),
+                "the generator accepted a manifest with: {what}"
+            );
         }
     }
 }
