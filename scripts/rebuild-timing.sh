@@ -32,6 +32,11 @@
 #      rustc command cargo ran for P200 plus `-Zunpretty=expanded` (RUSTC_BOOTSTRAP=1 for that one
 #      process only, so no dependency is rebuilt)
 #
+# BACKWARD=formulas: the R crates declare each op's backward pass in ops.toml instead
+# (`backward = { lhs = "grad", rhs = "grad" }`, the gradient of an addition) and write no
+# `Autodiff<B, C>` kernels: the generator writes them. P200 is unchanged (Burn's macro has no
+# such form). Default: BACKWARD=hand, the R crates implement `BenchOpsAutodiff` by hand.
+#
 # Needs: cargo and rustc (stable), crates.io or a warm cargo cache, and a few GiB free under
 # $TMPDIR. Every run starts from an empty target directory and builds Burn's crates twice (the
 # `burn` facade changes features of shared dependencies, e.g. `hashbrown/serde`, so P200 cannot
@@ -47,6 +52,7 @@ trap 'rm -rf "$WORK"' EXIT
 export CARGO_TARGET_DIR="$WORK/target"
 export CARGO_INCREMENTAL=0
 RUNS=${RUNS:-3} # rounds of timed rebuilds; the medians are over these
+BACKWARD=${BACKWARD:-hand} # `hand` or `formulas`: how the R crates' ops get their backward pass
 
 log() { printf '== %s\n' "$*" >&2; }
 
@@ -99,6 +105,9 @@ RS
             printf '\n[[op]]\nname = "op_%d"\nautodiff = "differentiable"\n' "$i"
             printf 'inputs = [{ name = "lhs", tensor = "float" }, { name = "rhs", tensor = "float" }]\n'
             printf 'output = { tensor = "float" }\n'
+            if [[ $BACKWARD == formulas ]]; then
+                printf 'backward = { lhs = "grad", rhs = "grad" }\n'
+            fi
         done
     } >"$dir/ops.toml"
     cat >"$dir/src/lib.rs" <<'RS'
@@ -119,18 +128,26 @@ pub mod tensor {
 mod kernels;
 RS
     {
-        printf 'use burn_route::rt::{Autodiff, Backend, CheckpointStrategy, Flex, FloatTensor};\n\n'
-        printf 'use crate::ops::{BenchOps, BenchOpsAutodiff};\n\n'
+        if [[ $BACKWARD == formulas ]]; then
+            printf 'use burn_route::rt::{Backend, Flex, FloatTensor};\n\n'
+            printf 'use crate::ops::BenchOps;\n\n'
+        else
+            printf 'use burn_route::rt::{Autodiff, Backend, CheckpointStrategy, Flex, FloatTensor};\n\n'
+            printf 'use crate::ops::{BenchOps, BenchOpsAutodiff};\n\n'
+        fi
         write_common_kernel_helper
         printf '\nimpl BenchOps for Flex {\n'
         for ((i = 0; i < n; i++)); do
             printf '    fn op_%d(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {\n        add::<Self>(lhs, rhs)\n    }\n' "$i"
         done
-        printf '}\n\nimpl<B: BenchOps, C: CheckpointStrategy> BenchOpsAutodiff for Autodiff<B, C> {\n'
-        for ((i = 0; i < n; i++)); do
-            printf '    fn op_%d(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {\n        add::<Self>(lhs, rhs)\n    }\n' "$i"
-        done
         printf '}\n'
+        if [[ $BACKWARD != formulas ]]; then
+            printf '\nimpl<B: BenchOps, C: CheckpointStrategy> BenchOpsAutodiff for Autodiff<B, C> {\n'
+            for ((i = 0; i < n; i++)); do
+                printf '    fn op_%d(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {\n        add::<Self>(lhs, rhs)\n    }\n' "$i"
+            done
+            printf '}\n'
+        fi
     } >"$dir/src/kernels.rs"
 }
 
@@ -294,7 +311,7 @@ p200_plain_expanded=$(expanded_lines p200plain)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-printf '\nRebuild after a trigger (dev profile, CARGO_INCREMENTAL=0, median of %d runs)\n\n' "$RUNS"
+printf '\nRebuild after a trigger (dev profile, CARGO_INCREMENTAL=0, median of %d runs; BACKWARD=%s)\n\n' "$RUNS" "$BACKWARD"
 printf '%-6s %-18s %10s\n' crate trigger 'median s'
 printf '%-6s %-18s %10s\n' R10 'touch ops.toml' "$r10_manifest"
 printf '%-6s %-18s %10s\n' R10 'touch src/lib.rs' "$r10_source"

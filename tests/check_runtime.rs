@@ -2,25 +2,14 @@
 //! policy and for int inputs and outputs, and failing checks whose messages name the op, the
 //! check, the input or output and the worst element.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
+mod common;
 
 use burn_route::check::{self, Args, Input, Op, Policy, Value};
 use burn_route::dispatch;
 #[cfg(feature = "autodiff")]
 use burn_route::rt::RouteError;
 use burn_route::rt::{Device, Int, Tensor};
-
-/// The panic message of `f`, which must panic.
-fn panic_message(f: impl FnOnce()) -> String {
-    let payload = catch_unwind(AssertUnwindSafe(f)).expect_err("expected the check to fail");
-    if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else {
-        panic!("panic payload is not a string")
-    }
-}
+use common::panic_message;
 
 fn assert_mentions(message: &str, parts: &[&str]) {
     for part in parts {

@@ -124,17 +124,17 @@ impl<B: Backend, D: Derivative<B, N>, const N: usize> Backward<B, N> for Node<D,
         let Kept::Tensors { inputs, output } = state.kept else {
             unreachable!("a kept node holds its tensors")
         };
+        let parents = parents.map(|p| p.map(|p| p.id));
         let grad = grads.consume::<B>(&node);
-        distribute::<B, N>(
-            parents.map(|p| p.map(|p| p.id)),
+        let saved = Saved { inputs, output };
+        distribute(
+            state.derivative,
+            saved,
+            grad,
+            parents,
             grads,
             state.present,
             &state.shapes,
-            |tracked| {
-                state
-                    .derivative
-                    .backward(Saved { inputs, output }, grad, tracked)
-            },
         );
     }
 }
@@ -163,35 +163,37 @@ impl<B: Backend, D: Recompute<B, N>, const N: usize> Backward<B, N> for Node<D, 
                 output: None,
             })
         });
+        let parents = parents.map(|p| p.map(|p| p.id));
         let grad = grads.consume::<B>(&node);
-        distribute::<B, N>(
-            parents.map(|p| p.map(|p| p.id)),
+        let saved = Saved { inputs, output };
+        distribute(
+            state.derivative,
+            saved,
+            grad,
+            parents,
             grads,
             state.present,
             &state.shapes,
-            |tracked| {
-                state
-                    .derivative
-                    .backward(Saved { inputs, output }, grad, tracked)
-            },
         );
     }
 }
 
 /// Computes the gradients of the tracked, present inputs and registers each, summed back to its
 /// input's shape.
-fn distribute<B: Backend, const N: usize>(
+fn distribute<B: Backend, D: Derivative<B, N>, const N: usize>(
+    derivative: D,
+    saved: Saved<B, N>,
+    grad: FloatTensor<B>,
     parents: [Option<NodeId>; N],
     grads: &mut Gradients,
     present: [bool; N],
     shapes: &[Shape; N],
-    compute: impl FnOnce([bool; N]) -> [Option<FloatTensor<B>>; N],
 ) {
     let mut tracked = [false; N];
     for i in 0..N {
         tracked[i] = present[i] && parents[i].is_some();
     }
-    let computed = compute(tracked);
+    let computed = derivative.backward(saved, grad, tracked);
     for (i, (parent, grad)) in parents.into_iter().zip(computed).enumerate() {
         if let (true, Some(parent), Some(grad)) = (tracked[i], parent, grad) {
             grads.register::<B>(parent, to_shape::<B>(grad, &shapes[i]));
