@@ -572,6 +572,8 @@ pub mod autodiff {
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
+        const OP: &'static str = "add_relu";
+        const INPUTS: [&'static str; 2] = ["lhs", "rhs"];
         const OUTPUT: bool = true;
 
         fn backward(
@@ -619,6 +621,8 @@ pub mod autodiff {
     where
         B: rt::Backend,
     {
+        const OP: &'static str = "scale";
+        const INPUTS: [&'static str; 1] = ["x"];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -680,6 +684,8 @@ pub mod autodiff {
     where
         B: rt::Backend,
     {
+        const OP: &'static str = "axpby";
+        const INPUTS: [&'static str; 2] = ["x", "y"];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -748,6 +754,8 @@ pub mod autodiff {
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
+        const OP: &'static str = "bias_gelu";
+        const INPUTS: [&'static str; 2] = ["x", "bias"];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -792,6 +800,8 @@ pub mod autodiff {
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
+        const OP: &'static str = "swiglu";
+        const INPUTS: [&'static str; 2] = ["gate", "up"];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -838,6 +848,8 @@ pub mod autodiff {
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
+        const OP: &'static str = "rms_norm";
+        const INPUTS: [&'static str; 2] = ["x", "weight"];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -886,6 +898,8 @@ pub mod autodiff {
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
+        const OP: &'static str = "layer_norm";
+        const INPUTS: [&'static str; 3] = ["x", "gamma", "beta"];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -934,6 +948,8 @@ pub mod autodiff {
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
+        const OP: &'static str = "softmax_last";
+        const INPUTS: [&'static str; 1] = ["x"];
         const OUTPUT: bool = true;
 
         fn backward(
@@ -979,6 +995,8 @@ pub mod autodiff {
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
+        const OP: &'static str = "cross_entropy_logits";
+        const INPUTS: [&'static str; 1] = ["logits"];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -1027,6 +1045,8 @@ pub mod autodiff {
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
+        const OP: &'static str = "dropout";
+        const INPUTS: [&'static str; 1] = ["x"];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -1081,6 +1101,8 @@ pub mod autodiff {
     where
         B: rt::Backend,
     {
+        const OP: &'static str = "clamp_ste";
+        const INPUTS: [&'static str; 1] = ["x"];
         const OUTPUT: bool = false;
 
         fn backward(

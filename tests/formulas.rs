@@ -66,6 +66,14 @@ mod forward {
         x.shape().num_dims() - 1
     }
 
+    pub fn first<B: Backend>(x: FloatTensor<B>, _w: FloatTensor<B>) -> FloatTensor<B> {
+        x
+    }
+
+    pub fn identity<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+        x
+    }
+
     pub fn mul<B: Backend>(x: FloatTensor<B>, y: FloatTensor<B>) -> FloatTensor<B> {
         B::float_mul(x, y)
     }
@@ -895,4 +903,44 @@ fn a_subset_through_remote_matches_finite_differences() {
     check_all(&device.autodiff().gradient_checkpointing(), |name| {
         SUBSET.contains(&name)
     });
+}
+
+/// A backward pass that gives an input a gradient of a shape that does not fit it panics with
+/// the op, the input, both shapes and the fix.
+#[test]
+fn a_gradient_of_the_wrong_shape_names_the_op_and_the_input() {
+    let device = Device::flex().autodiff();
+    let x = Tensor::<2>::ones([2, 3], &device).require_grad();
+    let w = Tensor::<2>::ones([4, 3], &device);
+    let y = ops::wrong_gradient_shape(x, w);
+    let message = common::panic_message(|| {
+        let _ = y.sum().backward();
+    });
+    assert_eq!(
+        message,
+        "the backward pass of op `wrong_gradient_shape` gave input `x` a gradient of shape [4, 3], \
+         but `x` has shape [2, 3] and a gradient must have the input's shape, the output's, or one \
+         that broadcasts to it (same rank, each dimension equal or 1). Fix: correct the op's \
+         `backward` formula or function for `x` (a reduction such as `sum_dim` keeps its dimension \
+         with size 1; an input of another rank than the output needs the function form). See \
+         ERRORS.md#backward-gradient-shape"
+    );
+}
+
+/// A formula that reduces a dimension the tensor does not have panics with the op, the input and
+/// the formula.
+#[test]
+fn a_formula_dimension_out_of_range_names_the_op_and_the_formula() {
+    let device = Device::flex().autodiff();
+    let x = Tensor::<2>::ones([2, 3], &device).require_grad();
+    let y = ops::wrong_dimension(x);
+    let message = common::panic_message(|| {
+        let _ = y.sum().backward();
+    });
+    assert_eq!(
+        message,
+        "the backward formula of op `wrong_dimension`, input `x`: `sum_dim(grad, 5)` names \
+         dimension 5, but the tensor it reduces has rank 2. Fix: name a dimension in -2..2 \
+         (negative counts from the end). See ERRORS.md#backward-gradient-shape"
+    );
 }

@@ -34,6 +34,10 @@ type AutodiffTensor<B> = FloatTensor<Autodiff<B>>;
 ///
 /// `N` is the number of float inputs (an absent optional input keeps its slot).
 pub trait Derivative<B: Backend, const N: usize>: Clone + Debug + Send + 'static {
+    /// The op's name, for messages.
+    const OP: &'static str;
+    /// The float inputs' names, for messages.
+    const INPUTS: [&'static str; N];
     /// Whether it reads the op's float output.
     const OUTPUT: bool;
 
@@ -196,7 +200,10 @@ fn distribute<B: Backend, D: Derivative<B, N>, const N: usize>(
     let computed = derivative.backward(saved, grad, tracked);
     for (i, (parent, grad)) in parents.into_iter().zip(computed).enumerate() {
         if let (true, Some(parent), Some(grad)) = (tracked[i], parent, grad) {
-            grads.register::<B>(parent, to_shape::<B>(grad, &shapes[i]));
+            let grad = to_shape::<B>(grad, &shapes[i]).unwrap_or_else(|have| {
+                gradient_shape_panic(D::OP, D::INPUTS[i], &have, &shapes[i])
+            });
+            grads.register::<B>(parent, grad);
         }
     }
 }
@@ -204,23 +211,20 @@ fn distribute<B: Backend, D: Derivative<B, N>, const N: usize>(
 /// `grad` at `shape`: summed over the dimensions the forward pass broadcast (where `shape` has
 /// 1), expanded over those a reduction kept at 1 (where `grad` has 1).
 ///
-/// # Panics
+/// # Errors
 ///
-/// When the ranks differ or a dimension is neither: the gradient math is wrong for this input.
-pub fn to_shape<B: Backend>(grad: FloatTensor<B>, shape: &Shape) -> FloatTensor<B> {
+/// `grad`'s shape when the ranks differ or a dimension is neither: the gradient math is wrong
+/// for this input.
+pub fn to_shape<B: Backend>(grad: FloatTensor<B>, shape: &Shape) -> Result<FloatTensor<B>, Shape> {
     let have = grad.shape();
     if have == *shape {
-        return grad;
+        return Ok(grad);
     }
-    assert!(
-        have.num_dims() == shape.num_dims()
-            && (0..have.num_dims()).all(|d| have[d] == shape[d] || have[d] == 1 || shape[d] == 1),
-        "burn-route: a backward pass produced a gradient of shape {:?} for an input of shape {:?}; \
-         the gradient of an input must have the output's shape, the input's, or one that \
-         broadcasts to it (see README \"Writing the backward pass\")",
-        have.as_slice(),
-        shape.as_slice(),
-    );
+    let fits = have.num_dims() == shape.num_dims()
+        && (0..have.num_dims()).all(|d| have[d] == shape[d] || have[d] == 1 || shape[d] == 1);
+    if !fits {
+        return Err(have);
+    }
     let mut grad = grad;
     for d in 0..shape.num_dims() {
         if shape[d] == 1 && have[d] != 1 {
@@ -230,7 +234,22 @@ pub fn to_shape<B: Backend>(grad: FloatTensor<B>, shape: &Shape) -> FloatTensor<
     if grad.shape() != *shape {
         grad = B::float_expand(grad, shape.clone());
     }
-    grad
+    Ok(grad)
+}
+
+/// The panic of a backward pass that gave `input` a gradient of a shape that does not fit.
+#[track_caller]
+fn gradient_shape_panic(op: &str, input: &str, have: &Shape, shape: &Shape) -> ! {
+    panic!(
+        "the backward pass of op `{op}` gave input `{input}` a gradient of shape {:?}, but `{input}` \
+         has shape {:?} and a gradient must have the input's shape, the output's, or one that \
+         broadcasts to it (same rank, each dimension equal or 1). Fix: correct the op's \
+         `backward` formula or function for `{input}` (a reduction such as `sum_dim` keeps its \
+         dimension with size 1; an input of another rank than the output needs the function \
+         form). See ERRORS.md#backward-gradient-shape",
+        have.as_slice(),
+        shape.as_slice(),
+    )
 }
 
 /// An op's float inputs on their way through a generated `Autodiff<B, C>` implementation: their
@@ -531,7 +550,8 @@ fn bool_dtype_of<B: Backend>(device: &B::Device) -> BoolDType {
     get_or_init_device_settings::<B>(device).bool_dtype
 }
 
-/// `dim` of a tensor of rank `rank`, counting from the end when negative.
+/// `dim` of a tensor of rank `rank`, counting from the end when negative; `formula` is
+/// `op `NAME`, input `X`: FORMULA`, for the message.
 ///
 /// # Panics
 ///
@@ -540,8 +560,9 @@ pub fn dim(dim: i64, rank: usize, formula: &str) -> usize {
     let resolved = if dim < 0 { rank as i64 + dim } else { dim };
     assert!(
         (0..rank as i64).contains(&resolved),
-        "burn-route: the backward formula `{formula}` names dimension {dim}, but the tensor has \
-         rank {rank}"
+        "the backward formula of {formula} names dimension {dim}, but the tensor it reduces has \
+         rank {rank}. Fix: name a dimension in -{rank}..{rank} (negative counts from the end). \
+         See ERRORS.md#backward-gradient-shape"
     );
     resolved as usize
 }

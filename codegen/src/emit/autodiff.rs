@@ -163,6 +163,19 @@ fn op_items(ir: &Ir, op: &Op, group: &str, w: &mut Writer) {
         &derivative_bound,
         w,
     );
+    w.line(format!(
+        "const OP: &'static str = {};",
+        super::string_literal(&op.name)
+    ));
+    let inputs: Vec<Doc> = op
+        .float_slots()
+        .map(|(input, _)| super::string_literal(&input.name).into())
+        .collect();
+    w.assign(
+        format!("const INPUTS: [&'static str; {n}] = "),
+        super::code::args("[", inputs, "]"),
+        ";",
+    );
     w.line(format!("const OUTPUT: bool = {};", backward.reads_output));
     w.blank();
     derivative_backward(op, backward, n, w);
@@ -370,10 +383,12 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
                 for (i, f) in formulas.iter().enumerate() {
                     let Some(f) = f else { continue };
                     let mut bindings = Vec::new();
+                    let input = op.float_slots().nth(i).map_or("", |(input, _)| &input.name);
+                    let context = format!("op `{}`, input `{input}`: `{}`", op.name, f.text);
                     let expr = term(
                         &f.expr,
                         &mut Cx {
-                            formula: &f.text,
+                            formula: &context,
                             bindings: &mut bindings,
                         },
                     )
