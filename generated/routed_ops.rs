@@ -574,6 +574,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "add_relu";
         const INPUTS: [&'static str; 2] = ["lhs", "rhs"];
+        const GRADIENTS: [bool; 2] = [true, true];
         const OUTPUT: bool = true;
 
         fn backward(
@@ -623,6 +624,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "scale";
         const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -686,6 +688,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "axpby";
         const INPUTS: [&'static str; 2] = ["x", "y"];
+        const GRADIENTS: [bool; 2] = [true, true];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -756,6 +759,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "bias_gelu";
         const INPUTS: [&'static str; 2] = ["x", "bias"];
+        const GRADIENTS: [bool; 2] = [true, true];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -802,6 +806,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "swiglu";
         const INPUTS: [&'static str; 2] = ["gate", "up"];
+        const GRADIENTS: [bool; 2] = [true, true];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -850,6 +855,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "rms_norm";
         const INPUTS: [&'static str; 2] = ["x", "weight"];
+        const GRADIENTS: [bool; 2] = [true, true];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -900,6 +906,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "layer_norm";
         const INPUTS: [&'static str; 3] = ["x", "gamma", "beta"];
+        const GRADIENTS: [bool; 3] = [true, true, true];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -950,6 +957,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "softmax_last";
         const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
         const OUTPUT: bool = true;
 
         fn backward(
@@ -997,6 +1005,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "cross_entropy_logits";
         const INPUTS: [&'static str; 1] = ["logits"];
+        const GRADIENTS: [bool; 1] = [true];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -1047,6 +1056,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "dropout";
         const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
         const OUTPUT: bool = false;
 
         fn backward(
@@ -1103,6 +1113,7 @@ pub mod autodiff {
     {
         const OP: &'static str = "clamp_ste";
         const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
         const OUTPUT: bool = false;
 
         fn backward(

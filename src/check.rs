@@ -816,7 +816,7 @@ where
                 let fix = mismatch.fix(
                     "the op's implementation on this device disagrees with its kernel on the \
                      reference device: fix whichever is wrong (run both on these inputs)",
-                    "`Op::value_tolerance`",
+                    "the value tolerance (`Op::value_tolerance`)",
                     op.value_tolerance,
                 );
                 fail(op.name, &check, &mismatch.detail, &fix)
@@ -860,7 +860,7 @@ where
                     "the op's Flex kernel disagrees with its {what}: fix whichever is wrong (run \
                      both on these inputs)"
                 ),
-                "`Op::value_tolerance`",
+                "the value tolerance (`Op::value_tolerance`)",
                 op.value_tolerance,
             );
             fail(op.name, &check, &mismatch.detail, &fix)
@@ -1694,7 +1694,7 @@ mod autodiff {
                 let fix = mismatch.fix(
                     "the op's autodiff route (its `Autodiff<B, C>` kernel, or the concrete kernel \
                      it runs) must compute what the plain route computes: fix whichever is wrong",
-                    "`Op::value_tolerance`",
+                    "the value tolerance (`Op::value_tolerance`)",
                     self.op.value_tolerance,
                 );
                 let detail = format!(
@@ -1836,7 +1836,8 @@ mod autodiff {
                     "no float output is tracked, though every float input is",
                     "a `differentiable` op must record its outputs in the autodiff graph (route \
                      tracked inputs to its `Autodiff<B, C>` kernel); if it has no float output to \
-                     differentiate, turn the check off with `Op::gradients(false)`",
+                     differentiate, turn the check off (`gradients = false` in the op's `[op.check]`; \
+                     `Op::gradients(false)` by hand)",
                 );
             }
             let weights = weights(self.seed, expected);
@@ -1873,8 +1874,10 @@ mod autodiff {
                             check,
                             &format!("input `{name}` is tracked but got no gradient"),
                             "give every tracked float input its gradient in the op's backward \
-                             pass, or mark an input the op legitimately does not differentiate \
-                             with `Input::no_gradient()`",
+                             pass, or declare an input the op legitimately does not \
+                             differentiate (`x = \"none\"` among the formulas, `no_gradient = \
+                             [\"x\"]` beside a backward function; `Input::no_gradient()` by \
+                             hand)",
                         );
                     };
                     let auto = match read(grad, Kind::Float) {
@@ -1981,8 +1984,9 @@ mod autodiff {
                     "correct the op's backward pass (its `Autodiff<B, C>` kernel or `backward` \
                      formula) so it is the derivative of its forward pass; if the op is not \
                      differentiable at these points (a kink, a clamp, a straight-through \
-                     estimator), narrow the input's range with `Input::range` to avoid them, or \
-                     loosen `Op::tolerance` (now {tol})"
+                     estimator), narrow the input's range to avoid them (`ranges` in the op's \
+                     `[op.check]`; `Input::range` by hand), or loosen the tolerance (`tolerance` \
+                     there; `Op::tolerance`; now {tol})"
                 ),
             )
         }

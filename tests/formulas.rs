@@ -905,6 +905,40 @@ fn a_subset_through_remote_matches_finite_differences() {
     });
 }
 
+/// The backward function of `scaled_by` (`no_gradient = ["w"]`): it is told `w` is not tracked,
+/// and would be ignored if it gave `w` a gradient anyway.
+mod backward {
+    use burn_route::rt::{Backend, FloatTensor};
+
+    pub fn scaled_by<B: Backend>(
+        w: FloatTensor<B>,
+        grad: FloatTensor<B>,
+        tracked: [bool; 2],
+    ) -> [Option<FloatTensor<B>>; 2] {
+        assert!(!tracked[1], "`w` is declared `no_gradient`");
+        [
+            tracked[0].then(|| B::float_mul(grad.clone(), w)),
+            Some(grad),
+        ]
+    }
+}
+
+/// `no_gradient` beside a backward function: the listed input gets no gradient even when it is
+/// tracked, and the others get theirs.
+#[test]
+fn a_no_gradient_input_of_a_backward_function_gets_none() {
+    let device = Device::flex().autodiff();
+    let x = tensor(&[1.0, 2.0, 3.0], [1, 3], &device).require_grad();
+    let w = tensor(&[0.5, -1.0, 4.0], [1, 3], &device).require_grad();
+    let y = ops::scaled_by(x.clone(), w.clone());
+    let grads = y.sum().backward();
+    assert_eq!(
+        values(&x.grad(&grads).expect("x's gradient")),
+        [0.5, -1.0, 4.0]
+    );
+    assert!(w.grad(&grads).is_none(), "`w` is `no_gradient`");
+}
+
 /// A backward pass that gives an input a gradient of a shape that does not fit it panics with
 /// the op, the input, both shapes and the fix.
 #[test]

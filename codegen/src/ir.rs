@@ -197,6 +197,9 @@ pub struct Backward {
     pub reads: Vec<bool>,
     /// Whether the backward pass reads the float output.
     pub reads_output: bool,
+    /// For each float input (slot): whether it gets a gradient (not `"none"`, not in
+    /// `no_gradient`).
+    pub gradients: Vec<bool>,
     /// What the generated derivative value holds besides float tensors, in order.
     pub fields: Vec<Field>,
     /// Path (tuple indices) of the float output within the op's output.

@@ -90,6 +90,8 @@ pub struct OpSpec {
     pub save: Option<Sp<Vec<Sp<String>>>>,
     /// `checkpoint`: `"keep"` or `"recompute"`.
     pub checkpoint: Option<Sp<String>>,
+    /// `no_gradient`: float inputs a function-form backward pass gives no gradient.
+    pub no_gradient: Option<Sp<Vec<Sp<String>>>>,
     /// `[op.check]`: how the generated op check calls the op.
     pub check: Option<CheckSpec>,
 }

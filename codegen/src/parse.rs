@@ -39,6 +39,7 @@ pub const OP_KEYS: &[&str] = &[
     "backward",
     "save",
     "checkpoint",
+    "no_gradient",
     "check",
 ];
 /// Keys of an op's `check` table.
@@ -497,6 +498,7 @@ impl Parser {
             .and_then(|v| self.backward(v, &join(&path, "backward")));
         let save = self.strings(table, &path, "save", "names");
         let checkpoint = self.string(table, &path, "checkpoint");
+        let no_gradient = self.strings(table, &path, "no_gradient", "float input names");
         let check = table
             .get("check")
             .and_then(|v| self.check(v, &join(&path, "check")));
@@ -514,6 +516,7 @@ impl Parser {
             backward,
             save,
             checkpoint,
+            no_gradient,
             check,
         })
     }

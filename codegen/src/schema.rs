@@ -171,6 +171,12 @@ fn property(table: &str, key: &str) -> Value {
             "description": "keep (the default): the backward pass keeps what it reads. recompute: a memory-bound op; under gradient checkpointing its output is recomputed instead of kept, and its backward pass gets its inputs from the checkpointer (every non-float argument must then be an owned type).",
             "enum": CHECKPOINT_VALUES
         }),
+        ("op", "no_gradient") => json!({
+            "description": "With a backward function: the float inputs it does not differentiate (they get no gradient even when tracked, and the function is told they are untracked). With formulas, write `x = \"none\"` instead.",
+            "type": "array",
+            "items": { "type": "string", "pattern": INPUT_NAME },
+            "uniqueItems": true
+        }),
         ("op", "check") => json!({
             "description": "How the generated op check (Builder::op_check) calls the op.",
             "$ref": "#/definitions/check"

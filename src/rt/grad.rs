@@ -38,6 +38,9 @@ pub trait Derivative<B: Backend, const N: usize>: Clone + Debug + Send + 'static
     const OP: &'static str;
     /// The float inputs' names, for messages.
     const INPUTS: [&'static str; N];
+    /// Which float inputs get a gradient (`"none"` and `no_gradient` inputs do not: they are
+    /// never reported tracked to the backward pass, and get nothing registered).
+    const GRADIENTS: [bool; N];
     /// Whether it reads the op's float output.
     const OUTPUT: bool;
 
@@ -195,7 +198,7 @@ fn distribute<B: Backend, D: Derivative<B, N>, const N: usize>(
 ) {
     let mut tracked = [false; N];
     for i in 0..N {
-        tracked[i] = present[i] && parents[i].is_some();
+        tracked[i] = present[i] && parents[i].is_some() && D::GRADIENTS[i];
     }
     let computed = derivative.backward(saved, grad, tracked);
     for (i, (parent, grad)) in parents.into_iter().zip(computed).enumerate() {

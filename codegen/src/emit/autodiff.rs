@@ -176,6 +176,16 @@ fn op_items(ir: &Ir, op: &Op, group: &str, w: &mut Writer) {
         super::code::args("[", inputs, "]"),
         ";",
     );
+    let gradients: Vec<Doc> = backward
+        .gradients
+        .iter()
+        .map(|g| g.to_string().into())
+        .collect();
+    w.assign(
+        format!("const GRADIENTS: [bool; {n}] = "),
+        super::code::args("[", gradients, "]"),
+        ";",
+    );
     w.line(format!("const OUTPUT: bool = {};", backward.reads_output));
     w.blank();
     derivative_backward(op, backward, n, w);

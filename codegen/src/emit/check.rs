@@ -3,8 +3,8 @@
 
 use super::code::{Doc, Writer, call};
 use crate::ir::{
-    Arg, Backward, BackwardForm, Container, Input, Ir, MetaSource, Op, Output, Policy, Rank,
-    ShapeRule, TensorArg, TensorKind,
+    Arg, Backward, Container, Input, Ir, MetaSource, Op, Output, Policy, Rank, ShapeRule,
+    TensorArg, TensorKind,
 };
 
 /// Where the op check finds things: the crate under test, and burn-route.
@@ -137,13 +137,11 @@ fn input_doc(input: &Input, t: &TensorArg, shape: &[Vec<usize>]) -> Doc {
     )
 }
 
-/// Whether a declared backward pass gives float input `name` no gradient (`"none"`).
+/// Whether a declared backward pass gives float input `name` no gradient (`"none"`,
+/// `no_gradient`).
 fn no_gradient(op: &Op, name: &str) -> bool {
     let Some(b) = &op.backward else { return false };
-    let BackwardForm::Formulas(formulas) = &b.form else {
-        return false;
-    };
-    Backward::slot(op, name).is_some_and(|slot| formulas[slot].is_none())
+    Backward::slot(op, name).is_some_and(|slot| !b.gradients[slot])
 }
 
 fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {

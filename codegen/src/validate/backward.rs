@@ -104,7 +104,7 @@ impl Check<'_> {
                     self.key("backward"),
                     format!("op `{}` is composite: its gradient comes from its composition, so it takes no `backward`", op.name),
                 )
-                .help("remove `backward`, or replace `composite` by your kernels and keep `backward`"),
+                .help("remove `backward` (the composite function's own gradient is used), or make it the op's `composition` (the default body of its kernels) instead of `composite` and keep `backward`"),
             );
             return None;
         }
@@ -132,6 +132,7 @@ impl Check<'_> {
         let mut reads_output = false;
         let mut fields: Vec<Field> = Vec::new();
         let mut bounds = cx.bounds.to_vec();
+        let mut gradients = vec![true; reads.len()];
         let form = match backward {
             BackwardSpec::Function(path) => {
                 let path = self.function_path(path)?;
@@ -160,6 +161,7 @@ impl Check<'_> {
                         }
                     }
                 }
+                gradients = self.no_gradient(&gradients)?;
                 BackwardForm::Function {
                     path,
                     method_of,
@@ -185,6 +187,14 @@ impl Check<'_> {
                 if let Some(save) = save {
                     self.save_matches_reads(&save, &read_names)?;
                 }
+                if let Some(list) = &spec.no_gradient {
+                    self.push(
+                        Diagnostic::new(list.span.clone(), self.key("no_gradient"), format!("op `{}` declares its backward pass as formulas: an input without a gradient is written there", op.name))
+                            .help("write `x = \"none\"` in `backward` for each such input, and remove `no_gradient`"),
+                    );
+                    return None;
+                }
+                gradients = formulas.iter().map(Option::is_some).collect();
                 BackwardForm::Formulas(formulas)
             }
         };
@@ -206,11 +216,62 @@ impl Check<'_> {
             recompute,
             reads,
             reads_output,
+            gradients,
             fields,
             output_path,
             bounds,
             location: cx.location.clone(),
         })
+    }
+
+    /// `no_gradient`: the float inputs a backward function gives no gradient.
+    fn no_gradient(&mut self, all: &[bool]) -> Option<Vec<bool>> {
+        let mut gradients = all.to_vec();
+        let Some(list) = &self.spec.no_gradient else {
+            return Some(gradients);
+        };
+        let slots: Vec<String> = self.op.float_slots().map(|(i, _)| i.name.clone()).collect();
+        let names: Vec<&str> = slots.iter().map(String::as_str).collect();
+        let mut ok = true;
+        for (i, entry) in list.value.iter().enumerate() {
+            let key = format!("{}.no_gradient[{i}]", self.path);
+            match slots.iter().position(|s| *s == entry.value) {
+                Some(slot) if !gradients[slot] => {
+                    self.push(
+                        Diagnostic::new(
+                            entry.span.clone(),
+                            key,
+                            format!("`no_gradient` lists `{}` twice", entry.value),
+                        )
+                        .help("list each input once"),
+                    );
+                    ok = false;
+                }
+                Some(slot) => gradients[slot] = false,
+                None => {
+                    let help = match did_you_mean(&entry.value, &names) {
+                        Some(s) => format!(
+                            "did you mean `{s}`? `no_gradient` lists float inputs: {}",
+                            names.join(", ")
+                        ),
+                        None => format!("`no_gradient` lists float inputs: {}", names.join(", ")),
+                    };
+                    self.push(
+                        Diagnostic::new(
+                            entry.span.clone(),
+                            key,
+                            format!(
+                                "`{}` is not a float input of op `{}`",
+                                entry.value, self.op.name
+                            ),
+                        )
+                        .help(help),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(gradients)
     }
 
     /// The path of the one float output.
@@ -560,6 +621,14 @@ impl Check<'_> {
             given[slot] = true;
             let trimmed = text.value.trim();
             if trimmed == formula::NONE {
+                continue;
+            }
+            if trimmed.contains("::") {
+                self.push(
+                    Diagnostic::new(text.span.clone(), key_path, format!("formula for `{}` is a path: a backward function is not a formula", key.value))
+                        .help(format!("name the function for the whole op: `backward = \"{trimmed}\"` (a string, not a table), with `no_gradient = [...]` for inputs it does not differentiate")),
+                );
+                ok = false;
                 continue;
             }
             match formula::parse(&text.value) {
