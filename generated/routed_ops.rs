@@ -566,9 +566,9 @@ pub mod autodiff {
     /// The backward pass of [`RoutedOps::add_relu`](super::RoutedOps::add_relu), from its function
     /// (ops.toml:33).
     #[derive(Clone, Debug)]
-    pub struct AddRelu;
+    pub struct AddReluBackward;
 
-    impl<B> __grad::Derivative<B, 2> for AddRelu
+    impl<B> __grad::Derivative<B, 2> for AddReluBackward
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
@@ -592,7 +592,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::add_relu`](super::RoutedOps::add_relu) on `Autodiff<B, C>`: the forward pass on
-    /// `B`, and [`AddRelu`] as its backward pass.
+    /// `B`, and [`AddReluBackward`] as its backward pass.
     pub fn add_relu<B, C>(
         lhs: rt::FloatTensor<rt::Autodiff<B, C>>,
         rhs: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -605,7 +605,7 @@ pub mod autodiff {
         let lhs = __tape.input(0);
         let rhs = __tape.input(1);
         let __output = <B as super::RoutedOps>::add_relu(lhs, rhs);
-        let __derivative = AddRelu;
+        let __derivative = AddReluBackward;
         __tape.finish::<C, _>(__derivative, __output)
     }
 
@@ -614,11 +614,11 @@ pub mod autodiff {
     ///
     /// - `x`: `grad * alpha`
     #[derive(Clone, Debug)]
-    pub struct Scale {
+    pub struct ScaleBackward {
         alpha: f32,
     }
 
-    impl<B> __grad::Derivative<B, 1> for Scale
+    impl<B> __grad::Derivative<B, 1> for ScaleBackward
     where
         B: rt::Backend,
     {
@@ -642,7 +642,7 @@ pub mod autodiff {
         }
     }
 
-    impl<B> __grad::Recompute<B, 1> for Scale
+    impl<B> __grad::Recompute<B, 1> for ScaleBackward
     where
         B: super::RoutedOps,
     {
@@ -652,7 +652,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::scale`](super::RoutedOps::scale) on `Autodiff<B, C>`: the forward pass on `B`,
-    /// and [`Scale`] as its backward pass.
+    /// and [`ScaleBackward`] as its backward pass.
     ///
     /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
     /// recomputed when the backward pass needs it instead of being kept.
@@ -667,7 +667,7 @@ pub mod autodiff {
         let mut __tape = __grad::Tape::recomputed([Some(x)], [false]);
         let x = __tape.input(0);
         let __output = <B as super::RoutedOps>::scale(x, __grad::keep(&alpha));
-        let __derivative = Scale { alpha };
+        let __derivative = ScaleBackward { alpha };
         __tape.finish_recomputed::<C, _>(__derivative, __output)
     }
 
@@ -677,12 +677,12 @@ pub mod autodiff {
     /// - `x`: `grad * alpha`
     /// - `y`: `grad * beta`
     #[derive(Clone, Debug)]
-    pub struct Axpby {
+    pub struct AxpbyBackward {
         alpha: f32,
         beta: f32,
     }
 
-    impl<B> __grad::Derivative<B, 2> for Axpby
+    impl<B> __grad::Derivative<B, 2> for AxpbyBackward
     where
         B: rt::Backend,
     {
@@ -710,7 +710,7 @@ pub mod autodiff {
         }
     }
 
-    impl<B> __grad::Recompute<B, 2> for Axpby
+    impl<B> __grad::Recompute<B, 2> for AxpbyBackward
     where
         B: super::RoutedOps,
     {
@@ -725,7 +725,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::axpby`](super::RoutedOps::axpby) on `Autodiff<B, C>`: the forward pass on `B`,
-    /// and [`Axpby`] as its backward pass.
+    /// and [`AxpbyBackward`] as its backward pass.
     ///
     /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
     /// recomputed when the backward pass needs it instead of being kept.
@@ -744,16 +744,16 @@ pub mod autodiff {
         let y = __tape.optional(1);
         let __output =
             <B as super::RoutedOps>::axpby(x, y, __grad::keep(&alpha), __grad::keep(&beta));
-        let __derivative = Axpby { alpha, beta };
+        let __derivative = AxpbyBackward { alpha, beta };
         __tape.finish_recomputed::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::bias_gelu`](super::RoutedOps::bias_gelu), from its
     /// function (ops.toml:197).
     #[derive(Clone, Debug)]
-    pub struct BiasGelu;
+    pub struct BiasGeluBackward;
 
-    impl<B> __grad::Derivative<B, 2> for BiasGelu
+    impl<B> __grad::Derivative<B, 2> for BiasGeluBackward
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
@@ -778,7 +778,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::bias_gelu`](super::RoutedOps::bias_gelu) on `Autodiff<B, C>`: the forward pass
-    /// on `B`, and [`BiasGelu`] as its backward pass.
+    /// on `B`, and [`BiasGeluBackward`] as its backward pass.
     pub fn bias_gelu<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
         bias: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -791,16 +791,16 @@ pub mod autodiff {
         let x = __tape.input(0);
         let bias = __tape.input(1);
         let __output = <B as super::RoutedOps>::bias_gelu(x, bias);
-        let __derivative = BiasGelu;
+        let __derivative = BiasGeluBackward;
         __tape.finish::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::swiglu`](super::RoutedOps::swiglu), from its function
     /// (ops.toml:211).
     #[derive(Clone, Debug)]
-    pub struct Swiglu;
+    pub struct SwigluBackward;
 
-    impl<B> __grad::Derivative<B, 2> for Swiglu
+    impl<B> __grad::Derivative<B, 2> for SwigluBackward
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
@@ -825,7 +825,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::swiglu`](super::RoutedOps::swiglu) on `Autodiff<B, C>`: the forward pass on
-    /// `B`, and [`Swiglu`] as its backward pass.
+    /// `B`, and [`SwigluBackward`] as its backward pass.
     pub fn swiglu<B, C>(
         gate: rt::FloatTensor<rt::Autodiff<B, C>>,
         up: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -838,18 +838,18 @@ pub mod autodiff {
         let gate = __tape.input(0);
         let up = __tape.input(1);
         let __output = <B as super::RoutedOps>::swiglu(gate, up);
-        let __derivative = Swiglu;
+        let __derivative = SwigluBackward;
         __tape.finish::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::rms_norm`](super::RoutedOps::rms_norm), from its function
     /// (ops.toml:226).
     #[derive(Clone, Debug)]
-    pub struct RmsNorm {
+    pub struct RmsNormBackward {
         eps: f32,
     }
 
-    impl<B> __grad::Derivative<B, 2> for RmsNorm
+    impl<B> __grad::Derivative<B, 2> for RmsNormBackward
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
@@ -875,7 +875,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::rms_norm`](super::RoutedOps::rms_norm) on `Autodiff<B, C>`: the forward pass on
-    /// `B`, and [`RmsNorm`] as its backward pass.
+    /// `B`, and [`RmsNormBackward`] as its backward pass.
     pub fn rms_norm<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
         weight: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -889,18 +889,18 @@ pub mod autodiff {
         let x = __tape.input(0);
         let weight = __tape.input(1);
         let __output = <B as super::RoutedOps>::rms_norm(x, weight, __grad::keep(&eps));
-        let __derivative = RmsNorm { eps };
+        let __derivative = RmsNormBackward { eps };
         __tape.finish::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::layer_norm`](super::RoutedOps::layer_norm), from its
     /// function (ops.toml:242).
     #[derive(Clone, Debug)]
-    pub struct LayerNorm {
+    pub struct LayerNormBackward {
         eps: f32,
     }
 
-    impl<B> __grad::Derivative<B, 3> for LayerNorm
+    impl<B> __grad::Derivative<B, 3> for LayerNormBackward
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
@@ -926,7 +926,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::layer_norm`](super::RoutedOps::layer_norm) on `Autodiff<B, C>`: the forward
-    /// pass on `B`, and [`LayerNorm`] as its backward pass.
+    /// pass on `B`, and [`LayerNormBackward`] as its backward pass.
     pub fn layer_norm<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
         gamma: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -942,16 +942,16 @@ pub mod autodiff {
         let gamma = __tape.input(1);
         let beta = __tape.input(2);
         let __output = <B as super::RoutedOps>::layer_norm(x, gamma, beta, __grad::keep(&eps));
-        let __derivative = LayerNorm { eps };
+        let __derivative = LayerNormBackward { eps };
         __tape.finish::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::softmax_last`](super::RoutedOps::softmax_last), from its
     /// function (ops.toml:251).
     #[derive(Clone, Debug)]
-    pub struct SoftmaxLast;
+    pub struct SoftmaxLastBackward;
 
-    impl<B> __grad::Derivative<B, 1> for SoftmaxLast
+    impl<B> __grad::Derivative<B, 1> for SoftmaxLastBackward
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
@@ -976,7 +976,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::softmax_last`](super::RoutedOps::softmax_last) on `Autodiff<B, C>`: the forward
-    /// pass on `B`, and [`SoftmaxLast`] as its backward pass.
+    /// pass on `B`, and [`SoftmaxLastBackward`] as its backward pass.
     pub fn softmax_last<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
     ) -> rt::FloatTensor<rt::Autodiff<B, C>>
@@ -987,7 +987,7 @@ pub mod autodiff {
         let mut __tape = __grad::Tape::new([Some(x)], [false]);
         let x = __tape.input(0);
         let __output = <B as super::RoutedOps>::softmax_last(x);
-        let __derivative = SoftmaxLast;
+        let __derivative = SoftmaxLastBackward;
         __tape.finish::<C, _>(__derivative, __output)
     }
 
@@ -995,11 +995,11 @@ pub mod autodiff {
     /// [`RoutedOps::cross_entropy_logits`](super::RoutedOps::cross_entropy_logits), from its
     /// function (ops.toml:267).
     #[derive(Clone, Debug)]
-    pub struct CrossEntropyLogits<B: rt::Backend> {
+    pub struct CrossEntropyLogitsBackward<B: rt::Backend> {
         targets: rt::IntTensor<B>,
     }
 
-    impl<B> __grad::Derivative<B, 1> for CrossEntropyLogits<B>
+    impl<B> __grad::Derivative<B, 1> for CrossEntropyLogitsBackward<B>
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
@@ -1025,7 +1025,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::cross_entropy_logits`](super::RoutedOps::cross_entropy_logits) on `Autodiff<B,
-    /// C>`: the forward pass on `B`, and [`CrossEntropyLogits`] as its backward pass.
+    /// C>`: the forward pass on `B`, and [`CrossEntropyLogitsBackward`] as its backward pass.
     pub fn cross_entropy_logits<B, C>(
         logits: rt::FloatTensor<rt::Autodiff<B, C>>,
         targets: rt::IntTensor<rt::Autodiff<B, C>>,
@@ -1038,19 +1038,19 @@ pub mod autodiff {
         let logits = __tape.input(0);
         let __output =
             <B as super::RoutedOps>::cross_entropy_logits(logits, __grad::keep(&targets));
-        let __derivative = CrossEntropyLogits { targets };
+        let __derivative = CrossEntropyLogitsBackward { targets };
         __tape.finish::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::dropout`](super::RoutedOps::dropout), from its function
     /// (ops.toml:289).
     #[derive(Clone, Debug)]
-    pub struct Dropout<B: rt::Backend> {
+    pub struct DropoutBackward<B: rt::Backend> {
         __output_1: rt::BoolTensor<B>,
         p: f32,
     }
 
-    impl<B> __grad::Derivative<B, 1> for Dropout<B>
+    impl<B> __grad::Derivative<B, 1> for DropoutBackward<B>
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
@@ -1075,7 +1075,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::dropout`](super::RoutedOps::dropout) on `Autodiff<B, C>`: the forward pass on
-    /// `B`, and [`Dropout`] as its backward pass.
+    /// `B`, and [`DropoutBackward`] as its backward pass.
     #[allow(clippy::type_complexity)]
     pub fn dropout<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -1092,7 +1092,7 @@ pub mod autodiff {
         let mut __tape = __grad::Tape::new([Some(x)], [false]);
         let x = __tape.input(0);
         let (__out_0, __out_1) = <B as super::RoutedOps>::dropout(x, __grad::keep(&p), seed);
-        let __derivative = Dropout {
+        let __derivative = DropoutBackward {
             __output_1: __grad::keep(&__out_1),
             p,
         };
@@ -1105,9 +1105,9 @@ pub mod autodiff {
     ///
     /// - `x`: `grad`
     #[derive(Clone, Debug)]
-    pub struct ClampSte;
+    pub struct ClampSteBackward;
 
-    impl<B> __grad::Derivative<B, 1> for ClampSte
+    impl<B> __grad::Derivative<B, 1> for ClampSteBackward
     where
         B: rt::Backend,
     {
@@ -1131,7 +1131,7 @@ pub mod autodiff {
     }
 
     /// [`RoutedOps::clamp_ste`](super::RoutedOps::clamp_ste) on `Autodiff<B, C>`: the forward pass
-    /// on `B`, and [`ClampSte`] as its backward pass.
+    /// on `B`, and [`ClampSteBackward`] as its backward pass.
     pub fn clamp_ste<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
         lo: f32,
@@ -1144,7 +1144,7 @@ pub mod autodiff {
         let mut __tape = __grad::Tape::new([Some(x)], [false]);
         let x = __tape.input(0);
         let __output = <B as super::RoutedOps>::clamp_ste(x, lo, hi);
-        let __derivative = ClampSte;
+        let __derivative = ClampSteBackward;
         __tape.finish::<C, _>(__derivative, __output)
     }
 }

@@ -74,6 +74,16 @@ mod forward {
         x
     }
 
+    pub fn recomputed_with_args<B: Backend>(
+        x: FloatTensor<B>,
+        _targets: burn_route::rt::IntTensor<B>,
+        _flag: bool,
+        _k: f32,
+        _unused: f64,
+    ) -> FloatTensor<B> {
+        x
+    }
+
     pub fn mul<B: Backend>(x: FloatTensor<B>, y: FloatTensor<B>) -> FloatTensor<B> {
         B::float_mul(x, y)
     }
@@ -977,4 +987,33 @@ fn a_formula_dimension_out_of_range_names_the_op_and_the_formula() {
          dimension 5, but the tensor it reduces has rank 2. Fix: name a dimension in -2..2 \
          (negative counts from the end). See ERRORS.md#backward-gradient-shape"
     );
+}
+
+/// A recomputed op whose formula reads no argument (the derivative still holds them all, for
+/// the recomputation) and compares numbers: with and without checkpointing, tracked or not.
+#[test]
+fn a_recomputed_op_with_arguments_of_every_kind() {
+    for device in [
+        Device::flex().autodiff(),
+        Device::flex().autodiff().gradient_checkpointing(),
+    ] {
+        let x = tensor(&[1.0, -2.0], [1, 2], &device).require_grad();
+        let targets = Tensor::<2, burn_tensor::Int>::from_data([[0, 1]], &device);
+        let y = ops::recomputed_with_args(x.clone(), targets, true, 0.5, 1.0);
+        let grads = (y.clone() * y).sum().backward();
+        assert_eq!(values(&x.grad(&grads).expect("x's gradient")), [2.0, -4.0]);
+    }
+}
+
+/// Under gradient checkpointing, a recomputed op whose inputs are all untracked still feeds a
+/// tracked op: its output is an untracked leaf, kept rather than recomputed.
+#[test]
+fn a_recomputed_op_on_untracked_inputs_feeds_a_tracked_op() {
+    let device = Device::flex().autodiff().gradient_checkpointing();
+    let data = tensor(&[1.0, 2.0], [1, 2], &device);
+    let w = tensor(&[3.0, 4.0], [1, 2], &device).require_grad();
+    let targets = Tensor::<2, burn_tensor::Int>::from_data([[0, 1]], &device);
+    let y = ops::recomputed_with_args(data, targets, true, 0.5, 1.0);
+    let grads = (y * w.clone()).sum().backward();
+    assert_eq!(values(&w.grad(&grads).expect("w's gradient")), [1.0, 2.0]);
 }

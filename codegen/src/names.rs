@@ -90,10 +90,19 @@ pub fn number_local(k: usize) -> String {
     format!("__n{k}")
 }
 
-/// The derivative type of op `op` in the generated autodiff module: its name in
-/// `UpperCamelCase`.
-pub fn derivative_struct(op: &str) -> String {
-    upper_camel(op)
+/// The derivative types of `ops` (in manifest order) in the generated autodiff module: each
+/// op's name in `UpperCamelCase` with `Backward` (so none is a generic, `Some` or `Vec`), and the
+/// op's index after it where two names would be the same (`conv2d` and `conv_2d`).
+pub fn derivative_structs<'a>(ops: impl Iterator<Item = (usize, &'a str)>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (index, op) in ops {
+        let mut name = format!("{}Backward", upper_camel(op));
+        if out.contains(&name) {
+            name.push_str(&index.to_string());
+        }
+        out.push(name);
+    }
+    out
 }
 
 /// `snake_case` → `UpperCamelCase`.

@@ -293,17 +293,24 @@ impl<B: Backend, const N: usize> Tape<B, N> {
             .each_ref()
             .map(|t| t.as_ref().map_or_else(|| Shape::new([0; 0]), |t| t.shape()));
         let tracked = inputs.iter().flatten().any(AutodiffTensor::is_tracked);
+        // An absent optional input stands in the node's parents as a fresh untracked leaf.
         let guards = inputs.iter().flatten().next().map(|anchor| {
-            inputs
-                .each_ref()
-                .map(|t| t.as_ref().unwrap_or(anchor).node())
+            inputs.each_ref().map(|t| match t {
+                Some(t) => t.node(),
+                None => AutodiffTensor::<B>::new(B::float_empty(
+                    Shape::new([0]),
+                    &anchor.primitive().device(),
+                    FloatDType::from(anchor.primitive().dtype()),
+                ))
+                .node(),
+            })
         });
+        // A recomputed op hands every input to the checkpointer, tracked or not (an untracked
+        // parent makes it compute-bound, as Burn's own ops do).
         let mut kept = [const { None }; N];
-        if tracked {
-            for (i, t) in inputs.iter().enumerate() {
-                if reads[i] || all {
-                    kept[i] = t.clone();
-                }
+        for (i, t) in inputs.iter().enumerate() {
+            if all || (tracked && reads[i]) {
+                kept[i] = t.clone();
             }
         }
         let primitives = inputs.map(|t| t.map(AutodiffTensor::into_primitive));

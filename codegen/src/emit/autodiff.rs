@@ -30,9 +30,16 @@ pub(super) fn module(ir: &Ir, w: &mut Writer) {
     w.open(format!("pub mod {} {{", names::AUTODIFF_MODULE));
     w.line(format!("use super::{};", names::RUNTIME));
     w.line(format!("use {}::__private::grad as {G};", names::RUNTIME));
-    for op in ir.ops.iter().filter(|op| op.backward.is_some()) {
+    let derived: Vec<(usize, &Op)> = ir
+        .ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| op.backward.is_some())
+        .collect();
+    let types = names::derivative_structs(derived.iter().map(|(i, op)| (*i, op.name.as_str())));
+    for ((_, op), ty) in derived.iter().zip(types) {
         let group = &ir.groups[op.group].name;
-        op_items(ir, op, group, w);
+        op_items(ir, op, group, &ty, w);
     }
     w.close("}");
 }
@@ -98,10 +105,10 @@ fn uses_backend(op: &Op, backward: &Backward) -> bool {
         .any(|f| field_type(op, &f.source).contains("<B>"))
 }
 
-fn op_items(ir: &Ir, op: &Op, group: &str, w: &mut Writer) {
+fn op_items(ir: &Ir, op: &Op, group: &str, ty: &str, w: &mut Writer) {
     let backward = op.backward.as_ref().expect("an op with a backward pass");
     let n = backward.reads.len();
-    let ty = names::derivative_struct(&op.name);
+    let ty = ty.to_owned();
     let generic = uses_backend(op, backward);
     let ty_b = if generic {
         format!("{ty}<B>")
@@ -379,7 +386,16 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
             if backward.reads_output {
                 w.line(format!("let output = {}.output();", names::SAVED));
             }
-            for field in &backward.fields {
+            // The numbers the formulas read (a recomputed op's value holds every argument).
+            let mut scalars = Vec::new();
+            for f in formulas.iter().flatten() {
+                term_scalars(&f.expr, &mut scalars);
+            }
+            for field in backward
+                .fields
+                .iter()
+                .filter(|f| scalars.contains(&f.name.as_str()))
+            {
                 w.line(format!("let {0} = {G}::number(&self.{0});", field.name));
             }
             if !tracked_used {
@@ -761,6 +777,20 @@ fn term_has_literal(t: &Term) -> bool {
     }
 }
 
+/// The numeric plain inputs `t` reads.
+fn term_scalars<'t>(t: &'t Term, acc: &mut Vec<&'t str>) {
+    match &t.node {
+        TermNode::Scalar(name) => acc.push(name),
+        TermNode::Neg(i) => term_scalars(i, acc),
+        TermNode::Binary(_, a, b) => {
+            term_scalars(a, acc);
+            term_scalars(b, acc);
+        }
+        TermNode::Call(_, args) => args.iter().for_each(|a| term_scalars(a, acc)),
+        _ => {}
+    }
+}
+
 /// The float inputs `t` reads.
 fn term_inputs<'t>(t: &'t Term, acc: &mut Vec<&'t str>) {
     match &t.node {
@@ -948,7 +978,7 @@ fn compare(name: &str, ta: bool, tb: bool, a: Emitted, b: Emitted) -> Emitted {
             };
             text(
                 format!(
-                    "if {} {op} {} {{ 1.0 }} else {{ 0.0 }}",
+                    "if {} {op} {} {{ 1.0_f64 }} else {{ 0.0_f64 }}",
                     wrap(a, 1),
                     wrap(b, 1)
                 ),

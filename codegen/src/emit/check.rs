@@ -32,7 +32,14 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
         w.line("// The manifest declares no ops.");
         return w.finish();
     }
-    w.line("use ::burn_route::check;");
+    // An op named `check` would clash with the module's name: it is imported as `__chk` (as
+    // long as `check`, so the layout does not change).
+    let alias = ir.ops.iter().any(|op| op.name == "check");
+    if alias {
+        w.line("use ::burn_route::check as __chk;");
+    } else {
+        w.line("use ::burn_route::check;");
+    }
     if ir
         .ops
         .iter()
@@ -43,7 +50,37 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
     for op in &ir.ops {
         op_test(ir, op, config, &mut w);
     }
-    w.finish()
+    let text = w.finish();
+    if alias { aliased(&text) } else { text }
+}
+
+/// `text` with every `check::` path (not a longer name's tail, not in a comment or the `use`
+/// line) as `__chk::`.
+fn aliased(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("//") || trimmed.starts_with("use ") {
+                return line.to_owned();
+            }
+            let mut out = String::new();
+            let mut rest = line;
+            while let Some(at) = rest.find("check::") {
+                let before = rest[..at].chars().next_back();
+                out.push_str(&rest[..at]);
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                    out.push_str("check::");
+                } else {
+                    out.push_str("__chk::");
+                }
+                rest = &rest[at + "check::".len()..];
+            }
+            out.push_str(rest);
+            out
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// A manifest path (as seen from the ops module, `crate::ops` in the README's layout) as seen
@@ -202,11 +239,15 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
             chain.push(".no_gradient()".into());
         }
     }
-    // Declared output shapes: an input's, or a shape function's.
+    // Declared output shapes: an input's, or a shape function's. Leaves are numbered as the
+    // runtime flattens outputs: plain ones do not count, and after a `vec` (one leaf per element)
+    // the numbers are not known here.
     let mut leaves = Vec::new();
     output_leaves(&op.output, &mut leaves);
-    for (index, t) in leaves.iter().enumerate() {
-        let Some(t) = t else { continue };
+    for (leaf, t) in leaves.iter().flatten().enumerate() {
+        if t.container == Container::Vec {
+            break;
+        }
         if t.container != Container::One {
             continue;
         }
@@ -216,7 +257,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
                 if let Some(shape) = at.and_then(|at| shapes[at].as_ref()) {
                     chain.push(link(
                         "output_shape",
-                        vec![index.to_string().into(), dims_text(&shape[0]).into()],
+                        vec![leaf.to_string().into(), dims_text(&shape[0]).into()],
                     ));
                 }
             }
@@ -226,12 +267,12 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
                     .iter()
                     .enumerate()
                     .filter(|(_, input)| !matches!(input.arg, Arg::Device))
-                    .map(|(i, input)| meta_arg(op, input, shapes[i].as_deref()).into())
+                    .map(|(i, input)| meta_arg(op, input, shapes[i].as_deref(), config).into())
                     .collect();
                 chain.push(link(
                     "output_shape",
                     vec![
-                        index.to_string().into(),
+                        leaf.to_string().into(),
                         super::code::cat(["&".into(), call(external(path, config), args)]),
                     ],
                 ));
@@ -242,7 +283,9 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
     if let Some(t) = op.check.tolerance {
         chain.push(link("tolerance", vec![number_text(t).into()]));
     }
-    if op.policy == Policy::Differentiable && !op.check.gradients {
+    // A differentiable op without a float output has no gradient to check.
+    let float_output = leaves.iter().flatten().any(|t| t.kind == TensorKind::Float);
+    if op.policy == Policy::Differentiable && (!op.check.gradients || !float_output) {
         chain.push(link("gradients", vec!["false".into()]));
     }
     let head = format!(
@@ -278,7 +321,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
             .inputs
             .iter()
             .enumerate()
-            .map(|(i, input)| arg_doc(op, input, tensor_index(op, i)))
+            .map(|(i, input)| arg_doc(op, input, tensor_index(op, i), config))
             .collect();
         let pattern = leaf_pattern(&op.output, &mut Vec::new());
         let mut call_doc = call(callee, args);
@@ -328,7 +371,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
 
 /// The argument a metadata function gets for `input` (specs by reference, plain values by
 /// reference).
-fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>) -> String {
+fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>, config: &CheckConfig) -> String {
     match &input.arg {
         Arg::Tensor(t) => {
             let kind = t.kind.as_str();
@@ -349,7 +392,7 @@ fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>) -> String {
                 }
             }
         }
-        Arg::Plain(ty) => format!("&{}", plain_value(op, &input.name, ty)),
+        Arg::Plain(ty) => format!("&{}", plain_value(op, &input.name, ty, config)),
         Arg::Device => unreachable!("metadata functions take no device"),
     }
 }
@@ -361,7 +404,7 @@ fn capital(kind: &str) -> String {
     })
 }
 
-fn plain_value(op: &Op, name: &str, ty: &str) -> String {
+fn plain_value(op: &Op, name: &str, ty: &str, config: &CheckConfig) -> String {
     if let Some((_, expr)) = op.check.args.iter().find(|(n, _)| n == name) {
         return expr.clone();
     }
@@ -371,7 +414,10 @@ fn plain_value(op: &Op, name: &str, ty: &str) -> String {
             format!("1_{ty}")
         }
         "bool" => "false".to_owned(),
-        _ => format!("<{ty} as Default>::default()"),
+        _ => format!(
+            "<{} as Default>::default()",
+            ty.replace("crate::", &format!("{}::", config.crate_path))
+        ),
     }
 }
 
@@ -384,7 +430,7 @@ fn tensor_index(op: &Op, i: usize) -> usize {
 }
 
 /// The argument of the op's call for input `i` (its tensor index).
-fn arg_doc(op: &Op, input: &Input, i: usize) -> Doc {
+fn arg_doc(op: &Op, input: &Input, i: usize, config: &CheckConfig) -> Doc {
     match &input.arg {
         Arg::Tensor(t) => {
             let kind = match t.kind {
@@ -406,7 +452,7 @@ fn arg_doc(op: &Op, input: &Input, i: usize) -> Doc {
             }
             .into()
         }
-        Arg::Plain(ty) => plain_value(op, &input.name, ty).into(),
+        Arg::Plain(ty) => plain_value(op, &input.name, ty, config).into(),
         Arg::Device => "args.device().as_dispatch()".into(),
     }
 }

@@ -274,6 +274,17 @@ fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
     };
     let n = backward.reads.len();
     let slots: Vec<(&crate::ir::Input, &crate::ir::TensorArg)> = op.float_slots().collect();
+    // A saved input named like a parameter the function gets after it is renamed.
+    let reserved = |name: &str| -> String {
+        let taken = name == "grad"
+            || (name == "tracked" && n > 1)
+            || (name == "output" && args.contains(&SavedValue::Output));
+        if taken {
+            format!("{name}_input")
+        } else {
+            name.to_owned()
+        }
+    };
     let mut params: Vec<super::code::Doc> = args
         .iter()
         .map(|arg| match arg {
@@ -284,7 +295,7 @@ fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
                 } else {
                     "rt::FloatTensor<B>"
                 };
-                super::param(&input.name, ty)
+                super::param(&reserved(&input.name), ty)
             }
             SavedValue::Output => super::param("output", "rt::FloatTensor<B>"),
             SavedValue::Field(field) => {
@@ -294,7 +305,7 @@ fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
                     .find(|f| &f.name == field)
                     .map(|f| f.source.clone())
                     .unwrap_or(FieldSource::Input(field.clone()));
-                let param_name = field.trim_start_matches('_').to_owned();
+                let param_name = reserved(field.trim_start_matches('_'));
                 super::param(&param_name, &super::autodiff::field_type(op, &source))
             }
         })

@@ -424,6 +424,21 @@ impl Check<'_> {
         let path: Option<Vec<usize>> = rest.split('.').map(|p| p.parse().ok()).collect();
         let leaf = path.as_ref().and_then(|p| leaf_at(&self.op.output, p));
         match (path, leaf) {
+            (Some(_), Some(Output::Tuple(_))) => {
+                self.push(
+                    Diagnostic::new(
+                        entry.span.clone(),
+                        key,
+                        format!(
+                            "`{}` of op `{}` is a tuple, not one value",
+                            entry.value.trim(),
+                            self.op.name
+                        ),
+                    )
+                    .help("save its elements one by one: `output.N.0`, `output.N.1`, ..."),
+                );
+                None
+            }
             (Some(path), Some(_)) if path == output_path => Some(SavedValue::Output),
             (Some(path), Some(_)) => Some(SavedValue::Field(output_field(&path))),
             _ => {

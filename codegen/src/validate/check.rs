@@ -133,6 +133,21 @@ pub(super) fn lower(spec: &OpSpec, op: &Op) -> Result<Check, Vec<Diagnostic>> {
             continue;
         }
         let (lo, hi) = (range.value[0], range.value[1]);
+        let int = matches!(&input.arg, Arg::Tensor(t) if t.kind == TensorKind::Int);
+        if int && lo.is_finite() && hi.is_finite() && lo.ceil() >= hi {
+            diags.push(
+                Diagnostic::new(
+                    range.span.clone(),
+                    key_path,
+                    format!(
+                        "the range of int input `{}` holds no integer: [{lo}, {hi})",
+                        key.value
+                    ),
+                )
+                .help("write `[lo, hi]` with an integer lo < hi (ints are drawn in [lo, hi))"),
+            );
+            continue;
+        }
         if !(lo.is_finite() && hi.is_finite() && lo < hi) {
             diags.push(
                 Diagnostic::new(
