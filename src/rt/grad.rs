@@ -12,7 +12,6 @@
 //! Generated code names this module `rt::__private::grad`; nothing here is a stable API.
 
 use core::fmt::Debug;
-use core::marker::PhantomData;
 
 use burn_autodiff::checkpoint::base::Checkpointer;
 use burn_autodiff::checkpoint::retro_forward::RetroForward;
@@ -104,10 +103,90 @@ enum Kept<B: Backend, const N: usize> {
     Checkpointed { ids: [Option<NodeId>; N] },
 }
 
+/// A derivative behind a pointer: Burn's generic node machinery (`OpsPrep`, the step, the
+/// retro-forward) is then compiled once per backend and number of inputs, not once per op,
+/// which keeps a crate of many declared backward passes quick to build.
+trait Erased<B: Backend, const N: usize>: Debug + Send {
+    fn clone_box(&self) -> Box<dyn Erased<B, N>>;
+    fn op(&self) -> &'static str;
+    fn inputs(&self) -> [&'static str; N];
+    fn gradients(&self) -> [bool; N];
+    fn reads_output(&self) -> bool;
+    fn backward(
+        self: Box<Self>,
+        saved: Saved<B, N>,
+        grad: FloatTensor<B>,
+        tracked: [bool; N],
+    ) -> [Option<FloatTensor<B>>; N];
+    /// The output, for a recomputed op (never called for a kept one).
+    fn forward(&self, inputs: Saved<B, N>) -> FloatTensor<B>;
+}
+
+/// A kept op's derivative.
+#[derive(Clone, Debug)]
+struct Keep<D>(D);
+
+/// A recomputed op's derivative.
+#[derive(Clone, Debug)]
+struct Recomputed<D>(D);
+
+/// What both wrappers forward to their derivative.
+macro_rules! erased_common {
+    () => {
+        fn clone_box(&self) -> Box<dyn Erased<B, N>> {
+            Box::new(self.clone())
+        }
+        fn op(&self) -> &'static str {
+            D::OP
+        }
+        fn inputs(&self) -> [&'static str; N] {
+            D::INPUTS
+        }
+        fn gradients(&self) -> [bool; N] {
+            D::GRADIENTS
+        }
+        fn reads_output(&self) -> bool {
+            D::OUTPUT
+        }
+        fn backward(
+            self: Box<Self>,
+            saved: Saved<B, N>,
+            grad: FloatTensor<B>,
+            tracked: [bool; N],
+        ) -> [Option<FloatTensor<B>>; N] {
+            self.0.backward(saved, grad, tracked)
+        }
+    };
+}
+
+impl<B: Backend, D: Derivative<B, N>, const N: usize> Erased<B, N> for Keep<D> {
+    erased_common!();
+    fn forward(&self, _: Saved<B, N>) -> FloatTensor<B> {
+        unreachable!("a kept node is never recomputed")
+    }
+}
+
+impl<B: Backend, D: Recompute<B, N>, const N: usize> Erased<B, N> for Recomputed<D> {
+    erased_common!();
+    fn forward(&self, inputs: Saved<B, N>) -> FloatTensor<B> {
+        self.0.forward(inputs)
+    }
+}
+
+/// A boxed derivative, as Burn's node state holds it.
+#[derive(Debug)]
+struct Boxed<B: Backend, const N: usize>(Box<dyn Erased<B, N>>);
+
+impl<B: Backend, const N: usize> Clone for Boxed<B, N> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone_box())
+    }
+}
+
 /// The state of a generated node in Burn's graph.
 #[derive(Clone, Debug)]
-pub struct State<B: Backend, D, const N: usize> {
-    derivative: D,
+pub struct State<B: Backend, const N: usize> {
+    derivative: Boxed<B, N>,
     kept: Kept<B, N>,
     /// Each float input's shape (empty for an absent optional input).
     shapes: [Shape; N],
@@ -115,39 +194,12 @@ pub struct State<B: Backend, D, const N: usize> {
     present: [bool; N],
 }
 
-/// Burn's [`Backward`] for a [`Derivative`].
+/// Burn's [`Backward`] for every generated derivative: `R` says whether the op is recomputed.
 #[derive(Debug)]
-pub struct Node<D, const R: bool>(PhantomData<fn() -> D>);
+pub struct Node<const R: bool>;
 
-impl<B: Backend, D: Derivative<B, N>, const N: usize> Backward<B, N> for Node<D, false> {
-    type State = State<B, D, N>;
-
-    fn backward(self, ops: Ops<Self::State, N>, grads: &mut Gradients, _: &mut Checkpointer) {
-        let Ops {
-            parents,
-            node,
-            state,
-        } = ops;
-        let Kept::Tensors { inputs, output } = state.kept else {
-            unreachable!("a kept node holds its tensors")
-        };
-        let parents = parents.map(|p| p.map(|p| p.id));
-        let grad = grads.consume::<B>(&node);
-        let saved = Saved { inputs, output };
-        distribute(
-            state.derivative,
-            saved,
-            grad,
-            parents,
-            grads,
-            state.present,
-            &state.shapes,
-        );
-    }
-}
-
-impl<B: Backend, D: Recompute<B, N>, const N: usize> Backward<B, N> for Node<D, true> {
-    type State = State<B, D, N>;
+impl<B: Backend, const N: usize, const R: bool> Backward<B, N> for Node<R> {
+    type State = State<B, N>;
 
     fn backward(
         self,
@@ -160,53 +212,36 @@ impl<B: Backend, D: Recompute<B, N>, const N: usize> Backward<B, N> for Node<D, 
             node,
             state,
         } = ops;
-        let Kept::Checkpointed { ids } = state.kept else {
-            unreachable!("a recomputed node holds node ids")
+        let derivative = state.derivative.0;
+        let saved = match state.kept {
+            Kept::Tensors { inputs, output } => Saved { inputs, output },
+            Kept::Checkpointed { ids } => {
+                let inputs = ids.map(|id| id.map(|id| checkpointer.retrieve_node_output(id)));
+                let output = derivative.reads_output().then(|| {
+                    derivative.forward(Saved {
+                        inputs: inputs.clone(),
+                        output: None,
+                    })
+                });
+                Saved { inputs, output }
+            }
         };
-        let inputs = ids.map(|id| id.map(|id| checkpointer.retrieve_node_output(id)));
-        let output = D::OUTPUT.then(|| {
-            state.derivative.forward(Saved {
-                inputs: inputs.clone(),
-                output: None,
-            })
-        });
         let parents = parents.map(|p| p.map(|p| p.id));
         let grad = grads.consume::<B>(&node);
-        let saved = Saved { inputs, output };
-        distribute(
-            state.derivative,
-            saved,
-            grad,
-            parents,
-            grads,
-            state.present,
-            &state.shapes,
-        );
-    }
-}
-
-/// Computes the gradients of the tracked, present inputs and registers each, summed back to its
-/// input's shape.
-fn distribute<B: Backend, D: Derivative<B, N>, const N: usize>(
-    derivative: D,
-    saved: Saved<B, N>,
-    grad: FloatTensor<B>,
-    parents: [Option<NodeId>; N],
-    grads: &mut Gradients,
-    present: [bool; N],
-    shapes: &[Shape; N],
-) {
-    let mut tracked = [false; N];
-    for i in 0..N {
-        tracked[i] = present[i] && parents[i].is_some() && D::GRADIENTS[i];
-    }
-    let computed = derivative.backward(saved, grad, tracked);
-    for (i, (parent, grad)) in parents.into_iter().zip(computed).enumerate() {
-        if let (true, Some(parent), Some(grad)) = (tracked[i], parent, grad) {
-            let grad = to_shape::<B>(grad, &shapes[i]).unwrap_or_else(|have| {
-                gradient_shape_panic(D::OP, D::INPUTS[i], &have, &shapes[i])
-            });
-            grads.register::<B>(parent, grad);
+        let mut tracked = [false; N];
+        let gradients = derivative.gradients();
+        for i in 0..N {
+            tracked[i] = state.present[i] && parents[i].is_some() && gradients[i];
+        }
+        let (op, names) = (derivative.op(), derivative.inputs());
+        let computed = derivative.backward(saved, grad, tracked);
+        for (i, (parent, grad)) in parents.into_iter().zip(computed).enumerate() {
+            if let (true, Some(parent), Some(grad)) = (tracked[i], parent, grad) {
+                let grad = to_shape::<B>(grad, &state.shapes[i]).unwrap_or_else(|have| {
+                    gradient_shape_panic(op, names[i], &have, &state.shapes[i])
+                });
+                grads.register::<B>(parent, grad);
+            }
         }
     }
 }
@@ -346,21 +381,30 @@ impl<B: Backend, const N: usize> Tape<B, N> {
         derivative: D,
         output: FloatTensor<B>,
     ) -> AutodiffTensor<B> {
+        self.finish_kept::<C>(Boxed(Box::new(Keep(derivative))), output)
+    }
+
+    fn finish_kept<C: CheckpointStrategy>(
+        self,
+        derivative: Boxed<B, N>,
+        output: FloatTensor<B>,
+    ) -> AutodiffTensor<B> {
         let Some(guards) = self.guards else {
             return AutodiffTensor::new(output);
         };
-        match Node::<D, false>(PhantomData)
+        match Node::<false>
             .prepare::<C>(guards)
             .compute_bound()
             .stateful()
         {
             OpsKind::Tracked(prep) => {
                 let inputs = self.kept.map(|t| t.map(AutodiffTensor::into_primitive));
+                let kept_output = derivative.0.reads_output().then(|| output.clone());
                 let state = State {
                     derivative,
                     kept: Kept::Tensors {
                         inputs,
-                        output: D::OUTPUT.then(|| output.clone()),
+                        output: kept_output,
                     },
                     shapes: self.shapes,
                     present: self.present,
@@ -379,6 +423,14 @@ impl<B: Backend, const N: usize> Tape<B, N> {
         derivative: D,
         output: FloatTensor<B>,
     ) -> AutodiffTensor<B> {
+        self.finish_memory_bound::<C>(Boxed(Box::new(Recomputed(derivative))), output)
+    }
+
+    fn finish_memory_bound<C: CheckpointStrategy>(
+        self,
+        derivative: Boxed<B, N>,
+        output: FloatTensor<B>,
+    ) -> AutodiffTensor<B> {
         let Some(guards) = self.guards else {
             return AutodiffTensor::new(output);
         };
@@ -389,13 +441,12 @@ impl<B: Backend, const N: usize> Tape<B, N> {
             .kept
             .each_ref()
             .map(|t| t.as_ref().map(AutodiffTensor::id));
-        let retro = Retro::<B, D, N> {
+        let retro = Retro::<B, N> {
             derivative: derivative.clone(),
             ids,
-            _backend: PhantomData,
         };
         let parents = self.kept.iter().flatten();
-        match Node::<D, true>(PhantomData)
+        match Node::<true>
             .prepare::<C>(guards)
             .memory_bound()
             .retro_forward(retro)
@@ -403,10 +454,11 @@ impl<B: Backend, const N: usize> Tape<B, N> {
             .stateful()
         {
             OpsKind::Tracked(mut prep) => {
+                let reads_output = derivative.0.reads_output();
                 let mut ids = [None; N];
                 for (i, t) in self.kept.iter().enumerate() {
                     if let Some(t) = t
-                        && (self.reads[i] || D::OUTPUT)
+                        && (self.reads[i] || reads_output)
                     {
                         ids[i] = Some(prep.checkpoint(t));
                     }
@@ -426,18 +478,17 @@ impl<B: Backend, const N: usize> Tape<B, N> {
 
 /// The retro-forward of a recomputed op: its output, from its inputs' states.
 #[derive(Debug)]
-struct Retro<B: Backend, D, const N: usize> {
-    derivative: D,
+struct Retro<B: Backend, const N: usize> {
+    derivative: Boxed<B, N>,
     ids: [Option<NodeId>; N],
-    _backend: PhantomData<fn() -> B>,
 }
 
-impl<B: Backend, D: Recompute<B, N>, const N: usize> RetroForward for Retro<B, D, N> {
+impl<B: Backend, const N: usize> RetroForward for Retro<B, N> {
     fn forward(&self, states: &mut BackwardStates, out_node: NodeId) {
         let inputs = self
             .ids
             .map(|id| id.map(|id| states.get_state::<FloatTensor<B>>(&id)));
-        let output = self.derivative.forward(Saved {
+        let output = self.derivative.0.forward(Saved {
             inputs,
             output: None,
         });
