@@ -249,6 +249,7 @@ pub fn parse(text: &str) -> Result<Expr, ParseError> {
         tokens,
         at: 0,
         end: text.len(),
+        depth: 0,
     };
     if p.tokens.is_empty() {
         return Err(ParseError {
@@ -337,7 +338,13 @@ struct Parser {
     tokens: Vec<(Token, Range<usize>)>,
     at: usize,
     end: usize,
+    /// How deep the descent is (parentheses, calls, unary minus).
+    depth: usize,
 }
+
+/// The deepest nesting a formula may have: the parser, the typing and the emitter recurse once
+/// per level, and a build script's stack is not large.
+pub const MAX_DEPTH: usize = 64;
 
 impl Parser {
     fn peek_op(&self) -> Option<char> {
@@ -370,6 +377,25 @@ impl Parser {
     }
 
     fn unary(&mut self) -> Result<Expr, ParseError> {
+        self.depth += 1;
+        let result = self.unary_inner();
+        self.depth -= 1;
+        result
+    }
+
+    fn unary_inner(&mut self) -> Result<Expr, ParseError> {
+        if self.depth > MAX_DEPTH {
+            let span = self
+                .tokens
+                .get(self.at)
+                .map_or(self.end..self.end, |(_, span)| span.clone());
+            return Err(ParseError {
+                span,
+                message: format!("the formula nests deeper than {MAX_DEPTH} levels"),
+                help: "split it: name a part with the function form, or simplify the expression"
+                    .to_owned(),
+            });
+        }
         if self.peek_op() == Some('-') {
             let start = self.tokens[self.at].1.start;
             self.at += 1;
@@ -528,6 +554,16 @@ mod tests {
             panic!()
         };
         assert_eq!(&text[name_span], "exp");
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let deep = format!("{}grad{}", "(".repeat(5000), ")".repeat(5000));
+        let err = parse(&deep).unwrap_err();
+        assert_eq!(err.message, "the formula nests deeper than 64 levels");
+        assert!(parse(&format!("{}grad", "-".repeat(5000))).is_err());
+        let ok = format!("{}grad{}", "exp(".repeat(30), ")".repeat(30));
+        assert!(parse(&ok).is_ok());
     }
 
     #[test]
