@@ -300,12 +300,11 @@ pub struct Tape<B: Backend, const N: usize> {
     shapes: [Shape; N],
     present: [bool; N],
     primitives: [Option<FloatTensor<B>>; N],
-    /// Copies for the backward pass (tracked calls only): the primitives it reads, or for a
-    /// recomputed op the autodiff tensors themselves (the checkpointer keeps what it needs).
+    /// Copies for the backward pass: the inputs it reads (tracked calls only), or for a
+    /// recomputed op every input (the checkpointer decides what it keeps).
     kept: [Option<AutodiffTensor<B>>; N],
     /// The inputs the backward pass reads.
     reads: [bool; N],
-    tracked: bool,
 }
 
 impl<B: Backend, const N: usize> Tape<B, N> {
@@ -356,7 +355,6 @@ impl<B: Backend, const N: usize> Tape<B, N> {
             primitives,
             kept,
             reads,
-            tracked,
         }
     }
 
@@ -368,11 +366,6 @@ impl<B: Backend, const N: usize> Tape<B, N> {
     /// Optional float input `index`'s primitive.
     pub fn optional(&mut self, index: usize) -> Option<FloatTensor<B>> {
         self.primitives[index].take()
-    }
-
-    /// Whether any float input is tracked: the backward pass will run.
-    pub fn tracked(&self) -> bool {
-        self.tracked
     }
 
     /// Registers the node of an op whose backward pass keeps its tensors; returns the output.

@@ -3,7 +3,7 @@
 //! function) and the op's function on `Autodiff<B, C>`. The plumbing (nodes, saved tensors,
 //! checkpointing, summing gradients back to each input's shape) is the runtime's `Tape`.
 
-use super::code::{Doc, Writer, call};
+use super::code::{Doc, INDENT, Writer, call};
 use super::{allow_complex_output, allow_many_arguments, primitive, signature};
 use crate::formula::BinOp;
 use crate::ir::{
@@ -39,7 +39,7 @@ pub(super) fn module(ir: &Ir, w: &mut Writer) {
     let types = names::derivative_structs(derived.iter().map(|(i, op)| (*i, op.name.as_str())));
     for ((_, op), ty) in derived.iter().zip(types) {
         let group = &ir.groups[op.group].name;
-        op_items(ir, op, group, &ty, w);
+        op_items(op, group, &ty, w);
     }
     w.close("}");
 }
@@ -105,7 +105,7 @@ fn uses_backend(op: &Op, backward: &Backward) -> bool {
         .any(|f| field_type(op, &f.source).contains("<B>"))
 }
 
-fn op_items(ir: &Ir, op: &Op, group: &str, ty: &str, w: &mut Writer) {
+fn op_items(op: &Op, group: &str, ty: &str, w: &mut Writer) {
     let backward = op.backward.as_ref().expect("an op with a backward pass");
     let n = backward.reads.len();
     let ty = ty.to_owned();
@@ -239,7 +239,6 @@ fn op_items(ir: &Ir, op: &Op, group: &str, ty: &str, w: &mut Writer) {
     );
     autodiff_body(op, group, backward, &ty, w);
     w.close("}");
-    let _ = ir;
 }
 
 /// `impl<B> Trait for Ty where B: bound {`, as rustfmt lays it out.
@@ -282,8 +281,6 @@ fn short_callee(callee: &str, path: &str, alias: &str, w: &mut Writer) -> String
     w.line(format!("use {path} as {alias};"));
     callee.replacen(path, alias, 1)
 }
-
-const INDENT: &str = "    ";
 
 /// `Derivative::backward`: the formulas, or a call of the backward function.
 fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {

@@ -48,7 +48,7 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
         w.line("use ::burn_route::rt::Dispatch;");
     }
     for op in &ir.ops {
-        op_test(ir, op, config, &mut w);
+        op_test(op, config, &mut w);
     }
     let text = w.finish();
     if alias { aliased(&text) } else { text }
@@ -181,7 +181,7 @@ fn no_gradient(op: &Op, name: &str) -> bool {
     Backward::slot(op, name).is_some_and(|slot| !b.gradients[slot])
 }
 
-fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
+fn op_test(op: &Op, config: &CheckConfig, w: &mut Writer) {
     w.blank();
     w.doc(&[format!(
         "`{}` ({}): values, policy, gradients and backends, by `burn_route::check`.",
@@ -366,7 +366,6 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         w.close(");");
     }
     w.close("}");
-    let _ = ir;
 }
 
 /// The argument a metadata function gets for `input` (specs by reference, plain values by

@@ -26,7 +26,8 @@ pub(super) const WIDTH: usize = 100;
 pub(super) const CALL_WIDTH: usize = 60;
 /// rustfmt's `attr_fn_like_width`: the same inside an attribute.
 pub(super) const ATTR_WIDTH: usize = 70;
-const INDENT: &str = "    ";
+/// One level of indentation.
+pub(super) const INDENT: &str = "    ";
 
 /// Code that is laid out on one line when it fits.
 #[derive(Clone, Debug)]
