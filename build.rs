@@ -35,4 +35,9 @@ fn main() {
         .manifest_name("tests/formulas/ops.toml")
         .out_dir(out.join("formulas"))
         .build_script();
+    // Ops over declared types (structs and enums holding tensors), for `tests/declared.rs`.
+    burn_route_codegen::Builder::new("tests/declared/ops.toml")
+        .manifest_name("tests/declared/ops.toml")
+        .out_dir(out.join("declared"))
+        .build_script();
 }

@@ -4,9 +4,10 @@
 //! Run it with `cargo run --example tour`.
 
 use burn_route::{
-    add_relu, argmax_last, axpby, bias_gelu, clamp_ste, cross_entropy_logits, dequantize_relu,
-    dispatch, dropout, iota, layer_norm, masked_fill_count, nan_to_num, ramp, rms_norm,
-    round_half_even, scale, softmax_last, softplus, split_last, sum_all, swiglu, topk_last,
+    Affine, Fill, Moments, add_relu, affine, argmax_last, axpby, bias_gelu, clamp_ste,
+    cross_entropy_logits, dequantize_relu, dispatch, dropout, fill_where, iota, layer_norm,
+    masked_fill_count, moments, nan_to_num, ramp, rms_norm, round_half_even, scale, softmax_last,
+    softplus, split_last, sum_all, swiglu, topk_last,
 };
 use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Int, Tensor};
@@ -298,6 +299,50 @@ fn main() {
 
     println!("\n== Shape contracts (checked before any kernel runs) ==");
     shape_contracts(&device);
+
+    println!("\n== Declared types: structs and enums of tensors (`[[type]]` in ops.toml) ==");
+    declared_types(&device);
+}
+
+/// A struct in (`Affine`), a struct out (`Moments`) and an enum in (`Fill`): routed by their
+/// tensor fields, with gradients through the fields both ways.
+fn declared_types(device: &Device) {
+    let x = Tensor::<2>::from_data([[1.0, 2.0, 3.0], [4.0, 5.0, 9.0]], device).require_grad();
+    let Moments { mean, variance } = moments(x.clone());
+    println!(
+        "moments(x: [2, 3]) = Moments {{ mean: {:?}, variance: {:?} }}   a struct output",
+        short(values(&mean)),
+        short(values(&variance))
+    );
+    let grads = variance.sum().backward();
+    println!(
+        "d sum(variance) / dx = {:?}   back through a struct field",
+        short(values(&x.grad(&grads).unwrap()))
+    );
+    let scale = Tensor::<2>::from_data([[2.0, 0.5, -1.0]], device).require_grad();
+    let p = Affine {
+        scale: scale.clone(),
+        shift: None,
+    };
+    let grads = affine(x.clone(), p).sum().backward();
+    println!(
+        "affine(x, Affine {{ scale: [1, 3], shift: None }}): d/dscale = {:?}   into a struct field",
+        short(values(&scale.grad(&grads).unwrap()))
+    );
+    let mask = x.clone().greater_elem(4.5);
+    println!(
+        "fill_where(x, x > 4.5, Fill::Value(0.0)) = {:?}   an enum input",
+        values(&fill_where(x.clone(), &mask, Fill::Value(0.0)))
+    );
+    let bad = burn_route::dispatch::try_fill_where(
+        x.clone().into_dispatch(),
+        &mask.into_dispatch(),
+        burn_route::FillPrimitive::From(x.int().into_dispatch()),
+    );
+    match bad {
+        Ok(_) => println!("fill_where(.., Fill::From(int tensor)) -> unexpectedly accepted"),
+        Err(err) => println!("fill_where(.., Fill::From(int tensor)) -> error:\n  {err}"),
+    }
 }
 
 /// A broadcast input gets a gradient of its own shape; a shape outside an op's contract is a

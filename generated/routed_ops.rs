@@ -3,6 +3,46 @@
 
 use crate::rt;
 
+/// An elementwise scale and an optional shift. Each broadcasts to the input's shape as in Burn's
+/// `x * scale + shift` (same rank; each dimension equal to the input's or 1).
+///
+/// Declared at `ops.toml:327`; `Affine` is its `Tensor<D>` form. Kernels take and return it with
+/// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
+#[derive(Clone, Debug)]
+pub struct AffinePrimitive<B: rt::Backend> {
+    /// Multiplies the input.
+    pub scale: rt::FloatTensor<B>,
+    /// Added after scaling; `None` adds nothing.
+    pub shift: Option<rt::FloatTensor<B>>,
+}
+
+/// The mean and the biased variance of a tensor along its last dimension, kept with size 1.
+///
+/// Declared at `ops.toml:350`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
+/// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
+#[derive(Clone, Debug)]
+pub struct MomentsPrimitive<B: rt::Backend> {
+    /// The mean.
+    pub mean: rt::FloatTensor<B>,
+    /// The mean squared deviation from `mean`.
+    pub variance: rt::FloatTensor<B>,
+}
+
+/// What `fill_where` writes where its mask is set.
+///
+/// Declared at `ops.toml:368`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
+/// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+pub enum FillPrimitive<B: rt::Backend> {
+    /// Zeros.
+    Zero,
+    /// One number everywhere.
+    Value(f32),
+    /// The matching elements of another tensor, which broadcasts to the input's shape.
+    From(rt::FloatTensor<B>),
+}
+
 /// Routed ops declared in `ops.toml`.
 ///
 /// Implement it for `Flex`, `CubeBackend`, `Remote`; `Dispatch` gets a generated implementation
@@ -240,6 +280,68 @@ pub trait RoutedOps: rt::Backend {
     ) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
         crate::kernels::composed::topk_last::<Self>(x, k)
     }
+    /// `x * p.scale + p.shift`. Gradients flow into `x` and into both fields of `p`, each summed
+    /// back
+    /// to its own shape.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:342`.
+    #[must_use]
+    fn affine(x: rt::FloatTensor<Self>, p: AffinePrimitive<Self>) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::affine::<Self>(x, p)
+    }
+    /// The mean and the biased variance along the last dimension (kept with size 1), as one value.
+    /// Gradients flow back into `x` from both fields.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:363`.
+    #[must_use]
+    fn moments(x: rt::FloatTensor<Self>) -> MomentsPrimitive<Self> {
+        crate::kernels::composed::moments::<Self>(x)
+    }
+    /// `x` with `fill` written where `mask` is set: Burn's `mask_fill` (`Fill::Zero`,
+    /// `Fill::Value`)
+    /// and `mask_where` (`Fill::From`) as one op. Gradients flow into `x` where the mask is clear,
+    /// and
+    /// into a `Fill::From` tensor where it is set.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:383`.
+    #[must_use]
+    fn fill_where(
+        x: rt::FloatTensor<Self>,
+        mask: &rt::BoolTensor<Self>,
+        fill: FillPrimitive<Self>,
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::fill_where::<Self>(x, mask, fill)
+    }
+}
+
+/// `Autodiff<B, C>` kernels of the differentiable ops of [`RoutedOps`].
+///
+/// Implement it for `Autodiff<B, C>`: the forward pass on `B` plus a backward pass. The
+/// generated `Dispatch` routing calls it when an input carries an enabled autodiff context.
+#[cfg(burn_route_autodiff)]
+pub trait RoutedOpsAutodiff: rt::Backend {
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::affine`].
+    fn affine(x: rt::FloatTensor<Self>, p: AffinePrimitive<Self>) -> rt::FloatTensor<Self>;
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::moments`].
+    fn moments(x: rt::FloatTensor<Self>) -> MomentsPrimitive<Self>;
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::fill_where`].
+    fn fill_where(
+        x: rt::FloatTensor<Self>,
+        mask: &rt::BoolTensor<Self>,
+        fill: FillPrimitive<Self>,
+    ) -> rt::FloatTensor<Self>;
 }
 
 /// [`RoutedOps`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.

@@ -2,11 +2,122 @@
 // Do not edit. Change ops.toml and rebuild; bless the snapshot with `UPDATE_GENERATED=1 cargo test --test generated`.
 
 use super::dispatch;
+use super::ops::AffinePrimitive;
+use super::ops::FillPrimitive;
+use super::ops::MomentsPrimitive;
 use super::ops::RoutedOps;
 use super::ops::RoutedOpsComposite;
 use super::ops::RoutedOpsFlex;
 use crate::rt;
 use crate::rt::__private as __rt;
+
+/// An elementwise scale and an optional shift. Each broadcasts to the input's shape as in Burn's
+/// `x * scale + shift` (same rank; each dimension equal to the input's or 1).
+///
+/// Declared at `ops.toml:327`; `AffinePrimitive` is its backend-level form, which
+/// [`into_primitive`](Affine::into_primitive) and [`from_primitive`](Affine::from_primitive)
+/// convert to and from.
+#[derive(Clone, Debug)]
+pub struct Affine<const D: usize> {
+    /// Multiplies the input.
+    pub scale: rt::Tensor<D>,
+    /// Added after scaling; `None` adds nothing.
+    pub shift: Option<rt::Tensor<D>>,
+}
+
+impl<const D: usize> Affine<D> {
+    /// The value as `Dispatch` primitives: what the `Dispatch` methods and the `try_` functions of
+    /// the dispatch module take.
+    #[must_use]
+    pub fn into_primitive(self) -> AffinePrimitive<rt::Dispatch> {
+        AffinePrimitive {
+            scale: self.scale.into_dispatch(),
+            shift: __rt::into_dispatch_opt(self.shift),
+        }
+    }
+
+    /// A value of `Dispatch` primitives (what the dispatch module returns) as `Tensor`s.
+    #[must_use]
+    pub fn from_primitive(__value: AffinePrimitive<rt::Dispatch>) -> Self {
+        Affine {
+            scale: rt::Tensor::from_dispatch(__value.scale),
+            shift: __rt::from_dispatch_opt(__value.shift),
+        }
+    }
+}
+
+/// The mean and the biased variance of a tensor along its last dimension, kept with size 1.
+///
+/// Declared at `ops.toml:350`; `MomentsPrimitive` is its backend-level form, which
+/// [`into_primitive`](Moments::into_primitive) and [`from_primitive`](Moments::from_primitive)
+/// convert to and from.
+#[derive(Clone, Debug)]
+pub struct Moments<const D: usize> {
+    /// The mean.
+    pub mean: rt::Tensor<D>,
+    /// The mean squared deviation from `mean`.
+    pub variance: rt::Tensor<D>,
+}
+
+impl<const D: usize> Moments<D> {
+    /// The value as `Dispatch` primitives: what the `Dispatch` methods and the `try_` functions of
+    /// the dispatch module take.
+    #[must_use]
+    pub fn into_primitive(self) -> MomentsPrimitive<rt::Dispatch> {
+        MomentsPrimitive {
+            mean: self.mean.into_dispatch(),
+            variance: self.variance.into_dispatch(),
+        }
+    }
+
+    /// A value of `Dispatch` primitives (what the dispatch module returns) as `Tensor`s.
+    #[must_use]
+    pub fn from_primitive(__value: MomentsPrimitive<rt::Dispatch>) -> Self {
+        Moments {
+            mean: rt::Tensor::from_dispatch(__value.mean),
+            variance: rt::Tensor::from_dispatch(__value.variance),
+        }
+    }
+}
+
+/// What `fill_where` writes where its mask is set.
+///
+/// Declared at `ops.toml:368`; `FillPrimitive` is its backend-level form, which
+/// [`into_primitive`](Fill::into_primitive) and [`from_primitive`](Fill::from_primitive) convert to
+/// and from.
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+pub enum Fill<const D: usize> {
+    /// Zeros.
+    Zero,
+    /// One number everywhere.
+    Value(f32),
+    /// The matching elements of another tensor, which broadcasts to the input's shape.
+    From(rt::Tensor<D>),
+}
+
+impl<const D: usize> Fill<D> {
+    /// The value as `Dispatch` primitives: what the `Dispatch` methods and the `try_` functions of
+    /// the dispatch module take.
+    #[must_use]
+    pub fn into_primitive(self) -> FillPrimitive<rt::Dispatch> {
+        match self {
+            Fill::Zero => FillPrimitive::Zero,
+            Fill::Value(__field_0) => FillPrimitive::Value(__field_0),
+            Fill::From(__field_0) => FillPrimitive::From(__field_0.into_dispatch()),
+        }
+    }
+
+    /// A value of `Dispatch` primitives (what the dispatch module returns) as `Tensor`s.
+    #[must_use]
+    pub fn from_primitive(__value: FillPrimitive<rt::Dispatch>) -> Self {
+        match __value {
+            FillPrimitive::Zero => Fill::Zero,
+            FillPrimitive::Value(__field_0) => Fill::Value(__field_0),
+            FillPrimitive::From(__field_0) => Fill::From(rt::Tensor::from_dispatch(__field_0)),
+        }
+    }
+}
 
 /// [`RoutedOps::add_relu`] on `Tensor`s, routed to the backend of its inputs.
 ///
@@ -644,4 +755,89 @@ pub fn try_topk_last<const D: usize>(
         rt::Tensor::from_dispatch(__out.0),
         rt::Tensor::from_dispatch(__out.1),
     ))
+}
+
+/// [`RoutedOps::affine`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_affine`](fn@try_affine) returns the error instead.
+#[must_use]
+pub fn affine<const D: usize>(x: rt::Tensor<D>, p: Affine<D>) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as RoutedOps>::affine(x.into_dispatch(), p.into_primitive());
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`affine`](fn@affine), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_affine<const D: usize>(
+    x: rt::Tensor<D>,
+    p: Affine<D>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_affine(x.into_dispatch(), p.into_primitive())?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
+/// [`RoutedOps::moments`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_moments`](fn@try_moments) returns the error instead.
+#[must_use]
+pub fn moments<const D: usize>(x: rt::Tensor<D>) -> Moments<D> {
+    let __out = <rt::Dispatch as RoutedOps>::moments(x.into_dispatch());
+    Moments::from_primitive(__out)
+}
+
+/// [`moments`](fn@moments), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_moments<const D: usize>(x: rt::Tensor<D>) -> Result<Moments<D>, rt::RouteError> {
+    let __out = dispatch::try_moments(x.into_dispatch())?;
+    Ok(Moments::from_primitive(__out))
+}
+
+/// [`RoutedOps::fill_where`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see `ERRORS.md`). [`try_fill_where`](fn@try_fill_where) returns the error instead.
+#[must_use]
+pub fn fill_where<const D: usize>(
+    x: rt::Tensor<D>,
+    mask: &rt::Tensor<D, rt::Bool>,
+    fill: Fill<D>,
+) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as RoutedOps>::fill_where(
+        x.into_dispatch(),
+        &mask.clone().into_dispatch(),
+        fill.into_primitive(),
+    );
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`fill_where`](fn@fill_where), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+pub fn try_fill_where<const D: usize>(
+    x: rt::Tensor<D>,
+    mask: &rt::Tensor<D, rt::Bool>,
+    fill: Fill<D>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_fill_where(
+        x.into_dispatch(),
+        &mask.clone().into_dispatch(),
+        fill.into_primitive(),
+    )?;
+    Ok(rt::Tensor::from_dispatch(__out))
 }

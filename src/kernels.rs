@@ -7,10 +7,13 @@
 //! - [`backward`]: the fused backward kernels that `ops.toml`'s function-form backward passes
 //!   name (`BackwardKernels`, fused on Flex and Cube). The `Autodiff<B, C>` implementations
 //!   themselves are generated from the manifest's `backward` keys (formulas or these functions).
+//! - `autodiff`: the `Autodiff<B, C>` kernels of the ops over declared types, written by hand.
 //!
 //! Composite ops (`composite = ...` in the manifest) need no kernel here: see
 //! [`crate::composite`].
 
+#[cfg(feature = "autodiff")]
+mod autodiff;
 #[cfg(feature = "autodiff")]
 pub mod backward;
 pub mod composed;

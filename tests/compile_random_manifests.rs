@@ -8,7 +8,9 @@
 //! names that collide with what generated code uses (`route`, `kernel`, `out_0`, `dispatch`,
 //! Burn's own method names...), docs with comment markers, quotes, code fences, Unicode and
 //! CRLF, plain types with paths, references, lifetimes and trait objects, and tensor-less ops
-//! routed by their device to several backends.
+//! routed by their device to several backends; declared types (`[[type]]`: structs and enums,
+//! nested, with optional, `vec` and plain fields named like generated locals) taken owned or
+//! borrowed and returned alone or in tuples.
 //!
 //! The scratch crate lives in a temporary directory; its target directory is kept under
 //! Cargo's per-test scratch space so later runs only recompile the generated code.
@@ -109,7 +111,148 @@ fn input() -> impl Strategy<Value = String> {
         5 => tensor_arg(),
         3 => prop::sample::select(INPUT_TYPES).prop_map(|t| format!("type = \"{t}\"")),
         1 => Just("device = true".to_owned()),
+        // A declared type, owned or borrowed: `@T<k>` is replaced by the manifest's `k`th
+        // `[[type]]` (see `declared_types`).
+        2 => (0..4u8, any::<bool>()).prop_map(|(k, borrowed)| {
+            format!("type = \"{}@T{k}\"", if borrowed { "&" } else { "" })
+        }),
     ]
+}
+
+/// Names of declared types: what the runtime and generated code name too (`Shape`, `Device`),
+/// none of them a trait name `manifest()` draws.
+const TYPE_NAMES: &[&str] = &["Detections", "Shape", "Device", "Operand"];
+
+/// Field names that generated code uses for its own locals and paths.
+const FIELD_NAMES: &[&str] = &[
+    "route",
+    "value",
+    "names",
+    "leaf",
+    "self_",
+    "kernel",
+    "out_0",
+    "device",
+    "dispatch",
+    "x",
+    "clone",
+    "into_primitive",
+];
+
+/// Plain field types: owned, `Clone` and `Debug` (the generated types derive both).
+const FIELD_TYPES: &[&str] = &[
+    "f32",
+    "usize",
+    "String",
+    "Vec<usize>",
+    "Option<u64>",
+    "&'static str",
+    "(f32, bool)",
+    "[f32; 3]",
+    "std::ops::Range<usize>",
+    "core::num::NonZeroUsize",
+];
+
+/// One field's value (its name aside): a tensor, a plain type, or `@NEXT`, the next declared
+/// type (so no type contains itself).
+fn field() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => tensor_arg().prop_map(|t| t.replace(", borrowed = true", "")),
+        2 => prop::sample::select(FIELD_TYPES).prop_map(|t| format!("type = \"{t}\"")),
+        1 => Just("type = \"@NEXT\"".to_owned()),
+    ]
+}
+
+/// Up to four `[[type]]` entries, valid by construction: each a struct or an enum (unit,
+/// tuple and struct variants) whose first field is a tensor, nesting only later types.
+fn declared_types() -> impl Strategy<Value = Vec<String>> {
+    let fields = || {
+        (
+            tensor_arg(),
+            prop::collection::vec(field(), 0..3),
+            0..FIELD_NAMES.len(),
+        )
+    };
+    let shape = prop_oneof![
+        2 => fields().prop_map(|f| vec![(2u8, f)]),
+        2 => prop::collection::vec((0..3u8, fields()), 2..4),
+    ];
+    prop::collection::vec((shape, doc()), 0..=3).prop_map(|types| {
+        let n = types.len();
+        types
+            .iter()
+            .enumerate()
+            .map(|(i, (parts, doc))| {
+                let member = |m: &str| {
+                    let m = m.replace(", borrowed = true", "");
+                    if i + 1 < n {
+                        m.replace("@NEXT", TYPE_NAMES[i + 1])
+                    } else {
+                        m.replace(
+                            "type = \"@NEXT\"",
+                            "tensor = \"float\", container = \"option\"",
+                        )
+                    }
+                };
+                let list = |(first, rest, seed): &(String, Vec<String>, usize), named: bool| {
+                    let items: Vec<String> = std::iter::once(first)
+                        .chain(rest)
+                        .enumerate()
+                        .map(|(j, m)| {
+                            if named {
+                                let name = FIELD_NAMES[(seed + j) % FIELD_NAMES.len()];
+                                format!("{{ name = \"{name}\", {} }}", member(m))
+                            } else {
+                                format!("{{ {} }}", member(m))
+                            }
+                        })
+                        .collect();
+                    format!("[{}]", items.join(", "))
+                };
+                let body = if parts.len() == 1 {
+                    format!("fields = {}", list(&parts[0].1, true))
+                } else {
+                    let variants: Vec<String> = parts
+                        .iter()
+                        .enumerate()
+                        .map(|(v, (form, f))| {
+                            // The first variant holds a tensor; the others may be unit ones.
+                            let form = if v == 0 { form.max(&1) } else { form };
+                            let name = ["Dense", "Empty", "Some", "Tensor"][v % 4];
+                            match form {
+                                0 => format!("{{ name = \"{name}\" }}"),
+                                1 => {
+                                    format!("{{ name = \"{name}\", fields = {} }}", list(f, false))
+                                }
+                                _ => format!("{{ name = \"{name}\", fields = {} }}", list(f, true)),
+                            }
+                        })
+                        .collect();
+                    format!("variants = [\n    {},\n]", variants.join(",\n    "))
+                };
+                format!(
+                    "[[type]]\nname = \"{}\"\ndoc = {doc}\n{body}\n",
+                    TYPE_NAMES[i]
+                )
+            })
+            .collect()
+    })
+}
+
+/// `@T<k>` in an op's text as the manifest's declared type `k % n`, or a plain type when the
+/// manifest declares none.
+fn resolve_declared(text: &str, n: usize) -> String {
+    let mut out = text.to_owned();
+    for k in 0..4 {
+        let placeholder = format!("@T{k}");
+        out = if n == 0 {
+            out.replace(&format!("\"&{placeholder}\""), "\"&str\"")
+                .replace(&format!("\"{placeholder}\""), "\"usize\"")
+        } else {
+            out.replace(&placeholder, TYPE_NAMES[k % n])
+        };
+    }
+    out
 }
 
 fn output() -> impl Strategy<Value = String> {
@@ -120,6 +263,7 @@ fn output() -> impl Strategy<Value = String> {
         1 => Just("{ tensor = \"int\", container = \"option\" }".to_owned()),
         1 => rank_name().prop_map(|r| format!("{{ tensor = \"float\", dims = \"{r}\" }}")),
         2 => prop::sample::select(OUTPUT_TYPES).prop_map(|t| format!("{{ type = \"{t}\" }}")),
+        1 => (0..4u8).prop_map(|k| format!("{{ type = \"@T{k}\" }}")),
     ];
     prop_oneof![
         1 => Just(String::new()),
@@ -236,6 +380,11 @@ fn op(index: usize) -> impl Strategy<Value = String> {
         ((any::<bool>(), any::<bool>()), (0..6u8, any::<bool>())),
     )
         .prop_map(move |(name, policy, inputs, output, backends, doc, ((meta, composition), (backward, recompute)))| {
+            // An op with a declared type runs its composition on Cube (it has no lazy form),
+            // so it takes no output metadata, and no declared backward pass.
+            let declared = output.contains("@T") || inputs.iter().any(|(_, arg, _)| arg.contains("@T"));
+            let (meta, composition) = if declared { (false, true) } else { (meta, composition) };
+            let backward = if declared { 0 } else { backward };
             let output = if meta { with_metadata(&name, &output) } else { output };
             let composition = if composition {
                 format!("composition = \"super::kernels::{name}_composition\"\n")
@@ -368,12 +517,15 @@ fn manifest() -> impl Strategy<Value = String> {
         ],
         (op(0), op(1), op(2), op(3)),
         1usize..=4,
+        declared_types(),
     )
-        .prop_map(|(backends, trait_name, (a, b, c, d), count)| {
+        .prop_map(|(backends, trait_name, (a, b, c, d), count, types)| {
             let ops = [a, b, c, d];
+            let ops = resolve_declared(&ops[..count].join("\n"), types.len());
             format!(
-                "[routing]\ntrait = \"{trait_name}\"\nbackends = {backends}\n\n{}",
-                ops[..count].join("\n")
+                "[routing]\ntrait = \"{trait_name}\"\nbackends = {backends}\n\n{}{}{ops}",
+                types.join("\n"),
+                if types.is_empty() { "" } else { "\n" },
             )
         })
 }

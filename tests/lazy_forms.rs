@@ -97,6 +97,11 @@ mod meta {
     pub fn length(n: &usize, _value: &f32) -> Shape {
         Shape::new([*n])
     }
+
+    /// `[rows, 1]`: one value per row of `x`.
+    pub fn rows(x: &TensorSpec) -> Shape {
+        Shape::new([x.shape[0], 1])
+    }
 }
 
 /// The kernels: the same composition on Flex and on `CubeBackend`.
@@ -106,7 +111,7 @@ mod kernels {
         Backend, BoolTensor, CubeBackend, DeviceOf, Flex, FloatTensor, IntTensor,
     };
 
-    use crate::lazy::ops::LazyForms;
+    use crate::lazy::ops::{ExtremesPrimitive, LazyForms, RowStatsPrimitive};
 
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn forms<B: Backend>(
@@ -144,6 +149,17 @@ mod kernels {
         B::float_mul_scalar(B::float_to_device(x, device), Scalar::from(2.0f32))
     }
 
+    fn row_stats<B: Backend>(x: FloatTensor<B>) -> RowStatsPrimitive<B> {
+        let int_dtype = get_or_init_device_settings::<B>(&x.device()).int_dtype;
+        RowStatsPrimitive {
+            sums: B::float_sum_dim(x.clone(), 1),
+            extremes: ExtremesPrimitive {
+                max: B::float_max_dim(x.clone(), 1),
+                argmax: B::float_argmax(x, 1, int_dtype),
+            },
+        }
+    }
+
     macro_rules! kernels {
         ($backend:ty) => {
             impl LazyForms for $backend {
@@ -168,6 +184,9 @@ mod kernels {
                 }
                 fn moved(x: FloatTensor<Self>, device: &DeviceOf<Self>) -> FloatTensor<Self> {
                     moved::<Self>(x, device)
+                }
+                fn row_stats(x: FloatTensor<Self>) -> RowStatsPrimitive<Self> {
+                    row_stats::<Self>(x)
                 }
             }
         };
@@ -245,4 +264,30 @@ fn metadata_functions_agree_with_the_kernels() {
     let x = TensorSpec::new([2, 3].into(), burn_route::rt::DType::F32);
     let shapes = meta::split(&x, &x, None, None, &[], &x, &4, &[1, 2]);
     assert_eq!(shapes, [[2, 1].into(), [2, 2].into()]);
+}
+
+/// A declared struct output (with a nested struct) as one deferred operation, each field
+/// declared from its metadata in the type: the values Flex computes, read after later work.
+#[test]
+fn a_struct_output_runs_lazily_from_its_fields_metadata() {
+    let run = |device: &Device| {
+        let x = Tensor::<2>::from_data([[1.0, 5.0, 3.0], [-4.0, -2.0, -6.0]], device);
+        let stats = lazy::tensor::row_stats(x.clone().exp().log());
+        let _later = x * 3.0;
+        (
+            values(&stats.sums),
+            values(&stats.extremes.max),
+            ints(&stats.extremes.argmax),
+            stats.sums.dims(),
+        )
+    };
+    let (sums, max, argmax, dims) = run(&gpu());
+    assert_eq!(dims, [2, 1]);
+    common::assert_close(&sums, &[9.0, -12.0], 1e-4, "sums");
+    common::assert_close(&max, &[5.0, -2.0], 1e-4, "max");
+    assert_eq!(argmax, [1, 1]);
+    let (f_sums, f_max, f_argmax, _) = run(&Device::flex());
+    common::assert_close(&sums, &f_sums, 1e-4, "sums against Flex");
+    common::assert_close(&max, &f_max, 1e-4, "max against Flex");
+    assert_eq!(argmax, f_argmax);
 }

@@ -111,8 +111,9 @@ fn sum_all_is_composite_and_differentiable() {
 fn an_empty_vec_has_no_routing_tensor() {
     let err = try_sum_all::<2>(Vec::new()).unwrap_err();
     assert_eq!(err, RouteError::NoRoutingTensor { op: "sum_all" });
-    let message = "op `sum_all` has no tensor to route by: every tensor input is empty or absent. \
-Fix: pass at least one tensor. See ERRORS.md#no-routing-tensor";
+    let message = "op `sum_all` has no tensor to route by: every tensor input is empty or absent \
+(a declared type's tensor-less variant counts as absent). Fix: pass at least one tensor. See \
+ERRORS.md#no-routing-tensor";
     assert_eq!(err.to_string(), message);
     assert_eq!(panic_message(|| drop(sum_all::<2>(Vec::new()))), message);
 }

@@ -15,6 +15,8 @@ pub struct Diagnostic {
     pub message: String,
     /// How to fix it.
     pub help: Option<String>,
+    /// A warning: reported, but the manifest still generates.
+    pub warning: bool,
 }
 
 impl Diagnostic {
@@ -25,7 +27,15 @@ impl Diagnostic {
             key: key.into(),
             message: message.into(),
             help: None,
+            warning: false,
         }
+    }
+
+    /// Makes it a warning.
+    #[must_use]
+    pub fn warning(mut self) -> Self {
+        self.warning = true;
+        self
     }
 
     /// Adds the fix.
@@ -80,7 +90,12 @@ impl Diagnostic {
         let excerpt = &source[from..to.max(from)];
         let label = format!("`{}`", self.key);
         let span = (start - from)..(end.min(to) - from);
-        let mut group = Level::ERROR.primary_title(&self.message).element(
+        let level = if self.warning {
+            Level::WARNING
+        } else {
+            Level::ERROR
+        };
+        let mut group = level.primary_title(&self.message).element(
             Snippet::source(excerpt)
                 .line_start(first)
                 .path(file)
@@ -219,11 +234,16 @@ impl Report {
         })
     }
 
-    /// `N errors in FILE`.
+    /// `N errors in FILE` (`N warnings in FILE` for a report of warnings only).
     pub fn summary(&self) -> String {
         let n = self.diagnostics.len();
+        let what = if n > 0 && self.diagnostics.iter().all(|d| d.warning) {
+            "warning"
+        } else {
+            "error"
+        };
         format!(
-            "{n} error{} in {}",
+            "{n} {what}{} in {}",
             if n == 1 { "" } else { "s" },
             self.file
         )

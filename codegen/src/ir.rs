@@ -21,6 +21,10 @@ pub struct Ir {
     pub ops: Vec<Op>,
     /// The traits, in order of first use by an op.
     pub groups: Vec<TraitGroup>,
+    /// The declared types (`[[type]]`), in manifest order.
+    pub types: Vec<TypeDef>,
+    /// What validation warns about (a declared type no op uses): reported, not fatal.
+    pub warnings: Vec<crate::diag::Diagnostic>,
 }
 
 impl Ir {
@@ -51,6 +55,217 @@ impl Ir {
     pub fn has_derived_autodiff(&self) -> bool {
         self.ops.iter().any(|op| op.backward.is_some())
     }
+}
+
+impl Ir {
+    /// The declared type `name` (validation resolved every use).
+    pub fn type_def(&self, name: &str) -> &TypeDef {
+        self.types
+            .iter()
+            .find(|t| t.name == name)
+            .expect("validation resolves every declared type")
+    }
+}
+
+/// Whether declared type `name` is a struct whose every field is a tensor or such a struct.
+pub fn tensors_only(types: &[TypeDef], name: &str) -> bool {
+    fn visit(types: &[TypeDef], name: &str, depth: usize) -> bool {
+        let Some(def) = types.iter().find(|t| t.name == name) else {
+            return false;
+        };
+        match &def.body {
+            TypeBody::Enum(_) => false,
+            TypeBody::Struct(fields) => fields.iter().all(|m| match &m.ty {
+                MemberType::Tensor(_) => true,
+                MemberType::Plain(_) => false,
+                MemberType::Declared(inner) => {
+                    depth < types.len() && visit(types, inner, depth + 1)
+                }
+            }),
+        }
+    }
+    visit(types, name, 0)
+}
+
+/// The tensors of declared type `name` among `types`, in declaration order (a nested type's in
+/// place, every variant's in turn): what routing looks through and names in errors.
+pub fn leaves(types: &[TypeDef], name: &str) -> Vec<Leaf> {
+    let mut out = Vec::new();
+    collect_leaves(types, name, &mut Vec::new(), &mut out);
+    out
+}
+
+fn collect_leaves(types: &[TypeDef], name: &str, path: &mut Vec<Step>, out: &mut Vec<Leaf>) {
+    // Validation refuses recursive types; the depth bound only keeps a bug from looping.
+    let Some(def) = types.iter().find(|t| t.name == name) else {
+        return;
+    };
+    if path.len() > types.len() {
+        return;
+    }
+    let member = |step: Step, m: &Member, path: &mut Vec<Step>, out: &mut Vec<Leaf>| {
+        path.push(step);
+        match &m.ty {
+            MemberType::Tensor(t) => out.push(Leaf {
+                path: path.clone(),
+                tensor: t.clone(),
+            }),
+            MemberType::Declared(inner) => collect_leaves(types, inner, path, out),
+            MemberType::Plain(_) => {}
+        }
+        path.pop();
+    };
+    match &def.body {
+        TypeBody::Struct(fields) => {
+            for m in fields {
+                let field = m.name.clone().unwrap_or_default();
+                let step = Step::Field {
+                    ty: def.name.clone(),
+                    field,
+                };
+                member(step, m, path, out);
+            }
+        }
+        TypeBody::Enum(variants) => {
+            for v in variants {
+                for (i, m) in v.fields.iter().enumerate() {
+                    let step = Step::Variant {
+                        ty: def.name.clone(),
+                        variant: v.name.clone(),
+                        field: m.name.clone().unwrap_or_else(|| i.to_string()),
+                        index: i,
+                        named: v.kind == VariantKind::Struct,
+                    };
+                    member(step, m, path, out);
+                }
+            }
+        }
+    }
+}
+
+/// A `[[type]]`: a struct or an enum holding tensors, generated at the backend level
+/// (`NamePrimitive<B>`, which `Dispatch` instantiates) and at the `Tensor<D>` level (`Name`).
+#[derive(Clone, Debug)]
+pub struct TypeDef {
+    /// The `Tensor<D>`-level name, as declared.
+    pub name: String,
+    /// Doc lines from the manifest.
+    pub doc: Vec<String>,
+    /// Fields or variants.
+    pub body: TypeBody,
+    /// The rank generics of its tensors (nested types' included), in order of first use: the
+    /// `Tensor<D>`-level type's const parameters.
+    pub ranks: Vec<String>,
+    /// `manifest:LINE` of the declaration, for docs.
+    pub location: String,
+}
+
+/// What a declared type is made of.
+#[derive(Clone, Debug)]
+pub enum TypeBody {
+    /// A struct's named fields.
+    Struct(Vec<Member>),
+    /// An enum's variants.
+    Enum(Vec<Variant>),
+}
+
+/// One variant of a declared enum.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    /// Its name.
+    pub name: String,
+    /// Doc lines.
+    pub doc: Vec<String>,
+    /// Unit, tuple or struct.
+    pub kind: VariantKind,
+    /// Its fields (named for a struct variant).
+    pub fields: Vec<Member>,
+}
+
+/// The shape of an enum variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VariantKind {
+    /// `Empty`.
+    Unit,
+    /// `Dense(..)`.
+    Tuple,
+    /// `Masked { .. }`.
+    Struct,
+}
+
+/// A field of a declared struct or variant.
+#[derive(Clone, Debug)]
+pub struct Member {
+    /// Its name; `None` in a tuple variant.
+    pub name: Option<String>,
+    /// Doc lines.
+    pub doc: Vec<String>,
+    /// What it holds.
+    pub ty: MemberType,
+}
+
+/// What a field holds.
+#[derive(Clone, Debug)]
+pub enum MemberType {
+    /// A tensor (or an `Option`/`Vec` of them).
+    Tensor(TensorArg),
+    /// A plain Rust type.
+    Plain(String),
+    /// Another declared type, by name.
+    Declared(String),
+}
+
+/// One tensor of a declared type: where it sits, and what it is.
+#[derive(Clone, Debug)]
+pub struct Leaf {
+    /// The steps from the value down to it.
+    pub path: Vec<Step>,
+    /// The tensor (its container included).
+    pub tensor: TensorArg,
+}
+
+impl Leaf {
+    /// Its name below the input, as errors show it: `scores`, `pair.left`, `Dense.0`.
+    pub fn label(&self) -> String {
+        self.path
+            .iter()
+            .map(|step| match step {
+                Step::Field { field, .. } => field.clone(),
+                Step::Variant { variant, field, .. } => format!("{variant}.{field}"),
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+
+    /// Whether it exists only in some variant of an enum.
+    pub fn refutable(&self) -> bool {
+        self.path.iter().any(|s| matches!(s, Step::Variant { .. }))
+    }
+}
+
+/// One step down a declared type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A struct's field.
+    Field {
+        /// The struct.
+        ty: String,
+        /// The field.
+        field: String,
+    },
+    /// A field of an enum variant.
+    Variant {
+        /// The enum.
+        ty: String,
+        /// The variant.
+        variant: String,
+        /// The field's name, or its index in a tuple variant.
+        field: String,
+        /// Its index.
+        index: usize,
+        /// Whether the variant is a struct variant (fields by name).
+        named: bool,
+    },
 }
 
 /// One generated extension trait: the ops that share a backend list and a kind of body.
@@ -336,8 +551,50 @@ impl Op {
     pub fn tensor_inputs(&self) -> impl Iterator<Item = (&Input, &TensorArg)> {
         self.inputs.iter().filter_map(|input| match &input.arg {
             Arg::Tensor(t) => Some((input, t)),
-            Arg::Plain(_) | Arg::Device => None,
+            Arg::Plain(_) | Arg::Device | Arg::Declared { .. } => None,
         })
+    }
+
+    /// Every tensor the routing looks at, in order: tensor inputs, and the tensors of
+    /// declared-type inputs (with the leaf), each with the name errors give it (`x`,
+    /// `boxes.scores`).
+    pub fn routing_tensors(&self) -> Vec<(String, &Input, &TensorArg, Option<&Leaf>)> {
+        let mut out = Vec::new();
+        for input in &self.inputs {
+            match &input.arg {
+                Arg::Tensor(t) => out.push((input.name.clone(), input, t, None)),
+                Arg::Declared { leaves, .. } => {
+                    for leaf in leaves {
+                        let name = format!("{}.{}", input.name, leaf.label());
+                        out.push((name, input, &leaf.tensor, Some(leaf)));
+                    }
+                }
+                Arg::Plain(_) | Arg::Device => {}
+            }
+        }
+        out
+    }
+
+    /// Whether any input is a float tensor or holds one (in a declared type).
+    pub fn has_float_input(&self) -> bool {
+        self.routing_tensors()
+            .iter()
+            .any(|(_, _, t, _)| t.kind == TensorKind::Float)
+    }
+
+    /// Whether an input or the output is a declared type.
+    pub fn uses_declared(&self) -> bool {
+        fn output(out: &Output) -> bool {
+            match out {
+                Output::Declared { .. } => true,
+                Output::Tuple(items) => items.iter().any(output),
+                Output::Unit | Output::Tensor(_) | Output::Plain(_) => false,
+            }
+        }
+        self.inputs
+            .iter()
+            .any(|i| matches!(i.arg, Arg::Declared { .. }))
+            || output(&self.output)
     }
 
     /// Whether the op's `Autodiff<B, C>` kernel is written by hand: a differentiable op that is
@@ -524,6 +781,17 @@ pub enum MetaSource {
 pub enum Arg {
     /// A tensor (or an `Option`/`Vec` of them).
     Tensor(TensorArg),
+    /// A declared type (`[[type]]`), by name; `borrowed` for `&Name`.
+    Declared {
+        /// The type's name.
+        name: String,
+        /// Passed by reference.
+        borrowed: bool,
+        /// The type's rank generics (its `Tensor<D>`-level parameters).
+        ranks: Vec<String>,
+        /// Its tensors, in routing order.
+        leaves: Vec<Leaf>,
+    },
     /// A plain Rust value, passed through unchanged.
     Plain(String),
     /// The device (`&Device<B>`): routes ops without tensor inputs.
@@ -539,6 +807,18 @@ pub enum Output {
     Tensor(TensorArg),
     /// A plain Rust value.
     Plain(String),
+    /// A declared type (`[[type]]`), by name.
+    Declared {
+        /// The type's name.
+        name: String,
+        /// The type's rank generics (its `Tensor<D>`-level parameters).
+        ranks: Vec<String>,
+        /// Its tensors, in declaration order.
+        leaves: Vec<Leaf>,
+        /// Whether it is a struct of tensors only (through nested structs): what a deferred
+        /// operation on `Fusion<B>` can declare before its kernel runs.
+        tensors_only: bool,
+    },
     /// A tuple (possibly nested).
     Tuple(Vec<Output>),
 }

@@ -389,6 +389,46 @@ impl Builder {
         })
     }
 
+    /// The manifest's warnings (a declared type no op uses, ...) as a report, when it has any.
+    fn warning_report(&self, ir: &ir::Ir, source: &str) -> Option<Report> {
+        (!ir.warnings.is_empty()).then(|| Report {
+            file: self.display_name(),
+            source: source.to_owned(),
+            diagnostics: ir.warnings.clone(),
+        })
+    }
+
+    /// [`Builder::render`], with the manifest's warnings (problems that still generate, such as
+    /// a declared type no op uses) as a report when it has any.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::render`].
+    pub fn render_with_warnings(&self) -> Result<(Vec<File>, Option<Report>), Error> {
+        let source = self.read_manifest()?;
+        let config = self.config()?;
+        let ir = self.lower(&source)?;
+        let mut files = emit::emit(&ir, &config);
+        files.retain(|f| self.modules.iter().any(|m| m.file_name() == f.name));
+        files.extend(self.check_file(&ir));
+        Ok((files, self.warning_report(&ir, &source)))
+    }
+
+    /// [`Builder::write`], with the manifest's warnings as [`Builder::render_with_warnings`]
+    /// returns them.
+    ///
+    /// # Errors
+    ///
+    /// As [`Builder::write`].
+    #[allow(clippy::type_complexity)]
+    pub fn write_with_warnings(
+        &self,
+    ) -> Result<(Vec<(PathBuf, WriteOutcome)>, Option<Report>), Error> {
+        let (ir, written) = self.write_files()?;
+        let source = self.read_manifest()?;
+        Ok((written, self.warning_report(&ir, &source)))
+    }
+
     /// Reads the manifest and renders the files in memory.
     ///
     /// # Errors
@@ -467,6 +507,18 @@ impl Builder {
         let result = self.write_with_ir();
         if let Ok(ir) = &result {
             lines.extend(check_cfg_lines(ir));
+            // Warnings: the files are generated, and cargo shows each line.
+            if let Some(report) = self.warning_report(ir, &self.read_manifest().unwrap_or_default())
+            {
+                lines.extend(
+                    report
+                        .snippets()
+                        .join("\n")
+                        .lines()
+                        .filter(|line| !line.trim().is_empty())
+                        .map(|line| format!("cargo::warning={line}")),
+                );
+            }
             if let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR") {
                 let cargo_toml = std::fs::read_to_string(Path::new(&dir).join("Cargo.toml"));
                 if let Ok(text) = cargo_toml {
@@ -740,6 +792,45 @@ output = { tensor = "float", shape = "x", dtype = "x" }
                  not declare, so that route could never be compiled in; help: did you mean \
                  `remote`? or add `remoet = [...]` to [features], or fix the cfg"
             ]
+        );
+    }
+
+    #[test]
+    fn build_script_reports_an_unused_declared_type_as_cargo_warnings() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = dir.path().join("ops.toml");
+        let source = "[routing]\ntrait = \"MyOps\"\nbackends = [\"Flex\"]\n\n[[type]]\nname = \"Pair\"\nfields = [{ name = \"x\", tensor = \"float\" }]\n\n[[op]]\nname = \"double\"\ninputs = [{ name = \"x\", tensor = \"float\" }]\noutput = { tensor = \"float\" }\n";
+        std::fs::write(&manifest, source).unwrap();
+        let out = dir.path().join("out");
+        let builder = Builder::new(&manifest)
+            .manifest_name("ops.toml")
+            .out_dir(&out);
+        let mut stdout = Vec::new();
+        assert!(
+            builder.build_script_to(&mut stdout),
+            "a warning still generates"
+        );
+        let stdout = String::from_utf8(stdout).unwrap();
+        let warnings: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.starts_with("cargo::warning="))
+            .collect();
+        assert_eq!(
+            warnings,
+            [
+                "cargo::warning=warning: type `Pair` is used by no op",
+                "cargo::warning= --> ops.toml:6:8",
+                "cargo::warning=  |",
+                "cargo::warning=6 | name = \"Pair\"",
+                "cargo::warning=  |        ^^^^^^ `type[0]`",
+                "cargo::warning=  |",
+                "cargo::warning=  = help: use it in an op's `inputs` or `output` (`type = \"Pair\"`), or remove it",
+            ]
+        );
+        assert!(!stdout.contains("cargo::error="), "{stdout}");
+        assert!(
+            std::fs::read_dir(&out).unwrap().next().is_some(),
+            "the files are written"
         );
     }
 

@@ -1,12 +1,14 @@
 //! `burn-route-codegen`: check, render and diff an ops.toml manifest, or print its JSON Schema.
 //!
 //! Exit status: 0 success; 1 the manifest has errors (`check`, `render`) or the generated files
-//! are stale (`diff`); 2 the command could not run (unreadable file, bad option).
+//! are stale (`diff`); 2 the command could not run (unreadable file, bad option). Warnings
+//! (`check`, `render`: a declared type no op uses) go to stderr, rendered like rustc, and leave
+//! the exit status 0.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use burn_route_codegen::{Builder, Error, File};
+use burn_route_codegen::{Builder, Error, File, Report};
 use clap::{Args, Parser, Subcommand};
 use similar::TextDiff;
 
@@ -103,10 +105,18 @@ fn failure(err: &Error) -> ExitCode {
     }
 }
 
+/// Prints the manifest's warnings like rustc, on stderr; they do not change the exit status.
+fn warn(warnings: Option<&Report>) {
+    if let Some(report) = warnings {
+        eprintln!("{}", report.render());
+    }
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Check { manifest } => match builder(&manifest).render() {
-            Ok(files) => {
+        Command::Check { manifest } => match builder(&manifest).render_with_warnings() {
+            Ok((files, warnings)) => {
+                warn(warnings.as_ref());
                 println!(
                     "{}: ok ({} files would be generated)",
                     manifest.display(),
@@ -120,8 +130,13 @@ fn main() -> ExitCode {
             manifest,
             out,
             paths,
-        } => match paths.apply(builder(&manifest)).out_dir(&out).write() {
-            Ok(written) => {
+        } => match paths
+            .apply(builder(&manifest))
+            .out_dir(&out)
+            .write_with_warnings()
+        {
+            Ok((written, warnings)) => {
+                warn(warnings.as_ref());
                 for (path, outcome) in written {
                     println!("{:?}: {}", outcome, path.display());
                 }

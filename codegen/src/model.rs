@@ -28,6 +28,53 @@ pub struct Manifest {
     pub routing: Routing,
     /// The `[[op]]` entries, in manifest order.
     pub ops: Vec<OpSpec>,
+    /// The `[[type]]` entries (structs and enums holding tensors), in manifest order.
+    pub types: Vec<TypeSpec>,
+}
+
+/// One `[[type]]` entry: a struct (`fields`) or an enum (`variants`) that op inputs and outputs
+/// may use by name.
+#[derive(Clone, Debug)]
+pub struct TypeSpec {
+    /// Position of the entry in the `type` array.
+    pub index: usize,
+    /// The whole entry.
+    pub span: Range<usize>,
+    /// `name`.
+    pub name: Option<Sp<String>>,
+    /// `doc`.
+    pub doc: Option<Sp<String>>,
+    /// `fields`: a struct's fields.
+    pub fields: Option<Sp<Vec<MemberSpec>>>,
+    /// `variants`: an enum's variants.
+    pub variants: Option<Sp<Vec<VariantSpec>>>,
+}
+
+/// One variant of an enum `[[type]]`.
+#[derive(Clone, Debug)]
+pub struct VariantSpec {
+    /// The whole entry.
+    pub span: Range<usize>,
+    /// `name`.
+    pub name: Option<Sp<String>>,
+    /// `doc`.
+    pub doc: Option<Sp<String>>,
+    /// `fields`: absent for a unit variant; named for a struct variant, unnamed for a tuple
+    /// variant.
+    pub fields: Option<Sp<Vec<MemberSpec>>>,
+}
+
+/// A field of a struct or of an enum variant.
+#[derive(Clone, Debug)]
+pub struct MemberSpec {
+    /// The whole entry.
+    pub span: Range<usize>,
+    /// `name` (absent in a tuple variant).
+    pub name: Option<Sp<String>>,
+    /// `doc`.
+    pub doc: Option<Sp<String>>,
+    /// `tensor` or `type` (a plain Rust type, or another declared type by name).
+    pub ty: Option<ArgSpec>,
 }
 
 /// The `[routing]` table.

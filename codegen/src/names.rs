@@ -165,6 +165,40 @@ pub fn route_fn(op: &str) -> String {
     format!("route_{op}")
 }
 
+/// The backend-level form of declared type `name` (`DetectionsPrimitive<B>`), in the traits
+/// module; `name` itself is the `Tensor<D>`-level form, in the tensor module.
+pub fn primitive_type(name: &str) -> String {
+    format!("{name}Primitive")
+}
+
+/// The method of a backend-level declared type, in the dispatch module, that unwraps its
+/// `Dispatch` tensors for the routed backend.
+pub const UNWRAP: &str = "__unwrap";
+/// The method of a backend-level declared type, in the dispatch module, that wraps a kernel's
+/// tensors back into `Dispatch` tensors.
+pub const WRAP: &str = "__wrap";
+/// The conversion of a `Tensor<D>`-level declared type to its `Dispatch` primitive.
+pub const INTO_PRIMITIVE: &str = "into_primitive";
+/// The conversion of a `Dispatch` primitive of a declared type to its `Tensor<D>` level.
+pub const FROM_PRIMITIVE: &str = "from_primitive";
+/// The accessor of a declared type's `index`th tensor when only some values have it (it is
+/// inside an enum variant), in the dispatch module.
+pub fn leaf_accessor(index: usize) -> String {
+    format!("__leaf_{index}")
+}
+
+/// The binding of field `index` of a tuple variant in a declared type's conversions.
+pub fn tuple_binding(index: usize) -> String {
+    format!("__field_{index}")
+}
+
+/// The binding of the tensor a routing pattern reaches inside a declared enum.
+pub const LEAF: &str = "__leaf";
+/// The value a declared type's conversion takes apart.
+pub const VALUE: &str = "__value";
+/// The names of a declared input's tensors, handed to its unwrapping (`["p.x", "p.y"]`).
+pub const LEAF_NAMES: &str = "__names";
+
 /// The alias of `Autodiff<backend>` in the dispatch module.
 pub fn autodiff_alias(backend: BackendName) -> String {
     format!("Autodiff{}", backend.as_str())
@@ -303,14 +337,23 @@ pub enum NameKind {
     Trait,
     /// A rank const generic (`UPPER_CASE`).
     Rank,
+    /// A declared type (`UpperCamelCase`).
+    Type,
+    /// A variant of a declared enum (`UpperCamelCase`; named through its enum, so prelude
+    /// names are fine).
+    Variant,
+    /// A field of a declared type (`snake_case`).
+    Field,
 }
 
 impl NameKind {
     /// The convention, as help text says it.
     pub fn convention(self) -> &'static str {
         match self {
-            Self::Op | Self::Input => "snake_case: lowercase ASCII letters, digits and single `_`",
-            Self::Trait => {
+            Self::Op | Self::Input | Self::Field => {
+                "snake_case: lowercase ASCII letters, digits and single `_`"
+            }
+            Self::Trait | Self::Type | Self::Variant => {
                 "UpperCamelCase: ASCII letters and digits, starting with an uppercase letter"
             }
             Self::Rank => {
@@ -365,7 +408,7 @@ pub fn problem(name: &str, kind: NameKind) -> Option<String> {
     let has_upper = name.chars().any(|c| c.is_ascii_uppercase());
     let has_letter = has_lower || has_upper;
     match kind {
-        NameKind::Op | NameKind::Input => {
+        NameKind::Op | NameKind::Input | NameKind::Field => {
             if has_upper || !has_letter || name.contains("__") {
                 return Some("is not snake_case".to_owned());
             }
@@ -384,7 +427,12 @@ pub fn problem(name: &str, kind: NameKind) -> Option<String> {
                 );
             }
         }
-        NameKind::Trait => {
+        NameKind::Variant => {
+            if name.contains('_') || !name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                return Some("is not UpperCamelCase".to_owned());
+            }
+        }
+        NameKind::Trait | NameKind::Type => {
             if name.contains('_') || !name.starts_with(|c: char| c.is_ascii_uppercase()) {
                 return Some("is not UpperCamelCase".to_owned());
             }
@@ -423,9 +471,9 @@ pub fn suggestion(name: &str, kind: NameKind) -> Option<String> {
         return None;
     }
     let candidate = match kind {
-        NameKind::Op | NameKind::Input => words.join("_").to_ascii_lowercase(),
+        NameKind::Op | NameKind::Input | NameKind::Field => words.join("_").to_ascii_lowercase(),
         NameKind::Rank => words.join("_").to_ascii_uppercase(),
-        NameKind::Trait => words
+        NameKind::Trait | NameKind::Type | NameKind::Variant => words
             .iter()
             .map(|w| {
                 let mut c = w.chars();

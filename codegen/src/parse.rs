@@ -10,12 +10,12 @@ use toml::de::{DeArray, DeTable, DeValue};
 
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::model::{
-    ArgSpec, BackendSpec, BackwardSpec, CheckSpec, Dims, InputSpec, Manifest, MetaSpec, OpSpec,
-    OutputSpec, Routing, ShapeSpec, Sp, TensorSpec,
+    ArgSpec, BackendSpec, BackwardSpec, CheckSpec, Dims, InputSpec, Manifest, MemberSpec, MetaSpec,
+    OpSpec, OutputSpec, Routing, ShapeSpec, Sp, TensorSpec, TypeSpec, VariantSpec,
 };
 
 /// Keys of the top level of the manifest.
-pub const TOP_KEYS: &[&str] = &["routing", "op"];
+pub const TOP_KEYS: &[&str] = &["routing", "op", "type"];
 /// Keys of the `[routing]` table.
 pub const ROUTING_KEYS: &[&str] = &[
     "trait",
@@ -70,6 +70,21 @@ pub const SHAPE_KEYS: &[&str] = &[
     "last_dim_of",
     "leading_dims_of",
 ];
+/// Keys of a `[[type]]` entry.
+pub const TYPE_KEYS: &[&str] = &["name", "doc", "fields", "variants"];
+/// Keys of an entry in an enum type's `variants`.
+pub const VARIANT_KEYS: &[&str] = &["name", "doc", "fields"];
+/// Keys of an entry in a type's or a variant's `fields`.
+pub const FIELD_KEYS: &[&str] = &[
+    "name",
+    "doc",
+    "tensor",
+    "type",
+    "dims",
+    "container",
+    "shape",
+    "dtype",
+];
 /// Keys of a table in an op's `output`.
 pub const OUTPUT_KEYS: &[&str] = &["tensor", "type", "dims", "container", "shape", "dtype"];
 
@@ -115,11 +130,29 @@ pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
         }
     }
 
+    let mut types = Vec::new();
+    if let Some(value) = root.get("type")
+        && let Some((array, _)) = p.as_array(value, "type", "an array of `[[type]]` tables")
+    {
+        for (index, item) in array.iter().enumerate() {
+            if let Some(ty) = p.type_spec(item, index) {
+                types.push(ty);
+            }
+        }
+    }
+
     p.diags.sort_by(|a, b| {
         (a.span.start, a.span.end, &a.key).cmp(&(b.span.start, b.span.end, &b.key))
     });
     p.diags.dedup();
-    (Manifest { routing, ops }, p.diags)
+    (
+        Manifest {
+            routing,
+            ops,
+            types,
+        },
+        p.diags,
+    )
 }
 
 /// The key of every TOML syntax diagnostic; they sort before every other problem, which may
@@ -679,6 +712,84 @@ impl Parser {
         }
     }
 
+    /// A `[[type]]` entry: `fields` (a struct) or `variants` (an enum); which one, and whether
+    /// both, is validation's call.
+    fn type_spec(&mut self, value: &Spanned<DeValue<'_>>, index: usize) -> Option<TypeSpec> {
+        let path = format!("type[{index}]");
+        let table = self.as_table(value, &path, TYPE_KEYS)?;
+        let name = self.string(table, &path, "name");
+        let name = self.required(name, table, value.span(), &path, "name", "\"Detections\"");
+        let doc = self.string(table, &path, "doc");
+        let fields = table
+            .get("fields")
+            .and_then(|v| self.members(v, &join(&path, "fields")));
+        let variants = table.get("variants").and_then(|v| {
+            let variants_path = join(&path, "variants");
+            let (array, span) = self.as_array(
+                v,
+                &variants_path,
+                "an array of variants such as `{ name = \"Empty\" }`",
+            )?;
+            let items = array
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| self.variant(item, &format!("{variants_path}[{i}]")))
+                .collect();
+            Some(Sp::new(items, span))
+        });
+        Some(TypeSpec {
+            index,
+            span: value.span(),
+            name,
+            doc,
+            fields,
+            variants,
+        })
+    }
+
+    fn variant(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<VariantSpec> {
+        let table = self.as_table(value, path, VARIANT_KEYS)?;
+        let name = self.string(table, path, "name");
+        let name = self.required(name, table, value.span(), path, "name", "\"Dense\"");
+        let doc = self.string(table, path, "doc");
+        let fields = table
+            .get("fields")
+            .and_then(|v| self.members(v, &join(path, "fields")));
+        Some(VariantSpec {
+            span: value.span(),
+            name,
+            doc,
+            fields,
+        })
+    }
+
+    /// A `fields` array of a type or a variant.
+    fn members(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<Sp<Vec<MemberSpec>>> {
+        let (array, span) = self.as_array(
+            value,
+            path,
+            "an array of fields such as `{ name = \"boxes\", tensor = \"float\" }`",
+        )?;
+        let items = array
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| {
+                let item_path = format!("{path}[{i}]");
+                let table = self.as_table(item, &item_path, FIELD_KEYS)?;
+                let name = self.string(table, &item_path, "name");
+                let doc = self.string(table, &item_path, "doc");
+                let ty = self.arg(table, item.span(), &item_path, false);
+                Some(MemberSpec {
+                    span: item.span(),
+                    name,
+                    doc,
+                    ty,
+                })
+            })
+            .collect();
+        Some(Sp::new(items, span))
+    }
+
     fn input(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<InputSpec> {
         let table = self.as_table(value, path, INPUT_KEYS)?;
         let name = self.string(table, path, "name");
@@ -765,15 +876,31 @@ impl Parser {
             };
             (meta.shape.is_some() || meta.dtype.is_some()).then(|| Box::new(meta))
         };
-        let present: Vec<&str> = ["tensor", "type", "device"]
-            .into_iter()
+        // `device` outside an input is an unknown key, reported as such.
+        let kinds: &[&str] = if is_input {
+            &["tensor", "type", "device"]
+        } else {
+            &["tensor", "type"]
+        };
+        let present: Vec<&str> = kinds
+            .iter()
+            .copied()
             .filter(|k| table.get(*k).is_some())
             .collect();
         if present.len() > 1 {
             let (key, _) = table.get_key_value(present[1]).expect("present");
+            let help = if is_input {
+                "give exactly one of `tensor` (a tensor), `type` (a plain Rust value) or `device = true` (the device)"
+            } else {
+                "give exactly one of `tensor` (a tensor) or `type` (a plain Rust value)"
+            };
             self.diags.push(
-                Diagnostic::new(key.span(), join(path, present[1]), format!("`{path}` has both `{}` and `{}`", present[0], present[1]))
-                    .help("give exactly one of `tensor` (a tensor), `type` (a plain Rust value) or `device = true` (the device)"),
+                Diagnostic::new(
+                    key.span(),
+                    join(path, present[1]),
+                    format!("`{path}` has both `{}` and `{}`", present[0], present[1]),
+                )
+                .help(help),
             );
             return None;
         }

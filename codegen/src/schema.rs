@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use crate::formula::{FUNCTIONS, Function, GRAD, NONE, OUTPUT, Param};
 use crate::ir::{BackendName, TensorKind};
 use crate::parse::{
-    BACKEND_KEYS, CHECK_KEYS, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS, ROUTING_KEYS, SHAPE_KEYS, TOP_KEYS,
+    BACKEND_KEYS, CHECK_KEYS, FIELD_KEYS, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS, ROUTING_KEYS,
+    SHAPE_KEYS, TOP_KEYS, TYPE_KEYS, VARIANT_KEYS,
 };
 
 /// The names `crate::names` accepts (keywords aside): `UpperCamelCase` traits, `snake_case`
@@ -18,6 +19,10 @@ const TRAIT_NAME: &str = "^[A-Z][A-Za-z0-9]*$";
 const OP_NAME: &str = "^[a-z][a-z0-9]*(_[a-z0-9]+)*_?$";
 const INPUT_NAME: &str = "^_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?$";
 const RANK_NAME: &str = "^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_?$";
+/// Declared type and variant names: `UpperCamelCase`.
+const TYPE_NAME: &str = "^[A-Z][A-Za-z0-9]*$";
+/// Field names: `snake_case`, as inputs.
+const FIELD_NAME: &str = INPUT_NAME;
 /// An entry of `save`: an input's name, `output`, or `output.N` (`output.N.M` in nested tuples).
 const SAVED_VALUE: &str = "^(output(\\.[0-9]+)*|_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?)$";
 /// The values of `checkpoint` (the validator's `CHECKPOINT_VALUES`; a unit test checks that
@@ -82,6 +87,82 @@ fn property(table: &str, key: &str) -> Value {
             "description": "The routed ops, in order.",
             "type": "array",
             "items": { "$ref": "#/definitions/op" }
+        }),
+        ("top", "type") => json!({
+            "description": "Declared types: structs and enums holding tensors, which op inputs (`type = \"Name\"`, or `\"&Name\"` borrowed) and outputs (`type = \"Name\"`) use. Each generates `NamePrimitive<B>` (backend level) and `Name<D>` (Tensor level).",
+            "type": "array",
+            "items": { "$ref": "#/definitions/type" }
+        }),
+        ("type", "name") => json!({
+            "description": "The type's name: UpperCamelCase ASCII, not a name of Rust's prelude, not B, C or F, unique among declared types. `NamePrimitive` is generated too.",
+            "type": "string", "pattern": TYPE_NAME
+        }),
+        ("type", "doc") => {
+            json!({ "description": "Documentation of the generated types.", "type": "string" })
+        }
+        ("type", "fields") => json!({
+            "description": "A struct: its fields, in order, each with a `name`.",
+            "type": "array", "minItems": 1,
+            "items": { "$ref": "#/definitions/field" }
+        }),
+        ("type", "variants") => json!({
+            "description": "An enum: its variants (two or more), in order.",
+            "type": "array", "minItems": 2,
+            "items": { "$ref": "#/definitions/variant" }
+        }),
+        ("variant", "name") => json!({
+            "description": "The variant's name: UpperCamelCase ASCII, unique within the enum.",
+            "type": "string", "pattern": TYPE_NAME
+        }),
+        ("variant", "doc") => {
+            json!({ "description": "Documentation of the variant.", "type": "string" })
+        }
+        ("variant", "fields") => json!({
+            "description": "The variant's fields: all named (a struct variant) or none (a tuple variant). Absent: a unit variant, which holds no tensor (routing falls through it like an absent Option).",
+            "type": "array", "minItems": 1,
+            "items": { "$ref": "#/definitions/field" }
+        }),
+        ("field", "name") => json!({
+            "description": "The field's name: snake_case ASCII, not a keyword, not starting with `__`, unique within its struct or variant. Required in a struct, absent in a tuple variant.",
+            "type": "string", "pattern": FIELD_NAME
+        }),
+        ("field", "doc") => {
+            json!({ "description": "Documentation of the field.", "type": "string" })
+        }
+        ("field", "tensor") => {
+            json!({ "description": "Tensor kind: the field is a tensor.", "enum": kinds() })
+        }
+        ("field", "type") => json!({
+            "description": "A plain Rust type (owned; it must implement Clone and Debug), or another declared type's name (by value, not inside another type).",
+            "type": "string"
+        }),
+        ("field", "dims") => json!({
+            "description": "Rank of a tensor field at the Tensor<D> level: an UPPER_CASE const-generic name (a generic parameter of the generated `Name<D>`) or a number.",
+            "oneOf": [
+                { "type": "string", "pattern": RANK_NAME },
+                { "type": "integer", "minimum": 1, "maximum": 16 }
+            ]
+        }),
+        ("field", "shape") => json!({
+            "description": "A tensor field of a struct (not of an enum variant), in an op's output: its shape, declared before the kernel runs (what the lazy Fusion implementation needs), as an output's `shape`: an input's name or a function path.",
+            "type": "string",
+            "anyOf": [
+                { "pattern": INPUT_NAME },
+                { "pattern": "::" }
+            ]
+        }),
+        ("field", "dtype") => json!({
+            "description": "A tensor field of a struct (not of an enum variant), in an op's output: its dtype, declared before the kernel runs, as an output's `dtype`: an input's name, \"default\", or a function path.",
+            "type": "string",
+            "anyOf": [
+                { "const": "default" },
+                { "pattern": INPUT_NAME },
+                { "pattern": "::" }
+            ]
+        }),
+        ("field", "container") => json!({
+            "description": "A tensor field as Option<tensor> or Vec<tensor>.",
+            "enum": ["option", "vec"]
         }),
         ("routing", "trait") => json!({
             "description": "Name of the generated extension trait that every concrete backend implements.",
@@ -226,9 +307,14 @@ fn property(table: &str, key: &str) -> Value {
             json!({ "description": "Parameter name: snake_case ASCII, not a keyword, not starting with `__`.", "type": "string", "pattern": INPUT_NAME })
         }
         ("input" | "output", "tensor") => json!({ "description": "Tensor kind.", "enum": kinds() }),
-        ("input" | "output", "type") => {
-            json!({ "description": "A plain Rust type, passed through unchanged.", "type": "string" })
-        }
+        ("input", "type") => json!({
+            "description": "A plain Rust type, passed through unchanged; or a declared type's name (`[[type]]`), `&Name` to borrow it.",
+            "type": "string"
+        }),
+        ("output", "type") => json!({
+            "description": "A plain Rust type, passed through unchanged; or a declared type's name (`[[type]]`).",
+            "type": "string"
+        }),
         ("input", "device") => json!({ "description": "The device argument.", "const": true }),
         ("input", "borrowed") => {
             json!({ "description": "Pass the tensor by reference.", "type": "boolean" })
@@ -336,6 +422,20 @@ pub fn json_schema() -> Value {
         &["routing"],
         "A burn-route manifest (ops.toml).",
     );
+    let mut field = table(
+        "field",
+        FIELD_KEYS,
+        &[],
+        "One field of a declared type or variant: a tensor, a plain Rust value, or another declared type.",
+    );
+    field["allOf"] = json!([exactly_one(&["tensor", "type"])]);
+    let mut declared = table(
+        "type",
+        TYPE_KEYS,
+        &["name"],
+        "A declared type: a struct (`fields`) or an enum (`variants`).",
+    );
+    declared["allOf"] = json!([exactly_one(&["fields", "variants"])]);
     root["$schema"] = json!("http://json-schema.org/draft-07/schema#");
     root["title"] = json!("burn-route manifest");
     root["definitions"] = json!({
@@ -355,6 +455,9 @@ pub fn json_schema() -> Value {
             "items": { "type": "integer", "minimum": 0 }
         },
         "input": input,
+        "type": declared,
+        "variant": table("variant", VARIANT_KEYS, &["name"], "One variant of a declared enum: a unit, tuple or struct variant."),
+        "field": field,
         "shape": {
             "description": "One shape contract: a rule and the input it relates to.",
             "type": "object",
@@ -392,6 +495,9 @@ mod tests {
             ("/definitions/op/properties", super::OP_KEYS.len()),
             ("/definitions/check/properties", super::CHECK_KEYS.len()),
             ("/definitions/input/properties", super::INPUT_KEYS.len()),
+            ("/definitions/type/properties", super::TYPE_KEYS.len()),
+            ("/definitions/variant/properties", super::VARIANT_KEYS.len()),
+            ("/definitions/field/properties", super::FIELD_KEYS.len()),
             ("/definitions/shape/properties", super::SHAPE_KEYS.len()),
             (
                 "/definitions/output/oneOf/0/properties",

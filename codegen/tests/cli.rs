@@ -279,3 +279,42 @@ fn a_manifest_that_is_not_utf8_is_a_positioned_error() {
         "{stderr}"
     );
 }
+
+/// `VALID` with a declared type that no op uses.
+fn with_unused_type() -> String {
+    VALID.replace(
+        "\n[[op]]",
+        "\n[[type]]\nname = \"Pair\"\nfields = [{ name = \"x\", tensor = \"float\" }, { name = \"y\", tensor = \"float\" }]\n\n[[op]]",
+    )
+}
+
+const UNUSED_TYPE_WARNING: &str = "warning: type `Pair` is used by no op\n --> ops.toml:6:8\n  |\n6 | name = \"Pair\"\n  |        ^^^^^^ `type[0]`\n  |\n  = help: use it in an op's `inputs` or `output` (`type = \"Pair\"`), or remove it\n\n1 warning in ops.toml\n";
+
+#[test]
+fn check_prints_warnings_rustc_style_and_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&["check", &manifest(dir.path(), &with_unused_type())]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), UNUSED_TYPE_WARNING);
+    assert!(text(&out.stdout).ends_with("ops.toml: ok (3 files would be generated)\n"));
+}
+
+#[test]
+fn render_prints_warnings_and_writes_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = manifest(dir.path(), &with_unused_type());
+    let out_dir = dir.path().join("generated");
+    let out = run(&["render", &path, "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), UNUSED_TYPE_WARNING);
+    assert_eq!(
+        text(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("Written: "))
+            .count(),
+        3
+    );
+    // Without the unused type: no warning at all.
+    let out = run(&["check", &manifest(dir.path(), VALID)]);
+    assert_eq!(text(&out.stderr), "");
+}

@@ -66,7 +66,7 @@ fn unknown_top_level_key() {
     assert_eq!(
         errors(&format!("[rooting]\nx = 1\n{VALID}")),
         [
-            "ops.toml:1:2: `rooting`: unknown key `rooting` at the top level; help: did you mean `routing`? known keys: routing, op"
+            "ops.toml:1:2: `rooting`: unknown key `rooting` at the top level; help: did you mean `routing`? known keys: routing, op, type"
         ]
     );
 }

@@ -2,6 +2,8 @@
 //! with diagnostics that point inside the text (with a line and column), or renders Rust that
 //! `syn` parses; rendering is deterministic.
 
+use std::fmt::Write as _;
+
 use burn_route_codegen::{Builder, Error};
 use proptest::prelude::*;
 
@@ -55,7 +57,92 @@ fn arg() -> impl Strategy<Value = String> {
             .prop_map(|t| format!("type = \"{t}\"")),
         1 => Just("device = true".to_owned()),
         1 => Just("tensor = \"float\", type = \"f32\"".to_owned()),
+        // Declared types (`type_name()` draws the names the `[[type]]` entries use), owned,
+        // borrowed, inside another type, or misspelled.
+        2 => (type_name(), prop_oneof![Just(""), Just("&"), Just("& ")])
+            .prop_map(|(t, r)| format!("type = \"{r}{t}\"")),
+        1 => prop_oneof![Just("Option<Pair>"), Just("Piar"), Just("&Vec<Choice>"), Just("&&Pair")]
+            .prop_map(|t| format!("type = \"{t}\"")),
     ]
+}
+
+/// Declared type names: a few shared ones (so ops and fields find them), and bad ones.
+fn type_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        6 => prop::sample::select(&["Pair", "Choice", "Inner", "Tensor", "Shape"][..]).prop_map(String::from),
+        1 => prop::sample::select(&["pair", "Option", "B", "Pair_2", "__T", "PairPrimitive", "Ops", ""][..])
+            .prop_map(String::from),
+        1 => "[A-Z][A-Za-z0-9]{0,5}".prop_map(String::from),
+    ]
+}
+
+/// A field of a declared type (its `name` key aside): tensors, plain types and declared types,
+/// good and bad.
+fn field() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => (kind(), prop_oneof![Just(""), Just(", container = \"option\""), Just(", container = \"vec\""), Just(", container = \"set\"")], prop_oneof![Just(""), Just(", dims = 2"), Just(", dims = \"E\""), Just(", dims = 0")])
+            .prop_map(|(k, c, d)| format!("tensor = \"{k}\"{c}{d}")),
+        2 => prop_oneof![Just("f32"), Just("String"), Just("Vec<usize>"), Just("&str"), Just("&'static str"), Just("dyn Fn()"), Just("Vec<")]
+            .prop_map(|t| format!("type = \"{t}\"")),
+        2 => (type_name(), prop_oneof![4 => Just(""), 1 => Just("&")]).prop_map(|(t, r)| format!("type = \"{r}{t}\"")),
+        1 => prop_oneof![Just("Option<Pair>"), Just("Piar")].prop_map(|t| format!("type = \"{t}\"")),
+        1 => prop_oneof![
+            Just("tensor = \"float\", borrowed = true".to_owned()),
+            Just("device = true".to_owned()),
+            Just("tensor = \"float\", type = \"f32\"".to_owned()),
+            Just("tensor = \"float\", shape = \"x\"".to_owned()),
+            Just(String::new()),
+        ],
+    ]
+}
+
+/// `fields = [...]`: all named, none named, or a mix; empty sometimes; duplicate names.
+fn fields(named: bool) -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        (
+            prop_oneof![8 => Just(named), 1 => Just(!named)],
+            prop_oneof![Just("a"), Just("b"), Just("x"), Just("Bad"), Just("__x")],
+            field(),
+        ),
+        0..4,
+    )
+    .prop_map(|items| {
+        let items: Vec<String> = items
+            .into_iter()
+            .map(|(named, name, field)| {
+                let sep = if field.is_empty() { "" } else { ", " };
+                if named {
+                    format!("{{ name = \"{name}\"{sep}{field} }}")
+                } else {
+                    format!("{{ {field} }}")
+                }
+            })
+            .collect();
+        format!("[{}]", items.join(", "))
+    })
+}
+
+/// A `[[type]]` entry: a struct, an enum (unit, tuple and struct variants), both or neither.
+fn declared() -> impl Strategy<Value = String> {
+    let variant = (
+        prop_oneof![Just("Dense"), Just("Empty"), Just("Masked"), Just("bad_variant")],
+        prop_oneof![2 => Just(None), 2 => fields(false).prop_map(Some), 2 => fields(true).prop_map(Some)],
+    )
+        .prop_map(|(name, fields)| match fields {
+            None => format!("{{ name = \"{name}\" }}"),
+            Some(f) => format!("{{ name = \"{name}\", fields = {f} }}"),
+        });
+    (
+        type_name(),
+        prop_oneof![
+            4 => fields(true).prop_map(|f| format!("fields = {f}\n")),
+            4 => prop::collection::vec(variant, 0..4).prop_map(|v| format!("variants = [{}]\n", v.join(", "))),
+            1 => Just("fields = [{ name = \"x\", tensor = \"float\" }]\nvariants = [{ name = \"A\" }, { name = \"B\" }]\n".to_owned()),
+            1 => Just("doc = \"Nothing.\"\n".to_owned()),
+            1 => Just("fields = 3\nextra = 1\n".to_owned()),
+        ],
+    )
+        .prop_map(|(name, body)| format!("[[type]]\nname = \"{name}\"\n{body}"))
 }
 
 fn output() -> impl Strategy<Value = String> {
@@ -122,12 +209,151 @@ fn manifest() -> impl Strategy<Value = String> {
             Just("[\"Flex\", \"Flex\"]")
         ],
         prop::collection::vec(op(), 0..5),
+        prop::collection::vec(declared(), 0..4),
     )
-        .prop_map(|(backends, ops)| {
+        .prop_map(|(backends, ops, types)| {
             format!(
-                "[routing]\ntrait = \"Ops\"\nbackends = {backends}\n\n{}",
+                "[routing]\ntrait = \"Ops\"\nbackends = {backends}\n\n{}\n{}",
+                types.join("\n"),
                 ops.join("\n")
             )
+        })
+}
+
+/// A tensor field or input that validates: any kind, container and rank.
+fn valid_tensor() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![Just("float"), Just("int"), Just("bool"), Just("quantized")],
+        prop_oneof![2 => Just(""), 1 => Just(", container = \"option\""), 1 => Just(", container = \"vec\"")],
+        prop_oneof![2 => Just(""), 1 => Just(", dims = 2"), 1 => Just(", dims = \"E\"")],
+    )
+        .prop_map(|(k, c, d)| format!("tensor = \"{k}\"{c}{d}"))
+}
+
+/// Manifests with declared types that all validate: types `T0`..`Tn` (a struct or an enum with
+/// unit, tuple and struct variants), each holding a tensor first and nesting only later types
+/// (no cycles), used by ops as owned or borrowed inputs and as outputs, alone or in tuples.
+fn valid_declared_manifest() -> impl Strategy<Value = String> {
+    let member = prop_oneof![
+        3 => valid_tensor(),
+        2 => prop::sample::select(&["f32", "usize", "String", "Vec<usize>", "Option<u64>", "&'static str", "(f32, bool)"][..])
+            .prop_map(|t| format!("type = \"{t}\"")),
+        2 => Just("type = \"@NEXT\"".to_owned()),
+    ];
+    let members = prop::collection::vec(member, 0..4);
+    let body = prop_oneof![
+        (valid_tensor(), members.clone())
+            .prop_map(|(first, rest)| (true, vec![(2u8, first, rest)])),
+        (
+            valid_tensor(),
+            members.clone(),
+            prop::collection::vec((0u8..3, valid_tensor(), members), 1..3),
+        )
+            .prop_map(|(first, rest, mut more)| {
+                more.insert(0, (1, first, rest));
+                (false, more)
+            }),
+    ];
+    let use_ = (0usize..4, any::<bool>());
+    let op = (
+        prop::collection::vec(use_.clone(), 1..3),
+        prop_oneof![
+            Just(0u8), // a tensor
+            Just(1),   // a declared type
+            Just(2),   // a tuple of both
+            Just(3),   // nothing
+        ],
+        0usize..4,
+        any::<bool>(),
+    );
+    (
+        prop::collection::vec(body, 1..5),
+        prop::collection::vec(op, 1..4),
+        prop_oneof![Just("[\"Flex\"]"), Just("[\"Flex\", \"Remote\"]"), Just("[\"Flex\", \"Cube\"]")],
+    )
+        .prop_map(|(types, ops, backends)| {
+            let n = types.len();
+            let mut text = format!("[routing]\ntrait = \"Ops\"\nbackends = {backends}\n");
+            for (i, (is_struct, parts)) in types.iter().enumerate() {
+                // `@NEXT` nests the next type, or a tensor for the last one.
+                let member = |m: &String| {
+                    if m.contains("@NEXT") {
+                        if i + 1 < n {
+                            m.replace("@NEXT", &format!("T{}", i + 1))
+                        } else {
+                            "tensor = \"int\"".to_owned()
+                        }
+                    } else {
+                        m.clone()
+                    }
+                };
+                let _ = write!(text, "\n[[type]]\nname = \"T{i}\"\n");
+                if *is_struct {
+                    let (_, first, rest) = &parts[0];
+                    let items: Vec<String> = std::iter::once(first)
+                        .chain(rest)
+                        .enumerate()
+                        .map(|(j, m)| format!("{{ name = \"f{j}\", {} }}", member(m)))
+                        .collect();
+                    let _ = writeln!(text, "fields = [{}]", items.join(", "));
+                } else {
+                    let variants: Vec<String> = parts
+                        .iter()
+                        .enumerate()
+                        .map(|(v, (form, first, rest))| match form {
+                            0 => format!("{{ name = \"V{v}\" }}"),
+                            1 => {
+                                let items: Vec<String> = std::iter::once(first)
+                                    .chain(rest)
+                                    .map(|m| format!("{{ {} }}", member(m)))
+                                    .collect();
+                                format!("{{ name = \"V{v}\", fields = [{}] }}", items.join(", "))
+                            }
+                            _ => {
+                                let items: Vec<String> = std::iter::once(first)
+                                    .chain(rest)
+                                    .enumerate()
+                                    .map(|(j, m)| format!("{{ name = \"g{j}\", {} }}", member(m)))
+                                    .collect();
+                                format!("{{ name = \"V{v}\", fields = [{}] }}", items.join(", "))
+                            }
+                        })
+                        .collect();
+                    let _ = writeln!(text, "variants = [{}]", variants.join(", "));
+                }
+            }
+            for (k, (uses, output, out_type, extra_tensor)) in ops.iter().enumerate() {
+                let mut inputs: Vec<String> = uses
+                    .iter()
+                    .enumerate()
+                    .map(|(j, (t, borrowed))| {
+                        let amp = if *borrowed { "&" } else { "" };
+                        format!("{{ name = \"p{j}\", type = \"{amp}T{}\" }}", t % n)
+                    })
+                    .collect();
+                if *extra_tensor {
+                    inputs.push("{ name = \"x\", tensor = \"float\" }".to_owned());
+                }
+                let ty = format!("T{}", out_type % n);
+                let output = match output {
+                    0 => "output = { tensor = \"float\" }\n".to_owned(),
+                    1 => format!("output = {{ type = \"{ty}\" }}\n"),
+                    2 => format!("output = [{{ tensor = \"int\" }}, [{{ type = \"{ty}\" }}, {{ type = \"usize\" }}]]\n"),
+                    _ => String::new(),
+                };
+                // Routed to Cube, an op with declared types runs its composition.
+                let composition = if backends.contains("Cube") {
+                    format!("composition = \"crate::compositions::op_{k}\"\n")
+                } else {
+                    String::new()
+                };
+                let _ = write!(
+                    text,
+                    "\n[[op]]\nname = \"op_{k}\"\n{composition}inputs = [{}]\n{output}",
+                    inputs.join(", ")
+                );
+            }
+            text
         })
 }
 
@@ -209,6 +435,14 @@ proptest! {
 
     #[test]
     fn mutated_manifests_never_panic(source in mutated()) {
+        check(&source);
+    }
+
+    #[test]
+    fn valid_declared_types_render(source in valid_declared_manifest()) {
+        if let Err(err) = Builder::new("ops.toml").render_str(&source) {
+            panic!("refused:\n{err}\n{source}");
+        }
         check(&source);
     }
 }

@@ -7,6 +7,7 @@ use burn_route_codegen::schema::{json_schema, json_schema_text};
 const SCHEMA_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../ops.schema.json");
 const OPS_TOML: &str = include_str!("../../ops.toml");
 const DOWNSTREAM_OPS_TOML: &str = include_str!("../../examples/downstream/ops.toml");
+const DECLARED_OPS_TOML: &str = include_str!("../../tests/declared/ops.toml");
 
 #[test]
 fn the_checked_in_schema_is_fresh() {
@@ -38,6 +39,7 @@ fn errors(source: &str) -> Vec<String> {
 fn the_manifests_in_the_repository_validate() {
     assert_eq!(errors(OPS_TOML), Vec::<String>::new());
     assert_eq!(errors(DOWNSTREAM_OPS_TOML), Vec::<String>::new());
+    assert_eq!(errors(DECLARED_OPS_TOML), Vec::<String>::new());
     assert!(OPS_TOML.starts_with("#:schema ./ops.schema.json\n"));
 }
 
@@ -81,6 +83,93 @@ fn bad_manifests_are_rejected() {
             "rank out of range",
             "{ name = \"lhs\", tensor = \"float\" }",
             "{ name = \"lhs\", tensor = \"float\", dims = 0 }",
+        ),
+    ] {
+        assert!(valid.contains(from), "{what}: fixture");
+        let bad = valid.replacen(from, to, 1);
+        assert!(
+            !errors(&bad).is_empty(),
+            "the schema accepted a manifest with: {what}"
+        );
+    }
+}
+
+#[test]
+fn bad_declared_types_are_rejected() {
+    let valid = "[routing]\ntrait = \"MyOps\"\nbackends = [\"Flex\"]\n\n[[type]]\nname = \"Pair\"\ndoc = \"Two tensors.\"\nfields = [{ name = \"x\", tensor = \"float\", dims = \"D\" }, { name = \"n\", type = \"f32\" }]\n\n[[type]]\nname = \"Choice\"\nvariants = [{ name = \"Dense\", fields = [{ tensor = \"float\", container = \"option\" }] }, { name = \"Named\", fields = [{ name = \"pair\", type = \"Pair\" }] }, { name = \"Empty\", doc = \"None.\" }]\n\n[[op]]\nname = \"pick\"\ninputs = [{ name = \"c\", type = \"&Choice\" }]\noutput = [{ type = \"Pair\" }, { tensor = \"float\" }]\n";
+    assert_eq!(errors(valid), Vec::<String>::new());
+    assert!(
+        burn_route_codegen::Builder::new("ops.toml")
+            .render_str(valid)
+            .is_ok(),
+        "the fixture is a valid manifest"
+    );
+    for (what, from, to) in [
+        (
+            "unknown type key",
+            "doc = \"Two tensors.\"",
+            "docs = \"Two tensors.\"",
+        ),
+        ("type without a name", "name = \"Pair\"\n", ""),
+        (
+            "type name not UpperCamelCase",
+            "name = \"Pair\"",
+            "name = \"pair\"",
+        ),
+        (
+            "fields and variants",
+            "name = \"Pair\"\n",
+            "name = \"Pair\"\nvariants = [{ name = \"A\" }, { name = \"B\" }]\n",
+        ),
+        (
+            "neither fields nor variants",
+            "variants = [",
+            "variantz = [",
+        ),
+        (
+            "one variant",
+            ", { name = \"Named\", fields = [{ name = \"pair\", type = \"Pair\" }] }, { name = \"Empty\", doc = \"None.\" }]",
+            "]",
+        ),
+        (
+            "empty fields",
+            "fields = [{ name = \"x\", tensor = \"float\", dims = \"D\" }, { name = \"n\", type = \"f32\" }]",
+            "fields = []",
+        ),
+        (
+            "field with tensor and type",
+            "{ name = \"n\", type = \"f32\" }",
+            "{ name = \"n\", type = \"f32\", tensor = \"int\" }",
+        ),
+        (
+            "field with neither",
+            "{ name = \"n\", type = \"f32\" }",
+            "{ name = \"n\" }",
+        ),
+        (
+            "unknown field key",
+            "{ name = \"n\", type = \"f32\" }",
+            "{ name = \"n\", type = \"f32\", borrowed = true }",
+        ),
+        (
+            "field name not snake_case",
+            "{ name = \"n\",",
+            "{ name = \"N\",",
+        ),
+        (
+            "unknown field container",
+            "container = \"option\"",
+            "container = \"list\"",
+        ),
+        (
+            "unknown variant key",
+            "{ name = \"Empty\", doc",
+            "{ name = \"Empty\", tensor = \"float\", doc",
+        ),
+        (
+            "variant name not UpperCamelCase",
+            "{ name = \"Empty\"",
+            "{ name = \"empty\"",
         ),
     ] {
         assert!(valid.contains(from), "{what}: fixture");

@@ -388,3 +388,39 @@ impl crate::ops::RoutedOps for burn_dispatch::backends::Remote {
         crate::kernels::composed::dropout::<Self>(x, p, seed)
     }
 }
+
+/// `x * p.scale + p.shift`, broadcasting as Burn's `float_mul` and `float_add` do.
+pub fn affine<B: Backend>(x: FloatTensor<B>, p: crate::ops::AffinePrimitive<B>) -> FloatTensor<B> {
+    let scaled = B::float_mul(x, p.scale);
+    match p.shift {
+        Some(shift) => B::float_add(scaled, shift),
+        None => scaled,
+    }
+}
+
+/// The mean and the biased variance along the last dimension, kept with size 1.
+pub fn moments<B: Backend>(x: FloatTensor<B>) -> crate::ops::MomentsPrimitive<B> {
+    let last = x.shape().num_dims() - 1;
+    let mean = B::float_mean_dim(x.clone(), last);
+    let centred = B::float_sub(x, mean.clone());
+    let variance = B::float_mean_dim(B::float_mul(centred.clone(), centred), last);
+    crate::ops::MomentsPrimitive { mean, variance }
+}
+
+/// `x` with `fill` where `mask` is set. A `Fill::From` tensor is expanded to `x`'s shape first,
+/// so that its gradient is summed back to its own.
+pub fn fill_where<B: Backend>(
+    x: FloatTensor<B>,
+    mask: &BoolTensor<B>,
+    fill: crate::ops::FillPrimitive<B>,
+) -> FloatTensor<B> {
+    use crate::ops::FillPrimitive;
+    match fill {
+        FillPrimitive::Zero => B::float_mask_fill(x, mask.clone(), Scalar::from(0.0f32)),
+        FillPrimitive::Value(value) => B::float_mask_fill(x, mask.clone(), Scalar::from(value)),
+        FillPrimitive::From(source) => {
+            let source = B::float_expand(source, x.shape());
+            B::float_mask_where(x, mask.clone(), source)
+        }
+    }
+}

@@ -338,8 +338,9 @@ impl fmt::Display for RouteError {
             ),
             Self::NoRoutingTensor { op } => write!(
                 f,
-                "op `{op}` has no tensor to route by: every tensor input is empty or absent. Fix: pass at \
-                 least one tensor. See ERRORS.md#no-routing-tensor"
+                "op `{op}` has no tensor to route by: every tensor input is empty or absent (a declared \
+                 type's tensor-less variant counts as absent). Fix: pass at least one tensor. See \
+                 ERRORS.md#no-routing-tensor"
             ),
             Self::BackendCompiledOut {
                 op,

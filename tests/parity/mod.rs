@@ -4,9 +4,10 @@
 #![allow(dead_code)] // A binary built without `autodiff` does not call the gradient check.
 
 use burn_route::{
-    add_relu, argmax_last, axpby, bias_gelu, clamp_ste, cross_entropy_logits, dequantize_relu,
-    dropout, layer_norm, masked_fill_count, nan_to_num, rms_norm, round_half_even, scale,
-    softmax_last, softplus, split_last, sum_all, swiglu, topk_last,
+    Affine, Fill, add_relu, affine, argmax_last, axpby, bias_gelu, clamp_ste, cross_entropy_logits,
+    dequantize_relu, dropout, fill_where, layer_norm, masked_fill_count, moments, nan_to_num,
+    rms_norm, round_half_even, scale, softmax_last, softplus, split_last, sum_all, swiglu,
+    topk_last,
 };
 use burn_tensor::activation::relu;
 use burn_tensor::quantization::QuantScheme;
@@ -114,6 +115,30 @@ pub fn every_op_gives_the_flex_values(other: &Device) {
         let mask = values(&mask.expect("asked for the mask").float());
         values(&clean).into_iter().chain(mask).collect()
     });
+    // The ops over declared types.
+    same_on_both(other, "affine", |d| {
+        let p = Affine {
+            scale: row(d, &w).unsqueeze::<2>(),
+            shift: Some(on(d, &b, SHAPE)),
+        };
+        values(&affine(on(d, &a, SHAPE), p))
+    });
+    same_on_both(other, "moments", |d| {
+        let m = moments(on(d, &a, SHAPE));
+        values(&m.mean)
+            .into_iter()
+            .chain(values(&m.variance))
+            .collect()
+    });
+    same_on_both(other, "fill_where", |d| {
+        let x = on(d, &a, SHAPE);
+        let mask = x.clone().greater_elem(0.5);
+        let mut out = values(&fill_where(x.clone(), &mask, Fill::Value(-3.0)));
+        out.extend(values(&fill_where(x.clone(), &mask, Fill::Zero)));
+        let from = Fill::From(row(d, &w).unsqueeze::<2>());
+        out.extend(values(&fill_where(x, &mask, from)));
+        out
+    });
     // Quantized input: on each backend the op equals `relu(dequantize(q))`, and the backends
     // agree within one int8 quantization step (they may round a value at a step's midpoint
     // differently).
@@ -182,6 +207,30 @@ pub fn gradients_match_flex(other: &Device) {
         ("softmax_last", Box::new(|x, _, _| softmax_last(x))),
         ("dropout", Box::new(|x, _, _| dropout(x, 0.3, 9).0)),
         ("clamp_ste", Box::new(|x, _, _| clamp_ste(x, -1.0, 1.0))),
+        (
+            "affine",
+            Box::new(|x, y, p| {
+                let p = Affine {
+                    scale: p.unsqueeze::<2>(),
+                    shift: Some(y),
+                };
+                affine(x, p)
+            }),
+        ),
+        (
+            "moments",
+            Box::new(|x, _, _| {
+                let m = moments(x);
+                m.mean + m.variance * 2.0
+            }),
+        ),
+        (
+            "fill_where",
+            Box::new(|x, _, p| {
+                let mask = x.clone().greater_elem(0.5);
+                fill_where(x, &mask, Fill::From(p.unsqueeze::<2>()))
+            }),
+        ),
     ];
     for (name, op) in &ops {
         let flex = grads(&Device::flex().autodiff(), op.as_ref());

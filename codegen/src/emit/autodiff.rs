@@ -79,6 +79,9 @@ pub(super) fn field_type(op: &Op, source: &FieldSource) -> String {
                 Arg::Tensor(t) => owned_contained(t, &primitive(t.kind, "B")),
                 Arg::Plain(ty) => ty.clone(),
                 Arg::Device => "rt::DeviceOf<B>".to_owned(),
+                Arg::Declared { .. } => {
+                    unreachable!("validation: no declared backward pass with declared types")
+                }
             }
         }
         FieldSource::Output(path) => match crate::validate::leaf_at(&op.output, path) {
@@ -704,6 +707,7 @@ fn is_reference(arg: &Arg) -> bool {
         Arg::Plain(ty) => ty.starts_with('&'),
         Arg::Tensor(t) => t.borrowed,
         Arg::Device => true,
+        Arg::Declared { borrowed, .. } => *borrowed,
     }
 }
 

@@ -48,6 +48,15 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
         w.line("use ::burn_route::rt::Dispatch;");
     }
     for op in &ir.ops {
+        if op.uses_declared() {
+            w.blank();
+            w.line(format!(
+                "// `{}` takes or returns a declared type, which the op check cannot build yet:",
+                op.name
+            ));
+            w.line("// test it by hand.");
+            continue;
+        }
         op_test(op, config, &mut w);
     }
     let text = w.finish();
@@ -393,6 +402,7 @@ fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>, config: &Check
         }
         Arg::Plain(ty) => format!("&{}", plain_value(op, &input.name, ty, config)),
         Arg::Device => unreachable!("metadata functions take no device"),
+        Arg::Declared { .. } => unreachable!("ops with declared types are not checked"),
     }
 }
 
@@ -453,6 +463,7 @@ fn arg_doc(op: &Op, input: &Input, i: usize, config: &CheckConfig) -> Doc {
         }
         Arg::Plain(ty) => plain_value(op, &input.name, ty, config).into(),
         Arg::Device => "args.device().as_dispatch()".into(),
+        Arg::Declared { .. } => unreachable!("ops with declared types are not checked"),
     }
 }
 
@@ -463,6 +474,7 @@ fn output_leaves<'a>(out: &'a Output, acc: &mut Vec<Option<&'a TensorArg>>) {
         Output::Tensor(t) => acc.push(Some(t)),
         Output::Plain(_) => acc.push(None),
         Output::Tuple(items) => items.iter().for_each(|i| output_leaves(i, acc)),
+        Output::Declared { .. } => unreachable!("ops with declared types are not checked"),
     }
 }
 
@@ -483,6 +495,7 @@ fn leaf_pattern(out: &Output, counter: &mut Vec<()>) -> String {
             let parts: Vec<String> = items.iter().map(|i| leaf_pattern(i, counter)).collect();
             super::tuple_text(&parts)
         }
+        Output::Declared { .. } => unreachable!("ops with declared types are not checked"),
     }
 }
 

@@ -363,9 +363,13 @@ impl Writer {
     pub(super) fn arm(&mut self, pattern: &str, expr: Doc) {
         let one_line = cat([format!("{pattern} => ").into(), expr.clone(), ",".into()]);
         let flat = self.fits(&one_line) && one_line.flat_ok();
-        let overflows = !expr.flat_ok()
+        // rustfmt moves the expression into a block only when it fits there on one line.
+        let fits_in_block =
+            (self.depth + 1) * INDENT.len() + expr.width() <= WIDTH && expr.flat_ok();
+        let overflows = !fits_in_block
             && is_call(&expr)
-            && self.depth * INDENT.len() + pattern.len() + 4 + head_width(&expr) <= WIDTH;
+            // (rustfmt keeps a column for the arm's comma: ` => ` 4, `,` 1.)
+            && self.depth * INDENT.len() + pattern.len() + 4 + head_width(&expr) < WIDTH;
         if flat || overflows {
             self.line(one_line);
         } else {

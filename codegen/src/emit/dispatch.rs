@@ -3,11 +3,13 @@
 
 use super::code::{Doc, Writer, args, call, cat, parens, predicate_in_code};
 use super::{
-    EmitConfig, Use, allow_complex_output, any_cfg, autodiff_backend_cfg, contained, forward_call,
-    generic_type, input_type, kind_fn, output_doc, output_expr, output_type, params, primitive,
+    EmitConfig, Level, Use, allow_complex_output, any_cfg, autodiff_backend_cfg, contained,
+    forward_call, generic_type, input_type, kind_fn, output_doc, output_expr, output_type, params,
     primitive_returns, result_returns, returns, returns_doc, signature, string_literal, uses,
 };
-use crate::ir::{Arg, Backend, Container, Ir, Op, Output, Policy, RouteBy, TensorArg};
+use crate::ir::{
+    Arg, Backend, Container, Input, Ir, Leaf, Op, Output, Policy, RouteBy, Step, TensorArg,
+};
 use crate::names::{
     self, ERROR, KERNEL, OP_INFO, OUT, PLANNED, PRIVATE_RUNTIME as RT, ROUTE, RUN, SHAPES,
 };
@@ -42,6 +44,23 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         };
         imports.push(Use::new(format!("{module}::{}", names::AUTODIFF_MODULE)).cfg(cfg));
     }
+    // The declared types the ops take or return (nested ones included): the others (a type no
+    // op uses, a warning) appear nowhere in this module.
+    let routed: std::collections::BTreeSet<&str> = super::types::input_types(ir)
+        .into_iter()
+        .chain(super::types::output_types(ir))
+        .map(|def| def.name.as_str())
+        .collect();
+    for def in ir
+        .types
+        .iter()
+        .filter(|def| routed.contains(def.name.as_str()))
+    {
+        imports.push(Use::new(format!(
+            "{module}::{}",
+            names::primitive_type(&def.name)
+        )));
+    }
     uses(imports, w);
     aliases(ir, w);
     for (index, group) in ir.groups.iter().enumerate() {
@@ -56,6 +75,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         w.blank();
         routing_fns(ir, op, w);
     }
+    super::types::conversions(ir, w);
 }
 
 /// Short names for the two `Autodiff<B, C>` implementations of each backend that serves a
@@ -121,7 +141,37 @@ fn dispatch_input(arg: &Arg) -> String {
         Arg::Tensor(t) => contained(t, "rt::DispatchTensor"),
         Arg::Plain(ty) => ty.clone(),
         Arg::Device => "&rt::DispatchDevice".to_owned(),
+        Arg::Declared { name, borrowed, .. } => {
+            let ty = Level::Dispatch.declared(name, &[]);
+            if *borrowed { format!("&{ty}") } else { ty }
+        }
     }
+}
+
+/// Unwraps a declared-type input inside `__run::<B>`: each of its tensors, named by its path
+/// (`boxes.scores`) for the messages of a routing bug. A borrowed value is cloned (its tensors
+/// are reference-counted handles) and lent to the kernel.
+fn unwrap_declared(op: &Op, input: &Input, borrowed: bool, w: &mut Writer) {
+    let id = &input.name;
+    let leaf_names: Vec<Doc> = op
+        .routing_tensors()
+        .into_iter()
+        .filter(|(_, i, _, _)| i.name == *id)
+        .map(|(name, _, _, _)| string_literal(&name).into())
+        .collect();
+    // Cloned in a statement of its own: `id.clone().__unwrap::<B>(..)` would be a method chain,
+    // which rustfmt breaks past `chain_width`, one call per line.
+    if borrowed {
+        w.line(format!("let {id} = {id}.clone();"));
+    }
+    let unwrap = call(
+        format!("{id}.{}::<B>", names::UNWRAP),
+        [
+            Doc::from(ROUTE),
+            cat(["&".into(), args("[", leaf_names, "]")]),
+        ],
+    );
+    w.assign(format!("let {id} = "), unwrap, ";");
 }
 
 /// Unwraps one input inside the generic `__run::<B>` body. Planning has checked every input, so
@@ -150,22 +200,33 @@ fn kernel_arg(name: &str, arg: &Arg) -> Doc {
         }
         Arg::Tensor(t) if t.borrowed => format!("&{name}").into(),
         Arg::Device => format!("&{name}").into(),
-        Arg::Tensor(_) | Arg::Plain(_) => name.into(),
+        Arg::Declared { borrowed: true, .. } => format!("&{name}").into(),
+        Arg::Tensor(_) | Arg::Plain(_) | Arg::Declared { .. } => name.into(),
     }
 }
 
 /// The planner's view of the tensor inputs: an array of `__rt::Input`s, or, when an input is an
 /// `Option` or a `Vec`, `__rt::Group::all` of their groups.
 fn plan_inputs(op: &Op) -> Doc {
-    let simple = op
-        .tensor_inputs()
-        .all(|(_, t)| t.container == Container::One);
-    let items: Vec<Doc> = op
-        .tensor_inputs()
-        .map(|(input, t)| {
+    let tensors = op.routing_tensors();
+    let simple = tensors
+        .iter()
+        .all(|(_, _, t, leaf)| t.container == Container::One && leaf.is_none());
+    let items: Vec<Doc> = tensors
+        .iter()
+        .enumerate()
+        .map(|(k, (label, input, t, leaf))| {
             let id = &input.name;
-            let label = string_literal(id);
             let kind = kind_fn(t.kind);
+            if let Some(leaf) = leaf {
+                // Its index among the input's tensors.
+                let index = tensors[..k]
+                    .iter()
+                    .filter(|(_, i, _, _)| i.name == *id)
+                    .count();
+                return leaf_group(id, label, kind, t, leaf, index);
+            }
+            let label = string_literal(id);
             let (suffix, value) = match (t.container, t.borrowed) {
                 (Container::One, true) => ("", id.clone()),
                 (Container::One, false) => ("", format!("&{id}")),
@@ -183,6 +244,35 @@ fn plan_inputs(op: &Op) -> Doc {
     } else {
         call(format!("{RT}::Group::all"), [array])
     }
+}
+
+/// The planner's group of one tensor of a declared-type input `id`: read in place when every
+/// step to it is a struct field; else matched out of its enum variant, an absent tensor (like
+/// an absent `Option`) when the value is another variant.
+fn leaf_group(id: &str, label: &str, kind: &str, t: &TensorArg, leaf: &Leaf, index: usize) -> Doc {
+    let label = string_literal(label);
+    if !leaf.refutable() {
+        let mut place = id.to_owned();
+        for step in &leaf.path {
+            if let Step::Field { field, .. } = step {
+                place.push('.');
+                place.push_str(field);
+            }
+        }
+        let (suffix, value) = match t.container {
+            Container::One => ("", format!("&{place}")),
+            Container::Option => ("_opt", format!("{place}.as_ref()")),
+            Container::Vec => ("_vec", format!("&{place}")),
+        };
+        return call(format!("{RT}::Group::{kind}{suffix}"), [label, value]);
+    }
+    // Inside an enum variant: the type's accessor for it.
+    let suffix = match t.container {
+        Container::One | Container::Option => "_opt",
+        Container::Vec => "_vec",
+    };
+    let value = format!("{id}.{}()", names::leaf_accessor(index));
+    call(format!("{RT}::Group::{kind}{suffix}"), [label, value])
 }
 
 /// Wraps one kernel output (the expression `value`) for the `Dispatch` level.
@@ -227,8 +317,8 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         .iter()
         .map(|i| super::param(&i.name, &dispatch_input(&i.arg)))
         .collect();
-    let dispatch_tensor = |t: &TensorArg| contained(t, "rt::DispatchTensor");
-    let result = |end: &str| result_returns(&op.output, &dispatch_tensor, end);
+    let dispatch_tensor = Level::Dispatch;
+    let result = |end: &str| result_returns(&op.output, dispatch_tensor, end);
     allow_complex_output(op, w);
     super::allow_many_arguments(op.inputs.len(), w);
     w.line("#[inline]");
@@ -275,7 +365,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         dispatch_params.clone(),
         cat([
             " -> ".into(),
-            generic_type("F::Out", vec![output_doc(&op.output, &dispatch_tensor)]),
+            generic_type("F::Out", vec![output_doc(&op.output, dispatch_tensor)]),
             " {".into(),
         ]),
     ));
@@ -326,7 +416,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     );
 
     // The generic body: unwrap every input for backend `B`, call, re-wrap.
-    let generic = op.tensor_inputs().next().is_some()
+    let generic = !op.routing_tensors().is_empty()
         || op.device_input().is_some()
         || contains_tensor(&op.output);
     // And `__run` is dead code there.
@@ -341,7 +431,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     let kernel_ret = returns(&op.output, &output_type(&op.output, "B"));
     let ret_doc = match &op.output {
         Output::Unit => None,
-        out => Some(output_doc(out, &|t| contained(t, &primitive(t.kind, "B")))),
+        out => Some(output_doc(out, Level::Primitive("B"))),
     };
     let ret_breaks = ret_doc.as_ref().is_some_and(|d| !d.flat_ok());
     let kernel_params_text = kernel_params.join(", ");
@@ -382,7 +472,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     let run_returns = if unit {
         result(" {")
     } else {
-        returns_doc(&op.output, &dispatch_tensor, " {")
+        returns_doc(&op.output, dispatch_tensor, " {")
     };
     // An op with no tensor and no device in its signature runs the same on every backend: its
     // `__run` needs no backend parameter.
@@ -398,8 +488,12 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         run_params,
         run_returns,
     ));
-    for (input, t) in op.tensor_inputs() {
-        unwrap_input(&input.name, t, w);
+    for input in &op.inputs {
+        match &input.arg {
+            Arg::Tensor(t) => unwrap_input(&input.name, t, w),
+            Arg::Declared { borrowed, .. } => unwrap_declared(op, input, *borrowed, w),
+            Arg::Plain(_) | Arg::Device => {}
+        }
     }
     if let Some(device) = op.device_input() {
         let id = &device.name;
@@ -425,9 +519,11 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
             w.line("Ok(())");
         }
         Output::Plain(_) => w.line(kernel_call),
-        Output::Tensor(_) | Output::Tuple(_) => {
+        Output::Tensor(_) | Output::Tuple(_) | Output::Declared { .. } => {
             w.assign(format!("let {OUT} = "), kernel_call, ";");
-            w.line(output_expr(&op.output, OUT, &wrap_output));
+            w.line(output_expr(&op.output, OUT, &wrap_output, &|_, value| {
+                call(format!("{value}.{}", names::WRAP), [ROUTE])
+            }));
         }
     }
     w.close("}");
@@ -540,7 +636,9 @@ fn shape_checks(op: &Op, w: &mut Writer) {
                 (_, true) => format!("Some({name})"),
                 (_, false) => format!("Some(&{name})"),
             },
-            Arg::Plain(_) | Arg::Device => unreachable!("validation: contracts relate tensors"),
+            Arg::Plain(_) | Arg::Device | Arg::Declared { .. } => {
+                unreachable!("validation: contracts relate tensors")
+            }
         }
     };
     let checks: Vec<Doc> = op
@@ -736,7 +834,7 @@ fn concrete_arm(
 
 fn contains_tensor(out: &Output) -> bool {
     match out {
-        Output::Tensor(_) => true,
+        Output::Tensor(_) | Output::Declared { .. } => true,
         Output::Tuple(items) => items.iter().any(contains_tensor),
         Output::Unit | Output::Plain(_) => false,
     }

@@ -13,6 +13,7 @@ use crate::ir::{
     Arg, BackendName, Container, FusionImpl, Ir, MetaSource, Op, Output, TensorArg, TensorKind,
     TraitGroup,
 };
+use crate::ir::{Leaf, Step};
 use crate::names::{self, HANDLES, LAZY, OUTPUTS, RESULT};
 
 /// Plain types recorded as scalars of the deferred operation (Burn's `Scalar` takes them).
@@ -96,28 +97,67 @@ fn keep_functions_used(ops: &[&Op], cfg: Option<&str>, w: &mut Writer) {
     w.close("};");
 }
 
-/// Every tensor output, in order.
+/// Every tensor output, in order (a declared struct's fields in declaration order).
 fn output_tensors(out: &Output) -> Vec<&TensorArg> {
     match out {
         Output::Tensor(t) => vec![t],
         Output::Tuple(items) => items.iter().flat_map(output_tensors).collect(),
+        Output::Declared { leaves, .. } => leaves.iter().map(|l| &l.tensor).collect(),
         Output::Unit | Output::Plain(_) => Vec::new(),
     }
 }
 
-/// Every tensor output with its manifest path (`output`, `output[1]`) and the suffix of its
-/// locals (``, `_1`, `_1_0`), in order.
+/// One tensor output: its manifest path (`output`, `output[1]`, `output.mean`), the suffix of
+/// its locals (``, `_1`, `_1_0`), where the kernel's result holds it (``, `.1`, `.mean`), and
+/// the tensor.
+struct LazyOutput<'a> {
+    path: String,
+    suffix: String,
+    access: String,
+    tensor: &'a TensorArg,
+}
+
+/// Every tensor output, in order.
 fn outputs_with_paths<'a>(
     out: &'a Output,
     path: String,
     suffix: String,
-    acc: &mut Vec<(String, String, &'a TensorArg)>,
+    access: String,
+    acc: &mut Vec<LazyOutput<'a>>,
 ) {
     match out {
-        Output::Tensor(t) => acc.push((path, suffix, t)),
+        Output::Tensor(t) => acc.push(LazyOutput {
+            path,
+            suffix,
+            access,
+            tensor: t,
+        }),
         Output::Tuple(items) => {
             for (i, item) in items.iter().enumerate() {
-                outputs_with_paths(item, format!("{path}[{i}]"), format!("{suffix}_{i}"), acc);
+                outputs_with_paths(
+                    item,
+                    format!("{path}[{i}]"),
+                    format!("{suffix}_{i}"),
+                    format!("{access}.{i}"),
+                    acc,
+                );
+            }
+        }
+        Output::Declared { leaves, .. } => {
+            for (i, leaf) in leaves.iter().enumerate() {
+                let mut fields = String::new();
+                for step in &leaf.path {
+                    if let Step::Field { field, .. } = step {
+                        fields.push('.');
+                        fields.push_str(field);
+                    }
+                }
+                acc.push(LazyOutput {
+                    path: format!("{path}{fields}"),
+                    suffix: format!("{suffix}_{i}"),
+                    access: format!("{access}{fields}"),
+                    tensor: &leaf.tensor,
+                });
             }
         }
         Output::Unit | Output::Plain(_) => {}
@@ -188,9 +228,21 @@ fn method(group: &TraitGroup, op: &Op, w: &mut Writer) {
     }
     specs(op, w);
     let mut outputs = Vec::new();
-    outputs_with_paths(&op.output, "output".to_owned(), String::new(), &mut outputs);
+    outputs_with_paths(
+        &op.output,
+        "output".to_owned(),
+        String::new(),
+        String::new(),
+        &mut outputs,
+    );
     let metadata_args = metadata_args(op);
-    for (path, suffix, t) in &outputs {
+    for LazyOutput {
+        path,
+        suffix,
+        tensor: t,
+        ..
+    } in &outputs
+    {
         let shape = match t.meta.shape.as_ref().expect("validated: lazy") {
             MetaSource::Input(name) => {
                 Doc::from(format!("{}.shape.clone()", names::lazy_spec(name)))
@@ -247,6 +299,7 @@ fn method(group: &TraitGroup, op: &Op, w: &mut Writer) {
             }
             Arg::Plain(_) => format!("rt::__private::cloned(&{})", input.name).into(),
             Arg::Device => format!("&{}", input.name).into(),
+            Arg::Declared { .. } => unreachable!("validation: declared types are not lazy"),
         })
         .collect();
     w.assign(
@@ -254,34 +307,40 @@ fn method(group: &TraitGroup, op: &Op, w: &mut Writer) {
         call(format!("<B as {}>::{}", group.name, op.name), kernel_args),
         ";",
     );
-    let result = |suffix: &str| -> String {
-        // `_1_0` → `.1.0`
-        format!("{RESULT}{}", suffix.replace('_', "."))
-    };
-    for (_, suffix, _) in &outputs {
+    let result = |access: &str| format!("{RESULT}{access}");
+    for LazyOutput { suffix, access, .. } in &outputs {
         w.line(cat([
             call(
                 format!("{HANDLES}.check"),
                 [
                     format!("&{}", out_local(suffix)),
-                    format!("&{}", result(suffix)),
+                    format!("&{}", result(access)),
                 ],
             ),
             "?;".into(),
         ]));
     }
-    for (_, suffix, t) in &outputs {
+    for LazyOutput {
+        suffix,
+        access,
+        tensor: t,
+        ..
+    } in &outputs
+    {
         w.line(cat([
             call(
                 format!("{HANDLES}.publish_{}", kind_fn(t.kind)),
-                [format!("&{}", out_local(suffix)), result(suffix)],
+                [format!("&{}", out_local(suffix)), result(access)],
             ),
             ";".into(),
         ]));
     }
     w.line("Ok(())");
     w.close("});");
-    w.line(return_expr(&op.output));
+    match &op.output {
+        Output::Declared { leaves, .. } => struct_return(leaves, w),
+        out => w.line(return_expr(out)),
+    }
     w.close("}");
 }
 
@@ -338,6 +397,7 @@ fn metadata_args(op: &Op) -> Vec<Doc> {
             }
             Arg::Plain(_) => Some(format!("&{}", input.name)),
             Arg::Device => None,
+            Arg::Declared { .. } => unreachable!("validation: declared types are not lazy"),
         })
         .map(Doc::from)
         .collect()
@@ -346,6 +406,7 @@ fn metadata_args(op: &Op) -> Vec<Doc> {
 /// The method's return value: the lazy outputs, taken in declaration order.
 fn return_expr(out: &Output) -> Doc {
     match out {
+        Output::Declared { .. } => unreachable!("a struct output is written by `struct_return`"),
         Output::Tensor(t) => match t.container {
             Container::One => format!("{OUTPUTS}.one()").into(),
             Container::Option => format!("{OUTPUTS}.option()").into(),
@@ -365,4 +426,47 @@ fn return_expr(out: &Output) -> Doc {
         }
         Output::Unit | Output::Plain(_) => unreachable!("validated: lazy outputs are tensors"),
     }
+}
+
+/// The method's return value when it is a declared struct: its literal, each tensor field taken
+/// from the lazy outputs in declaration order (validation: structs of tensors only, so the
+/// tensors alone say every field).
+fn struct_return(leaves: &[Leaf], w: &mut Writer) {
+    let all: Vec<&Leaf> = leaves.iter().collect();
+    struct_literal(&all, 0, None, w);
+}
+
+/// The literal of the struct at `level` of `leaves`' paths (`field: Name {` when nested).
+fn struct_literal(leaves: &[&Leaf], level: usize, field: Option<&str>, w: &mut Writer) {
+    let Step::Field { ty, .. } = &leaves[0].path[level] else {
+        unreachable!("validation: lazy declared outputs are structs")
+    };
+    let head = names::primitive_type(ty);
+    match field {
+        Some(field) => w.open(format!("{field}: {head} {{")),
+        None => w.open(format!("{head} {{")),
+    }
+    let mut i = 0;
+    while i < leaves.len() {
+        let Step::Field { field, .. } = &leaves[i].path[level] else {
+            unreachable!("validation: lazy declared outputs are structs")
+        };
+        let group: Vec<&Leaf> = leaves[i..]
+            .iter()
+            .take_while(|l| matches!(&l.path[level], Step::Field { field: f, .. } if f == field))
+            .copied()
+            .collect();
+        i += group.len();
+        if group.len() == 1 && group[0].path.len() == level + 1 {
+            let take = match group[0].tensor.container {
+                Container::One => "one",
+                Container::Option => "option",
+                Container::Vec => "vec",
+            };
+            w.line(format!("{field}: {OUTPUTS}.{take}(),"));
+        } else {
+            struct_literal(&group, level + 1, Some(field), w);
+        }
+    }
+    w.close(if field.is_some() { "}," } else { "}" });
 }

@@ -12,11 +12,13 @@ mod fusion;
 mod ops;
 mod skeleton;
 mod tensor;
+mod types;
 
 use code::{Doc, Writer, call};
 
 use crate::ir::Ir;
 use crate::ir::{Arg, Backend, Container, Op, Output, Policy, Rank, TensorArg, TensorKind};
+use crate::names;
 
 /// Paths the generated code refers to, as canonical Rust text.
 #[derive(Clone, Debug)]
@@ -287,12 +289,63 @@ fn input_type(arg: &Arg, backend: &str) -> String {
         Arg::Tensor(t) => contained(t, &primitive(t.kind, backend)),
         Arg::Plain(ty) => ty.clone(),
         Arg::Device => format!("&rt::DeviceOf<{backend}>"),
+        Arg::Declared { name, borrowed, .. } => {
+            let ty = Level::Primitive(backend).declared(name, &[]);
+            if *borrowed { format!("&{ty}") } else { ty }
+        }
+    }
+}
+
+/// Where a type is spelled: the primitive level of a backend (`rt::FloatTensor<B>`,
+/// `BoxesPrimitive<B>`), the `Dispatch` level (`rt::DispatchTensor`,
+/// `BoxesPrimitive<rt::Dispatch>`), or the `Tensor<D>` level (`rt::Tensor<D>`, `Boxes<D>`).
+#[derive(Clone, Copy, Debug)]
+enum Level<'a> {
+    /// Backend `0`'s primitives.
+    Primitive(&'a str),
+    /// `Dispatch` primitives.
+    Dispatch,
+    /// `Tensor<D>`s.
+    Tensor,
+}
+
+impl Level<'_> {
+    /// One tensor argument or output (in its container).
+    fn tensor(self, t: &TensorArg) -> String {
+        match self {
+            Self::Primitive(backend) => contained(t, &primitive(t.kind, backend)),
+            Self::Dispatch => contained(t, "rt::DispatchTensor"),
+            Self::Tensor => contained(t, &tensor_type(t)),
+        }
+    }
+
+    /// Declared type `name` (whose `Tensor<D>` level has the rank generics `ranks`).
+    fn declared(self, name: &str, ranks: &[String]) -> String {
+        match self {
+            Self::Primitive(backend) => format!("{}<{backend}>", names::primitive_type(name)),
+            Self::Dispatch => format!("{}<rt::Dispatch>", names::primitive_type(name)),
+            Self::Tensor if ranks.is_empty() => name.to_owned(),
+            Self::Tensor => format!("{name}<{}>", ranks.join(", ")),
+        }
+    }
+}
+
+/// The `Tensor<D>`-level type of one tensor.
+fn tensor_type(t: &TensorArg) -> String {
+    let rank = match &t.rank {
+        Rank::Generic(g) => g.clone(),
+        Rank::Fixed(n) => n.to_string(),
+    };
+    match t.kind {
+        TensorKind::Float | TensorKind::Quantized => format!("rt::Tensor<{rank}>"),
+        TensorKind::Int => format!("rt::Tensor<{rank}, rt::Int>"),
+        TensorKind::Bool => format!("rt::Tensor<{rank}, rt::Bool>"),
     }
 }
 
 /// The output type at the primitive level for backend `backend`.
 fn output_type(out: &Output, backend: &str) -> String {
-    map_output_type(out, &|t| contained(t, &primitive(t.kind, backend)))
+    map_output_type(out, Level::Primitive(backend))
 }
 
 /// A tuple of `items`: `(a, b)`, and `(a,)` for one.
@@ -304,13 +357,14 @@ fn tuple_text(items: &[String]) -> String {
 }
 
 /// An output type with `tensor` giving each tensor's type.
-fn map_output_type(out: &Output, tensor: &dyn Fn(&TensorArg) -> String) -> String {
+fn map_output_type(out: &Output, level: Level<'_>) -> String {
     match out {
         Output::Unit => "()".to_owned(),
-        Output::Tensor(t) => tensor(t),
+        Output::Tensor(t) => level.tensor(t),
         Output::Plain(ty) => ty.clone(),
+        Output::Declared { name, ranks, .. } => level.declared(name, ranks),
         Output::Tuple(items) => {
-            let items: Vec<String> = items.iter().map(|o| map_output_type(o, tensor)).collect();
+            let items: Vec<String> = items.iter().map(|o| map_output_type(o, level)).collect();
             tuple_text(&items)
         }
     }
@@ -331,7 +385,7 @@ fn must_use(out: &Output) -> bool {
     // `Poll`, iterator adapters, ...), which clippy's `double_must_use` refuses to repeat.
     fn tensors_only(out: &Output) -> bool {
         match out {
-            Output::Tensor(_) => true,
+            Output::Tensor(_) | Output::Declared { .. } => true,
             Output::Tuple(items) => items.iter().all(tensors_only),
             Output::Unit | Output::Plain(_) => false,
         }
@@ -354,7 +408,7 @@ fn allow_complex_output(op: &Op, w: &mut Writer) {
         match out {
             Output::Plain(ty) => ty.starts_with("Result<") || ty.contains("::Result<"),
             Output::Tuple(items) => items.iter().any(returns_result),
-            Output::Unit | Output::Tensor(_) => false,
+            Output::Unit | Output::Tensor(_) | Output::Declared { .. } => false,
         }
     }
     if returns_result(&op.output) {
@@ -541,12 +595,12 @@ fn generic_type(name: &str, args: Vec<Doc>) -> Doc {
 }
 
 /// ` -> Result<T, rt::RouteError> end` for an op's outputs.
-fn result_returns(out: &Output, tensor: &dyn Fn(&TensorArg) -> String, end: &str) -> Doc {
+fn result_returns(out: &Output, level: Level<'_>, end: &str) -> Doc {
     code::cat([
         " -> ".into(),
         generic_type(
             "Result",
-            vec![output_doc(out, tensor), "rt::RouteError".into()],
+            vec![output_doc(out, level), "rt::RouteError".into()],
         ),
         end.to_owned().into(),
     ])
@@ -554,48 +608,50 @@ fn result_returns(out: &Output, tensor: &dyn Fn(&TensorArg) -> String, end: &str
 
 /// ` -> T end` for a function returning `out`, with tuple types breakable as rustfmt breaks
 /// them (one element per line); ` end` for `()`.
-fn returns_doc(out: &Output, tensor: &dyn Fn(&TensorArg) -> String, end: &str) -> Doc {
+fn returns_doc(out: &Output, level: Level<'_>, end: &str) -> Doc {
     match out {
         Output::Unit => end.to_owned().into(),
-        _ => code::cat([
-            " -> ".into(),
-            output_doc(out, tensor),
-            end.to_owned().into(),
-        ]),
+        _ => code::cat([" -> ".into(), output_doc(out, level), end.to_owned().into()]),
     }
 }
 
 /// An output type as a doc: tuples are lists.
-fn output_doc(out: &Output, tensor: &dyn Fn(&TensorArg) -> String) -> Doc {
+fn output_doc(out: &Output, level: Level<'_>) -> Doc {
     match out {
         // rustfmt breaks a tuple type, like a tuple expression, past 60 columns of elements.
         Output::Tuple(items) if items.len() > 1 => code::args(
             "(",
-            items.iter().map(|o| output_doc(o, tensor)).collect(),
+            items.iter().map(|o| output_doc(o, level)).collect(),
             ")",
         ),
-        other => map_output_type(other, tensor).into(),
+        other => map_output_type(other, level).into(),
     }
 }
 
 /// [`returns_doc`] for primitive types on `backend`.
 fn primitive_returns(out: &Output, backend: &str, end: &str) -> Doc {
-    returns_doc(out, &|t| contained(t, &primitive(t.kind, backend)), end)
+    returns_doc(out, Level::Primitive(backend), end)
 }
 
 /// The expression for an op's outputs, with `convert` turning one tensor output (the
 /// expression it is given) into its converted form: `value` for one output, `value.0`,
 /// `value.1.0`, ... for the elements of a tuple.
-fn output_expr(out: &Output, value: &str, convert: &dyn Fn(&TensorArg, Doc) -> Doc) -> Doc {
+fn output_expr(
+    out: &Output,
+    value: &str,
+    convert: &dyn Fn(&TensorArg, Doc) -> Doc,
+    declared: &dyn Fn(&str, &str) -> Doc,
+) -> Doc {
     match out {
         Output::Unit => "()".into(),
         Output::Plain(_) => value.into(),
         Output::Tensor(t) => convert(t, value.into()),
+        Output::Declared { name, .. } => declared(name, value),
         Output::Tuple(items) => {
             let items: Vec<Doc> = items
                 .iter()
                 .enumerate()
-                .map(|(i, item)| output_expr(item, &format!("{value}.{i}"), convert))
+                .map(|(i, item)| output_expr(item, &format!("{value}.{i}"), convert, declared))
                 .collect();
             if items.len() == 1 {
                 code::cat([
@@ -618,16 +674,31 @@ fn const_generics(op: &Op) -> Vec<String> {
                 rank: Rank::Generic(g),
                 ..
             }) if !acc.contains(g) => acc.push(g.clone()),
+            Output::Declared { ranks, .. } => {
+                for g in ranks {
+                    if !acc.contains(g) {
+                        acc.push(g.clone());
+                    }
+                }
+            }
             Output::Tuple(items) => items.iter().for_each(|o| visit_out(o, acc)),
             _ => {}
         }
     }
     let mut acc = Vec::new();
-    for (_, t) in op.tensor_inputs() {
-        if let Rank::Generic(g) = &t.rank
-            && !acc.contains(g)
-        {
-            acc.push(g.clone());
+    for input in &op.inputs {
+        let ranks = match &input.arg {
+            Arg::Tensor(TensorArg {
+                rank: Rank::Generic(g),
+                ..
+            }) => std::slice::from_ref(g),
+            Arg::Declared { ranks, .. } => ranks.as_slice(),
+            _ => &[],
+        };
+        for g in ranks {
+            if !acc.contains(g) {
+                acc.push(g.clone());
+            }
         }
     }
     visit_out(&op.output, &mut acc);

@@ -6,10 +6,11 @@ use super::{
     EmitConfig, Use, allow_complex_output, autodiff_backend_cfg, forward_call, op_docs, params,
     primitive_returns, signature, uses,
 };
-use crate::ir::{BackendName, Ir, Policy, TraitGroup};
+use crate::ir::{BackendName, Ir, TraitGroup};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     uses(vec![Use::runtime(config)], w);
+    super::types::primitives(ir, w);
     for (index, group) in ir.groups.iter().enumerate() {
         group_trait(ir, index, group, w);
         if ir.needs_autodiff_trait(index) {
@@ -116,10 +117,8 @@ fn autodiff_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
     ]);
     w.cfg(Some(&ir.autodiff_cfg));
     w.open(format!("pub trait {}: rt::Backend {{", group.autodiff_name));
-    for op in ir
-        .ops_of(index)
-        .filter(|op| op.policy == Policy::Differentiable)
-    {
+    // Ops with a declared backward pass have a generated implementation instead.
+    for op in ir.ops_of(index).filter(|op| op.hand_written_autodiff()) {
         w.doc(&[format!(
             "The `Autodiff<B, C>` kernel of [`{}::{}`].",
             group.name, op.name

@@ -6,7 +6,7 @@ use super::code::Writer;
 use super::{EmitConfig, Use, any_cfg, params, primitive_returns, signature, uses};
 use crate::ir::{
     Arg, BackendName, Backward, BackwardForm, Container, FieldSource, Ir, MetaSource, Op, Output,
-    SavedValue, TraitGroup,
+    SavedValue, TensorArg, TraitGroup,
 };
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
@@ -46,6 +46,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
             );
         }
     }
+    imports.extend(declared_imports(ir, module, &functions));
     uses(imports, w);
     for (index, group) in ir.groups.iter().enumerate() {
         // Composite traits are implemented by the generated code.
@@ -122,8 +123,87 @@ enum Function<'a> {
     Backward(&'a Op),
 }
 
+/// The declared types an op names in its signature (not those nested inside them).
+fn declared_in_signature(op: &Op) -> Vec<&str> {
+    fn outputs<'a>(out: &'a Output, acc: &mut Vec<&'a str>) {
+        match out {
+            Output::Declared { name, .. } => acc.push(name),
+            Output::Tuple(items) => items.iter().for_each(|item| outputs(item, acc)),
+            Output::Unit | Output::Tensor(_) | Output::Plain(_) => {}
+        }
+    }
+    let mut acc: Vec<&str> = op
+        .inputs
+        .iter()
+        .filter_map(|input| match &input.arg {
+            Arg::Declared { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    outputs(&op.output, &mut acc);
+    acc
+}
+
+/// `use` of each declared type's primitive (`PairPrimitive`) that a stub names, compiled where
+/// one of those stubs is (no unused import when every impl naming it is cfg'd out).
+fn declared_imports(ir: &Ir, module: &str, functions: &[(String, Function<'_>)]) -> Vec<Use> {
+    let mut places: Vec<(&str, Option<String>)> = Vec::new();
+    for (index, group) in ir.groups.iter().enumerate() {
+        if group.composite {
+            continue;
+        }
+        let backends = any_cfg(group.backends.iter().map(|b| b.cfg.as_deref()));
+        for op in ir.ops_of(index) {
+            let names = declared_in_signature(op);
+            if op.composition.is_none() {
+                places.extend(names.iter().map(|n| (*n, backends.clone())));
+            }
+            if ir.needs_autodiff_trait(index) && op.hand_written_autodiff() {
+                places.extend(names.iter().map(|n| (*n, Some(ir.autodiff_cfg.clone()))));
+            }
+        }
+    }
+    for (_, function) in functions {
+        if let Function::Composition(op) = function {
+            places.extend(declared_in_signature(op).into_iter().map(|n| (n, None)));
+        }
+    }
+    let mut names: Vec<&str> = places.iter().map(|(n, _)| *n).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let import = Use::new(format!("{module}::{}", crate::names::primitive_type(name)));
+            let cfgs = places
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, cfg)| cfg.as_deref());
+            match any_cfg(cfgs) {
+                Some(cfg) => import.cfg(cfg),
+                None => import,
+            }
+        })
+        .collect()
+}
+
 /// Every metadata and composition function the manifest names, once per name, in order.
 fn functions(ir: &Ir) -> Vec<(String, Function<'_>)> {
+    fn tensor<'a>(op: &'a Op, t: &'a TensorArg, path: &str, acc: &mut Vec<(String, Function<'a>)>) {
+        for (field, source) in [("shape", &t.meta.shape), ("dtype", &t.meta.dtype)] {
+            if let Some(MetaSource::Function(f)) = source {
+                acc.push((
+                    f.clone(),
+                    Function::Meta {
+                        op,
+                        field,
+                        output: path.to_owned(),
+                        container: t.container,
+                    },
+                ));
+            }
+        }
+    }
     fn outputs<'a>(
         op: &'a Op,
         out: &'a Output,
@@ -131,24 +211,16 @@ fn functions(ir: &Ir) -> Vec<(String, Function<'_>)> {
         acc: &mut Vec<(String, Function<'a>)>,
     ) {
         match out {
-            Output::Tensor(t) => {
-                for (field, source) in [("shape", &t.meta.shape), ("dtype", &t.meta.dtype)] {
-                    if let Some(MetaSource::Function(f)) = source {
-                        acc.push((
-                            f.clone(),
-                            Function::Meta {
-                                op,
-                                field,
-                                output: path.clone(),
-                                container: t.container,
-                            },
-                        ));
-                    }
-                }
-            }
+            Output::Tensor(t) => tensor(op, t, &path, acc),
             Output::Tuple(items) => {
                 for (i, item) in items.iter().enumerate() {
                     outputs(op, item, format!("{path}[{i}]"), acc);
+                }
+            }
+            // A declared struct's fields declare their metadata in the type.
+            Output::Declared { leaves, .. } => {
+                for leaf in leaves {
+                    tensor(op, &leaf.tensor, &format!("{path}.{}", leaf.label()), acc);
                 }
             }
             Output::Unit | Output::Plain(_) => {}
@@ -245,6 +317,9 @@ fn function_stubs(ir: &Ir, w: &mut Writer) {
                             },
                             Arg::Plain(ty) => borrowed_plain(ty),
                             Arg::Device => return None,
+                            Arg::Declared { .. } => {
+                                unreachable!("validation: no output metadata with declared types")
+                            }
                         };
                         Some(super::param(&input.name, &ty))
                     })

@@ -2,17 +2,17 @@
 
 use super::code::{Doc, Writer, call, cat};
 use super::{
-    EmitConfig, Use, allow_complex_output, const_generics, contained, output_expr, result_returns,
-    returns_doc, signature, uses,
+    EmitConfig, Level, Use, allow_complex_output, const_generics, contained, output_expr,
+    result_returns, returns_doc, signature, tensor_type, uses,
 };
-use crate::ir::{Arg, Container, Ir, Op, Output, Rank, TensorArg, TensorKind};
+use crate::ir::{Arg, Container, Ir, Op, Output, TensorArg};
 use crate::names::{self, DISPATCH_MODULE, OUT, PRIVATE_RUNTIME as RT};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     let dispatch = &config.dispatch_module;
     let mut imports = vec![Use::runtime(config)];
     // The conversions of `Option` and `Vec` tensors live in the runtime's private module.
-    if ir.ops.iter().any(has_container) {
+    if ir.ops.iter().any(has_container) || super::types::has_container(ir) {
         imports.push(Use::new(format!("{}::__private as {RT}", config.runtime)));
     }
     if dispatch == DISPATCH_MODULE || dispatch.ends_with(&format!("::{DISPATCH_MODULE}")) {
@@ -25,7 +25,14 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     for group in &ir.groups {
         imports.push(Use::new(format!("{module}::{}", group.name)));
     }
+    for def in &ir.types {
+        imports.push(Use::new(format!(
+            "{module}::{}",
+            names::primitive_type(&def.name)
+        )));
+    }
     uses(imports, w);
+    super::types::tensor_types(ir, w);
     for op in &ir.ops {
         tensor_fns(ir, op, w);
     }
@@ -37,7 +44,7 @@ fn has_container(op: &Op) -> bool {
         match out {
             Output::Tensor(t) => t.container != Container::One,
             Output::Tuple(items) => items.iter().any(output),
-            Output::Unit | Output::Plain(_) => false,
+            Output::Unit | Output::Plain(_) | Output::Declared { .. } => false,
         }
     }
     op.tensor_inputs()
@@ -58,9 +65,11 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         let flat = super::code::list("<", generics.clone(), ">");
         if generics.is_empty() {
             format!("pub fn {name}").into()
-        } else if cat([format!("pub fn {name}").into(), flat.clone(), "(".into()]).width()
+        } else if cat([format!("pub fn {name}").into(), flat.clone(), "(".into()]).width() + 3
             <= super::code::WIDTH
         {
+            // rustfmt keeps `pub fn name<generics>(` on one line up to 97 columns (measured
+            // against rustfmt 1.9), not 100.
             let mut text = format!("pub fn {name}");
             text.push('<');
             let names: Vec<String> = generics
@@ -74,6 +83,14 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
             text.push_str(&names.join(", "));
             text.push('>');
             text.into()
+        } else if cat([format!("pub fn {name}").into(), flat.clone(), "(".into()]).width()
+            <= super::code::WIDTH
+        {
+            // 98 to 100 columns: it would fit, but rustfmt breaks the generics anyway.
+            cat([
+                format!("pub fn {name}").into(),
+                super::code::vertical("<", generics.clone(), ">"),
+            ])
         } else {
             cat([format!("pub fn {name}").into(), flat])
         }
@@ -86,6 +103,15 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
                 Arg::Tensor(t) => contained(t, &tensor_type(t)),
                 Arg::Plain(ty) => ty.clone(),
                 Arg::Device => "&rt::Device".to_owned(),
+                Arg::Declared {
+                    name,
+                    borrowed,
+                    ranks,
+                    ..
+                } => {
+                    let ty = Level::Tensor.declared(name, ranks);
+                    if *borrowed { format!("&{ty}") } else { ty }
+                }
             };
             super::param(&i.name, &ty)
         })
@@ -111,7 +137,7 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     w.open(signature(
         head(name),
         params.clone(),
-        returns_doc(&op.output, &|t| contained(t, &tensor_type(t)), " {"),
+        returns_doc(&op.output, Level::Tensor, " {"),
     ));
     // The panicking `Dispatch` method returns its outputs directly, with no `Result` to move
     // them through on every call.
@@ -119,9 +145,14 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     match &op.output {
         Output::Unit => w.line(cat([method, ";".into()])),
         Output::Plain(_) => w.line(method),
-        Output::Tensor(_) | Output::Tuple(_) => {
+        Output::Tensor(_) | Output::Tuple(_) | Output::Declared { .. } => {
             w.assign(format!("let {OUT} = "), method, ";");
-            w.line(output_expr(&op.output, OUT, &from_dispatch));
+            w.line(output_expr(
+                &op.output,
+                OUT,
+                &from_dispatch,
+                &from_primitive,
+            ));
         }
     }
     w.close("}");
@@ -141,15 +172,23 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     w.open(signature(
         head(&try_name),
         params,
-        result_returns(&op.output, &|t| contained(t, &tensor_type(t)), " {"),
+        result_returns(&op.output, Level::Tensor, " {"),
     ));
     let fallible = dispatch_call(op, &format!("{DISPATCH_MODULE}::{try_name}"));
     match &op.output {
         // A unit or plain result crosses unchanged: the dispatch result is the result.
         Output::Unit | Output::Plain(_) => w.line(fallible),
-        Output::Tensor(_) | Output::Tuple(_) => {
+        Output::Tensor(_) | Output::Tuple(_) | Output::Declared { .. } => {
             w.assign(format!("let {OUT} = "), cat([fallible, "?".into()]), ";");
-            w.line(call("Ok", [output_expr(&op.output, OUT, &from_dispatch)]));
+            w.line(call(
+                "Ok",
+                [output_expr(
+                    &op.output,
+                    OUT,
+                    &from_dispatch,
+                    &from_primitive,
+                )],
+            ));
         }
     }
     w.close("}");
@@ -164,9 +203,21 @@ fn dispatch_call(op: &Op, callee: &str) -> Doc {
             Arg::Tensor(t) => into_dispatch(t, &i.name),
             Arg::Plain(_) => i.name.as_str().into(),
             Arg::Device => format!("{}.as_dispatch()", i.name).into(),
+            Arg::Declared {
+                borrowed: false, ..
+            } => format!("{}.{}()", i.name, names::INTO_PRIMITIVE).into(),
+            // Its tensors are reference-counted handles: the clone is cheap.
+            Arg::Declared { borrowed: true, .. } => {
+                format!("&{}.clone().{}()", i.name, names::INTO_PRIMITIVE).into()
+            }
         })
         .collect();
     call(callee, args)
+}
+
+/// Converts a dispatch-level declared-type output back to its `Tensor<D>` level.
+fn from_primitive(name: &str, value: &str) -> Doc {
+    call(format!("{name}::{}", names::FROM_PRIMITIVE), [value])
 }
 
 /// Converts one dispatch-level output tensor (in its container) back to `Tensor<D>`.
@@ -177,19 +228,6 @@ fn from_dispatch(t: &TensorArg, value: Doc) -> Doc {
         Container::Vec => format!("{RT}::from_dispatch_vec"),
     };
     call(function, [value])
-}
-
-/// The `Tensor<D>`-level type of one tensor.
-fn tensor_type(t: &TensorArg) -> String {
-    let rank = match &t.rank {
-        Rank::Generic(g) => g.clone(),
-        Rank::Fixed(n) => n.to_string(),
-    };
-    match t.kind {
-        TensorKind::Float | TensorKind::Quantized => format!("rt::Tensor<{rank}>"),
-        TensorKind::Int => format!("rt::Tensor<{rank}, rt::Int>"),
-        TensorKind::Bool => format!("rt::Tensor<{rank}, rt::Bool>"),
-    }
 }
 
 /// Converts a `Tensor<D>`-level argument for the `Dispatch` level.

@@ -97,6 +97,17 @@ impl Check<'_> {
             BackwardSpec::Function(f) => f.span.clone(),
             BackwardSpec::Formulas { span, .. } => span.clone(),
         };
+        if op.uses_declared() {
+            self.push(
+                Diagnostic::new(
+                    backward_span,
+                    self.key("backward"),
+                    format!("op `{}` takes or returns a declared type, which a declared backward pass cannot address yet", op.name),
+                )
+                .help(format!("remove `backward` and implement `{}` for `Autodiff<B, C>` by hand (the companion `...Autodiff` trait), where the declared type's tensor fields are autodiff tensors", op.name)),
+            );
+            return None;
+        }
         if op.composite.is_some() {
             self.push(
                 Diagnostic::new(
@@ -901,6 +912,9 @@ impl Check<'_> {
                 NUMBER_TYPES.join(", ")
             ),
             Arg::Device => format!("`{name}` is the device, not a value"),
+            Arg::Declared { name: ty, .. } => {
+                format!("`{name}` is declared type `{ty}`, which a formula cannot read")
+            }
         };
         self.push(
             Diagnostic::new(self.at(text, span), key, problem)

@@ -4,6 +4,10 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+mod decl;
+
+pub(super) use decl::{Declared, unused};
+
 use super::Options;
 use super::text;
 use super::types::{self, Position};
@@ -58,6 +62,8 @@ pub(super) struct Lowered<'m> {
     pub defaults: Vec<Backend>,
     pub ops: Vec<(&'m OpSpec, Op)>,
     pub diags: Vec<Diagnostic>,
+    /// The declared types that lowered.
+    pub declared: Declared,
     /// Whether every op lowered (a failed one may have been reported by parsing).
     pub complete: bool,
 }
@@ -73,7 +79,12 @@ pub(super) fn lower<'m>(
         diags: Vec::new(),
         backend_cfgs: BTreeMap::new(),
         source,
+        declared: Declared::default(),
     };
+    // Types first: op inputs and outputs name them.
+    let declared = v.types(manifest, lines, options.manifest_name);
+    let types_complete = declared.defs.len() == declared.names.len();
+    v.declared = declared;
     let routing = &manifest.routing;
     let trait_span = routing
         .trait_name
@@ -145,7 +156,7 @@ pub(super) fn lower<'m>(
         lines,
     };
     let mut ops = Vec::new();
-    let mut complete = true;
+    let mut complete = types_complete;
     for spec in &manifest.ops {
         match v.op(spec, &cx) {
             Some(op) => ops.push((spec, op)),
@@ -167,6 +178,7 @@ pub(super) fn lower<'m>(
         defaults,
         ops,
         diags: v.diags,
+        declared: v.declared,
         complete,
     }
 }
@@ -177,6 +189,7 @@ pub(super) fn finish(
     ops: Vec<(&OpSpec, Op)>,
     options: &Options<'_>,
     defaults: Vec<Backend>,
+    declared: Declared,
 ) -> Ir {
     let mut ops: Vec<Op> = ops.into_iter().map(|(_, op)| op).collect();
     let groups = assign_groups(
@@ -193,6 +206,8 @@ pub(super) fn finish(
         backends: routing.backends,
         ops,
         groups,
+        types: declared.defs,
+        warnings: Vec::new(),
     }
 }
 
@@ -597,6 +612,8 @@ struct Lowerer<'s> {
     /// The cfg each backend was first given: one backend, one cfg.
     backend_cfgs: BTreeMap<BackendName, String>,
     source: &'s str,
+    /// The declared types, lowered before the ops that use them.
+    declared: Declared,
 }
 
 impl Lowerer<'_> {
@@ -614,6 +631,9 @@ impl Lowerer<'_> {
             NameKind::Input => "input name",
             NameKind::Trait => "trait name",
             NameKind::Rank => "rank name",
+            NameKind::Type => "type name",
+            NameKind::Variant => "variant name",
+            NameKind::Field => "field name",
         };
         let help = match names::suggestion(&name.value, kind) {
             None if kind == NameKind::Rank
@@ -626,13 +646,18 @@ impl Lowerer<'_> {
             None if kind == NameKind::Op && name.value == "new" => {
                 "name what the op makes, e.g. `new_tensor` or `make_ramp`".to_owned()
             }
-            None if kind == NameKind::Trait
+            None if matches!(kind, NameKind::Trait | NameKind::Type)
                 && (names::PRELUDE.contains(&name.value.as_str())
                     || names::GENERICS.contains(&name.value.as_str())) =>
             {
                 format!(
-                    "choose a name of your own, e.g. `{}Ops`",
-                    name.value.trim_matches('_')
+                    "choose a name of your own, e.g. `{}{}`",
+                    name.value.trim_matches('_'),
+                    if kind == NameKind::Type {
+                        "Value"
+                    } else {
+                        "Ops"
+                    }
                 )
             }
             None => format!(
@@ -956,8 +981,19 @@ impl Lowerer<'_> {
             .as_ref()
             .map(|l| l.value.as_slice())
             .unwrap_or_default();
+        for input in inputs {
+            if let Arg::Declared { ranks: r, .. } = &input.arg {
+                for g in r {
+                    if !ranks.contains(g) {
+                        ranks.push(g.clone());
+                    }
+                }
+            }
+        }
         for (i, spec_input) in specs.iter().enumerate() {
-            if let Some(ArgSpec::Plain(ty)) = &spec_input.ty {
+            if let Some(ArgSpec::Plain(ty)) = &spec_input.ty
+                && self.declared.resolve(&ty.value).is_none()
+            {
                 ok &= self.plain_type(
                     ty,
                     &format!("{path}.inputs[{i}].type"),
@@ -977,7 +1013,9 @@ impl Lowerer<'_> {
             OutputSpec::Single {
                 ty: ArgSpec::Plain(ty),
                 ..
-            } => self.plain_type(ty, &format!("{key}.type"), Position::Output, ranks),
+            } if self.declared.resolve(&ty.value).is_none() => {
+                self.plain_type(ty, &format!("{key}.type"), Position::Output, ranks)
+            }
             OutputSpec::Single { .. } => true,
             OutputSpec::Tuple { items, .. } => {
                 items.iter().enumerate().fold(true, |ok, (i, item)| {
@@ -1187,6 +1225,18 @@ impl Lowerer<'_> {
             composition.is_some(),
             &output,
         );
+        // A declared-type input has no lazy form yet: its op runs its composition.
+        let fusion = if fusion == FusionImpl::Lazy
+            && inputs.iter().any(|i| matches!(i.arg, Arg::Declared { .. }))
+        {
+            if composition.is_some() {
+                FusionImpl::Composition
+            } else {
+                FusionImpl::None
+            }
+        } else {
+            fusion
+        };
         let mut op = Op {
             name,
             doc,
@@ -1235,7 +1285,28 @@ impl Lowerer<'_> {
     fn arg(&mut self, spec: &ArgSpec, key: &str) -> Option<Arg> {
         match spec {
             ArgSpec::Tensor(t) => self.tensor(t, key).map(Arg::Tensor),
-            ArgSpec::Plain(ty) => self.plain(ty, &format!("{key}.type")).map(Arg::Plain),
+            ArgSpec::Plain(ty) => {
+                let key = format!("{key}.type");
+                if let Some((name, borrowed)) = self.declared.resolve(&ty.value) {
+                    let def = self.declared.get(name)?;
+                    return Some(Arg::Declared {
+                        name: name.to_owned(),
+                        borrowed,
+                        ranks: def.ranks.clone(),
+                        leaves: crate::ir::leaves(&self.declared.defs, name),
+                    });
+                }
+                if let Some(name) = self.declared.mentioned_in(&ty.value) {
+                    let d = decl::nested_use(ty, &key, name);
+                    self.push(d);
+                    return None;
+                }
+                if let Some(d) = decl::misspelled(&self.declared, ty, &key) {
+                    self.push(d);
+                    return None;
+                }
+                self.plain(ty, &key).map(Arg::Plain)
+            }
             ArgSpec::Device(_) => Some(Arg::Device),
         }
     }
@@ -1369,6 +1440,35 @@ impl Lowerer<'_> {
                 ty: ArgSpec::Plain(ty),
                 ..
             } => {
+                if let Some((name, borrowed)) = self.declared.resolve(&ty.value) {
+                    if borrowed {
+                        self.push(
+                            Diagnostic::new(
+                                ty.span.clone(),
+                                format!("{key}.type"),
+                                format!("output borrows declared type `{name}`, but an output has nothing to borrow from"),
+                            )
+                            .help(format!("return the value: `type = \"{name}\"`")),
+                        );
+                        return None;
+                    }
+                    let def = self.declared.get(name)?;
+                    return Some(Output::Declared {
+                        name: name.to_owned(),
+                        ranks: def.ranks.clone(),
+                        leaves: crate::ir::leaves(&self.declared.defs, name),
+                        tensors_only: crate::ir::tensors_only(&self.declared.defs, name),
+                    });
+                }
+                if let Some(name) = self.declared.mentioned_in(&ty.value) {
+                    let d = decl::nested_use(ty, &format!("{key}.type"), name);
+                    self.push(d);
+                    return None;
+                }
+                if let Some(d) = decl::misspelled(&self.declared, ty, &format!("{key}.type")) {
+                    self.push(d);
+                    return None;
+                }
                 let plain = self.plain(ty, &format!("{key}.type"))?;
                 // `-> ()` is what no output means; spelled out, clippy refuses it.
                 if plain == "()" && !key.ends_with(']') {
@@ -1428,7 +1528,7 @@ fn plain_type_texts(inputs: &[Input], output: &Output) -> Vec<String> {
         match out {
             Output::Plain(ty) => acc.push(ty.clone()),
             Output::Tuple(items) => items.iter().for_each(|o| outputs(o, acc)),
-            Output::Unit | Output::Tensor(_) => {}
+            Output::Unit | Output::Tensor(_) | Output::Declared { .. } => {}
         }
     }
     let mut acc: Vec<String> = inputs
@@ -1449,6 +1549,7 @@ fn output_ranks(out: &Output, acc: &mut Vec<String>) {
             rank: Rank::Generic(g),
             ..
         }) => acc.push(g.clone()),
+        Output::Declared { ranks, .. } => acc.extend(ranks.iter().cloned()),
         Output::Tuple(items) => items.iter().for_each(|o| output_ranks(o, acc)),
         _ => {}
     }
@@ -1474,11 +1575,21 @@ fn fusion_impl(
     }
 }
 
-/// Whether every output is a tensor with its shape and dtype declared (and there is one).
+/// Whether every output is a tensor with its shape and dtype declared (and there is one): a
+/// declared struct's every tensor field, through nested structs (an enum's variant is not
+/// known before the kernel runs).
 pub(super) fn lazy_outputs(output: &Output) -> bool {
     match output {
         Output::Tensor(t) => t.meta.complete(),
-        Output::Tuple(items) => items.iter().all(lazy_outputs),
+        // A declared struct only on its own (not inside a tuple).
+        Output::Tuple(items) => items
+            .iter()
+            .all(|o| !matches!(o, Output::Declared { .. }) && lazy_outputs(o)),
+        Output::Declared {
+            leaves,
+            tensors_only,
+            ..
+        } => *tensors_only && leaves.iter().all(|l| l.tensor.meta.complete()),
         Output::Unit | Output::Plain(_) => false,
     }
 }
@@ -1486,7 +1597,9 @@ pub(super) fn lazy_outputs(output: &Output) -> bool {
 /// How an op is routed: by its tensors (and its device, when it has one), by its device alone,
 /// or to its one backend. (Whether that is allowed is [`super::rules`]'s call.)
 fn route_by(inputs: &[Input], backends: &[Backend]) -> RouteBy {
-    let tensors = inputs.iter().any(|i| matches!(i.arg, Arg::Tensor(_)));
+    let tensors = inputs
+        .iter()
+        .any(|i| matches!(i.arg, Arg::Tensor(_) | Arg::Declared { .. }));
     let device = inputs.iter().any(|i| matches!(i.arg, Arg::Device));
     match (tensors, device) {
         (true, false) => RouteBy::Tensors,

@@ -86,13 +86,20 @@ pub fn validate_with(
     }
     diags.sort_by(|a, b| (a.span.start, &a.key).cmp(&(b.span.start, &b.key)));
     diags.dedup();
+    let used = rules::declared_uses(&lowered.ops);
+    let warnings = lower::unused(manifest, &lowered.declared, &used);
     match lowered.routing {
-        Some(routing) if diags.is_empty() && lowered.complete => Ok(lower::finish(
-            routing,
-            lowered.ops,
-            options,
-            lowered.defaults,
-        )),
+        Some(routing) if diags.is_empty() && lowered.complete => {
+            let mut ir = lower::finish(
+                routing,
+                lowered.ops,
+                options,
+                lowered.defaults,
+                lowered.declared,
+            );
+            ir.warnings = warnings;
+            Ok(ir)
+        }
         _ => Err(diags),
     }
 }

@@ -46,13 +46,36 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     cube_kernels_declare_outputs,
     lazy_arguments_are_owned,
     composition_is_not_composite,
+    declared_inputs_have_no_metadata,
 ];
+
+/// The declared types ops name directly (inputs and outputs, tuples included).
+pub(super) fn declared_uses(ops: &[(&OpSpec, Op)]) -> std::collections::BTreeSet<String> {
+    fn output(out: &Output, acc: &mut std::collections::BTreeSet<String>) {
+        match out {
+            Output::Declared { name, .. } => {
+                acc.insert(name.clone());
+            }
+            Output::Tuple(items) => items.iter().for_each(|o| output(o, acc)),
+            Output::Unit | Output::Tensor(_) | Output::Plain(_) => {}
+        }
+    }
+    let mut acc = std::collections::BTreeSet::new();
+    for (_, op) in ops {
+        for input in &op.inputs {
+            if let Arg::Declared { name, .. } = &input.arg {
+                acc.insert(name.clone());
+            }
+        }
+        output(&op.output, &mut acc);
+    }
+    acc
+}
 
 /// `differentiable` and `detach` act on tracked floats: an op without a float input never sees
 /// one.
 fn policy_needs_float_input(spec: &OpSpec, op: &Op, _: &[Backend]) -> Option<Diagnostic> {
-    let has_float = op.tensor_inputs().any(|(_, t)| t.kind == TensorKind::Float);
-    if op.policy == Policy::Reject || has_float {
+    if op.policy == Policy::Reject || op.has_float_input() {
         return None;
     }
     let p = spec.autodiff.as_ref()?;
@@ -224,7 +247,7 @@ fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     defined.extend(aliases);
     let mut seen = std::collections::BTreeSet::new();
     let Some(clash) = defined.iter().find(|n| !seen.insert(n.as_str())) else {
-        return Vec::new();
+        return declared_names_distinct(cx, &defined);
     };
     // Point at the name the user wrote that produced the clash: `autodiff_trait` when it is
     // the clashing name, else the main trait (every other generated name derives from it).
@@ -240,6 +263,49 @@ fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         )
         .help("rename `trait` or `autodiff_trait` so the traits named after them (`...Autodiff`, `...Composite`, `...<Backends>`) and the `Autodiff<Backend>`/`Balanced<Backend>` aliases stay distinct"),
     ]
+}
+
+/// A declared type's names (`Name`, `NamePrimitive`) clash with nothing else generated: the
+/// traits, the aliases, the other types' names, the runtime alias.
+fn declared_names_distinct(cx: &Context<'_, '_>, defined: &[String]) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut taken: Vec<(String, String)> = defined
+        .iter()
+        .map(|n| (n.clone(), "a generated trait or alias".to_owned()))
+        .collect();
+    for spec in &cx.manifest.types {
+        let Some(name) = &spec.name else { continue };
+        let primitive = names::primitive_type(&name.value);
+        // A type declared twice is its own error (`type[N].name`), not a clash.
+        if taken
+            .iter()
+            .any(|(n, owner)| *n == name.value && *owner == format!("type `{}`", name.value))
+        {
+            continue;
+        }
+        for (generated, what) in [
+            (name.value.clone(), format!("type `{}`", name.value)),
+            (
+                primitive.clone(),
+                format!("the primitive of type `{}`", name.value),
+            ),
+        ] {
+            if let Some((_, owner)) = taken.iter().find(|(n, _)| *n == generated) {
+                out.push(
+                    Diagnostic::new(
+                        name.span.clone(),
+                        format!("type[{}].name", spec.index),
+                        format!("the generated code would define `{generated}` twice: as {what} and as {owner}"),
+                    )
+                    .help(format!("rename the type; each declared type `Name` also defines `{}`", names::primitive_type("Name"))),
+                );
+                break;
+            }
+        }
+        taken.push((name.value.clone(), format!("type `{}`", name.value)));
+        taken.push((primitive, format!("the primitive of type `{}`", name.value)));
+    }
+    out
 }
 
 /// A rank generic named like a trait would read as that trait in `Tensor<D>`.
@@ -536,6 +602,42 @@ fn tensor_outputs<'a>(
     }
 }
 
+/// The tensor fields of the declared types in `out` (struct fields only: an enum's cannot
+/// declare metadata), each with its key in the manifest and the metadata written there.
+fn declared_outputs<'a>(
+    manifest: &'a Manifest,
+    out: &'a Output,
+    acc: &mut Vec<(String, &'a TensorArg, Option<&'a MetaSpec>)>,
+) {
+    match out {
+        Output::Declared { leaves, .. } => {
+            for leaf in leaves.iter().filter(|l| !l.refutable()) {
+                let Some(crate::ir::Step::Field { ty, field }) = leaf.path.last() else {
+                    continue;
+                };
+                let found = manifest.types.iter().find_map(|t| {
+                    (t.name.as_ref()?.value == *ty).then_some(())?;
+                    let fields = t.fields.as_ref()?;
+                    fields.value.iter().enumerate().find_map(|(i, f)| {
+                        (f.name.as_ref()?.value == *field).then_some(())?;
+                        let ArgSpec::Tensor(ts) = f.ty.as_ref()? else {
+                            return None;
+                        };
+                        Some((format!("type[{}].fields[{i}]", t.index), ts.meta.as_deref()))
+                    })
+                });
+                if let Some((key, meta)) = found {
+                    acc.push((key, &leaf.tensor, meta));
+                }
+            }
+        }
+        Output::Tuple(items) => items
+            .iter()
+            .for_each(|o| declared_outputs(manifest, o, acc)),
+        Output::Unit | Output::Tensor(_) | Output::Plain(_) => {}
+    }
+}
+
 /// The first output that is not a tensor with its shape and dtype declared: its key and why.
 fn first_undeclared(out: &Output, key: String) -> Option<(String, String)> {
     match out {
@@ -555,6 +657,43 @@ fn first_undeclared(out: &Output, key: String) -> Option<(String, String)> {
                 format!("`{key}` declares neither `shape` nor `dtype`"),
             )),
         },
+        Output::Declared {
+            name,
+            leaves,
+            tensors_only,
+            ..
+        } => {
+            if !tensors_only && !leaves.iter().any(|l| l.refutable()) {
+                return Some((
+                    key.clone(),
+                    format!(
+                        "`{key}` is declared type `{name}`, which has a plain field, and a deferred operation cannot return a plain value before it runs"
+                    ),
+                ));
+            }
+            if let Some(leaf) = leaves.iter().find(|l| l.refutable()) {
+                return Some((
+                    key.clone(),
+                    format!(
+                        "`{key}` is declared type `{name}`, whose tensor `{}` is inside an enum variant, which a deferred operation cannot know before it runs",
+                        leaf.label()
+                    ),
+                ));
+            }
+            let leaf = leaves.iter().find(|l| !l.tensor.meta.complete())?;
+            let missing = match (&leaf.tensor.meta.shape, &leaf.tensor.meta.dtype) {
+                (None, Some(_)) => "no `shape`",
+                (Some(_), None) => "no `dtype`",
+                _ => "neither `shape` nor `dtype`",
+            };
+            Some((
+                key.clone(),
+                format!(
+                    "`{key}` is declared type `{name}`, whose field `{}` declares {missing}",
+                    leaf.label()
+                ),
+            ))
+        }
         Output::Tuple(items) => items
             .iter()
             .enumerate()
@@ -575,6 +714,9 @@ fn output_metadata_resolves(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             format!("op[{}].output", spec.index),
             &mut outputs,
         );
+        // A declared struct's fields declare their metadata in the type: each op returning it
+        // must resolve them.
+        declared_outputs(cx.manifest, &op.output, &mut outputs);
         let singles: Vec<&str> = op
             .tensor_inputs()
             .filter(|(_, t)| t.container == Container::One)
@@ -704,7 +846,49 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             continue;
         }
         let base = format!("op[{}].output", spec.index);
+        let declared_input = op
+            .inputs
+            .iter()
+            .enumerate()
+            .find_map(|(i, input)| match &input.arg {
+                Arg::Declared { name, .. } => Some((i, name)),
+                _ => None,
+            });
+        if let Some((i, name)) = declared_input {
+            // Output metadata would not help: only a composition runs such an op on Cube.
+            let at = spec
+                .inputs
+                .as_ref()
+                .and_then(|inputs| inputs.value.get(i))
+                .map(|input| input.span.clone());
+            out.push(declared_on_cube(
+                spec,
+                op,
+                at,
+                format!("op[{}].inputs[{i}]", spec.index),
+                format!(
+                    "input `{}` is declared type `{name}`, which has no lazy form on `Fusion<B>` yet",
+                    op.inputs[i].name
+                ),
+            ));
+            continue;
+        }
         let problem = first_undeclared(&op.output, base.clone());
+        if let Some((key, why)) = &problem
+            && let Some((at, true)) = spec
+                .output
+                .as_ref()
+                .and_then(|o| output_element(o, &op.output, &key[base.len()..]))
+        {
+            out.push(declared_on_cube(
+                spec,
+                op,
+                Some(at),
+                key.clone(),
+                why.clone(),
+            ));
+            continue;
+        }
         let stream = matches!(op.route_by, RouteBy::Fixed(_));
         let (key, why) = match (problem, stream) {
             (Some(problem), _) => problem,
@@ -738,6 +922,63 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         );
     }
     out
+}
+
+/// The error for an op routed to Cube with a kernel of its own and a declared type among its
+/// inputs or outputs that has no lazy form: it needs a `composition`, or (a struct of tensors
+/// only, as an output) metadata on the type's fields.
+fn declared_on_cube(
+    spec: &OpSpec,
+    op: &Op,
+    at: Option<std::ops::Range<usize>>,
+    key: String,
+    why: String,
+) -> Diagnostic {
+    let span = at.unwrap_or_else(|| {
+        spec.name
+            .as_ref()
+            .map_or(spec.span.clone(), |n| n.span.clone())
+    });
+    Diagnostic::new(
+        span,
+        key,
+        format!(
+            "op `{}` is routed to Cube with a kernel of its own, but cannot run lazily on `Fusion<B>` (what `Cube` is when fusion is on): {why}",
+            op.name
+        ),
+    )
+    .help(if why.contains("declares") {
+        // A struct of tensors only has a lazy form once its fields declare their metadata.
+        format!(
+            "give every tensor field of the type `shape` and `dtype` (in its `[[type]]` entry, e.g. `shape = \"x\", dtype = \"x\"`), or give the op `composition = \"path::to::{}\"`",
+            op.name
+        )
+    } else {
+        format!(
+            "give the op `composition = \"path::to::{}\"` (its Cube kernel is then its composition, which Burn fuses), or remove `Cube` from its `backends`",
+            op.name
+        )
+    })
+}
+
+/// The span of the output element at `path` (`[1][0]`, empty for the whole output), and
+/// whether it is a declared type.
+fn output_element(
+    spec: &OutputSpec,
+    out: &Output,
+    path: &str,
+) -> Option<(std::ops::Range<usize>, bool)> {
+    let Some(rest) = path.strip_prefix('[') else {
+        return Some((spec.span(), matches!(out, Output::Declared { .. })));
+    };
+    let (index, rest) = rest.split_once(']')?;
+    let index: usize = index.parse().ok()?;
+    match (spec, out) {
+        (OutputSpec::Tuple { items, .. }, Output::Tuple(outs)) => {
+            output_element(items.get(index)?, outs.get(index)?, rest)
+        }
+        _ => None,
+    }
 }
 
 /// A lazy op keeps its plain arguments until the fusion stream runs its kernel: they must be
@@ -791,6 +1032,42 @@ fn composition_is_not_composite(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     "a composite op has no kernels, so `composition` has nothing to stand in for",
                 )
                 .help("remove `composition` (the `composite` function runs everywhere), or remove `composite` to write kernels that fall back to the composition"),
+            )
+        })
+        .collect()
+}
+
+/// Output metadata is what the lazy `Fusion<B>` form reads, which an op with a declared-type
+/// input does not have yet: metadata there would be silently unused.
+fn declared_inputs_have_no_metadata(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    fn has_meta(out: &Output) -> bool {
+        match out {
+            Output::Tensor(t) => t.meta.shape.is_some() || t.meta.dtype.is_some(),
+            Output::Tuple(items) => items.iter().any(has_meta),
+            Output::Unit | Output::Plain(_) | Output::Declared { .. } => false,
+        }
+    }
+    cx.ops
+        .iter()
+        .filter_map(|(spec, op)| {
+            let input = op
+                .inputs
+                .iter()
+                .find(|i| matches!(i.arg, Arg::Declared { .. }))?;
+            if !has_meta(&op.output) {
+                return None;
+            }
+            let span = spec.output.as_ref()?.span();
+            Some(
+                Diagnostic::new(
+                    span,
+                    format!("op[{}].output", spec.index),
+                    format!(
+                        "op `{}` declares output metadata, which only its lazy `Fusion<B>` form reads, and an op with a declared-type input (`{}`) has no lazy form yet",
+                        op.name, input.name
+                    ),
+                )
+                .help("remove `shape` and `dtype` from the output; give the op a `composition` to run on Cube with fusion on"),
             )
         })
         .collect()

@@ -51,6 +51,21 @@ pub fn add_bias<B: Backend>(x: FloatTensor<B>, bias: FloatTensor<B>) -> FloatTen
     B::float_add(x, B::float_reshape(bias, Shape::from(dims)))
 }
 
+/// The smallest and the largest element of `x` (the op's `composition`): a declared struct
+/// output.
+pub fn extent<B: Backend>(x: FloatTensor<B>) -> crate::ops::ExtentPrimitive<B> {
+    let flat = B::float_reshape(x.clone(), Shape::new([x.shape().num_elements()]));
+    crate::ops::ExtentPrimitive {
+        min: B::float_min(flat.clone()),
+        max: B::float_max(flat),
+    }
+}
+
+/// The shape of `extent`'s fields, from `x`'s spec: one element each.
+pub fn one_element(_x: &burn_route::rt::TensorSpec) -> Shape {
+    Shape::new([1])
+}
+
 /// `x * x * x` with backend primitives: for dtypes and layouts the fused Flex loop does not take.
 fn cube_pow<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     let squared = square::<B>(x.clone());

@@ -1,7 +1,9 @@
 //! The downstream crate's ops, routed by the code its own build script generated.
 
 use burn_route::rt::{Device, Int, Tensor};
-use burn_route_downstream::{add_bias, clamp_count, cube_pow, fill_like, try_add_bias};
+use burn_route_downstream::{
+    Extent, add_bias, clamp_count, cube_pow, extent, fill_like, try_add_bias,
+};
 
 fn values<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
     t.clone().into_data().try_to_vec::<f32>().unwrap()
@@ -187,4 +189,21 @@ fn cube_pow_gradient_on_cube() {
     let grads = cube_pow(x.clone()).sum().backward();
     let grad = values(&x.grad(&grads).expect("a gradient"));
     assert_eq!(grad, [6.75, 12.0, 0.75]);
+}
+
+/// A declared struct output: both fields, on Flex and (with `wgpu`) on Cube, where it runs as
+/// one deferred operation declared from the fields' metadata when fusion is on.
+#[test]
+fn extent_returns_a_struct_of_tensors() {
+    let run = |device: &Device| {
+        let x = Tensor::<2>::from_data([[3.0, -1.5], [7.25, 0.0]], device);
+        let Extent { min, max } = extent(x);
+        (values(&min), values(&max))
+    };
+    assert_eq!(run(&Device::flex()), (vec![-1.5], vec![7.25]));
+    #[cfg(feature = "wgpu")]
+    assert_eq!(
+        run(&Device::wgpu(burn_route::rt::DeviceKind::Cpu)),
+        (vec![-1.5], vec![7.25])
+    );
 }
