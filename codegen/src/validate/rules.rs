@@ -46,6 +46,7 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     cube_kernels_declare_outputs,
     lazy_arguments_are_owned,
     composition_is_not_composite,
+    super::asynchrony::async_ops,
 ];
 
 /// `differentiable` and `detach` act on tracked floats: an op without a float input never sees
@@ -700,7 +701,13 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         let on_cube = op.backends.iter().any(|b| b.name == BackendName::Cube);
         // An op nothing can route is reported as that.
         let unroutable = matches!(op.route_by, RouteBy::Fixed(_)) && op.backends.len() > 1;
-        if !on_cube || unroutable || op.composite.is_some() || op.composition.is_some() {
+        // (An async op never runs lazily: `super::asynchrony` reports one without a composition.)
+        if !on_cube
+            || unroutable
+            || op.composite.is_some()
+            || op.composition.is_some()
+            || op.asynchronous
+        {
             continue;
         }
         let base = format!("op[{}].output", spec.index);
