@@ -176,6 +176,13 @@ impl RoutedOps for rt::Dispatch {
     ) -> rt::FloatTensor<Self> {
         self::route_fill_where::<__rt::Panic>(x, mask, fill)
     }
+    /// Routes like [`try_count_nonfinite`](fn@try_count_nonfinite), at the call, and panics there
+    /// with its error; the future runs the kernel.
+    #[inline]
+    fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
+        let __planned = self::try_count_nonfinite(x);
+        __planned.or_panic()
+    }
 }
 
 impl RoutedOpsComposite for rt::Dispatch {
@@ -3901,6 +3908,61 @@ fn route_fill_where<F: __rt::OnError>(
         }),
         None => F::result(__plan_and_run(x, mask, fill)),
     }
+}
+
+/// [`RoutedOps::count_nonfinite`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// The call is routed here, before the future exists: planning, shape contracts and unwrapping the
+/// inputs; the future runs the kernel and borrows nothing from the caller.
+///
+/// # Errors
+///
+/// The future resolves to a [`rt::RouteError`] when the call breaks the routing contract (see
+/// `ERRORS.md`); [`rt::Planned::error`] has it at once.
+pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "count_nonfinite",
+        rt::Policy::Detach,
+        "ops.toml:401",
+        "ops.toml:18",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        false,
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+    );
+    fn __run<B: __rt::Target + RoutedOps>(
+        __route: __rt::Route,
+        x: &rt::DispatchTensor,
+    ) -> rt::Pending<usize> {
+        let x = B::float_ref(&__route, "x", x).into_owned();
+        Box::pin(async move { <B as RoutedOps>::count_nonfinite(&x).await })
+    }
+    let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", x)]);
+    let __route = match __route {
+        Ok(__route) => __route,
+        Err(__error) => return rt::Planned::failed(__error),
+    };
+    rt::Planned::routed(match __route.target() {
+        (rt::BackendId::Flex, __rt::Mode::Concrete) => __run::<rt::Flex>(__route, x),
+        #[cfg(burn_route_cube)]
+        (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(__route, x),
+        #[cfg(burn_route_remote)]
+        (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(__route, x),
+        _ => __route.unrouted(),
+    })
 }
 
 impl AffinePrimitive<rt::Dispatch> {

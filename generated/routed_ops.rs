@@ -324,6 +324,20 @@ pub trait RoutedOps: rt::Backend {
     ) -> rt::FloatTensor<Self> {
         crate::kernels::composed::fill_where::<Self>(x, mask, fill)
     }
+    /// The number of NaN and ±inf elements of `x`, read back from its device. Async: the count is
+    /// computed where `x` lives and only the one number is read back, which on a GPU waits for the
+    /// device, so every routed form returns a future (routing errors are raised at the call). Not
+    /// differentiable: a count carries no gradient, so a tracked `x` is detached.
+    ///
+    /// Routing:
+    /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
+    /// - backends: Flex, Cube, Remote.
+    /// - async: routed at the call (planning, shape contracts, unwrapping); the future runs the
+    ///   kernel.
+    /// - declared at `ops.toml:401`.
+    fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
+        crate::kernels::composed::count_nonfinite::<Self>(x)
+    }
 }
 
 /// `Autodiff<B, C>` kernels of the differentiable ops of [`RoutedOps`].

@@ -841,3 +841,28 @@ pub fn try_fill_where<const D: usize>(
     )?;
     Ok(rt::Tensor::from_dispatch(__out))
 }
+
+/// [`RoutedOps::count_nonfinite`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// The call is routed at once; the future runs the kernel and borrows nothing from the
+/// caller.
+///
+/// # Panics
+///
+/// At the call, when the inputs break the routing contract; the message names the input
+/// and the fix (see `ERRORS.md`). [`try_count_nonfinite`](fn@try_count_nonfinite) returns the error
+/// instead.
+pub fn count_nonfinite<const D: usize>(x: &rt::Tensor<D>) -> rt::Pending<usize> {
+    let __planned = dispatch::try_count_nonfinite(&x.clone().into_dispatch());
+    __planned.or_panic()
+}
+
+/// [`count_nonfinite`](fn@count_nonfinite), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The future resolves to the [`rt::RouteError`] for inputs that break the routing contract
+/// (see `ERRORS.md`).
+pub fn try_count_nonfinite<const D: usize>(x: &rt::Tensor<D>) -> rt::PendingResult<usize> {
+    Box::pin(dispatch::try_count_nonfinite(&x.clone().into_dispatch()))
+}

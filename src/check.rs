@@ -752,6 +752,13 @@ impl Args {
     }
 }
 
+/// Drives the future of an async op to completion on the calling thread: what the check
+/// closure of an async op (`async = true`) does with its `try_` function's future. (Burn's own
+/// blocking reader, as `Tensor::into_data` uses.)
+pub fn block_on<F: core::future::Future>(future: F) -> F::Output {
+    burn_tensor::read_sync(future)
+}
+
 /// Runs every check of `op` (see the [module docs](self)) with `f` calling the op, on Flex and
 /// on the backends this build has (`Cube`; a remote device named by [`REMOTE_ENV`]).
 ///

@@ -376,23 +376,35 @@ fn op(index: usize) -> impl Strategy<Value = String> {
         // Output metadata (what the lazy `Fusion<B>` impl of an op routed to Cube needs), a
         // composition, both or neither: the functions they name are the skeleton's stubs.
         // A declared backward pass: none, formulas or a function (the skeleton's stub), each
-        // kept or recomputed.
-        ((any::<bool>(), any::<bool>()), (0..6u8, any::<bool>())),
+        // kept or recomputed. `async = true`, now and then.
+        ((any::<bool>(), any::<bool>()), (0..6u8, any::<bool>()), prop::bool::weighted(0.25)),
     )
-        .prop_map(move |(name, policy, inputs, output, backends, doc, ((meta, composition), (backward, recompute)))| {
+        .prop_map(move |(name, policy, inputs, output, backends, doc, ((meta, composition), (backward, recompute), asynchronous))| {
             // An op with a declared type runs its composition on Cube (it has no lazy form),
             // so it takes no output metadata, and no declared backward pass.
             let declared = output.contains("@T") || inputs.iter().any(|(_, arg, _)| arg.contains("@T"));
             let (meta, composition) = if declared { (false, true) } else { (meta, composition) };
             let backward = if declared { 0 } else { backward };
             let output = if meta { with_metadata(&name, &output) } else { output };
+            // An async op: its future owns its arguments (no borrowed plain type), it takes no
+            // `backward` (below), and it has a composition (what it runs on `Fusion<B>` when
+            // routed to Cube): the skeleton's `async fn` stub.
+            let owned = !inputs.iter().any(|(_, arg, _)| arg.starts_with("type") && arg.contains('&'));
+            // (And `Send`: a trait object with `+ Send`, no `Rc`, no raw pointer.)
+            let send = !inputs.iter().any(|(_, arg, _)| {
+                arg.starts_with("type")
+                    && ((arg.contains("dyn ") && !arg.contains("+ Send")) || arg.contains("Rc<") || arg.contains('*'))
+            });
+            let asynchronous = asynchronous && owned && send;
+            let composition = composition || asynchronous;
             let composition = if composition {
                 format!("composition = \"super::kernels::{name}_composition\"\n")
             } else {
                 String::new()
             };
+            let asynchronous_key = if asynchronous { "async = true\n" } else { "" };
             let mut text = format!(
-                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}{composition}inputs = [\n"
+                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}{asynchronous_key}{composition}inputs = [\n"
             );
             // A contract relates a single or optional tensor to another one (validation refuses
             // the rest, and rank conflicts, which filters those manifests out).
@@ -421,8 +433,7 @@ fn op(index: usize) -> impl Strategy<Value = String> {
             let no_float_vec = !inputs
                 .iter()
                 .any(|(_, arg, _)| arg.starts_with("tensor = \"float\"") && arg.contains("vec"));
-            let owned = !inputs.iter().any(|(_, arg, _)| arg.starts_with("type") && arg.contains('&'));
-            if policy == "differentiable" && single_float_output && no_float_vec {
+            if policy == "differentiable" && single_float_output && no_float_vec && !asynchronous {
                 // (A function receives every plain argument: owned ones only.)
                 let backward = if backward == 5 && !owned { 0 } else { backward };
                 text.push_str(&backward_keys(&name, &inputs, backward, recompute && owned));

@@ -368,6 +368,9 @@ pub struct Op {
     /// The op written with backend primitives (`composition`): the default body of its trait
     /// method.
     pub composition: Option<String>,
+    /// `async = true`: the kernels, the composition and every routed function return futures;
+    /// routing (planning, shape checks, unwrapping) happens at the call, before the future.
+    pub asynchronous: bool,
     /// How the op runs on `Fusion<B>` (what `Cube` is when fusion is on).
     pub fusion: FusionImpl,
     /// `manifest:LINE` of the op's `output`, for the output-metadata check's messages.

@@ -131,6 +131,8 @@ pub struct OpSpec {
     /// primitives: the default body of the op's trait method, and its implementation on
     /// `Fusion<B>` when its outputs declare no metadata.
     pub composition: Option<Sp<String>>,
+    /// `async`: the op's kernels return futures (`async = true`).
+    pub asynchronous: Option<Sp<bool>>,
     /// `backward`: the op's backward pass, as formulas or a function path.
     pub backward: Option<BackwardSpec>,
     /// `save`: what the backward pass keeps (inputs, `output`, `output.N`).

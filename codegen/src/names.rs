@@ -33,6 +33,16 @@ pub const KERNEL: &str = "__kernel";
 pub const RUN: &str = "__run";
 /// The out-of-line path: the full planner, then the routing arms.
 pub const PLANNED: &str = "__plan_and_run";
+/// An async op's generic body for its hand-written `Autodiff<B, C>` kernel (`__run` calls the
+/// concrete kernel).
+pub const RUN_AUTODIFF: &str = "__run_autodiff";
+/// An async op's routed call: the kernel's future (`rt::Pending`) or the routing outcome
+/// (`rt::Planned`), a local of the `Tensor<D>`-level functions.
+pub const PENDING: &str = "__pending";
+/// What an async op's trait methods return: `impl rt::Async<T>` (`Future<Output = T> + Send`).
+pub const ASYNC: &str = "rt::Async";
+/// The routing outcome of an async op's call (`rt::Planned`), a local of its panicking forms.
+pub const PLANNED_CALL: &str = "__planned";
 /// The op's static facts (`rt::OpInfo`).
 pub const OP_INFO: &str = "__OP";
 /// The result of an op's shape-contract checks, a local of the routing function.

@@ -36,6 +36,7 @@ pub const OP_KEYS: &[&str] = &[
     "backends",
     "composite",
     "composition",
+    "async",
     "backward",
     "save",
     "checkpoint",
@@ -526,6 +527,7 @@ impl Parser {
             .and_then(|v| self.backends(v, &join(&path, "backends")));
         let composite = self.string(table, &path, "composite");
         let composition = self.string(table, &path, "composition");
+        let asynchronous = self.boolean(table, &path, "async");
         let backward = table
             .get("backward")
             .and_then(|v| self.backward(v, &join(&path, "backward")));
@@ -546,6 +548,7 @@ impl Parser {
             backends,
             composite,
             composition,
+            asynchronous,
             backward,
             save,
             checkpoint,

@@ -221,6 +221,10 @@ fn property(table: &str, key: &str) -> Value {
             "description": "Path of a function generic over B: Backend writing the op with backend primitives: the default body of its trait method (backends without a kernel of their own run it) and, when the outputs declare no shape and dtype, what it runs on Fusion<B>, which Burn fuses.",
             "type": "string"
         }),
+        ("op", "async") => json!({
+            "description": "true: an async op. Its trait method returns `impl Future<Output = T> + Send` (kernels may be `async fn`), its composition is an async fn generic over B: Backend, and its routed functions return futures; each call is routed (planned, shape-checked, inputs unwrapped) at the call, and the future borrows nothing from the caller. Not with `backward` or `composite`; routed to Cube it needs a `composition`; plain inputs must be owned types.",
+            "type": "boolean"
+        }),
         ("op", "backward") => json!({
             "description": "The op's backward pass, from which its Autodiff<B, C> implementation is generated: a table of gradient formulas keyed by float input, or the path of a Rust function. Only for a differentiable op that is not composite, has exactly one float tensor output (other outputs int, bool or plain) and no `vec` float input.",
             "oneOf": [

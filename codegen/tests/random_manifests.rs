@@ -173,6 +173,12 @@ fn backward() -> impl Strategy<Value = &'static str> {
             "check = { shapes = { a = [2, 3], b = [[1], [2]] }, ranges = { a = [1, 0] }, args = { a = \"1 +\" }, tolerance = 0, gradients = 1 }\n"
         ),
         Just("check = { shapes = { a = \"x\" }, ranges = 2, composition = true }\n"),
+        // Async ops: alone, with the keys they refuse, and not a boolean.
+        Just("async = true\n"),
+        Just("async = true\ncomposition = \"crate::k::f\"\n"),
+        Just("async = true\nbackward = { a = \"grad\" }\n"),
+        Just("async = true\ncomposite = \"crate::k\"\n"),
+        Just("async = \"yes\"\n"),
     ]
 }
 

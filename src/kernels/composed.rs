@@ -424,3 +424,17 @@ pub fn fill_where<B: Backend>(
         }
     }
 }
+
+/// Counts the NaN and ±inf elements of `x` on its device, then reads the one-element count back
+/// (Burn's `int_into_data` is async: on a GPU the readback waits for the queue).
+pub async fn count_nonfinite<B: Backend>(x: &FloatTensor<B>) -> usize {
+    let settings = get_or_init_device_settings::<B>(&x.device());
+    let nan = B::float_is_nan(x.clone(), settings.bool_dtype);
+    let inf = B::float_is_inf(x.clone(), settings.bool_dtype);
+    let count = B::int_sum(B::bool_into_int(B::bool_or(nan, inf), settings.int_dtype));
+    let data = B::int_into_data(count)
+        .await
+        .expect("count_nonfinite: reading the count back failed");
+    let count = data.iter::<i64>().next().unwrap_or(0);
+    usize::try_from(count).expect("count_nonfinite: a count is never negative")
+}

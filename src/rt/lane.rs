@@ -22,6 +22,18 @@ pub enum Held<'a, T> {
     Owned(T),
 }
 
+impl<T: Clone> Held<'_, T> {
+    /// The value itself: the owned one, or a clone of the borrowed one (what an async op's
+    /// future keeps, so that it borrows nothing from the caller).
+    #[inline]
+    pub fn into_owned(self) -> T {
+        match self {
+            Self::Borrowed(t) => t.clone(),
+            Self::Owned(t) => t,
+        }
+    }
+}
+
 impl<T> Deref for Held<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {

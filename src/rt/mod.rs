@@ -11,6 +11,7 @@ mod error;
 pub mod grad;
 mod lane;
 mod op;
+mod pending;
 mod route;
 mod shape;
 mod spec;
@@ -21,6 +22,7 @@ pub mod fusion;
 
 pub use error::{Malformed, RouteError};
 pub use op::{BackendId, InputName, Policy, TensorKind};
+pub use pending::{Async, Pending, PendingResult, Planned};
 pub use shape::ShapeRule;
 pub use spec::{OutputName, TensorSpec};
 

@@ -334,6 +334,10 @@ fn op_test(op: &Op, config: &CheckConfig, w: &mut Writer) {
             .collect();
         let pattern = leaf_pattern(&op.output, &mut Vec::new());
         let mut call_doc = call(callee, args);
+        // An async op (and its composition) is driven to completion by the check's executor.
+        if op.asynchronous {
+            call_doc = call("check::block_on", [call_doc]);
+        }
         if fallible && let Doc::Cat(parts) = &mut call_doc {
             parts.push("?".into());
         }

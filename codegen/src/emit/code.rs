@@ -87,12 +87,19 @@ impl Doc {
         match self {
             Self::Text(_) => true,
             Self::Cat(parts) => parts.iter().all(Self::flat_ok),
-            // A lone array argument overflows: its own width limit applies, not the call's.
+            // A lone array or tuple argument overflows: its own width limit applies, not the
+            // call's (`Ok((a, b))` stays on one line while the tuple's items fit its limit).
             // So does a lone nested meta list in an attribute (`cfg(all(..))`, `not(any(..))`:
             // measured against rustfmt 1.9).
             Self::List { items, limit, .. } => {
                 (limit.is_none_or(|limit| items_width(items) <= limit)
-                    || matches!(items.as_slice(), [Self::List { open: "[", .. }])
+                    || matches!(
+                        items.as_slice(),
+                        [Self::List {
+                            open: "[" | "(",
+                            ..
+                        }]
+                    )
                     || (*limit == Some(ATTR_WIDTH)
                         && matches!(items.as_slice(), [Self::Cat(parts)]
                             if matches!(parts.last(), Some(Self::List { .. })))))

@@ -119,6 +119,28 @@ fn aliases(ir: &Ir, w: &mut Writer) {
 
 fn dispatch_method(op: &Op, w: &mut Writer) {
     let try_name = names::try_fn(&op.name);
+    if op.asynchronous {
+        w.doc(&[format!(
+            "Routes like [`{try_name}`](fn@{try_name}), at the call, and panics there with its \
+             error; the future runs the kernel."
+        )]);
+        w.line("#[inline]");
+        w.open(signature(
+            format!("fn {}", op.name),
+            params(op, "Self"),
+            super::op_returns(op, "Self", " {"),
+        ));
+        super::bind_then(
+            w,
+            names::PLANNED_CALL,
+            forward_call(&format!("self::{try_name}"), op),
+            "",
+            ".or_panic()",
+            "",
+        );
+        w.close("}");
+        return;
+    }
     w.doc(&[format!(
         "Routes like [`{try_name}`](fn@{try_name}), and panics with its error."
     )]);
@@ -151,7 +173,7 @@ fn dispatch_input(arg: &Arg) -> String {
 /// Unwraps a declared-type input inside `__run::<B>`: each of its tensors, named by its path
 /// (`boxes.scores`) for the messages of a routing bug. A borrowed value is cloned (its tensors
 /// are reference-counted handles) and lent to the kernel.
-fn unwrap_declared(op: &Op, input: &Input, borrowed: bool, w: &mut Writer) {
+fn unwrap_declared(op: &Op, input: &Input, borrowed: bool, route: &str, w: &mut Writer) {
     let id = &input.name;
     let leaf_names: Vec<Doc> = op
         .routing_tensors()
@@ -167,7 +189,7 @@ fn unwrap_declared(op: &Op, input: &Input, borrowed: bool, w: &mut Writer) {
     let unwrap = call(
         format!("{id}.{}::<B>", names::UNWRAP),
         [
-            Doc::from(ROUTE),
+            Doc::from(route),
             cat(["&".into(), args("[", leaf_names, "]")]),
         ],
     );
@@ -292,14 +314,13 @@ fn wrap_output(t: &TensorArg, value: Doc) -> Doc {
 /// panicking `Dispatch` method, with its nested `__run` (the generic kernel call) and
 /// `__plan_and_run` (the full planner, then the routing arms).
 fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
+    if op.asynchronous {
+        async_routing_fns(ir, op, w);
+        return;
+    }
     let try_name = names::try_fn(&op.name);
     let route_name = names::route_fn(&op.name);
     let group = &ir.groups[op.group];
-    let policy = match op.policy {
-        Policy::Differentiable => "rt::Policy::Differentiable",
-        Policy::Detach => "rt::Policy::Detach",
-        Policy::Reject => "rt::Policy::Reject",
-    };
     w.doc(&[
         format!(
             "[`{}::{}`] for `Dispatch` primitives, returning the routing error instead of",
@@ -369,51 +390,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
             " {".into(),
         ]),
     ));
-    // Which routing arms below are compiled, for planning to refuse the others by itself.
-    let backends = op
-        .backends
-        .iter()
-        .map(|b| {
-            let (compiled, text) = match &b.cfg {
-                Some(meta) => (
-                    cat(["cfg!".into(), parens([predicate_in_code(meta)])]),
-                    string_literal(meta),
-                ),
-                None => ("true".into(), "\"\"".to_owned()),
-            };
-            args(
-                "(",
-                vec![
-                    format!("rt::BackendId::{}", b.name.as_str()).into(),
-                    compiled,
-                    text.into(),
-                ],
-                ")",
-            )
-        })
-        .collect();
-    let autodiff = if op.policy == Policy::Differentiable {
-        cat(["cfg!".into(), parens([predicate_in_code(&ir.autodiff_cfg)])])
-    } else {
-        "false".into()
-    };
-    w.assign(
-        format!("static {OP_INFO}: {RT}::OpInfo = "),
-        call(
-            format!("{RT}::OpInfo::new"),
-            [
-                string_literal(&op.name).into(),
-                Doc::from(policy),
-                string_literal(&op.location).into(),
-                string_literal(&op.backends_location).into(),
-                cat(["&".into(), args("[", backends, "]")]),
-                autodiff,
-                string_literal(&ir.autodiff_cfg).into(),
-                "env!(\"CARGO_PKG_NAME\")".into(),
-            ],
-        ),
-        ";",
-    );
+    op_info(ir, op, w);
 
     // The generic body: unwrap every input for backend `B`, call, re-wrap.
     let generic = !op.routing_tensors().is_empty()
@@ -491,7 +468,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     for input in &op.inputs {
         match &input.arg {
             Arg::Tensor(t) => unwrap_input(&input.name, t, w),
-            Arg::Declared { borrowed, .. } => unwrap_declared(op, input, *borrowed, w),
+            Arg::Declared { borrowed, .. } => unwrap_declared(op, input, *borrowed, ROUTE, w),
             Arg::Plain(_) | Arg::Device => {}
         }
     }
@@ -569,6 +546,15 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         && op.inputs.iter().any(|i| matches!(i.arg, Arg::Plain(_)))
     {
         w.cfg_attr_allow(cfg, "unused_variables");
+        // And clippy's `ptr_arg` sees a `&mut Vec<T>` (or `String`, `PathBuf`) parameter that
+        // reaches nothing, so a slice would do.
+        if op
+            .inputs
+            .iter()
+            .any(|i| matches!(&i.arg, Arg::Plain(ty) if mutably_borrows_owned(ty)))
+        {
+            w.cfg_attr_allow(cfg, "clippy::ptr_arg");
+        }
     }
     w.open(signature(
         format!("fn {PLANNED}"),
@@ -596,7 +582,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     w.close(close_match);
     w.close("}");
 
-    shape_checks(op, w);
+    shape_checks(op, "F::result(Err({}))", w);
     let Some((fast, _)) = planning else {
         w.line(call("F::result", [forward_call(PLANNED, op)]));
         w.close("}");
@@ -622,7 +608,8 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
 
 /// The op's shape contracts, checked before either planner runs: the first one that fails is
 /// the call's error.
-fn shape_checks(op: &Op, w: &mut Writer) {
+/// `fail` is the returned expression, with `{}` for the error.
+fn shape_checks(op: &Op, fail: &str, w: &mut Writer) {
     let value = |name: &str| {
         let input = op
             .inputs
@@ -676,7 +663,7 @@ fn shape_checks(op: &Op, w: &mut Writer) {
         ";",
     );
     w.open(format!("if let Err({ERROR}) = {SHAPES} {{"));
-    w.line(format!("return F::result(Err({ERROR}));"));
+    w.line(format!("return {};", fail.replace("{}", ERROR)));
     w.close("}");
 }
 
@@ -838,4 +825,362 @@ fn contains_tensor(out: &Output) -> bool {
         Output::Tuple(items) => items.iter().any(contains_tensor),
         Output::Unit | Output::Plain(_) => false,
     }
+}
+
+/// The op's static facts (`static __OP: __rt::OpInfo`), the first item of its routing function.
+fn op_info(ir: &Ir, op: &Op, w: &mut Writer) {
+    let policy = match op.policy {
+        Policy::Differentiable => "rt::Policy::Differentiable",
+        Policy::Detach => "rt::Policy::Detach",
+        Policy::Reject => "rt::Policy::Reject",
+    };
+    // Which routing arms below are compiled, for planning to refuse the others by itself.
+    let backends = op
+        .backends
+        .iter()
+        .map(|b| {
+            let (compiled, text) = match &b.cfg {
+                Some(meta) => (
+                    cat(["cfg!".into(), parens([predicate_in_code(meta)])]),
+                    string_literal(meta),
+                ),
+                None => ("true".into(), "\"\"".to_owned()),
+            };
+            args(
+                "(",
+                vec![
+                    format!("rt::BackendId::{}", b.name.as_str()).into(),
+                    compiled,
+                    text.into(),
+                ],
+                ")",
+            )
+        })
+        .collect();
+    let autodiff = if op.policy == Policy::Differentiable {
+        cat(["cfg!".into(), parens([predicate_in_code(&ir.autodiff_cfg)])])
+    } else {
+        "false".into()
+    };
+    w.assign(
+        format!("static {OP_INFO}: {RT}::OpInfo = "),
+        call(
+            format!("{RT}::OpInfo::new"),
+            [
+                string_literal(&op.name).into(),
+                Doc::from(policy),
+                string_literal(&op.location).into(),
+                string_literal(&op.backends_location).into(),
+                cat(["&".into(), args("[", backends, "]")]),
+                autodiff,
+                string_literal(&ir.autodiff_cfg).into(),
+                "env!(\"CARGO_PKG_NAME\")".into(),
+            ],
+        ),
+        ";",
+    );
+}
+
+/// An async op's public `try_` function, behind the panicking `Dispatch` method too. Routing
+/// happens at the call: it checks the shape contracts, plans, and unwraps every input for the
+/// planned implementation (an owned value each: a borrowed input is cloned, which shares its
+/// storage), then returns the kernel's future (`rt::Planned::routed`, a boxed `rt::Pending`),
+/// which owns what it needs. So a routing error never waits for a poll, and the future borrows
+/// nothing from the caller. There is no fast path: planning costs nothing next to the work an
+/// async op waits for.
+fn async_routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
+    let try_name = names::try_fn(&op.name);
+    let group = &ir.groups[op.group];
+    let out = output_doc(&op.output, Level::Dispatch);
+    let dispatch_params: Vec<Doc> = op
+        .inputs
+        .iter()
+        .map(|i| super::param(&i.name, &dispatch_input(&i.arg)))
+        .collect();
+    w.doc(&[
+        format!(
+            "[`{}::{}`] for `Dispatch` primitives, returning the routing error instead of",
+            group.name, op.name
+        ),
+        "panicking.".to_owned(),
+        String::new(),
+        "The call is routed here, before the future exists: planning, shape contracts and \
+         unwrapping the inputs; the future runs the kernel and borrows nothing from the caller."
+            .to_owned(),
+        String::new(),
+        "# Errors".to_owned(),
+        String::new(),
+        "The future resolves to a [`rt::RouteError`] when the call breaks the routing contract \
+         (see `ERRORS.md`); [`rt::Planned::error`] has it at once."
+            .to_owned(),
+    ]);
+    allow_complex_output(op, w);
+    super::allow_many_arguments(op.inputs.len(), w);
+    // When every backend of the op is behind a cfg, a build with none of them has no arm that
+    // calls `__run`: the `match` only diverges, and plain inputs only reach the kernels.
+    let some_backend = any_cfg(op.backends.iter().map(|b| b.cfg.as_deref()));
+    if let Some(cfg) = &some_backend {
+        w.cfg_attr_allow(cfg, "unreachable_code");
+        if op.inputs.iter().any(|i| matches!(i.arg, Arg::Plain(_))) {
+            w.cfg_attr_allow(cfg, "unused_variables");
+        }
+    }
+    w.open(signature(
+        format!("pub fn {try_name}"),
+        dispatch_params.clone(),
+        cat([
+            " -> ".into(),
+            generic_type("rt::Planned", vec![out.clone()]),
+            " {".into(),
+        ]),
+    ));
+    op_info(ir, op, w);
+
+    // The generic bodies: unwrap every input for backend `B` (owned), then a future that calls
+    // the kernel and re-wraps its outputs. The concrete kernel is the group trait's; a
+    // differentiable op's `Autodiff<B, C>` kernel is its autodiff trait's (async ops have no
+    // generated backward pass and are not composite: validation).
+    let mut bodies = vec![(RUN, group.name.as_str())];
+    if op.policy == Policy::Differentiable {
+        bodies.push((names::RUN_AUTODIFF, group.autodiff_name.as_str()));
+    }
+    for (run, kernel_trait) in bodies {
+        if run == names::RUN_AUTODIFF {
+            // Compiled with the autodiff trait's import (see `emit`).
+            let cfg = match any_cfg(group.backends.iter().map(|b| b.cfg.as_deref())) {
+                Some(backends) => format!("all({}, {backends})", ir.autodiff_cfg),
+                None => ir.autodiff_cfg.clone(),
+            };
+            w.cfg(Some(&cfg));
+        }
+        if let Some(cfg) = &some_backend {
+            w.cfg_attr_allow(cfg, "dead_code");
+        }
+        allow_complex_output(op, w);
+        super::allow_many_arguments(op.inputs.len() + 1, w);
+        let mut run_params = vec![Doc::from(format!("{ROUTE}: {RT}::Route"))];
+        run_params.extend(dispatch_params.iter().cloned());
+        w.open(signature(
+            cat([
+                format!("fn {run}").into(),
+                super::code::type_list(
+                    "<",
+                    vec![format!("B: {RT}::Target + {kernel_trait}").into()],
+                    ">",
+                ),
+            ]),
+            run_params,
+            cat([
+                " -> ".into(),
+                generic_type("rt::Pending", vec![out.clone()]),
+                " {".into(),
+            ]),
+        ));
+        for input in &op.inputs {
+            match &input.arg {
+                Arg::Tensor(t) => async_unwrap_input(&input.name, t, w),
+                Arg::Declared { borrowed, .. } => {
+                    unwrap_declared(op, input, *borrowed, &format!("&{ROUTE}"), w);
+                }
+                Arg::Plain(_) | Arg::Device => {}
+            }
+        }
+        if let Some(device) = op.device_input() {
+            let id = &device.name;
+            w.assign(
+                format!("let {id} = "),
+                cat([
+                    call(
+                        "B::device",
+                        [format!("&{ROUTE}"), string_literal(id), id.clone()],
+                    ),
+                    ".into_owned()".into(),
+                ]),
+                ";",
+            );
+        }
+        let kernel_call = call(
+            format!("<B as {kernel_trait}>::{}", op.name),
+            op.inputs
+                .iter()
+                .map(|i| async_kernel_arg(&i.name, &i.arg))
+                .collect::<Vec<_>>(),
+        );
+        let borrows = op.inputs.iter().any(|i| match &i.arg {
+            Arg::Tensor(t) => t.borrowed,
+            Arg::Device => true,
+            Arg::Declared { borrowed, .. } => *borrowed,
+            Arg::Plain(_) => false,
+        });
+        match &op.output {
+            // Nothing borrowed and nothing to wrap: the kernel's future is the future.
+            Output::Unit | Output::Plain(_) if !borrows => {
+                w.line(call("Box::pin", [kernel_call.clone()]));
+            }
+            Output::Unit | Output::Plain(_) => {
+                // rustfmt keeps a block of one expression on one line when it fits there.
+                let one_line = cat([
+                    "Box::pin(async move { ".into(),
+                    kernel_call.clone(),
+                    ".await })".into(),
+                ]);
+                if w.fits(&one_line) && one_line.flat_ok() {
+                    w.line(one_line);
+                } else {
+                    w.open("Box::pin(async move {");
+                    super::bind_then(w, KERNEL, kernel_call.clone(), "", ".await", "");
+                    w.close("})");
+                }
+            }
+            Output::Tensor(_) | Output::Tuple(_) | Output::Declared { .. } => {
+                w.open("Box::pin(async move {");
+                // (Awaited in a statement of its own when `let __out = kernel(..).await;` does
+                // not fit on one line.)
+                let flat = cat([
+                    format!("let {OUT} = ").into(),
+                    kernel_call.clone(),
+                    ".await;".into(),
+                ]);
+                if w.fits(&flat) && flat.flat_ok() {
+                    w.line(flat);
+                } else {
+                    super::bind_then(
+                        w,
+                        KERNEL,
+                        kernel_call.clone(),
+                        &format!("let {OUT} = "),
+                        ".await",
+                        ";",
+                    );
+                }
+                w.line(output_expr(
+                    &op.output,
+                    OUT,
+                    &async_wrap_output,
+                    &|_, value| call(format!("{value}.{}", names::WRAP), [format!("&{ROUTE}")]),
+                ));
+                w.close("})");
+            }
+        }
+        w.close("}");
+    }
+
+    shape_checks(op, "rt::Planned::failed({})", w);
+    let plan = match planning(op) {
+        Some((_, plan)) => plan,
+        None => {
+            let RouteBy::Fixed(backend) = op.route_by else {
+                unreachable!("only a fixed route has no planner")
+            };
+            call(
+                format!("{RT}::Route::fixed"),
+                [
+                    format!("&{OP_INFO}"),
+                    format!("rt::BackendId::{}", backend.as_str()),
+                ],
+            )
+        }
+    };
+    w.assign(format!("let {ROUTE} = "), plan, ";");
+    w.open(format!("let {ROUTE} = match {ROUTE} {{"));
+    w.line(format!("Ok({ROUTE}) => {ROUTE},"));
+    w.line(format!(
+        "Err({ERROR}) => return rt::Planned::failed({ERROR}),"
+    ));
+    w.close("};");
+    let run_call = |run: &str, lane: &str| {
+        call(
+            format!("{run}::<{lane}>"),
+            std::iter::once(ROUTE.to_owned()).chain(op.inputs.iter().map(|i| i.name.clone())),
+        )
+    };
+    w.open(format!("rt::Planned::routed(match {ROUTE}.target() {{"));
+    for backend in &op.backends {
+        let name = backend.name.as_str();
+        w.cfg(backend.cfg.as_deref());
+        w.arm(
+            &format!("(rt::BackendId::{name}, {RT}::Mode::Concrete)"),
+            run_call(RUN, &format!("rt::{name}")),
+        );
+        if op.policy == Policy::Differentiable {
+            let cfg = autodiff_backend_cfg(ir, backend);
+            for (strategy, lane) in [
+                ("Disabled", names::autodiff_alias(backend.name)),
+                ("Balanced", names::balanced_alias(backend.name)),
+            ] {
+                w.cfg(Some(&cfg));
+                w.arm(
+                    &format!(
+                        "(rt::BackendId::{name}, {RT}::Mode::Autodiff(rt::Checkpointing::{strategy}))"
+                    ),
+                    run_call(names::RUN_AUTODIFF, &lane),
+                );
+            }
+        }
+    }
+    w.line(format!("_ => {ROUTE}.unrouted(),"));
+    w.close("})");
+    w.close("}");
+}
+
+/// Unwraps one input of an async op inside its generic body, as an owned value the future
+/// keeps.
+fn async_unwrap_input(name: &str, t: &TensorArg, w: &mut Writer) {
+    let (suffix, owned) = match (t.container, t.borrowed) {
+        (Container::One, false) => ("", ""),
+        (Container::One, true) => ("_ref", ".into_owned()"),
+        (Container::Option, false) => ("_opt", ""),
+        (Container::Option, true) => ("_ref_opt", ""),
+        (Container::Vec, _) => ("_vec", ""),
+    };
+    let owned = if t.borrowed && t.container == Container::Option {
+        format!(".map({RT}::Held::into_owned)")
+    } else {
+        owned.to_owned()
+    };
+    let unwrap = call(
+        format!("B::{}{suffix}", kind_fn(t.kind)),
+        [format!("&{ROUTE}"), string_literal(name), name.to_owned()],
+    );
+    w.assign(format!("let {name} = "), cat([unwrap, owned.into()]), ";");
+}
+
+/// How an async op's kernel receives an unwrapped (owned) input.
+fn async_kernel_arg(name: &str, arg: &Arg) -> Doc {
+    match arg {
+        Arg::Tensor(t) if t.borrowed && t.container == Container::Option => {
+            format!("{name}.as_ref()").into()
+        }
+        Arg::Tensor(t) if t.borrowed => format!("&{name}").into(),
+        Arg::Device => format!("&{name}").into(),
+        Arg::Declared { borrowed: true, .. } => format!("&{name}").into(),
+        Arg::Tensor(_) | Arg::Plain(_) | Arg::Declared { .. } => name.into(),
+    }
+}
+
+/// Wraps one output of an async op's kernel (the expression `value`) for the `Dispatch` level,
+/// with the route the future owns.
+fn async_wrap_output(t: &TensorArg, value: Doc) -> Doc {
+    let suffix = match t.container {
+        Container::One => "",
+        Container::Option => "_opt",
+        Container::Vec => "_vec",
+    };
+    call(
+        format!("B::{}_out{suffix}", kind_fn(t.kind)),
+        [Doc::from(format!("&{ROUTE}")), value],
+    )
+}
+
+/// Whether a plain type is `&mut` of an owned container clippy's `ptr_arg` knows (`Vec`,
+/// `String`, `PathBuf`).
+fn mutably_borrows_owned(ty: &str) -> bool {
+    [
+        "&mut Vec<",
+        "&mut String",
+        "&mut PathBuf",
+        "&mut std::path::PathBuf",
+    ]
+    .iter()
+    .any(|p| ty.starts_with(p))
 }

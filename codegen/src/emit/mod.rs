@@ -232,6 +232,12 @@ fn op_docs(op: &Op, extra: &[String]) -> Vec<String> {
             "- composite: `{path}` implements it on every backend."
         ));
     }
+    if op.asynchronous {
+        lines.push(
+            "- async: routed at the call (planning, shape contracts, unwrapping); the future runs the kernel."
+                .to_owned(),
+        );
+    }
     lines.push(format!("- declared at `{}`.", op.location));
     lines.extend(extra.iter().cloned());
     lines
@@ -625,6 +631,37 @@ fn output_doc(out: &Output, level: Level<'_>) -> Doc {
             ")",
         ),
         other => map_output_type(other, level).into(),
+    }
+}
+
+/// ` -> impl rt::Async<T> end` (`impl Future<Output = T> + Send`) for an async op's trait
+/// method returning `out` (`()` included): implementations may be `async fn`.
+fn future_returns(out: &Output, level: Level<'_>, end: &str) -> Doc {
+    code::cat([
+        " -> ".into(),
+        code::cat([
+            "impl ".into(),
+            generic_type(crate::names::ASYNC, vec![output_doc(out, level)]),
+        ]),
+        end.to_owned().into(),
+    ])
+}
+
+/// `call` bound to the local `local`, then `head local method tail` (`let __out = __kernel.await;`):
+/// a call and a method in two statements, each laid out by the writer's own rules (a chain
+/// broken over lines is rustfmt's most intricate layout).
+fn bind_then(w: &mut Writer, local: &str, call: Doc, head: &str, method: &str, tail: &str) {
+    w.assign(format!("let {local} = "), call, ";");
+    w.line(format!("{head}{local}{method}{tail}"));
+}
+
+/// [`returns_doc`] for primitive types on `backend`, or [`future_returns`] for an async op.
+fn op_returns(op: &Op, backend: &str, end: &str) -> Doc {
+    let level = Level::Primitive(backend);
+    if op.asynchronous {
+        future_returns(&op.output, level, end)
+    } else {
+        returns_doc(&op.output, level, end)
     }
 }
 

@@ -3,8 +3,8 @@
 
 use super::code::Writer;
 use super::{
-    EmitConfig, Use, allow_complex_output, autodiff_backend_cfg, forward_call, op_docs, params,
-    primitive_returns, signature, uses,
+    EmitConfig, Use, allow_complex_output, autodiff_backend_cfg, forward_call, op_docs, op_returns,
+    params, signature, uses,
 };
 use crate::ir::{BackendName, Ir, TraitGroup};
 
@@ -84,12 +84,13 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
             signature(
                 format!("fn {}", op.name),
                 params(op, "Self"),
-                primitive_returns(&op.output, "Self", tail),
+                op_returns(op, "Self", tail),
             )
         };
         match op.composite.as_ref().or(op.composition.as_ref()) {
             Some(path) => {
-                if super::must_use(&op.output) {
+                // (A future is `#[must_use]` already.)
+                if super::must_use(&op.output) && !op.asynchronous {
                     w.line("#[must_use]");
                 }
                 w.open(sig(" {"));
@@ -128,7 +129,7 @@ fn autodiff_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
         w.line(signature(
             format!("fn {}", op.name),
             params(op, "Self"),
-            primitive_returns(&op.output, "Self", ";"),
+            op_returns(op, "Self", ";"),
         ));
     }
     w.close("}");

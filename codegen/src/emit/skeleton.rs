@@ -280,8 +280,9 @@ fn function_stubs(ir: &Ir, w: &mut Writer) {
                 if mutably_borrows_owned {
                     w.line("#[allow(clippy::ptr_arg)]");
                 }
+                let keyword = if op.asynchronous { "async fn" } else { "fn" };
                 w.open(signature(
-                    format!("pub fn {name}<B: rt::Backend>"),
+                    format!("pub {keyword} {name}<B: rt::Backend>"),
                     params(op, "B"),
                     primitive_returns(&op.output, "B", " {"),
                 ));
@@ -458,8 +459,11 @@ fn group_cfg(ir: &Ir, index: usize, group: &TraitGroup) -> Option<String> {
 }
 
 fn stub(op: &Op, w: &mut Writer, what: &str) {
+    // An async op's kernel is an `async fn`, which implements the trait's
+    // `fn op(..) -> impl Future<Output = T> + Send`.
+    let keyword = if op.asynchronous { "async fn" } else { "fn" };
     w.open(signature(
-        format!("fn {}", op.name),
+        format!("{keyword} {}", op.name),
         params(op, "Self"),
         primitive_returns(&op.output, "Self", " {"),
     ));

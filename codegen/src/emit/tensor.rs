@@ -6,7 +6,7 @@ use super::{
     result_returns, returns_doc, signature, tensor_type, uses,
 };
 use crate::ir::{Arg, Container, Ir, Op, Output, TensorArg};
-use crate::names::{self, DISPATCH_MODULE, OUT, PRIVATE_RUNTIME as RT};
+use crate::names::{self, DISPATCH_MODULE, OUT, PENDING, PRIVATE_RUNTIME as RT};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     let dispatch = &config.dispatch_module;
@@ -22,8 +22,11 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     }
     // The panicking functions call the `Dispatch` trait methods.
     let module = &config.trait_module;
-    for group in &ir.groups {
-        imports.push(Use::new(format!("{module}::{}", group.name)));
+    // (Async ops go through the `Dispatch`-level `try_` function instead.)
+    for (index, group) in ir.groups.iter().enumerate() {
+        if ir.ops_of(index).any(|op| !op.asynchronous) {
+            imports.push(Use::new(format!("{module}::{}", group.name)));
+        }
     }
     for def in &ir.types {
         imports.push(Use::new(format!(
@@ -117,6 +120,10 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         })
         .collect();
 
+    if op.asynchronous {
+        async_tensor_fns(ir, op, &head, params, w);
+        return;
+    }
     w.blank();
     // The op's prose is on its trait method; this links to it.
     w.doc(&[
@@ -240,4 +247,121 @@ fn into_dispatch(t: &TensorArg, name: &str) -> Doc {
         (Container::Vec, _) => format!("{RT}::into_dispatch_vec({name})"),
     }
     .into()
+}
+
+/// An async op's `Tensor<D>`-level functions: routed at the call through the `Dispatch`-level
+/// `try_` function (which returns `rt::Planned`); they return boxed futures (`rt::Pending`,
+/// `rt::PendingResult`) that borrow nothing from the caller.
+fn async_tensor_fns(
+    ir: &Ir,
+    op: &Op,
+    head: &dyn Fn(&str) -> Doc,
+    params: Vec<Doc>,
+    w: &mut Writer,
+) {
+    let name = &op.name;
+    let try_name = names::try_fn(name);
+    let trait_name = &ir.groups[op.group].name;
+    let out = super::output_doc(&op.output, Level::Tensor);
+    let returns = |ty: &str| {
+        cat([
+            " -> ".into(),
+            super::generic_type(ty, vec![out.clone()]),
+            " {".into(),
+        ])
+    };
+    let routed = dispatch_call(op, &format!("{DISPATCH_MODULE}::{try_name}"));
+    let tensors_out = matches!(
+        op.output,
+        Output::Tensor(_) | Output::Tuple(_) | Output::Declared { .. }
+    );
+    w.blank();
+    w.doc(&[
+        format!("[`{trait_name}::{name}`] on `Tensor`s, routed to the backend of its inputs."),
+        String::new(),
+        "The call is routed at once; the future runs the kernel and borrows nothing from the"
+            .to_owned(),
+        "caller.".to_owned(),
+        String::new(),
+        "# Panics".to_owned(),
+        String::new(),
+        "At the call, when the inputs break the routing contract; the message names the input"
+            .to_owned(),
+        format!(
+            "and the fix (see `ERRORS.md`). [`{try_name}`](fn@{try_name}) returns the error instead."
+        ),
+    ]);
+    allow_complex_output(op, w);
+    super::allow_many_arguments(op.inputs.len(), w);
+    w.open(signature(
+        head(name),
+        params.clone(),
+        returns("rt::Pending"),
+    ));
+    if tensors_out {
+        super::bind_then(
+            w,
+            names::PLANNED_CALL,
+            routed.clone(),
+            &format!("let {PENDING} = "),
+            ".or_panic()",
+            ";",
+        );
+        w.open("Box::pin(async move {");
+        w.line(format!("let {OUT} = {PENDING}.await;"));
+        w.line(output_expr(
+            &op.output,
+            OUT,
+            &from_dispatch,
+            &from_primitive,
+        ));
+        w.close("})");
+    } else {
+        // Nothing to convert: the kernel's future is the future.
+        super::bind_then(
+            w,
+            names::PLANNED_CALL,
+            routed.clone(),
+            "",
+            ".or_panic()",
+            "",
+        );
+    }
+    w.close("}");
+
+    w.blank();
+    w.doc(&[
+        format!("[`{name}`](fn@{name}), returning the routing error instead of panicking."),
+        String::new(),
+        "# Errors".to_owned(),
+        String::new(),
+        "The future resolves to the [`rt::RouteError`] for inputs that break the routing contract"
+            .to_owned(),
+        "(see `ERRORS.md`).".to_owned(),
+    ]);
+    allow_complex_output(op, w);
+    super::allow_many_arguments(op.inputs.len(), w);
+    w.open(signature(
+        head(&try_name),
+        params,
+        returns("rt::PendingResult"),
+    ));
+    if tensors_out {
+        w.assign(format!("let {PENDING} = "), routed, ";");
+        w.open("Box::pin(async move {");
+        w.line(format!("let {OUT} = {PENDING}.await?;"));
+        w.line(call(
+            "Ok",
+            [output_expr(
+                &op.output,
+                OUT,
+                &from_dispatch,
+                &from_primitive,
+            )],
+        ));
+        w.close("})");
+    } else {
+        w.line(call("Box::pin", [routed]));
+    }
+    w.close("}");
 }

@@ -1219,10 +1219,12 @@ impl Lowerer<'_> {
                 .as_ref()
                 .map_or(spec.span.start, |o| o.span().start),
         );
+        let asynchronous = spec.asynchronous.as_ref().is_some_and(|a| a.value);
         let fusion = fusion_impl(
             &backends,
             composite.is_some(),
             composition.is_some(),
+            asynchronous,
             &output,
         );
         // A declared-type input has no lazy form yet: its op runs its composition.
@@ -1249,6 +1251,7 @@ impl Lowerer<'_> {
             group: 0,
             composite,
             composition,
+            asynchronous,
             fusion,
             output_location: format!("{}:{output_line}", cx.manifest_name),
             route_by,
@@ -1557,16 +1560,19 @@ fn output_ranks(out: &Output, acc: &mut Vec<String>) {
 
 /// How an op runs on `Fusion<B>`: lazily when every output is a tensor with its shape and dtype
 /// declared, else through its composition. (An op routed to Cube with neither is
-/// [`super::rules`]'s to report.)
+/// [`super::rules`]'s to report.) An async op never runs lazily: the fusion stream runs its
+/// operations synchronously, so only its composition can run on `Fusion<B>`
+/// ([`super::asynchrony`] reports one without).
 fn fusion_impl(
     backends: &[Backend],
     composite: bool,
     composition: bool,
+    asynchronous: bool,
     output: &Output,
 ) -> FusionImpl {
     if composite || !backends.iter().any(|b| b.name == BackendName::Cube) {
         FusionImpl::None
-    } else if lazy_outputs(output) {
+    } else if lazy_outputs(output) && !asynchronous {
         FusionImpl::Lazy
     } else if composition {
         FusionImpl::Composition

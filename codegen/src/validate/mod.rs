@@ -10,6 +10,7 @@
 //! Builder options that change names (the trait override) enter here like manifest values, so
 //! they meet the same rules.
 
+mod asynchrony;
 mod backward;
 mod check;
 mod lower;

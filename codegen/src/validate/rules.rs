@@ -47,6 +47,7 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     lazy_arguments_are_owned,
     composition_is_not_composite,
     declared_inputs_have_no_metadata,
+    super::asynchrony::async_ops,
 ];
 
 /// The declared types ops name directly (inputs and outputs, tuples included).
@@ -842,7 +843,13 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         let on_cube = op.backends.iter().any(|b| b.name == BackendName::Cube);
         // An op nothing can route is reported as that.
         let unroutable = matches!(op.route_by, RouteBy::Fixed(_)) && op.backends.len() > 1;
-        if !on_cube || unroutable || op.composite.is_some() || op.composition.is_some() {
+        // (An async op never runs lazily: `super::asynchrony` reports one without a composition.)
+        if !on_cube
+            || unroutable
+            || op.composite.is_some()
+            || op.composition.is_some()
+            || op.asynchronous
+        {
             continue;
         }
         let base = format!("op[{}].output", spec.index);
