@@ -35,6 +35,23 @@ fn counts_nan_and_both_infinities() {
     assert_eq!(block_on(count_nonfinite(&finite)), 0);
 }
 
+/// On tokio's current-thread runtime, as an async application drives it: several calls in
+/// flight at once, awaited together.
+#[test]
+fn runs_on_a_current_thread_tokio_runtime() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a current-thread runtime");
+    let device = Device::flex();
+    let x = with_nonfinite(&device);
+    let finite = Tensor::<1>::from_data([1.0, 2.0], &device);
+    let counts = runtime.block_on(async {
+        let (a, b) = tokio::join!(count_nonfinite(&x), try_count_nonfinite(&finite));
+        (a, b)
+    });
+    assert_eq!(counts, (3, Ok(0)));
+}
+
 #[test]
 fn the_dispatch_method_and_try_function_agree() {
     let x = with_nonfinite(&Device::flex()).into_dispatch();
