@@ -229,6 +229,12 @@ fn main() {
         values(&round_half_even(halves.clone()))
     );
 
+    let with_nan = Tensor::<1>::from_data([1.0, f32::NAN, f32::INFINITY, 4.0], &device);
+    println!(
+        "count_nonfinite(&[1, NaN, inf, 4]) = {}   an async op (routed at the call, awaited here)",
+        burn_route::check::block_on(burn_route::count_nonfinite(&with_nan))
+    );
+
     println!("\n== Fused layers (Flex kernels: one pass over f32 rows of any stride) ==");
     fused_layers(&device);
 
