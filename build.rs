@@ -23,19 +23,19 @@ fn main() {
         .op_check()
         .regenerate_hint("bless the snapshot with `UPDATE_GENERATED=1 cargo test --test generated`")
         .build_script();
-    // Every form of the lazy `Fusion<B>` implementation, for `tests/lazy_forms.rs` (a crate of
-    // its own, so the runtime is `::burn_route::rt`).
+    // Every form of the lazy `Fusion<B>` implementation, for `tests/integration/lazy_forms.rs`
+    // (outside the library, so the runtime is `::burn_route::rt`).
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     burn_route_codegen::Builder::new("tests/lazy/ops.toml")
         .manifest_name("tests/lazy/ops.toml")
         .out_dir(out.join("lazy"))
         .build_script();
-    // Ops with formula backward passes, for `tests/formulas.rs`.
+    // Ops with formula backward passes, for `tests/integration/formulas.rs`.
     burn_route_codegen::Builder::new("tests/formulas/ops.toml")
         .manifest_name("tests/formulas/ops.toml")
         .out_dir(out.join("formulas"))
         .build_script();
-    // Ops over declared types (structs and enums holding tensors), for `tests/declared.rs`.
+    // Ops over declared types (structs and enums holding tensors), for `tests/integration/declared.rs`.
     burn_route_codegen::Builder::new("tests/declared/ops.toml")
         .manifest_name("tests/declared/ops.toml")
         .out_dir(out.join("declared"))

@@ -1783,7 +1783,7 @@ mod tests {
 
     type B = CubeBackend;
 
-    /// wgpu on the CPU (lavapipe where there is no GPU), as tests/cube.rs uses.
+    /// wgpu on the CPU (lavapipe where there is no GPU), as tests/integration/cube.rs uses.
     fn device() -> CubeDevice {
         CubeDevice::from(WgpuDevice::new(WgpuDeviceKind::Cpu))
     }

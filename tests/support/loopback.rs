@@ -1,4 +1,4 @@
-//! A burn-remote server for one Flex device on `127.0.0.1`, for `tests/remote.rs` and
+//! A burn-remote server for one Flex device on `127.0.0.1`, for `tests/integration/remote.rs` and
 //! `benches/backends.rs`. WebSocket only: Burn's Iroh transport reaches public relays, which
 //! tests and CI must never do.
 

@@ -1,6 +1,6 @@
 //! The same checks for every backend beside Flex: each op's values, and each differentiable op's
-//! gradients, on another device against Flex. `tests/cube.rs` runs them on Cube (wgpu),
-//! `tests/remote.rs` on a loopback Remote server.
+//! gradients, on another device against Flex. `tests/integration/cube.rs` runs them on Cube (wgpu),
+//! `tests/integration/remote.rs` on a loopback Remote server.
 #![allow(dead_code)] // A binary built without `autodiff` does not call the gradient check.
 
 use burn_route::{

@@ -10,18 +10,16 @@
 //! types, struct-variant enums, `Option` and `vec` fields, a borrowed input, struct outputs
 //! through autodiff, and the `Tensor<D>`-level conversions.
 
-mod common;
 #[cfg(feature = "remote")]
-#[path = "support/loopback.rs"]
-mod loopback;
+use crate::loopback;
 
+use crate::common::{assert_close, ints, panic_message, tensor, values};
 use burn_route::rt::{BackendId, InputName, Malformed, RouteError, TensorKind};
 use burn_tensor::{Bool, Device, Int, Tensor};
-use common::{assert_close, ints, panic_message, tensor, values};
 
 /// The generated modules, as a crate of your own includes them.
 #[allow(dead_code)]
-mod declared {
+mod routed {
     pub mod ops {
         include!(concat!(env!("OUT_DIR"), "/declared/routed_ops.rs"));
     }
@@ -33,25 +31,25 @@ mod declared {
     }
 }
 
-use declared::ops::{
+use routed::ops::{
     FloatPairPrimitive, IntChoicePrimitive, IntPairPrimitive, NestedInputsPrimitive,
     OperandPrimitive,
 };
-use declared::tensor::{self as ops, Batch, FloatPair, IntChoice, IntPair, Masked, Operand};
+use routed::tensor::{self as ops, Batch, FloatPair, IntChoice, IntPair, Masked, Operand};
 
 // Every op has a `composition`: the trait's default bodies are the kernels of every backend.
-impl declared::ops::ExtensionOps for burn_route::rt::Flex {}
+impl routed::ops::ExtensionOps for burn_route::rt::Flex {}
 #[cfg(feature = "cube")]
-impl declared::ops::ExtensionOps for burn_route::rt::CubeBackend {}
+impl routed::ops::ExtensionOps for burn_route::rt::CubeBackend {}
 #[cfg(feature = "remote")]
-impl declared::ops::ExtensionOps for burn_route::rt::Remote {}
+impl routed::ops::ExtensionOps for burn_route::rt::Remote {}
 
 /// The forward passes the manifest names, from backend primitives.
 mod forward {
     use burn_route::rt::backend::{FloatDType, Scalar};
     use burn_route::rt::{Backend, FloatTensor, IntTensor};
 
-    use super::declared::ops::{
+    use super::routed::ops::{
         BatchPrimitive, FloatPairPrimitive, IntPairPrimitive, MaskedPrimitive,
         NestedInputsPrimitive, OperandPrimitive,
     };
@@ -143,7 +141,7 @@ mod autodiff {
         Autodiff, Backend, BalancedCheckpointing, CheckpointStrategy, FloatTensor,
     };
 
-    use super::declared::ops::{BatchPrimitive, ExtensionOpsAutodiff, FloatPairPrimitive};
+    use super::routed::ops::{BatchPrimitive, ExtensionOpsAutodiff, FloatPairPrimitive};
 
     /// 1 after `mul_pair` ran under no checkpointing, 2 under balanced checkpointing.
     pub static MUL_PAIR_STRATEGY: AtomicU8 = AtomicU8::new(0);
@@ -256,7 +254,7 @@ ERRORS.md#no-routing-tensor";
         message
     );
     // At the `Dispatch` level too.
-    let err = declared::dispatch::try_pick(OperandPrimitive::Empty).unwrap_err();
+    let err = routed::dispatch::try_pick(OperandPrimitive::Empty).unwrap_err();
     assert_eq!(err, RouteError::NoRoutingTensor { op: "pick" });
 }
 
@@ -286,7 +284,7 @@ fn the_autodiff_context_propagates_through_nested_fields() {
     each_device(|device| {
         let balanced = device.clone().autodiff().gradient_checkpointing();
         let ints = |device: &Device| Tensor::<1, Int>::from_data([7, 8], device);
-        let out = ops::select(declared::tensor::NestedInputs {
+        let out = ops::select(routed::tensor::NestedInputs {
             pair: IntPair {
                 left: ints(&balanced),
                 right: ints(&balanced),
@@ -299,7 +297,7 @@ fn the_autodiff_context_propagates_through_nested_fields() {
             Some(Checkpointing::Balanced)
         );
         // A plain `left` and an `Empty` choice: the balanced `right` still decides.
-        let out = ops::select(declared::tensor::NestedInputs {
+        let out = ops::select(routed::tensor::NestedInputs {
             pair: IntPair {
                 left: ints(device),
                 right: ints(&balanced),
@@ -461,8 +459,8 @@ fn errors_name_the_field_path() {
         None,
     );
     assert!(err.is_ok());
-    let err = declared::dispatch::try_apply_mask(
-        declared::ops::MaskedPrimitive::Masked {
+    let err = routed::dispatch::try_apply_mask(
+        routed::ops::MaskedPrimitive::Masked {
             x: x.clone().into_dispatch(),
             mask: x.clone().into_dispatch(),
             fill: 0.0,
@@ -489,7 +487,7 @@ fn errors_name_the_field_path() {
     );
     // An int where the nested field is declared int, but a float one: the nested path.
     let ints = Tensor::<1, Int>::from_data([1, 2], &device);
-    let err = declared::dispatch::try_select(NestedInputsPrimitive {
+    let err = routed::dispatch::try_select(NestedInputsPrimitive {
         pair: IntPairPrimitive {
             left: ints.clone().into_dispatch(),
             right: x.clone().into_dispatch(),
@@ -502,7 +500,7 @@ fn errors_name_the_field_path() {
         "{err:?}"
     );
     // The second element of a `vec` field.
-    let err = declared::dispatch::try_weighted_sum(declared::ops::BatchPrimitive {
+    let err = routed::dispatch::try_weighted_sum(routed::ops::BatchPrimitive {
         items: vec![x.clone().into_dispatch(), ints.into_dispatch()],
         weights: None,
         scale: 1.0,
@@ -525,7 +523,7 @@ fn errors_name_the_field_path() {
 fn a_strategy_mismatch_inside_a_value_names_both_fields() {
     let device = Device::flex();
     let ints = |device: &Device| Tensor::<1, Int>::from_data([1], device);
-    let err = ops::try_select(declared::tensor::NestedInputs {
+    let err = ops::try_select(routed::tensor::NestedInputs {
         pair: IntPair {
             left: ints(&device.clone().autodiff().gradient_checkpointing()),
             right: ints(&device.clone().autodiff()),

@@ -2,14 +2,12 @@
 //! policy and for int inputs and outputs, and failing checks whose messages name the op, the
 //! check, the input or output and the worst element.
 
-mod common;
-
+use crate::common::panic_message;
 use burn_route::check::{self, Args, Input, Op, Policy, Value};
 use burn_route::dispatch;
 #[cfg(feature = "autodiff")]
 use burn_route::rt::RouteError;
 use burn_route::rt::{Device, Int, Tensor};
-use common::panic_message;
 
 fn assert_mentions(message: &str, parts: &[&str]) {
     for part in parts {
@@ -486,8 +484,7 @@ fn a_value_that_differs_on_another_device_fails_naming_it() {
 /// The values through a loopback burn-remote server, passed to `run_on` (`BURN_ROUTE_CHECK_REMOTE`
 /// names a server `run` connects to by itself).
 #[cfg(feature = "remote")]
-#[path = "support/loopback.rs"]
-mod loopback;
+use crate::loopback;
 
 #[cfg(feature = "remote")]
 #[test]

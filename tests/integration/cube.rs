@@ -4,13 +4,12 @@
 //! lavapipe (Vulkan, Debian's `mesa-vulkan-drivers`) or llvmpipe (GL); `.ci/run` installs the
 //! former.
 
-mod common;
-mod parity;
+use crate::parity;
 
+use crate::common::values;
 use burn_route::rt::{BackendId, DeviceKind, InputName, RouteError};
 use burn_route::{add_relu, ramp, try_add_relu, try_iota};
 use burn_tensor::{Device, Tensor};
-use common::values;
 
 fn gpu() -> Device {
     Device::wgpu(DeviceKind::Cpu)

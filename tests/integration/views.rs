@@ -5,11 +5,9 @@
 //! (`--features __test-flex-defaults`) checks the pieces its threads split the rows into.
 #![cfg(feature = "autodiff")]
 
-mod common;
-
+use crate::common::{Rng, assert_close, ints, values};
 use burn_tensor::activation::{gelu, log_softmax, relu, silu, softmax};
 use burn_tensor::{Device, Int, Tensor, TensorData};
-use common::{Rng, assert_close, ints, values};
 
 /// `[batch, seq, 3 * hidden]` projections, sliced into three `[batch, seq, hidden]` views.
 fn projection(

@@ -1,12 +1,10 @@
 //! Forward values of every op on Flex, against the same computation written with Burn's
 //! `Tensor` API, on contiguous and strided inputs.
 
-mod common;
-
+use crate::common::{Rng, assert_close, ints, tensor, values};
 use burn_route::{add_relu, argmax_last, round_half_even, scale};
 use burn_tensor::activation::relu;
 use burn_tensor::{Device, Tensor};
-use common::{Rng, assert_close, ints, tensor, values};
 
 #[test]
 fn add_relu_matches_relu_of_sum() {

@@ -1,15 +1,13 @@
 //! Each `RouteError` variant produced through the public API (hand-crafting a malformed
 //! `DispatchTensor` where that is the only way), checked as the `try_` result and as the panic.
 
-mod common;
-
+use crate::common::panic_message;
 use burn_route::rt::{
     BackendId, Checkpointing, DispatchAutodiffContext, DispatchTensor, InputName, Malformed,
     RouteError, TensorKind,
 };
 use burn_route::{dispatch, ops::RoutedOps, rt::Dispatch};
 use burn_tensor::{Device, Int, Tensor};
-use common::panic_message;
 
 /// Runs `add_relu` on dispatch tensors both ways and returns the error and the panic text.
 fn add_relu_error(lhs: DispatchTensor, rhs: DispatchTensor) -> (RouteError, String) {

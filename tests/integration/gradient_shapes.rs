@@ -4,11 +4,11 @@
 //! forward pass. Shapes the contract refuses give `RouteError::ShapeContract`, never a result.
 #![cfg(feature = "autodiff")]
 
-mod common;
+use crate::common;
 
+use crate::common::{Rng, finite_difference};
 use burn_route::rt::RouteError;
 use burn_tensor::{Device, Gradients, Int, Tensor, TensorData};
-use common::{Rng, finite_difference};
 use proptest::prelude::*;
 
 /// An input: its values and shape.

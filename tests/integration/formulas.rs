@@ -9,20 +9,19 @@
 //! recompute the output of a `recompute` op (not of a `keep` op) when a later op's backward pass
 //! needs it. With `wgpu` or `remote`, a representative subset runs on Cube and through Remote.
 
-mod common;
+use crate::common;
 #[cfg(feature = "remote")]
-#[path = "support/loopback.rs"]
-mod loopback;
+use crate::loopback;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::common::{Rng, assert_close, finite_difference, tensor, values};
 use burn_tensor::{Device, Tensor};
-use common::{Rng, assert_close, finite_difference, tensor, values};
 
 /// The generated modules, as a crate of your own includes them.
 #[allow(dead_code)]
-mod formulas {
+mod routed {
     pub mod ops {
         include!(concat!(env!("OUT_DIR"), "/formulas/routed_ops.rs"));
     }
@@ -34,16 +33,16 @@ mod formulas {
     }
 }
 
-use formulas::tensor as ops;
+use routed::tensor as ops;
 
 // Every op has a `composition`: the trait's default bodies are the kernels of every backend.
-impl formulas::ops::FormulaOps for burn_route::rt::Flex {}
+impl routed::ops::FormulaOps for burn_route::rt::Flex {}
 #[cfg(feature = "cube")]
-impl formulas::ops::FormulaOps for burn_route::rt::CubeBackend {}
+impl routed::ops::FormulaOps for burn_route::rt::CubeBackend {}
 #[cfg(feature = "remote")]
-impl formulas::ops::FormulaOps for burn_route::rt::Remote {}
+impl routed::ops::FormulaOps for burn_route::rt::Remote {}
 
-/// The forward passes the manifest names (`composition = "crate::forward::..."`), from backend
+/// The forward passes the manifest names (`composition = "crate::formulas::forward::..."`), from backend
 /// primitives.
 mod forward {
     use std::sync::atomic::{AtomicUsize, Ordering};

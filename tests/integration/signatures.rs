@@ -2,8 +2,7 @@
 //! and int/bool/quantized tensors, tuples, a device-routed factory, and composite ops.
 #![cfg(feature = "autodiff")]
 
-mod common;
-
+use crate::common::{Rng, assert_close, finite_difference, ints, panic_message, tensor, values};
 use burn_route::rt::{InputName, RouteError};
 use burn_route::{
     axpby, dequantize_relu, iota, masked_fill_count, nan_to_num, ramp, softplus, split_last,
@@ -11,7 +10,6 @@ use burn_route::{
 };
 use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Tensor};
-use common::{Rng, assert_close, finite_difference, ints, panic_message, tensor, values};
 
 fn weighted(out: &[f32], w: &[f32]) -> f64 {
     out.iter()
@@ -236,8 +234,8 @@ fn iota_is_routed_by_its_device() {
 
 #[test]
 fn ramp_is_routed_by_its_device_alone() {
-    // Routed to every default backend by the device; here Flex (Cube and Remote: tests/cube.rs
-    // and tests/remote.rs).
+    // Routed to every default backend by the device; here Flex (Cube and Remote: tests/integration/cube.rs
+    // and tests/integration/remote.rs).
     assert_eq!(values(&ramp(4, &Device::flex())), [0.0, 1.0, 2.0, 3.0]);
     // An autodiff device: the float output is an untracked autodiff tensor.
     let out = ramp(3, &Device::flex().autodiff());

@@ -5,8 +5,7 @@
 //! `BURN_ROUTE_EXPECT_FUSION`). Lazy ordering with ordinary Burn ops around the routed ones, and
 //! the check of a deliberately wrong output declaration when a deferred kernel runs.
 
-mod common;
-
+use crate::common::{assert_close, tensor, values};
 use burn_backend::ops::FloatTensorOps;
 use burn_backend::{Backend, ExecutionError, TensorData};
 use burn_cubecl::CubeDevice;
@@ -15,7 +14,6 @@ use burn_route::rt::fusion::{Fusion, FusionBackend, Lazy};
 use burn_route::rt::{CubeBackend, TensorKind};
 use burn_route::{add_relu, layer_norm, softmax_last, swiglu};
 use burn_tensor::{Device, DeviceKind};
-use common::{assert_close, tensor, values};
 
 fn gpu() -> Device {
     Device::wgpu(DeviceKind::Cpu)

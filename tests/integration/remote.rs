@@ -4,15 +4,13 @@
 //! local Flex. The server listens on 127.0.0.1 over WebSocket only, and each test stops its own
 //! server before it returns: bounded in time, its thread joined and its port free again.
 
-mod common;
-#[path = "support/loopback.rs"]
-mod loopback;
-mod parity;
+use crate::loopback;
+use crate::parity;
 
+use crate::common::values;
 use burn_route::rt::{BackendId, InputName, RouteError};
 use burn_route::{add_relu, ramp, try_add_relu, try_iota};
 use burn_tensor::{Device, Tensor};
-use common::values;
 use loopback::LoopbackServer;
 
 #[test]

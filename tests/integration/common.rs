@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code)] // Each test binary uses a different subset.
+#![allow(dead_code)] // Each build configuration uses a different subset.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

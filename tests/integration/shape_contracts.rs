@@ -2,11 +2,9 @@
 //! gradient to its input's shape; ops with a fixed contract refuse other shapes with
 //! `RouteError::ShapeContract`, as the `try_` result and as the panic, before any kernel runs.
 
-mod common;
-
+use crate::common::{assert_close, panic_message, tensor, values};
 use burn_route::rt::{BackendId, InputName, RouteError, ShapeRule};
 use burn_tensor::{Bool, Device, Int, Tensor, TensorData, activation};
-use common::{assert_close, panic_message, tensor, values};
 
 /// The error of a `try_` call and the panic of its panicking twin, which must carry its text.
 fn refused<T: std::fmt::Debug>(

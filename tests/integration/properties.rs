@@ -4,13 +4,11 @@
 //! composition).
 #![cfg(feature = "autodiff")]
 
-mod common;
-
+use crate::common::{assert_close, ints, values};
 use burn_route::rt::RouteError;
 use burn_route::{add_relu, argmax_last, axpby, scale, try_round_half_even};
 use burn_tensor::activation::relu;
 use burn_tensor::{Device, Tensor, TensorData};
-use common::{assert_close, ints, values};
 use proptest::prelude::*;
 
 /// How an input is created.

@@ -3,12 +3,12 @@
 //! the declared types' fields against finite differences, and errors naming the field path.
 //! (`tests/parity` runs them on Cube and Remote against Flex.)
 
-mod common;
+use crate::common;
 
+use crate::common::{Rng, assert_close, tensor, values};
 use burn_route::rt::{BackendId, InputName, Malformed, RouteError, TensorKind};
 use burn_route::{Affine, Fill, Moments, affine, fill_where, moments, try_affine};
 use burn_tensor::{Bool, Device, Tensor};
-use common::{Rng, assert_close, tensor, values};
 
 #[test]
 fn affine_scales_and_shifts_with_broadcasting() {

@@ -5,11 +5,11 @@
 //! and `vec` inputs, plain arguments, nested tuples with `option` and `vec` outputs, dtypes from
 //! inputs, functions and the device default, and ops routed by their device.
 
-mod common;
+use crate::common;
 
+use crate::common::{ints, values};
 use burn_route::rt::TensorSpec;
 use burn_tensor::{Bool, Device, DeviceKind, Int, Tensor};
-use common::{ints, values};
 
 /// The generated modules, as a crate of your own includes them. (The `try_` twins are not called
 /// here: the panicking forms cover the routing.)
@@ -111,7 +111,7 @@ mod kernels {
         Backend, BoolTensor, CubeBackend, DeviceOf, Flex, FloatTensor, IntTensor,
     };
 
-    use crate::lazy::ops::{ExtremesPrimitive, LazyForms, RowStatsPrimitive};
+    use crate::lazy_forms::lazy::ops::{ExtremesPrimitive, LazyForms, RowStatsPrimitive};
 
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     fn forms<B: Backend>(

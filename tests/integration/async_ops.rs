@@ -5,13 +5,11 @@
 //! forms hand the error to their future (and `Planned::error` has it at once); the future owns
 //! what it needs, so it is `Send + 'static` and outlives the input tensor.
 
-mod common;
-
+use crate::common::panic_message;
 use burn_route::check::block_on;
 use burn_route::rt::{BackendId, Dispatch, InputName, Malformed, RouteError, TensorKind};
 use burn_route::{count_nonfinite, dispatch, ops::RoutedOps, try_count_nonfinite};
 use burn_tensor::{Device, Int, Tensor};
-use common::panic_message;
 
 fn with_nonfinite(device: &Device) -> Tensor<2> {
     Tensor::from_data(
@@ -123,8 +121,7 @@ fn counts_on_cube() {
 }
 
 #[cfg(feature = "remote")]
-#[path = "support/loopback.rs"]
-mod loopback;
+use crate::loopback;
 
 #[cfg(feature = "remote")]
 #[test]

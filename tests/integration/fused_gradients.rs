@@ -8,15 +8,15 @@
 //! Also: the straight-through gradient of `clamp_ste`, the mask gradient of `dropout`, the
 //! detached `topk_last`, partially tracked inputs and gradient checkpointing.
 
-mod common;
+use crate::common;
 
+use crate::common::{Rng, assert_close, finite_difference, panic_message, tensor, values};
 use burn_route::{
     bias_gelu, clamp_ste, cross_entropy_logits, dropout, layer_norm, rms_norm, softmax_last,
     swiglu, topk_last,
 };
 use burn_tensor::activation::{gelu, log_softmax, silu, softmax};
 use burn_tensor::{DType, Device, Gradients, Int, Tensor, TensorData, s};
-use common::{Rng, assert_close, finite_difference, panic_message, tensor, values};
 
 /// Step of the central differences: a power of two, so `x ± EPS` is exact for most `f32` inputs.
 const EPS: f32 = 1.0 / 128.0;

@@ -2,13 +2,13 @@
 //! The three autodiff policies through the generated `Dispatch` route: gradients of the
 //! differentiable ops against central finite differences, detach, reject, and mixed inputs.
 
-mod common;
+use crate::common;
 
+use crate::common::{Rng, assert_close, finite_difference, panic_message, tensor, values};
 use burn_route::dispatch::{try_add_relu, try_round_half_even};
 use burn_route::rt::{BackendId, InputName, RouteError};
 use burn_route::{add_relu, argmax_last, round_half_even, scale};
 use burn_tensor::{Device, Tensor};
-use common::{Rng, assert_close, finite_difference, panic_message, tensor, values};
 
 const SHAPES: [[usize; 2]; 3] = [[1, 1], [2, 3], [7, 5]];
 

@@ -7,8 +7,7 @@
 //! fallbacks that compose Flex's own ops), on other float dtypes, through the `Dispatch` level,
 //! and for the exact messages of its validation panics.
 
-mod common;
-
+use crate::common::{Rng, assert_close, ints, panic_message, values};
 use burn_route::dispatch;
 use burn_route::ops::RoutedOps;
 use burn_route::rt::{Dispatch, Flex};
@@ -18,7 +17,6 @@ use burn_route::{
 };
 use burn_tensor::activation::{gelu, log_softmax, silu, softmax};
 use burn_tensor::{Bool, DType, Device, Int, Tensor, TensorData, s};
-use common::{Rng, assert_close, ints, panic_message, values};
 
 /// Relative (and absolute near zero) tolerance of the `f32` comparisons.
 const TOL: f32 = 1e-5;
