@@ -167,6 +167,36 @@ pub struct CheckSpec {
     pub composition: Option<Sp<bool>>,
 }
 
+impl TypeSpec {
+    /// Where an error about the type as a whole points: its `name`, or the entry.
+    pub fn name_span(&self) -> Range<usize> {
+        self.name
+            .as_ref()
+            .map_or(self.span.clone(), |n| n.span.clone())
+    }
+}
+
+impl OpSpec {
+    /// Where an error about the op as a whole points: its `name`, or the entry.
+    pub fn name_span(&self) -> Range<usize> {
+        self.name
+            .as_ref()
+            .map_or(self.span.clone(), |n| n.span.clone())
+    }
+
+    /// Where an error about input `i`'s plain type points: its `type`, or the input, or the
+    /// entry.
+    pub fn input_type_span(&self, i: usize) -> Range<usize> {
+        match self.inputs.as_ref().and_then(|l| l.value.get(i)) {
+            Some(s) => match &s.ty {
+                Some(ArgSpec::Plain(t)) => t.span.clone(),
+                _ => s.span.clone(),
+            },
+            None => self.span.clone(),
+        }
+    }
+}
+
 /// An op's `backward`.
 #[derive(Clone, Debug)]
 pub enum BackwardSpec {

@@ -561,21 +561,7 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         dispatch_params,
         result(" {"),
     ));
-    let plan = match &planning {
-        Some((_, plan)) => plan.clone(),
-        None => {
-            let RouteBy::Fixed(backend) = op.route_by else {
-                unreachable!("only a fixed route has no planner")
-            };
-            call(
-                format!("{RT}::Route::fixed"),
-                [
-                    format!("&{OP_INFO}"),
-                    format!("rt::BackendId::{}", backend.as_str()),
-                ],
-            )
-        }
-    };
+    let plan = route_plan(op, planning.as_ref().map(|(_, plan)| plan.clone()));
     w.assign(format!("let {ROUTE} = "), cat([plan, "?".into()]), ";");
     w.open(format!("{open_match}match {ROUTE}.target() {{"));
     full_arms(ir, op, w, &run_call);
@@ -665,6 +651,23 @@ fn shape_checks(op: &Op, fail: &str, w: &mut Writer) {
     w.open(format!("if let Err({ERROR}) = {SHAPES} {{"));
     w.line(format!("return {};", fail.replace("{}", ERROR)));
     w.close("}");
+}
+
+/// The expression that plans the route: the op's planner (`planning`), or the fixed route of
+/// an op that names its backend.
+fn route_plan(op: &Op, planner: Option<Doc>) -> Doc {
+    planner.unwrap_or_else(|| {
+        let RouteBy::Fixed(backend) = op.route_by else {
+            unreachable!("only a fixed route has no planner")
+        };
+        call(
+            format!("{RT}::Route::fixed"),
+            [
+                format!("&{OP_INFO}"),
+                format!("rt::BackendId::{}", backend.as_str()),
+            ],
+        )
+    })
 }
 
 /// The fast planner's call and the full planner's, for an op routed by a tensor or device
@@ -1066,21 +1069,7 @@ fn async_routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     }
 
     shape_checks(op, "rt::Planned::failed({})", w);
-    let plan = match planning(op) {
-        Some((_, plan)) => plan,
-        None => {
-            let RouteBy::Fixed(backend) = op.route_by else {
-                unreachable!("only a fixed route has no planner")
-            };
-            call(
-                format!("{RT}::Route::fixed"),
-                [
-                    format!("&{OP_INFO}"),
-                    format!("rt::BackendId::{}", backend.as_str()),
-                ],
-            )
-        }
-    };
+    let plan = route_plan(op, planning(op).map(|(_, plan)| plan));
     w.assign(format!("let {ROUTE} = "), plan, ";");
     w.open(format!("let {ROUTE} = match {ROUTE} {{"));
     w.line(format!("Ok({ROUTE}) => {ROUTE},"));

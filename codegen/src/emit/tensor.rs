@@ -165,15 +165,7 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     w.close("}");
 
     w.blank();
-    w.doc(&[
-        // `fn@`: an op may be named like a macro (`panic`, `vec`, ...).
-        format!("[`{name}`](fn@{name}), returning the routing error instead of panicking."),
-        String::new(),
-        "# Errors".to_owned(),
-        String::new(),
-        "The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`)."
-            .to_owned(),
-    ]);
+    try_doc(name, false, w);
     allow_complex_output(op, w);
     super::allow_many_arguments(op.inputs.len(), w);
     w.open(signature(
@@ -199,6 +191,27 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         }
     }
     w.close("}");
+}
+
+/// The doc of the `try_` twin of `name`; an async op's future resolves to the error.
+fn try_doc(name: &str, asynchronous: bool, w: &mut Writer) {
+    let errors: &[&str] = if asynchronous {
+        &[
+            "The future resolves to the [`rt::RouteError`] for inputs that break the routing contract",
+            "(see `ERRORS.md`).",
+        ]
+    } else {
+        &["The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`)."]
+    };
+    let mut doc = vec![
+        // `fn@`: an op may be named like a macro (`panic`, `vec`, ...).
+        format!("[`{name}`](fn@{name}), returning the routing error instead of panicking."),
+        String::new(),
+        "# Errors".to_owned(),
+        String::new(),
+    ];
+    doc.extend(errors.iter().map(|line| (*line).to_owned()));
+    w.doc(&doc);
 }
 
 /// A call of the dispatch-level `callee` with the inputs converted for it.
@@ -330,15 +343,7 @@ fn async_tensor_fns(
     w.close("}");
 
     w.blank();
-    w.doc(&[
-        format!("[`{name}`](fn@{name}), returning the routing error instead of panicking."),
-        String::new(),
-        "# Errors".to_owned(),
-        String::new(),
-        "The future resolves to the [`rt::RouteError`] for inputs that break the routing contract"
-            .to_owned(),
-        "(see `ERRORS.md`).".to_owned(),
-    ]);
+    try_doc(name, true, w);
     allow_complex_output(op, w);
     super::allow_many_arguments(op.inputs.len(), w);
     w.open(signature(

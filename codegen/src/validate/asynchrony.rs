@@ -10,7 +10,7 @@
 use super::rules::Context;
 use crate::diag::Diagnostic;
 use crate::ir::{Arg, BackendName, Op, RouteBy};
-use crate::model::{ArgSpec, OpSpec};
+use crate::model::OpSpec;
 
 /// Every rule about async ops, as one manifest rule.
 pub(super) fn async_ops(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
@@ -89,13 +89,7 @@ fn owned_arguments(spec: &OpSpec, op: &Op) -> Vec<Diagnostic> {
         if !borrows && not_send.is_none() {
             continue;
         }
-        let span = match spec.inputs.as_ref().and_then(|l| l.value.get(i)) {
-            Some(s) => match &s.ty {
-                Some(ArgSpec::Plain(t)) => t.span.clone(),
-                _ => s.span.clone(),
-            },
-            None => spec.span.clone(),
-        };
+        let span = spec.input_type_span(i);
         let key = format!("op[{}].inputs[{i}].type", spec.index);
         let diagnostic = match not_send {
             None => Diagnostic::new(

@@ -1205,14 +1205,10 @@ impl Lowerer<'_> {
                 || ty.contains("fn(")
                 || syn::parse_str::<syn::Type>(ty).is_ok_and(|t| types::complexity(&t) > 150)
         });
-        let location_span = spec.autodiff.as_ref().map_or_else(
-            || {
-                spec.name
-                    .as_ref()
-                    .map_or(spec.span.clone(), |n| n.span.clone())
-            },
-            |p| p.span.clone(),
-        );
+        let location_span = spec
+            .autodiff
+            .as_ref()
+            .map_or_else(|| spec.name_span(), |p| p.span.clone());
         let line = cx.lines.line(location_span.start);
         let output_line = cx.lines.line(
             spec.output

@@ -159,10 +159,7 @@ fn try_names_free(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 .name
                 .strip_prefix("try_")
                 .and_then(|base| ops.get(base))?;
-            let span = spec
-                .name
-                .as_ref()
-                .map_or(spec.span.clone(), |n| n.span.clone());
+            let span = spec.name_span();
             Some(
                 Diagnostic::new(
                     span,
@@ -911,11 +908,7 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         } else {
             spec.output.as_ref().map(OutputSpec::span)
         };
-        let span = at.unwrap_or_else(|| {
-            spec.name
-                .as_ref()
-                .map_or(spec.span.clone(), |n| n.span.clone())
-        });
+        let span = at.unwrap_or_else(|| spec.name_span());
         out.push(
             Diagnostic::new(
                 span,
@@ -941,11 +934,7 @@ fn declared_on_cube(
     key: String,
     why: String,
 ) -> Diagnostic {
-    let span = at.unwrap_or_else(|| {
-        spec.name
-            .as_ref()
-            .map_or(spec.span.clone(), |n| n.span.clone())
-    });
+    let span = at.unwrap_or_else(|| spec.name_span());
     Diagnostic::new(
         span,
         key,
@@ -1002,13 +991,7 @@ fn lazy_arguments_are_owned(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             if !borrows {
                 continue;
             }
-            let span = match spec.inputs.as_ref().and_then(|l| l.value.get(i)) {
-                Some(s) => match &s.ty {
-                    Some(ArgSpec::Plain(t)) => t.span.clone(),
-                    _ => s.span.clone(),
-                },
-                None => spec.span.clone(),
-            };
+            let span = spec.input_type_span(i);
             out.push(
                 Diagnostic::new(
                     span,

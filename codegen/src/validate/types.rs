@@ -17,6 +17,24 @@ pub(super) enum Position {
     Input,
     /// A return value: there is nothing to borrow from.
     Output,
+    /// A field of a declared type: it owns its value, like a return value.
+    Field,
+}
+
+impl Position {
+    /// Whether a value here has nothing to borrow from (an elided lifetime is an error).
+    fn owns(self) -> bool {
+        matches!(self, Self::Output | Self::Field)
+    }
+
+    /// What a value here is, and how to fix a borrow, for the messages.
+    fn owner_and_fix(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Input => ("a parameter", "use an owned type"),
+            Self::Output => ("a return value", "return an owned type"),
+            Self::Field => ("a field of a declared type", "use an owned type"),
+        }
+    }
 }
 
 /// Why a type cannot be used, and the fix.
@@ -411,10 +429,11 @@ impl Checker<'_> {
     fn lifetime(&mut self, lifetime: Option<&syn::Lifetime>) {
         match lifetime {
             None => {
-                if self.position == Position::Output && self.in_fn == 0 {
+                if self.position.owns() && self.in_fn == 0 {
+                    let (owner, fix) = self.position.owner_and_fix();
                     self.report(problem(
-                        "borrows with an elided lifetime, but a return value has nothing to borrow from",
-                        "return an owned type (`String`, `Vec<usize>`) or a `'static` reference",
+                        format!("borrows with an elided lifetime, but {owner} has nothing to borrow from"),
+                        format!("{fix} (`String`, `Vec<usize>`) or a `'static` reference"),
                     ));
                 }
             }
@@ -435,10 +454,7 @@ impl Checker<'_> {
             .last()
             .map(|s| s.ident.to_string())
             .unwrap_or_default();
-        if !trait_
-            && self.position == Position::Output
-            && self.in_fn == 0
-            && BORROWING.contains(&last.as_str())
+        if !trait_ && self.position.owns() && self.in_fn == 0 && BORROWING.contains(&last.as_str())
         {
             let has_lifetime = matches!(
                 &path.segments.last().expect("a segment").arguments,
@@ -446,9 +462,10 @@ impl Checker<'_> {
                     if args.args.iter().any(|a| matches!(a, syn::GenericArgument::Lifetime(_)))
             );
             if !has_lifetime {
+                let (owner, fix) = self.position.owner_and_fix();
                 self.report(problem(
-                    format!("uses `{last}`, which borrows (it has a lifetime parameter), but a return value has nothing to borrow from"),
-                    format!("give it a `'static` lifetime (`{last}<'static, ..>`) or return an owned type"),
+                    format!("uses `{last}`, which borrows (it has a lifetime parameter), but {owner} has nothing to borrow from"),
+                    format!("give it a `'static` lifetime (`{last}<'static, ..>`) or {fix}"),
                 ));
                 return;
             }

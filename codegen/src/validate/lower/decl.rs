@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::types::Position;
 use super::{Lowerer, shown};
 use crate::diag::{Diagnostic, LineIndex, did_you_mean};
 use crate::ir::{Member, MemberType, Rank, TypeBody, TypeDef, Variant, VariantKind};
@@ -207,18 +208,15 @@ impl Lowerer<'_> {
                 .name
                 .as_ref()
                 .and_then(|n| self.name(n, NameKind::Variant, &format!("{key}.name")));
-            if let (Some(n), Some(sp)) = (&name, &spec.name)
-                && !seen.insert(n.clone())
-            {
-                self.push(
-                    Diagnostic::new(
-                        sp.span.clone(),
-                        format!("{key}.name"),
-                        format!("duplicate variant `{n}`"),
-                    )
-                    .help("give every variant of an enum a distinct name"),
+            if let (Some(n), Some(sp)) = (&name, &spec.name) {
+                ok &= self.distinct(
+                    &mut seen,
+                    n,
+                    sp,
+                    &key,
+                    "variant",
+                    "every variant of an enum",
                 );
-                ok = false;
             }
             let doc = self.doc(spec.doc.as_ref(), &format!("{key}.doc"));
             let (kind, fields) = match &spec.fields {
@@ -260,6 +258,30 @@ impl Lowerer<'_> {
         ok.then_some(out)
     }
 
+    /// Records `name` (of the entry at `key`) in `seen`; a second use of it is an error.
+    fn distinct(
+        &mut self,
+        seen: &mut BTreeSet<String>,
+        name: &str,
+        at: &Sp<String>,
+        key: &str,
+        what: &str,
+        among: &str,
+    ) -> bool {
+        if seen.insert(name.to_owned()) {
+            return true;
+        }
+        self.push(
+            Diagnostic::new(
+                at.span.clone(),
+                format!("{key}.name"),
+                format!("duplicate {what} `{name}`"),
+            )
+            .help(format!("give {among} a distinct name")),
+        );
+        false
+    }
+
     /// A `fields` list: all named (a struct, a struct variant) or none (a tuple variant).
     fn members(
         &mut self,
@@ -277,18 +299,8 @@ impl Lowerer<'_> {
             let name = match (&spec.name, named) {
                 (Some(n), true) => {
                     let name = self.name(n, NameKind::Field, &format!("{key}.name"));
-                    if let Some(name) = &name
-                        && !seen.insert(name.clone())
-                    {
-                        self.push(
-                            Diagnostic::new(
-                                n.span.clone(),
-                                format!("{key}.name"),
-                                format!("duplicate field `{name}`"),
-                            )
-                            .help("give every field a distinct name"),
-                        );
-                        ok = false;
+                    if let Some(name) = &name {
+                        ok &= self.distinct(&mut seen, name, n, &key, "field", "every field");
                     }
                     name.map(Some)
                 }
@@ -398,33 +410,8 @@ impl Lowerer<'_> {
                     return None;
                 }
                 let plain = self.plain(ty, &key)?;
-                let parsed = syn::parse_str::<syn::Type>(&plain).ok()?;
-                match super::types::check(&parsed, super::types::Position::Output, &[]) {
-                    Ok(()) => Some(MemberType::Plain(plain)),
-                    Err(mut problem) => {
-                        // Checked as a return value is: nothing to borrow from. Say it of a field.
-                        problem.message = problem.message.replace(
-                            "a return value has nothing to borrow from",
-                            "a field of a declared type has nothing to borrow from",
-                        );
-                        problem.help = problem
-                            .help
-                            .replace("return an owned type", "use an owned type");
-                        self.push(
-                            Diagnostic::new(
-                                ty.span.clone(),
-                                key,
-                                format!(
-                                    "plain type `{}` {}",
-                                    shown(ty.value.trim()),
-                                    problem.message
-                                ),
-                            )
-                            .help(problem.help),
-                        );
-                        None
-                    }
-                }
+                self.plain_type(ty, &key, Position::Field, &[])
+                    .then_some(MemberType::Plain(plain))
             }
             // Parsing reads `device` from op inputs only.
             ArgSpec::Device(_) => None,
@@ -443,10 +430,7 @@ impl Lowerer<'_> {
                 else {
                     continue;
                 };
-                let span = spec
-                    .name
-                    .as_ref()
-                    .map_or(spec.span.clone(), |n| n.span.clone());
+                let span = spec.name_span();
                 self.push(
                     Diagnostic::new(
                         span,
@@ -480,10 +464,7 @@ impl Lowerer<'_> {
             else {
                 continue;
             };
-            let span = spec
-                .name
-                .as_ref()
-                .map_or(spec.span.clone(), |n| n.span.clone());
+            let span = spec.name_span();
             self.push(
                 Diagnostic::new(
                     span,
