@@ -274,15 +274,38 @@ impl fmt::Display for RouteError {
                 input,
                 backend,
                 location,
-            } => write!(
-                f,
-                "autodiff float input reached concrete dispatch: op `{op}` got a tracked float input \
-                 `{input}` on backend {backend}, but {location} declares the op `reject` (the default), \
-                 which would silently drop its gradient. Fix: detach the input before the call \
-                 (`{input}.without_autodiff()`, or `{input}.detach()` on an intermediate result), or declare the op `autodiff = \"detach\"` (runs without gradient) \
-                 or `autodiff = \"differentiable\"` (and declare its `backward` there) in {location}. \
-                 See ERRORS.md#tracked-input"
-            ),
+            } => {
+                // An input inside a declared type is named by its path (`p.x`, `op.Dense.0`),
+                // which is no expression to call a method on; and an op over declared types
+                // takes no manifest `backward`: its `Autodiff<B, C>` kernel is written by hand.
+                let (detach, differentiable) = if input.name.contains('.') {
+                    (
+                        format!(
+                            "detach the tensor at `{input}` before the call (`.without_autodiff()` \
+                             on it, or `.detach()` on an intermediate result)"
+                        ),
+                        "(and write its `Autodiff<B, C>` kernel by hand: an op over declared \
+                         types takes no `backward`)",
+                    )
+                } else {
+                    (
+                        format!(
+                            "detach the input before the call (`{input}.without_autodiff()`, or \
+                             `{input}.detach()` on an intermediate result)"
+                        ),
+                        "(and declare its `backward` there)",
+                    )
+                };
+                write!(
+                    f,
+                    "autodiff float input reached concrete dispatch: op `{op}` got a tracked float \
+                     input `{input}` on backend {backend}, but {location} declares the op `reject` \
+                     (the default), which would silently drop its gradient. Fix: {detach}, or \
+                     declare the op `autodiff = \"detach\"` (runs without gradient) or \
+                     `autodiff = \"differentiable\"` {differentiable} in {location}. \
+                     See ERRORS.md#tracked-input"
+                )
+            }
             Self::UnlistedBackend {
                 op,
                 input,

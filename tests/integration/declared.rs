@@ -258,6 +258,39 @@ ERRORS.md#no-routing-tensor";
     assert_eq!(err, RouteError::NoRoutingTensor { op: "pick" });
 }
 
+/// A tracked tensor inside a declared input of a `reject` op is refused by its path, with fixes
+/// that fit an op over declared types: detach the tensor at that path (the path is no
+/// expression), or write the op's `Autodiff<B, C>` kernel by hand (such an op takes no
+/// manifest `backward`).
+#[cfg(feature = "autodiff")]
+#[test]
+fn a_tracked_tensor_in_a_declared_input_is_refused_by_its_path() {
+    let device = Device::flex().autodiff();
+    let x = Tensor::<1>::from_data([0.5, 1.5], &device).require_grad();
+    let err = ops::try_pick_untracked(Operand::Dense(x.clone())).unwrap_err();
+    assert_eq!(
+        err,
+        RouteError::TrackedInput {
+            op: "pick_untracked",
+            input: InputName::new("op.Dense.0"),
+            backend: BackendId::Flex,
+            location: "tests/declared/ops.toml:75",
+        }
+    );
+    let message = "autodiff float input reached concrete dispatch: op `pick_untracked` got a \
+tracked float input `op.Dense.0` on backend Flex, but tests/declared/ops.toml:75 declares the op \
+`reject` (the default), which would silently drop its gradient. Fix: detach the tensor at \
+`op.Dense.0` before the call (`.without_autodiff()` on it, or `.detach()` on an intermediate \
+result), or declare the op `autodiff = \"detach\"` (runs without gradient) or \
+`autodiff = \"differentiable\"` (and write its `Autodiff<B, C>` kernel by hand: an op over \
+declared types takes no `backward`) in tests/declared/ops.toml:75. See ERRORS.md#tracked-input";
+    assert_eq!(err.to_string(), message);
+    assert_eq!(
+        panic_message(|| drop(ops::pick_untracked::<1>(Operand::Dense(x)))),
+        message
+    );
+}
+
 /// An int result of a call with an autodiff input carries the call's autodiff context: it is an
 /// int tensor of the autodiff device, as Burn's own integer output would be.
 #[cfg(feature = "autodiff")]
