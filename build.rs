@@ -38,6 +38,8 @@ fn main() {
     // Ops over declared types (structs and enums holding tensors), for `tests/integration/declared.rs`.
     burn_route_codegen::Builder::new("tests/declared/ops.toml")
         .manifest_name("tests/declared/ops.toml")
+        // The op check of every declared-type op, included by tests/integration/declared.rs.
+        .op_check_crate("crate::declared::routed")
         .out_dir(out.join("declared"))
         .build_script();
 }

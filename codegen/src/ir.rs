@@ -90,12 +90,32 @@ pub fn tensors_only(types: &[TypeDef], name: &str) -> bool {
 /// The tensors of declared type `name` among `types`, in declaration order (a nested type's in
 /// place, every variant's in turn): what routing looks through and names in errors.
 pub fn leaves(types: &[TypeDef], name: &str) -> Vec<Leaf> {
+    members(types, name)
+        .into_iter()
+        .filter_map(|(path, m)| match m {
+            MemberType::Tensor(t) => Some(Leaf {
+                path,
+                tensor: t.clone(),
+            }),
+            MemberType::Plain(_) | MemberType::Declared(_) => None,
+        })
+        .collect()
+}
+
+/// The tensor and plain members of declared type `name` among `types` with their paths, in
+/// declaration order (a nested type's members in place of it, every variant's in turn).
+pub fn members<'a>(types: &'a [TypeDef], name: &str) -> Vec<(Vec<Step>, &'a MemberType)> {
     let mut out = Vec::new();
-    collect_leaves(types, name, &mut Vec::new(), &mut out);
+    collect_members(types, name, &mut Vec::new(), &mut out);
     out
 }
 
-fn collect_leaves(types: &[TypeDef], name: &str, path: &mut Vec<Step>, out: &mut Vec<Leaf>) {
+fn collect_members<'a>(
+    types: &'a [TypeDef],
+    name: &str,
+    path: &mut Vec<Step>,
+    out: &mut Vec<(Vec<Step>, &'a MemberType)>,
+) {
     // Validation refuses recursive types; the depth bound only keeps a bug from looping.
     let Some(def) = types.iter().find(|t| t.name == name) else {
         return;
@@ -103,15 +123,11 @@ fn collect_leaves(types: &[TypeDef], name: &str, path: &mut Vec<Step>, out: &mut
     if path.len() > types.len() {
         return;
     }
-    let member = |step: Step, m: &Member, path: &mut Vec<Step>, out: &mut Vec<Leaf>| {
+    let mut member = |step: Step, m: &'a Member, path: &mut Vec<Step>| {
         path.push(step);
         match &m.ty {
-            MemberType::Tensor(t) => out.push(Leaf {
-                path: path.clone(),
-                tensor: t.clone(),
-            }),
-            MemberType::Declared(inner) => collect_leaves(types, inner, path, out),
-            MemberType::Plain(_) => {}
+            MemberType::Declared(inner) => collect_members(types, inner, path, out),
+            ty => out.push((path.clone(), ty)),
         }
         path.pop();
     };
@@ -123,7 +139,7 @@ fn collect_leaves(types: &[TypeDef], name: &str, path: &mut Vec<Step>, out: &mut
                     ty: def.name.clone(),
                     field,
                 };
-                member(step, m, path, out);
+                member(step, m, path);
             }
         }
         TypeBody::Enum(variants) => {
@@ -136,11 +152,22 @@ fn collect_leaves(types: &[TypeDef], name: &str, path: &mut Vec<Step>, out: &mut
                         index: i,
                         named: v.kind == VariantKind::Struct,
                     };
-                    member(step, m, path, out);
+                    member(step, m, path);
                 }
             }
         }
     }
+}
+
+/// A member's name below its input, as errors show it: `scores`, `pair.left`, `Dense.0`.
+pub fn label(path: &[Step]) -> String {
+    path.iter()
+        .map(|step| match step {
+            Step::Field { field, .. } => field.clone(),
+            Step::Variant { variant, field, .. } => format!("{variant}.{field}"),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// A `[[type]]`: a struct or an enum holding tensors, generated at the backend level
@@ -227,14 +254,7 @@ pub struct Leaf {
 impl Leaf {
     /// Its name below the input, as errors show it: `scores`, `pair.left`, `Dense.0`.
     pub fn label(&self) -> String {
-        self.path
-            .iter()
-            .map(|step| match step {
-                Step::Field { field, .. } => field.clone(),
-                Step::Variant { variant, field, .. } => format!("{variant}.{field}"),
-            })
-            .collect::<Vec<_>>()
-            .join(".")
+        label(&self.path)
     }
 
     /// Whether it exists only in some variant of an enum.

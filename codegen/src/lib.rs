@@ -146,8 +146,11 @@ impl Builder {
         self
     }
 
-    /// [`Builder::op_check`] for the crate at `path` (e.g. `::my_ops`), whose `dispatch` module
-    /// has the routed functions.
+    /// [`Builder::op_check`] for the generated modules at `path`: a crate (`::my_ops`) or a
+    /// module (`::my_ops::routed`) whose `dispatch` module has the routed functions and whose
+    /// `ops` module the declared types. A path starting with `crate::` is a check compiled
+    /// inside that crate (included from one of its own modules): the manifest's `crate::`
+    /// paths are then left as they are.
     #[must_use]
     pub fn op_check_crate(mut self, path: impl Into<String>) -> Self {
         self.op_check = Some(path.into());
@@ -550,8 +553,27 @@ impl Builder {
     /// The op check's file, when [`Builder::op_check`] asked for it.
     fn check_file(&self, ir: &ir::Ir) -> Option<File> {
         let crate_path = self.op_check.clone()?;
+        let dispatch = format!("{crate_path}::{}", crate::names::DISPATCH_MODULE);
+        // The traits' module (where the declared types are) as the dispatch module sees it
+        // (`Builder::trait_module`), from the check.
+        let module = &self.trait_module;
+        let ops = if let Some(rest) = module.strip_prefix("super::") {
+            format!("{crate_path}::{rest}")
+        } else if let Some(rest) = module.strip_prefix("self::") {
+            format!("{dispatch}::{rest}")
+        } else if let Some(rest) = module.strip_prefix("crate::")
+            && !(crate_path == "crate" || crate_path.starts_with("crate::"))
+        {
+            // The crate's root: the first segment of the check's path.
+            let root = crate_path.trim_start_matches("::");
+            let root = root.split("::").next().unwrap_or(root);
+            format!("::{root}::{rest}")
+        } else {
+            module.clone()
+        };
         let config = emit::check::CheckConfig {
-            dispatch: format!("{crate_path}::dispatch"),
+            dispatch,
+            ops,
             crate_path,
         };
         Some(File {

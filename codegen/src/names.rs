@@ -47,6 +47,17 @@ pub const PLANNED_CALL: &str = "__planned";
 pub const OP_INFO: &str = "__OP";
 /// The result of an op's shape-contract checks, a local of the routing function.
 pub const SHAPES: &str = "__shapes";
+/// The op check's binding of output leaf `index` (a declared struct's whole value).
+pub fn check_output(index: usize) -> String {
+    format!("{OUT}_{index}")
+}
+
+/// The op check's binding of a declared value of op input `input`: `part` 0 is the argument,
+/// the others the declared values nested in it.
+pub fn check_arg(input: usize, part: usize) -> String {
+    format!("__arg_{input}_{part}")
+}
+
 /// The error of a failed check, a local of the routing function.
 pub const ERROR: &str = "__error";
 /// Stem of the locals that destructure a tuple output (`__out_0`, `__out_1_0`, ...).

@@ -18,6 +18,9 @@ use crate::parse::{
 const TRAIT_NAME: &str = "^[A-Z][A-Za-z0-9]*$";
 const OP_NAME: &str = "^[a-z][a-z0-9]*(_[a-z0-9]+)*_?$";
 const INPUT_NAME: &str = "^_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?$";
+/// An `[op.check]` key: an input name, or a path into a declared-type input (`p.scale`,
+/// `fill.From.0`).
+const CHECK_KEY: &str = "^_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?(\\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*$";
 const RANK_NAME: &str = "^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_?$";
 /// Declared type and variant names: `UpperCamelCase`.
 const TYPE_NAME: &str = "^[A-Z][A-Za-z0-9]*$";
@@ -267,9 +270,9 @@ fn property(table: &str, key: &str) -> Value {
             "$ref": "#/definitions/check"
         }),
         ("check", "shapes") => json!({
-            "description": "Input name -> the shape the check gives that tensor input, e.g. `[2, 3]`; for a `vec` input, an array of shapes (one per element). Default: sizes 2, 3, 4, ... adjusted to the shape contracts; two elements for a `vec` input.",
+            "description": "Input name (or a declared input's member path, \"p.scale\") -> the shape the check gives that tensor, e.g. `[2, 3]`; for a `vec` input, an array of shapes (one per element). Default: sizes 2, 3, 4, ... adjusted to the shape contracts; two elements for a `vec` input.",
             "type": "object",
-            "propertyNames": { "pattern": INPUT_NAME },
+            "propertyNames": { "pattern": CHECK_KEY },
             "additionalProperties": {
                 "oneOf": [
                     { "$ref": "#/definitions/check_shape" },
@@ -278,9 +281,9 @@ fn property(table: &str, key: &str) -> Value {
             }
         }),
         ("check", "ranges") => json!({
-            "description": "Input name -> `[lo, hi]`: the values of that float or int tensor input are drawn uniformly in [lo, hi). Default: [-2, 2) for floats, [0, 4) for ints.",
+            "description": "Input name or member path -> `[lo, hi]`: the values of that float or int tensor are drawn uniformly in [lo, hi). Default: [-2, 2) for floats, [0, 4) for ints.",
             "type": "object",
-            "propertyNames": { "pattern": INPUT_NAME },
+            "propertyNames": { "pattern": CHECK_KEY },
             "additionalProperties": {
                 "type": "array",
                 "items": { "type": "number" },
@@ -289,9 +292,9 @@ fn property(table: &str, key: &str) -> Value {
             }
         }),
         ("check", "args") => json!({
-            "description": "Plain input name -> a Rust expression for its value, e.g. \"0.5\" or \"vec![1, 2]\" (default: 0.5 for floats, 1 for integers, false for bool, Default::default() otherwise).",
+            "description": "Plain input name or member path -> a Rust expression for its value, e.g. \"0.5\" or \"vec![1, 2]\" (default: 0.5 for floats, 1 for integers, false for bool, Default::default() otherwise).",
             "type": "object",
-            "propertyNames": { "pattern": INPUT_NAME },
+            "propertyNames": { "pattern": CHECK_KEY },
             "additionalProperties": { "type": "string", "minLength": 1 }
         }),
         ("check", "gradients") => json!({

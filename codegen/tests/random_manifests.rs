@@ -173,6 +173,10 @@ fn backward() -> impl Strategy<Value = &'static str> {
             "check = { shapes = { a = [2, 3], b = [[1], [2]] }, ranges = { a = [1, 0] }, args = { a = \"1 +\" }, tolerance = 0, gradients = 1 }\n"
         ),
         Just("check = { shapes = { a = \"x\" }, ranges = 2, composition = true }\n"),
+        // Member paths into declared inputs, good and bad.
+        Just(
+            "check = { shapes = { \"a.x\" = [2, 3], \"a.Dense.0\" = [[1]], \"a.\" = [1] }, ranges = { \"a.p.q\" = [0, 1] }, args = { \"a.0\" = \"1\", \"b..c\" = \"2\" } }\n"
+        ),
         // Async ops: alone, with the keys they refuse, and not a boolean.
         Just("async = true\n"),
         Just("async = true\ncomposition = \"crate::k::f\"\n"),

@@ -13,6 +13,7 @@ fn manifests() -> Vec<PathBuf> {
         root.join("../ops.toml"),
         root.join("../examples/downstream/ops.toml"),
         root.join("../tests/formulas/ops.toml"),
+        root.join("../tests/declared/ops.toml"),
     ];
     let mut fixtures: Vec<PathBuf> = std::fs::read_dir(root.join("tests/fmt"))
         .expect("tests/fmt")

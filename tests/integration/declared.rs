@@ -31,6 +31,13 @@ mod routed {
     }
 }
 
+/// The generated op check of every op (`Builder::op_check_crate` in `build.rs`): values on each
+/// compiled backend, the autodiff policy and gradients against finite differences, with the
+/// tensors inside declared inputs generated and named by their paths (`p.x`, `op.Dense.0`).
+mod op_check {
+    include!(concat!(env!("OUT_DIR"), "/declared/routed_check.rs"));
+}
+
 use routed::ops::{
     FloatPairPrimitive, IntChoicePrimitive, IntPairPrimitive, NestedInputsPrimitive,
     OperandPrimitive,

@@ -653,7 +653,7 @@ fn autodiff_body(op: &Op, group: &str, backward: &Backward, ty: &str, w: &mut Wr
                 }
             })
             .collect();
-        super::code::cat([format!("{ty} ").into(), struct_literal(items)])
+        super::code::cat([format!("{ty} ").into(), super::code::struct_literal(items)])
     };
     w.assign(format!("let {} = ", names::DERIVATIVE), value, ";");
     let finish = if backward.recompute {
@@ -680,25 +680,6 @@ fn autodiff_body(op: &Op, group: &str, backward: &Backward, ty: &str, w: &mut Wr
         );
         let whole = pattern(&op.output, &mut Vec::new(), &[], false);
         w.line(whole);
-    }
-}
-
-/// `{ a, b: c }` as rustfmt lays out a struct literal.
-fn struct_literal(items: Vec<Doc>) -> Doc {
-    let flat: Vec<String> = items
-        .iter()
-        .map(|d| {
-            let mut s = String::new();
-            d.write_flat_into(&mut s);
-            s
-        })
-        .collect();
-    let one_line = format!("{{ {} }}", flat.join(", "));
-    // rustfmt's `struct_lit_width` is 18.
-    if one_line.len() - 4 <= 18 {
-        one_line.into()
-    } else {
-        super::code::vertical("{", items, "}")
     }
 }
 

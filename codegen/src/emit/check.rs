@@ -3,9 +3,10 @@
 
 use super::code::{Doc, Writer, call};
 use crate::ir::{
-    Arg, Backward, Container, Input, Ir, MetaSource, Op, Output, Policy, Rank, ShapeRule,
-    TensorArg, TensorKind,
+    Arg, Backward, Container, Input, Ir, MemberType, MetaSource, Op, Output, Policy, Rank,
+    ShapeRule, TensorArg, TensorKind, TypeBody, VariantKind,
 };
+use crate::names;
 
 /// Where the op check finds things: the crate under test, and burn-route.
 #[derive(Clone, Debug)]
@@ -14,6 +15,16 @@ pub struct CheckConfig {
     pub crate_path: String,
     /// Its dispatch module, e.g. `::my_ops::dispatch`.
     pub dispatch: String,
+    /// Its ops module (the traits and declared types), e.g. `::my_ops::ops`.
+    pub ops: String,
+}
+
+impl CheckConfig {
+    /// Whether the check is compiled inside the crate under test (`crate_path` is `crate` or
+    /// starts with `crate::`), so the manifest's `crate::` paths mean the same there.
+    fn in_crate(&self) -> bool {
+        self.crate_path == "crate" || self.crate_path.starts_with("crate::")
+    }
 }
 
 /// The check module's text.
@@ -40,15 +51,19 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
     } else {
         w.line("use ::burn_route::check;");
     }
-    if ir
-        .ops
-        .iter()
-        .any(|op| op.check.composition && op.composition.is_some())
-    {
+    // `Dispatch` names the backend of a composition's call and of a declared value's type.
+    if ir.ops.iter().any(|op| {
+        (op.check.composition && op.composition.is_some())
+            || (unchecked(ir, op).is_none()
+                && op
+                    .inputs
+                    .iter()
+                    .any(|i| matches!(i.arg, Arg::Declared { .. })))
+    }) {
         w.line("use ::burn_route::rt::Dispatch;");
     }
     for op in &ir.ops {
-        op_test(op, config, &mut w);
+        op_test(ir, op, config, &mut w);
     }
     let text = w.finish();
     if alias { aliased(&text) } else { text }
@@ -84,17 +99,31 @@ fn aliased(text: &str) -> String {
 }
 
 /// A manifest path (as seen from the ops module, `crate::ops` in the README's layout) as seen
-/// from the test crate.
+/// from the test crate. A check inside the crate itself (`crate_path` is `crate` or starts with
+/// `crate::`) keeps `crate::` paths as they are.
 fn external(path: &str, config: &CheckConfig) -> String {
-    if let Some(rest) = path
-        .strip_prefix("crate::")
-        .or_else(|| path.strip_prefix("super::"))
-    {
+    if let Some(rest) = path.strip_prefix("crate::") {
+        if config.in_crate() {
+            path.to_owned()
+        } else {
+            format!("{}::{rest}", config.crate_path)
+        }
+    } else if let Some(rest) = path.strip_prefix("super::") {
         format!("{}::{rest}", config.crate_path)
     } else if let Some(rest) = path.strip_prefix("self::") {
-        format!("{}::ops::{rest}", config.crate_path)
+        format!("{}::{rest}", config.ops)
     } else {
         path.to_owned()
+    }
+}
+
+/// A plain type from the manifest as seen from the test crate: its `crate::` paths through
+/// [`external`].
+fn in_test_crate(ty: &str, config: &CheckConfig) -> String {
+    if config.in_crate() {
+        ty.to_owned()
+    } else {
+        ty.replace("crate::", &format!("{}::", config.crate_path))
     }
 }
 
@@ -152,8 +181,8 @@ fn number_text(v: f64) -> String {
     format!("{v:?}")
 }
 
-/// `check::Input::...` of a tensor input.
-fn input_doc(input: &Input, t: &TensorArg, shape: &[Vec<usize>]) -> Doc {
+/// `check::Input::...` of a tensor input (`name`: as routing errors name it).
+fn input_doc(name: &str, t: &TensorArg, shape: &[Vec<usize>]) -> Doc {
     let kind = match t.kind {
         TensorKind::Float => "float",
         TensorKind::Int => "int",
@@ -170,7 +199,7 @@ fn input_doc(input: &Input, t: &TensorArg, shape: &[Vec<usize>]) -> Doc {
     };
     call(
         format!("check::Input::{ctor}"),
-        [super::string_literal(&input.name), dims],
+        [super::string_literal(name), dims],
     )
 }
 
@@ -181,31 +210,276 @@ fn no_gradient(op: &Op, name: &str) -> bool {
     Backward::slot(op, name).is_some_and(|slot| !b.gradients[slot])
 }
 
-fn op_test(op: &Op, config: &CheckConfig, w: &mut Writer) {
+/// Why the op check cannot check `op` yet, if it cannot: the test is then `#[ignore]`d with it,
+/// so a run lists the op as unchecked.
+fn unchecked(ir: &Ir, op: &Op) -> Option<&'static str> {
+    fn enum_output(ir: &Ir, out: &Output) -> bool {
+        match out {
+            Output::Declared { name, .. } => has_enum(ir, name),
+            Output::Tuple(items) => items.iter().any(|i| enum_output(ir, i)),
+            Output::Unit | Output::Tensor(_) | Output::Plain(_) => false,
+        }
+    }
+    let declared_quantized = op.inputs.iter().any(|i| match &i.arg {
+        Arg::Declared { leaves, .. } => leaves
+            .iter()
+            .any(|l| l.tensor.kind == TensorKind::Quantized),
+        _ => false,
+    });
+    if op
+        .tensor_inputs()
+        .any(|(_, t)| t.kind == TensorKind::Quantized)
+        || declared_quantized
+    {
+        Some("the op check does not generate quantized inputs")
+    } else if enum_output(ir, &op.output) {
+        Some("the op check does not compare enum outputs yet: test this op by hand")
+    } else {
+        None
+    }
+}
+
+/// Whether declared type `name` is an enum or holds one.
+fn has_enum(ir: &Ir, name: &str) -> bool {
+    match &ir.type_def(name).body {
+        TypeBody::Enum(_) => true,
+        TypeBody::Struct(fields) => fields
+            .iter()
+            .any(|m| matches!(&m.ty, MemberType::Declared(inner) if has_enum(ir, inner))),
+    }
+}
+
+/// One tensor the check generates (a `check::Input`), in the order `check::Args` counts them.
+struct CheckInput {
+    /// As routing errors name it: `x`, or a path into a declared input (`p.scale`,
+    /// `fill.From.0`).
+    name: String,
+    tensor: TensorArg,
+    shape: Vec<Vec<usize>>,
+}
+
+/// How the check calls the op: the tensors it generates, the `let`s that build declared values
+/// from them (inner values first), and the op's arguments.
+struct CallPlan {
+    inputs: Vec<CheckInput>,
+    lets: Vec<(String, Doc)>,
+    args: Vec<Doc>,
+}
+
+/// What planning a call reads: the op, its manifest, its tensor inputs' shapes, the paths.
+struct PlanCx<'a> {
+    ir: &'a Ir,
+    op: &'a Op,
+    shapes: &'a [Option<Vec<Vec<usize>>>],
+    config: &'a CheckConfig,
+}
+
+impl CallPlan {
+    fn new(ir: &Ir, op: &Op, shapes: &[Option<Vec<Vec<usize>>>], config: &CheckConfig) -> Self {
+        let cx = PlanCx {
+            ir,
+            op,
+            shapes,
+            config,
+        };
+        let mut plan = CallPlan {
+            inputs: Vec::new(),
+            lets: Vec::new(),
+            args: Vec::new(),
+        };
+        for (i, input) in op.inputs.iter().enumerate() {
+            let arg: Doc = match &input.arg {
+                Arg::Tensor(t) => {
+                    let shape = shapes[i].clone().unwrap_or_else(|| vec![vec![2, 3]]);
+                    plan.tensor(&input.name, t, shape).into()
+                }
+                Arg::Plain(ty) => plain_value(op, &input.name, ty, config).into(),
+                Arg::Device => "args.device().as_dispatch()".into(),
+                Arg::Declared { name, borrowed, .. } => {
+                    let binding = names::check_arg(i, 0);
+                    let mut count = 1;
+                    let value = plan.declared(&cx, name, &input.name, i, &mut count);
+                    plan.lets.push((binding.clone(), value));
+                    if *borrowed {
+                        format!("&{binding}").into()
+                    } else {
+                        binding.into()
+                    }
+                }
+            };
+            plan.args.push(arg);
+        }
+        plan
+    }
+
+    /// Registers tensor `name` and returns the expression that reads it from `check::Args`.
+    fn tensor(&mut self, name: &str, t: &TensorArg, shape: Vec<Vec<usize>>) -> String {
+        let index = self.inputs.len();
+        self.inputs.push(CheckInput {
+            name: name.to_owned(),
+            tensor: t.clone(),
+            shape,
+        });
+        let method = match t.container {
+            Container::One => kind_text(t.kind).to_owned(),
+            Container::Option => format!("optional_{}", kind_text(t.kind)),
+            Container::Vec => format!("{}s", kind_text(t.kind)),
+        };
+        let taken = format!("args.{method}({index})");
+        match (t.borrowed, t.container) {
+            (false, _) => taken,
+            (true, Container::Option) => format!("{taken}.as_ref()"),
+            (true, _) => format!("&{taken}"),
+        }
+    }
+
+    /// The value of declared type `ty` at `path` (inside op input `input`): a struct literal,
+    /// or the first variant of an enum that holds a tensor (the one that routes the call).
+    /// Nested declared values are bound first (`names::check_arg`).
+    fn declared(
+        &mut self,
+        cx: &PlanCx<'_>,
+        ty: &str,
+        path: &str,
+        input: usize,
+        count: &mut usize,
+    ) -> Doc {
+        let PlanCx {
+            ir,
+            op,
+            shapes,
+            config,
+        } = *cx;
+        let def = ir.type_def(ty);
+        let head = format!(
+            "{}::{}::<Dispatch>",
+            config.ops,
+            names::primitive_type(&def.name)
+        );
+        let (head, path, members, kind) = match &def.body {
+            TypeBody::Struct(fields) => (head, path.to_owned(), fields, VariantKind::Struct),
+            TypeBody::Enum(variants) => {
+                let v = variants
+                    .iter()
+                    .find(|v| {
+                        v.fields.iter().any(|m| match &m.ty {
+                            MemberType::Tensor(_) => true,
+                            MemberType::Declared(inner) => {
+                                !crate::ir::leaves(&ir.types, inner).is_empty()
+                            }
+                            MemberType::Plain(_) => false,
+                        })
+                    })
+                    .expect("validation refuses a declared type without tensors");
+                (
+                    format!("{head}::{}", v.name),
+                    format!("{path}.{}", v.name),
+                    &v.fields,
+                    v.kind,
+                )
+            }
+        };
+        let mut values = Vec::new();
+        for (k, m) in members.iter().enumerate() {
+            let label = m.name.clone().unwrap_or_else(|| k.to_string());
+            let at = format!("{path}.{label}");
+            let value: String = match &m.ty {
+                MemberType::Tensor(t) => {
+                    let shape = match op.check.shapes.iter().find(|(n, _)| n == &at) {
+                        Some((_, shape)) => shape.clone(),
+                        None => leaf_shape(op, shapes, t),
+                    };
+                    self.tensor(&at, t, shape)
+                }
+                MemberType::Plain(ty) => plain_value(op, &at, ty, config),
+                MemberType::Declared(inner) => {
+                    let binding = names::check_arg(input, *count);
+                    *count += 1;
+                    let value = self.declared(cx, inner, &at, input, count);
+                    self.lets.push((binding.clone(), value));
+                    binding
+                }
+            };
+            values.push(match &m.name {
+                Some(name) => format!("{name}: {value}"),
+                None => value,
+            });
+        }
+        let values: Vec<Doc> = values.into_iter().map(Doc::from).collect();
+        match kind {
+            VariantKind::Struct => super::code::cat([
+                format!("{head} ").into(),
+                super::code::struct_literal(values),
+            ]),
+            VariantKind::Tuple => call(head, values),
+            VariantKind::Unit => head.into(),
+        }
+    }
+}
+
+fn kind_text(kind: TensorKind) -> &'static str {
+    match kind {
+        TensorKind::Float => "float",
+        TensorKind::Int => "int",
+        TensorKind::Bool => "bool",
+        TensorKind::Quantized => "quantized",
+    }
+}
+
+/// The shape of a declared type's tensor: that of the op's first tensor input of the same rank
+/// generic, else `[2, 3, ..]` of its rank (a generic rank is 2), unless `[op.check] shapes` gives one
+/// by its path.
+fn leaf_shape(op: &Op, shapes: &[Option<Vec<Vec<usize>>>], t: &TensorArg) -> Vec<Vec<usize>> {
+    let same_rank = op
+        .inputs
+        .iter()
+        .zip(shapes)
+        .find_map(|(input, shape)| match &input.arg {
+            Arg::Tensor(other) if matches!(&t.rank, Rank::Generic(_)) && other.rank == t.rank => {
+                shape.as_ref().and_then(|s| s.first()).cloned()
+            }
+            _ => None,
+        });
+    let shape = same_rank.unwrap_or_else(|| {
+        let rank = match t.rank {
+            Rank::Fixed(r) => r,
+            Rank::Generic(_) => 2,
+        };
+        (0..rank).map(|i| i + 2).collect()
+    });
+    let n = if t.container == Container::Vec { 2 } else { 1 };
+    vec![shape; n]
+}
+
+/// The value a plain input or field gets without `[op.check] args`: a small number, `false`, or
+/// `Default::default()`.
+fn plain_default(ty: &str, config: &CheckConfig) -> String {
+    match ty {
+        "f32" | "f64" => format!("0.5_{ty}"),
+        "i8" | "i16" | "i32" | "i64" | "isize" | "u8" | "u16" | "u32" | "u64" | "usize" => {
+            format!("1_{ty}")
+        }
+        "bool" => "false".to_owned(),
+        _ => format!("<{} as Default>::default()", in_test_crate(ty, config)),
+    }
+}
+
+fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
     w.blank();
     w.doc(&[format!(
         "`{}` ({}): values, policy, gradients and backends, by `burn_route::check`.",
         op.name, op.location
     )]);
     w.line("#[test]");
-    let quantized = op
-        .tensor_inputs()
-        .any(|(_, t)| t.kind == TensorKind::Quantized);
     // What the op check cannot build yet is an ignored test, so a run lists the op as unchecked.
-    let unchecked = if quantized {
-        Some("the op check does not generate quantized inputs")
-    } else if op.uses_declared() {
-        Some("the op check does not build declared types yet: test this op by hand")
-    } else {
-        None
-    };
-    if let Some(reason) = unchecked {
+    if let Some(reason) = unchecked(ir, op) {
         w.line(format!("#[ignore = \"{reason}\"]"));
         w.line(format!("fn {}() {{}}", op.name));
         return;
     }
     w.open(format!("fn {}() {{", op.name));
     let shapes = shapes(op);
+    let plan = CallPlan::new(ir, op, &shapes, config);
     let policy = match op.policy {
         Policy::Differentiable => "Differentiable",
         Policy::Detach => "Detach",
@@ -233,10 +507,11 @@ fn op_test(op: &Op, config: &CheckConfig, w: &mut Writer) {
             ],
         ));
     }
-    for (i, input) in op.inputs.iter().enumerate() {
-        let Arg::Tensor(t) = &input.arg else { continue };
-        let shape = shapes[i].clone().unwrap_or_else(|| vec![vec![2, 3]]);
-        chain.push(link("input", vec![input_doc(input, t, &shape)]));
+    for input in &plan.inputs {
+        chain.push(link(
+            "input",
+            vec![input_doc(&input.name, &input.tensor, &input.shape)],
+        ));
         if let Some((_, (lo, hi))) = op.check.ranges.iter().find(|(n, _)| n == &input.name) {
             chain.push(link(
                 "range",
@@ -251,8 +526,9 @@ fn op_test(op: &Op, config: &CheckConfig, w: &mut Writer) {
     // runtime flattens outputs: plain ones do not count, and after a `vec` (one leaf per element)
     // the numbers are not known here.
     let mut leaves = Vec::new();
-    output_leaves(&op.output, &mut leaves);
-    for (leaf, t) in leaves.iter().flatten().enumerate() {
+    let pattern = output_leaves(&op.output, &mut leaves);
+    let tensors = leaves.iter().filter_map(|l| l.tensor.as_ref());
+    for (leaf, t) in tensors.enumerate() {
         if t.container == Container::Vec {
             break;
         }
@@ -292,7 +568,10 @@ fn op_test(op: &Op, config: &CheckConfig, w: &mut Writer) {
         chain.push(link("tolerance", vec![number_text(t).into()]));
     }
     // A differentiable op without a float output has no gradient to check.
-    let float_output = leaves.iter().flatten().any(|t| t.kind == TensorKind::Float);
+    let float_output = leaves
+        .iter()
+        .filter_map(|l| l.tensor.as_ref())
+        .any(|t| t.kind == TensorKind::Float);
     if op.policy == Policy::Differentiable && (!op.check.gradients || !float_output) {
         chain.push(link("gradients", vec!["false".into()]));
     }
@@ -325,13 +604,11 @@ fn op_test(op: &Op, config: &CheckConfig, w: &mut Writer) {
     }
     w.dedent();
     let call_op = |w: &mut Writer, callee: String, fallible: bool| {
-        let args: Vec<Doc> = op
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(i, input)| arg_doc(op, input, tensor_index(op, i), config))
-            .collect();
-        let pattern = leaf_pattern(&op.output, &mut Vec::new());
+        // Declared values are built from the check's tensors, inner values first.
+        for (binding, value) in &plan.lets {
+            w.assign(format!("let {binding} = "), value.clone(), ";");
+        }
+        let args = plan.args.clone();
         let mut call_doc = call(callee, args);
         // An async op (and its composition) is driven to completion by the check's executor.
         if op.asynchronous {
@@ -345,11 +622,7 @@ fn op_test(op: &Op, config: &CheckConfig, w: &mut Writer) {
         } else {
             w.assign(format!("let {pattern} = "), call_doc, ";");
         }
-        let values: Vec<Doc> = leaves
-            .iter()
-            .enumerate()
-            .map(|(i, t)| value_doc(*t, &format!("__out_{i}")))
-            .collect();
+        let values: Vec<Doc> = leaves.iter().map(value_doc).collect();
         w.line(call("Ok", [super::code::list("vec![", values, "]")]));
     };
     let dispatch = format!("{}::try_{}", config.dispatch, op.name);
@@ -405,7 +678,9 @@ fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>, config: &Check
         }
         Arg::Plain(ty) => format!("&{}", plain_value(op, &input.name, ty, config)),
         Arg::Device => unreachable!("metadata functions take no device"),
-        Arg::Declared { .. } => unreachable!("ops with declared types are not checked"),
+        Arg::Declared { .. } => {
+            unreachable!("validation: an op with a declared-type input declares no output metadata")
+        }
     }
 }
 
@@ -417,94 +692,59 @@ fn capital(kind: &str) -> String {
 }
 
 fn plain_value(op: &Op, name: &str, ty: &str, config: &CheckConfig) -> String {
-    if let Some((_, expr)) = op.check.args.iter().find(|(n, _)| n == name) {
-        return expr.clone();
-    }
-    match ty {
-        "f32" | "f64" => format!("0.5_{ty}"),
-        "i8" | "i16" | "i32" | "i64" | "isize" | "u8" | "u16" | "u32" | "u64" | "usize" => {
-            format!("1_{ty}")
-        }
-        "bool" => "false".to_owned(),
-        _ => format!(
-            "<{} as Default>::default()",
-            ty.replace("crate::", &format!("{}::", config.crate_path))
-        ),
+    match op.check.args.iter().find(|(n, _)| n == name) {
+        Some((_, expr)) => expr.clone(),
+        None => plain_default(ty, config),
     }
 }
 
-/// The position of input `i` among the tensor inputs (what `check::Args` counts).
-fn tensor_index(op: &Op, i: usize) -> usize {
-    op.inputs[..i]
-        .iter()
-        .filter(|input| matches!(input.arg, Arg::Tensor(_)))
-        .count()
+/// One value the check closure returns: an output leaf (`None`: a plain one) and how to reach
+/// it.
+struct OutLeaf {
+    tensor: Option<TensorArg>,
+    expr: String,
 }
 
-/// The argument of the op's call for input `i` (its tensor index).
-fn arg_doc(op: &Op, input: &Input, i: usize, config: &CheckConfig) -> Doc {
-    match &input.arg {
-        Arg::Tensor(t) => {
-            let kind = match t.kind {
-                TensorKind::Float => "float",
-                TensorKind::Int => "int",
-                TensorKind::Bool => "bool",
-                TensorKind::Quantized => "quantized",
-            };
-            let method = match t.container {
-                Container::One => kind.to_owned(),
-                Container::Option => format!("optional_{kind}"),
-                Container::Vec => format!("{kind}s"),
-            };
-            let taken = format!("args.{method}({i})");
-            match (t.borrowed, t.container) {
-                (false, _) => taken,
-                (true, Container::Option) => format!("{taken}.as_ref()"),
-                (true, _) => format!("&{taken}"),
-            }
-            .into()
-        }
-        Arg::Plain(ty) => plain_value(op, &input.name, ty, config).into(),
-        Arg::Device => "args.device().as_dispatch()".into(),
-        Arg::Declared { .. } => unreachable!("ops with declared types are not checked"),
-    }
-}
-
-/// The tensor leaves of an output, in order (`None` for plain leaves).
-fn output_leaves<'a>(out: &'a Output, acc: &mut Vec<Option<&'a TensorArg>>) {
-    match out {
-        Output::Unit => {}
-        Output::Tensor(t) => acc.push(Some(t)),
-        Output::Plain(_) => acc.push(None),
-        Output::Tuple(items) => items.iter().for_each(|i| output_leaves(i, acc)),
-        Output::Declared { .. } => unreachable!("ops with declared types are not checked"),
-    }
-}
-
-/// The pattern binding each leaf of `out` to `__out_N` (numbered in leaf order).
-fn leaf_pattern(out: &Output, counter: &mut Vec<()>) -> String {
+/// The pattern that binds the op's output, pushing each leaf (in the order the runtime numbers
+/// them) to `acc`: a tensor as `__out_N`, a declared struct whole as `__out_N` and its tensors
+/// as its fields.
+fn output_leaves(out: &Output, acc: &mut Vec<OutLeaf>) -> String {
     match out {
         Output::Unit => "()".to_owned(),
         Output::Plain(_) => {
-            counter.push(());
+            acc.push(OutLeaf {
+                tensor: None,
+                expr: String::new(),
+            });
             "_".to_owned()
         }
-        Output::Tensor(_) => {
-            let name = format!("__out_{}", counter.len());
-            counter.push(());
+        Output::Tensor(t) => {
+            let name = names::check_output(acc.len());
+            acc.push(OutLeaf {
+                tensor: Some(t.clone()),
+                expr: name.clone(),
+            });
             name
         }
         Output::Tuple(items) => {
-            let parts: Vec<String> = items.iter().map(|i| leaf_pattern(i, counter)).collect();
+            let parts: Vec<String> = items.iter().map(|i| output_leaves(i, acc)).collect();
             super::tuple_text(&parts)
         }
-        Output::Declared { .. } => unreachable!("ops with declared types are not checked"),
+        Output::Declared { leaves, .. } => {
+            let name = names::check_output(acc.len());
+            for leaf in leaves {
+                acc.push(OutLeaf {
+                    tensor: Some(leaf.tensor.clone()),
+                    expr: format!("{name}.{}", leaf.label()),
+                });
+            }
+            name
+        }
     }
 }
 
-fn value_doc(t: Option<&TensorArg>, name: &str) -> Doc {
-    let Some(t) = t else {
-        let _ = name;
+fn value_doc(leaf: &OutLeaf) -> Doc {
+    let Some(t) = &leaf.tensor else {
         return Doc::Text("check::Value::plain()".to_owned());
     };
     let kind = match t.kind {
@@ -517,5 +757,5 @@ fn value_doc(t: Option<&TensorArg>, name: &str) -> Doc {
         Container::Option => format!("optional_{kind}"),
         Container::Vec => format!("{kind}s"),
     };
-    Doc::Text(format!("check::Value::{ctor}({name})"))
+    Doc::Text(format!("check::Value::{ctor}({})", leaf.expr))
 }

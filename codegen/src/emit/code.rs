@@ -248,6 +248,25 @@ pub(super) fn parens(items: impl IntoIterator<Item = impl Into<Doc>>) -> Doc {
     args("(", items.into_iter().map(Into::into).collect(), ")")
 }
 
+/// `{ a, b: c }` as rustfmt lays out a struct literal.
+pub(super) fn struct_literal(items: Vec<Doc>) -> Doc {
+    let flat: Vec<String> = items
+        .iter()
+        .map(|d| {
+            let mut s = String::new();
+            d.write_flat_into(&mut s);
+            s
+        })
+        .collect();
+    let one_line = format!("{{ {} }}", flat.join(", "));
+    // rustfmt's `struct_lit_width` is 18.
+    if one_line.len() - 4 <= 18 {
+        one_line.into()
+    } else {
+        vertical("{", items, "}")
+    }
+}
+
 /// `name(a, b)`: a call of `callee`.
 pub(super) fn call(callee: impl Into<Doc>, items: impl IntoIterator<Item = impl Into<Doc>>) -> Doc {
     cat([callee.into(), parens(items)])

@@ -1,15 +1,49 @@
 //! An op's `[op.check]` table → [`Check`]: what the generated op check passes the op.
 
 use crate::diag::{Diagnostic, did_you_mean};
-use crate::ir::{Arg, Check, Container, Op, Rank, TensorKind};
+use crate::ir::{Arg, Check, Container, MemberType, Op, Rank, TensorArg, TensorKind, TypeDef};
 use crate::model::OpSpec;
 
-/// Lowers `spec`'s `check` table for `op`.
+/// What a `[op.check]` key names: an input of the op, or a member of a declared-type input by
+/// its path (`p.scale`, `fill.From.0`), as routing errors name it.
+enum Target<'a> {
+    Tensor(&'a TensorArg),
+    Plain,
+    /// The device, or a declared-type input as a whole.
+    Other,
+}
+
+/// Every name a `[op.check]` key may use, in input order (a declared input's members after it).
+fn targets<'a>(op: &'a Op, types: &'a [TypeDef]) -> Vec<(String, Target<'a>)> {
+    let mut out = Vec::new();
+    for input in &op.inputs {
+        match &input.arg {
+            Arg::Tensor(t) => out.push((input.name.clone(), Target::Tensor(t))),
+            Arg::Plain(_) => out.push((input.name.clone(), Target::Plain)),
+            Arg::Device => out.push((input.name.clone(), Target::Other)),
+            Arg::Declared { name, .. } => {
+                out.push((input.name.clone(), Target::Other));
+                for (path, member) in crate::ir::members(types, name) {
+                    let target = match member {
+                        MemberType::Tensor(t) => Target::Tensor(t),
+                        MemberType::Plain(_) => Target::Plain,
+                        MemberType::Declared(_) => Target::Other,
+                    };
+                    let label = crate::ir::label(&path);
+                    out.push((format!("{}.{label}", input.name), target));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Lowers `spec`'s `check` table for `op` (whose declared types are among `types`).
 ///
 /// # Errors
 ///
 /// Every problem found.
-pub(super) fn lower(spec: &OpSpec, op: &Op) -> Result<Check, Vec<Diagnostic>> {
+pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, Vec<Diagnostic>> {
     let mut check = Check {
         gradients: true,
         composition: op.composition.is_some() && op.composite.is_none(),
@@ -20,7 +54,9 @@ pub(super) fn lower(spec: &OpSpec, op: &Op) -> Result<Check, Vec<Diagnostic>> {
     };
     let path = format!("op[{}].check", spec.index);
     let mut diags = Vec::new();
-    let names: Vec<&str> = op.inputs.iter().map(|i| i.name.as_str()).collect();
+    let targets = targets(op, types);
+    let find = |key: &str| targets.iter().find(|(n, _)| n == key).map(|(_, t)| t);
+    let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
     let unknown = |key: &crate::model::Sp<String>, sub: &str, what: &str| {
         let help = match did_you_mean(&key.value, &names) {
             Some(s) => format!("did you mean `{s}`? `{sub}` is keyed by {what}"),
@@ -34,12 +70,12 @@ pub(super) fn lower(spec: &OpSpec, op: &Op) -> Result<Check, Vec<Diagnostic>> {
         .help(help)
     };
     for (key, shapes) in &table.shapes {
-        let Some(input) = op.inputs.iter().find(|i| i.name == key.value) else {
+        let Some(target) = find(&key.value) else {
             diags.push(unknown(key, "shapes", "tensor input"));
             continue;
         };
         let key_path = format!("{path}.shapes.{}", key.value);
-        let Arg::Tensor(t) = &input.arg else {
+        let Target::Tensor(t) = target else {
             diags.push(
                 Diagnostic::new(
                     key.span.clone(),
@@ -112,12 +148,12 @@ pub(super) fn lower(spec: &OpSpec, op: &Op) -> Result<Check, Vec<Diagnostic>> {
         ));
     }
     for (key, range) in &table.ranges {
-        let Some(input) = op.inputs.iter().find(|i| i.name == key.value) else {
+        let Some(target) = find(&key.value) else {
             diags.push(unknown(key, "ranges", "float or int tensor input"));
             continue;
         };
         let key_path = format!("{path}.ranges.{}", key.value);
-        if !matches!(&input.arg, Arg::Tensor(t) if matches!(t.kind, TensorKind::Float | TensorKind::Int))
+        if !matches!(target, Target::Tensor(t) if matches!(t.kind, TensorKind::Float | TensorKind::Int))
         {
             diags.push(
                 Diagnostic::new(
@@ -133,7 +169,7 @@ pub(super) fn lower(spec: &OpSpec, op: &Op) -> Result<Check, Vec<Diagnostic>> {
             continue;
         }
         let (lo, hi) = (range.value[0], range.value[1]);
-        let int = matches!(&input.arg, Arg::Tensor(t) if t.kind == TensorKind::Int);
+        let int = matches!(target, Target::Tensor(t) if t.kind == TensorKind::Int);
         if int && lo.is_finite() && hi.is_finite() && lo.ceil() >= hi {
             diags.push(
                 Diagnostic::new(
@@ -162,12 +198,12 @@ pub(super) fn lower(spec: &OpSpec, op: &Op) -> Result<Check, Vec<Diagnostic>> {
         check.ranges.push((key.value.clone(), (lo, hi)));
     }
     for (key, expr) in &table.args {
-        let Some(input) = op.inputs.iter().find(|i| i.name == key.value) else {
+        let Some(target) = find(&key.value) else {
             diags.push(unknown(key, "args", "plain input"));
             continue;
         };
         let key_path = format!("{path}.args.{}", key.value);
-        if !matches!(input.arg, Arg::Plain(_)) {
+        if !matches!(target, Target::Plain) {
             diags.push(
                 Diagnostic::new(key.span.clone(), key_path, format!("`{}` is not a plain input", key.value))
                     .help("`args` gives values of plain (`type = ...`) inputs; tensors are drawn from `shapes` and `ranges`"),

@@ -1266,7 +1266,7 @@ impl Lowerer<'_> {
             bounds: cx.bounds,
         };
         let backward = super::backward::lower(spec, &op, &backward_cx);
-        let check = super::check::lower(spec, &op);
+        let check = super::check::lower(spec, &op, &self.declared.defs);
         match (backward, check) {
             (Ok(backward), Ok(check)) => {
                 op.backward = backward;
