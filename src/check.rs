@@ -528,6 +528,9 @@ pub enum Value {
     Tensors(Kind, Vec<DispatchTensor>),
     /// An output that is not a tensor: not checked.
     Plain,
+    /// The variant of an enum output (its name), compared exactly; the variant's tensors follow
+    /// it as values of their own.
+    Variant(&'static str),
 }
 
 impl Value {
@@ -579,6 +582,12 @@ impl Value {
     /// An output that is not a tensor (ignored).
     pub fn plain() -> Self {
         Self::Plain
+    }
+
+    /// The variant of an enum output, named (`Value::variant("Dense")`): the outputs of two runs
+    /// must have the same one. Return it before the variant's tensors.
+    pub fn variant(name: &'static str) -> Self {
+        Self::Variant(name)
     }
 }
 
@@ -1043,6 +1052,8 @@ struct Leaf {
     name: String,
     kind: Kind,
     tensor: Option<DispatchTensor>,
+    /// For the variant of an enum output ([`Value::Variant`]), which holds no tensor.
+    variant: Option<&'static str>,
 }
 
 /// A [`Leaf`] read back to the host.
@@ -1051,6 +1062,7 @@ struct HostLeaf {
     name: String,
     kind: Kind,
     value: Option<Host>,
+    variant: Option<&'static str>,
 }
 
 fn flatten(values: Vec<Value>) -> Vec<Leaf> {
@@ -1061,20 +1073,30 @@ fn flatten(values: Vec<Value>) -> Vec<Leaf> {
                 name: format!("output {position}"),
                 kind,
                 tensor: Some(tensor),
+                variant: None,
             }),
             Value::Optional(kind, tensor) => leaves.push(Leaf {
                 name: format!("output {position}"),
                 kind,
                 tensor,
+                variant: None,
             }),
             Value::Tensors(kind, tensors) => {
                 leaves.extend(tensors.into_iter().enumerate().map(|(i, tensor)| Leaf {
                     name: format!("output {position}[{i}]"),
                     kind,
                     tensor: Some(tensor),
+                    variant: None,
                 }));
             }
             Value::Plain => {}
+            // A variant is a leaf without a tensor (its kind is never read).
+            Value::Variant(name) => leaves.push(Leaf {
+                name: format!("output {position}"),
+                kind: Kind::Bool,
+                tensor: None,
+                variant: Some(name),
+            }),
         }
     }
     leaves
@@ -1089,6 +1111,7 @@ fn read_leaf(leaf: Leaf) -> Result<HostLeaf, String> {
         name: leaf.name,
         kind: leaf.kind,
         value,
+        variant: leaf.variant,
     })
 }
 
@@ -1277,7 +1300,10 @@ fn compare_leaves(actual: &[HostLeaf], expected: &[HostLeaf], tol: f64) -> Resul
         let names = |leaves: &[HostLeaf]| {
             leaves
                 .iter()
-                .map(|l| format!("{} ({})", l.name, l.kind))
+                .map(|l| match l.variant {
+                    Some(v) => format!("{} (variant `{v}`)", l.name),
+                    None => format!("{} ({})", l.name, l.kind),
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -1292,6 +1318,16 @@ fn compare_leaves(actual: &[HostLeaf], expected: &[HostLeaf], tol: f64) -> Resul
     }
     for (a, e) in actual.iter().zip(expected) {
         let name = &e.name;
+        match (a.variant, e.variant) {
+            (None, None) => {}
+            (Some(x), Some(y)) if x == y => continue,
+            (x, y) => {
+                let shown = |v: Option<&str>| {
+                    v.map_or_else(|| "a tensor".to_owned(), |v| format!("variant `{v}`"))
+                };
+                return Err(format!("{name} is {}, expected {}", shown(x), shown(y)).into());
+            }
+        }
         if a.kind != e.kind {
             return Err(format!(
                 "{name} is a {} tensor, expected a {} tensor",
@@ -1694,6 +1730,7 @@ mod autodiff {
                     name: l.name.clone(),
                     kind: l.kind,
                     tensor: l.tensor.clone(),
+                    variant: l.variant,
                 })
                 .collect();
             let actual = self.read_all(check, copies);

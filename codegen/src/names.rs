@@ -52,6 +52,9 @@ pub fn check_output(index: usize) -> String {
     format!("{OUT}_{index}")
 }
 
+/// The op check's list of output values, when an enum output makes it grow by `match`.
+pub const CHECK_LEAVES: &str = "__leaves";
+
 /// The op check's binding of a declared value of op input `input`: `part` 0 is the argument,
 /// the others the declared values nested in it.
 pub fn check_arg(input: usize, part: usize) -> String {

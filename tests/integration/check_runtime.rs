@@ -267,6 +267,53 @@ fn compare_checks_ints_exactly_and_leaf_counts() {
 }
 
 #[test]
+fn compare_checks_the_variants_of_enum_outputs() {
+    let flex = Device::flex();
+    let ints = |v: [i64; 2]| Value::int(Tensor::<1, Int>::from_data(v, &flex).into_dispatch());
+    check::compare(
+        "pick",
+        "variants",
+        &[Value::variant("Dense"), ints([1, 2])],
+        &[Value::variant("Dense"), ints([1, 2])],
+        0.0,
+    );
+    let message = panic_message(|| {
+        check::compare(
+            "pick",
+            "variants",
+            &[Value::variant("Empty"), ints([1, 2])],
+            &[Value::variant("Dense"), ints([1, 2])],
+            0.0,
+        );
+    });
+    assert_mentions(
+        &message,
+        &[
+            "op check failed: op `pick`, variants",
+            "output 0 is variant `Empty`, expected variant `Dense`",
+        ],
+    );
+    // A variant with tensors against one without: the leaf counts differ, and both lists are
+    // shown with the variants.
+    let message = panic_message(|| {
+        check::compare(
+            "pick",
+            "variants",
+            &[Value::variant("Empty")],
+            &[Value::variant("Dense"), ints([1, 2])],
+            0.0,
+        );
+    });
+    assert_mentions(
+        &message,
+        &[
+            "got 1 output leaves [output 0 (variant `Empty`)]",
+            "expected 2 [output 0 (variant `Dense`), output 1 (int)]",
+        ],
+    );
+}
+
+#[test]
 fn a_wrong_output_shape_fails() {
     let op = Op::new("add_relu", Policy::Differentiable)
         .input(Input::float("lhs", &[2, 3]))

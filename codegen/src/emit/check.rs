@@ -54,7 +54,7 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
     // `Dispatch` names the backend of a composition's call and of a declared value's type.
     if ir.ops.iter().any(|op| {
         (op.check.composition && op.composition.is_some())
-            || (unchecked(ir, op).is_none()
+            || (unchecked(op).is_none()
                 && op
                     .inputs
                     .iter()
@@ -212,14 +212,7 @@ fn no_gradient(op: &Op, name: &str) -> bool {
 
 /// Why the op check cannot check `op` yet, if it cannot: the test is then `#[ignore]`d with it,
 /// so a run lists the op as unchecked.
-fn unchecked(ir: &Ir, op: &Op) -> Option<&'static str> {
-    fn enum_output(ir: &Ir, out: &Output) -> bool {
-        match out {
-            Output::Declared { name, .. } => has_enum(ir, name),
-            Output::Tuple(items) => items.iter().any(|i| enum_output(ir, i)),
-            Output::Unit | Output::Tensor(_) | Output::Plain(_) => false,
-        }
-    }
+fn unchecked(op: &Op) -> Option<&'static str> {
     let declared_quantized = op.inputs.iter().any(|i| match &i.arg {
         Arg::Declared { leaves, .. } => leaves
             .iter()
@@ -232,8 +225,6 @@ fn unchecked(ir: &Ir, op: &Op) -> Option<&'static str> {
         || declared_quantized
     {
         Some("the op check does not generate quantized inputs")
-    } else if enum_output(ir, &op.output) {
-        Some("the op check does not compare enum outputs yet: test this op by hand")
     } else {
         None
     }
@@ -472,7 +463,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
     )]);
     w.line("#[test]");
     // What the op check cannot build yet is an ignored test, so a run lists the op as unchecked.
-    if let Some(reason) = unchecked(ir, op) {
+    if let Some(reason) = unchecked(op) {
         w.line(format!("#[ignore = \"{reason}\"]"));
         w.line(format!("fn {}() {{}}", op.name));
         return;
@@ -525,10 +516,18 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
     // Declared output shapes: an input's, or a shape function's. Leaves are numbered as the
     // runtime flattens outputs: plain ones do not count, and after a `vec` (one leaf per element)
     // the numbers are not known here.
+    // Nor are they after an enum (a variant is a leaf, and the variant's tensors follow it).
     let mut leaves = Vec::new();
-    let pattern = output_leaves(&op.output, &mut leaves);
-    let tensors = leaves.iter().filter_map(|l| l.tensor.as_ref());
-    for (leaf, t) in tensors.enumerate() {
+    let pattern = output_leaves(ir, &op.output, &mut leaves);
+    let mut tensors = Vec::new();
+    for leaf in &leaves {
+        match leaf {
+            OutLeaf::Tensor { tensor, .. } => tensors.push(tensor),
+            OutLeaf::Plain => {}
+            OutLeaf::Walk { .. } => break,
+        }
+    }
+    for (leaf, t) in tensors.into_iter().enumerate() {
         if t.container == Container::Vec {
             break;
         }
@@ -568,10 +567,13 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         chain.push(link("tolerance", vec![number_text(t).into()]));
     }
     // A differentiable op without a float output has no gradient to check.
-    let float_output = leaves
-        .iter()
-        .filter_map(|l| l.tensor.as_ref())
-        .any(|t| t.kind == TensorKind::Float);
+    let float_output = leaves.iter().any(|l| match l {
+        OutLeaf::Tensor { tensor, .. } => tensor.kind == TensorKind::Float,
+        OutLeaf::Plain => false,
+        OutLeaf::Walk { ty, .. } => crate::ir::leaves(&ir.types, ty)
+            .iter()
+            .any(|l| l.tensor.kind == TensorKind::Float),
+    });
     if op.policy == Policy::Differentiable && (!op.check.gradients || !float_output) {
         chain.push(link("gradients", vec!["false".into()]));
     }
@@ -622,8 +624,32 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         } else {
             w.assign(format!("let {pattern} = "), call_doc, ";");
         }
-        let values: Vec<Doc> = leaves.iter().map(value_doc).collect();
-        w.line(call("Ok", [super::code::list("vec![", values, "]")]));
+        if leaves.iter().any(|l| matches!(l, OutLeaf::Walk { .. })) {
+            // An enum's leaves depend on its variant: pushed one by one, a `match` per enum.
+            // The leaves before the first enum start the list (clippy's `vec_init_then_push`).
+            let first = leaves
+                .iter()
+                .position(|l| matches!(l, OutLeaf::Walk { .. }))
+                .unwrap_or(leaves.len());
+            let head: Vec<Doc> = leaves[..first].iter().map(value_doc).collect();
+            let init = if head.is_empty() {
+                "Vec::new()".into()
+            } else {
+                super::code::list("vec![", head, "]")
+            };
+            w.assign(format!("let mut {} = ", names::CHECK_LEAVES), init, ";");
+            let mut bindings = 0;
+            for leaf in &leaves[first..] {
+                match leaf {
+                    OutLeaf::Walk { ty, expr } => walk(w, ir, config, ty, expr, &mut bindings),
+                    _ => push_value(w, value_doc(leaf)),
+                }
+            }
+            w.line(format!("Ok({})", names::CHECK_LEAVES));
+        } else {
+            let values: Vec<Doc> = leaves.iter().map(value_doc).collect();
+            w.line(call("Ok", [super::code::list("vec![", values, "]")]));
+        }
     };
     let dispatch = format!("{}::try_{}", config.dispatch, op.name);
     w.open("check::run(&op, |args: &mut check::Args| {");
@@ -698,45 +724,54 @@ fn plain_value(op: &Op, name: &str, ty: &str, config: &CheckConfig) -> String {
     }
 }
 
-/// One value the check closure returns: an output leaf (`None`: a plain one) and how to reach
-/// it.
-struct OutLeaf {
-    tensor: Option<TensorArg>,
-    expr: String,
+/// One value the check closure returns.
+enum OutLeaf {
+    /// A tensor leaf and how to reach it.
+    Tensor { tensor: TensorArg, expr: String },
+    /// A plain output.
+    Plain,
+    /// A declared value holding an enum: its leaves are known only at run time ([`walk`]).
+    Walk { ty: String, expr: String },
 }
 
 /// The pattern that binds the op's output, pushing each leaf (in the order the runtime numbers
-/// them) to `acc`: a tensor as `__out_N`, a declared struct whole as `__out_N` and its tensors
-/// as its fields.
-fn output_leaves(out: &Output, acc: &mut Vec<OutLeaf>) -> String {
+/// them) to `acc`: a tensor as `__out_N`, a declared value whole as `__out_N` and, when it holds
+/// no enum, its tensors as its fields.
+fn output_leaves(ir: &Ir, out: &Output, acc: &mut Vec<OutLeaf>) -> String {
     match out {
         Output::Unit => "()".to_owned(),
         Output::Plain(_) => {
-            acc.push(OutLeaf {
-                tensor: None,
-                expr: String::new(),
-            });
+            acc.push(OutLeaf::Plain);
             "_".to_owned()
         }
         Output::Tensor(t) => {
             let name = names::check_output(acc.len());
-            acc.push(OutLeaf {
-                tensor: Some(t.clone()),
+            acc.push(OutLeaf::Tensor {
+                tensor: t.clone(),
                 expr: name.clone(),
             });
             name
         }
         Output::Tuple(items) => {
-            let parts: Vec<String> = items.iter().map(|i| output_leaves(i, acc)).collect();
+            let parts: Vec<String> = items.iter().map(|i| output_leaves(ir, i, acc)).collect();
             super::tuple_text(&parts)
         }
-        Output::Declared { leaves, .. } => {
+        Output::Declared {
+            name: ty, leaves, ..
+        } => {
             let name = names::check_output(acc.len());
-            for leaf in leaves {
-                acc.push(OutLeaf {
-                    tensor: Some(leaf.tensor.clone()),
-                    expr: format!("{name}.{}", leaf.label()),
+            if has_enum(ir, ty) {
+                acc.push(OutLeaf::Walk {
+                    ty: ty.clone(),
+                    expr: name.clone(),
                 });
+            } else {
+                for leaf in leaves {
+                    acc.push(OutLeaf::Tensor {
+                        tensor: leaf.tensor.clone(),
+                        expr: format!("{name}.{}", leaf.label()),
+                    });
+                }
             }
             name
         }
@@ -744,9 +779,16 @@ fn output_leaves(out: &Output, acc: &mut Vec<OutLeaf>) -> String {
 }
 
 fn value_doc(leaf: &OutLeaf) -> Doc {
-    let Some(t) = &leaf.tensor else {
-        return Doc::Text("check::Value::plain()".to_owned());
+    let (t, expr) = match leaf {
+        OutLeaf::Tensor { tensor, expr } => (tensor, expr),
+        OutLeaf::Plain => return Doc::Text("check::Value::plain()".to_owned()),
+        OutLeaf::Walk { .. } => unreachable!("an enum's values are pushed by `walk`"),
     };
+    tensor_value(t, expr)
+}
+
+/// `check::Value::...(expr)` of a tensor leaf.
+fn tensor_value(t: &TensorArg, expr: &str) -> Doc {
     let kind = match t.kind {
         TensorKind::Float | TensorKind::Quantized => "float",
         TensorKind::Int => "int",
@@ -757,5 +799,114 @@ fn value_doc(leaf: &OutLeaf) -> Doc {
         Container::Option => format!("optional_{kind}"),
         Container::Vec => format!("{kind}s"),
     };
-    Doc::Text(format!("check::Value::{ctor}({})", leaf.expr))
+    Doc::Text(format!("check::Value::{ctor}({expr})"))
+}
+
+/// `__leaves.push(value);`.
+fn push_value(w: &mut Writer, value: Doc) {
+    w.line(super::code::cat([
+        call(format!("{}.push", names::CHECK_LEAVES), [value]),
+        ";".into(),
+    ]));
+}
+
+/// Pushes the leaves of declared value `expr` (of type `ty`): a struct's tensors in order, an
+/// enum's variant (`check::Value::variant`) and then its tensors, by a `match`.
+fn walk(w: &mut Writer, ir: &Ir, config: &CheckConfig, ty: &str, expr: &str, bindings: &mut usize) {
+    let def = ir.type_def(ty);
+    match &def.body {
+        TypeBody::Struct(fields) => {
+            for m in fields {
+                let field = m.name.as_deref().expect("struct fields are named");
+                member(w, ir, config, m, &format!("{expr}.{field}"), bindings);
+            }
+        }
+        TypeBody::Enum(variants) => {
+            let path = format!("{}::{}", config.ops, names::primitive_type(&def.name));
+            w.open(format!("match {expr} {{"));
+            for v in variants {
+                // Each field that holds a tensor is bound; plain ones are left out.
+                let bound: Vec<Option<String>> = v
+                    .fields
+                    .iter()
+                    .map(|m| {
+                        matches!(m.ty, MemberType::Tensor(_) | MemberType::Declared(_)).then(|| {
+                            *bindings += 1;
+                            names::tuple_binding(*bindings - 1)
+                        })
+                    })
+                    .collect();
+                let head = format!("{path}::{}", v.name);
+                match v.kind {
+                    VariantKind::Unit => w.open(format!("{head} => {{")),
+                    VariantKind::Tuple => {
+                        let parts: Vec<Doc> = bound
+                            .iter()
+                            .map(|b| b.clone().unwrap_or_else(|| "_".to_owned()).into())
+                            .collect();
+                        w.open(super::code::cat([call(head, parts), " => {".into()]));
+                    }
+                    VariantKind::Struct => {
+                        let mut parts: Vec<String> = v
+                            .fields
+                            .iter()
+                            .zip(&bound)
+                            .filter_map(|(m, b)| {
+                                let name = m.name.as_deref().expect("named fields");
+                                b.as_ref().map(|b| format!("{name}: {b}"))
+                            })
+                            .collect();
+                        if bound.iter().any(Option::is_none) {
+                            parts.push("..".to_owned());
+                        }
+                        // rustfmt keeps a struct pattern on one line when its fields fit in
+                        // `struct_lit_width` (18); otherwise one per line (no comma after `..`).
+                        let flat = parts.join(", ");
+                        if flat.len() <= 18 {
+                            w.open(format!("{head} {{ {flat} }} => {{"));
+                        } else {
+                            w.open(format!("{head} {{"));
+                            for p in &parts {
+                                if p == ".." {
+                                    w.line("..");
+                                } else {
+                                    w.line(format!("{p},"));
+                                }
+                            }
+                            w.dedent();
+                            w.line("} => {");
+                            w.indent();
+                        }
+                    }
+                }
+                push_value(
+                    w,
+                    call("check::Value::variant", [super::string_literal(&v.name)]),
+                );
+                for (m, b) in v.fields.iter().zip(&bound) {
+                    if let Some(b) = b {
+                        member(w, ir, config, m, b, bindings);
+                    }
+                }
+                w.close("}");
+            }
+            w.close("}");
+        }
+    }
+}
+
+/// Pushes the leaves of one member of a declared value, at `expr`.
+fn member(
+    w: &mut Writer,
+    ir: &Ir,
+    config: &CheckConfig,
+    m: &crate::ir::Member,
+    expr: &str,
+    bindings: &mut usize,
+) {
+    match &m.ty {
+        MemberType::Tensor(t) => push_value(w, tensor_value(t, expr)),
+        MemberType::Declared(inner) => walk(w, ir, config, inner, expr, bindings),
+        MemberType::Plain(_) => {}
+    }
 }
