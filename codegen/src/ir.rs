@@ -159,6 +159,22 @@ fn collect_members<'a>(
     }
 }
 
+/// The variant of enum `name` that the generated op check builds: the first that holds a tensor
+/// (through nested types), the one that routes the call. `None` if `name` is not an enum.
+pub fn checked_variant<'a>(types: &'a [TypeDef], name: &str) -> Option<&'a Variant> {
+    let def = types.iter().find(|t| t.name == name)?;
+    let TypeBody::Enum(variants) = &def.body else {
+        return None;
+    };
+    variants.iter().find(|v| {
+        v.fields.iter().any(|m| match &m.ty {
+            MemberType::Tensor(_) => true,
+            MemberType::Declared(inner) => !leaves(types, inner).is_empty(),
+            MemberType::Plain(_) => false,
+        })
+    })
+}
+
 /// A member's name below its input, as errors show it: `scores`, `pair.left`, `Dense.0`.
 pub fn label(path: &[Step]) -> String {
     path.iter()

@@ -349,18 +349,8 @@ impl CallPlan {
         );
         let (head, path, members, kind) = match &def.body {
             TypeBody::Struct(fields) => (head, path.to_owned(), fields, VariantKind::Struct),
-            TypeBody::Enum(variants) => {
-                let v = variants
-                    .iter()
-                    .find(|v| {
-                        v.fields.iter().any(|m| match &m.ty {
-                            MemberType::Tensor(_) => true,
-                            MemberType::Declared(inner) => {
-                                !crate::ir::leaves(&ir.types, inner).is_empty()
-                            }
-                            MemberType::Plain(_) => false,
-                        })
-                    })
+            TypeBody::Enum(_) => {
+                let v = crate::ir::checked_variant(&ir.types, ty)
                     .expect("validation refuses a declared type without tensors");
                 (
                     format!("{head}::{}", v.name),

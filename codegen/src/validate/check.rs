@@ -1,7 +1,9 @@
 //! An op's `[op.check]` table → [`Check`]: what the generated op check passes the op.
 
 use crate::diag::{Diagnostic, did_you_mean};
-use crate::ir::{Arg, Check, Container, MemberType, Op, Rank, TensorArg, TensorKind, TypeDef};
+use crate::ir::{
+    Arg, Check, Container, MemberType, Op, Rank, Step, TensorArg, TensorKind, TypeDef,
+};
 use crate::model::OpSpec;
 
 /// What a `[op.check]` key names: an input of the op, or a member of a declared-type input by
@@ -11,6 +13,8 @@ enum Target<'a> {
     Plain,
     /// The device, or a declared-type input as a whole.
     Other,
+    /// A member inside a variant the check does not build: `(enum, variant, built variant)`.
+    Unbuilt(String, String, &'a str),
 }
 
 /// Every name a `[op.check]` key may use, in input order (a declared input's members after it).
@@ -24,10 +28,20 @@ fn targets<'a>(op: &'a Op, types: &'a [TypeDef]) -> Vec<(String, Target<'a>)> {
             Arg::Declared { name, .. } => {
                 out.push((input.name.clone(), Target::Other));
                 for (path, member) in crate::ir::members(types, name) {
-                    let target = match member {
-                        MemberType::Tensor(t) => Target::Tensor(t),
-                        MemberType::Plain(_) => Target::Plain,
-                        MemberType::Declared(_) => Target::Other,
+                    // The check builds one variant of each enum on the way.
+                    let unbuilt = path.iter().find_map(|step| match step {
+                        Step::Variant { ty, variant, .. } => {
+                            let built = crate::ir::checked_variant(types, ty)?;
+                            (built.name != *variant)
+                                .then(|| (ty.clone(), variant.clone(), built.name.as_str()))
+                        }
+                        Step::Field { .. } => None,
+                    });
+                    let target = match (unbuilt, member) {
+                        (Some((ty, variant, built)), _) => Target::Unbuilt(ty, variant, built),
+                        (None, MemberType::Tensor(t)) => Target::Tensor(t),
+                        (None, MemberType::Plain(_)) => Target::Plain,
+                        (None, MemberType::Declared(_)) => Target::Other,
                     };
                     let label = crate::ir::label(&path);
                     out.push((format!("{}.{label}", input.name), target));
@@ -69,11 +83,34 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
         )
         .help(help)
     };
+    // A key inside a variant the check does not build would be silently unused.
+    let unbuilt = |key: &crate::model::Sp<String>, sub: &str, target: &Target<'_>| {
+        let Target::Unbuilt(ty, variant, built) = target else {
+            return None;
+        };
+        Some(
+            Diagnostic::new(
+                key.span.clone(),
+                format!("{path}.{sub}.{}", key.value),
+                format!(
+                    "`{}` is in variant `{variant}` of `{ty}`, which the op check does not build",
+                    key.value
+                ),
+            )
+            .help(format!(
+                "the op check builds `{ty}::{built}`, its first variant that holds a tensor: name members of that variant, and test `{variant}` by hand"
+            )),
+        )
+    };
     for (key, shapes) in &table.shapes {
         let Some(target) = find(&key.value) else {
             diags.push(unknown(key, "shapes", "tensor input"));
             continue;
         };
+        if let Some(d) = unbuilt(key, "shapes", target) {
+            diags.push(d);
+            continue;
+        }
         let key_path = format!("{path}.shapes.{}", key.value);
         let Target::Tensor(t) = target else {
             diags.push(
@@ -152,6 +189,10 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
             diags.push(unknown(key, "ranges", "float or int tensor input"));
             continue;
         };
+        if let Some(d) = unbuilt(key, "ranges", target) {
+            diags.push(d);
+            continue;
+        }
         let key_path = format!("{path}.ranges.{}", key.value);
         if !matches!(target, Target::Tensor(t) if matches!(t.kind, TensorKind::Float | TensorKind::Int))
         {
@@ -202,6 +243,10 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
             diags.push(unknown(key, "args", "plain input"));
             continue;
         };
+        if let Some(d) = unbuilt(key, "args", target) {
+            diags.push(d);
+            continue;
+        }
         let key_path = format!("{path}.args.{}", key.value);
         if !matches!(target, Target::Plain) {
             diags.push(
