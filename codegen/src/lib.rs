@@ -553,29 +553,7 @@ impl Builder {
     /// The op check's file, when [`Builder::op_check`] asked for it.
     fn check_file(&self, ir: &ir::Ir) -> Option<File> {
         let crate_path = self.op_check.clone()?;
-        let dispatch = format!("{crate_path}::{}", crate::names::DISPATCH_MODULE);
-        // The traits' module (where the declared types are) as the dispatch module sees it
-        // (`Builder::trait_module`), from the check.
-        let module = &self.trait_module;
-        let ops = if let Some(rest) = module.strip_prefix("super::") {
-            format!("{crate_path}::{rest}")
-        } else if let Some(rest) = module.strip_prefix("self::") {
-            format!("{dispatch}::{rest}")
-        } else if let Some(rest) = module.strip_prefix("crate::")
-            && !(crate_path == "crate" || crate_path.starts_with("crate::"))
-        {
-            // The crate's root: the first segment of the check's path.
-            let root = crate_path.trim_start_matches("::");
-            let root = root.split("::").next().unwrap_or(root);
-            format!("::{root}::{rest}")
-        } else {
-            module.clone()
-        };
-        let config = emit::check::CheckConfig {
-            dispatch,
-            ops,
-            crate_path,
-        };
+        let config = emit::check::CheckConfig::new(crate_path, &self.trait_module);
         Some(File {
             name: emit::CHECK_FILE,
             contents: emit::check::emit(ir, &config, &self.regenerate),

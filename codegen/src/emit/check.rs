@@ -20,6 +20,34 @@ pub struct CheckConfig {
 }
 
 impl CheckConfig {
+    /// The paths of a check of the generated modules at `crate_path`, whose dispatch module sees
+    /// the traits' module (where the declared types are) as `trait_module`
+    /// (`Builder::trait_module`).
+    pub fn new(crate_path: String, trait_module: &str) -> Self {
+        let dispatch = format!("{crate_path}::{}", crate::names::DISPATCH_MODULE);
+        let mut config = Self {
+            crate_path,
+            dispatch,
+            ops: String::new(),
+        };
+        let crate_path = &config.crate_path;
+        config.ops = if let Some(rest) = trait_module.strip_prefix("super::") {
+            format!("{crate_path}::{rest}")
+        } else if let Some(rest) = trait_module.strip_prefix("self::") {
+            format!("{}::{rest}", config.dispatch)
+        } else if let Some(rest) = trait_module.strip_prefix("crate::")
+            && !config.in_crate()
+        {
+            // The crate's root: the first segment of the check's path.
+            let root = crate_path.trim_start_matches("::");
+            let root = root.split("::").next().unwrap_or(root);
+            format!("::{root}::{rest}")
+        } else {
+            trait_module.to_owned()
+        };
+        config
+    }
+
     /// Whether the check is compiled inside the crate under test (`crate_path` is `crate` or
     /// starts with `crate::`), so the manifest's `crate::` paths mean the same there.
     fn in_crate(&self) -> bool {

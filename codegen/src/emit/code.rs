@@ -125,6 +125,13 @@ impl Doc {
     }
 
     /// Appends the doc's one-line text to `out`.
+    /// The document on one line.
+    pub(super) fn flat_text(&self) -> String {
+        let mut out = String::new();
+        self.write_flat(&mut out);
+        out
+    }
+
     pub(super) fn write_flat_into(&self, out: &mut String) {
         self.write_flat(out);
     }
@@ -250,14 +257,7 @@ pub(super) fn parens(items: impl IntoIterator<Item = impl Into<Doc>>) -> Doc {
 
 /// `{ a, b: c }` as rustfmt lays out a struct literal.
 pub(super) fn struct_literal(items: Vec<Doc>) -> Doc {
-    let flat: Vec<String> = items
-        .iter()
-        .map(|d| {
-            let mut s = String::new();
-            d.write_flat_into(&mut s);
-            s
-        })
-        .collect();
+    let flat: Vec<String> = items.iter().map(Doc::flat_text).collect();
     let one_line = format!("{{ {} }}", flat.join(", "));
     // rustfmt's `struct_lit_width` is 18.
     if one_line.len() - 4 <= 18 {

@@ -75,14 +75,7 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
             // against rustfmt 1.9), not 100.
             let mut text = format!("pub fn {name}");
             text.push('<');
-            let names: Vec<String> = generics
-                .iter()
-                .map(|g| {
-                    let mut s = String::new();
-                    g.write_flat_into(&mut s);
-                    s
-                })
-                .collect();
+            let names: Vec<String> = generics.iter().map(Doc::flat_text).collect();
             text.push_str(&names.join(", "));
             text.push('>');
             text.into()
