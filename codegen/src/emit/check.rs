@@ -865,31 +865,26 @@ fn walk(w: &mut Writer, ir: &Ir, config: &CheckConfig, ty: &str, expr: &str, bin
                         w.open(super::code::cat([call(head, parts), " => {".into()]));
                     }
                     VariantKind::Struct => {
-                        let mut parts: Vec<String> = v
+                        // Every field is named (`field: _` when plain): rustfmt lays out a rest
+                        // pattern (`..`) by rules of its own.
+                        let parts: Vec<String> = v
                             .fields
                             .iter()
                             .zip(&bound)
-                            .filter_map(|(m, b)| {
+                            .map(|(m, b)| {
                                 let name = m.name.as_deref().expect("named fields");
-                                b.as_ref().map(|b| format!("{name}: {b}"))
+                                format!("{name}: {}", b.as_deref().unwrap_or("_"))
                             })
                             .collect();
-                        if bound.iter().any(Option::is_none) {
-                            parts.push("..".to_owned());
-                        }
                         // rustfmt keeps a struct pattern on one line when its fields fit in
-                        // `struct_lit_width` (18); otherwise one per line (no comma after `..`).
+                        // `struct_lit_width` (18); otherwise one per line.
                         let flat = parts.join(", ");
                         if flat.len() <= 18 {
                             w.open(format!("{head} {{ {flat} }} => {{"));
                         } else {
                             w.open(format!("{head} {{"));
                             for p in &parts {
-                                if p == ".." {
-                                    w.line("..");
-                                } else {
-                                    w.line(format!("{p},"));
-                                }
+                                w.line(format!("{p},"));
                             }
                             w.dedent();
                             w.line("} => {");
