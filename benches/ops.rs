@@ -23,12 +23,12 @@
 //!
 //! Two configurations, as BENCHMARKS.md records them: this repository's defaults (Flex without
 //! `rayon` or `simd`), and Flex's default features, which a default `burn` or `burn-tensor`
-//! dependency brings (`--features __test-flex-defaults`). `scripts/bench-summary` turns the two
+//! dependency brings (`--features burn-dispatch/rayon,burn-dispatch/simd`). `scripts/bench-summary` turns the two
 //! runs into BENCHMARKS.md's tables:
 //!
 //! ```sh
 //! CRITERION_HOME=target/criterion-default cargo bench --bench ops
-//! CRITERION_HOME=target/criterion-flex-defaults cargo bench --bench ops --features __test-flex-defaults
+//! CRITERION_HOME=target/criterion-flex-defaults cargo bench --bench ops --features burn-dispatch/rayon,burn-dispatch/simd
 //! cargo bench --bench ops -- rms_norm          # fwd/rms_norm, fwd_bwd/rms_norm and the views
 //! cargo bench --bench ops -- 'burn_route/1M'   # one variant at one size, every op
 //! ```

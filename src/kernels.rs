@@ -22,5 +22,4 @@ pub mod cube;
 #[cfg(feature = "cube")]
 mod cube_routed;
 pub mod flex;
-pub mod fused;
 pub mod meta;

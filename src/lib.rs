@@ -4,18 +4,23 @@
 //!   differentiable ops, for `Autodiff<B, C>`.
 //! - [`dispatch`]: the generated `impl RoutedOps for Dispatch` and a `try_` function per op.
 //! - [`tensor`]: the generated `Tensor<D>`-level functions most code calls.
-//! - [`rt`]: the runtime support generated code (here and in downstream crates) names.
+//! - [`rt`], [`check`], [`flex`]: the runtime (`burn-route-runtime`, re-exported), which the
+//!   generated code here and in every crate with its own ops names.
 //! - [`flex`]: the machinery of the fused Flex kernels, for a crate's own kernels: any row
 //!   stride, in place when the buffer is uniquely owned, on every core when Flex runs on rayon.
 //!
 //! The generated modules are also checked in under `generated/` for review.
 
-/// Op checks (values across backends, autodiff policy, gradients against finite differences),
-/// like PyTorch's `opcheck` and `gradcheck`: the runtime of generated op-check tests.
-pub mod check;
 pub mod composite;
 pub mod kernels;
-pub mod rt;
+
+/// Op checks (values across backends, autodiff policy, gradients against finite differences),
+/// like PyTorch's `opcheck` and `gradcheck`: the runtime of generated op-check tests, from
+/// `burn-route-runtime`.
+pub use burn_route_runtime::check;
+/// The runtime support generated code names, from `burn-route-runtime` (which a crate with its
+/// own ops depends on instead of this crate).
+pub use burn_route_runtime::rt;
 
 /// The extension traits generated from `ops.toml`.
 pub mod ops {
@@ -38,6 +43,6 @@ pub mod tensor {
 /// input's buffer (else into a fresh one, never zero-filled) and splits large tensors across
 /// rayon's threads when Flex itself runs on rayon ([`flex::PARALLEL`]: burn-flex's `rayon`
 /// feature, however the application turned it on). See README "Writing a Flex kernel".
-pub use kernels::fused as flex;
+pub use burn_route_runtime::flex;
 pub use ops::*;
 pub use tensor::*;

@@ -1,11 +1,36 @@
-//! The checked-in `generated/` files must equal what `build.rs` rendered for this build.
+//! Every checked-in render must equal a fresh one, so that what people read is what compiles:
 //!
-//! Bless after changing `ops.toml` or the generator: `UPDATE_GENERATED=1 cargo test --test generated`.
+//! - `generated/`: the shipped ops' modules, as `build.rs` rendered them for this build, and
+//!   their op check (`routed_check.rs`, included by `tests/op_check.rs`);
+//! - `tests/{lazy,formulas,declared}/generated/`: the test-only manifests, which no build script
+//!   renders (a crate that depends on burn-route never pays for them): the integration tests
+//!   include these copies.
+//!
+//! Bless after changing a manifest or the generator: `BLESS=1 cargo test --test generated`.
 
 use std::path::Path;
 
-use burn_route_codegen::File;
-use burn_route_codegen::emit::{DISPATCH_FILE, OPS_FILE, TENSOR_FILE};
+use burn_route_codegen::emit::{CHECK_FILE, DISPATCH_FILE, OPS_FILE, TENSOR_FILE};
+use burn_route_codegen::{Builder, File};
+
+const BLESS_COMMAND: &str = "BLESS=1 cargo test --test generated";
+const HINT: &str = "bless the snapshot with `BLESS=1 cargo test --test generated`";
+
+fn bless() -> bool {
+    std::env::var_os("BLESS").is_some_and(|v| v == "1")
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn check(files: &[File], dir: &str) {
+    if let Err(report) =
+        burn_route_codegen::snapshot::check(files, &root().join(dir), bless(), BLESS_COMMAND)
+    {
+        panic!("{report}");
+    }
+}
 
 #[test]
 fn generated_snapshots_match_the_build_render() {
@@ -18,14 +43,51 @@ fn generated_snapshots_match_the_build_render() {
                 .unwrap_or_else(|e| panic!("build.rs did not render {name}: {e}")),
         })
         .collect();
-    let snapshot_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("generated");
-    let bless = std::env::var_os("UPDATE_GENERATED").is_some_and(|v| v == "1");
-    if let Err(report) = burn_route_codegen::snapshot::check(
-        &files,
-        &snapshot_dir,
-        bless,
-        "UPDATE_GENERATED=1 cargo test --test generated",
-    ) {
-        panic!("{report}");
+    check(&files, "generated");
+}
+
+#[test]
+fn the_op_check_is_fresh() {
+    let files = Builder::new(root().join("ops.toml"))
+        .manifest_name("ops.toml")
+        .runtime_path("crate::rt")
+        .op_check_crate("::burn_route")
+        .regenerate_hint(HINT)
+        .render()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let check_file: Vec<File> = files.into_iter().filter(|f| f.name == CHECK_FILE).collect();
+    assert_eq!(check_file.len(), 1, "the op check is rendered");
+    check(&check_file, "generated");
+}
+
+/// A test-only manifest's modules, rendered as the tests that include them expect.
+fn test_manifest(name: &str, op_check: Option<&str>) {
+    let manifest = format!("tests/{name}/ops.toml");
+    let mut builder = Builder::new(root().join(&manifest))
+        .manifest_name(&manifest)
+        .runtime_path("::burn_route::rt")
+        .regenerate_hint(HINT);
+    if let Some(path) = op_check {
+        builder = builder.op_check_crate(path);
     }
+    let files = builder.render().unwrap_or_else(|e| panic!("{e}"));
+    check(&files, &format!("tests/{name}/generated"));
+}
+
+/// Every form of the lazy `Fusion<B>` implementation (`tests/integration/lazy_forms.rs`).
+#[test]
+fn the_lazy_forms_are_fresh() {
+    test_manifest("lazy", None);
+}
+
+/// Ops with formula backward passes (`tests/integration/formulas.rs`).
+#[test]
+fn the_formula_ops_are_fresh() {
+    test_manifest("formulas", None);
+}
+
+/// Ops over declared types, with their op check (`tests/integration/declared.rs`).
+#[test]
+fn the_declared_type_ops_are_fresh() {
+    test_manifest("declared", Some("crate::declared::routed"));
 }

@@ -4,6 +4,9 @@
 //! types, paths and cfg predicates were parsed and are kept as canonical source text
 //! (`Vec<usize>`, `feature = "cube"`). Emitters only print this.
 
+/// The words the manifest and the runtime share, defined once in `burn-route-core`.
+pub use burn_route_core::{BackendId as BackendName, Policy, ShapeRule, TensorKind};
+
 /// A validated manifest.
 #[derive(Clone, Debug)]
 pub struct Ir {
@@ -331,53 +334,6 @@ pub struct Backend {
     pub cfg: Option<String>,
 }
 
-/// The backends a manifest may name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum BackendName {
-    /// Burn's pure-Rust CPU backend.
-    Flex,
-    /// The cubecl backend (wgpu, CUDA, ROCm, Metal, Vulkan, ...).
-    Cube,
-    /// Burn's remote backend.
-    Remote,
-}
-
-impl BackendName {
-    /// Every selector, in the order the manifest reference lists them.
-    pub const ALL: [Self; 3] = [Self::Flex, Self::Cube, Self::Remote];
-
-    /// The selector as written in the manifest and in Rust paths.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Flex => "Flex",
-            Self::Cube => "Cube",
-            Self::Remote => "Remote",
-        }
-    }
-}
-
-/// What happens when a float input is tracked by autodiff.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// Tracked floats route to the op's `Autodiff<B, C>` kernel.
-    Differentiable,
-    /// Tracked floats are unwrapped; the op runs concretely; outputs are untracked.
-    Detach,
-    /// A tracked float is an error.
-    Reject,
-}
-
-impl Policy {
-    /// The policy as written in the manifest.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Differentiable => "differentiable",
-            Self::Detach => "detach",
-            Self::Reject => "reject",
-        }
-    }
-}
-
 /// One routed op.
 #[derive(Clone, Debug)]
 pub struct Op {
@@ -675,82 +631,6 @@ pub struct ShapeContract {
     pub of: String,
     /// `manifest:LINE` of the contract, for runtime messages.
     pub location: String,
-}
-
-/// A shape relation, as the manifest's `shape` table and the runtime's `ShapeRule` name it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShapeRule {
-    /// `same_as`: the same shape.
-    SameAs,
-    /// `broadcast_to`: same rank, each dimension equal to the other's or 1.
-    BroadcastTo,
-    /// `broadcast_with`: same rank, each pair of dimensions equal or one of them 1.
-    BroadcastWith,
-    /// `last_dim_of`: `[n]` with `n` the other's last dimension.
-    LastDimOf,
-    /// `leading_dims_of`: the other's shape without its last dimension.
-    LeadingDimsOf,
-}
-
-impl ShapeRule {
-    /// Every rule, in manifest-reference order.
-    pub const ALL: [Self; 5] = [
-        Self::SameAs,
-        Self::BroadcastTo,
-        Self::BroadcastWith,
-        Self::LastDimOf,
-        Self::LeadingDimsOf,
-    ];
-
-    /// The rule's key in the manifest.
-    pub fn key(self) -> &'static str {
-        match self {
-            Self::SameAs => "same_as",
-            Self::BroadcastTo => "broadcast_to",
-            Self::BroadcastWith => "broadcast_with",
-            Self::LastDimOf => "last_dim_of",
-            Self::LeadingDimsOf => "leading_dims_of",
-        }
-    }
-
-    /// The runtime's variant (`rt::ShapeRule::...`).
-    pub fn variant(self) -> &'static str {
-        match self {
-            Self::SameAs => "SameAs",
-            Self::BroadcastTo => "BroadcastTo",
-            Self::BroadcastWith => "BroadcastWith",
-            Self::LastDimOf => "LastDimOf",
-            Self::LeadingDimsOf => "LeadingDimsOf",
-        }
-    }
-}
-
-/// A tensor kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TensorKind {
-    /// Floating point.
-    Float,
-    /// Integer.
-    Int,
-    /// Boolean.
-    Bool,
-    /// Quantized float.
-    Quantized,
-}
-
-impl TensorKind {
-    /// Every kind, in manifest-reference order.
-    pub const ALL: [Self; 4] = [Self::Float, Self::Int, Self::Bool, Self::Quantized];
-
-    /// The kind as written in the manifest.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Float => "float",
-            Self::Int => "int",
-            Self::Bool => "bool",
-            Self::Quantized => "quantized",
-        }
-    }
 }
 
 /// What holds the tensor(s) of an argument or output.

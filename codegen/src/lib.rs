@@ -30,7 +30,9 @@ mod markdown;
 pub mod model;
 pub mod names;
 pub mod parse;
+#[cfg(feature = "schema")]
 pub mod schema;
+#[cfg(feature = "snapshot")]
 pub mod snapshot;
 pub mod validate;
 pub mod write;
@@ -83,6 +85,7 @@ pub struct Builder {
     regenerate: String,
     trait_name: Option<String>,
     modules: Vec<Module>,
+    #[cfg(feature = "snapshot")]
     snapshot_dir: Option<PathBuf>,
     /// The crate under test of the op check (`op_check`), as a path from outside it.
     op_check: Option<String>,
@@ -118,13 +121,14 @@ impl Builder {
             manifest: manifest.into(),
             manifest_name: None,
             out_dir: None,
-            runtime_path: "::burn_route::rt".to_owned(),
+            runtime_path: names::RUNTIME_PATH.to_owned(),
             trait_module: "super::ops".to_owned(),
             dispatch_module: "super::dispatch".to_owned(),
             regenerate: "the build script (`burn_route_codegen::Builder`) regenerates this file"
                 .to_owned(),
             trait_name: None,
             modules: vec![Module::Ops, Module::Dispatch, Module::Tensor],
+            #[cfg(feature = "snapshot")]
             snapshot_dir: None,
             op_check: None,
         }
@@ -132,7 +136,7 @@ impl Builder {
 
     /// Also writes the op check, `routed_check.rs`: one `#[test]` per op that checks its values
     /// on every compiled backend, its autodiff policy and its gradients against finite
-    /// differences (`burn_route::check`). Include it from one test file of the crate:
+    /// differences (`burn_route_runtime::check`). Include it from one test file of the crate:
     /// `include!(concat!(env!("OUT_DIR"), "/routed_check.rs"));`.
     ///
     /// It calls the ops through the crate's `dispatch` module (`your_crate::dispatch`, the
@@ -165,7 +169,8 @@ impl Builder {
     }
 
     /// The path generated code uses for the runtime support module. Defaults to
-    /// `::burn_route::rt`; `burn-route` itself uses `crate::rt`.
+    /// `::burn_route_runtime::rt` (the `burn-route-runtime` crate); `burn-route` itself uses
+    /// `crate::rt`, its re-export.
     #[must_use]
     pub fn runtime_path(mut self, path: impl Into<String>) -> Self {
         self.runtime_path = path.into();
@@ -215,6 +220,7 @@ impl Builder {
 
     /// Where the checked-in copies of the generated files live, for
     /// [`Builder::check_snapshot`].
+    #[cfg(feature = "snapshot")]
     #[must_use]
     pub fn snapshot_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.snapshot_dir = Some(dir.into());
@@ -228,6 +234,7 @@ impl Builder {
     /// # Errors
     ///
     /// The render's error, a missing snapshot directory option, or the diff report.
+    #[cfg(feature = "snapshot")]
     pub fn check_snapshot(&self, bless: bool, bless_command: &str) -> Result<(), String> {
         let dir = self
             .snapshot_dir
@@ -553,7 +560,8 @@ impl Builder {
     /// The op check's file, when [`Builder::op_check`] asked for it.
     fn check_file(&self, ir: &ir::Ir) -> Option<File> {
         let crate_path = self.op_check.clone()?;
-        let config = emit::check::CheckConfig::new(crate_path, &self.trait_module);
+        let config =
+            emit::check::CheckConfig::new(crate_path, &self.trait_module, &self.runtime_path);
         Some(File {
             name: emit::CHECK_FILE,
             contents: emit::check::emit(ir, &config, &self.regenerate),
@@ -566,8 +574,8 @@ impl Builder {
     }
 }
 
-/// burn-route's build metadata (`links = "burn_route"`): each key its build script publishes,
-/// and the generator's cfg that follows it.
+/// burn-route-runtime's build metadata (`links = "burn_route"`): each key its build script
+/// publishes, and the generator's cfg that follows it.
 const RUNTIME_METADATA: [(&str, &str); 3] = [
     ("DEP_BURN_ROUTE_AUTODIFF", names::AUTODIFF_CFG),
     ("DEP_BURN_ROUTE_CUBE", "burn_route_cube"),
@@ -575,8 +583,8 @@ const RUNTIME_METADATA: [(&str, &str); 3] = [
 ];
 
 /// The build-script lines that declare the generator's own cfgs (`rustc-check-cfg`) and set
-/// each one that burn-route's build metadata says is on (`rustc-cfg`), so generated routing
-/// follows the features burn-route was built with. `env` reads the build script's environment.
+/// each one that burn-route-runtime's build metadata says is on (`rustc-cfg`), so generated
+/// routing follows the features the runtime was built with. `env` reads the build script's environment.
 pub fn runtime_cfg_lines(env: impl Fn(&str) -> Option<String>) -> Vec<String> {
     let mut lines = Vec::new();
     for (key, cfg) in RUNTIME_METADATA {

@@ -16,6 +16,12 @@ use crate::ir::BackendName;
 /// can be named freely otherwise.
 pub const RESERVED_PREFIX: &str = "__";
 
+/// The runtime generated code calls unless [`crate::Builder::runtime_path`] names another path:
+/// the `burn-route-runtime` crate's `rt` module.
+pub const RUNTIME_PATH: &str = "::burn_route_runtime::rt";
+/// The op-check runtime of a check whose runtime path cannot be named from a test.
+pub const RUNTIME_CHECK: &str = "::burn_route_runtime::check";
+
 /// Alias of the runtime module in every generated module (`use <runtime path> as rt;`).
 pub const RUNTIME: &str = "rt";
 /// Alias of the runtime's hidden `__private` module (route planning, input unwrapping, the
@@ -159,15 +165,15 @@ pub fn lazy_spec(name: &str) -> String {
 pub const GENERICS: &[&str] = &["B", "C", "F"];
 
 /// The cfg the generated autodiff routing is compiled under when the manifest sets no
-/// `autodiff_cfg`. [`crate::Builder::build_script`] sets it when burn-route itself has autodiff
-/// (it learns that from burn-route's build metadata), so the consuming crate follows burn-route.
+/// `autodiff_cfg`. [`crate::Builder::build_script`] sets it when burn-route-runtime has autodiff
+/// (it learns that from the runtime's build metadata), so the consuming crate follows it.
 pub const AUTODIFF_CFG: &str = "burn_route_autodiff";
 
 /// The cfg a backend's routes are compiled under when the manifest gives it none: the backends
 /// that only some builds of burn-route have (set, like [`AUTODIFF_CFG`], by the build script).
 pub fn backend_cfg(backend: BackendName) -> Option<&'static str> {
     match backend {
-        BackendName::Flex => None,
+        BackendName::Flex | BackendName::Other => None,
         BackendName::Cube => Some("burn_route_cube"),
         BackendName::Remote => Some("burn_route_remote"),
     }
@@ -225,12 +231,12 @@ pub const LEAF_NAMES: &str = "__names";
 
 /// The alias of `Autodiff<backend>` in the dispatch module.
 pub fn autodiff_alias(backend: BackendName) -> String {
-    format!("Autodiff{}", backend.as_str())
+    format!("Autodiff{}", backend.key())
 }
 
 /// The alias of `Autodiff<backend, BalancedCheckpointing>` in the dispatch module.
 pub fn balanced_alias(backend: BackendName) -> String {
-    format!("Balanced{}", backend.as_str())
+    format!("Balanced{}", backend.key())
 }
 
 /// The trait of a group of ops: the main trait, plus the backends of an op-specific list, plus
@@ -238,7 +244,7 @@ pub fn balanced_alias(backend: BackendName) -> String {
 pub fn group_trait(main: &str, backends: Option<&[BackendName]>, composite: bool) -> String {
     let mut name = main.to_owned();
     for backend in backends.unwrap_or_default() {
-        name.push_str(backend.as_str());
+        name.push_str(backend.key());
     }
     if composite {
         name.push_str("Composite");

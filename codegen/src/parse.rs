@@ -5,6 +5,7 @@
 
 use std::ops::Range;
 
+use burn_route_core::ShapeRule;
 use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue};
 
@@ -63,14 +64,17 @@ pub const INPUT_KEYS: &[&str] = &[
     "container",
     "shape",
 ];
-/// Keys of an input's `shape` table: the shape contracts. Exactly one is given.
-pub const SHAPE_KEYS: &[&str] = &[
-    "same_as",
-    "broadcast_to",
-    "broadcast_with",
-    "last_dim_of",
-    "leading_dims_of",
-];
+/// Keys of an input's `shape` table: the shape contracts ([`ShapeRule::key`]). Exactly one is
+/// given.
+pub const SHAPE_KEYS: &[&str] = &{
+    let mut keys = [""; ShapeRule::ALL.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        keys[i] = ShapeRule::ALL[i].key();
+        i += 1;
+    }
+    keys
+};
 /// Keys of a `[[type]]` entry.
 pub const TYPE_KEYS: &[&str] = &["name", "doc", "fields", "variants"];
 /// Keys of an entry in an enum type's `variants`.

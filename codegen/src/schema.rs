@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::formula::{FUNCTIONS, Function, GRAD, NONE, OUTPUT, Param};
-use crate::ir::{BackendName, TensorKind};
+use crate::ir::{BackendName, Policy, TensorKind};
 use crate::parse::{
     BACKEND_KEYS, CHECK_KEYS, FIELD_KEYS, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS, ROUTING_KEYS,
     SHAPE_KEYS, TOP_KEYS, TYPE_KEYS, VARIANT_KEYS,
@@ -35,11 +35,11 @@ const CHECKPOINT_VALUES: &[&str] = &["keep", "recompute"];
 const NUMBER_TYPES: &str = "f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize";
 
 fn backend_names() -> Vec<&'static str> {
-    BackendName::ALL.iter().map(|b| b.as_str()).collect()
+    BackendName::ALL.iter().map(|b| b.key()).collect()
 }
 
 fn kinds() -> Vec<&'static str> {
-    TensorKind::ALL.iter().map(|k| k.as_str()).collect()
+    TensorKind::ALL.iter().map(|k| k.key()).collect()
 }
 
 /// `clamp(x: tensor, lo: number, hi: number): x clamped to [lo, hi]`: a function of the
@@ -205,7 +205,7 @@ fn property(table: &str, key: &str) -> Value {
         }
         ("op", "autodiff") => json!({
             "description": "What a tracked float input does: run the Autodiff<B, C> implementation (differentiable: generated from `backward`, or from `composite`, else written by hand), run detached (detach), or fail (reject, the default).",
-            "enum": ["differentiable", "detach", "reject"]
+            "enum": Policy::ALL.iter().map(|p| p.key()).collect::<Vec<_>>()
         }),
         ("op", "inputs") => json!({
             "description": "The op's parameters, in order.",

@@ -302,6 +302,8 @@ fn builder_overrides_the_trait_name_and_selects_modules() {
     assert!(!ops.contains("pub trait Co:"), "{ops}");
 }
 
+/// With the `snapshot` feature (the workspace's build turns it on).
+#[cfg(feature = "snapshot")]
 #[test]
 fn check_snapshot_reports_and_blesses() {
     let dir = tempfile::tempdir().unwrap();

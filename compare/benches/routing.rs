@@ -20,10 +20,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use burn_route::rt::{Device, Dispatch, Flex, Tensor};
 use burn_route_compare::extension::{self, BurnOps};
 use burn_route_compare::ops::CompareOps;
 use burn_route_compare::tensor;
+use burn_route_runtime::rt::{Device, Dispatch, Flex, Tensor};
 use criterion::{Bencher, Criterion, criterion_group, criterion_main};
 
 /// Calls timed between two clock reads.

@@ -1,6 +1,6 @@
 //! Kernels of burn-route's `identity` (the traits generated from `ops.toml`).
 
-use burn_route::rt::{Flex, FloatTensor};
+use burn_route_runtime::rt::{Flex, FloatTensor};
 
 use crate::ops::CompareOps;
 
@@ -12,9 +12,9 @@ impl CompareOps for Flex {
 
 #[cfg(feature = "autodiff")]
 mod autodiff {
-    use burn_route::rt::autodiff::Autodiff;
-    use burn_route::rt::autodiff::ops::Backward;
-    use burn_route::rt::{CheckpointStrategy, FloatTensor};
+    use burn_route_runtime::rt::autodiff::Autodiff;
+    use burn_route_runtime::rt::autodiff::ops::Backward;
+    use burn_route_runtime::rt::{CheckpointStrategy, FloatTensor};
 
     use crate::backward::IdentityBackward;
     use crate::ops::{CompareOps, CompareOpsAutodiff};

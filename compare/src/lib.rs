@@ -32,10 +32,10 @@ pub mod kernels;
 /// identity is the incoming gradient.
 #[cfg(feature = "autodiff")]
 mod backward {
-    use burn_route::rt::Backend;
-    use burn_route::rt::autodiff::checkpoint::base::Checkpointer;
-    use burn_route::rt::autodiff::grads::Gradients;
-    use burn_route::rt::autodiff::ops::{Backward, Ops, unary};
+    use burn_route_runtime::rt::Backend;
+    use burn_route_runtime::rt::autodiff::checkpoint::base::Checkpointer;
+    use burn_route_runtime::rt::autodiff::grads::Gradients;
+    use burn_route_runtime::rt::autodiff::ops::{Backward, Ops, unary};
 
     #[derive(Debug)]
     pub(crate) struct IdentityBackward;

@@ -2,11 +2,11 @@
 //! Burn's `#[backend_extension]` routing) return the same values, at both levels. Burn's route
 //! needs the `bench` feature (the `burn` facade); without it the other two are still checked.
 
-use burn_route::rt::{Device, Dispatch, DispatchTensor, Flex, Tensor};
 #[cfg(feature = "bench")]
 use burn_route_compare::extension::{self, BurnOps};
 use burn_route_compare::ops::CompareOps;
 use burn_route_compare::{dispatch, tensor};
+use burn_route_runtime::rt::{Device, Dispatch, DispatchTensor, Flex, Tensor};
 
 const VALUES: [f32; 16] = [
     -8.0, -7.5, -3.25, -1.0, -0.5, -0.0, 0.0, 0.25, 1.0, 1.5, 2.0, 3.0, 4.5, 100.0, 1e-3, -1e6,

@@ -13,7 +13,7 @@ use burn_dispatch::backends::flex::FlexTensor;
 
 use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
 use super::flex::sigmoid;
-use super::fused::{
+use crate::flex::{
     Rows, Work, keep_if, max_of, sum_by, sum_by2, sum_by3, tensor, update_many, update_rows,
     update_rows_with,
 };

@@ -1,5 +1,5 @@
 //! `Flex` kernels. Each runs one pass over `f32` rows of any row stride, in place when the
-//! buffer is uniquely owned and on every core when Flex runs on rayon (see [`super::fused`]),
+//! buffer is uniquely owned and on every core when Flex runs on rayon (see [`crate::flex`]),
 //! and falls back to composing Flex's own ops for other dtypes, broadcasting, or a last
 //! dimension that is not contiguous.
 
@@ -12,7 +12,7 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::{FlexDevice, FlexTensor};
 
 use super::composed;
-use super::fused::{
+use crate::flex::{
     Rows, Work, fill_pieces, is_writable, keep_if, map_pieces, max_of, sum_by, tensor, update_rows,
     zip_fresh,
 };

@@ -21,21 +21,21 @@ use burn_tensor::{Bool, Device, Int, Tensor};
 #[allow(dead_code)]
 mod routed {
     pub mod ops {
-        include!(concat!(env!("OUT_DIR"), "/declared/routed_ops.rs"));
+        include!("../declared/generated/routed_ops.rs");
     }
     pub mod dispatch {
-        include!(concat!(env!("OUT_DIR"), "/declared/routed_dispatch.rs"));
+        include!("../declared/generated/routed_dispatch.rs");
     }
     pub mod tensor {
-        include!(concat!(env!("OUT_DIR"), "/declared/routed_tensor.rs"));
+        include!("../declared/generated/routed_tensor.rs");
     }
 }
 
-/// The generated op check of every op (`Builder::op_check_crate` in `build.rs`): values on each
+/// The generated op check of every op (`Builder::op_check_crate`, rendered by `tests/generated.rs`): values on each
 /// compiled backend, the autodiff policy and gradients against finite differences, with the
 /// tensors inside declared inputs generated and named by their paths (`p.x`, `op.Dense.0`).
 mod op_check {
-    include!(concat!(env!("OUT_DIR"), "/declared/routed_check.rs"));
+    include!("../declared/generated/routed_check.rs");
 }
 
 use routed::ops::{

@@ -23,13 +23,13 @@ use burn_tensor::{Device, Tensor};
 #[allow(dead_code)]
 mod routed {
     pub mod ops {
-        include!(concat!(env!("OUT_DIR"), "/formulas/routed_ops.rs"));
+        include!("../formulas/generated/routed_ops.rs");
     }
     pub mod dispatch {
-        include!(concat!(env!("OUT_DIR"), "/formulas/routed_dispatch.rs"));
+        include!("../formulas/generated/routed_dispatch.rs");
     }
     pub mod tensor {
-        include!(concat!(env!("OUT_DIR"), "/formulas/routed_tensor.rs"));
+        include!("../formulas/generated/routed_tensor.rs");
     }
 }
 

@@ -16,13 +16,13 @@ use burn_tensor::{Bool, Device, DeviceKind, Int, Tensor};
 #[allow(dead_code)]
 mod lazy {
     pub mod ops {
-        include!(concat!(env!("OUT_DIR"), "/lazy/routed_ops.rs"));
+        include!("../lazy/generated/routed_ops.rs");
     }
     pub mod dispatch {
-        include!(concat!(env!("OUT_DIR"), "/lazy/routed_dispatch.rs"));
+        include!("../lazy/generated/routed_dispatch.rs");
     }
     pub mod tensor {
-        include!(concat!(env!("OUT_DIR"), "/lazy/routed_tensor.rs"));
+        include!("../lazy/generated/routed_tensor.rs");
     }
 }
 

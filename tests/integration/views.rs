@@ -2,7 +2,7 @@
 //! composition: `q`, `k`, `v` (or `gate`, `up`) sliced out of one fused projection along the
 //! last dimension, and `swap_dims` of a sequence-first tensor. Each runs at a small size and at
 //! a size above the fused kernels' parallel threshold, so that a build where Flex runs on rayon
-//! (`--features __test-flex-defaults`) checks the pieces its threads split the rows into.
+//! (`--features burn-dispatch/rayon,burn-dispatch/simd`) checks the pieces its threads split the rows into.
 #![cfg(feature = "autodiff")]
 
 use crate::common::{Rng, assert_close, ints, values};

@@ -17,18 +17,37 @@ pub struct CheckConfig {
     pub dispatch: String,
     /// Its ops module (the traits and declared types), e.g. `::my_ops::ops`.
     pub ops: String,
+    /// The routing runtime as the check names it, e.g. `::burn_route_runtime::rt`.
+    pub rt: String,
+    /// The op-check runtime, e.g. `::burn_route_runtime::check`.
+    pub check: String,
 }
 
 impl CheckConfig {
     /// The paths of a check of the generated modules at `crate_path`, whose dispatch module sees
     /// the traits' module (where the declared types are) as `trait_module`
     /// (`Builder::trait_module`).
-    pub fn new(crate_path: String, trait_module: &str) -> Self {
+    ///
+    /// The check runtime sits beside the routing runtime (`runtime_path`): `::burn_route::rt`
+    /// gives `::burn_route::check`. A runtime path inside a crate (`crate::rt`) cannot be named
+    /// from a test, so such a check names the runtime crate itself.
+    pub fn new(crate_path: String, trait_module: &str, runtime_path: &str) -> Self {
         let dispatch = format!("{crate_path}::{}", crate::names::DISPATCH_MODULE);
+        let (rt, check) = match runtime_path.strip_suffix("::rt") {
+            Some(root) if root.starts_with("::") => {
+                (runtime_path.to_owned(), format!("{root}::check"))
+            }
+            _ => (
+                crate::names::RUNTIME_PATH.to_owned(),
+                crate::names::RUNTIME_CHECK.to_owned(),
+            ),
+        };
         let mut config = Self {
             crate_path,
             dispatch,
             ops: String::new(),
+            rt,
+            check,
         };
         let crate_path = &config.crate_path;
         config.ops = if let Some(rest) = trait_module.strip_prefix("super::") {
@@ -75,9 +94,9 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
     // long as `check`, so the layout does not change).
     let alias = ir.ops.iter().any(|op| op.name == "check");
     if alias {
-        w.line("use ::burn_route::check as __chk;");
+        w.line(format!("use {} as __chk;", config.check));
     } else {
-        w.line("use ::burn_route::check;");
+        w.line(format!("use {};", config.check));
     }
     // `Dispatch` names the backend of a composition's call and of a declared value's type.
     if ir.ops.iter().any(|op| {
@@ -88,7 +107,7 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
                     .iter()
                     .any(|i| matches!(i.arg, Arg::Declared { .. })))
     }) {
-        w.line("use ::burn_route::rt::Dispatch;");
+        w.line(format!("use {}::Dispatch;", config.rt));
     }
     for op in &ir.ops {
         op_test(ir, op, config, &mut w);
@@ -476,8 +495,10 @@ fn plain_default(ty: &str, config: &CheckConfig) -> String {
 fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
     w.blank();
     w.doc(&[format!(
-        "`{}` ({}): values, policy, gradients and backends, by `burn_route::check`.",
-        op.name, op.location
+        "`{}` ({}): values, policy, gradients and backends, by `{}`.",
+        op.name,
+        op.location,
+        config.check.trim_start_matches("::")
     )]);
     w.line("#[test]");
     // What the op check cannot build yet is an ignored test, so a run lists the op as unchecked.
@@ -489,11 +510,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
     w.open(format!("fn {}() {{", op.name));
     let shapes = shapes(op);
     let plan = CallPlan::new(ir, op, &shapes, config);
-    let policy = match op.policy {
-        Policy::Differentiable => "Differentiable",
-        Policy::Detach => "Detach",
-        Policy::Reject => "Reject",
-    };
+    let policy = op.policy.variant();
     // `check::Op::new(..)` and a link per fact, as rustfmt lays out a chain: one per line.
     let link = |name: &str, items: Vec<Doc>| -> Doc {
         super::code::cat([
@@ -511,7 +528,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         chain.push(link(
             "backend",
             vec![
-                format!("check::Backend::{}", backend.name.as_str()).into(),
+                format!("check::Backend::{}", backend.name.key()).into(),
                 routed,
             ],
         ));
@@ -702,7 +719,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
 fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>, config: &CheckConfig) -> String {
     match &input.arg {
         Arg::Tensor(t) => {
-            let kind = t.kind.as_str();
+            let kind = t.kind.key();
             let spec = |s: &[usize]| {
                 format!(
                     "check::spec(check::Kind::{}, {})",

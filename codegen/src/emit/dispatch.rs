@@ -95,7 +95,7 @@ fn aliases(ir: &Ir, w: &mut Writer) {
     }
     for backend in aliased {
         let cfg = autodiff_backend_cfg(ir, backend);
-        let name = backend.name.as_str();
+        let name = backend.name.key();
         w.blank();
         w.doc(&[format!(
             "`Autodiff<{name}>`: the route for tracked {name} tensors."
@@ -664,7 +664,7 @@ fn route_plan(op: &Op, planner: Option<Doc>) -> Doc {
             format!("{RT}::Route::fixed"),
             [
                 format!("&{OP_INFO}"),
-                format!("rt::BackendId::{}", backend.as_str()),
+                format!("rt::BackendId::{}", backend.key()),
             ],
         )
     })
@@ -764,14 +764,14 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
                         "{}::{}::<rt::{}, rt::{checkpointing}>",
                         names::AUTODIFF_MODULE,
                         op.name,
-                        backend.name.as_str()
+                        backend.name.key()
                     ),
                     None => format!("<{lane} as {autodiff_trait}>::{}", op.name),
                 };
                 w.cfg(Some(&cfg));
                 let pattern = format!(
                     "(rt::BackendId::{}, {RT}::Mode::Autodiff(rt::Checkpointing::{strategy}))",
-                    backend.name.as_str()
+                    backend.name.key()
                 );
                 // A kernel path too long for its line in the call is bound first.
                 if w.fits(&Doc::Text(format!("        {kernel},"))) {
@@ -788,7 +788,7 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
                     let kernel = format!(
                         "{}::<rt::{}, rt::{checkpointing}>",
                         names::DERIVED,
-                        backend.name.as_str()
+                        backend.name.key()
                     );
                     w.line(run_call(&lane, &kernel));
                     w.close("}");
@@ -811,7 +811,7 @@ fn concrete_arm(
     run_call: &dyn Fn(&str, &str) -> Doc,
     pattern: &str,
 ) {
-    let name = backend.name.as_str();
+    let name = backend.name.key();
     w.cfg(backend.cfg.as_deref());
     w.arm(
         &pattern.replace("{}", name),
@@ -832,11 +832,7 @@ fn contains_tensor(out: &Output) -> bool {
 
 /// The op's static facts (`static __OP: __rt::OpInfo`), the first item of its routing function.
 fn op_info(ir: &Ir, op: &Op, w: &mut Writer) {
-    let policy = match op.policy {
-        Policy::Differentiable => "rt::Policy::Differentiable",
-        Policy::Detach => "rt::Policy::Detach",
-        Policy::Reject => "rt::Policy::Reject",
-    };
+    let policy = format!("rt::Policy::{}", op.policy.variant());
     // Which routing arms below are compiled, for planning to refuse the others by itself.
     let backends = op
         .backends
@@ -852,7 +848,7 @@ fn op_info(ir: &Ir, op: &Op, w: &mut Writer) {
             args(
                 "(",
                 vec![
-                    format!("rt::BackendId::{}", b.name.as_str()).into(),
+                    format!("rt::BackendId::{}", b.name.key()).into(),
                     compiled,
                     text.into(),
                 ],
@@ -1085,7 +1081,7 @@ fn async_routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     };
     w.open(format!("rt::Planned::routed(match {ROUTE}.target() {{"));
     for backend in &op.backends {
-        let name = backend.name.as_str();
+        let name = backend.name.key();
         w.cfg(backend.cfg.as_deref());
         w.arm(
             &format!("(rt::BackendId::{name}, {RT}::Mode::Concrete)"),

@@ -219,11 +219,11 @@ fn op_docs(op: &Op, extra: &[String]) -> Vec<String> {
         op.doc.clone()
     };
     lines.push(String::new());
-    let backends: Vec<&str> = op.backends.iter().map(|b| b.name.as_str()).collect();
+    let backends: Vec<&str> = op.backends.iter().map(|b| b.name.key()).collect();
     lines.push("Routing:".to_owned());
     lines.push(format!(
         "- autodiff policy `{}`: {}.",
-        op.policy.as_str(),
+        op.policy.key(),
         policy_summary(op.policy)
     ));
     lines.push(format!("- backends: {}.", backends.join(", ")));
@@ -261,7 +261,7 @@ fn string_literal(text: &str) -> String {
 
 /// The runtime's name for a kind: the `Input`/`Lane` function stem.
 fn kind_fn(kind: TensorKind) -> &'static str {
-    kind.as_str()
+    kind.key()
 }
 
 /// The primitive type of a tensor kind for backend `backend` (e.g. `rt::FloatTensor<Self>`).

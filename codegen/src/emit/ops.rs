@@ -28,7 +28,7 @@ fn backend_list(group: &TraitGroup) -> String {
     group
         .backends
         .iter()
-        .map(|b| format!("`{}`", b.name.as_str()))
+        .map(|b| format!("`{}`", b.name.key()))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -53,7 +53,7 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
             .iter()
             .map(|b| match b.name {
                 BackendName::Cube => "`CubeBackend`".to_owned(),
-                other => format!("`{}`", other.as_str()),
+                other => format!("`{}`", other.key()),
             })
             .collect();
         let mut lines = vec![
@@ -143,7 +143,7 @@ fn composite_impls(ir: &Ir, group: &TraitGroup, w: &mut Writer) {
         w.cfg(backend.cfg.as_deref());
         w.impl_block(
             &format!("impl {}", group.name),
-            &format!("rt::{}", backend.name.as_str()),
+            &format!("rt::{}", backend.name.key()),
             true,
         );
     }

@@ -58,7 +58,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
             // runs `CubeBackend`'s kernels.
             let name = match backend.name {
                 BackendName::Cube => "CubeBackend",
-                other => other.as_str(),
+                other => other.key(),
             };
             // Ops with a `composition` have it as their default body.
             let ops: Vec<&Op> = ir

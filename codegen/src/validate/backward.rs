@@ -127,7 +127,7 @@ impl Check<'_> {
                     format!(
                         "op `{}` declares a backward pass, but its autodiff policy is `{}`: tracked inputs never reach it",
                         op.name,
-                        op.policy.as_str()
+                        op.policy.key()
                     ),
                 )
                 .help("set `autodiff = \"differentiable\"`, or remove `backward`"),
@@ -899,7 +899,7 @@ impl Check<'_> {
             ),
             Arg::Tensor(t) => format!(
                 "`{name}` is {} tensor; formulas read float tensors and numbers",
-                article(t.kind.as_str())
+                article(t.kind.key())
             ),
             Arg::Plain(ty) if NUMBER_TYPES.contains(&ty.as_str()) => {
                 return Some(Term {

@@ -22,7 +22,6 @@ use crate::model::{
 };
 use crate::names::{self, NameKind};
 
-const POLICIES: &[&str] = &["differentiable", "detach", "reject"];
 const KINDS: &[&str] = &["float", "int", "bool", "quantized"];
 const CONTAINERS: &[&str] = &["option", "vec"];
 /// The deepest bracket nesting accepted in Rust text from the manifest (types, paths, cfgs).
@@ -758,7 +757,7 @@ impl Lowerer<'_> {
         key: &str,
         inherit: &[Backend],
     ) -> Vec<Backend> {
-        let names: Vec<&str> = BackendName::ALL.iter().map(|b| b.as_str()).collect();
+        let names: Vec<&str> = BackendName::ALL.iter().map(|b| b.key()).collect();
         // An entry the parser already refused (a table without `name`) leaves the list empty
         // too; only a list written empty is reported here.
         let written_empty = self
@@ -778,10 +777,7 @@ impl Lowerer<'_> {
         let mut out: Vec<Backend> = Vec::new();
         for (i, spec) in list.value.iter().enumerate() {
             let key = format!("{key}[{i}]");
-            let Some(name) = BackendName::ALL
-                .into_iter()
-                .find(|b| b.as_str() == spec.name.value)
-            else {
+            let Some(name) = BackendName::from_key(&spec.name.value) else {
                 let help = match did_you_mean(&spec.name.value, &names) {
                     Some(close) => format!(
                         "did you mean `{close}`? known backends: {}",
@@ -804,7 +800,7 @@ impl Lowerer<'_> {
                     Diagnostic::new(
                         spec.span.clone(),
                         key,
-                        format!("backend `{}` is listed twice", name.as_str()),
+                        format!("backend `{}` is listed twice", name.key()),
                     )
                     .help("remove the second entry"),
                 );
@@ -819,12 +815,12 @@ impl Lowerer<'_> {
                             format!("{key}.cfg"),
                             format!(
                                 "backend `{}` already has its cfg in `routing.backends`",
-                                name.as_str()
+                                name.key()
                             ),
                         )
                         .help(format!(
                             "remove `cfg` here: the op uses the `routing.backends` entry for `{}`",
-                            name.as_str()
+                            name.key()
                         )),
                     );
                     continue;
@@ -845,7 +841,7 @@ impl Lowerer<'_> {
             match self.backend_cfgs.get(&name) {
                 Some(first) if *first != cfg_text => {
                     self.push(
-                        Diagnostic::new(spec.span.clone(), key, format!("backend `{}` has a different cfg here than where it was first listed", name.as_str()))
+                        Diagnostic::new(spec.span.clone(), key, format!("backend `{}` has a different cfg here than where it was first listed", name.key()))
                             .help("give a backend the same cfg everywhere (or list it once in `routing.backends`)"),
                     );
                     continue;
@@ -864,16 +860,14 @@ impl Lowerer<'_> {
         let Some(p) = &spec.autodiff else {
             return Some(Policy::Reject);
         };
-        match p.value.as_str() {
-            "differentiable" => Some(Policy::Differentiable),
-            "detach" => Some(Policy::Detach),
-            "reject" => Some(Policy::Reject),
-            other => {
-                let help = match did_you_mean(other, POLICIES) {
-                    Some(close) => {
-                        format!("did you mean `{close}`? one of: differentiable, detach, reject")
-                    }
-                    None => "use one of: differentiable, detach, reject".to_owned(),
+        match Policy::from_key(&p.value) {
+            Some(policy) => Some(policy),
+            None => {
+                let other = p.value.as_str();
+                let keys: Vec<&str> = Policy::ALL.iter().map(|p| p.key()).collect();
+                let help = match did_you_mean(other, &keys) {
+                    Some(close) => format!("did you mean `{close}`? one of: {}", keys.join(", ")),
+                    None => format!("use one of: {}", keys.join(", ")),
                 };
                 self.push(
                     Diagnostic::new(
@@ -918,9 +912,7 @@ impl Lowerer<'_> {
                 Some(ArgSpec::Tensor(TensorSpec {
                     shape: Some(sp), ..
                 })) => {
-                    let rule = ShapeRule::ALL
-                        .into_iter()
-                        .find(|r| r.key() == sp.value.rule.value)
+                    let rule = ShapeRule::from_key(&sp.value.rule.value)
                         .expect("the parser keeps known contract keys only");
                     Some(ShapeContract {
                         rule,

@@ -87,7 +87,7 @@ fn policy_needs_float_input(spec: &OpSpec, op: &Op, _: &[Backend]) -> Option<Dia
             format!(
                 "op `{}` is `{}` but has no float tensor input, so autodiff never reaches it",
                 op.name,
-                op.policy.as_str()
+                op.policy.key()
             ),
         )
         .help(
@@ -792,8 +792,8 @@ fn output_metadata_resolves(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                                 format!(
                                     "`{name}` is {} {} tensor, but the output is {}, so it cannot have `{name}`'s dtype",
                                     if t.kind == TensorKind::Int { "an" } else { "a" },
-                                    t.kind.as_str(),
-                                    tensor.kind.as_str()
+                                    t.kind.key(),
+                                    tensor.kind.key()
                                 ),
                                 "write `dtype = \"default\"` (the device's default dtype for the output's kind), name an input of that kind, or a function".to_owned(),
                             ));

@@ -1,8 +1,8 @@
 //! Kernels for this crate's ops.
 
-use burn_route::flex::{Work, update_rows};
-use burn_route::rt::backend::{Scalar, Shape, TensorMetadata, get_or_init_device_settings};
-use burn_route::rt::{Backend, DeviceOf, Flex, FloatTensor, IntTensor};
+use burn_route_runtime::flex::{Work, update_rows};
+use burn_route_runtime::rt::backend::{Scalar, Shape, TensorMetadata, get_or_init_device_settings};
+use burn_route_runtime::rt::{Backend, DeviceOf, Flex, FloatTensor, IntTensor};
 
 #[cfg(feature = "wgpu")]
 mod gpu;
@@ -62,7 +62,7 @@ pub fn extent<B: Backend>(x: FloatTensor<B>) -> crate::ops::ExtentPrimitive<B> {
 }
 
 /// The shape of `extent`'s fields, from `x`'s spec: one element each.
-pub fn one_element(_x: &burn_route::rt::TensorSpec) -> Shape {
+pub fn one_element(_x: &burn_route_runtime::rt::TensorSpec) -> Shape {
     Shape::new([1])
 }
 

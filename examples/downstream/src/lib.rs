@@ -1,5 +1,5 @@
 //! A crate with its own routed ops: `ops.toml` → `build.rs` (burn-route-codegen) → the modules
-//! below, with the kernels in [`kernels`]. It depends on `burn-route` alone at run time.
+//! below, with the kernels in [`kernels`]. It depends on `burn-route-runtime` alone at run time.
 
 pub mod kernels;
 

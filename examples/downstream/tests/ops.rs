@@ -1,9 +1,9 @@
 //! The downstream crate's ops, routed by the code its own build script generated.
 
-use burn_route::rt::{Device, Int, Tensor};
 use burn_route_downstream::{
     Extent, add_bias, clamp_count, cube_pow, extent, fill_like, try_add_bias,
 };
+use burn_route_runtime::rt::{Device, Int, Tensor};
 
 fn values<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
     t.clone().into_data().try_to_vec::<f32>().unwrap()
@@ -54,8 +54,8 @@ fn clamp_count_returns_the_clamped_tensor_and_the_count() {
 fn an_op_not_routed_to_flex_names_the_backend_and_the_manifest_line() {
     use std::panic::{AssertUnwindSafe, catch_unwind};
 
-    use burn_route::rt::{BackendId, InputName, RouteError};
     use burn_route_downstream::{gpu_square, try_gpu_square};
+    use burn_route_runtime::rt::{BackendId, InputName, RouteError};
 
     let x = Tensor::<1>::from_data([1.0, 2.0], &Device::flex());
     let err = try_gpu_square(x.clone()).unwrap_err();
@@ -97,8 +97,8 @@ fn fill_like_runs_on_the_device_of_its_tensor() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn a_device_on_another_backend_is_a_backend_mismatch() {
-    use burn_route::rt::{BackendId, DeviceKind, InputName, RouteError};
     use burn_route_downstream::try_fill_like;
+    use burn_route_runtime::rt::{BackendId, DeviceKind, InputName, RouteError};
 
     let x = Tensor::<1>::from_data([1.0, 2.0], &Device::flex());
     let gpu = Device::wgpu(DeviceKind::Cpu);
@@ -162,7 +162,7 @@ fn cube_pow_on_a_view_and_on_a_shared_input() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn cube_pow_runs_its_kernel_on_cube() {
-    use burn_route::rt::DeviceKind;
+    use burn_route_runtime::rt::DeviceKind;
 
     let gpu = Device::wgpu(DeviceKind::Cpu);
     let data = [[1.5f32, -2.0, 0.5], [3.0, -0.25, 0.0]];
@@ -182,7 +182,7 @@ fn cube_pow_runs_its_kernel_on_cube() {
 #[cfg(all(feature = "wgpu", feature = "autodiff"))]
 #[test]
 fn cube_pow_gradient_on_cube() {
-    use burn_route::rt::DeviceKind;
+    use burn_route_runtime::rt::DeviceKind;
 
     let gpu = Device::wgpu(DeviceKind::Cpu).autodiff();
     let x = Tensor::<1>::from_data([1.5f32, -2.0, 0.5], &gpu).require_grad();
@@ -203,7 +203,7 @@ fn extent_returns_a_struct_of_tensors() {
     assert_eq!(run(&Device::flex()), (vec![-1.5], vec![7.25]));
     #[cfg(feature = "wgpu")]
     assert_eq!(
-        run(&Device::wgpu(burn_route::rt::DeviceKind::Cpu)),
+        run(&Device::wgpu(burn_route_runtime::rt::DeviceKind::Cpu)),
         (vec![-1.5], vec![7.25])
     );
 }

@@ -2,9 +2,9 @@
 //! ...). With fusion on (`Cube` is then `Fusion<CubeBackend>`), the generated `Fusion<B>`
 //! implementation queues one operation that runs this kernel; nothing here knows about fusion.
 
-use burn_route::rt::backend::DType;
-use burn_route::rt::cube::ops::numeric::empty_device_contiguous_dtype;
-use burn_route::rt::{CubeBackend, CubeTensor, FloatTensor};
+use burn_route_runtime::rt::backend::DType;
+use burn_route_runtime::rt::cube::ops::numeric::empty_device_contiguous_dtype;
+use burn_route_runtime::rt::{CubeBackend, CubeTensor, FloatTensor};
 use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
 
@@ -34,7 +34,7 @@ impl MyOps for CubeBackend {
         let out: CubeTensor = empty_device_contiguous_dtype(
             x.client.clone(),
             x.device.clone(),
-            burn_route::rt::backend::TensorMetadata::shape(&x),
+            burn_route_runtime::rt::backend::TensorMetadata::shape(&x),
             DType::F32,
         );
         let dim = CubeDim::new(&x.client, len);

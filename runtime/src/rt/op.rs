@@ -1,65 +1,10 @@
 //! What generated code and errors say about an op: its backends, its inputs' names and kinds,
-//! its policy, and its static facts ([`OpInfo`]). Shared by routing and by the errors, which
+//! its policy (those three words from `burn-route-core`), and its static facts ([`OpInfo`]). Shared by routing and by the errors, which
 //! depend on this module and not on each other.
 
 use core::fmt;
 
-/// A backend selector, as the manifest names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BackendId {
-    /// Burn's pure-Rust CPU backend.
-    Flex,
-    /// The cubecl backend.
-    Cube,
-    /// Burn's remote backend.
-    Remote,
-    /// A backend this build of `burn-route` does not route to.
-    Other,
-}
-
-impl BackendId {
-    /// This backend's bit in a set of backends.
-    const fn bit(self) -> u8 {
-        match self {
-            Self::Flex => 1,
-            Self::Cube => 2,
-            Self::Remote => 4,
-            Self::Other => 0,
-        }
-    }
-}
-
-impl fmt::Display for BackendId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Flex => "Flex",
-            Self::Cube => "Cube",
-            Self::Remote => "Remote",
-            Self::Other => "a backend burn-route does not support",
-        })
-    }
-}
-
-/// An op's autodiff policy, as declared in the manifest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Policy {
-    /// Tracked floats route to the `Autodiff<B, C>` kernel.
-    Differentiable,
-    /// Tracked floats are detached; the op runs concretely.
-    Detach,
-    /// A tracked float input is an error.
-    Reject,
-}
-
-impl fmt::Display for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Differentiable => "differentiable",
-            Self::Detach => "detach",
-            Self::Reject => "reject",
-        })
-    }
-}
+pub use burn_route_core::{BackendId, Policy};
 
 /// Static facts about a routed op, for planning and for error messages.
 ///
@@ -142,29 +87,7 @@ impl OpInfo {
     }
 }
 
-/// The tensor kind an input is declared with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TensorKind {
-    /// Floating point.
-    Float,
-    /// Integer.
-    Int,
-    /// Boolean.
-    Bool,
-    /// Quantized float.
-    Quantized,
-}
-
-impl fmt::Display for TensorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Float => "float",
-            Self::Int => "int",
-            Self::Bool => "bool",
-            Self::Quantized => "quantized",
-        })
-    }
-}
+pub use burn_route_core::TensorKind;
 
 /// The name of an input as error messages show it: `x`, or `xs[2]` for an element of a `Vec`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

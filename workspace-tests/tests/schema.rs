@@ -1,6 +1,6 @@
 //! `ops.schema.json` is fresh, accepts the real manifest and rejects bad ones.
 //!
-//! Bless after changing the manifest format: `UPDATE_GENERATED=1 cargo test -p burn-route-codegen --test schema`.
+//! Bless after changing the manifest format: `BLESS=1 cargo test -p burn-route-workspace-tests --test schema`.
 
 use burn_route_codegen::schema::{json_schema, json_schema_text};
 
@@ -12,13 +12,13 @@ const DECLARED_OPS_TOML: &str = include_str!("../../tests/declared/ops.toml");
 #[test]
 fn the_checked_in_schema_is_fresh() {
     let fresh = json_schema_text();
-    if std::env::var_os("UPDATE_GENERATED").is_some_and(|v| v == "1") {
+    if std::env::var_os("BLESS").is_some_and(|v| v == "1") {
         std::fs::write(SCHEMA_FILE, &fresh).unwrap();
     }
     let checked_in = std::fs::read_to_string(SCHEMA_FILE).unwrap_or_default();
     assert!(
         checked_in == fresh,
-        "ops.schema.json is stale; re-run with `UPDATE_GENERATED=1 cargo test -p burn-route-codegen --test schema`"
+        "ops.schema.json is stale; re-run with `BLESS=1 cargo test -p burn-route-workspace-tests --test schema`"
     );
 }
 

@@ -1,8 +1,8 @@
 //! Runtime support for generated routing code.
 //!
-//! Generated modules name everything they need through this one path (`burn_route::rt`, or
-//! `crate::rt` inside this crate), so a downstream crate depends on `burn-route` alone for the
-//! Burn types its generated code uses.
+//! Generated modules name everything they need through this one path (`burn_route_runtime::rt`,
+//! or `burn_route::rt`, its re-export, in the crate of the shipped ops), so a crate with its own
+//! ops depends on `burn-route-runtime` alone for the Burn types its generated code uses.
 
 mod convert;
 mod error;
@@ -15,15 +15,16 @@ mod pending;
 mod route;
 mod shape;
 mod spec;
+mod words;
 
 /// The lazy implementation of ops on `Fusion<B>` (what `Cube` is when fusion is on).
 #[cfg(feature = "cube")]
 pub mod fusion;
 
+pub use burn_route_core::ShapeRule;
 pub use error::{Malformed, RouteError};
 pub use op::{BackendId, InputName, Policy, TensorKind};
 pub use pending::{Async, Pending, PendingResult, Planned};
-pub use shape::ShapeRule;
 pub use spec::{OutputName, TensorSpec};
 
 /// The machinery only generated code uses: route planning, unwrapping inputs for the planned

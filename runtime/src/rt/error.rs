@@ -3,9 +3,10 @@
 use core::fmt;
 
 use super::Checkpointing;
+use super::ShapeRule;
 use super::op::{BackendId, InputName, TensorKind};
-use super::shape::{Dims, ShapeRule, describe_rule};
 use super::spec::{OutputName, TensorSpec};
+use super::words::{Dims, describe_rule};
 
 /// Why a routed op call could not run. Every variant names the op, the input and the backend
 /// involved; the `Display` text also says how to fix it and points at its section of `ERRORS.md`.

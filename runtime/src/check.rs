@@ -7,14 +7,21 @@
 //! [`Args`] hands it and returns the op's outputs as [`Value`]s:
 //!
 //! ```no_run
-//! use burn_route::check;
-//!
+//! use burn_route_runtime::check;
+//! # mod dispatch {
+//! #     use burn_route_runtime::rt::backend::ops::{ActivationOps, FloatTensorOps};
+//! #     use burn_route_runtime::rt::{Dispatch, DispatchTensor, RouteError};
+//! #     pub fn try_add_relu(a: DispatchTensor, b: DispatchTensor) -> Result<DispatchTensor, RouteError> {
+//! #         Ok(Dispatch::relu(Dispatch::float_add(a, b)))
+//! #     }
+//! # }
+//! // `dispatch` is the crate's generated module, with the op's `try_` function.
 //! let op = check::Op::new("add_relu", check::Policy::Differentiable)
 //!     .input(check::Input::float("lhs", &[2, 3]))
 //!     .input(check::Input::float("rhs", &[2, 3]))
 //!     .output_shape(0, &[2, 3]);
 //! check::run(&op, |args: &mut check::Args| {
-//!     let out = burn_route::dispatch::try_add_relu(args.float(0), args.float(1))?;
+//!     let out = dispatch::try_add_relu(args.float(0), args.float(1))?;
 //!     Ok(vec![check::Value::float(out)])
 //! });
 //! ```

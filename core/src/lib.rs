@@ -1,0 +1,235 @@
+//! The words an `ops.toml` manifest and burn-route's runtime share, defined once: the backend
+//! selectors ([`BackendId`]), the autodiff policies ([`Policy`]), the tensor kinds
+//! ([`TensorKind`]) and the shape contracts ([`ShapeRule`]).
+//!
+//! The generator (`burn-route-codegen`) parses and documents manifest keys with
+//! [`Policy::key`], [`ShapeRule::key`], ...; the code it writes names the same values as Rust
+//! paths ([`Policy::variant`], ...), which `burn-route-runtime` re-exports from here. No
+//! dependencies, `no_std`: it builds in a moment in every build script.
+
+#![cfg_attr(not(test), no_std)]
+
+use core::fmt;
+
+/// Declares a fieldless enum whose variants each have a manifest key, with `ALL`, `key`,
+/// `variant` and `from_key`.
+macro_rules! vocabulary {
+    (
+        $(#[$meta:meta])*
+        $name:ident { $( $(#[$vmeta:meta])* $variant:ident = $key:literal, )+ }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )+
+        }
+
+        impl $name {
+            /// Every value, in the order the manifest reference lists them.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// The value as the manifest writes it.
+            pub const fn key(self) -> &'static str {
+                match self {
+                    $( Self::$variant => $key, )+
+                }
+            }
+
+            /// The variant's name, as generated code writes the value (`Type::Variant`).
+            pub const fn variant(self) -> &'static str {
+                match self {
+                    $( Self::$variant => stringify!($variant), )+
+                }
+            }
+
+            /// The value a manifest key names, if any.
+            pub fn from_key(key: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|value| value.key() == key)
+            }
+        }
+    };
+}
+
+vocabulary! {
+    /// An op's autodiff policy: what routing does with a float input that autodiff tracks
+    /// (the manifest's `autodiff` key).
+    Policy {
+        /// Tracked floats route to the op's `Autodiff<B, C>` kernel.
+        Differentiable = "differentiable",
+        /// Tracked floats are detached; the op runs concretely and its outputs are untracked.
+        Detach = "detach",
+        /// A tracked float input is an error.
+        Reject = "reject",
+    }
+}
+
+vocabulary! {
+    /// The kind of a tensor input or output (the manifest's `float`, `int`, ...).
+    TensorKind {
+        /// Floating point.
+        Float = "float",
+        /// Integer.
+        Int = "int",
+        /// Boolean.
+        Bool = "bool",
+        /// Quantized float.
+        Quantized = "quantized",
+    }
+}
+
+/// A backend: one the manifest's `backends` list can name (a selector), or, at run time, a
+/// `Dispatch` backend that burn-route does not route to ([`BackendId::Other`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BackendId {
+    /// Burn's pure-Rust CPU backend.
+    Flex,
+    /// The cubecl backend (wgpu or CUDA), `Fusion<CubeBackend>` when fusion is on.
+    Cube,
+    /// Burn's remote backend: devices served by another process or machine.
+    Remote,
+    /// At run time, a backend this build of burn-route does not route to. No manifest names it.
+    Other,
+}
+
+impl BackendId {
+    /// Every selector a manifest can name, in the order the manifest reference lists them.
+    pub const ALL: &'static [Self] = &[Self::Flex, Self::Cube, Self::Remote];
+
+    /// The selector as the manifest and Rust paths write it (`Other` for [`BackendId::Other`]).
+    pub const fn key(self) -> &'static str {
+        self.variant()
+    }
+
+    /// The variant's name, as generated code writes the value (`BackendId::Flex`).
+    pub const fn variant(self) -> &'static str {
+        match self {
+            Self::Flex => "Flex",
+            Self::Cube => "Cube",
+            Self::Remote => "Remote",
+            Self::Other => "Other",
+        }
+    }
+
+    /// The selector a manifest names, if any.
+    pub fn from_key(key: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|value| value.key() == key)
+    }
+
+    /// This backend's bit in a set of backends (none for [`BackendId::Other`]).
+    pub const fn bit(self) -> u8 {
+        match self {
+            Self::Flex => 1,
+            Self::Cube => 2,
+            Self::Remote => 4,
+            Self::Other => 0,
+        }
+    }
+}
+
+impl fmt::Display for BackendId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Other => "a backend burn-route does not support",
+            selector => selector.key(),
+        })
+    }
+}
+
+vocabulary! {
+    /// One kind of shape contract: how an input's shape must relate to another input's
+    /// (the manifest's `shape = { same_as = "x" }`), checked before any kernel runs.
+    ShapeRule {
+        /// `same_as`: exactly the other input's shape.
+        SameAs = "same_as",
+        /// `broadcast_to`: the other input's rank, each dimension equal to the other's or 1.
+        BroadcastTo = "broadcast_to",
+        /// `broadcast_with`: the other input's rank, each pair of dimensions equal or one of
+        /// them 1 (Burn's broadcasting for binary ops).
+        BroadcastWith = "broadcast_with",
+        /// `last_dim_of`: one dimension, the size of the other input's last dimension (a
+        /// per-feature parameter).
+        LastDimOf = "last_dim_of",
+        /// `leading_dims_of`: the other input's shape without its last dimension (one entry
+        /// per row, such as class targets).
+        LeadingDimsOf = "leading_dims_of",
+    }
+}
+
+impl ShapeRule {
+    /// Whether `shape` meets the rule against `reference`.
+    pub fn holds(self, shape: &[usize], reference: &[usize]) -> bool {
+        let same_rank = shape.len() == reference.len();
+        match self {
+            Self::SameAs => shape == reference,
+            Self::BroadcastTo => {
+                same_rank && shape.iter().zip(reference).all(|(&d, &r)| d == r || d == 1)
+            }
+            Self::BroadcastWith => {
+                same_rank
+                    && shape
+                        .iter()
+                        .zip(reference)
+                        .all(|(&d, &r)| d == r || d == 1 || r == 1)
+            }
+            Self::LastDimOf => reference.last().is_some_and(|&last| shape == [last]),
+            Self::LeadingDimsOf => reference
+                .split_last()
+                .is_some_and(|(_, leading)| shape == leading),
+        }
+    }
+}
+
+/// Manifest words print as the manifest writes them (`differentiable`, `same_as`, `Flex`).
+macro_rules! display_key {
+    ($($name:ident),+) => {$(
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.key())
+            }
+        }
+    )+};
+}
+
+display_key!(Policy, TensorKind, ShapeRule);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        for &p in Policy::ALL {
+            assert_eq!(Policy::from_key(p.key()), Some(p));
+        }
+        for &k in TensorKind::ALL {
+            assert_eq!(TensorKind::from_key(k.key()), Some(k));
+        }
+        for &b in BackendId::ALL {
+            assert_eq!(BackendId::from_key(b.key()), Some(b));
+        }
+        for &r in ShapeRule::ALL {
+            assert_eq!(ShapeRule::from_key(r.key()), Some(r));
+        }
+        assert_eq!(Policy::from_key("Differentiable"), None);
+        assert_eq!(ShapeRule::SameAs.variant(), "SameAs");
+        assert_eq!(BackendId::Remote.to_string(), "Remote");
+        assert_eq!(BackendId::from_key("Other"), None);
+    }
+
+    #[test]
+    fn rules_accept_exactly_their_shapes() {
+        use ShapeRule::*;
+        assert!(SameAs.holds(&[2, 4], &[2, 4]));
+        assert!(!SameAs.holds(&[1, 4], &[2, 4]));
+        assert!(BroadcastTo.holds(&[1, 4], &[2, 4]));
+        assert!(!BroadcastTo.holds(&[2, 4], &[1, 4]));
+        assert!(!BroadcastTo.holds(&[4], &[2, 4]));
+        assert!(BroadcastWith.holds(&[2, 1], &[1, 4]));
+        assert!(!BroadcastWith.holds(&[2, 3], &[2, 4]));
+        assert!(LastDimOf.holds(&[4], &[2, 3, 4]));
+        assert!(!LastDimOf.holds(&[1], &[2, 4]));
+        assert!(!LastDimOf.holds(&[4], &[]));
+        assert!(LeadingDimsOf.holds(&[2, 3], &[2, 3, 4]));
+        assert!(!LeadingDimsOf.holds(&[3], &[2, 4]));
+    }
+}

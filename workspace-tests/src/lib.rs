@@ -1,0 +1,1 @@
+//! Nothing here: the crate exists for its tests (`tests/`), which read the repository around it.
