@@ -41,10 +41,40 @@ for p in "${packages[@]}"; do
     tar -xzf "$crate" -C "$work/crates"
 done
 
+version() { sed -n 's/^version = "\(.*\)"/\1/p' "$1/Cargo.toml" | head -n 1; }
+unpacked() { echo "$work/crates/$1-$(version "$repo/${1#burn-route-}")"; }
+
+# The packages' own tests, run from the unpacked packages (a workspace around them that only
+# patches crates.io to the unpacked folders): what a package ships must pass on its own.
+{
+    echo "[workspace]"
+    echo "resolver = \"3\""
+    echo "members = ["
+    for p in burn-route-core burn-route-runtime burn-route-codegen burn-route-cli; do
+        echo "    \"$(basename "$(unpacked "$p")")\","
+    done
+    echo "]"
+    echo
+    echo "[patch.crates-io]"
+    for p in burn-route-core burn-route-runtime burn-route-codegen; do
+        echo "$p = { path = \"$(unpacked "$p")\" }"
+    done
+    echo
+    sed -n '/^\[profile\.dev\]/,/^$/p; /^\[profile\.dev\.package\."\*"\]/,/^$/p' Cargo.toml
+} >"$work/crates/Cargo.toml"
+cp Cargo.lock "$work/crates/Cargo.lock"
+echo "== the packages' own tests, from the unpacked packages"
+(
+    cd "$work/crates"
+    export CARGO_TARGET_DIR=$target_dir
+    cargo test -p burn-route-core -p burn-route-codegen --all-features
+    cargo test -p burn-route-cli
+    cargo test -p burn-route-runtime
+)
+
 # The consumer: examples/downstream as a user would copy it, plus what ties it to the packages.
 cp -r examples/downstream "$work/downstream"
 cp Cargo.lock "$work/downstream/Cargo.lock"
-version() { sed -n 's/^version = "\(.*\)"/\1/p' "$1/Cargo.toml" | head -n 1; }
 {
     echo
     echo "# Added by scripts/package-consumer.sh: a workspace of its own, the unpacked packages"
@@ -53,8 +83,7 @@ version() { sed -n 's/^version = "\(.*\)"/\1/p' "$1/Cargo.toml" | head -n 1; }
     echo
     echo "[patch.crates-io]"
     for p in burn-route-core burn-route-runtime burn-route-codegen; do
-        dir="$work/crates/$p-$(version "$repo/${p#burn-route-}")"
-        echo "$p = { path = \"$dir\" }"
+        echo "$p = { path = \"$(unpacked "$p")\" }"
     done
     echo
     sed -n '/^\[profile\.dev\]/,/^$/p; /^\[profile\.dev\.package\."\*"\]/,/^$/p' Cargo.toml
