@@ -9,16 +9,16 @@ use ::burn_route_runtime::rt::Dispatch;
 #[test]
 fn add_relu() {
     let op = check::Op::differentiable("add_relu")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("lhs", &[2, 3]))
         .input(check::Input::float("rhs", &[2, 3]))
         .output_shape(
             0,
             &::burn_route::kernels::meta::broadcast(
-                &check::spec(check::Kind::Float, &[2, 3]),
-                &check::spec(check::Kind::Float, &[2, 3]),
+                &check::spec(check::TensorKind::Float, &[2, 3]),
+                &check::spec(check::TensorKind::Float, &[2, 3]),
             ),
         );
     check::run(&op, |args: &mut check::Args| {
@@ -31,9 +31,9 @@ fn add_relu() {
 #[test]
 fn scale() {
     let op = check::Op::differentiable("scale")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_scale(args.float(0), 0.5_f32)?;
@@ -59,9 +59,9 @@ fn scale() {
 #[test]
 fn argmax_last() {
     let op = check::Op::detach("argmax_last")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_argmax_last(&args.float(0))?;
@@ -86,9 +86,9 @@ fn argmax_last() {
 #[test]
 fn round_half_even() {
     let op = check::Op::reject("round_half_even")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_round_half_even(args.float(0))?;
@@ -113,9 +113,9 @@ fn round_half_even() {
 #[test]
 fn axpby() {
     let op = check::Op::differentiable("axpby")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::optional_float("y", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
@@ -155,9 +155,9 @@ fn axpby() {
 #[test]
 fn sum_all() {
     let op = check::Op::differentiable("sum_all")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::floats("xs", &[&[2, 3], &[2, 3]]));
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_sum_all(args.floats(0))?;
@@ -170,9 +170,9 @@ fn sum_all() {
 #[test]
 fn split_last() {
     let op = check::Op::differentiable("split_last")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_split_last(args.float(0), vec![1, 2])?;
@@ -185,9 +185,9 @@ fn split_last() {
 #[test]
 fn softplus() {
     let op = check::Op::differentiable("softplus")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_softplus(args.float(0), 0.5_f32)?;
@@ -200,9 +200,9 @@ fn softplus() {
 #[test]
 fn masked_fill_count() {
     let op = check::Op::detach("masked_fill_count")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::bool("mask", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
@@ -246,9 +246,9 @@ fn masked_fill_count() {
 #[test]
 fn nan_to_num() {
     let op = check::Op::detach("nan_to_num")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let (__out_0, __out_1) =
@@ -292,7 +292,7 @@ fn dequantize_relu() {}
 /// `iota` (ops.toml:160): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn iota() {
-    let op = check::Op::reject("iota").backend(check::Backend::Flex, true);
+    let op = check::Op::reject("iota").backend(check::BackendId::Flex, true);
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_iota(1_usize, args.device().as_dispatch())?;
         Ok(vec![check::Value::int(__out_0)])
@@ -303,9 +303,9 @@ fn iota() {
 #[test]
 fn ramp() {
     let op = check::Op::reject("ramp")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote));
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote));
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_ramp(1_usize, args.device().as_dispatch())?;
         Ok(vec![check::Value::float(__out_0)])
@@ -317,9 +317,9 @@ fn ramp() {
 #[test]
 fn bias_gelu() {
     let op = check::Op::differentiable("bias_gelu")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("bias", &[3]))
         .output_shape(0, &[2, 3]);
@@ -333,16 +333,16 @@ fn bias_gelu() {
 #[test]
 fn swiglu() {
     let op = check::Op::differentiable("swiglu")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("gate", &[2, 3]))
         .input(check::Input::float("up", &[2, 3]))
         .output_shape(
             0,
             &::burn_route::kernels::meta::broadcast(
-                &check::spec(check::Kind::Float, &[2, 3]),
-                &check::spec(check::Kind::Float, &[2, 3]),
+                &check::spec(check::TensorKind::Float, &[2, 3]),
+                &check::spec(check::TensorKind::Float, &[2, 3]),
             ),
         );
     check::run(&op, |args: &mut check::Args| {
@@ -356,9 +356,9 @@ fn swiglu() {
 #[test]
 fn rms_norm() {
     let op = check::Op::differentiable("rms_norm")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("weight", &[3]))
         .output_shape(0, &[2, 3]);
@@ -373,9 +373,9 @@ fn rms_norm() {
 #[test]
 fn layer_norm() {
     let op = check::Op::differentiable("layer_norm")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("gamma", &[3]))
         .input(check::Input::float("beta", &[3]))
@@ -396,9 +396,9 @@ fn layer_norm() {
 #[test]
 fn softmax_last() {
     let op = check::Op::differentiable("softmax_last")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .output_shape(0, &[2, 3]);
     check::run(&op, |args: &mut check::Args| {
@@ -412,17 +412,17 @@ fn softmax_last() {
 #[test]
 fn cross_entropy_logits() {
     let op = check::Op::differentiable("cross_entropy_logits")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("logits", &[2, 3]))
         .input(check::Input::int("targets", &[2]))
         .range(0.0, 3.0)
         .output_shape(
             0,
             &::burn_route::kernels::meta::one_element(
-                &check::spec(check::Kind::Float, &[2, 3]),
-                &check::spec(check::Kind::Int, &[2]),
+                &check::spec(check::TensorKind::Float, &[2, 3]),
+                &check::spec(check::TensorKind::Int, &[2]),
             ),
         );
     check::run(&op, |args: &mut check::Args| {
@@ -436,9 +436,9 @@ fn cross_entropy_logits() {
 #[test]
 fn dropout() {
     let op = check::Op::differentiable("dropout")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .output_shape(0, &[2, 3])
         .output_shape(1, &[2, 3]);
@@ -457,9 +457,9 @@ fn dropout() {
 #[test]
 fn clamp_ste() {
     let op = check::Op::differentiable("clamp_ste")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_clamp_ste(args.float(0), -10.0, 10.0)?;
@@ -485,9 +485,9 @@ fn clamp_ste() {
 #[test]
 fn topk_last() {
     let op = check::Op::detach("topk_last")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let (__out_0, __out_1) = ::burn_route::dispatch::try_topk_last(&args.float(0), 1_usize)?;
@@ -522,9 +522,9 @@ fn topk_last() {
 #[test]
 fn affine() {
     let op = check::Op::differentiable("affine")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("p.scale", &[2, 3]))
         .input(check::Input::optional_float("p.shift", &[2, 3]));
@@ -564,9 +564,9 @@ fn affine() {
 #[test]
 fn moments() {
     let op = check::Op::differentiable("moments")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_moments(args.float(0))?;
@@ -600,9 +600,9 @@ fn moments() {
 #[test]
 fn fill_where() {
     let op = check::Op::differentiable("fill_where")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::bool("mask", &[2, 3]))
         .input(check::Input::float("fill.From.0", &[2, 3]));
@@ -638,9 +638,9 @@ fn fill_where() {
 #[test]
 fn count_nonfinite() {
     let op = check::Op::detach("count_nonfinite")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let _ = check::block_on(::burn_route::dispatch::try_count_nonfinite(&args.float(0)))?;

@@ -88,7 +88,7 @@ use burn_backend::{
     BoolStore, DType, TensorData, TensorMetadata, get_or_init_device_settings, read_sync,
 };
 
-pub use crate::rt::Policy;
+pub use crate::rt::{BackendId, Policy, TensorKind};
 use crate::rt::{Device, Dispatch, DispatchTensor, RouteError, TensorSpec};
 
 /// The environment variable that names a burn-remote server (`ws://host:port`) to check every op
@@ -114,27 +114,6 @@ pub const DEFAULT_FLOAT_RANGE: (f64, f64) = (-2.0, 2.0);
 /// The default range of an int input: the integers in `[0, 4)`.
 pub const DEFAULT_INT_RANGE: (f64, f64) = (0.0, 4.0);
 
-/// The element kind of a tensor input or output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// Floating point.
-    Float,
-    /// Integer.
-    Int,
-    /// Boolean.
-    Bool,
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Float => "float",
-            Self::Int => "int",
-            Self::Bool => "bool",
-        })
-    }
-}
-
 /// How an input holds its tensors: the type of the op's parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Container {
@@ -151,7 +130,7 @@ pub enum Container {
 #[derive(Clone, Debug)]
 pub struct Input {
     name: &'static str,
-    kind: Kind,
+    kind: TensorKind,
     container: Container,
     shapes: Vec<Vec<usize>>,
     range: Option<(f64, f64)>,
@@ -159,7 +138,12 @@ pub struct Input {
 }
 
 impl Input {
-    fn new(name: &'static str, kind: Kind, container: Container, shapes: Vec<Vec<usize>>) -> Self {
+    fn new(
+        name: &'static str,
+        kind: TensorKind,
+        container: Container,
+        shapes: Vec<Vec<usize>>,
+    ) -> Self {
         Self {
             name,
             kind,
@@ -173,51 +157,81 @@ impl Input {
     /// A float tensor of `shape`, values uniform in `[-2, 2)` unless [`range`](Self::range) says
     /// otherwise.
     pub fn float(name: &'static str, shape: &[usize]) -> Self {
-        Self::new(name, Kind::Float, Container::Single, vec![shape.to_vec()])
+        Self::new(
+            name,
+            TensorKind::Float,
+            Container::Single,
+            vec![shape.to_vec()],
+        )
     }
 
     /// An `Option` of a float tensor of `shape`.
     pub fn optional_float(name: &'static str, shape: &[usize]) -> Self {
-        Self::new(name, Kind::Float, Container::Optional, vec![shape.to_vec()])
+        Self::new(
+            name,
+            TensorKind::Float,
+            Container::Optional,
+            vec![shape.to_vec()],
+        )
     }
 
     /// A `Vec` of float tensors, one per shape.
     pub fn floats(name: &'static str, shapes: &[&[usize]]) -> Self {
         let shapes = shapes.iter().map(|s| s.to_vec()).collect();
-        Self::new(name, Kind::Float, Container::Vec, shapes)
+        Self::new(name, TensorKind::Float, Container::Vec, shapes)
     }
 
     /// An int tensor of `shape`, values the integers in `[0, 4)` unless
     /// [`range`](Self::range) says otherwise.
     pub fn int(name: &'static str, shape: &[usize]) -> Self {
-        Self::new(name, Kind::Int, Container::Single, vec![shape.to_vec()])
+        Self::new(
+            name,
+            TensorKind::Int,
+            Container::Single,
+            vec![shape.to_vec()],
+        )
     }
 
     /// An `Option` of an int tensor of `shape`.
     pub fn optional_int(name: &'static str, shape: &[usize]) -> Self {
-        Self::new(name, Kind::Int, Container::Optional, vec![shape.to_vec()])
+        Self::new(
+            name,
+            TensorKind::Int,
+            Container::Optional,
+            vec![shape.to_vec()],
+        )
     }
 
     /// A `Vec` of int tensors, one per shape.
     pub fn ints(name: &'static str, shapes: &[&[usize]]) -> Self {
         let shapes = shapes.iter().map(|s| s.to_vec()).collect();
-        Self::new(name, Kind::Int, Container::Vec, shapes)
+        Self::new(name, TensorKind::Int, Container::Vec, shapes)
     }
 
     /// A bool tensor of `shape`, each element true with probability 1/2.
     pub fn bool(name: &'static str, shape: &[usize]) -> Self {
-        Self::new(name, Kind::Bool, Container::Single, vec![shape.to_vec()])
+        Self::new(
+            name,
+            TensorKind::Bool,
+            Container::Single,
+            vec![shape.to_vec()],
+        )
     }
 
     /// An `Option` of a bool tensor of `shape`.
     pub fn optional_bool(name: &'static str, shape: &[usize]) -> Self {
-        Self::new(name, Kind::Bool, Container::Optional, vec![shape.to_vec()])
+        Self::new(
+            name,
+            TensorKind::Bool,
+            Container::Optional,
+            vec![shape.to_vec()],
+        )
     }
 
     /// A `Vec` of bool tensors, one per shape.
     pub fn bools(name: &'static str, shapes: &[&[usize]]) -> Self {
         let shapes = shapes.iter().map(|s| s.to_vec()).collect();
-        Self::new(name, Kind::Bool, Container::Vec, shapes)
+        Self::new(name, TensorKind::Bool, Container::Vec, shapes)
     }
 
     /// Draws the values in `[lo, hi)`: uniformly for a float input, the integers in it for an
@@ -232,7 +246,7 @@ impl Input {
     pub fn range(mut self, lo: f64, hi: f64) -> Self {
         let name = self.name;
         assert!(
-            self.kind != Kind::Bool,
+            self.kind != TensorKind::Bool,
             "op check: input `{name}` is a bool tensor, which has no value range. Fix: remove \
              `.range({lo}, {hi})` from it"
         );
@@ -242,7 +256,7 @@ impl Input {
              Fix: pass finite bounds with lo <= hi"
         );
         assert!(
-            self.kind != Kind::Int || hi.ceil() > lo.ceil(),
+            self.kind != TensorKind::Int || hi.ceil() > lo.ceil(),
             "op check: int input `{name}` has the range [{lo}, {hi}), which holds no integer. \
              Fix: widen it (the integers n with lo <= n < hi are drawn)"
         );
@@ -261,7 +275,7 @@ impl Input {
     #[track_caller]
     pub fn no_gradient(mut self) -> Self {
         assert!(
-            self.kind == Kind::Float,
+            self.kind == TensorKind::Float,
             "op check: input `{}` is a {} tensor, which never gets a gradient. Fix: remove \
              `.no_gradient()` from it",
             self.name,
@@ -277,7 +291,7 @@ impl Input {
     }
 
     /// The element kind.
-    pub fn kind(&self) -> Kind {
+    pub fn kind(&self) -> TensorKind {
         self.kind
     }
 
@@ -294,30 +308,32 @@ impl Input {
     /// The range the values are drawn in, defaults applied; `None` for a bool input.
     pub fn value_range(&self) -> Option<(f64, f64)> {
         match self.kind {
-            Kind::Float => Some(self.range.unwrap_or(DEFAULT_FLOAT_RANGE)),
-            Kind::Int => Some(self.range.unwrap_or(DEFAULT_INT_RANGE)),
-            Kind::Bool => None,
+            TensorKind::Float => Some(self.range.unwrap_or(DEFAULT_FLOAT_RANGE)),
+            TensorKind::Int => Some(self.range.unwrap_or(DEFAULT_INT_RANGE)),
+            // No constructor makes a quantized input (the check draws none).
+            TensorKind::Bool | TensorKind::Quantized => None,
         }
     }
 
     /// Whether the gradient check compares this input's gradient (false after
     /// [`no_gradient`](Self::no_gradient), and for int and bool inputs).
     pub fn has_gradient(&self) -> bool {
-        self.kind == Kind::Float && self.gradient
+        self.kind == TensorKind::Float && self.gradient
     }
 
     /// How the op's signature spells this input's type, for messages.
     fn constructor(&self) -> &'static str {
         match (self.container, self.kind) {
-            (Container::Single, Kind::Float) => "float",
-            (Container::Single, Kind::Int) => "int",
-            (Container::Single, Kind::Bool) => "bool",
-            (Container::Optional, Kind::Float) => "optional_float",
-            (Container::Optional, Kind::Int) => "optional_int",
-            (Container::Optional, Kind::Bool) => "optional_bool",
-            (Container::Vec, Kind::Float) => "floats",
-            (Container::Vec, Kind::Int) => "ints",
-            (Container::Vec, Kind::Bool) => "bools",
+            (Container::Single, TensorKind::Float) => "float",
+            (Container::Single, TensorKind::Int) => "int",
+            (Container::Single, TensorKind::Bool) => "bool",
+            (Container::Optional, TensorKind::Float) => "optional_float",
+            (Container::Optional, TensorKind::Int) => "optional_int",
+            (Container::Optional, TensorKind::Bool) => "optional_bool",
+            (Container::Vec, TensorKind::Float) => "floats",
+            (Container::Vec, TensorKind::Int) => "ints",
+            (Container::Vec, TensorKind::Bool) => "bools",
+            (_, TensorKind::Quantized) => "quantized (not built by the op check)",
         }
     }
 
@@ -338,7 +354,7 @@ pub struct Op {
     name: &'static str,
     policy: Policy,
     /// The backends the op is routed to (`None`: every backend).
-    backends: Option<Vec<Backend>>,
+    backends: Option<Vec<BackendId>>,
     inputs: Vec<Input>,
     output_shapes: Vec<(usize, Vec<usize>)>,
     tolerance: f64,
@@ -365,7 +381,7 @@ impl Op {
     /// (its reference: values, policy and gradients) and compares the others with it. Default:
     /// Flex, then every other backend compiled in.
     #[must_use]
-    pub fn backends(mut self, backends: &[Backend]) -> Self {
+    pub fn backends(mut self, backends: &[BackendId]) -> Self {
         self.backends = Some(backends.to_vec());
         self
     }
@@ -405,7 +421,7 @@ impl Op {
     /// Adds `backend` to the op's backends when `routed` (the generated check passes
     /// `cfg!(...)` of the backend's cfg); see [`Op::backends`].
     #[must_use]
-    pub fn backend(mut self, backend: Backend, routed: bool) -> Self {
+    pub fn backend(mut self, backend: BackendId, routed: bool) -> Self {
         let list = self.backends.get_or_insert_with(Vec::new);
         if routed {
             list.push(backend);
@@ -413,7 +429,7 @@ impl Op {
         self
     }
 
-    fn routed(&self, backend: Backend) -> bool {
+    fn routed(&self, backend: BackendId) -> bool {
         self.backends.as_ref().is_none_or(|b| b.contains(&backend))
     }
 
@@ -528,11 +544,11 @@ impl Op {
 #[derive(Clone, Debug)]
 pub enum Value {
     /// One tensor.
-    Tensor(Kind, DispatchTensor),
+    Tensor(TensorKind, DispatchTensor),
     /// An optional tensor.
-    Optional(Kind, Option<DispatchTensor>),
+    Optional(TensorKind, Option<DispatchTensor>),
     /// A `Vec` of tensors.
-    Tensors(Kind, Vec<DispatchTensor>),
+    Tensors(TensorKind, Vec<DispatchTensor>),
     /// An output that is not a tensor: not checked.
     Plain,
     /// The variant of an enum output (its name), compared exactly; the variant's tensors follow
@@ -543,47 +559,47 @@ pub enum Value {
 impl Value {
     /// A float tensor.
     pub fn float(tensor: DispatchTensor) -> Self {
-        Self::Tensor(Kind::Float, tensor)
+        Self::Tensor(TensorKind::Float, tensor)
     }
 
     /// An int tensor.
     pub fn int(tensor: DispatchTensor) -> Self {
-        Self::Tensor(Kind::Int, tensor)
+        Self::Tensor(TensorKind::Int, tensor)
     }
 
     /// A bool tensor.
     pub fn bool(tensor: DispatchTensor) -> Self {
-        Self::Tensor(Kind::Bool, tensor)
+        Self::Tensor(TensorKind::Bool, tensor)
     }
 
     /// An optional float tensor.
     pub fn optional_float(tensor: Option<DispatchTensor>) -> Self {
-        Self::Optional(Kind::Float, tensor)
+        Self::Optional(TensorKind::Float, tensor)
     }
 
     /// An optional int tensor.
     pub fn optional_int(tensor: Option<DispatchTensor>) -> Self {
-        Self::Optional(Kind::Int, tensor)
+        Self::Optional(TensorKind::Int, tensor)
     }
 
     /// An optional bool tensor.
     pub fn optional_bool(tensor: Option<DispatchTensor>) -> Self {
-        Self::Optional(Kind::Bool, tensor)
+        Self::Optional(TensorKind::Bool, tensor)
     }
 
     /// A `Vec` of float tensors.
     pub fn floats(tensors: Vec<DispatchTensor>) -> Self {
-        Self::Tensors(Kind::Float, tensors)
+        Self::Tensors(TensorKind::Float, tensors)
     }
 
     /// A `Vec` of int tensors.
     pub fn ints(tensors: Vec<DispatchTensor>) -> Self {
-        Self::Tensors(Kind::Int, tensors)
+        Self::Tensors(TensorKind::Int, tensors)
     }
 
     /// A `Vec` of bool tensors.
     pub fn bools(tensors: Vec<DispatchTensor>) -> Self {
-        Self::Tensors(Kind::Bool, tensors)
+        Self::Tensors(TensorKind::Bool, tensors)
     }
 
     /// An output that is not a tensor (ignored).
@@ -613,7 +629,7 @@ pub struct Args {
 #[derive(Debug)]
 struct Slot {
     name: &'static str,
-    kind: Kind,
+    kind: TensorKind,
     container: Container,
     constructor: &'static str,
     tensors: Vec<DispatchTensor>,
@@ -623,7 +639,7 @@ struct Slot {
 
 impl Args {
     #[track_caller]
-    fn slot(&self, index: usize, kind: Kind, container: Container, accessor: &str) -> &Slot {
+    fn slot(&self, index: usize, kind: TensorKind, container: Container, accessor: &str) -> &Slot {
         let Some(slot) = self.slots.get(index) else {
             panic!(
                 "op check failed: op `{}`: the check closure called `Args::{accessor}({index})`, \
@@ -644,18 +660,18 @@ impl Args {
     }
 
     #[track_caller]
-    fn one(&self, index: usize, kind: Kind, accessor: &str) -> DispatchTensor {
+    fn one(&self, index: usize, kind: TensorKind, accessor: &str) -> DispatchTensor {
         self.slot(index, kind, Container::Single, accessor).tensors[0].clone()
     }
 
     #[track_caller]
-    fn optional(&self, index: usize, kind: Kind, accessor: &str) -> Option<DispatchTensor> {
+    fn optional(&self, index: usize, kind: TensorKind, accessor: &str) -> Option<DispatchTensor> {
         let slot = self.slot(index, kind, Container::Optional, accessor);
         slot.present.then(|| slot.tensors[0].clone())
     }
 
     #[track_caller]
-    fn many(&self, index: usize, kind: Kind, accessor: &str) -> Vec<DispatchTensor> {
+    fn many(&self, index: usize, kind: TensorKind, accessor: &str) -> Vec<DispatchTensor> {
         self.slot(index, kind, Container::Vec, accessor)
             .tensors
             .clone()
@@ -664,55 +680,55 @@ impl Args {
     /// Input `index`, declared [`Input::float`].
     #[track_caller]
     pub fn float(&self, index: usize) -> DispatchTensor {
-        self.one(index, Kind::Float, "float")
+        self.one(index, TensorKind::Float, "float")
     }
 
     /// Input `index`, declared [`Input::optional_float`] (`None` in the check that leaves it out).
     #[track_caller]
     pub fn optional_float(&self, index: usize) -> Option<DispatchTensor> {
-        self.optional(index, Kind::Float, "optional_float")
+        self.optional(index, TensorKind::Float, "optional_float")
     }
 
     /// Input `index`, declared [`Input::floats`].
     #[track_caller]
     pub fn floats(&self, index: usize) -> Vec<DispatchTensor> {
-        self.many(index, Kind::Float, "floats")
+        self.many(index, TensorKind::Float, "floats")
     }
 
     /// Input `index`, declared [`Input::int`].
     #[track_caller]
     pub fn int(&self, index: usize) -> DispatchTensor {
-        self.one(index, Kind::Int, "int")
+        self.one(index, TensorKind::Int, "int")
     }
 
     /// Input `index`, declared [`Input::optional_int`].
     #[track_caller]
     pub fn optional_int(&self, index: usize) -> Option<DispatchTensor> {
-        self.optional(index, Kind::Int, "optional_int")
+        self.optional(index, TensorKind::Int, "optional_int")
     }
 
     /// Input `index`, declared [`Input::ints`].
     #[track_caller]
     pub fn ints(&self, index: usize) -> Vec<DispatchTensor> {
-        self.many(index, Kind::Int, "ints")
+        self.many(index, TensorKind::Int, "ints")
     }
 
     /// Input `index`, declared [`Input::bool`].
     #[track_caller]
     pub fn bool(&self, index: usize) -> DispatchTensor {
-        self.one(index, Kind::Bool, "bool")
+        self.one(index, TensorKind::Bool, "bool")
     }
 
     /// Input `index`, declared [`Input::optional_bool`].
     #[track_caller]
     pub fn optional_bool(&self, index: usize) -> Option<DispatchTensor> {
-        self.optional(index, Kind::Bool, "optional_bool")
+        self.optional(index, TensorKind::Bool, "optional_bool")
     }
 
     /// Input `index`, declared [`Input::bools`].
     #[track_caller]
     pub fn bools(&self, index: usize) -> Vec<DispatchTensor> {
-        self.many(index, Kind::Bool, "bools")
+        self.many(index, TensorKind::Bool, "bools")
     }
 
     /// The device of this call (for an op's device parameter).
@@ -893,24 +909,17 @@ where
 
 /// The spec (shape and the default dtype of `kind`: `F32`, `I64` or native `Bool`) of a tensor
 /// input of `shape`, for the output metadata functions a check evaluates.
-pub fn spec(kind: Kind, shape: &[usize]) -> TensorSpec {
+pub fn spec(kind: TensorKind, shape: &[usize]) -> TensorSpec {
     let dtype = match kind {
-        Kind::Float => burn_backend::DType::F32,
-        Kind::Int => burn_backend::DType::I64,
-        Kind::Bool => burn_backend::DType::Bool(burn_backend::BoolStore::Native),
+        TensorKind::Float => burn_backend::DType::F32,
+        TensorKind::Int => burn_backend::DType::I64,
+        TensorKind::Bool => burn_backend::DType::Bool(burn_backend::BoolStore::Native),
+        TensorKind::Quantized => panic!(
+            "op check: a quantized input has no default spec (its dtype names a quantization \
+             scheme). Fix: check the op by hand, as the generated check does for quantized ops"
+        ),
     };
     TensorSpec::new(crate::rt::Shape::from(shape.to_vec()), dtype)
-}
-
-/// A backend an op may be routed to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// Burn's CPU backend.
-    Flex,
-    /// The cubecl backend (wgpu or CUDA), when this build has it.
-    Cube,
-    /// Burn's remote backend, when [`REMOTE_ENV`] names a server.
-    Remote,
 }
 
 /// This build's Cube device: wgpu's CPU adapter (lavapipe in CI) or CUDA device 0.
@@ -925,14 +934,14 @@ fn cube_device() -> Device {
 /// The devices of `op`'s backends this build has, the reference first (Flex when listed).
 fn devices_of(op: &Op) -> Vec<Device> {
     let mut devices = Vec::new();
-    if op.routed(Backend::Flex) {
+    if op.routed(BackendId::Flex) {
         devices.push(Device::flex());
     }
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
-    if op.routed(Backend::Cube) {
+    if op.routed(BackendId::Cube) {
         devices.push(cube_device());
     }
-    if op.routed(Backend::Remote) {
+    if op.routed(BackendId::Remote) {
         devices.extend(remote_from_env());
     }
     devices
@@ -1057,7 +1066,7 @@ struct Host {
 /// An output tensor, flattened out of the [`Value`]s.
 struct Leaf {
     name: String,
-    kind: Kind,
+    kind: TensorKind,
     tensor: Option<DispatchTensor>,
     /// For the variant of an enum output ([`Value::Variant`]), which holds no tensor.
     variant: Option<&'static str>,
@@ -1067,7 +1076,7 @@ struct Leaf {
 #[derive(Debug)]
 struct HostLeaf {
     name: String,
-    kind: Kind,
+    kind: TensorKind,
     value: Option<Host>,
     variant: Option<&'static str>,
 }
@@ -1100,7 +1109,7 @@ fn flatten(values: Vec<Value>) -> Vec<Leaf> {
             // A variant is a leaf without a tensor (its kind is never read).
             Value::Variant(name) => leaves.push(Leaf {
                 name: format!("output {position}"),
-                kind: Kind::Bool,
+                kind: TensorKind::Bool,
                 tensor: None,
                 variant: Some(name),
             }),
@@ -1123,12 +1132,18 @@ fn read_leaf(leaf: Leaf) -> Result<HostLeaf, String> {
 }
 
 /// Reads a tensor of `kind` back to the host.
-fn read(tensor: DispatchTensor, kind: Kind) -> Result<Host, String> {
+fn read(tensor: DispatchTensor, kind: TensorKind) -> Result<Host, String> {
     let dtype = tensor.dtype();
     let fits = match kind {
-        Kind::Float => dtype.is_float(),
-        Kind::Int => dtype.is_int() || dtype.is_uint(),
-        Kind::Bool => dtype.is_bool(),
+        TensorKind::Float => dtype.is_float(),
+        TensorKind::Int => dtype.is_int() || dtype.is_uint(),
+        TensorKind::Bool => dtype.is_bool(),
+        TensorKind::Quantized => {
+            return Err(format!(
+                "it is a quantized tensor (dtype {dtype:?}), which the op check does not read \
+                 back; dequantize it and return it as `Value::float`"
+            ));
+        }
     };
     if !fits {
         return Err(format!(
@@ -1137,26 +1152,28 @@ fn read(tensor: DispatchTensor, kind: Kind) -> Result<Host, String> {
         ));
     }
     let data = match kind {
-        Kind::Float => read_sync(Dispatch::float_into_data(tensor)),
-        Kind::Int => read_sync(Dispatch::int_into_data(tensor)),
-        Kind::Bool => read_sync(Dispatch::bool_into_data(tensor)),
+        TensorKind::Float => read_sync(Dispatch::float_into_data(tensor)),
+        TensorKind::Int => read_sync(Dispatch::int_into_data(tensor)),
+        TensorKind::Bool => read_sync(Dispatch::bool_into_data(tensor)),
+        TensorKind::Quantized => unreachable!("refused above"),
     }
     .map_err(|err| format!("reading it failed: {err:?}"))?;
     let shape = data.shape().as_slice().to_vec();
     let bad = |err| format!("converting its data failed: {err:?}");
     let data = match kind {
-        Kind::Float => Data::Float(data.try_into_vec_as::<f32>().map_err(bad)?),
-        Kind::Int => Data::Int(data.try_into_vec_as::<i64>().map_err(bad)?),
-        Kind::Bool if data.dtype() == DType::Bool(BoolStore::Native) => {
+        TensorKind::Float => Data::Float(data.try_into_vec_as::<f32>().map_err(bad)?),
+        TensorKind::Int => Data::Int(data.try_into_vec_as::<i64>().map_err(bad)?),
+        TensorKind::Bool if data.dtype() == DType::Bool(BoolStore::Native) => {
             Data::Bool(data.try_into_vec::<bool>().map_err(bad)?)
         }
-        Kind::Bool => Data::Bool(
+        TensorKind::Bool => Data::Bool(
             data.try_into_vec_as::<i64>()
                 .map_err(bad)?
                 .into_iter()
                 .map(|v| v != 0)
                 .collect(),
         ),
+        TensorKind::Quantized => unreachable!("refused above"),
     };
     Ok(Host { shape, data })
 }
@@ -1407,12 +1424,12 @@ fn seed_of(name: &str) -> u64 {
 fn draw(input: &Input, shape: &[usize], rng: &mut Rng) -> Host {
     let n: usize = shape.iter().product();
     let data = match (input.kind, input.value_range()) {
-        (Kind::Float, Some((lo, hi))) => Data::Float(
+        (TensorKind::Float, Some((lo, hi))) => Data::Float(
             (0..n)
                 .map(|_| (lo + (hi - lo) * rng.unit()) as f32)
                 .collect(),
         ),
-        (Kind::Int, Some((lo, hi))) => {
+        (TensorKind::Int, Some((lo, hi))) => {
             let (lo, hi) = (lo.ceil() as i64, hi.ceil() as i64);
             let count = (hi - lo) as u64;
             Data::Int(
@@ -1512,7 +1529,7 @@ impl<'a> Checker<'a> {
                     .map(|host| {
                         let tensor = upload(host, device);
                         #[cfg(feature = "autodiff")]
-                        if track && input.kind == Kind::Float {
+                        if track && input.kind == TensorKind::Float {
                             return Dispatch::float_set_require_grad(tensor, true);
                         }
                         tensor
@@ -1694,7 +1711,7 @@ mod autodiff {
 
     /// Whether every element of a gradient is zero.
     fn is_zero(grad: DispatchTensor) -> Result<bool, String> {
-        match read(grad, Kind::Float)?.data {
+        match read(grad, TensorKind::Float)?.data {
             Data::Float(v) => Ok(v.iter().all(|&g| g == 0.0)),
             _ => unreachable!("a float gradient"),
         }
@@ -1705,7 +1722,7 @@ mod autodiff {
         where
             F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
         {
-            if !self.op.inputs.iter().any(|i| i.kind == Kind::Float) {
+            if !self.op.inputs.iter().any(|i| i.kind == TensorKind::Float) {
                 return; // Nothing to track.
             }
             match self.op.policy {
@@ -1774,7 +1791,7 @@ mod autodiff {
             let floats: Vec<&str> = op
                 .inputs
                 .iter()
-                .filter(|i| i.kind == Kind::Float)
+                .filter(|i| i.kind == TensorKind::Float)
                 .map(|i| i.name)
                 .collect();
             match self.call(check, f, &mut args) {
@@ -1812,7 +1829,7 @@ mod autodiff {
             let check = "policy detach (tracked inputs on Flex autodiff)";
             let (args, leaves) = self.tracked_call(check, true, expected, f);
             for leaf in &leaves {
-                if let (Kind::Float, Some(t)) = (leaf.kind, &leaf.tensor)
+                if let (TensorKind::Float, Some(t)) = (leaf.kind, &leaf.tensor)
                     && Dispatch::is_tracked(t)
                 {
                     fail(
@@ -1827,7 +1844,7 @@ mod autodiff {
             // A backward pass from a loss of every output and a zero term of the first tracked
             // input (so there is a graph to run) must give no input a gradient.
             let device = self.reference.clone().autodiff();
-            let first = args.slots.iter().find(|s| s.kind == Kind::Float);
+            let first = args.slots.iter().find(|s| s.kind == TensorKind::Float);
             let Some(first) = first.and_then(|s| s.tensors.first()) else {
                 return;
             };
@@ -1841,7 +1858,7 @@ mod autodiff {
             let grads = Dispatch::backward(loss);
             for (input, slot) in op.inputs.iter().zip(&args.slots) {
                 for (j, tensor) in slot.tensors.iter().enumerate() {
-                    if slot.kind != Kind::Float {
+                    if slot.kind != TensorKind::Float {
                         continue;
                     }
                     let Some(grad) = Dispatch::grad(tensor, &grads) else {
@@ -1879,7 +1896,7 @@ mod autodiff {
             let check = "gradient check (autodiff against central finite differences)";
             let device = self.reference.clone().autodiff();
             if !leaves.iter().any(|l| {
-                l.kind == Kind::Float && l.tensor.as_ref().is_some_and(Dispatch::is_tracked)
+                l.kind == TensorKind::Float && l.tensor.as_ref().is_some_and(Dispatch::is_tracked)
             }) {
                 fail(
                     op.name,
@@ -1897,7 +1914,7 @@ mod autodiff {
             let grads = Dispatch::backward(loss);
 
             for (index, (input, slot)) in op.inputs.iter().zip(&args.slots).enumerate() {
-                if input.kind != Kind::Float {
+                if input.kind != TensorKind::Float {
                     continue;
                 }
                 for (j, tensor) in slot.tensors.iter().enumerate() {
@@ -1931,7 +1948,7 @@ mod autodiff {
                              hand)",
                         );
                     };
-                    let auto = match read(grad, Kind::Float) {
+                    let auto = match read(grad, TensorKind::Float) {
                         Ok(Host {
                             shape,
                             data: Data::Float(v),
@@ -2112,7 +2129,7 @@ mod autodiff {
     ) -> Option<DispatchTensor> {
         let mut loss: Option<DispatchTensor> = None;
         for (leaf, w) in leaves.into_iter().zip(weights) {
-            let (Kind::Float, Some(out), Some(w)) = (leaf.kind, leaf.tensor, w) else {
+            let (TensorKind::Float, Some(out), Some(w)) = (leaf.kind, leaf.tensor, w) else {
                 continue;
             };
             let data = TensorData::new(w.clone(), out.shape()).convert_dtype(out.dtype());

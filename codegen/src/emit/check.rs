@@ -528,7 +528,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         chain.push(link(
             "backend",
             vec![
-                format!("check::Backend::{}", backend.name.key()).into(),
+                format!("check::BackendId::{}", backend.name.variant()).into(),
                 routed,
             ],
         ));
@@ -719,14 +719,9 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
 fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>, config: &CheckConfig) -> String {
     match &input.arg {
         Arg::Tensor(t) => {
-            let kind = t.kind.key();
-            let spec = |s: &[usize]| {
-                format!(
-                    "check::spec(check::Kind::{}, {})",
-                    capital(kind),
-                    dims_text(s)
-                )
-            };
+            let kind = t.kind.variant();
+            let spec =
+                |s: &[usize]| format!("check::spec(check::TensorKind::{kind}, {})", dims_text(s));
             let shape = shape.unwrap_or_default();
             match t.container {
                 Container::One => format!("&{}", spec(&shape[0])),
@@ -743,13 +738,6 @@ fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>, config: &Check
             unreachable!("validation: an op with a declared-type input declares no output metadata")
         }
     }
-}
-
-fn capital(kind: &str) -> String {
-    let mut c = kind.chars();
-    c.next().map_or_else(String::new, |f| {
-        f.to_ascii_uppercase().to_string() + c.as_str()
-    })
 }
 
 fn plain_value(op: &Op, name: &str, ty: &str, config: &CheckConfig) -> String {

@@ -7,13 +7,16 @@
 //! `Fusion<B>` operation (the fusion stream runs kernels synchronously) and borrowed plain
 //! arguments (the future would borrow from the caller).
 
-use super::rules::Context;
+use super::context::{Context, ManifestRule};
 use crate::diag::Diagnostic;
 use crate::ir::{Arg, BackendName, Op, RouteBy};
 use crate::model::OpSpec;
 
+/// The async rules, checked after [`super::rules::MANIFEST_RULES`].
+pub(super) const MANIFEST_RULES: &[ManifestRule] = &[async_ops];
+
 /// Every rule about async ops, as one manifest rule.
-pub(super) fn async_ops(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+fn async_ops(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for (spec, op) in cx.ops {
         let Some(flag) = spec.asynchronous.as_ref().filter(|a| a.value) else {

@@ -5,7 +5,8 @@
 //! - [`lower`]: each value to its IR form (names, kinds, types, cfgs, docs), one op at a time.
 //!   Names are checked by [`crate::names`], plain types by [`types`], doc text by [`text`].
 //! - [`rules`]: the rules that relate values to each other, one named function each, all
-//!   listed in [`rules::OP_RULES`] and [`rules::MANIFEST_RULES`].
+//!   listed in [`rules::OP_RULES`], [`rules::MANIFEST_RULES`] and
+//!   [`asynchrony::MANIFEST_RULES`].
 //!
 //! Builder options that change names (the trait override) enter here like manifest values, so
 //! they meet the same rules.
@@ -13,6 +14,7 @@
 mod asynchrony;
 mod backward;
 mod check;
+mod context;
 mod lower;
 
 pub(crate) use backward::leaf_at;
@@ -75,14 +77,17 @@ pub fn validate_with(
             }
         }
     }
-    let cx = rules::Context {
+    let cx = context::Context {
         manifest,
         ops: &lowered.ops,
         lines: &lines,
         routing: lowered.routing.as_ref(),
         trait_key: &lowered.trait_key,
     };
-    for rule in rules::MANIFEST_RULES {
+    for rule in rules::MANIFEST_RULES
+        .iter()
+        .chain(asynchrony::MANIFEST_RULES)
+    {
         diags.extend(rule(&cx));
     }
     diags.sort_by(|a, b| (a.span.start, &a.key).cmp(&(b.span.start, &b.key)));

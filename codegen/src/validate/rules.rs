@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use super::lower::{Routing, assign_groups};
+use super::context::{Context, ManifestRule};
+use super::lower::assign_groups;
+use crate::diag::Diagnostic;
 use crate::diag::did_you_mean;
-use crate::diag::{Diagnostic, LineIndex};
 use crate::ir::{
     Arg, Backend, BackendName, Container, FusionImpl, Input, MetaSource, Op, Output, Policy, Rank,
     RouteBy, ShapeRule, TensorArg, TensorKind, TraitGroup,
@@ -20,20 +21,8 @@ pub(super) type OpRule = fn(&OpSpec, &Op, &[Backend]) -> Option<Diagnostic>;
 /// Every rule about one op, in the order they are checked.
 pub(super) const OP_RULES: &[OpRule] = &[policy_needs_float_input, op_is_routable];
 
-/// What manifest-wide rules see.
-pub(super) struct Context<'a, 'm> {
-    pub manifest: &'a Manifest,
-    pub ops: &'a [(&'m OpSpec, Op)],
-    pub lines: &'a LineIndex,
-    pub routing: Option<&'a Routing>,
-    /// Span and key of the main trait's name.
-    pub trait_key: &'a (Range<usize>, String),
-}
-
-/// A rule about the whole manifest.
-pub(super) type ManifestRule = fn(&Context<'_, '_>) -> Vec<Diagnostic>;
-
-/// Every manifest-wide rule, in the order they are checked.
+/// Every manifest-wide rule of this module, in the order they are checked (the async rules
+/// follow, [`super::asynchrony::MANIFEST_RULES`]).
 pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     op_names_unique,
     try_names_free,
@@ -47,7 +36,6 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     lazy_arguments_are_owned,
     composition_is_not_composite,
     declared_inputs_have_no_metadata,
-    super::asynchrony::async_ops,
 ];
 
 /// The declared types ops name directly (inputs and outputs, tuples included).

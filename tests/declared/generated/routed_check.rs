@@ -9,9 +9,9 @@ use ::burn_route::rt::Dispatch;
 #[test]
 fn pick() {
     let op = check::Op::detach("pick")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("op.Dense.0", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let __arg_0_0 =
@@ -42,9 +42,9 @@ fn pick() {
 #[test]
 fn pick_untracked() {
     let op = check::Op::reject("pick_untracked")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("op.Dense.0", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let __arg_0_0 =
@@ -75,9 +75,9 @@ fn pick_untracked() {
 #[test]
 fn mix_pick() {
     let op = check::Op::detach("mix_pick")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("op.Dense.0", &[2, 3]))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
@@ -110,9 +110,9 @@ fn mix_pick() {
 #[test]
 fn select() {
     let op = check::Op::reject("select")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::int("inputs.pair.left", &[2, 3]))
         .input(check::Input::int("inputs.pair.right", &[2, 3]))
         .input(check::Input::int("inputs.choice.Dense.0", &[2, 3]));
@@ -169,9 +169,9 @@ fn select() {
 #[test]
 fn int_to_float() {
     let op = check::Op::reject("int_to_float")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::int("pair.left", &[2, 3]))
         .input(check::Input::int("pair.right", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
@@ -209,9 +209,9 @@ fn int_to_float() {
 #[test]
 fn mul_pair() {
     let op = check::Op::differentiable("mul_pair")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("p.x", &[2, 3]))
         .input(check::Input::float("p.y", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
@@ -249,9 +249,9 @@ fn mul_pair() {
 #[test]
 fn norm_pair() {
     let op = check::Op::differentiable("norm_pair")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("p.x", &[2, 3]))
         .input(check::Input::float("p.y", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
@@ -289,9 +289,9 @@ fn norm_pair() {
 #[test]
 fn split_scaled() {
     let op = check::Op::differentiable("split_scaled")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
         let __out_0 =
@@ -331,9 +331,9 @@ fn split_scaled() {
 #[test]
 fn apply_mask() {
     let op = check::Op::detach("apply_mask")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("value.Plain.0", &[2, 3]))
         .input(check::Input::optional_float("like", &[2, 3]));
     check::run(&op, |args: &mut check::Args| {
@@ -427,9 +427,9 @@ fn apply_mask() {
 #[test]
 fn weighted_sum() {
     let op = check::Op::differentiable("weighted_sum")
-        .backend(check::Backend::Flex, true)
-        .backend(check::Backend::Cube, cfg!(burn_route_cube))
-        .backend(check::Backend::Remote, cfg!(burn_route_remote))
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::floats(
             "batch.items",
             &[&[3, 4], &[3, 4], &[3, 4]],
