@@ -626,7 +626,10 @@ mod tests {
             Ok("0") => false,
             _ => return,
         };
-        assert_eq!(PARALLEL, expected, "BURN_ROUTE_EXPECT_PARALLEL disagrees with the build");
+        assert_eq!(
+            PARALLEL, expected,
+            "BURN_ROUTE_EXPECT_PARALLEL disagrees with the build"
+        );
     }
 
     #[test]

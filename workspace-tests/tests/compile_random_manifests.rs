@@ -657,6 +657,13 @@ burn-route-runtime = {{ path = {runtime:?}, default-features = false }}
 
 [build-dependencies]
 burn-route-codegen = {{ path = {codegen:?} }}
+
+# The repository's dev profile, so the Burn crates of a shared target directory are reused.
+[profile.dev]
+debug = "line-tables-only"
+
+[profile.dev.package."*"]
+debug = false
 "#,
             runtime = root.join("runtime").display().to_string(),
             name = name,
@@ -701,7 +708,9 @@ burn-route-codegen = {{ path = {codegen:?} }}
 }
 
 /// `cargo clippy -D warnings` (or `cargo check` without clippy) on the scratch crate, with
-/// `features`, in a target directory kept between runs.
+/// `features`, in a target directory kept between runs: `BURN_ROUTE_SCRATCH_TARGET_DIR` when
+/// set (CI points it at the target directory of its lint stage, whose Burn crates are checked
+/// already), else one under Cargo's per-test scratch space.
 fn lint(dir: &Path, features: &[&str]) -> std::process::Output {
     // The tests of this file share one target directory: one build at a time.
     static ONE_BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -713,7 +722,10 @@ fn lint(dir: &Path, features: &[&str]) -> std::process::Output {
         .args(["clippy", "--version"])
         .output()
         .is_ok_and(|o| o.status.success());
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("random-manifests-target");
+    let target = std::env::var_os("BURN_ROUTE_SCRATCH_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_TARGET_TMPDIR")).join("random-manifests-target"),
+        std::path::PathBuf::from,
+    );
     let mut command = Command::new(&cargo);
     if has_clippy {
         command.args(["clippy", "--quiet"]);

@@ -1,0 +1,189 @@
+//! The JSON Schema against real and bad manifests.
+
+#[test]
+fn every_key_the_parser_accepts_is_described() {
+    // `property` panics for an undescribed key.
+    let schema = super::json_schema();
+    for (path, count) in [
+        ("/properties", super::TOP_KEYS.len()),
+        ("/definitions/routing/properties", super::ROUTING_KEYS.len()),
+        ("/definitions/op/properties", super::OP_KEYS.len()),
+        ("/definitions/check/properties", super::CHECK_KEYS.len()),
+        ("/definitions/input/properties", super::INPUT_KEYS.len()),
+        ("/definitions/type/properties", super::TYPE_KEYS.len()),
+        ("/definitions/variant/properties", super::VARIANT_KEYS.len()),
+        ("/definitions/field/properties", super::FIELD_KEYS.len()),
+        ("/definitions/shape/properties", super::SHAPE_KEYS.len()),
+        (
+            "/definitions/output/oneOf/0/properties",
+            super::OUTPUT_KEYS.len(),
+        ),
+        (
+            "/definitions/backend/oneOf/1/properties",
+            super::BACKEND_KEYS.len(),
+        ),
+    ] {
+        let properties = schema
+            .pointer(path)
+            .and_then(|v| v.as_object())
+            .expect(path);
+        assert_eq!(properties.len(), count, "{path}");
+    }
+}
+
+const MANIFEST: &str = r#"
+[routing]
+trait = "MyOps"
+backends = ["Flex"]
+backward_bounds = ["crate::kernels::MyBackward"]
+
+[[op]]
+name = "swish"
+autodiff = "differentiable"
+inputs = [{ name = "x", tensor = "float" }, { name = "beta", type = "f32" }]
+output = { tensor = "float" }
+backward = { x = "grad * (sigmoid(beta * x) + beta * output * (1 - sigmoid(beta * x)))" }
+checkpoint = "keep"
+
+[op.check]
+shapes = { x = [2, 3] }
+ranges = { x = [-2.0, 2.0] }
+args = { beta = "0.5" }
+tolerance = 1e-2
+gradients = true
+
+[[op]]
+name = "pick"
+autodiff = "differentiable"
+inputs = [
+{ name = "xs", tensor = "int", container = "vec" },
+{ name = "x", tensor = "float" },
+{ name = "y", tensor = "float", container = "option" },
+{ name = "k", type = "usize" },
+]
+output = [{ tensor = "float" }, { tensor = "bool" }]
+backward = "crate::kernels::MyBackward::pick_backward"
+save = ["x", "y", "k", "output.1"]
+
+[op.check]
+shapes = { xs = [[2], [2]], x = [2], y = [2] }
+ranges = { xs = [0, 3] }
+composition = false
+"#;
+
+fn errors(source: &str) -> Vec<String> {
+    let schema = super::json_schema();
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let value: toml::Value = toml::from_str(source).expect("TOML");
+    let json = serde_json::to_value(value).expect("JSON");
+    validator
+        .iter_errors(&json)
+        .map(|e| e.to_string())
+        .collect()
+}
+
+fn renders(source: &str) -> bool {
+    crate::Builder::new("ops.toml").render_str(source).is_ok()
+}
+
+#[test]
+fn the_backward_keys_validate() {
+    assert!(renders(MANIFEST), "the fixture is a valid manifest");
+    assert_eq!(errors(MANIFEST), Vec::<String>::new());
+}
+
+#[test]
+fn every_checkpoint_mode_the_schema_lists_is_accepted() {
+    for mode in super::CHECKPOINT_VALUES {
+        let source = MANIFEST.replace("checkpoint = \"keep\"", &format!("checkpoint = \"{mode}\""));
+        assert!(
+            renders(&source),
+            "checkpoint = \"{mode}\" is refused by the generator"
+        );
+        assert_eq!(errors(&source), Vec::<String>::new());
+    }
+    let unknown = MANIFEST.replace("checkpoint = \"keep\"", "checkpoint = \"recomptue\"");
+    assert!(!renders(&unknown) && !errors(&unknown).is_empty());
+}
+
+#[test]
+fn every_numeric_type_the_schema_lists_is_read_as_a_number() {
+    for ty in super::NUMBER_TYPES.split(", ") {
+        let source = MANIFEST.replace("type = \"f32\"", &format!("type = \"{ty}\""));
+        assert!(renders(&source), "a formula cannot read a `{ty}`");
+    }
+    let source = MANIFEST.replace("type = \"f32\"", "type = \"bool\"");
+    assert!(!renders(&source), "a formula read a `bool`");
+}
+
+#[test]
+fn the_formula_description_lists_every_function() {
+    let text = super::formula_description();
+    for f in crate::formula::FUNCTIONS {
+        assert!(text.contains(&format!("{}(", f.name)), "{}", f.name);
+    }
+    assert!(text.contains("clamp(x: tensor, lo: number, hi: number): x clamped to [lo, hi]"));
+    assert!(text.contains("where(cond: tensor, a: tensor or number, b: tensor or number)"));
+    assert!(text.contains("sum_dim(x: tensor, dim: integer literal)"));
+}
+
+#[test]
+fn bad_backward_keys_are_rejected() {
+    for (what, from, to) in [
+        (
+            "formula not a string",
+            "x = \"grad * (sigmoid",
+            "x = 3, z = \"grad * (sigmoid",
+        ),
+        (
+            "backward not a path",
+            "\"crate::kernels::MyBackward::pick_backward\"",
+            "\"pick_backward\"",
+        ),
+        (
+            "backward a number",
+            "\"crate::kernels::MyBackward::pick_backward\"",
+            "3",
+        ),
+        (
+            "empty formula table",
+            "backward = { x = \"grad * (sigmoid(beta * x) + beta * output * (1 - sigmoid(beta * x)))\" }",
+            "backward = {}",
+        ),
+        ("save not names", "save = [\"x\",", "save = [\"x y\","),
+        ("save twice", "save = [\"x\",", "save = [\"x\", \"x\","),
+        (
+            "save a string",
+            "save = [\"x\", \"y\", \"k\", \"output.1\"]",
+            "save = \"x\"",
+        ),
+        ("unknown checkpoint mode", "\"keep\"", "\"never\""),
+        ("unknown check key", "gradients = true", "gradient = true"),
+        ("negative size", "x = [2, 3]", "x = [2, -3]"),
+        ("empty shape", "x = [2, 3]", "x = []"),
+        ("range of three", "[-2.0, 2.0]", "[-2.0, 0.0, 2.0]"),
+        ("arg not a string", "beta = \"0.5\"", "beta = 0.5"),
+        ("zero tolerance", "1e-2", "0"),
+        (
+            "gradients not a bool",
+            "gradients = true",
+            "gradients = \"no\"",
+        ),
+        (
+            "bound not a path",
+            "\"crate::kernels::MyBackward\"]",
+            "\"MyBackward\"]",
+        ),
+    ] {
+        assert!(MANIFEST.contains(from), "{what}: fixture");
+        let bad = MANIFEST.replacen(from, to, 1);
+        assert!(
+            !errors(&bad).is_empty(),
+            "the schema accepted a manifest with: {what}"
+        );
+        assert!(
+            !renders(&bad),
+            "the generator accepted a manifest with: {what}"
+        );
+    }
+}

@@ -1,0 +1,1057 @@
+//! The runtime of an op check: [`run`] exercises one routed op at the `Dispatch` primitive level
+//! the way PyTorch's `torch.library.opcheck` and `gradcheck` do, and panics with what failed and
+//! how to fix it.
+//!
+//! An [`Op`] declares the op's tensor inputs ([`Input`]: kind, container, shape, value range) and
+//! its autodiff [`Policy`]; the check closure calls the op's `try_` function with the inputs
+//! [`Args`] hands it and returns the op's outputs as [`Value`]s:
+//!
+//! ```no_run
+//! use burn_route_runtime::check;
+//! # mod dispatch {
+//! #     use burn_route_runtime::rt::backend::ops::{ActivationOps, FloatTensorOps};
+//! #     use burn_route_runtime::rt::{Dispatch, DispatchTensor, RouteError};
+//! #     pub fn try_add_relu(a: DispatchTensor, b: DispatchTensor) -> Result<DispatchTensor, RouteError> {
+//! #         Ok(Dispatch::relu(Dispatch::float_add(a, b)))
+//! #     }
+//! # }
+//! // `dispatch` is the crate's generated module, with the op's `try_` function.
+//! let op = check::Op::new("add_relu", check::Policy::Differentiable)
+//!     .input(check::Input::float("lhs", &[2, 3]))
+//!     .input(check::Input::float("rhs", &[2, 3]))
+//!     .output_shape(0, &[2, 3]);
+//! check::run(&op, |args: &mut check::Args| {
+//!     let out = dispatch::try_add_relu(args.float(0), args.float(1))?;
+//!     Ok(vec![check::Value::float(out)])
+//! });
+//! ```
+//!
+//! [`run`] checks, in this order:
+//!
+//! 1. **Values on Flex.** The inputs are drawn deterministically in their ranges (a xorshift
+//!    generator seeded from the op's name) and the closure must return `Ok` on `Device::flex()`:
+//!    once with every input present, and once more for each optional input with that input
+//!    absent. Each [`Op::output_shape`] is checked against the output leaf it names.
+//! 2. **Values on the other backends**, against Flex's: `Cube` when this crate is built with
+//!    `wgpu` (`Device::wgpu(DeviceKind::Cpu)`) or `cuda` (`Device::cuda(0)`); a remote device
+//!    when built with `remote` and the environment variable [`REMOTE_ENV`] holds a server's
+//!    address (`ws://host:port`); and every device passed to [`run_on`]. Float leaves must agree
+//!    within [`Op::value_tolerance`], int and bool leaves exactly.
+//! 3. **The autodiff policy** (with this crate's `autodiff` feature; skipped without it), with
+//!    every float input (single, optional and each element of a `Vec`) tracked on
+//!    `Device::flex().autodiff()`:
+//!    - [`Policy::Differentiable`]: the closure succeeds and gives Flex's values. With
+//!      [`Op::gradients`] on (the default), the loss `sum over float output leaves of
+//!      sum(out * w)` (fixed random weights `w`, the same for every evaluation) is
+//!      backpropagated, and every tracked input's gradient must have the input's shape and
+//!      match central finite differences of that loss (see [`Op::tolerance`]). An input marked
+//!      [`Input::no_gradient`] must get no gradient, or zeros.
+//!    - [`Policy::Detach`]: the closure succeeds, gives Flex's values, every float output is
+//!      untracked, and a backward pass gives the inputs no gradient.
+//!    - [`Policy::Reject`]: untracked inputs on the autodiff device run (and give Flex's values),
+//!      and tracked inputs make the closure return [`RouteError::TrackedInput`] naming the op.
+//!
+//! A failure panics with `op check failed: op `NAME`, CHECK: WHAT. Fix: HOW`, naming the input or
+//! output leaf and, for a value or gradient mismatch, the worst element (flat index and index,
+//! got, expected, difference, allowed difference). A panic inside the closure is reported the
+//! same way, with the check it happened in.
+//!
+//! [`compare`] is the same leaf-by-leaf comparison on its own, for checks such as a fused kernel
+//! against its composition.
+//!
+//! [`run`]: crate::check::run
+//! [`run_on`]: crate::check::run_on
+//! [`compare`]: crate::check::compare
+//! [`Op`]: crate::check::Op
+//! [`Input`]: crate::check::Input
+//! [`Args`]: crate::check::Args
+//! [`Value`]: crate::check::Value
+//! [`Policy`]: crate::check::Policy
+//! [`REMOTE_ENV`]: crate::check::REMOTE_ENV
+//! [`Op::output_shape`]: crate::check::Op::output_shape
+//! [`Op::value_tolerance`]: crate::check::Op::value_tolerance
+//! [`Op::tolerance`]: crate::check::Op::tolerance
+//! [`Op::gradients`]: crate::check::Op::gradients
+//! [`Input::no_gradient`]: crate::check::Input::no_gradient
+//! [`Policy::Differentiable`]: crate::check::Policy::Differentiable
+//! [`Policy::Detach`]: crate::check::Policy::Detach
+//! [`Policy::Reject`]: crate::check::Policy::Reject
+//! [`RouteError::TrackedInput`]: crate::rt::RouteError::TrackedInput
+
+#![warn(missing_docs)]
+
+use core::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use burn_backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
+use burn_backend::{
+    BoolStore, DType, TensorData, TensorMetadata, get_or_init_device_settings, read_sync,
+};
+
+pub use crate::rt::{BackendId, Policy, TensorKind};
+use crate::rt::{Device, Dispatch, DispatchTensor, RouteError, TensorSpec};
+
+/// The environment variable that names a burn-remote server (`ws://host:port`) to check every op
+/// on as well, in a build with the `remote` feature. Unset or empty: no remote device.
+pub const REMOTE_ENV: &str = "BURN_ROUTE_CHECK_REMOTE";
+
+/// The default [`Op::tolerance`] of the gradient check: `|autodiff - fd| <= tol * (1 + |fd|)`.
+///
+/// The forward passes run in `f32`, so the loss (a sum of a few dozen products of order 1) is
+/// off by about `1e-6`; divided by the step `2h` (`h = 1e-3 * max(1, |x|)`) that is a noise of
+/// about `1e-3` in each finite difference, plus the central difference's own `O(h^2)` error. A
+/// relative `1e-2` stays clear of both, while a wrong gradient (a missing term, a wrong sign, a
+/// gradient routed to the wrong input) is off by far more.
+pub const DEFAULT_TOLERANCE: f64 = 1e-2;
+
+/// The default [`Op::value_tolerance`]: `|actual - expected| <= tol * (1 + |expected|)` for
+/// float outputs compared across backends, and between a tracked forward pass and a plain one.
+pub const DEFAULT_VALUE_TOLERANCE: f64 = 1e-4;
+
+/// The default range of a float input: values uniform in `[-2, 2)`.
+pub const DEFAULT_FLOAT_RANGE: (f64, f64) = (-2.0, 2.0);
+
+/// The default range of an int input: the integers in `[0, 4)`.
+pub const DEFAULT_INT_RANGE: (f64, f64) = (0.0, 4.0);
+
+/// How an input holds its tensors: the type of the op's parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    /// One tensor (`DispatchTensor`).
+    Single,
+    /// `Option<DispatchTensor>`: checked present, and absent once (values only).
+    Optional,
+    /// `Vec<DispatchTensor>`, one shape per element.
+    Vec,
+}
+
+/// One tensor input of a checked op: its name (as the op's parameter, for messages), kind,
+/// container, shape(s) and the range its values are drawn in.
+#[derive(Clone, Debug)]
+pub struct Input {
+    name: &'static str,
+    kind: TensorKind,
+    container: Container,
+    shapes: Vec<Vec<usize>>,
+    range: Option<(f64, f64)>,
+    gradient: bool,
+}
+
+impl Input {
+    fn new(
+        name: &'static str,
+        kind: TensorKind,
+        container: Container,
+        shapes: Vec<Vec<usize>>,
+    ) -> Self {
+        Self {
+            name,
+            kind,
+            container,
+            shapes,
+            range: None,
+            gradient: true,
+        }
+    }
+
+    /// A float tensor of `shape`, values uniform in `[-2, 2)` unless [`range`](Self::range) says
+    /// otherwise.
+    pub fn float(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(
+            name,
+            TensorKind::Float,
+            Container::Single,
+            vec![shape.to_vec()],
+        )
+    }
+
+    /// An `Option` of a float tensor of `shape`.
+    pub fn optional_float(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(
+            name,
+            TensorKind::Float,
+            Container::Optional,
+            vec![shape.to_vec()],
+        )
+    }
+
+    /// A `Vec` of float tensors, one per shape.
+    pub fn floats(name: &'static str, shapes: &[&[usize]]) -> Self {
+        let shapes = shapes.iter().map(|s| s.to_vec()).collect();
+        Self::new(name, TensorKind::Float, Container::Vec, shapes)
+    }
+
+    /// An int tensor of `shape`, values the integers in `[0, 4)` unless
+    /// [`range`](Self::range) says otherwise.
+    pub fn int(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(
+            name,
+            TensorKind::Int,
+            Container::Single,
+            vec![shape.to_vec()],
+        )
+    }
+
+    /// An `Option` of an int tensor of `shape`.
+    pub fn optional_int(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(
+            name,
+            TensorKind::Int,
+            Container::Optional,
+            vec![shape.to_vec()],
+        )
+    }
+
+    /// A `Vec` of int tensors, one per shape.
+    pub fn ints(name: &'static str, shapes: &[&[usize]]) -> Self {
+        let shapes = shapes.iter().map(|s| s.to_vec()).collect();
+        Self::new(name, TensorKind::Int, Container::Vec, shapes)
+    }
+
+    /// A bool tensor of `shape`, each element true with probability 1/2.
+    pub fn bool(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(
+            name,
+            TensorKind::Bool,
+            Container::Single,
+            vec![shape.to_vec()],
+        )
+    }
+
+    /// An `Option` of a bool tensor of `shape`.
+    pub fn optional_bool(name: &'static str, shape: &[usize]) -> Self {
+        Self::new(
+            name,
+            TensorKind::Bool,
+            Container::Optional,
+            vec![shape.to_vec()],
+        )
+    }
+
+    /// A `Vec` of bool tensors, one per shape.
+    pub fn bools(name: &'static str, shapes: &[&[usize]]) -> Self {
+        let shapes = shapes.iter().map(|s| s.to_vec()).collect();
+        Self::new(name, TensorKind::Bool, Container::Vec, shapes)
+    }
+
+    /// Draws the values in `[lo, hi)`: uniformly for a float input, the integers in it for an
+    /// int input.
+    ///
+    /// # Panics
+    ///
+    /// For a bool input, for a bound that is not finite, for `lo > hi`, and for an int range
+    /// that holds no integer.
+    #[must_use]
+    #[track_caller]
+    pub fn range(mut self, lo: f64, hi: f64) -> Self {
+        let name = self.name;
+        assert!(
+            self.kind != TensorKind::Bool,
+            "op check: input `{name}` is a bool tensor, which has no value range. Fix: remove \
+             `.range({lo}, {hi})` from it"
+        );
+        assert!(
+            lo.is_finite() && hi.is_finite() && lo <= hi,
+            "op check: input `{name}` has the range [{lo}, {hi}), which is empty or not finite. \
+             Fix: pass finite bounds with lo <= hi"
+        );
+        assert!(
+            self.kind != TensorKind::Int || hi.ceil() > lo.ceil(),
+            "op check: int input `{name}` has the range [{lo}, {hi}), which holds no integer. \
+             Fix: widen it (the integers n with lo <= n < hi are drawn)"
+        );
+        self.range = Some((lo, hi));
+        self
+    }
+
+    /// Marks a float input the op legitimately gives no gradient (a `differentiable` op whose
+    /// backward pass leaves it out): the gradient check then requires its gradient to be absent
+    /// or zero instead of comparing it with finite differences.
+    ///
+    /// # Panics
+    ///
+    /// For an int or bool input (those are never tracked).
+    #[must_use]
+    #[track_caller]
+    pub fn no_gradient(mut self) -> Self {
+        assert!(
+            self.kind == TensorKind::Float,
+            "op check: input `{}` is a {} tensor, which never gets a gradient. Fix: remove \
+             `.no_gradient()` from it",
+            self.name,
+            self.kind
+        );
+        self.gradient = false;
+        self
+    }
+
+    /// The name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The element kind.
+    pub fn kind(&self) -> TensorKind {
+        self.kind
+    }
+
+    /// The container.
+    pub fn container(&self) -> Container {
+        self.container
+    }
+
+    /// The shape of each tensor (one for a single or optional input).
+    pub fn shapes(&self) -> &[Vec<usize>] {
+        &self.shapes
+    }
+
+    /// The range the values are drawn in, defaults applied; `None` for a bool input.
+    pub fn value_range(&self) -> Option<(f64, f64)> {
+        match self.kind {
+            TensorKind::Float => Some(self.range.unwrap_or(DEFAULT_FLOAT_RANGE)),
+            TensorKind::Int => Some(self.range.unwrap_or(DEFAULT_INT_RANGE)),
+            // No constructor makes a quantized input (the check draws none).
+            TensorKind::Bool | TensorKind::Quantized => None,
+        }
+    }
+
+    /// Whether the gradient check compares this input's gradient (false after
+    /// [`no_gradient`](Self::no_gradient), and for int and bool inputs).
+    pub fn has_gradient(&self) -> bool {
+        self.kind == TensorKind::Float && self.gradient
+    }
+
+    /// How the op's signature spells this input's type, for messages.
+    fn constructor(&self) -> &'static str {
+        match (self.container, self.kind) {
+            (Container::Single, TensorKind::Float) => "float",
+            (Container::Single, TensorKind::Int) => "int",
+            (Container::Single, TensorKind::Bool) => "bool",
+            (Container::Optional, TensorKind::Float) => "optional_float",
+            (Container::Optional, TensorKind::Int) => "optional_int",
+            (Container::Optional, TensorKind::Bool) => "optional_bool",
+            (Container::Vec, TensorKind::Float) => "floats",
+            (Container::Vec, TensorKind::Int) => "ints",
+            (Container::Vec, TensorKind::Bool) => "bools",
+            (_, TensorKind::Quantized) => "quantized (not built by the op check)",
+        }
+    }
+
+    /// The name of element `index`, for messages: `x`, or `xs[1]` for a `Vec` input.
+    #[cfg_attr(not(feature = "autodiff"), allow(dead_code))]
+    fn element_name(&self, index: usize) -> String {
+        match self.container {
+            Container::Vec => format!("{}[{index}]", self.name),
+            _ => self.name.to_owned(),
+        }
+    }
+}
+
+/// One op under check: its name (as routing errors name it), autodiff policy, inputs in the
+/// order the check closure reads them, and what to check.
+#[derive(Clone, Debug)]
+pub struct Op {
+    name: &'static str,
+    policy: Policy,
+    /// The backends the op is routed to (`None`: every backend).
+    backends: Option<Vec<BackendId>>,
+    inputs: Vec<Input>,
+    output_shapes: Vec<(usize, Vec<usize>)>,
+    tolerance: f64,
+    value_tolerance: f64,
+    gradients: bool,
+}
+
+impl Op {
+    /// An op with no inputs yet, the default tolerances, and the gradient check on.
+    pub fn new(name: &'static str, policy: Policy) -> Self {
+        Self {
+            name,
+            policy,
+            backends: None,
+            inputs: Vec::new(),
+            output_shapes: Vec::new(),
+            tolerance: DEFAULT_TOLERANCE,
+            value_tolerance: DEFAULT_VALUE_TOLERANCE,
+            gradients: true,
+        }
+    }
+
+    /// The backends the op is routed to: the check runs on the first of them this build has
+    /// (its reference: values, policy and gradients) and compares the others with it. Default:
+    /// Flex, then every other backend compiled in.
+    #[must_use]
+    pub fn backends(mut self, backends: &[BackendId]) -> Self {
+        self.backends = Some(backends.to_vec());
+        self
+    }
+
+    /// [`Input::range`] of the input added last.
+    ///
+    /// # Panics
+    ///
+    /// Before any input, and as [`Input::range`].
+    #[must_use]
+    #[track_caller]
+    pub fn range(mut self, lo: f64, hi: f64) -> Self {
+        let last = self
+            .inputs
+            .pop()
+            .expect("op check: `Op::range` follows the `Op::input` it applies to");
+        self.inputs.push(last.range(lo, hi));
+        self
+    }
+
+    /// [`Input::no_gradient`] of the input added last.
+    ///
+    /// # Panics
+    ///
+    /// Before any input, and as [`Input::no_gradient`].
+    #[must_use]
+    #[track_caller]
+    pub fn no_gradient(mut self) -> Self {
+        let last = self
+            .inputs
+            .pop()
+            .expect("op check: `Op::no_gradient` follows the `Op::input` it applies to");
+        self.inputs.push(last.no_gradient());
+        self
+    }
+
+    /// Adds `backend` to the op's backends when `routed` (the generated check passes
+    /// `cfg!(...)` of the backend's cfg); see [`Op::backends`].
+    #[must_use]
+    pub fn backend(mut self, backend: BackendId, routed: bool) -> Self {
+        let list = self.backends.get_or_insert_with(Vec::new);
+        if routed {
+            list.push(backend);
+        }
+        self
+    }
+
+    fn routed(&self, backend: BackendId) -> bool {
+        self.backends.as_ref().is_none_or(|b| b.contains(&backend))
+    }
+
+    /// `Op::new(name, Policy::Differentiable)`.
+    pub fn differentiable(name: &'static str) -> Self {
+        Self::new(name, Policy::Differentiable)
+    }
+
+    /// `Op::new(name, Policy::Detach)`.
+    pub fn detach(name: &'static str) -> Self {
+        Self::new(name, Policy::Detach)
+    }
+
+    /// `Op::new(name, Policy::Reject)`.
+    pub fn reject(name: &'static str) -> Self {
+        Self::new(name, Policy::Reject)
+    }
+
+    /// Adds the next input; [`Args`] reads it by its position among the inputs added.
+    ///
+    /// # Panics
+    ///
+    /// When another input already has its name.
+    #[must_use]
+    #[track_caller]
+    pub fn input(mut self, input: Input) -> Self {
+        assert!(
+            self.inputs.iter().all(|i| i.name != input.name),
+            "op check of `{}`: two inputs are named `{}`. Fix: give each input the name of its \
+             parameter",
+            self.name,
+            input.name
+        );
+        self.inputs.push(input);
+        self
+    }
+
+    /// Declares the shape of output leaf `leaf`, checked against the shape the op returns on
+    /// Flex. The leaves are the returned [`Value`]s flattened in order: one per tensor or
+    /// optional tensor (present or not), one per element of a `Vec`, none for
+    /// [`Value::plain`].
+    #[must_use]
+    pub fn output_shape(mut self, leaf: usize, shape: &[usize]) -> Self {
+        self.output_shapes.retain(|(l, _)| *l != leaf);
+        self.output_shapes.push((leaf, shape.to_vec()));
+        self
+    }
+
+    /// The tolerance of the gradient check (default [`DEFAULT_TOLERANCE`], which explains the
+    /// value): an autodiff gradient passes when `|auto - fd| <= tol * (1 + |fd|)`.
+    ///
+    /// # Panics
+    ///
+    /// For a negative or NaN tolerance.
+    #[must_use]
+    #[track_caller]
+    pub fn tolerance(mut self, tol: f64) -> Self {
+        assert!(
+            tol >= 0.0,
+            "op check of `{}`: tolerance {tol} is negative or NaN",
+            self.name
+        );
+        self.tolerance = tol;
+        self
+    }
+
+    /// The tolerance of the value comparisons (default [`DEFAULT_VALUE_TOLERANCE`]): a float
+    /// element passes when `|actual - expected| <= tol * (1 + |expected|)`.
+    ///
+    /// # Panics
+    ///
+    /// For a negative or NaN tolerance.
+    #[must_use]
+    #[track_caller]
+    pub fn value_tolerance(mut self, tol: f64) -> Self {
+        assert!(
+            tol >= 0.0,
+            "op check of `{}`: value tolerance {tol} is negative or NaN",
+            self.name
+        );
+        self.value_tolerance = tol;
+        self
+    }
+
+    /// Whether a `differentiable` op's gradients are checked against finite differences (the
+    /// default). Off, its tracked forward pass is still checked. On, the check calls the op
+    /// twice per element of each float input: keep the declared shapes small.
+    #[must_use]
+    pub fn gradients(mut self, on: bool) -> Self {
+        self.gradients = on;
+        self
+    }
+
+    /// The op's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Its autodiff policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Its inputs, in order.
+    pub fn inputs(&self) -> &[Input] {
+        &self.inputs
+    }
+}
+
+/// One output of the op, as the check closure returns it. [`run`] and [`compare`] flatten the
+/// outputs into leaves (see [`Op::output_shape`]).
+#[derive(Clone, Debug)]
+pub enum Value {
+    /// One tensor.
+    Tensor(TensorKind, DispatchTensor),
+    /// An optional tensor.
+    Optional(TensorKind, Option<DispatchTensor>),
+    /// A `Vec` of tensors.
+    Tensors(TensorKind, Vec<DispatchTensor>),
+    /// An output that is not a tensor: not checked.
+    Plain,
+    /// The variant of an enum output (its name), compared exactly; the variant's tensors follow
+    /// it as values of their own.
+    Variant(&'static str),
+}
+
+impl Value {
+    /// A float tensor.
+    pub fn float(tensor: DispatchTensor) -> Self {
+        Self::Tensor(TensorKind::Float, tensor)
+    }
+
+    /// An int tensor.
+    pub fn int(tensor: DispatchTensor) -> Self {
+        Self::Tensor(TensorKind::Int, tensor)
+    }
+
+    /// A bool tensor.
+    pub fn bool(tensor: DispatchTensor) -> Self {
+        Self::Tensor(TensorKind::Bool, tensor)
+    }
+
+    /// An optional float tensor.
+    pub fn optional_float(tensor: Option<DispatchTensor>) -> Self {
+        Self::Optional(TensorKind::Float, tensor)
+    }
+
+    /// An optional int tensor.
+    pub fn optional_int(tensor: Option<DispatchTensor>) -> Self {
+        Self::Optional(TensorKind::Int, tensor)
+    }
+
+    /// An optional bool tensor.
+    pub fn optional_bool(tensor: Option<DispatchTensor>) -> Self {
+        Self::Optional(TensorKind::Bool, tensor)
+    }
+
+    /// A `Vec` of float tensors.
+    pub fn floats(tensors: Vec<DispatchTensor>) -> Self {
+        Self::Tensors(TensorKind::Float, tensors)
+    }
+
+    /// A `Vec` of int tensors.
+    pub fn ints(tensors: Vec<DispatchTensor>) -> Self {
+        Self::Tensors(TensorKind::Int, tensors)
+    }
+
+    /// A `Vec` of bool tensors.
+    pub fn bools(tensors: Vec<DispatchTensor>) -> Self {
+        Self::Tensors(TensorKind::Bool, tensors)
+    }
+
+    /// An output that is not a tensor (ignored).
+    pub fn plain() -> Self {
+        Self::Plain
+    }
+
+    /// The variant of an enum output, named (`Value::variant("Dense")`): the outputs of two runs
+    /// must have the same one. Return it before the variant's tensors.
+    pub fn variant(name: &'static str) -> Self {
+        Self::Variant(name)
+    }
+}
+
+/// The inputs of one call of the check closure, on the device of the check it runs for. Each
+/// accessor takes the input's position among those given to [`Op::input`] and returns a fresh
+/// clone (tracked in the autodiff checks); it panics when the input was declared with another
+/// kind or container, naming the accessor to call instead.
+#[derive(Debug)]
+pub struct Args {
+    op: &'static str,
+    device: Device,
+    slots: Vec<Slot>,
+}
+
+/// One input's tensors in an [`Args`].
+#[derive(Debug)]
+struct Slot {
+    name: &'static str,
+    kind: TensorKind,
+    container: Container,
+    constructor: &'static str,
+    tensors: Vec<DispatchTensor>,
+    /// False for an optional input in the call that checks it absent.
+    present: bool,
+}
+
+impl Args {
+    #[track_caller]
+    fn slot(&self, index: usize, kind: TensorKind, container: Container, accessor: &str) -> &Slot {
+        let Some(slot) = self.slots.get(index) else {
+            panic!(
+                "op check failed: op `{}`: the check closure called `Args::{accessor}({index})`, \
+                 but the op declares {} inputs. Fix: count every `.input(...)` from 0, in order",
+                self.op,
+                self.slots.len()
+            );
+        };
+        if slot.kind != kind || slot.container != container {
+            panic!(
+                "op check failed: op `{}`: the check closure called `Args::{accessor}({index})`, \
+                 but input {index} (`{}`) is declared with `Input::{}`. Fix: read it with \
+                 `Args::{}({index})`, or declare it as the op's signature has it",
+                self.op, slot.name, slot.constructor, slot.constructor
+            );
+        }
+        slot
+    }
+
+    #[track_caller]
+    fn one(&self, index: usize, kind: TensorKind, accessor: &str) -> DispatchTensor {
+        self.slot(index, kind, Container::Single, accessor).tensors[0].clone()
+    }
+
+    #[track_caller]
+    fn optional(&self, index: usize, kind: TensorKind, accessor: &str) -> Option<DispatchTensor> {
+        let slot = self.slot(index, kind, Container::Optional, accessor);
+        slot.present.then(|| slot.tensors[0].clone())
+    }
+
+    #[track_caller]
+    fn many(&self, index: usize, kind: TensorKind, accessor: &str) -> Vec<DispatchTensor> {
+        self.slot(index, kind, Container::Vec, accessor)
+            .tensors
+            .clone()
+    }
+
+    /// Input `index`, declared [`Input::float`].
+    #[track_caller]
+    pub fn float(&self, index: usize) -> DispatchTensor {
+        self.one(index, TensorKind::Float, "float")
+    }
+
+    /// Input `index`, declared [`Input::optional_float`] (`None` in the check that leaves it out).
+    #[track_caller]
+    pub fn optional_float(&self, index: usize) -> Option<DispatchTensor> {
+        self.optional(index, TensorKind::Float, "optional_float")
+    }
+
+    /// Input `index`, declared [`Input::floats`].
+    #[track_caller]
+    pub fn floats(&self, index: usize) -> Vec<DispatchTensor> {
+        self.many(index, TensorKind::Float, "floats")
+    }
+
+    /// Input `index`, declared [`Input::int`].
+    #[track_caller]
+    pub fn int(&self, index: usize) -> DispatchTensor {
+        self.one(index, TensorKind::Int, "int")
+    }
+
+    /// Input `index`, declared [`Input::optional_int`].
+    #[track_caller]
+    pub fn optional_int(&self, index: usize) -> Option<DispatchTensor> {
+        self.optional(index, TensorKind::Int, "optional_int")
+    }
+
+    /// Input `index`, declared [`Input::ints`].
+    #[track_caller]
+    pub fn ints(&self, index: usize) -> Vec<DispatchTensor> {
+        self.many(index, TensorKind::Int, "ints")
+    }
+
+    /// Input `index`, declared [`Input::bool`].
+    #[track_caller]
+    pub fn bool(&self, index: usize) -> DispatchTensor {
+        self.one(index, TensorKind::Bool, "bool")
+    }
+
+    /// Input `index`, declared [`Input::optional_bool`].
+    #[track_caller]
+    pub fn optional_bool(&self, index: usize) -> Option<DispatchTensor> {
+        self.optional(index, TensorKind::Bool, "optional_bool")
+    }
+
+    /// Input `index`, declared [`Input::bools`].
+    #[track_caller]
+    pub fn bools(&self, index: usize) -> Vec<DispatchTensor> {
+        self.many(index, TensorKind::Bool, "bools")
+    }
+
+    /// The device of this call (for an op's device parameter).
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The shape and dtype of input `index`, a single or optional tensor (an absent optional
+    /// input's spec is the one it would have).
+    ///
+    /// # Panics
+    ///
+    /// For an index past the inputs, and for a `Vec` input (use [`specs`](Self::specs)).
+    #[track_caller]
+    pub fn spec(&self, index: usize) -> TensorSpec {
+        let slot = self.spec_slot(index, "spec");
+        if slot.container == Container::Vec {
+            panic!(
+                "op check failed: op `{}`: the check closure called `Args::spec({index})`, but \
+                 input {index} (`{}`) is a `Vec`. Fix: call `Args::specs({index})`",
+                self.op, slot.name
+            );
+        }
+        let t = &slot.tensors[0];
+        TensorSpec::new(t.shape(), t.dtype())
+    }
+
+    /// The shape and dtype of every tensor of input `index`: one for a single or optional
+    /// input (present or not), one per element of a `Vec`.
+    ///
+    /// # Panics
+    ///
+    /// For an index past the inputs.
+    #[track_caller]
+    pub fn specs(&self, index: usize) -> Vec<TensorSpec> {
+        self.spec_slot(index, "specs")
+            .tensors
+            .iter()
+            .map(|t| TensorSpec::new(t.shape(), t.dtype()))
+            .collect()
+    }
+
+    #[track_caller]
+    fn spec_slot(&self, index: usize, accessor: &str) -> &Slot {
+        self.slots.get(index).unwrap_or_else(|| {
+            panic!(
+                "op check failed: op `{}`: the check closure called `Args::{accessor}({index})`, \
+                 but the op declares {} inputs. Fix: count every `.input(...)` from 0, in order",
+                self.op,
+                self.slots.len()
+            )
+        })
+    }
+}
+
+/// Drives the future of an async op to completion on the calling thread: what the check
+/// closure of an async op (`async = true`) does with its `try_` function's future. (Burn's own
+/// blocking reader, as `Tensor::into_data` uses.)
+pub fn block_on<F: core::future::Future>(future: F) -> F::Output {
+    burn_tensor::read_sync(future)
+}
+
+/// Runs every check of `op` (see the [module docs](self)) with `f` calling the op, on Flex and
+/// on the backends this build has (`Cube`; a remote device named by [`REMOTE_ENV`]).
+///
+/// # Panics
+///
+/// When a check fails, with the op, the check, the input or output and the worst element.
+#[track_caller]
+pub fn run<F>(op: &Op, f: F)
+where
+    F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+{
+    run_on(op, &[], f);
+}
+
+/// [`run`], with the values also compared on each of `devices` (a `Remote` device a test
+/// serves itself, a second GPU, ...) after the backends [`run`] compares on.
+///
+/// # Panics
+///
+/// When a check fails, with the op, the check, the input or output and the worst element.
+#[track_caller]
+pub fn run_on<F>(op: &Op, devices: &[Device], mut f: F)
+where
+    F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+{
+    let mut routed = devices_of(op);
+    if routed.is_empty() {
+        eprintln!(
+            "op check: op `{}` skipped: this build has none of its backends ({:?})",
+            op.name,
+            op.backends.as_deref().unwrap_or_default()
+        );
+        return;
+    }
+    let reference = routed.remove(0);
+    let checker = Checker::new(op, reference.clone());
+
+    // 1. Values on the reference device: every input present, then each optional input absent
+    //    once.
+    let variants = checker.variants();
+    let baselines: Vec<Vec<HostLeaf>> = variants
+        .iter()
+        .map(|&absent| {
+            let check =
+                checker.variant_check(&format!("values on {}", checker.reference_name()), absent);
+            checker.values(&check, &reference, absent, &mut f)
+        })
+        .collect();
+    checker.check_output_shapes(&baselines[0]);
+
+    // 2. The same values on every other backend.
+    let mut others = routed;
+    others.extend(devices.iter().cloned());
+    for device in &others {
+        for (&absent, expected) in variants.iter().zip(&baselines) {
+            let check = checker.variant_check(
+                &format!("values on {device:?} against {}", checker.reference_name()),
+                absent,
+            );
+            let actual = checker.values(&check, device, absent, &mut f);
+            if let Err(mismatch) = compare_leaves(&actual, expected, op.value_tolerance) {
+                let fix = mismatch.fix(
+                    "the op's implementation on this device disagrees with its kernel on the \
+                     reference device: fix whichever is wrong (run both on these inputs)",
+                    "the value tolerance (`Op::value_tolerance`)",
+                    op.value_tolerance,
+                );
+                fail(op.name, &check, &mismatch.detail, &fix)
+            }
+        }
+    }
+
+    // 3. The autodiff policy.
+    #[cfg(feature = "autodiff")]
+    checker.policy(&baselines[0], &mut f);
+}
+
+/// Runs `kernel` and `reference` (the op's composition, called with the same arguments) on the
+/// same Flex inputs (every input present, then each optional input absent once) and compares
+/// their outputs within the value tolerance: the op's kernels against its `composition`.
+///
+/// # Panics
+///
+/// When a closure fails or the outputs differ, naming the op, `what`, the output and the worst
+/// element.
+#[track_caller]
+pub fn compare_with<F, G>(op: &Op, what: &str, mut kernel: F, mut reference: G)
+where
+    F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+    G: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+{
+    let Some(device) = devices_of(op).into_iter().next() else {
+        return;
+    };
+    let checker = Checker::new(op, device.clone());
+    for absent in checker.variants() {
+        let check = checker.variant_check(
+            &format!("kernel against its {what} on {}", checker.reference_name()),
+            absent,
+        );
+        let actual = checker.values(&check, &device, absent, &mut kernel);
+        let expected = checker.values(&check, &device, absent, &mut reference);
+        if let Err(mismatch) = compare_leaves(&actual, &expected, op.value_tolerance) {
+            let fix = mismatch.fix(
+                &format!(
+                    "the op's Flex kernel disagrees with its {what}: fix whichever is wrong (run \
+                     both on these inputs)"
+                ),
+                "the value tolerance (`Op::value_tolerance`)",
+                op.value_tolerance,
+            );
+            fail(op.name, &check, &mismatch.detail, &fix)
+        }
+    }
+}
+
+/// The spec (shape and the default dtype of `kind`: `F32`, `I64` or native `Bool`) of a tensor
+/// input of `shape`, for the output metadata functions a check evaluates.
+pub fn spec(kind: TensorKind, shape: &[usize]) -> TensorSpec {
+    let dtype = match kind {
+        TensorKind::Float => burn_backend::DType::F32,
+        TensorKind::Int => burn_backend::DType::I64,
+        TensorKind::Bool => burn_backend::DType::Bool(burn_backend::BoolStore::Native),
+        TensorKind::Quantized => panic!(
+            "op check: a quantized input has no default spec (its dtype names a quantization \
+             scheme). Fix: check the op by hand, as the generated check does for quantized ops"
+        ),
+    };
+    TensorSpec::new(crate::rt::Shape::from(shape.to_vec()), dtype)
+}
+
+/// This build's Cube device: wgpu's CPU adapter (lavapipe in CI) or CUDA device 0.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn cube_device() -> Device {
+    #[cfg(feature = "wgpu")]
+    return Device::wgpu(crate::rt::DeviceKind::Cpu);
+    #[cfg(all(feature = "cuda", not(feature = "wgpu")))]
+    return Device::cuda(0);
+}
+
+/// The devices of `op`'s backends this build has, the reference first (Flex when listed).
+fn devices_of(op: &Op) -> Vec<Device> {
+    let mut devices = Vec::new();
+    if op.routed(BackendId::Flex) {
+        devices.push(Device::flex());
+    }
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    if op.routed(BackendId::Cube) {
+        devices.push(cube_device());
+    }
+    if op.routed(BackendId::Remote) {
+        devices.extend(remote_from_env());
+    }
+    devices
+}
+
+/// The remote device [`REMOTE_ENV`] names, if any.
+fn remote_from_env() -> Option<Device> {
+    let remote = std::env::var(REMOTE_ENV)
+        .ok()
+        .filter(|a| !a.trim().is_empty());
+    let address = remote?;
+    #[cfg(feature = "remote")]
+    return Some(remote_device(address.trim()));
+    #[cfg(not(feature = "remote"))]
+    {
+        eprintln!(
+            "op check: {REMOTE_ENV}={address} is ignored: this build of burn-route has no \
+             `remote` feature. Fix: build with `--features remote`, or unset {REMOTE_ENV}"
+        );
+        None
+    }
+}
+
+/// A client device on the burn-remote server at `address` (`ws://` is added when missing).
+#[cfg(feature = "remote")]
+fn remote_device(address: &str) -> Device {
+    use burn_tensor::remote::RemoteHost;
+    let url = if address.contains("://") {
+        address.to_owned()
+    } else {
+        format!("ws://{address}")
+    };
+    Device::remote_options(&RemoteHost::websocket(&url))
+        .init()
+        .unwrap_or_else(|err| {
+            panic!(
+                "op check: cannot connect to the remote device {url} named by {REMOTE_ENV}: \
+                 {err} Fix: start a burn-remote server there, or unset {REMOTE_ENV}"
+            )
+        })
+}
+
+/// Compares two sets of outputs leaf by leaf (see [`Op::output_shape`] for the leaves): the same
+/// number of leaves, the same kinds, presence and shapes; float elements within `tol`
+/// (`|actual - expected| <= tol * (1 + |expected|)`, NaN equal only to NaN), int and bool
+/// elements exactly. For checks such as a fused kernel (`actual`) against its composition
+/// (`expected`); `what` names the comparison in the message.
+///
+/// # Panics
+///
+/// On a difference, naming `op_name`, `what`, the output leaf and its worst element (flat index
+/// and index, got, expected, difference).
+#[track_caller]
+pub fn compare(op_name: &str, what: &str, actual: &[Value], expected: &[Value], tol: f64) {
+    let read_all = |values: &[Value], side: &str| -> Vec<HostLeaf> {
+        flatten(values.to_vec())
+            .into_iter()
+            .map(|leaf| {
+                read_leaf(leaf).unwrap_or_else(|detail| {
+                    fail(
+                        op_name,
+                        what,
+                        &format!("reading the {side} outputs: {detail}"),
+                        "wrap each output in the `Value` constructor of its kind",
+                    )
+                })
+            })
+            .collect()
+    };
+    let actual = read_all(actual, "actual");
+    let expected = read_all(expected, "expected");
+    if let Err(mismatch) = compare_leaves(&actual, &expected, tol) {
+        let fix = mismatch.fix(
+            "the actual outputs must match the expected ones: fix the computation that gives the \
+             actual values",
+            "the tolerance",
+            tol,
+        );
+        fail(op_name, what, &mismatch.detail, &fix);
+    }
+}
+
+/// Panics with the check's message.
+#[track_caller]
+fn fail(op: &str, check: &str, detail: &str, fix: &str) -> ! {
+    let stop = if detail.ends_with(['.', '?', '!']) {
+        ""
+    } else {
+        "."
+    };
+    panic!("op check failed: op `{op}`, {check}: {detail}{stop} Fix: {fix}")
+}
+
+/// The text a panic carried.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else {
+        "(a panic without a message)".to_owned()
+    }
+}
+
+#[cfg(feature = "autodiff")]
+mod autodiff;
+mod checker;
+mod draw;
+mod host;
+
+use checker::*;
+use draw::*;
+use host::*;

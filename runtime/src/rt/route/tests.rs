@@ -1,0 +1,263 @@
+//! Route planning against every kind of input: tracked, untracked, malformed, on each backend.
+
+use burn_tensor::quantization::QuantScheme;
+use burn_tensor::{Bool, Device, Int, Tensor};
+
+use super::*;
+
+/// Every dispatch tensor shape the planner distinguishes on Flex, with a label.
+fn tensors() -> Vec<(&'static str, DispatchTensor)> {
+    let flex = Device::flex();
+    let float = || Tensor::<1>::from_data([1.0, -2.0], &flex);
+    let mut all = vec![
+        ("float", float().into_dispatch()),
+        (
+            "int",
+            Tensor::<1, Int>::from_data([1, 2], &flex).into_dispatch(),
+        ),
+        (
+            "bool",
+            Tensor::<1, Bool>::from_data([true, false], &flex).into_dispatch(),
+        ),
+        (
+            "quantized",
+            float()
+                .quantize_dynamic(&QuantScheme::default())
+                .into_dispatch(),
+        ),
+    ];
+    let mut enabled_plain = float().into_dispatch();
+    enabled_plain.autodiff = DispatchAutodiffContext::Enabled(Checkpointing::Disabled);
+    all.push(("enabled plain float", enabled_plain));
+    #[cfg(feature = "autodiff")]
+    {
+        let ad = flex.clone().autodiff();
+        let tracked = Tensor::<1>::from_data([1.0, -2.0], &ad).require_grad();
+        all.push(("tracked", tracked.into_dispatch()));
+        let untracked = Tensor::<1>::from_data([1.0, -2.0], &ad);
+        all.push(("untracked autodiff", untracked.into_dispatch()));
+        let int = Tensor::<1, Int>::from_data([1, 2], &ad);
+        all.push(("int under autodiff", int.into_dispatch()));
+    }
+    all
+}
+
+/// An op listing Flex alone, `routed` or not (its cfg off), with the autodiff arms compiled
+/// or not.
+fn op_info(policy: Policy, routed: bool, autodiff: bool) -> &'static OpInfo {
+    Box::leak(Box::new(OpInfo::new(
+        "op",
+        policy,
+        "ops.toml:1",
+        "ops.toml:2",
+        Box::leak(Box::new([(BackendId::Flex, routed, "feature = \"flex\"")])),
+        autodiff,
+        "feature = \"autodiff\"",
+        "test",
+    )))
+}
+
+fn input<'a>(kind: TensorKind, name: &'static str, tensor: &'a DispatchTensor) -> Input<'a> {
+    Input::new(name, kind, tensor)
+}
+
+/// The backend is checked before the policy: a tracked input of a `reject` op on a backend
+/// the op is not routed to (or whose arm is compiled out) is refused for the backend, as for
+/// any other policy, not as a tracked input (detaching it would not help).
+#[cfg(feature = "autodiff")]
+#[test]
+fn an_unrouted_backend_is_reported_before_the_policy() {
+    let tracked = Tensor::<1>::from_data([1.0, 2.0], &Device::flex().autodiff())
+        .require_grad()
+        .into_dispatch();
+    let unlisted = |policy| {
+        let op: &'static OpInfo = Box::leak(Box::new(OpInfo::new(
+            "op",
+            policy,
+            "ops.toml:1",
+            "ops.toml:2",
+            &[],
+            true,
+            "feature = \"autodiff\"",
+            "test",
+        )));
+        Route::plan(op, [input(TensorKind::Float, "x", &tracked)]).unwrap_err()
+    };
+    for policy in [Policy::Reject, Policy::Detach, Policy::Differentiable] {
+        assert_eq!(
+            unlisted(policy),
+            RouteError::UnlistedBackend {
+                op: "op",
+                input: InputName::new("x"),
+                backend: BackendId::Flex,
+                location: "ops.toml:2",
+            },
+            "{policy:?}"
+        );
+        assert!(matches!(
+            Route::plan(
+                op_info(policy, false, true),
+                [input(TensorKind::Float, "x", &tracked)]
+            ),
+            Err(RouteError::BackendCompiledOut { .. })
+        ));
+    }
+}
+
+/// A route the consuming crate compiled out is refused with the crate and the cfg, not
+/// blamed on burn-route: the backend's cfg off, or (with autodiff) the autodiff cfg off.
+#[test]
+fn compiled_out_routes_name_the_crate_and_the_cfg() {
+    let x = Tensor::<1>::from_data([1.0, 2.0], &Device::flex()).into_dispatch();
+    let err = Route::plan(
+        op_info(Policy::Reject, false, false),
+        [input(TensorKind::Float, "x", &x)],
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        RouteError::BackendCompiledOut {
+            op: "op",
+            input: InputName::new("x"),
+            backend: BackendId::Flex,
+            cfg: "feature = \"flex\"",
+            krate: "test",
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "backend Flex is compiled out of op `op`: input `x` (which picks the backend) is on \
+         Flex, and the manifest routes the op there, but crate `test` was built with \
+         `cfg(feature = \"flex\")` off, so it has no Flex route. Fix: turn `feature = \"flex\"` \
+         on in crate `test` (e.g. enable the feature it names), or move the inputs to a \
+         compiled backend. See ERRORS.md#backend-compiled-out"
+    );
+    #[cfg(feature = "autodiff")]
+    {
+        let tracked = Tensor::<1>::from_data([1.0, 2.0], &Device::flex().autodiff())
+            .require_grad()
+            .into_dispatch();
+        let err = Route::plan(
+            op_info(Policy::Differentiable, true, false),
+            [input(TensorKind::Float, "x", &tracked)],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            RouteError::AutodiffCompiledOut {
+                op: "op",
+                input: InputName::new("x"),
+                backend: BackendId::Flex,
+                cfg: "feature = \"autodiff\"",
+                krate: "test",
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "autodiff routing of op `op` is compiled out: input `x` (backend Flex) carries an \
+             enabled autodiff context, but crate `test` was built with `cfg(feature = \"autodiff\")` off, so the op has \
+             no `Autodiff` route. Fix: turn `feature = \"autodiff\"` on in crate `test` (e.g. \
+             enable the feature it names), or pass the input without autodiff \
+             (`.without_autodiff()`). See ERRORS.md#autodiff-compiled-out"
+        );
+    }
+}
+
+/// The fast path never disagrees with the full planner: whenever it returns a route, the
+/// full planner returns the same one; and it does take every call it is meant for.
+#[test]
+fn the_fast_path_agrees_with_the_full_planner() {
+    let tensors = tensors();
+    let kinds = [
+        TensorKind::Float,
+        TensorKind::Int,
+        TensorKind::Bool,
+        TensorKind::Quantized,
+    ];
+    let mut fast_routes = 0;
+    for policy in [Policy::Differentiable, Policy::Detach, Policy::Reject] {
+        for routed in [true, false] {
+            for autodiff in [true, false] {
+                let op = op_info(policy, routed, autodiff);
+                for (a_label, a) in &tensors {
+                    for (b_label, b) in &tensors {
+                        for a_kind in kinds {
+                            for b_kind in kinds {
+                                let inputs = [input(a_kind, "a", a), input(b_kind, "b", b)];
+                                let case = format!(
+                                    "{policy} routed={routed} autodiff={autodiff}: a {a_label} \
+                                     as {a_kind}, b {b_label} as {b_kind}"
+                                );
+                                let fast = Route::fast(op, inputs);
+                                let full = Route::plan_checked(op, inputs, None);
+                                let plain =
+                                    |label: &str, kind: TensorKind| label == kind.to_string();
+                                let expected_fast =
+                                    routed && plain(a_label, a_kind) && plain(b_label, b_kind);
+                                assert_eq!(fast.is_some(), expected_fast, "{case}");
+                                if let Some(fast) = fast {
+                                    fast_routes += 1;
+                                    assert_same(&case, fast, full);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(fast_routes > 0);
+}
+
+/// A fast route must be exactly the full planner's.
+fn assert_same(case: &str, fast: Route, full: Result<Route, RouteError>) {
+    let full = full.unwrap_or_else(|e| panic!("{case}: fast path accepted, planner: {e}"));
+    assert_eq!(fast.target(), full.target(), "{case}");
+    assert_eq!(fast.context(), full.context(), "{case}");
+    assert!(core::ptr::eq(fast.op(), full.op()), "{case}");
+}
+
+/// The same for the device variants: `fast_by_device` against `plan_by_device`, and
+/// `fast_with_device` against `plan_with_device`, with a plain and (with autodiff) an
+/// autodiff device; and a call without any input never takes the fast path.
+#[test]
+fn the_device_fast_paths_agree_with_the_full_planner() {
+    let flex = Device::flex();
+    #[cfg_attr(not(feature = "autodiff"), allow(unused_mut))]
+    let mut devices = vec![("plain", flex.as_dispatch().clone())];
+    #[cfg(feature = "autodiff")]
+    devices.push(("autodiff", flex.clone().autodiff().as_dispatch().clone()));
+    let tensors = tensors();
+    let mut fast_routes = 0;
+    for policy in [Policy::Differentiable, Policy::Detach, Policy::Reject] {
+        for routed in [true, false] {
+            let op = op_info(policy, routed, true);
+            assert!(Route::fast(op, []).is_none(), "no inputs");
+            for (d_label, device) in &devices {
+                let case = format!("{policy} routed={routed}: {d_label} device");
+                let fast = Route::fast_by_device(op, device);
+                assert_eq!(fast.is_some(), routed && *d_label == "plain", "{case}");
+                if let Some(fast) = fast {
+                    fast_routes += 1;
+                    assert_same(&case, fast, Route::plan_by_device(op, "device", device));
+                }
+                for (t_label, t) in &tensors {
+                    for kind in [TensorKind::Float, TensorKind::Int] {
+                        let case = format!("{case}, x {t_label} as {kind}");
+                        let inputs = [input(kind, "x", t)];
+                        let fast = Route::fast_with_device(op, inputs, device);
+                        let expected =
+                            routed && *d_label == "plain" && *t_label == kind.to_string().as_str();
+                        assert_eq!(fast.is_some(), expected, "{case}");
+                        if let Some(fast) = fast {
+                            fast_routes += 1;
+                            let full = Route::plan_with_device(op, inputs, "device", device);
+                            assert_same(&case, fast, full);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(fast_routes > 0);
+}
