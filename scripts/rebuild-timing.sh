@@ -7,7 +7,7 @@
 # In a temporary directory (removed on exit) it generates three crates that share one
 # CARGO_TARGET_DIR, so dependencies build once per feature set:
 #
-#   R10, R200  depend on burn-route (this checkout, default features) and use burn-route-codegen
+#   R10, R200  depend on burn-route-runtime (this checkout, default features) and use burn-route-codegen
 #              from build.rs; ops.toml declares N ops `op_i(lhs, rhs) -> float`,
 #              autodiff = "differentiable", backends ["Flex"].
 #   P200       declares the same 200 ops on a trait with `#[backend_extension(Flex, Autodiff)]`,
@@ -85,10 +85,10 @@ publish = false
 [features]
 default = ["autodiff"]
 # The generated code gates its autodiff routing on this crate's \`autodiff\` feature.
-autodiff = ["burn-route/autodiff"]
+autodiff = ["burn-route-runtime/autodiff"]
 
 [dependencies]
-burn-route = { path = "$REPO" }
+burn-route-runtime = { path = "$REPO/runtime" }
 
 [build-dependencies]
 burn-route-codegen = { path = "$REPO/codegen" }
@@ -129,10 +129,10 @@ mod kernels;
 RS
     {
         if [[ $BACKWARD == formulas ]]; then
-            printf 'use burn_route::rt::{Backend, Flex, FloatTensor};\n\n'
+            printf 'use burn_route_runtime::rt::{Backend, Flex, FloatTensor};\n\n'
             printf 'use crate::ops::BenchOps;\n\n'
         else
-            printf 'use burn_route::rt::{Autodiff, Backend, CheckpointStrategy, Flex, FloatTensor};\n\n'
+            printf 'use burn_route_runtime::rt::{Autodiff, Backend, CheckpointStrategy, Flex, FloatTensor};\n\n'
             printf 'use crate::ops::{BenchOps, BenchOpsAutodiff};\n\n'
         fi
         write_common_kernel_helper
