@@ -269,7 +269,7 @@ fn cube(_: &mut Criterion) {
     eprintln!("cube/*: skipped, build with `--features wgpu`");
 }
 
-/// The ops with a CubeCL kernel on `Cube` (`src/kernels/cube.rs`).
+/// The ops with a CubeCL kernel on `Cube` (`src/kernels/cube/`).
 const KERNELS: &[&str] = &[
     "add_relu",
     "bias_gelu",
