@@ -270,6 +270,7 @@ fn cube(_: &mut Criterion) {
 }
 
 /// The ops with a CubeCL kernel on `Cube` (`src/kernels/cube/`).
+#[cfg(feature = "wgpu")]
 const KERNELS: &[&str] = &[
     "add_relu",
     "bias_gelu",
@@ -282,6 +283,7 @@ const KERNELS: &[&str] = &[
     "clamp_ste",
 ];
 
+#[cfg(feature = "wgpu")]
 fn op_named(table: &[(&str, Op)], name: &str) -> Op {
     table
         .iter()
