@@ -47,7 +47,12 @@ shopt -s inherit_errexit
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/rebuild-timing.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+# KEEP_WORK=1 keeps the crates (and their target directory) for a closer look.
+if [[ ${KEEP_WORK:-0} == 1 ]]; then
+    echo "== keeping $WORK"
+else
+    trap 'rm -rf "$WORK"' EXIT
+fi
 
 export CARGO_TARGET_DIR="$WORK/target"
 export CARGO_INCREMENTAL=0
