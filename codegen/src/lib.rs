@@ -80,6 +80,9 @@ pub struct Builder {
     manifest_name: Option<String>,
     out_dir: Option<PathBuf>,
     runtime_path: String,
+    /// Whether [`Builder::runtime_path`] set it (else a build script picks it from the crate's
+    /// dependencies).
+    runtime_path_set: bool,
     trait_module: String,
     dispatch_module: String,
     regenerate: String,
@@ -122,6 +125,7 @@ impl Builder {
             manifest_name: None,
             out_dir: None,
             runtime_path: names::RUNTIME_PATH.to_owned(),
+            runtime_path_set: false,
             trait_module: "super::ops".to_owned(),
             dispatch_module: "super::dispatch".to_owned(),
             regenerate: "the build script (`burn_route_codegen::Builder`) regenerates this file"
@@ -170,10 +174,13 @@ impl Builder {
 
     /// The path generated code uses for the runtime support module. Defaults to
     /// `::burn_route_runtime::rt` (the `burn-route-runtime` crate); `burn-route` itself uses
-    /// `crate::rt`, its re-export.
+    /// `crate::rt`, its re-export. Left unset, [`Builder::build_script`] takes
+    /// `::burn_route::rt` for a crate whose `Cargo.toml` depends on `burn-route` and not on
+    /// `burn-route-runtime` (as crates did before the runtime was a crate of its own).
     #[must_use]
     pub fn runtime_path(mut self, path: impl Into<String>) -> Self {
         self.runtime_path = path.into();
+        self.runtime_path_set = true;
         self
     }
 
@@ -508,6 +515,13 @@ impl Builder {
     /// [`Builder::build_script`], writing the cargo instructions to `out`. Returns whether the
     /// files were generated.
     pub fn build_script_to(&self, out: &mut impl std::io::Write) -> bool {
+        if !self.runtime_path_set
+            && let Some(dir) = std::env::var_os("CARGO_MANIFEST_DIR")
+            && let Ok(text) = std::fs::read_to_string(Path::new(&dir).join("Cargo.toml"))
+            && let Some(path) = runtime_of_dependencies(&text)
+        {
+            return self.clone().runtime_path(path).build_script_to(out);
+        }
         let mut lines = vec![
             format!("cargo::rerun-if-changed={}", self.manifest.display()),
             "cargo::rerun-if-changed=build.rs".to_owned(),
@@ -574,8 +588,22 @@ impl Builder {
     }
 }
 
+/// The runtime path for a crate whose `Cargo.toml` (its text) depends on `burn-route` (the crate
+/// of the shipped ops, which re-exports the runtime) and not on `burn-route-runtime`; `None`
+/// otherwise (the default path stands).
+fn runtime_of_dependencies(cargo_toml: &str) -> Option<&'static str> {
+    let table = toml::de::DeTable::parse(cargo_toml).ok()?.into_inner();
+    let deps = table.get("dependencies")?;
+    let toml::de::DeValue::Table(deps) = deps.get_ref() else {
+        return None;
+    };
+    let has = |name: &str| deps.iter().any(|(k, _)| k.get_ref() == name);
+    (has("burn-route") && !has("burn-route-runtime")).then_some(names::SHIPPED_RUNTIME_PATH)
+}
+
 /// burn-route-runtime's build metadata (`links = "burn_route"`): each key its build script
-/// publishes, and the generator's cfg that follows it.
+/// publishes, and the generator's cfg that follows it. `burn-route` publishes the same keys
+/// (`links = "burn_route_ops"`) for the crates that depend on it alone.
 const RUNTIME_METADATA: [(&str, &str); 3] = [
     ("DEP_BURN_ROUTE_AUTODIFF", names::AUTODIFF_CFG),
     ("DEP_BURN_ROUTE_CUBE", "burn_route_cube"),
@@ -588,9 +616,12 @@ const RUNTIME_METADATA: [(&str, &str); 3] = [
 pub fn runtime_cfg_lines(env: impl Fn(&str) -> Option<String>) -> Vec<String> {
     let mut lines = Vec::new();
     for (key, cfg) in RUNTIME_METADATA {
+        let ops_key = key.replacen("DEP_BURN_ROUTE_", "DEP_BURN_ROUTE_OPS_", 1);
         lines.push(format!("cargo::rerun-if-env-changed={key}"));
+        lines.push(format!("cargo::rerun-if-env-changed={ops_key}"));
         lines.push(format!("cargo::rustc-check-cfg=cfg({cfg})"));
-        if env(key).is_some_and(|v| v == "1" || v == "true") {
+        let on = |key: &str| env(key).is_some_and(|v| v == "1" || v == "true");
+        if on(key) || on(&ops_key) {
             lines.push(format!("cargo::rustc-cfg={cfg}"));
         }
     }
@@ -770,6 +801,43 @@ pub fn error_lines(err: &Error) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crate_on_burn_route_alone_gets_its_runtime_path() {
+        let deps = |d: &str| format!("[package]\nname = \"x\"\n\n[dependencies]\n{d}\n");
+        assert_eq!(
+            runtime_of_dependencies(&deps("burn-route = { path = \"..\" }")),
+            Some("::burn_route::rt")
+        );
+        assert_eq!(
+            runtime_of_dependencies(&deps("burn-route = \"0.1\"\nburn-route-runtime = \"0.1\"")),
+            None
+        );
+        assert_eq!(
+            runtime_of_dependencies(&deps("burn-route-runtime = \"0.1\"")),
+            None
+        );
+        assert_eq!(runtime_of_dependencies("not toml ["), None);
+    }
+
+    #[test]
+    fn routes_follow_the_runtime_or_burn_route_metadata() {
+        let lines = |on: &'static str| {
+            runtime_cfg_lines(move |key| (key == on).then(|| "1".to_owned()))
+                .into_iter()
+                .filter(|l| l.starts_with("cargo::rustc-cfg="))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            lines("DEP_BURN_ROUTE_AUTODIFF"),
+            ["cargo::rustc-cfg=burn_route_autodiff"]
+        );
+        assert_eq!(
+            lines("DEP_BURN_ROUTE_OPS_CUBE"),
+            ["cargo::rustc-cfg=burn_route_cube"]
+        );
+        assert!(lines("DEP_BURN_ROUTE_OTHER").is_empty());
+    }
 
     const MANIFEST: &str = r#"[routing]
 trait = "MyOps"

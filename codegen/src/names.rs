@@ -19,6 +19,8 @@ pub const RESERVED_PREFIX: &str = "__";
 /// The runtime generated code calls unless [`crate::Builder::runtime_path`] names another path:
 /// the `burn-route-runtime` crate's `rt` module.
 pub const RUNTIME_PATH: &str = "::burn_route_runtime::rt";
+/// The runtime as `burn-route`, the crate of the shipped ops, re-exports it.
+pub const SHIPPED_RUNTIME_PATH: &str = "::burn_route::rt";
 /// The op-check runtime of a check whose runtime path cannot be named from a test.
 pub const RUNTIME_CHECK: &str = "::burn_route_runtime::check";
 
