@@ -272,12 +272,16 @@ fn build_script_reports_cargo_errors_without_panicking() {
             format!("cargo::rerun-if-changed={}", manifest.display()).as_str(),
             "cargo::rerun-if-changed=build.rs",
             // The generator's own cfgs are declared, and set from burn-route's build metadata
-            // (`DEP_BURN_ROUTE_*`, unset here).
+            // (`DEP_BURN_ROUTE_*` from burn-route-runtime, `DEP_BURN_ROUTE_OPS_*` from
+            // burn-route; unset here).
             "cargo::rerun-if-env-changed=DEP_BURN_ROUTE_AUTODIFF",
+            "cargo::rerun-if-env-changed=DEP_BURN_ROUTE_OPS_AUTODIFF",
             "cargo::rustc-check-cfg=cfg(burn_route_autodiff)",
             "cargo::rerun-if-env-changed=DEP_BURN_ROUTE_CUBE",
+            "cargo::rerun-if-env-changed=DEP_BURN_ROUTE_OPS_CUBE",
             "cargo::rustc-check-cfg=cfg(burn_route_cube)",
             "cargo::rerun-if-env-changed=DEP_BURN_ROUTE_REMOTE",
+            "cargo::rerun-if-env-changed=DEP_BURN_ROUTE_OPS_REMOTE",
             "cargo::rustc-check-cfg=cfg(burn_route_remote)",
             "cargo::error=error: unknown tensor kind `flaot`",
             "cargo::error=  --> ops.toml:12:21",
