@@ -216,6 +216,21 @@ impl RoutedOpsFlex for rt::Dispatch {
     }
 }
 
+/// The kernel call of [`try_add_relu`](fn@try_add_relu): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_add_relu<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    lhs: rt::DispatchTensor,
+    rhs: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let lhs = B::float(__route, "lhs", lhs);
+    let rhs = B::float(__route, "rhs", rhs);
+    let __out = __kernel(lhs, rhs);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOps::add_relu`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -260,17 +275,7 @@ fn route_add_relu<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        lhs: rt::DispatchTensor,
-        rhs: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let lhs = B::float(__route, "lhs", lhs);
-        let rhs = B::float(__route, "rhs", rhs);
-        let __out = __kernel(lhs, rhs);
-        B::float_out(__route, __out)
-    }
+    use self::__run_add_relu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -391,6 +396,20 @@ fn route_add_relu<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_scale`](fn@try_scale): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_scale<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    alpha: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, alpha);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOps::scale`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -429,16 +448,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        alpha: f32,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, alpha);
-        B::float_out(__route, __out)
-    }
+    use self::__run_scale as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -535,6 +545,19 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
     }
 }
 
+/// The kernel call of [`try_argmax_last`](fn@try_argmax_last): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_argmax_last<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(&rt::FloatTensor<B>) -> rt::IntTensor<B>,
+    x: &rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::float_ref(__route, "x", x);
+    let __out = __kernel(&x);
+    B::int_out(__route, __out)
+}
+
 /// [`RoutedOps::argmax_last`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -573,15 +596,7 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(&rt::FloatTensor<B>) -> rt::IntTensor<B>,
-        x: &rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float_ref(__route, "x", x);
-        let __out = __kernel(&x);
-        B::int_out(__route, __out)
-    }
+    use self::__run_argmax_last as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -619,6 +634,20 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
         }),
         None => F::result(__plan_and_run(x)),
     }
+}
+
+/// The kernel call of [`try_round_half_even`](fn@try_round_half_even): unwraps the inputs for
+/// backend `B`, calls the kernel, wraps the outputs. Shared by the op with the same inputs and
+/// output: `softmax_last`.
+#[allow(clippy::type_complexity)]
+fn __run_round_half_even<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x);
+    B::float_out(__route, __out)
 }
 
 /// [`RoutedOps::round_half_even`] for `Dispatch` primitives, returning the routing error instead of
@@ -659,15 +688,7 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_round_half_even as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -705,6 +726,23 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
         }),
         None => F::result(__plan_and_run(x)),
     }
+}
+
+/// The kernel call of [`try_axpby`](fn@try_axpby): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_axpby<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, Option<rt::FloatTensor<B>>, f32, f32) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    y: Option<rt::DispatchTensor>,
+    alpha: f32,
+    beta: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let y = B::float_opt(__route, "y", y);
+    let __out = __kernel(x, y, alpha, beta);
+    B::float_out(__route, __out)
 }
 
 /// [`RoutedOps::axpby`] for `Dispatch` primitives, returning the routing error instead of
@@ -755,24 +793,7 @@ fn route_axpby<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(
-            rt::FloatTensor<B>,
-            Option<rt::FloatTensor<B>>,
-            f32,
-            f32,
-        ) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        y: Option<rt::DispatchTensor>,
-        alpha: f32,
-        beta: f32,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let y = B::float_opt(__route, "y", y);
-        let __out = __kernel(x, y, alpha, beta);
-        B::float_out(__route, __out)
-    }
+    use self::__run_axpby as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -917,6 +938,19 @@ fn route_axpby<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_sum_all`](fn@try_sum_all): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_sum_all<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(Vec<rt::FloatTensor<B>>) -> rt::FloatTensor<B>,
+    xs: Vec<rt::DispatchTensor>,
+) -> rt::DispatchTensor {
+    let xs = B::float_vec(__route, "xs", xs);
+    let __out = __kernel(xs);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOpsComposite::sum_all`] for `Dispatch` primitives, returning the routing error instead
 /// of
 /// panicking.
@@ -956,15 +990,7 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(Vec<rt::FloatTensor<B>>) -> rt::FloatTensor<B>,
-        xs: Vec<rt::DispatchTensor>,
-    ) -> rt::DispatchTensor {
-        let xs = B::float_vec(__route, "xs", xs);
-        let __out = __kernel(xs);
-        B::float_out(__route, __out)
-    }
+    use self::__run_sum_all as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1037,6 +1063,20 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
     }
 }
 
+/// The kernel call of [`try_split_last`](fn@try_split_last): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_split_last<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, Vec<usize>) -> Vec<rt::FloatTensor<B>>,
+    x: rt::DispatchTensor,
+    sizes: Vec<usize>,
+) -> Vec<rt::DispatchTensor> {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, sizes);
+    B::float_out_vec(__route, __out)
+}
+
 /// [`RoutedOpsComposite::split_last`] for `Dispatch` primitives, returning the routing error
 /// instead of
 /// panicking.
@@ -1082,16 +1122,7 @@ fn route_split_last<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, Vec<usize>) -> Vec<rt::FloatTensor<B>>,
-        x: rt::DispatchTensor,
-        sizes: Vec<usize>,
-    ) -> Vec<rt::DispatchTensor> {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, sizes);
-        B::float_out_vec(__route, __out)
-    }
+    use self::__run_split_last as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1206,6 +1237,20 @@ fn route_split_last<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_softplus`](fn@try_softplus): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_softplus<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    beta: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, beta);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOpsComposite::softplus`] for `Dispatch` primitives, returning the routing error instead
 /// of
 /// panicking.
@@ -1251,16 +1296,7 @@ fn route_softplus<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        beta: f32,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, beta);
-        B::float_out(__route, __out)
-    }
+    use self::__run_softplus as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1375,6 +1411,26 @@ fn route_softplus<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_masked_fill_count`](fn@try_masked_fill_count): unwraps the inputs for
+/// backend `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_masked_fill_count<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        rt::FloatTensor<B>,
+        &rt::BoolTensor<B>,
+        f32,
+    ) -> (rt::FloatTensor<B>, rt::IntTensor<B>),
+    x: rt::DispatchTensor,
+    mask: &rt::DispatchTensor,
+    value: f32,
+) -> (rt::DispatchTensor, rt::DispatchTensor) {
+    let x = B::float(__route, "x", x);
+    let mask = B::bool_ref(__route, "mask", mask);
+    let __out = __kernel(x, &mask, value);
+    (B::float_out(__route, __out.0), B::int_out(__route, __out.1))
+}
+
 /// [`RoutedOps::masked_fill_count`] for `Dispatch` primitives, returning the routing error instead
 /// of
 /// panicking.
@@ -1424,23 +1480,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    #[allow(clippy::type_complexity)]
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(
-            rt::FloatTensor<B>,
-            &rt::BoolTensor<B>,
-            f32,
-        ) -> (rt::FloatTensor<B>, rt::IntTensor<B>),
-        x: rt::DispatchTensor,
-        mask: &rt::DispatchTensor,
-        value: f32,
-    ) -> (rt::DispatchTensor, rt::DispatchTensor) {
-        let x = B::float(__route, "x", x);
-        let mask = B::bool_ref(__route, "mask", mask);
-        let __out = __kernel(x, &mask, value);
-        (B::float_out(__route, __out.0), B::int_out(__route, __out.1))
-    }
+    use self::__run_masked_fill_count as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1526,6 +1566,24 @@ fn route_masked_fill_count<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_nan_to_num`](fn@try_nan_to_num): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_nan_to_num<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32, bool) -> (rt::FloatTensor<B>, Option<rt::BoolTensor<B>>),
+    x: rt::DispatchTensor,
+    value: f32,
+    with_mask: bool,
+) -> (rt::DispatchTensor, Option<rt::DispatchTensor>) {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, value, with_mask);
+    (
+        B::float_out(__route, __out.0),
+        B::bool_out_opt(__route, __out.1),
+    )
+}
+
 /// [`RoutedOps::nan_to_num`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -1574,25 +1632,7 @@ fn route_nan_to_num<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    #[allow(clippy::type_complexity)]
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(
-            rt::FloatTensor<B>,
-            f32,
-            bool,
-        ) -> (rt::FloatTensor<B>, Option<rt::BoolTensor<B>>),
-        x: rt::DispatchTensor,
-        value: f32,
-        with_mask: bool,
-    ) -> (rt::DispatchTensor, Option<rt::DispatchTensor>) {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, value, with_mask);
-        (
-            B::float_out(__route, __out.0),
-            B::bool_out_opt(__route, __out.1),
-        )
-    }
+    use self::__run_nan_to_num as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1660,6 +1700,19 @@ fn route_nan_to_num<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_dequantize_relu`](fn@try_dequantize_relu): unwraps the inputs for
+/// backend `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_dequantize_relu<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::QuantizedTensor<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::quantized(__route, "x", x);
+    let __out = __kernel(x);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOps::dequantize_relu`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -1698,15 +1751,7 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::QuantizedTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::quantized(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_dequantize_relu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1746,6 +1791,20 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     }
 }
 
+/// The kernel call of [`try_iota`](fn@try_iota): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_iota<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(usize, &rt::DeviceOf<B>) -> rt::IntTensor<B>,
+    len: usize,
+    device: &rt::DispatchDevice,
+) -> rt::DispatchTensor {
+    let device = B::device(__route, "device", device);
+    let __out = __kernel(len, &device);
+    B::int_out(__route, __out)
+}
+
 /// [`RoutedOpsFlex::iota`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -1778,16 +1837,7 @@ fn route_iota<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(usize, &rt::DeviceOf<B>) -> rt::IntTensor<B>,
-        len: usize,
-        device: &rt::DispatchDevice,
-    ) -> rt::DispatchTensor {
-        let device = B::device(__route, "device", device);
-        let __out = __kernel(len, &device);
-        B::int_out(__route, __out)
-    }
+    use self::__run_iota as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1812,6 +1862,20 @@ fn route_iota<F: __rt::OnError>(
         }),
         None => F::result(__plan_and_run(len, device)),
     }
+}
+
+/// The kernel call of [`try_ramp`](fn@try_ramp): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_ramp<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(usize, &rt::DeviceOf<B>) -> rt::FloatTensor<B>,
+    len: usize,
+    device: &rt::DispatchDevice,
+) -> rt::DispatchTensor {
+    let device = B::device(__route, "device", device);
+    let __out = __kernel(len, &device);
+    B::float_out(__route, __out)
 }
 
 /// [`RoutedOpsComposite::ramp`] for `Dispatch` primitives, returning the routing error instead of
@@ -1858,16 +1922,7 @@ fn route_ramp<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(usize, &rt::DeviceOf<B>) -> rt::FloatTensor<B>,
-        len: usize,
-        device: &rt::DispatchDevice,
-    ) -> rt::DispatchTensor {
-        let device = B::device(__route, "device", device);
-        let __out = __kernel(len, &device);
-        B::float_out(__route, __out)
-    }
+    use self::__run_ramp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1928,6 +1983,21 @@ fn route_ramp<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_bias_gelu`](fn@try_bias_gelu): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_bias_gelu<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    bias: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let bias = B::float(__route, "bias", bias);
+    let __out = __kernel(x, bias);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOps::bias_gelu`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -1972,17 +2042,7 @@ fn route_bias_gelu<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        bias: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let bias = B::float(__route, "bias", bias);
-        let __out = __kernel(x, bias);
-        B::float_out(__route, __out)
-    }
+    use self::__run_bias_gelu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2103,6 +2163,21 @@ fn route_bias_gelu<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_swiglu`](fn@try_swiglu): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_swiglu<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    gate: rt::DispatchTensor,
+    up: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let gate = B::float(__route, "gate", gate);
+    let up = B::float(__route, "up", up);
+    let __out = __kernel(gate, up);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOps::swiglu`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -2147,17 +2222,7 @@ fn route_swiglu<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        gate: rt::DispatchTensor,
-        up: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let gate = B::float(__route, "gate", gate);
-        let up = B::float(__route, "up", up);
-        let __out = __kernel(gate, up);
-        B::float_out(__route, __out)
-    }
+    use self::__run_swiglu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2278,6 +2343,22 @@ fn route_swiglu<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_rms_norm`](fn@try_rms_norm): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_rms_norm<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    eps: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let weight = B::float(__route, "weight", weight);
+    let __out = __kernel(x, weight, eps);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOps::rms_norm`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -2324,18 +2405,7 @@ fn route_rms_norm<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        weight: rt::DispatchTensor,
-        eps: f32,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let weight = B::float(__route, "weight", weight);
-        let __out = __kernel(x, weight, eps);
-        B::float_out(__route, __out)
-    }
+    use self::__run_rms_norm as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2471,6 +2541,29 @@ fn route_rms_norm<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_layer_norm`](fn@try_layer_norm): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_layer_norm<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        f32,
+    ) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    gamma: rt::DispatchTensor,
+    beta: rt::DispatchTensor,
+    eps: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let gamma = B::float(__route, "gamma", gamma);
+    let beta = B::float(__route, "beta", beta);
+    let __out = __kernel(x, gamma, beta, eps);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOps::layer_norm`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -2519,25 +2612,7 @@ fn route_layer_norm<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(
-            rt::FloatTensor<B>,
-            rt::FloatTensor<B>,
-            rt::FloatTensor<B>,
-            f32,
-        ) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        gamma: rt::DispatchTensor,
-        beta: rt::DispatchTensor,
-        eps: f32,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let gamma = B::float(__route, "gamma", gamma);
-        let beta = B::float(__route, "beta", beta);
-        let __out = __kernel(x, gamma, beta, eps);
-        B::float_out(__route, __out)
-    }
+    use self::__run_layer_norm as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2750,15 +2825,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_round_half_even as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2846,6 +2913,21 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
     }
 }
 
+/// The kernel call of [`try_cross_entropy_logits`](fn@try_cross_entropy_logits): unwraps the inputs
+/// for backend `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_cross_entropy_logits<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::IntTensor<B>) -> rt::FloatTensor<B>,
+    logits: rt::DispatchTensor,
+    targets: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let logits = B::float(__route, "logits", logits);
+    let targets = B::int(__route, "targets", targets);
+    let __out = __kernel(logits, targets);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOps::cross_entropy_logits`] for `Dispatch` primitives, returning the routing error
 /// instead of
 /// panicking.
@@ -2891,17 +2973,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::IntTensor<B>) -> rt::FloatTensor<B>,
-        logits: rt::DispatchTensor,
-        targets: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let logits = B::float(__route, "logits", logits);
-        let targets = B::int(__route, "targets", targets);
-        let __out = __kernel(logits, targets);
-        B::float_out(__route, __out)
-    }
+    use self::__run_cross_entropy_logits as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3040,6 +3112,24 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_dropout`](fn@try_dropout): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_dropout<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32, u64) -> (rt::FloatTensor<B>, rt::BoolTensor<B>),
+    x: rt::DispatchTensor,
+    p: f32,
+    seed: u64,
+) -> (rt::DispatchTensor, rt::DispatchTensor) {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, p, seed);
+    (
+        B::float_out(__route, __out.0),
+        B::bool_out(__route, __out.1),
+    )
+}
+
 /// [`RoutedOps::dropout`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -3088,21 +3178,7 @@ fn route_dropout<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    #[allow(clippy::type_complexity)]
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f32, u64) -> (rt::FloatTensor<B>, rt::BoolTensor<B>),
-        x: rt::DispatchTensor,
-        p: f32,
-        seed: u64,
-    ) -> (rt::DispatchTensor, rt::DispatchTensor) {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, p, seed);
-        (
-            B::float_out(__route, __out.0),
-            B::bool_out(__route, __out.1),
-        )
-    }
+    use self::__run_dropout as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3206,6 +3282,21 @@ fn route_dropout<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_clamp_ste`](fn@try_clamp_ste): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_clamp_ste<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32, f32) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    lo: f32,
+    hi: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, lo, hi);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOps::clamp_ste`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -3252,17 +3343,7 @@ fn route_clamp_ste<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f32, f32) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        lo: f32,
-        hi: f32,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, lo, hi);
-        B::float_out(__route, __out)
-    }
+    use self::__run_clamp_ste as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3366,6 +3447,20 @@ fn route_clamp_ste<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_topk_last`](fn@try_topk_last): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_topk_last<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(&rt::FloatTensor<B>, usize) -> (rt::FloatTensor<B>, rt::IntTensor<B>),
+    x: &rt::DispatchTensor,
+    k: usize,
+) -> (rt::DispatchTensor, rt::DispatchTensor) {
+    let x = B::float_ref(__route, "x", x);
+    let __out = __kernel(&x, k);
+    (B::float_out(__route, __out.0), B::int_out(__route, __out.1))
+}
+
 /// [`RoutedOps::topk_last`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -3412,17 +3507,7 @@ fn route_topk_last<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    #[allow(clippy::type_complexity)]
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(&rt::FloatTensor<B>, usize) -> (rt::FloatTensor<B>, rt::IntTensor<B>),
-        x: &rt::DispatchTensor,
-        k: usize,
-    ) -> (rt::DispatchTensor, rt::DispatchTensor) {
-        let x = B::float_ref(__route, "x", x);
-        let __out = __kernel(&x, k);
-        (B::float_out(__route, __out.0), B::int_out(__route, __out.1))
-    }
+    use self::__run_topk_last as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3463,6 +3548,21 @@ fn route_topk_last<F: __rt::OnError>(
         }),
         None => F::result(__plan_and_run(x, k)),
     }
+}
+
+/// The kernel call of [`try_affine`](fn@try_affine): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_affine<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, AffinePrimitive<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    p: AffinePrimitive<rt::Dispatch>,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let p = p.__unwrap::<B>(__route, &["p.scale", "p.shift"]);
+    let __out = __kernel(x, p);
+    B::float_out(__route, __out)
 }
 
 /// [`RoutedOps::affine`] for `Dispatch` primitives, returning the routing error instead of
@@ -3509,17 +3609,7 @@ fn route_affine<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, AffinePrimitive<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        p: AffinePrimitive<rt::Dispatch>,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let p = p.__unwrap::<B>(__route, &["p.scale", "p.shift"]);
-        let __out = __kernel(x, p);
-        B::float_out(__route, __out)
-    }
+    use self::__run_affine as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3610,6 +3700,19 @@ fn route_affine<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_moments`](fn@try_moments): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_moments<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>) -> MomentsPrimitive<B>,
+    x: rt::DispatchTensor,
+) -> MomentsPrimitive<rt::Dispatch> {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x);
+    __out.__wrap(__route)
+}
+
 /// [`RoutedOps::moments`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -3652,15 +3755,7 @@ fn route_moments<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> MomentsPrimitive<B>,
-        x: rt::DispatchTensor,
-    ) -> MomentsPrimitive<rt::Dispatch> {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        __out.__wrap(__route)
-    }
+    use self::__run_moments as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3722,6 +3817,23 @@ fn route_moments<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_fill_where`](fn@try_fill_where): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_fill_where<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, &rt::BoolTensor<B>, FillPrimitive<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    mask: &rt::DispatchTensor,
+    fill: FillPrimitive<rt::Dispatch>,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let mask = B::bool_ref(__route, "mask", mask);
+    let fill = fill.__unwrap::<B>(__route, &["fill.From.0"]);
+    let __out = __kernel(x, &mask, fill);
+    B::float_out(__route, __out)
+}
+
 /// [`RoutedOps::fill_where`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -3768,23 +3880,7 @@ fn route_fill_where<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(
-            rt::FloatTensor<B>,
-            &rt::BoolTensor<B>,
-            FillPrimitive<B>,
-        ) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        mask: &rt::DispatchTensor,
-        fill: FillPrimitive<rt::Dispatch>,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let mask = B::bool_ref(__route, "mask", mask);
-        let fill = fill.__unwrap::<B>(__route, &["fill.From.0"]);
-        let __out = __kernel(x, &mask, fill);
-        B::float_out(__route, __out)
-    }
+    use self::__run_fill_where as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]

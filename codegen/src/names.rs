@@ -39,6 +39,11 @@ pub const ROUTE: &str = "__route";
 pub const KERNEL: &str = "__kernel";
 /// The generic body: unwrap the inputs for a backend, call the kernel, wrap the outputs.
 pub const RUN: &str = "__run";
+/// The module-level `__run` named for the first op that uses it (ops with the same body share
+/// it).
+pub fn run_fn(op: &str) -> String {
+    format!("{RUN}_{op}")
+}
 /// The out-of-line path: the full planner, then the routing arms.
 pub const PLANNED: &str = "__plan_and_run";
 /// An async op's generic body for its hand-written `Autodiff<B, C>` kernel (`__run` calls the

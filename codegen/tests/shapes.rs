@@ -109,7 +109,7 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         // Planning refuses what the arms do not cover, so the last arm is a bug check.
         "_ => __route.unrouted(),",
         // ... and, with no tensor or device in its signature, needs no backend parameter.
-        "fn __run(__route: &__rt::Route, __kernel: impl FnOnce(f32), value: f32) -> Result<(), rt::RouteError> { __kernel(value); Ok(()) }",
+        "fn __run_fill(__route: &__rt::Route, __kernel: fn(f32), value: f32) -> Result<(), rt::RouteError> { __kernel(value); Ok(()) }",
         "(rt::BackendId::Flex, __rt::Mode::Concrete) => { __run(&__route, <rt::Flex as ShapeOps>::fill, value) }",
     ] {
         assert!(
@@ -338,4 +338,73 @@ fn check_snapshot_reports_and_blesses() {
             .unwrap_err()
             .contains("unknown tensor kind")
     );
+}
+
+/// Ops whose kernel calls are the same code (inputs, their names, output) share one `__run`,
+/// named for the first of them: a crate of many ops of one signature compiles one body per
+/// backend. Another input name or type gets a body of its own.
+#[test]
+fn ops_of_one_signature_share_their_kernel_call() {
+    let manifest = r#"[routing]
+trait = "Same"
+backends = ["Flex"]
+
+[[op]]
+name = "first"
+inputs = [{ name = "lhs", tensor = "float" }, { name = "rhs", tensor = "float" }]
+output = { tensor = "float" }
+
+[[op]]
+name = "second"
+inputs = [{ name = "lhs", tensor = "float" }, { name = "rhs", tensor = "float" }]
+output = { tensor = "float" }
+
+[[op]]
+name = "renamed"
+inputs = [{ name = "a", tensor = "float" }, { name = "rhs", tensor = "float" }]
+output = { tensor = "float" }
+
+[[op]]
+name = "retyped"
+inputs = [{ name = "lhs", tensor = "float" }, { name = "rhs", tensor = "int" }]
+output = { tensor = "float" }
+"#;
+    let files = Builder::new("same.toml")
+        .render_str(manifest)
+        .expect("valid");
+    let raw = files
+        .into_iter()
+        .find(|f| f.name == "routed_dispatch.rs")
+        .expect("dispatch")
+        .contents;
+    let dispatch = flat(&raw);
+    let defined: Vec<&str> = dispatch
+        .split("fn __run_")
+        .skip(1)
+        .map(|rest| rest.split('<').next().unwrap_or_default())
+        .collect();
+    assert_eq!(defined, ["first", "renamed", "retyped"], "{dispatch}");
+    // The docs, each paragraph on one line.
+    let docs = raw
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("/// "))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let shared = "The kernel call of [`try_first`](fn@try_first): unwraps the inputs for backend \
+                  `B`, calls the kernel, wraps the outputs. Shared by the op with the same inputs \
+                  and output: `second`.";
+    assert!(docs.contains(shared), "missing `{shared}` in\n{docs}");
+    for expected in [
+        "fn __run_first<B: __rt::Target>(__route: &__rt::Route, __kernel: fn(rt::FloatTensor<B>, \
+         rt::FloatTensor<B>) -> rt::FloatTensor<B>, lhs: rt::DispatchTensor, rhs: \
+         rt::DispatchTensor) -> rt::DispatchTensor {",
+        "__run::<rt::Flex>(&__route, <rt::Flex as Same>::second, lhs, rhs)",
+        "__run::<rt::Flex>(&__route, <rt::Flex as Same>::renamed, a, rhs)",
+        "__run::<rt::Flex>(&__route, <rt::Flex as Same>::retyped, lhs, rhs)",
+    ] {
+        assert!(
+            dispatch.contains(&flat(expected)),
+            "missing `{expected}` in\n{dispatch}"
+        );
+    }
 }

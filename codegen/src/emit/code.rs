@@ -535,6 +535,12 @@ impl Writer {
         self.line(cat(["#[cfg_attr".into(), args, "]".into()]));
     }
 
+    /// Text another writer rendered at depth 0 (whole lines), written at depth 0.
+    pub(super) fn append(&mut self, text: &str) {
+        debug_assert!(self.depth == 0 && text.ends_with('\n'));
+        self.out.push_str(text);
+    }
+
     /// The text written so far.
     pub(super) fn finish(self) -> String {
         self.out

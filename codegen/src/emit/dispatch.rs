@@ -1,11 +1,11 @@
 //! `impl Trait for Dispatch`, and every op's `try_` function and the `route_` function behind
 //! both.
 
-use super::code::{Doc, Writer, args, call, cat, parens, predicate_in_code};
+use super::code::{Doc, INDENT, WIDTH, Writer, args, call, cat, parens, predicate_in_code};
 use super::{
     EmitConfig, Level, Use, allow_complex_output, any_cfg, autodiff_backend_cfg, contained,
-    forward_call, generic_type, input_type, kind_fn, output_doc, output_expr, output_type, params,
-    primitive_returns, result_returns, returns, returns_doc, signature, string_literal, uses,
+    forward_call, generic_type, input_type, kind_fn, output_doc, output_expr, params,
+    primitive_returns, result_returns, returns_doc, signature, string_literal, uses,
 };
 use crate::ir::{
     Arg, Backend, Container, Input, Ir, Leaf, Op, Output, Policy, RouteBy, Step, TensorArg,
@@ -71,9 +71,14 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         }
         w.close("}");
     }
-    for op in &ir.ops {
+    let runs = Runs::new(ir);
+    for (index, op) in ir.ops.iter().enumerate() {
+        if let Some(text) = runs.defined_before(index) {
+            w.blank();
+            w.append(text);
+        }
         w.blank();
-        routing_fns(ir, op, w);
+        routing_fns(ir, op, &runs, w);
     }
     super::types::conversions(ir, w);
 }
@@ -313,7 +318,7 @@ fn wrap_output(t: &TensorArg, value: Doc) -> Doc {
 /// An op's public `try_` function and the private `route_` function behind it and the
 /// panicking `Dispatch` method, with its nested `__run` (the generic kernel call) and
 /// `__plan_and_run` (the full planner, then the routing arms).
-fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
+fn routing_fns(ir: &Ir, op: &Op, runs: &Runs, w: &mut Writer) {
     if op.asynchronous {
         async_routing_fns(ir, op, w);
         return;
@@ -392,118 +397,15 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     ));
     op_info(ir, op, w);
 
-    // The generic body: unwrap every input for backend `B`, call, re-wrap.
-    let generic = !op.routing_tensors().is_empty()
-        || op.device_input().is_some()
-        || contains_tensor(&op.output);
-    // And `__run` is dead code there.
+    // The op's `__run` (see [`Runs`]), shared with the ops of the same signature, under its
+    // local name (the arms read the same whichever op's body it is); and whether it is generic
+    // over the backend.
     if let Some(cfg) = &some_backend {
-        w.cfg_attr_allow(cfg, "dead_code");
+        w.cfg_attr_allow(cfg, "unused_imports");
     }
-    let kernel_params: Vec<String> = op.inputs.iter().map(|i| input_type(&i.arg, "B")).collect();
-    // rustfmt lays out `impl FnOnce(..) -> R` by its own rule (measured against rustfmt 1.9
-    // at this indentation): the parameters stay on one line, however wide the line, when they
-    // and ` -> R` take at most 73 columns, unless `R` is a tuple too wide for one line; else
-    // they go one per line.
-    let kernel_ret = returns(&op.output, &output_type(&op.output, "B"));
-    let ret_doc = match &op.output {
-        Output::Unit => None,
-        out => Some(output_doc(out, Level::Primitive("B"))),
-    };
-    let ret_breaks = ret_doc.as_ref().is_some_and(|d| !d.flat_ok());
-    let kernel_params_text = kernel_params.join(", ");
-    let kernel_type =
-        if !ret_breaks && kernel_params_text.chars().count() + kernel_ret.chars().count() <= 73 {
-            Doc::from(format!(
-                "{KERNEL}: impl FnOnce({kernel_params_text}){kernel_ret}"
-            ))
-        } else {
-            cat([
-                format!("{KERNEL}: impl FnOnce").into(),
-                super::code::vertical(
-                    "(",
-                    kernel_params.iter().map(|p| super::type_doc(p)).collect(),
-                    ")",
-                ),
-                match ret_doc {
-                    None => Doc::from(""),
-                    // After the broken parameters, `) -> R` stays together up to 67 columns
-                    // (measured); past that, rustfmt puts `-> R` on a line of its own, one
-                    // level deeper than the parameters (`__run`'s are at depth 2).
-                    Some(ret) if ret.flat_ok() && 5 + ret.width() > 67 => {
-                        let mut flat = String::new();
-                        ret.write_flat_into(&mut flat);
-                        Doc::from(format!("\n            -> {flat}"))
-                    }
-                    Some(ret) => cat([" -> ".into(), ret]),
-                },
-            ])
-        };
-    let mut run_params = vec![Doc::from(format!("{ROUTE}: &{RT}::Route")), kernel_type];
-    run_params.extend(dispatch_params.iter().cloned());
-    allow_complex_output(op, w);
-    super::allow_many_arguments(op.inputs.len() + 2, w);
-    // A unit-returning `__run` would make each arm `Ok(__run(...))`, a unit argument; it returns
-    // the `Result` itself instead.
+    w.line(format!("use self::{} as {RUN};", runs.name(ir, op)));
+    let generic = run_generic(op);
     let unit = matches!(op.output, Output::Unit);
-    let run_returns = if unit {
-        result(" {")
-    } else {
-        returns_doc(&op.output, dispatch_tensor, " {")
-    };
-    // An op with no tensor and no device in its signature runs the same on every backend: its
-    // `__run` needs no backend parameter.
-    w.open(signature(
-        if generic {
-            cat([
-                format!("fn {RUN}").into(),
-                super::code::type_list("<", vec![format!("B: {RT}::Target").into()], ">"),
-            ])
-        } else {
-            format!("fn {RUN}").into()
-        },
-        run_params,
-        run_returns,
-    ));
-    for input in &op.inputs {
-        match &input.arg {
-            Arg::Tensor(t) => unwrap_input(&input.name, t, w),
-            Arg::Declared { borrowed, .. } => unwrap_declared(op, input, *borrowed, ROUTE, w),
-            Arg::Plain(_) | Arg::Device => {}
-        }
-    }
-    if let Some(device) = op.device_input() {
-        let id = &device.name;
-        w.assign(
-            format!("let {id} = "),
-            call(
-                "B::device",
-                [ROUTE.to_owned(), string_literal(id), id.clone()],
-            ),
-            ";",
-        );
-    }
-    let kernel_call = call(
-        KERNEL,
-        op.inputs
-            .iter()
-            .map(|i| kernel_arg(&i.name, &i.arg))
-            .collect::<Vec<_>>(),
-    );
-    match &op.output {
-        Output::Unit => {
-            w.line(cat([kernel_call, ";".into()]));
-            w.line("Ok(())");
-        }
-        Output::Plain(_) => w.line(kernel_call),
-        Output::Tensor(_) | Output::Tuple(_) | Output::Declared { .. } => {
-            w.assign(format!("let {OUT} = "), kernel_call, ";");
-            w.line(output_expr(&op.output, OUT, &wrap_output, &|_, value| {
-                call(format!("{value}.{}", names::WRAP), [ROUTE])
-            }));
-        }
-    }
-    w.close("}");
 
     // The kernel is named through its trait: an op may share its name with a method of Burn's
     // own backend traits (`layer_norm`, `gelu`, ...), which a plain `Target::op` would make
@@ -589,6 +491,243 @@ fn routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     w.close("}),");
     w.arm("None", call("F::result", [forward_call(PLANNED, op)]));
     w.close("}");
+    w.close("}");
+}
+
+/// Every op's `__run`: the generic body that unwraps the inputs for backend `B`, calls the
+/// kernel (a function pointer) and wraps the outputs.
+///
+/// Ops whose bodies are the same text (the same inputs, names included, and the same output)
+/// share one function, named for the first of them: a crate of many ops with one signature
+/// compiles one body per backend instead of one per op and backend, which is most of what
+/// the routing costs to compile. Async ops have bodies of their own (`async_routing_fns`).
+struct Runs {
+    /// Per op (in `Ir::ops` order): the index of its body in `bodies`, or `None` (async).
+    of_op: Vec<Option<usize>>,
+    /// The shared bodies, in the order of their first op.
+    bodies: Vec<RunBody>,
+}
+
+struct RunBody {
+    /// `__run_<first op>`.
+    name: String,
+    /// The first op that uses it: the function is written just before that op's `try_`.
+    first: usize,
+    /// The function's text, doc and attributes included.
+    text: String,
+}
+
+impl Runs {
+    fn new(ir: &Ir) -> Self {
+        let mut of_op = Vec::with_capacity(ir.ops.len());
+        let mut bodies: Vec<RunBody> = Vec::new();
+        // The ops of each body, and the cfg under which some backend of each is compiled
+        // (`None`: one always is).
+        let mut users: Vec<Vec<(usize, Option<String>)>> = Vec::new();
+        let mut by_text: std::collections::HashMap<String, usize> = Default::default();
+        for (index, op) in ir.ops.iter().enumerate() {
+            if op.asynchronous {
+                of_op.push(None);
+                continue;
+            }
+            // The body without its name and attributes is the key.
+            let mut key = Writer::default();
+            run_fn(op, names::RUN, &mut key);
+            let key = key.finish();
+            let body = *by_text.entry(key).or_insert_with(|| {
+                bodies.push(RunBody {
+                    name: names::run_fn(&op.name),
+                    first: index,
+                    text: String::new(),
+                });
+                users.push(Vec::new());
+                bodies.len() - 1
+            });
+            let some_backend = any_cfg(op.backends.iter().map(|b| b.cfg.as_deref()));
+            users[body].push((index, some_backend));
+            of_op.push(Some(body));
+        }
+        for (body, users) in bodies.iter_mut().zip(&users) {
+            let first = &ir.ops[body.first];
+            let mut w = Writer::default();
+            let others: Vec<String> = users[1..]
+                .iter()
+                .map(|(index, _)| format!("`{}`", ir.ops[*index].name))
+                .collect();
+            let mut doc = format!(
+                "The kernel call of [`{try_name}`](fn@{try_name}): unwraps the inputs{}, calls \
+                 the kernel, wraps {}.",
+                if run_generic(first) {
+                    " for backend `B`"
+                } else {
+                    ""
+                },
+                match first.output {
+                    Output::Unit | Output::Plain(_) => "nothing (its output is plain)",
+                    _ => "the outputs",
+                },
+                try_name = names::try_fn(&first.name),
+            );
+            if !others.is_empty() {
+                doc.push_str(&format!(
+                    " Shared by the {} with the same inputs and output: {}.",
+                    if others.len() == 1 { "op" } else { "ops" },
+                    name_list(&others)
+                ));
+            }
+            w.doc(&[doc]);
+            // A build that compiles no backend of any op it serves calls it nowhere.
+            if let Some(cfg) = any_cfg(users.iter().map(|(_, cfg)| cfg.as_deref())) {
+                w.cfg_attr_allow(&cfg, "dead_code");
+            }
+            run_fn(first, &body.name, &mut w);
+            body.text = w.finish();
+        }
+        Runs { of_op, bodies }
+    }
+
+    /// The name of op `name`'s `__run`.
+    fn name(&self, ir: &Ir, op: &Op) -> &str {
+        let index = ir
+            .ops
+            .iter()
+            .position(|o| o.name == op.name)
+            .expect("the op is the IR's");
+        let body = self.of_op[index].expect("a synchronous op has a `__run`");
+        &self.bodies[body].name
+    }
+
+    /// The text of the shared `__run` to write before op `index`'s functions, when it is the
+    /// first op to use it.
+    fn defined_before(&self, index: usize) -> Option<&str> {
+        let body = &self.bodies[self.of_op[index]?];
+        (body.first == index).then_some(body.text.as_str())
+    }
+}
+
+/// `` `a`, `b`, `c` and 7 more ``: at most five names of a list.
+fn name_list(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    match names {
+        [one] => one.clone(),
+        _ if names.len() <= SHOWN => format!(
+            "{} and {}",
+            names[..names.len() - 1].join(", "),
+            names[names.len() - 1]
+        ),
+        _ => format!(
+            "{} and {} more",
+            names[..SHOWN].join(", "),
+            names.len() - SHOWN
+        ),
+    }
+}
+
+/// Whether an op's `__run` is generic over the backend: an op with no tensor and no device in
+/// its signature runs the same on every backend.
+fn run_generic(op: &Op) -> bool {
+    !op.routing_tensors().is_empty() || op.device_input().is_some() || contains_tensor(&op.output)
+}
+
+/// The `__run` function named `name` for `op`'s signature, at module level.
+fn run_fn(op: &Op, name: &str, w: &mut Writer) {
+    let dispatch_params: Vec<Doc> = op
+        .inputs
+        .iter()
+        .map(|i| super::param(&i.name, &dispatch_input(&i.arg)))
+        .collect();
+    let kernel_params: Vec<Doc> = op
+        .inputs
+        .iter()
+        .map(|i| super::type_doc(&input_type(&i.arg, "B")))
+        .collect();
+    // A function pointer, not `impl FnOnce`: one instance per backend, whichever op's kernel
+    // it calls. rustfmt keeps the type on one line when it fits there (a parameter at depth 1,
+    // and its comma); else the parameters go one per line, and the return type follows `) -> `,
+    // broken in turn if it must be.
+    let kernel_ret = match &op.output {
+        Output::Unit => Doc::from(""),
+        out => cat([" -> ".into(), output_doc(out, Level::Primitive("B"))]),
+    };
+    let flat = cat([
+        format!("{KERNEL}: fn").into(),
+        super::code::type_list("(", kernel_params.clone(), ")"),
+        kernel_ret.clone(),
+    ]);
+    // (`<`: the comma takes the last column.)
+    let kernel_type = if flat.flat_ok() && INDENT.len() + flat.width() < WIDTH {
+        flat
+    } else {
+        cat([
+            format!("{KERNEL}: fn").into(),
+            super::code::vertical("(", kernel_params, ")"),
+            kernel_ret,
+        ])
+    };
+    let mut run_params = vec![Doc::from(format!("{ROUTE}: &{RT}::Route")), kernel_type];
+    run_params.extend(dispatch_params);
+    // The kernel's pointer type spells the op's whole signature, which clippy counts as one
+    // type; an alias per op would only move it.
+    w.line("#[allow(clippy::type_complexity)]");
+    super::allow_large_error(op, w);
+    super::allow_many_arguments(op.inputs.len() + 2, w);
+    // A unit-returning `__run` would make each arm `Ok(__run(...))`, a unit argument; it returns
+    // the `Result` itself instead.
+    let run_returns = if matches!(op.output, Output::Unit) {
+        result_returns(&op.output, Level::Dispatch, " {")
+    } else {
+        returns_doc(&op.output, Level::Dispatch, " {")
+    };
+    w.open(signature(
+        if run_generic(op) {
+            cat([
+                format!("fn {name}").into(),
+                super::code::type_list("<", vec![format!("B: {RT}::Target").into()], ">"),
+            ])
+        } else {
+            format!("fn {name}").into()
+        },
+        run_params,
+        run_returns,
+    ));
+    for input in &op.inputs {
+        match &input.arg {
+            Arg::Tensor(t) => unwrap_input(&input.name, t, w),
+            Arg::Declared { borrowed, .. } => unwrap_declared(op, input, *borrowed, ROUTE, w),
+            Arg::Plain(_) | Arg::Device => {}
+        }
+    }
+    if let Some(device) = op.device_input() {
+        let id = &device.name;
+        w.assign(
+            format!("let {id} = "),
+            call(
+                "B::device",
+                [ROUTE.to_owned(), string_literal(id), id.clone()],
+            ),
+            ";",
+        );
+    }
+    let kernel_call = call(
+        KERNEL,
+        op.inputs
+            .iter()
+            .map(|i| kernel_arg(&i.name, &i.arg))
+            .collect::<Vec<_>>(),
+    );
+    match &op.output {
+        Output::Unit => {
+            w.line(cat([kernel_call, ";".into()]));
+            w.line("Ok(())");
+        }
+        Output::Plain(_) => w.line(kernel_call),
+        Output::Tensor(_) | Output::Tuple(_) | Output::Declared { .. } => {
+            w.assign(format!("let {OUT} = "), kernel_call, ";");
+            w.line(output_expr(&op.output, OUT, &wrap_output, &|_, value| {
+                call(format!("{value}.{}", names::WRAP), [ROUTE])
+            }));
+        }
+    }
     w.close("}");
 }
 

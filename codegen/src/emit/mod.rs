@@ -410,6 +410,12 @@ fn allow_complex_output(op: &Op, w: &mut Writer) {
     if complex_tuple || op.complex_types {
         w.line("#[allow(clippy::type_complexity)]");
     }
+    allow_large_error(op, w);
+}
+
+/// `#[allow(clippy::result_large_err)]` for a function returning a plain `Result` of the op's
+/// (the user's error type, whatever its size).
+fn allow_large_error(op: &Op, w: &mut Writer) {
     fn returns_result(out: &Output) -> bool {
         match out {
             Output::Plain(ty) => ty.starts_with("Result<") || ty.contains("::Result<"),
@@ -419,14 +425,6 @@ fn allow_complex_output(op: &Op, w: &mut Writer) {
     }
     if returns_result(&op.output) {
         w.line("#[allow(clippy::result_large_err)]");
-    }
-}
-
-/// ` -> T` for a function returning `out`, nothing for `()`.
-fn returns(out: &Output, ty: &str) -> String {
-    match out {
-        Output::Unit => String::new(),
-        _ => format!(" -> {ty}"),
     }
 }
 

@@ -94,6 +94,19 @@ impl ExtensionOps for rt::Dispatch {
     }
 }
 
+/// The kernel call of [`try_pick`](fn@try_pick): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs. Shared by the op with the same inputs and output: `pick_untracked`.
+#[allow(clippy::type_complexity)]
+fn __run_pick<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(OperandPrimitive<B>) -> rt::FloatTensor<B>,
+    op: OperandPrimitive<rt::Dispatch>,
+) -> rt::DispatchTensor {
+    let op = op.__unwrap::<B>(__route, &["op.Dense.0"]);
+    let __out = __kernel(op);
+    B::float_out(__route, __out)
+}
+
 /// [`ExtensionOps::pick`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -132,15 +145,7 @@ fn route_pick<F: __rt::OnError>(op: OperandPrimitive<rt::Dispatch>) -> F::Out<rt
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(OperandPrimitive<B>) -> rt::FloatTensor<B>,
-        op: OperandPrimitive<rt::Dispatch>,
-    ) -> rt::DispatchTensor {
-        let op = op.__unwrap::<B>(__route, &["op.Dense.0"]);
-        let __out = __kernel(op);
-        B::float_out(__route, __out)
-    }
+    use self::__run_pick as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -231,15 +236,7 @@ fn route_pick_untracked<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(OperandPrimitive<B>) -> rt::FloatTensor<B>,
-        op: OperandPrimitive<rt::Dispatch>,
-    ) -> rt::DispatchTensor {
-        let op = op.__unwrap::<B>(__route, &["op.Dense.0"]);
-        let __out = __kernel(op);
-        B::float_out(__route, __out)
-    }
+    use self::__run_pick as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -287,6 +284,21 @@ fn route_pick_untracked<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_mix_pick`](fn@try_mix_pick): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_mix_pick<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(OperandPrimitive<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    op: OperandPrimitive<rt::Dispatch>,
+    x: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let op = op.__unwrap::<B>(__route, &["op.Dense.0"]);
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(op, x);
+    B::float_out(__route, __out)
+}
+
 /// [`ExtensionOps::mix_pick`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -331,17 +343,7 @@ fn route_mix_pick<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(OperandPrimitive<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        op: OperandPrimitive<rt::Dispatch>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let op = op.__unwrap::<B>(__route, &["op.Dense.0"]);
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(op, x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_mix_pick as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -396,6 +398,26 @@ fn route_mix_pick<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_select`](fn@try_select): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_select<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(NestedInputsPrimitive<B>) -> rt::IntTensor<B>,
+    inputs: NestedInputsPrimitive<rt::Dispatch>,
+) -> rt::DispatchTensor {
+    let inputs = inputs.__unwrap::<B>(
+        __route,
+        &[
+            "inputs.pair.left",
+            "inputs.pair.right",
+            "inputs.choice.Dense.0",
+        ],
+    );
+    let __out = __kernel(inputs);
+    B::int_out(__route, __out)
+}
+
 /// [`ExtensionOps::select`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -438,22 +460,7 @@ fn route_select<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(NestedInputsPrimitive<B>) -> rt::IntTensor<B>,
-        inputs: NestedInputsPrimitive<rt::Dispatch>,
-    ) -> rt::DispatchTensor {
-        let inputs = inputs.__unwrap::<B>(
-            __route,
-            &[
-                "inputs.pair.left",
-                "inputs.pair.right",
-                "inputs.choice.Dense.0",
-            ],
-        );
-        let __out = __kernel(inputs);
-        B::int_out(__route, __out)
-    }
+    use self::__run_select as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -509,6 +516,19 @@ fn route_select<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_int_to_float`](fn@try_int_to_float): unwraps the inputs for backend
+/// `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_int_to_float<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(IntPairPrimitive<B>) -> rt::FloatTensor<B>,
+    pair: IntPairPrimitive<rt::Dispatch>,
+) -> rt::DispatchTensor {
+    let pair = pair.__unwrap::<B>(__route, &["pair.left", "pair.right"]);
+    let __out = __kernel(pair);
+    B::float_out(__route, __out)
+}
+
 /// [`ExtensionOps::int_to_float`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -551,15 +571,7 @@ fn route_int_to_float<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(IntPairPrimitive<B>) -> rt::FloatTensor<B>,
-        pair: IntPairPrimitive<rt::Dispatch>,
-    ) -> rt::DispatchTensor {
-        let pair = pair.__unwrap::<B>(__route, &["pair.left", "pair.right"]);
-        let __out = __kernel(pair);
-        B::float_out(__route, __out)
-    }
+    use self::__run_int_to_float as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -613,6 +625,19 @@ fn route_int_to_float<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_mul_pair`](fn@try_mul_pair): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_mul_pair<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(FloatPairPrimitive<B>) -> rt::FloatTensor<B>,
+    p: FloatPairPrimitive<rt::Dispatch>,
+) -> rt::DispatchTensor {
+    let p = p.__unwrap::<B>(__route, &["p.x", "p.y"]);
+    let __out = __kernel(p);
+    B::float_out(__route, __out)
+}
+
 /// [`ExtensionOps::mul_pair`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -655,15 +680,7 @@ fn route_mul_pair<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(FloatPairPrimitive<B>) -> rt::FloatTensor<B>,
-        p: FloatPairPrimitive<rt::Dispatch>,
-    ) -> rt::DispatchTensor {
-        let p = p.__unwrap::<B>(__route, &["p.x", "p.y"]);
-        let __out = __kernel(p);
-        B::float_out(__route, __out)
-    }
+    use self::__run_mul_pair as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -765,6 +782,20 @@ fn route_mul_pair<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_norm_pair`](fn@try_norm_pair): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_norm_pair<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(&FloatPairPrimitive<B>) -> rt::FloatTensor<B>,
+    p: &FloatPairPrimitive<rt::Dispatch>,
+) -> rt::DispatchTensor {
+    let p = p.clone();
+    let p = p.__unwrap::<B>(__route, &["p.x", "p.y"]);
+    let __out = __kernel(&p);
+    B::float_out(__route, __out)
+}
+
 /// [`ExtensionOps::norm_pair`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -807,16 +838,7 @@ fn route_norm_pair<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(&FloatPairPrimitive<B>) -> rt::FloatTensor<B>,
-        p: &FloatPairPrimitive<rt::Dispatch>,
-    ) -> rt::DispatchTensor {
-        let p = p.clone();
-        let p = p.__unwrap::<B>(__route, &["p.x", "p.y"]);
-        let __out = __kernel(&p);
-        B::float_out(__route, __out)
-    }
+    use self::__run_norm_pair as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -918,6 +940,21 @@ fn route_norm_pair<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_split_scaled`](fn@try_split_scaled): unwraps the inputs for backend
+/// `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_split_scaled<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32, f32) -> FloatPairPrimitive<B>,
+    x: rt::DispatchTensor,
+    alpha: f32,
+    beta: f32,
+) -> FloatPairPrimitive<rt::Dispatch> {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, alpha, beta);
+    __out.__wrap(__route)
+}
+
 /// [`ExtensionOps::split_scaled`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -964,17 +1001,7 @@ fn route_split_scaled<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f32, f32) -> FloatPairPrimitive<B>,
-        x: rt::DispatchTensor,
-        alpha: f32,
-        beta: f32,
-    ) -> FloatPairPrimitive<rt::Dispatch> {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, alpha, beta);
-        __out.__wrap(__route)
-    }
+    use self::__run_split_scaled as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1102,6 +1129,27 @@ fn route_split_scaled<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_apply_mask`](fn@try_apply_mask): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_apply_mask<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        MaskedPrimitive<B>,
+        Option<rt::FloatTensor<B>>,
+    ) -> (rt::FloatTensor<B>, MaskedPrimitive<B>),
+    value: MaskedPrimitive<rt::Dispatch>,
+    like: Option<rt::DispatchTensor>,
+) -> (rt::DispatchTensor, MaskedPrimitive<rt::Dispatch>) {
+    let value = value.__unwrap::<B>(
+        __route,
+        &["value.Plain.0", "value.Masked.x", "value.Masked.mask"],
+    );
+    let like = B::float_opt(__route, "like", like);
+    let __out = __kernel(value, like);
+    (B::float_out(__route, __out.0), __out.1.__wrap(__route))
+}
+
 /// [`ExtensionOps::apply_mask`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -1148,24 +1196,7 @@ fn route_apply_mask<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    #[allow(clippy::type_complexity)]
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(
-            MaskedPrimitive<B>,
-            Option<rt::FloatTensor<B>>,
-        ) -> (rt::FloatTensor<B>, MaskedPrimitive<B>),
-        value: MaskedPrimitive<rt::Dispatch>,
-        like: Option<rt::DispatchTensor>,
-    ) -> (rt::DispatchTensor, MaskedPrimitive<rt::Dispatch>) {
-        let value = value.__unwrap::<B>(
-            __route,
-            &["value.Plain.0", "value.Masked.x", "value.Masked.mask"],
-        );
-        let like = B::float_opt(__route, "like", like);
-        let __out = __kernel(value, like);
-        (B::float_out(__route, __out.0), __out.1.__wrap(__route))
-    }
+    use self::__run_apply_mask as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1242,6 +1273,19 @@ fn route_apply_mask<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_weighted_sum`](fn@try_weighted_sum): unwraps the inputs for backend
+/// `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_weighted_sum<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(BatchPrimitive<B>) -> rt::FloatTensor<B>,
+    batch: BatchPrimitive<rt::Dispatch>,
+) -> rt::DispatchTensor {
+    let batch = batch.__unwrap::<B>(__route, &["batch.items", "batch.weights"]);
+    let __out = __kernel(batch);
+    B::float_out(__route, __out)
+}
+
 /// [`ExtensionOps::weighted_sum`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -1284,15 +1328,7 @@ fn route_weighted_sum<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(BatchPrimitive<B>) -> rt::FloatTensor<B>,
-        batch: BatchPrimitive<rt::Dispatch>,
-    ) -> rt::DispatchTensor {
-        let batch = batch.__unwrap::<B>(__route, &["batch.items", "batch.weights"]);
-        let __out = __kernel(batch);
-        B::float_out(__route, __out)
-    }
+    use self::__run_weighted_sum as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]

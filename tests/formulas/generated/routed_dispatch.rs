@@ -253,6 +253,22 @@ impl FormulaOps for rt::Dispatch {
     }
 }
 
+/// The kernel call of [`try_mul`](fn@try_mul): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs. Shared by the ops with the same inputs and output: `pow` and
+/// `maximum`.
+#[allow(clippy::type_complexity)]
+fn __run_mul<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    y: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let y = B::float(__route, "y", y);
+    let __out = __kernel(x, y);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::mul`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -297,17 +313,7 @@ fn route_mul<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        y: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let y = B::float(__route, "y", y);
-        let __out = __kernel(x, y);
-        B::float_out(__route, __out)
-    }
+    use self::__run_mul as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -418,6 +424,20 @@ fn route_mul<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_exp`](fn@try_exp): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs. Shared by the ops with the same inputs and output: `log`, `xlogx`,
+/// `sqrt`, `tanh`, `sigmoid` and 13 more.
+#[allow(clippy::type_complexity)]
+fn __run_exp<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::exp`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -456,15 +476,7 @@ fn route_exp<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -578,15 +590,7 @@ fn route_log<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -700,15 +704,7 @@ fn route_xlogx<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTe
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -830,15 +826,7 @@ fn route_sqrt<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -952,15 +940,7 @@ fn route_tanh<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1074,15 +1054,7 @@ fn route_sigmoid<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dispatch
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1208,15 +1180,7 @@ fn route_abs<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1330,15 +1294,7 @@ fn route_sin<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1452,15 +1408,7 @@ fn route_cos<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1574,15 +1522,7 @@ fn route_recip<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTe
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1704,15 +1644,7 @@ fn route_erf<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1788,6 +1720,20 @@ fn route_erf<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
     }
 }
 
+/// The kernel call of [`try_pow_scalar`](fn@try_pow_scalar): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_pow_scalar<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    p: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, p);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::pow_scalar`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -1826,16 +1772,7 @@ fn route_pow_scalar<F: __rt::OnError>(x: rt::DispatchTensor, p: f32) -> F::Out<r
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        p: f32,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, p);
-        B::float_out(__route, __out)
-    }
+    use self::__run_pow_scalar as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -1973,17 +1910,7 @@ fn route_pow<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        y: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let y = B::float(__route, "y", y);
-        let __out = __kernel(x, y);
-        B::float_out(__route, __out)
-    }
+    use self::__run_mul as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2094,6 +2021,20 @@ fn route_pow<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_base_pow`](fn@try_base_pow): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_base_pow<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f64) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    base: f64,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, base);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::base_pow`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -2138,16 +2079,7 @@ fn route_base_pow<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f64) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        base: f64,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, base);
-        B::float_out(__route, __out)
-    }
+    use self::__run_base_pow as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2282,15 +2214,7 @@ fn route_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2366,6 +2290,20 @@ fn route_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
     }
 }
 
+/// The kernel call of [`try_leaky_relu`](fn@try_leaky_relu): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_leaky_relu<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f64) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    slope: f64,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, slope);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::leaky_relu`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -2410,16 +2348,7 @@ fn route_leaky_relu<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f64) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        slope: f64,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, slope);
-        B::float_out(__route, __out)
-    }
+    use self::__run_leaky_relu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2516,6 +2445,20 @@ fn route_leaky_relu<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_soft_shrink`](fn@try_soft_shrink): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_soft_shrink<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    lambda: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, lambda);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::soft_shrink`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -2560,16 +2503,7 @@ fn route_soft_shrink<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        lambda: f32,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, lambda);
-        B::float_out(__route, __out)
-    }
+    use self::__run_soft_shrink as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2710,17 +2644,7 @@ fn route_maximum<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        y: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let y = B::float(__route, "y", y);
-        let __out = __kernel(x, y);
-        B::float_out(__route, __out)
-    }
+    use self::__run_mul as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2835,6 +2759,21 @@ fn route_maximum<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_hardtanh`](fn@try_hardtanh): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_hardtanh<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32, f32) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    lo: f32,
+    hi: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, lo, hi);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::hardtanh`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -2881,17 +2820,7 @@ fn route_hardtanh<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f32, f32) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        lo: f32,
-        hi: f32,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, lo, hi);
-        B::float_out(__route, __out)
-    }
+    use self::__run_hardtanh as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -2995,6 +2924,21 @@ fn route_hardtanh<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_clamp_square`](fn@try_clamp_square): unwraps the inputs for backend
+/// `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_clamp_square<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f64, f64) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    lo: f64,
+    hi: f64,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, lo, hi);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::clamp_square`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -3041,17 +2985,7 @@ fn route_clamp_square<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f64, f64) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        lo: f64,
-        hi: f64,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, lo, hi);
-        B::float_out(__route, __out)
-    }
+    use self::__run_clamp_square as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3201,15 +3135,7 @@ fn route_softmax<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dispatch
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3335,15 +3261,7 @@ fn route_center<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchT
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3465,15 +3383,7 @@ fn route_center_first<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3561,6 +3471,23 @@ fn route_center_first<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
     }
 }
 
+/// The kernel call of [`try_mix`](fn@try_mix): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_mix<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32, f64, i32, usize) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    alpha: f32,
+    beta: f64,
+    k: i32,
+    n: usize,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, alpha, beta, k, n);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::mix`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -3611,19 +3538,7 @@ fn route_mix<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f32, f64, i32, usize) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        alpha: f32,
-        beta: f64,
-        k: i32,
-        n: usize,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, alpha, beta, k, n);
-        B::float_out(__route, __out)
-    }
+    use self::__run_mix as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3777,6 +3692,20 @@ fn route_mix<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_number_functions`](fn@try_number_functions): unwraps the inputs for
+/// backend `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_number_functions<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f64) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    a: f64,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, a);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::number_functions`] for `Dispatch` primitives, returning the routing error instead
 /// of
 /// panicking.
@@ -3822,16 +3751,7 @@ fn route_number_functions<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f64) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        a: f64,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, a);
-        B::float_out(__route, __out)
-    }
+    use self::__run_number_functions as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -3925,6 +3845,21 @@ fn route_number_functions<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_stop_scale`](fn@try_stop_scale): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_stop_scale<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    s: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let s = B::float(__route, "s", s);
+    let __out = __kernel(x, s);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::stop_scale`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -3969,17 +3904,7 @@ fn route_stop_scale<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        s: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let s = B::float(__route, "s", s);
-        let __out = __kernel(x, s);
-        B::float_out(__route, __out)
-    }
+    use self::__run_stop_scale as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -4094,6 +4019,27 @@ fn route_stop_scale<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_fma`](fn@try_fma): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_fma<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        Option<rt::FloatTensor<B>>,
+    ) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    w: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let w = B::float(__route, "w", w);
+    let bias = B::float_opt(__route, "bias", bias);
+    let __out = __kernel(x, w, bias);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::fma`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -4140,23 +4086,7 @@ fn route_fma<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(
-            rt::FloatTensor<B>,
-            rt::FloatTensor<B>,
-            Option<rt::FloatTensor<B>>,
-        ) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        w: rt::DispatchTensor,
-        bias: Option<rt::DispatchTensor>,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let w = B::float(__route, "w", w);
-        let bias = B::float_opt(__route, "bias", bias);
-        let __out = __kernel(x, w, bias);
-        B::float_out(__route, __out)
-    }
+    use self::__run_fma as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -4294,6 +4224,21 @@ fn route_fma<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_borrowed_mul`](fn@try_borrowed_mul): unwraps the inputs for backend
+/// `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_borrowed_mul<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, &rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    w: &rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let w = B::float_ref(__route, "w", w);
+    let __out = __kernel(x, &w);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::borrowed_mul`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -4338,17 +4283,7 @@ fn route_borrowed_mul<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, &rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        w: &rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let w = B::float_ref(__route, "w", w);
-        let __out = __kernel(x, &w);
-        B::float_out(__route, __out)
-    }
+    use self::__run_borrowed_mul as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -4463,6 +4398,19 @@ fn route_borrowed_mul<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_exp_argmax`](fn@try_exp_argmax): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_exp_argmax<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>) -> (rt::FloatTensor<B>, rt::IntTensor<B>),
+    x: rt::DispatchTensor,
+) -> (rt::DispatchTensor, rt::DispatchTensor) {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x);
+    (B::float_out(__route, __out.0), B::int_out(__route, __out.1))
+}
+
 /// [`FormulaOps::exp_argmax`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -4507,16 +4455,7 @@ fn route_exp_argmax<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    #[allow(clippy::type_complexity)]
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> (rt::FloatTensor<B>, rt::IntTensor<B>),
-        x: rt::DispatchTensor,
-    ) -> (rt::DispatchTensor, rt::DispatchTensor) {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        (B::float_out(__route, __out.0), B::int_out(__route, __out.1))
-    }
+    use self::__run_exp_argmax as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -4606,6 +4545,20 @@ fn route_exp_argmax<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_scaled_softmax`](fn@try_scaled_softmax): unwraps the inputs for backend
+/// `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_scaled_softmax<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    t: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, t);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::scaled_softmax`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -4650,16 +4603,7 @@ fn route_scaled_softmax<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, f32) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        t: f32,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x, t);
-        B::float_out(__route, __out)
-    }
+    use self::__run_scaled_softmax as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -4753,6 +4697,19 @@ fn route_scaled_softmax<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_exp_argmax_recomputed`](fn@try_exp_argmax_recomputed): unwraps the
+/// inputs for backend `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_exp_argmax_recomputed<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>) -> (rt::IntTensor<B>, rt::FloatTensor<B>),
+    x: rt::DispatchTensor,
+) -> (rt::DispatchTensor, rt::DispatchTensor) {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x);
+    (B::int_out(__route, __out.0), B::float_out(__route, __out.1))
+}
+
 /// [`FormulaOps::exp_argmax_recomputed`] for `Dispatch` primitives, returning the routing error
 /// instead of
 /// panicking.
@@ -4798,16 +4755,7 @@ fn route_exp_argmax_recomputed<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    #[allow(clippy::type_complexity)]
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> (rt::IntTensor<B>, rt::FloatTensor<B>),
-        x: rt::DispatchTensor,
-    ) -> (rt::DispatchTensor, rt::DispatchTensor) {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        (B::int_out(__route, __out.0), B::float_out(__route, __out.1))
-    }
+    use self::__run_exp_argmax_recomputed as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -4939,15 +4887,7 @@ fn route_counted_square<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::D
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -5073,15 +5013,7 @@ fn route_counted_exp<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Disp
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -5208,15 +5140,7 @@ fn route_counted_exp_kept<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt:
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -5304,6 +5228,22 @@ fn route_counted_exp_kept<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt:
     }
 }
 
+/// The kernel call of [`try_wrong_gradient_shape`](fn@try_wrong_gradient_shape): unwraps the inputs
+/// for backend `B`, calls the kernel, wraps the outputs. Shared by the op with the same inputs and
+/// output: `scaled_by`.
+#[allow(clippy::type_complexity)]
+fn __run_wrong_gradient_shape<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    w: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let w = B::float(__route, "w", w);
+    let __out = __kernel(x, w);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::wrong_gradient_shape`] for `Dispatch` primitives, returning the routing error
 /// instead of
 /// panicking.
@@ -5349,17 +5289,7 @@ fn route_wrong_gradient_shape<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        w: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let w = B::float(__route, "w", w);
-        let __out = __kernel(x, w);
-        B::float_out(__route, __out)
-    }
+    use self::__run_wrong_gradient_shape as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -5519,15 +5449,7 @@ fn route_wrong_dimension<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        B::float_out(__route, __out)
-    }
+    use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -5659,17 +5581,7 @@ fn route_scaled_by<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        w: rt::DispatchTensor,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let w = B::float(__route, "w", w);
-        let __out = __kernel(x, w);
-        B::float_out(__route, __out)
-    }
+    use self::__run_wrong_gradient_shape as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -5784,6 +5696,24 @@ fn route_scaled_by<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_recomputed_with_args`](fn@try_recomputed_with_args): unwraps the inputs
+/// for backend `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_recomputed_with_args<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::IntTensor<B>, bool, f32, f64) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    targets: rt::DispatchTensor,
+    flag: bool,
+    k: f32,
+    unused: f64,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let targets = B::int(__route, "targets", targets);
+    let __out = __kernel(x, targets, flag, k, unused);
+    B::float_out(__route, __out)
+}
+
 /// [`FormulaOps::recomputed_with_args`] for `Dispatch` primitives, returning the routing error
 /// instead of
 /// panicking.
@@ -5835,26 +5765,7 @@ fn route_recomputed_with_args<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(
-            rt::FloatTensor<B>,
-            rt::IntTensor<B>,
-            bool,
-            f32,
-            f64,
-        ) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        targets: rt::DispatchTensor,
-        flag: bool,
-        k: f32,
-        unused: f64,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let targets = B::int(__route, "targets", targets);
-        let __out = __kernel(x, targets, flag, k, unused);
-        B::float_out(__route, __out)
-    }
+    use self::__run_recomputed_with_args as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]

@@ -43,6 +43,56 @@ impl LazyForms for rt::Dispatch {
     }
 }
 
+/// The kernel call of [`try_forms`](fn@try_forms): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+#[allow(clippy::too_many_arguments)]
+fn __run_forms<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        rt::FloatTensor<B>,
+        &rt::FloatTensor<B>,
+        Option<rt::FloatTensor<B>>,
+        Option<&rt::FloatTensor<B>>,
+        Vec<rt::FloatTensor<B>>,
+        rt::BoolTensor<B>,
+        usize,
+        Vec<usize>,
+    ) -> (
+        rt::FloatTensor<B>,
+        (rt::IntTensor<B>, Option<rt::BoolTensor<B>>),
+        Vec<rt::FloatTensor<B>>,
+    ),
+    x: rt::DispatchTensor,
+    b: &rt::DispatchTensor,
+    opt: Option<rt::DispatchTensor>,
+    bopt: Option<&rt::DispatchTensor>,
+    xs: Vec<rt::DispatchTensor>,
+    mask: rt::DispatchTensor,
+    k: usize,
+    sizes: Vec<usize>,
+) -> (
+    rt::DispatchTensor,
+    (rt::DispatchTensor, Option<rt::DispatchTensor>),
+    Vec<rt::DispatchTensor>,
+) {
+    let x = B::float(__route, "x", x);
+    let b = B::float_ref(__route, "b", b);
+    let opt = B::float_opt(__route, "opt", opt);
+    let bopt = B::float_ref_opt(__route, "bopt", bopt);
+    let xs = B::float_vec(__route, "xs", xs);
+    let mask = B::bool(__route, "mask", mask);
+    let __out = __kernel(x, &b, opt, bopt.as_deref(), xs, mask, k, sizes);
+    (
+        B::float_out(__route, __out.0),
+        (
+            B::int_out(__route, __out.1.0),
+            B::bool_out_opt(__route, __out.1.1),
+        ),
+        B::float_out_vec(__route, __out.2),
+    )
+}
+
 /// [`LazyForms::forms`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -109,53 +159,7 @@ fn route_forms<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    #[allow(clippy::type_complexity)]
-    #[allow(clippy::too_many_arguments)]
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(
-            rt::FloatTensor<B>,
-            &rt::FloatTensor<B>,
-            Option<rt::FloatTensor<B>>,
-            Option<&rt::FloatTensor<B>>,
-            Vec<rt::FloatTensor<B>>,
-            rt::BoolTensor<B>,
-            usize,
-            Vec<usize>,
-        ) -> (
-            rt::FloatTensor<B>,
-            (rt::IntTensor<B>, Option<rt::BoolTensor<B>>),
-            Vec<rt::FloatTensor<B>>,
-        ),
-        x: rt::DispatchTensor,
-        b: &rt::DispatchTensor,
-        opt: Option<rt::DispatchTensor>,
-        bopt: Option<&rt::DispatchTensor>,
-        xs: Vec<rt::DispatchTensor>,
-        mask: rt::DispatchTensor,
-        k: usize,
-        sizes: Vec<usize>,
-    ) -> (
-        rt::DispatchTensor,
-        (rt::DispatchTensor, Option<rt::DispatchTensor>),
-        Vec<rt::DispatchTensor>,
-    ) {
-        let x = B::float(__route, "x", x);
-        let b = B::float_ref(__route, "b", b);
-        let opt = B::float_opt(__route, "opt", opt);
-        let bopt = B::float_ref_opt(__route, "bopt", bopt);
-        let xs = B::float_vec(__route, "xs", xs);
-        let mask = B::bool(__route, "mask", mask);
-        let __out = __kernel(x, &b, opt, bopt.as_deref(), xs, mask, k, sizes);
-        (
-            B::float_out(__route, __out.0),
-            (
-                B::int_out(__route, __out.1.0),
-                B::bool_out_opt(__route, __out.1.1),
-            ),
-            B::float_out_vec(__route, __out.2),
-        )
-    }
+    use self::__run_forms as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -260,6 +264,21 @@ fn route_forms<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_filled`](fn@try_filled): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_filled<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(usize, f32, &rt::DeviceOf<B>) -> rt::FloatTensor<B>,
+    n: usize,
+    value: f32,
+    device: &rt::DispatchDevice,
+) -> rt::DispatchTensor {
+    let device = B::device(__route, "device", device);
+    let __out = __kernel(n, value, &device);
+    B::float_out(__route, __out)
+}
+
 /// [`LazyForms::filled`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -301,17 +320,7 @@ fn route_filled<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(usize, f32, &rt::DeviceOf<B>) -> rt::FloatTensor<B>,
-        n: usize,
-        value: f32,
-        device: &rt::DispatchDevice,
-    ) -> rt::DispatchTensor {
-        let device = B::device(__route, "device", device);
-        let __out = __kernel(n, value, &device);
-        B::float_out(__route, __out)
-    }
+    use self::__run_filled as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -345,6 +354,21 @@ fn route_filled<F: __rt::OnError>(
         }),
         None => F::result(__plan_and_run(n, value, device)),
     }
+}
+
+/// The kernel call of [`try_moved`](fn@try_moved): unwraps the inputs for backend `B`, calls the
+/// kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_moved<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, &rt::DeviceOf<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    device: &rt::DispatchDevice,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let device = B::device(__route, "device", device);
+    let __out = __kernel(x, &device);
+    B::float_out(__route, __out)
 }
 
 /// [`LazyForms::moved`] for `Dispatch` primitives, returning the routing error instead of
@@ -386,17 +410,7 @@ fn route_moved<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>, &rt::DeviceOf<B>) -> rt::FloatTensor<B>,
-        x: rt::DispatchTensor,
-        device: &rt::DispatchDevice,
-    ) -> rt::DispatchTensor {
-        let x = B::float(__route, "x", x);
-        let device = B::device(__route, "device", device);
-        let __out = __kernel(x, &device);
-        B::float_out(__route, __out)
-    }
+    use self::__run_moved as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -430,6 +444,19 @@ fn route_moved<F: __rt::OnError>(
         }),
         None => F::result(__plan_and_run(x, device)),
     }
+}
+
+/// The kernel call of [`try_row_stats`](fn@try_row_stats): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_row_stats<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>) -> RowStatsPrimitive<B>,
+    x: rt::DispatchTensor,
+) -> RowStatsPrimitive<rt::Dispatch> {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x);
+    __out.__wrap(__route)
 }
 
 /// [`LazyForms::row_stats`] for `Dispatch` primitives, returning the routing error instead of
@@ -469,15 +496,7 @@ fn route_row_stats<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
     );
-    fn __run<B: __rt::Target>(
-        __route: &__rt::Route,
-        __kernel: impl FnOnce(rt::FloatTensor<B>) -> RowStatsPrimitive<B>,
-        x: rt::DispatchTensor,
-    ) -> RowStatsPrimitive<rt::Dispatch> {
-        let x = B::float(__route, "x", x);
-        let __out = __kernel(x);
-        __out.__wrap(__route)
-    }
+    use self::__run_row_stats as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
