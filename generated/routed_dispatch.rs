@@ -236,7 +236,7 @@ fn __run_add_relu<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_add_relu(
     lhs: rt::DispatchTensor,
@@ -415,7 +415,7 @@ fn __run_scale<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_scale(x: rt::DispatchTensor, alpha: f32) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_scale::<__rt::Fallible>(x, alpha)
@@ -563,7 +563,7 @@ fn __run_argmax_last<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_argmax_last(x: &rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_argmax_last::<__rt::Fallible>(x)
@@ -655,7 +655,7 @@ fn __run_round_half_even<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_round_half_even(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_round_half_even::<__rt::Fallible>(x)
@@ -750,7 +750,7 @@ fn __run_axpby<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_axpby(
     x: rt::DispatchTensor,
@@ -957,7 +957,7 @@ fn __run_sum_all<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_sum_all(xs: Vec<rt::DispatchTensor>) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_sum_all::<__rt::Fallible>(xs)
@@ -1083,7 +1083,7 @@ fn __run_split_last<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_split_last(
     x: rt::DispatchTensor,
@@ -1257,7 +1257,7 @@ fn __run_softplus<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_softplus(
     x: rt::DispatchTensor,
@@ -1437,7 +1437,7 @@ fn __run_masked_fill_count<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_masked_fill_count(
@@ -1589,7 +1589,7 @@ fn __run_nan_to_num<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_nan_to_num(
@@ -1718,7 +1718,7 @@ fn __run_dequantize_relu<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_dequantize_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_dequantize_relu::<__rt::Fallible>(x)
@@ -1810,7 +1810,7 @@ fn __run_iota<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_iota(
     len: usize,
@@ -1883,7 +1883,7 @@ fn __run_ramp<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_ramp(
     len: usize,
@@ -2003,7 +2003,7 @@ fn __run_bias_gelu<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_bias_gelu(
     x: rt::DispatchTensor,
@@ -2183,7 +2183,7 @@ fn __run_swiglu<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_swiglu(
     gate: rt::DispatchTensor,
@@ -2364,7 +2364,7 @@ fn __run_rms_norm<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_rms_norm(
     x: rt::DispatchTensor,
@@ -2569,7 +2569,7 @@ fn __run_layer_norm<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_layer_norm(
     x: rt::DispatchTensor,
@@ -2792,7 +2792,7 @@ fn route_layer_norm<F: __rt::OnError>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_softmax_last(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_softmax_last::<__rt::Fallible>(x)
@@ -2934,7 +2934,7 @@ fn __run_cross_entropy_logits<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_cross_entropy_logits(
     logits: rt::DispatchTensor,
@@ -3135,7 +3135,7 @@ fn __run_dropout<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_dropout(
@@ -3302,7 +3302,7 @@ fn __run_clamp_ste<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_clamp_ste(
     x: rt::DispatchTensor,
@@ -3466,7 +3466,7 @@ fn __run_topk_last<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_topk_last(
@@ -3570,7 +3570,7 @@ fn __run_affine<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_affine(
     x: rt::DispatchTensor,
@@ -3718,7 +3718,7 @@ fn __run_moments<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_moments(
     x: rt::DispatchTensor,
@@ -3839,7 +3839,7 @@ fn __run_fill_where<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_fill_where(
     x: rt::DispatchTensor,
@@ -4015,7 +4015,7 @@ fn route_fill_where<F: __rt::OnError>(
 /// # Errors
 ///
 /// The future resolves to a [`rt::RouteError`] when the call breaks the routing contract (see
-/// `ERRORS.md`); [`rt::Planned::error`] has it at once.
+/// [`rt::errors`]); [`rt::Planned::error`] has it at once.
 pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "count_nonfinite",

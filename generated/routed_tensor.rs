@@ -124,7 +124,7 @@ impl<const D: usize> Fill<D> {
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_add_relu`](fn@try_add_relu) returns the error instead.
+/// (see [`rt::errors`]). [`try_add_relu`](fn@try_add_relu) returns the error instead.
 #[must_use]
 pub fn add_relu<const D: usize>(lhs: rt::Tensor<D>, rhs: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::add_relu(lhs.into_dispatch(), rhs.into_dispatch());
@@ -135,7 +135,7 @@ pub fn add_relu<const D: usize>(lhs: rt::Tensor<D>, rhs: rt::Tensor<D>) -> rt::T
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_add_relu<const D: usize>(
     lhs: rt::Tensor<D>,
     rhs: rt::Tensor<D>,
@@ -149,7 +149,7 @@ pub fn try_add_relu<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_scale`](fn@try_scale) returns the error instead.
+/// (see [`rt::errors`]). [`try_scale`](fn@try_scale) returns the error instead.
 #[must_use]
 pub fn scale<const D: usize>(x: rt::Tensor<D>, alpha: f32) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::scale(x.into_dispatch(), alpha);
@@ -160,7 +160,7 @@ pub fn scale<const D: usize>(x: rt::Tensor<D>, alpha: f32) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_scale<const D: usize>(
     x: rt::Tensor<D>,
     alpha: f32,
@@ -174,7 +174,7 @@ pub fn try_scale<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_argmax_last`](fn@try_argmax_last) returns the error instead.
+/// (see [`rt::errors`]). [`try_argmax_last`](fn@try_argmax_last) returns the error instead.
 #[must_use]
 pub fn argmax_last<const D: usize>(x: &rt::Tensor<D>) -> rt::Tensor<D, rt::Int> {
     let __out = <rt::Dispatch as RoutedOps>::argmax_last(&x.clone().into_dispatch());
@@ -185,7 +185,7 @@ pub fn argmax_last<const D: usize>(x: &rt::Tensor<D>) -> rt::Tensor<D, rt::Int> 
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_argmax_last<const D: usize>(
     x: &rt::Tensor<D>,
 ) -> Result<rt::Tensor<D, rt::Int>, rt::RouteError> {
@@ -198,7 +198,7 @@ pub fn try_argmax_last<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_round_half_even`](fn@try_round_half_even) returns the error instead.
+/// (see [`rt::errors`]). [`try_round_half_even`](fn@try_round_half_even) returns the error instead.
 #[must_use]
 pub fn round_half_even<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::round_half_even(x.into_dispatch());
@@ -209,7 +209,7 @@ pub fn round_half_even<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_round_half_even<const D: usize>(
     x: rt::Tensor<D>,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
@@ -222,7 +222,7 @@ pub fn try_round_half_even<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_axpby`](fn@try_axpby) returns the error instead.
+/// (see [`rt::errors`]). [`try_axpby`](fn@try_axpby) returns the error instead.
 #[must_use]
 pub fn axpby<const D: usize>(
     x: rt::Tensor<D>,
@@ -243,7 +243,7 @@ pub fn axpby<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_axpby<const D: usize>(
     x: rt::Tensor<D>,
     y: Option<rt::Tensor<D>>,
@@ -259,7 +259,7 @@ pub fn try_axpby<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_sum_all`](fn@try_sum_all) returns the error instead.
+/// (see [`rt::errors`]). [`try_sum_all`](fn@try_sum_all) returns the error instead.
 #[must_use]
 pub fn sum_all<const D: usize>(xs: Vec<rt::Tensor<D>>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOpsComposite>::sum_all(__rt::into_dispatch_vec(xs));
@@ -270,7 +270,7 @@ pub fn sum_all<const D: usize>(xs: Vec<rt::Tensor<D>>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_sum_all<const D: usize>(
     xs: Vec<rt::Tensor<D>>,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
@@ -283,7 +283,7 @@ pub fn try_sum_all<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_split_last`](fn@try_split_last) returns the error instead.
+/// (see [`rt::errors`]). [`try_split_last`](fn@try_split_last) returns the error instead.
 #[must_use]
 pub fn split_last<const D: usize>(x: rt::Tensor<D>, sizes: Vec<usize>) -> Vec<rt::Tensor<D>> {
     let __out = <rt::Dispatch as RoutedOpsComposite>::split_last(x.into_dispatch(), sizes);
@@ -294,7 +294,7 @@ pub fn split_last<const D: usize>(x: rt::Tensor<D>, sizes: Vec<usize>) -> Vec<rt
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_split_last<const D: usize>(
     x: rt::Tensor<D>,
     sizes: Vec<usize>,
@@ -308,7 +308,7 @@ pub fn try_split_last<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_softplus`](fn@try_softplus) returns the error instead.
+/// (see [`rt::errors`]). [`try_softplus`](fn@try_softplus) returns the error instead.
 #[must_use]
 pub fn softplus<const D: usize>(x: rt::Tensor<D>, beta: f32) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOpsComposite>::softplus(x.into_dispatch(), beta);
@@ -319,7 +319,7 @@ pub fn softplus<const D: usize>(x: rt::Tensor<D>, beta: f32) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_softplus<const D: usize>(
     x: rt::Tensor<D>,
     beta: f32,
@@ -333,7 +333,7 @@ pub fn try_softplus<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_masked_fill_count`](fn@try_masked_fill_count) returns the error
+/// (see [`rt::errors`]). [`try_masked_fill_count`](fn@try_masked_fill_count) returns the error
 /// instead.
 #[must_use]
 #[allow(clippy::type_complexity)]
@@ -357,7 +357,7 @@ pub fn masked_fill_count<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 pub fn try_masked_fill_count<const D: usize>(
     x: rt::Tensor<D>,
@@ -377,7 +377,7 @@ pub fn try_masked_fill_count<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_nan_to_num`](fn@try_nan_to_num) returns the error instead.
+/// (see [`rt::errors`]). [`try_nan_to_num`](fn@try_nan_to_num) returns the error instead.
 #[must_use]
 #[allow(clippy::type_complexity)]
 pub fn nan_to_num<const D: usize>(
@@ -396,7 +396,7 @@ pub fn nan_to_num<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 pub fn try_nan_to_num<const D: usize>(
     x: rt::Tensor<D>,
@@ -415,7 +415,7 @@ pub fn try_nan_to_num<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_dequantize_relu`](fn@try_dequantize_relu) returns the error instead.
+/// (see [`rt::errors`]). [`try_dequantize_relu`](fn@try_dequantize_relu) returns the error instead.
 #[must_use]
 pub fn dequantize_relu<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::dequantize_relu(x.into_dispatch());
@@ -426,7 +426,7 @@ pub fn dequantize_relu<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_dequantize_relu<const D: usize>(
     x: rt::Tensor<D>,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
@@ -439,7 +439,7 @@ pub fn try_dequantize_relu<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_iota`](fn@try_iota) returns the error instead.
+/// (see [`rt::errors`]). [`try_iota`](fn@try_iota) returns the error instead.
 #[must_use]
 pub fn iota(len: usize, device: &rt::Device) -> rt::Tensor<1, rt::Int> {
     let __out = <rt::Dispatch as RoutedOpsFlex>::iota(len, device.as_dispatch());
@@ -450,7 +450,7 @@ pub fn iota(len: usize, device: &rt::Device) -> rt::Tensor<1, rt::Int> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_iota(len: usize, device: &rt::Device) -> Result<rt::Tensor<1, rt::Int>, rt::RouteError> {
     let __out = dispatch::try_iota(len, device.as_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -461,7 +461,7 @@ pub fn try_iota(len: usize, device: &rt::Device) -> Result<rt::Tensor<1, rt::Int
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_ramp`](fn@try_ramp) returns the error instead.
+/// (see [`rt::errors`]). [`try_ramp`](fn@try_ramp) returns the error instead.
 #[must_use]
 pub fn ramp(len: usize, device: &rt::Device) -> rt::Tensor<1> {
     let __out = <rt::Dispatch as RoutedOpsComposite>::ramp(len, device.as_dispatch());
@@ -472,7 +472,7 @@ pub fn ramp(len: usize, device: &rt::Device) -> rt::Tensor<1> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_ramp(len: usize, device: &rt::Device) -> Result<rt::Tensor<1>, rt::RouteError> {
     let __out = dispatch::try_ramp(len, device.as_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -483,7 +483,7 @@ pub fn try_ramp(len: usize, device: &rt::Device) -> Result<rt::Tensor<1>, rt::Ro
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_bias_gelu`](fn@try_bias_gelu) returns the error instead.
+/// (see [`rt::errors`]). [`try_bias_gelu`](fn@try_bias_gelu) returns the error instead.
 #[must_use]
 pub fn bias_gelu<const D: usize>(x: rt::Tensor<D>, bias: rt::Tensor<1>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::bias_gelu(x.into_dispatch(), bias.into_dispatch());
@@ -494,7 +494,7 @@ pub fn bias_gelu<const D: usize>(x: rt::Tensor<D>, bias: rt::Tensor<1>) -> rt::T
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_bias_gelu<const D: usize>(
     x: rt::Tensor<D>,
     bias: rt::Tensor<1>,
@@ -508,7 +508,7 @@ pub fn try_bias_gelu<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_swiglu`](fn@try_swiglu) returns the error instead.
+/// (see [`rt::errors`]). [`try_swiglu`](fn@try_swiglu) returns the error instead.
 #[must_use]
 pub fn swiglu<const D: usize>(gate: rt::Tensor<D>, up: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::swiglu(gate.into_dispatch(), up.into_dispatch());
@@ -519,7 +519,7 @@ pub fn swiglu<const D: usize>(gate: rt::Tensor<D>, up: rt::Tensor<D>) -> rt::Ten
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_swiglu<const D: usize>(
     gate: rt::Tensor<D>,
     up: rt::Tensor<D>,
@@ -533,7 +533,7 @@ pub fn try_swiglu<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_rms_norm`](fn@try_rms_norm) returns the error instead.
+/// (see [`rt::errors`]). [`try_rms_norm`](fn@try_rms_norm) returns the error instead.
 #[must_use]
 pub fn rms_norm<const D: usize>(
     x: rt::Tensor<D>,
@@ -549,7 +549,7 @@ pub fn rms_norm<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_rms_norm<const D: usize>(
     x: rt::Tensor<D>,
     weight: rt::Tensor<1>,
@@ -564,7 +564,7 @@ pub fn try_rms_norm<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_layer_norm`](fn@try_layer_norm) returns the error instead.
+/// (see [`rt::errors`]). [`try_layer_norm`](fn@try_layer_norm) returns the error instead.
 #[must_use]
 pub fn layer_norm<const D: usize>(
     x: rt::Tensor<D>,
@@ -585,7 +585,7 @@ pub fn layer_norm<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_layer_norm<const D: usize>(
     x: rt::Tensor<D>,
     gamma: rt::Tensor<1>,
@@ -606,7 +606,7 @@ pub fn try_layer_norm<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_softmax_last`](fn@try_softmax_last) returns the error instead.
+/// (see [`rt::errors`]). [`try_softmax_last`](fn@try_softmax_last) returns the error instead.
 #[must_use]
 pub fn softmax_last<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::softmax_last(x.into_dispatch());
@@ -617,7 +617,7 @@ pub fn softmax_last<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_softmax_last<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_softmax_last(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -628,8 +628,8 @@ pub fn try_softmax_last<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_cross_entropy_logits`](fn@try_cross_entropy_logits) returns the error
-/// instead.
+/// (see [`rt::errors`]). [`try_cross_entropy_logits`](fn@try_cross_entropy_logits) returns the
+/// error instead.
 #[must_use]
 pub fn cross_entropy_logits(
     logits: rt::Tensor<2>,
@@ -647,7 +647,7 @@ pub fn cross_entropy_logits(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_cross_entropy_logits(
     logits: rt::Tensor<2>,
     targets: rt::Tensor<1, rt::Int>,
@@ -662,7 +662,7 @@ pub fn try_cross_entropy_logits(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_dropout`](fn@try_dropout) returns the error instead.
+/// (see [`rt::errors`]). [`try_dropout`](fn@try_dropout) returns the error instead.
 #[must_use]
 #[allow(clippy::type_complexity)]
 pub fn dropout<const D: usize>(
@@ -681,7 +681,7 @@ pub fn dropout<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 pub fn try_dropout<const D: usize>(
     x: rt::Tensor<D>,
@@ -700,7 +700,7 @@ pub fn try_dropout<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_clamp_ste`](fn@try_clamp_ste) returns the error instead.
+/// (see [`rt::errors`]). [`try_clamp_ste`](fn@try_clamp_ste) returns the error instead.
 #[must_use]
 pub fn clamp_ste<const D: usize>(x: rt::Tensor<D>, lo: f32, hi: f32) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::clamp_ste(x.into_dispatch(), lo, hi);
@@ -711,7 +711,7 @@ pub fn clamp_ste<const D: usize>(x: rt::Tensor<D>, lo: f32, hi: f32) -> rt::Tens
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_clamp_ste<const D: usize>(
     x: rt::Tensor<D>,
     lo: f32,
@@ -726,7 +726,7 @@ pub fn try_clamp_ste<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_topk_last`](fn@try_topk_last) returns the error instead.
+/// (see [`rt::errors`]). [`try_topk_last`](fn@try_topk_last) returns the error instead.
 #[must_use]
 #[allow(clippy::type_complexity)]
 pub fn topk_last<const D: usize>(
@@ -744,7 +744,7 @@ pub fn topk_last<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 pub fn try_topk_last<const D: usize>(
     x: &rt::Tensor<D>,
@@ -762,7 +762,7 @@ pub fn try_topk_last<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_affine`](fn@try_affine) returns the error instead.
+/// (see [`rt::errors`]). [`try_affine`](fn@try_affine) returns the error instead.
 #[must_use]
 pub fn affine<const D: usize>(x: rt::Tensor<D>, p: Affine<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as RoutedOps>::affine(x.into_dispatch(), p.into_primitive());
@@ -773,7 +773,7 @@ pub fn affine<const D: usize>(x: rt::Tensor<D>, p: Affine<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_affine<const D: usize>(
     x: rt::Tensor<D>,
     p: Affine<D>,
@@ -787,7 +787,7 @@ pub fn try_affine<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_moments`](fn@try_moments) returns the error instead.
+/// (see [`rt::errors`]). [`try_moments`](fn@try_moments) returns the error instead.
 #[must_use]
 pub fn moments<const D: usize>(x: rt::Tensor<D>) -> Moments<D> {
     let __out = <rt::Dispatch as RoutedOps>::moments(x.into_dispatch());
@@ -798,7 +798,7 @@ pub fn moments<const D: usize>(x: rt::Tensor<D>) -> Moments<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_moments<const D: usize>(x: rt::Tensor<D>) -> Result<Moments<D>, rt::RouteError> {
     let __out = dispatch::try_moments(x.into_dispatch())?;
     Ok(Moments::from_primitive(__out))
@@ -809,7 +809,7 @@ pub fn try_moments<const D: usize>(x: rt::Tensor<D>) -> Result<Moments<D>, rt::R
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_fill_where`](fn@try_fill_where) returns the error instead.
+/// (see [`rt::errors`]). [`try_fill_where`](fn@try_fill_where) returns the error instead.
 #[must_use]
 pub fn fill_where<const D: usize>(
     x: rt::Tensor<D>,
@@ -828,7 +828,7 @@ pub fn fill_where<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_fill_where<const D: usize>(
     x: rt::Tensor<D>,
     mask: &rt::Tensor<D, rt::Bool>,
@@ -850,8 +850,8 @@ pub fn try_fill_where<const D: usize>(
 /// # Panics
 ///
 /// At the call, when the inputs break the routing contract; the message names the input
-/// and the fix (see `ERRORS.md`). [`try_count_nonfinite`](fn@try_count_nonfinite) returns the error
-/// instead.
+/// and the fix (see [`rt::errors`]). [`try_count_nonfinite`](fn@try_count_nonfinite) returns the
+/// error instead.
 pub fn count_nonfinite<const D: usize>(x: &rt::Tensor<D>) -> rt::Pending<usize> {
     let __planned = dispatch::try_count_nonfinite(&x.clone().into_dispatch());
     __planned.or_panic()
@@ -862,7 +862,7 @@ pub fn count_nonfinite<const D: usize>(x: &rt::Tensor<D>) -> rt::Pending<usize> 
 /// # Errors
 ///
 /// The future resolves to the [`rt::RouteError`] for inputs that break the routing contract
-/// (see `ERRORS.md`).
+/// (see [`rt::errors`]).
 pub fn try_count_nonfinite<const D: usize>(x: &rt::Tensor<D>) -> rt::PendingResult<usize> {
     Box::pin(dispatch::try_count_nonfinite(&x.clone().into_dispatch()))
 }

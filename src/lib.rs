@@ -6,6 +6,7 @@
 //! - [`tensor`]: the generated `Tensor<D>`-level functions most code calls.
 //! - [`rt`], [`check`], [`flex`]: the runtime (`burn-route-runtime`, re-exported), which the
 //!   generated code here and in every crate with its own ops names.
+//! - [`errors`]: the error reference every message links.
 //! - [`flex`]: the machinery of the fused Flex kernels, for a crate's own kernels: any row
 //!   stride, in place when the buffer is uniquely owned, on every core when Flex runs on rayon.
 //!
@@ -18,6 +19,9 @@ pub mod kernels;
 /// like PyTorch's `opcheck` and `gradcheck`: the runtime of generated op-check tests, from
 /// `burn-route-runtime`.
 pub use burn_route_runtime::check;
+/// The error reference: one section per runtime error and manifest diagnostic, each linked by
+/// its message (from `burn-route-core`, through `burn-route-runtime`).
+pub use burn_route_runtime::errors;
 /// The runtime support generated code names, from `burn-route-runtime` (which a crate with its
 /// own ops depends on instead of this crate).
 pub use burn_route_runtime::rt;

@@ -58,6 +58,13 @@ enum Command {
     },
     /// Print the JSON Schema of the manifest format.
     Schema,
+    /// Print a section of the error reference offline (the page every message links), or list
+    /// the sections.
+    Explain {
+        /// The section's anchor, as a message's link ends: `tracked-input`,
+        /// `manifest-unknown-key`, ... Without it, every anchor and its heading.
+        anchor: Option<String>,
+    },
 }
 
 /// The paths generated code uses (see `Builder`).
@@ -112,8 +119,45 @@ fn warn(warnings: Option<&Report>) {
     }
 }
 
+/// `explain`: the section, or the list of sections.
+fn explain(anchor: Option<&str>) -> ExitCode {
+    use burn_route_core::errors;
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    match anchor {
+        None => {
+            for anchor in errors::anchors() {
+                let heading = errors::section(anchor)
+                    .and_then(|text| text.lines().next())
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "{anchor:<36} {}",
+                    heading.trim_start_matches('#').trim()
+                );
+            }
+        }
+        Some(anchor) => {
+            // A whole link works too.
+            let anchor = anchor.rsplit('#').next().unwrap_or(anchor);
+            let Some(text) = errors::section(anchor) else {
+                eprintln!(
+                    "error: the error reference has no section `{anchor}`; \
+                     `burn-route-codegen explain` lists them"
+                );
+                return ExitCode::from(2);
+            };
+            let _ = writeln!(out, "{text}\n\n(online: {}#{anchor})", errors::PAGE);
+        }
+    }
+    // A reader that stops early (`| head`) is no error.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Command::Explain { anchor } => explain(anchor.as_deref()),
         Command::Check { manifest } => match builder(&manifest).render_with_warnings() {
             Ok((files, warnings)) => {
                 warn(warnings.as_ref());

@@ -48,8 +48,8 @@ fn check_prints_every_error_rustc_style_and_exits_1() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text(&out.stderr),
-        "error: unknown tensor kind `flaot`\n --> ops.toml:7:34\n  |\n7 | inputs = [{ name = \"x\", tensor = \"flaot\" }]\n  |                                  ^^^^^^^ `op[0].inputs[0].tensor`\n  |\n  = help: did you mean `float`? tensor kinds: float, int, bool, quantized\n\n\
-error: unknown key `outptu` in `op[0]`\n --> ops.toml:8:1\n  |\n8 | outptu = { tensor = \"float\" }\n  | ^^^^^^ `op[0].outptu`\n  |\n  = help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite, composition, async, backward, save, checkpoint, no_gradient, check\n\n\
+        "error: unknown tensor kind `flaot`\n --> ops.toml:7:34\n  |\n7 | inputs = [{ name = \"x\", tensor = \"flaot\" }]\n  |                                  ^^^^^^^ `op[0].inputs[0].tensor`\n  |\n  = help: did you mean `float`? tensor kinds: float, int, bool, quantized\n  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-unknown-kind\n\n\
+error: unknown key `outptu` in `op[0]`\n --> ops.toml:8:1\n  |\n8 | outptu = { tensor = \"float\" }\n  | ^^^^^^ `op[0].outptu`\n  |\n  = help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite, composition, async, backward, save, checkpoint, no_gradient, check\n  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-unknown-key\n\n\
 2 errors in ops.toml\n"
     );
 }
@@ -289,7 +289,7 @@ fn with_unused_type() -> String {
     )
 }
 
-const UNUSED_TYPE_WARNING: &str = "warning: type `Pair` is used by no op\n --> ops.toml:6:8\n  |\n6 | name = \"Pair\"\n  |        ^^^^^^ `type[0]`\n  |\n  = help: use it in an op's `inputs` or `output` (`type = \"Pair\"`), or remove it\n\n1 warning in ops.toml\n";
+const UNUSED_TYPE_WARNING: &str = "warning: type `Pair` is used by no op\n --> ops.toml:6:8\n  |\n6 | name = \"Pair\"\n  |        ^^^^^^ `type[0]`\n  |\n  = help: use it in an op's `inputs` or `output` (`type = \"Pair\"`), or remove it\n  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#build-time-manifest-errors\n\n1 warning in ops.toml\n";
 
 #[test]
 fn check_prints_warnings_rustc_style_and_succeeds() {
@@ -318,4 +318,47 @@ fn render_prints_warnings_and_writes_the_files() {
     // Without the unused type: no warning at all.
     let out = run(&["check", &manifest(dir.path(), VALID)]);
     assert_eq!(text(&out.stderr), "");
+}
+
+#[test]
+fn explain_prints_a_section_of_the_error_reference_offline() {
+    let out = run(&["explain", "tracked-input"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with("## `autodiff float input reached concrete dispatch`\n\n**Message**"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("**How to fix**"), "{stdout}");
+    // The section only: the next one is not printed.
+    assert!(!stdout.contains("## `only float tensors"), "{stdout}");
+    assert!(stdout.ends_with(
+        "(online: https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#tracked-input)\n"
+    ));
+    // A message's whole link names the same section.
+    let linked = run(&[
+        "explain",
+        "https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#tracked-input",
+    ]);
+    assert_eq!(text(&linked.stdout), stdout);
+}
+
+#[test]
+fn explain_lists_the_sections_and_refuses_an_unknown_one() {
+    let out = run(&["explain"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.lines().any(
+            |line| line.starts_with("manifest-unknown-key ") && line.ends_with("`unknown key`")
+        ),
+        "{stdout}"
+    );
+    let unknown = run(&["explain", "no-such-page"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert_eq!(
+        text(&unknown.stderr),
+        "error: the error reference has no section `no-such-page`; `burn-route-codegen explain` \
+         lists them\n"
+    );
 }

@@ -17,6 +17,72 @@ pub struct Diagnostic {
     pub help: Option<String>,
     /// A warning: reported, but the manifest still generates.
     pub warning: bool,
+    /// The section of the error reference (`burn_route_core::errors`) that explains it: one of
+    /// [`page`]'s anchors. The rendered diagnostic links it for this version.
+    pub page: &'static str,
+}
+
+/// The error reference's sections that diagnostics link (anchors of `burn_route_core::errors`;
+/// a test checks that each exists).
+pub mod page {
+    /// The build-time part's introduction: how diagnostics read, for those without a section.
+    pub const MANIFEST: &str = "build-time-manifest-errors";
+    /// `missing [routing] table`.
+    pub const MISSING_ROUTING: &str = "manifest-missing-routing";
+    /// A TOML syntax error (a duplicate key included).
+    pub const SYNTAX: &str = "manifest-syntax";
+    /// `unknown key`.
+    pub const UNKNOWN_KEY: &str = "manifest-unknown-key";
+    /// `... must be ..., found ...`.
+    pub const WRONG_TYPE: &str = "manifest-wrong-type";
+    /// `missing key`.
+    pub const MISSING_KEY: &str = "manifest-missing-key";
+    /// `... has both ... and ...`.
+    pub const CONFLICTING_ARG_KINDS: &str = "manifest-conflicting-arg-kinds";
+    /// `... needs tensor, type or device = true`.
+    pub const MISSING_ARG_KIND: &str = "manifest-missing-arg-kind";
+    /// `... only applies to tensors`.
+    pub const TENSOR_ONLY_KEY: &str = "manifest-tensor-only-key";
+    /// `device = false declares nothing`.
+    pub const DEVICE_FALSE: &str = "manifest-device-false";
+    /// `rank ... is out of range`.
+    pub const RANK_RANGE: &str = "manifest-rank-range";
+    /// `the manifest is not UTF-8`.
+    pub const NOT_UTF8: &str = "manifest-not-utf8";
+    /// `... and N more errors`.
+    pub const TOO_MANY: &str = "manifest-too-many";
+    /// `unknown tensor kind`.
+    pub const UNKNOWN_KIND: &str = "manifest-unknown-kind";
+    /// `unknown container`.
+    pub const UNKNOWN_CONTAINER: &str = "manifest-unknown-container";
+    /// `duplicate op name`.
+    pub const DUPLICATE_OP: &str = "manifest-duplicate-op";
+    /// `unknown backend`.
+    pub const UNKNOWN_BACKEND: &str = "manifest-unknown-backend";
+    /// `unknown autodiff policy`.
+    pub const UNKNOWN_POLICY: &str = "manifest-unknown-policy";
+
+    /// Every anchor above.
+    pub const ALL: &[&str] = &[
+        MANIFEST,
+        MISSING_ROUTING,
+        SYNTAX,
+        UNKNOWN_KEY,
+        WRONG_TYPE,
+        MISSING_KEY,
+        CONFLICTING_ARG_KINDS,
+        MISSING_ARG_KIND,
+        TENSOR_ONLY_KEY,
+        DEVICE_FALSE,
+        RANK_RANGE,
+        NOT_UTF8,
+        TOO_MANY,
+        UNKNOWN_KIND,
+        UNKNOWN_CONTAINER,
+        DUPLICATE_OP,
+        UNKNOWN_BACKEND,
+        UNKNOWN_POLICY,
+    ];
 }
 
 impl Diagnostic {
@@ -28,7 +94,20 @@ impl Diagnostic {
             message: message.into(),
             help: None,
             warning: false,
+            page: page::MANIFEST,
         }
+    }
+
+    /// Links section `anchor` of the error reference (one of [`page`]'s).
+    #[must_use]
+    pub fn page(mut self, anchor: &'static str) -> Self {
+        self.page = anchor;
+        self
+    }
+
+    /// The address of its section of the error reference, for this version.
+    pub fn link(&self) -> burn_route_core::errors::Link {
+        burn_route_core::errors::link(self.page)
     }
 
     /// Makes it a warning.
@@ -104,6 +183,8 @@ impl Diagnostic {
         if let Some(help) = &self.help {
             group = group.element(Level::HELP.message(help));
         }
+        let note = format!("see {}", self.link());
+        group = group.element(Level::NOTE.message(&note));
         Renderer::plain().render(&[group])
     }
 }
@@ -218,7 +299,12 @@ impl Report {
             .take(SHOWN)
             .map(|d| d.render_snippet_with(&self.file, &self.source, &index))
             .collect();
-        out.extend(self.more());
+        out.extend(self.more().map(|more| {
+            format!(
+                "{more}\n  = note: see {}",
+                burn_route_core::errors::link(page::TOO_MANY)
+            )
+        }));
         out
     }
 
@@ -336,7 +422,7 @@ mod tests {
             .help("use a trait name such as \"RoutedOps\"");
         assert_eq!(
             d.render_snippet("ops.toml", source),
-            "error: `My Ops` is not a Rust identifier\n --> ops.toml:2:9\n  |\n2 | trait = \"My Ops\"\n  |         ^^^^^^^^ `routing.trait`\n  |\n  = help: use a trait name such as \"RoutedOps\""
+            "error: `My Ops` is not a Rust identifier\n --> ops.toml:2:9\n  |\n2 | trait = \"My Ops\"\n  |         ^^^^^^^^ `routing.trait`\n  |\n  = help: use a trait name such as \"RoutedOps\"\n  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#build-time-manifest-errors"
         );
     }
 
@@ -356,5 +442,20 @@ mod tests {
             Some("Flex")
         );
         assert_eq!(did_you_mean("zzz", &["float", "int", "bool"]), None);
+    }
+}
+
+#[cfg(test)]
+mod page_tests {
+    use super::page;
+
+    #[test]
+    fn every_linked_page_exists_in_the_error_reference() {
+        for anchor in page::ALL {
+            assert!(
+                burn_route_core::errors::section(anchor).is_some(),
+                "diagnostics link `{anchor}`, which the error reference does not define"
+            );
+        }
     }
 }

@@ -400,6 +400,7 @@ impl Builder {
                         "<encoding>",
                         format!("the manifest is not UTF-8: byte 0x{byte:02X} cannot start or continue a character"),
                     )
+                    .page(diag::page::NOT_UTF8)
                     .help("save the file as UTF-8, which TOML requires"),
                 ],
             })
@@ -901,6 +902,7 @@ output = { tensor = "float", shape = "x", dtype = "x" }
                 "cargo::warning=  |        ^^^^^^ `type[0]`",
                 "cargo::warning=  |",
                 "cargo::warning=  = help: use it in an op's `inputs` or `output` (`type = \"Pair\"`), or remove it",
+                "cargo::warning=  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#build-time-manifest-errors",
             ]
         );
         assert!(!stdout.contains("cargo::error="), "{stdout}");

@@ -9,7 +9,7 @@ use burn_route_core::ShapeRule;
 use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue};
 
-use crate::diag::{Diagnostic, did_you_mean};
+use crate::diag::{Diagnostic, did_you_mean, page};
 use crate::model::{
     ArgSpec, BackendSpec, BackwardSpec, CheckSpec, Dims, InputSpec, Manifest, MemberSpec, MetaSpec,
     OpSpec, OutputSpec, Routing, ShapeSpec, Sp, TensorSpec, TypeSpec, VariantSpec,
@@ -111,6 +111,7 @@ pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
         None => {
             p.diags.push(
                 Diagnostic::new(0..0, "routing", "missing `[routing]` table")
+                    .page(page::MISSING_ROUTING)
                     .help("add `[routing]` with `trait = \"MyOps\"` and `backends = [\"Flex\"]`"),
             );
             Routing {
@@ -205,6 +206,7 @@ fn syntax_diagnostic(source: &str, span: Range<usize>, message: &str) -> Diagnos
                 SYNTAX_KEY,
                 "TOML syntax error: unterminated string (it starts here)",
             )
+            .page(page::SYNTAX)
             .help(help);
         }
     }
@@ -219,9 +221,11 @@ fn syntax_diagnostic(source: &str, span: Range<usize>, message: &str) -> Diagnos
             None => format!("TOML syntax error: duplicate key `{key}`"),
         };
         return Diagnostic::new(span, SYNTAX_KEY, message)
+            .page(page::SYNTAX)
             .help("keep one of the two: a key may appear once in a table");
     }
     Diagnostic::new(span, SYNTAX_KEY, format!("TOML syntax error: {message}"))
+        .page(page::SYNTAX)
         .help("fix the TOML syntax at this position (see https://toml.io)")
 }
 
@@ -333,6 +337,7 @@ impl Parser {
                     join(path, name),
                     format!("unknown key `{name}` {where_}"),
                 )
+                .page(page::UNKNOWN_KEY)
                 .help(help),
             );
         }
@@ -348,6 +353,7 @@ impl Parser {
                     value.get_ref().type_str()
                 ),
             )
+            .page(page::WRONG_TYPE)
             .help(format!("write `{path}` as {expected}")),
         );
     }
@@ -424,6 +430,7 @@ impl Parser {
                     join(path, key),
                     format!("missing key `{key}` in `{path}`"),
                 )
+                .page(page::MISSING_KEY)
                 .help(format!("add `{key} = {example}`")),
             );
         }
@@ -907,6 +914,7 @@ impl Parser {
                     join(path, present[1]),
                     format!("`{path}` has both `{}` and `{}`", present[0], present[1]),
                 )
+                .page(page::CONFLICTING_ARG_KINDS)
                 .help(help),
             );
             return None;
@@ -919,6 +927,7 @@ impl Parser {
             };
             self.diags.push(
                 Diagnostic::new(span, path, format!("`{path}` needs {what}"))
+                    .page(page::MISSING_ARG_KIND)
                     .help("add `tensor = \"float\"` (or \"int\", \"bool\", \"quantized\") or `type = \"f32\"`"),
             );
             return None;
@@ -939,6 +948,7 @@ impl Parser {
                                 "`{key}` only applies to tensors, but `{path}` is not a tensor"
                             ),
                         )
+                        .page(page::TENSOR_ONLY_KEY)
                         .help(format!(
                             "remove `{key}`, or make the entry a tensor with `tensor = \"float\"`"
                         )),
@@ -967,6 +977,7 @@ impl Parser {
                     join(path, "device"),
                     "`device = false` declares nothing",
                 )
+                .page(page::DEVICE_FALSE)
                 .help("write `device = true` for the device argument, or remove the entry"),
             );
             return None;
@@ -1039,6 +1050,7 @@ impl Parser {
                             path,
                             format!("rank {} is out of range", i.as_str()),
                         )
+                        .page(page::RANK_RANGE)
                         .help("use a rank from 1 to 16, or a const-generic name such as \"D\""),
                     );
                     None

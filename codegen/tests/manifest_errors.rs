@@ -290,6 +290,7 @@ fn build_script_reports_cargo_errors_without_panicking() {
             "cargo::error=   |                     ^^^^^^^ `op[0].output.tensor`",
             "cargo::error=   |",
             "cargo::error=   = help: did you mean `float`? tensor kinds: float, int, bool, quantized",
+            "cargo::error=   = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-unknown-kind",
         ]
     );
     assert!(
@@ -546,8 +547,11 @@ fn ten_thousand_errors_are_all_found_and_the_report_is_capped() {
     assert_eq!(rendered.matches("unknown tensor kind").count(), shown);
     assert!(rendered.ends_with("10000 errors in ops.toml"), "{rendered}");
     assert_eq!(
-        snippets.last().map(String::as_str),
-        Some("error: ... and 9950 more errors in ops.toml (not shown; fix the ones above first)")
+        snippets[snippets.len() - 2..],
+        [
+            "error: ... and 9950 more errors in ops.toml (not shown; fix the ones above first)",
+            "  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-too-many",
+        ]
     );
     // The last shown error points at op 49's line, found by binary search.
     assert!(

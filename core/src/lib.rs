@@ -6,6 +6,9 @@
 //! [`Policy::key`], [`ShapeRule::key`], ...; the code it writes names the same values as Rust
 //! paths ([`Policy::variant`], ...), which `burn-route-runtime` re-exports from here. No
 //! dependencies, `no_std`: it builds in a moment in every build script.
+//!
+//! It also holds the error reference ([`errors`]), which every runtime message and manifest
+//! diagnostic links for this version, and which `burn-route-codegen explain` prints offline.
 
 #![cfg_attr(not(test), no_std)]
 
@@ -191,6 +194,8 @@ macro_rules! display_key {
 }
 
 display_key!(Policy, TensorKind, ShapeRule);
+
+pub mod errors;
 
 #[cfg(test)]
 mod tests {

@@ -9,11 +9,15 @@
 //! - [`flex`]: the machinery of fused Flex kernels (any row stride, in place when the buffer is
 //!   uniquely owned, on every core when Flex runs on rayon).
 //!
-//! `burn-route`, the crate of the shipped ops, re-exports all three at the same paths
-//! (`burn_route::rt`, `burn_route::check`, `burn_route::flex`).
+//! - [`errors`]: the error reference, one section per runtime error and manifest diagnostic;
+//!   every message links its section here, for this version.
+//!
+//! `burn-route`, the crate of the shipped ops, re-exports them at the same paths
+//! (`burn_route::rt`, `burn_route::check`, `burn_route::flex`, `burn_route::errors`).
 
 /// Op checks (values across backends, autodiff policy, gradients against finite differences),
 /// like PyTorch's `opcheck` and `gradcheck`: the runtime of generated op-check tests.
 pub mod check;
+pub use burn_route_core::errors;
 pub mod flex;
 pub mod rt;

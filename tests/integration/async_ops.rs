@@ -100,7 +100,7 @@ fn the_panicking_forms_panic_at_the_call_not_at_the_poll() {
         message,
         "the input is declared `float` but holds an Int primitive: input `x` of op \
 `count_nonfinite` (backend Flex) is a malformed dispatch tensor. Fix: pass a `float` tensor here \
-(convert with `.float()`, `.int()` or `.bool()` first). See ERRORS.md#wrong-kind"
+(convert with `.float()`, `.int()` or `.bool()` first). See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#wrong-kind"
     );
 }
 

@@ -185,7 +185,7 @@ got a tracked float input `x` on backend Flex, but ops.toml:60 declares the op `
 default), which would silently drop its gradient. Fix: detach the input before the call \
 (`x.without_autodiff()`, or `x.detach()` on an intermediate result), or declare the op \
 `autodiff = \"detach\"` (runs without gradient) or `autodiff = \"differentiable\"` (and declare \
-its `backward` there) in ops.toml:60. See ERRORS.md#tracked-input";
+its `backward` there) in ops.toml:60. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#tracked-input";
 
 #[test]
 fn reject_op_refuses_a_tracked_input_with_the_exact_message() {
@@ -240,7 +240,7 @@ fn mismatched_checkpointing_strategies_fail_clearly() {
     let b = Tensor::<1>::from_data([1.0], &balanced).require_grad();
     let message = "gradient checkpointing strategy mismatch in op `add_relu` (backend Flex): input `lhs` uses Disabled \
 but `rhs` uses Balanced. Tensors in one operation must share a strategy. Fix: create both on autodiff \
-devices with the same checkpointing setting. See ERRORS.md#checkpointing-mismatch";
+devices with the same checkpointing setting. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#checkpointing-mismatch";
     let err = try_add_relu(a.clone().into_dispatch(), b.clone().into_dispatch()).unwrap_err();
     assert_eq!(err.to_string(), message);
     assert_eq!(panic_message(|| drop(add_relu(a, b))), message);

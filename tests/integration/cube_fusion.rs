@@ -128,7 +128,7 @@ fn a_wrong_output_declaration_fails_when_the_kernel_runs() {
                 "op `add_relu` returned an output its metadata does not declare: `output` is \
                  declared (ops.toml:32) with shape [3, 2] and dtype F32, but the kernel returned \
                  shape [2, 3] and dtype F32. Fix: correct the output's `shape` or `dtype` in the \
-                 manifest (or the function it names), or the kernel. See ERRORS.md#output-metadata"
+                 manifest (or the function it names), or the kernel. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#output-metadata"
             ),
             "{error}"
         );

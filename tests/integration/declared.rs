@@ -252,7 +252,7 @@ fn a_tensorless_variant_falls_through_to_a_later_tensor() {
 fn an_input_without_any_tensor_is_refused_before_a_kernel_runs() {
     let message = "op `pick` has no tensor to route by: every tensor input is empty or absent \
 (a declared type's tensor-less variant counts as absent). Fix: pass at least one tensor. See \
-ERRORS.md#no-routing-tensor";
+https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#no-routing-tensor";
     let err = ops::try_pick::<1>(Operand::Empty).unwrap_err();
     assert_eq!(err, RouteError::NoRoutingTensor { op: "pick" });
     assert_eq!(err.to_string(), message);
@@ -290,7 +290,7 @@ tracked float input `op.Dense.0` on backend Flex, but tests/declared/ops.toml:75
 `op.Dense.0` before the call (`.without_autodiff()` on it, or `.detach()` on an intermediate \
 result), or declare the op `autodiff = \"detach\"` (runs without gradient) or \
 `autodiff = \"differentiable\"` (and write its `Autodiff<B, C>` kernel by hand: an op over \
-declared types takes no `backward`) in tests/declared/ops.toml:75. See ERRORS.md#tracked-input";
+declared types takes no `backward`) in tests/declared/ops.toml:75. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#tracked-input";
     assert_eq!(err.to_string(), message);
     assert_eq!(
         panic_message(|| drop(ops::pick_untracked::<1>(Operand::Dense(x)))),

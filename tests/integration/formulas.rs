@@ -966,7 +966,7 @@ fn a_gradient_of_the_wrong_shape_names_the_op_and_the_input() {
          that broadcasts to it (same rank, each dimension equal or 1). Fix: correct the op's \
          `backward` formula or function for `x` (a reduction such as `sum_dim` keeps its dimension \
          with size 1; an input of another rank than the output needs the function form). See \
-         ERRORS.md#backward-gradient-shape"
+         https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#backward-gradient-shape"
     );
 }
 
@@ -984,7 +984,7 @@ fn a_formula_dimension_out_of_range_names_the_op_and_the_formula() {
         message,
         "the backward formula of op `wrong_dimension`, input `x`: `sum_dim(grad, 5)` names \
          dimension 5, but the tensor it reduces has rank 2. Fix: name a dimension in -2..2 \
-         (negative counts from the end). See ERRORS.md#backward-gradient-shape"
+         (negative counts from the end). See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#backward-gradient-shape"
     );
 }
 

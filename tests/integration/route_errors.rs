@@ -52,7 +52,7 @@ fn a_declared_float_holding_an_int_is_malformed() {
         message,
         "the input is declared `float` but holds an Int primitive: input `rhs` of op `add_relu` \
 (backend Flex) is a malformed dispatch tensor. Fix: pass a `float` tensor here (convert with \
-`.float()`, `.int()` or `.bool()` first). See ERRORS.md#wrong-kind"
+`.float()`, `.int()` or `.bool()` first). See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#wrong-kind"
     );
 }
 
@@ -167,7 +167,7 @@ fn an_enabled_context_without_the_autodiff_feature_is_refused() {
         "autodiff context requires the `autodiff` feature: input `rhs` of op `add_relu` (backend Flex) \
 carries an enabled autodiff context, but burn-route was built without its `autodiff` feature. Fix: enable \
 burn-route's `autodiff` feature (crates that generate ops follow it), or use a device without \
-`.autodiff()`. See ERRORS.md#autodiff-feature-off"
+`.autodiff()`. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#autodiff-feature-off"
     );
 }
 
@@ -186,7 +186,7 @@ fn backend_messages_name_the_op_the_input_the_backend_and_the_manifest_line() {
         "op `iota` is not routed to backend Cube: input `device` (which picks the backend) is on Cube, \
 but ops.toml:164 does not list Cube for the op (or this build does not compile that backend in). \
 Fix: add Cube to the op's backends in the manifest and implement its kernel, enable the feature \
-that compiles Cube in, or move the inputs to a listed backend. See ERRORS.md#unlisted-backend"
+that compiles Cube in, or move the inputs to a listed backend. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#unlisted-backend"
     );
     let mismatch = RouteError::BackendMismatch {
         op: "add_relu",
@@ -199,6 +199,6 @@ that compiles Cube in, or move the inputs to a listed backend. See ERRORS.md#unl
         mismatch.to_string(),
         "op `add_relu` got inputs on different backends: `lhs` is on Flex (it picks the backend) \
 but `rhs` is on Cube. Fix: put `rhs` on Flex too (`.to_device(..)` for a tensor, a Flex device \
-for a device argument). See ERRORS.md#backend-mismatch"
+for a device argument). See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#backend-mismatch"
     );
 }

@@ -118,7 +118,7 @@ fn swiglu_refuses_shapes_that_do_not_broadcast() {
 but its contract `broadcast_with` (ops.toml:208) expects a shape that broadcasts with `gate`'s \
 [2, 4]: rank 2, each dimension equal to `gate`'s, or 1 on either side. Fix: pass `up` with that \
 shape (reshape, slice or expand it first), or change the contract in the manifest if the op \
-supports it. See ERRORS.md#shape-contract"
+supports it. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#shape-contract"
     );
 }
 
@@ -148,7 +148,7 @@ fn rms_norm_refuses_a_weight_of_one_element() {
         "op `rms_norm` got a shape its contract refuses: input `weight` (backend Flex) has shape \
 [1], but its contract `last_dim_of` (ops.toml:222) expects [4], the last dimension of `x` (shape \
 [2, 4]). Fix: pass `weight` with that shape (reshape, slice or expand it first), or change the \
-contract in the manifest if the op supports it. See ERRORS.md#shape-contract"
+contract in the manifest if the op supports it. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#shape-contract"
     );
 }
 

@@ -111,7 +111,7 @@ fn an_empty_vec_has_no_routing_tensor() {
     assert_eq!(err, RouteError::NoRoutingTensor { op: "sum_all" });
     let message = "op `sum_all` has no tensor to route by: every tensor input is empty or absent \
 (a declared type's tensor-less variant counts as absent). Fix: pass at least one tensor. See \
-ERRORS.md#no-routing-tensor";
+https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#no-routing-tensor";
     assert_eq!(err.to_string(), message);
     assert_eq!(panic_message(|| drop(sum_all::<2>(Vec::new()))), message);
 }

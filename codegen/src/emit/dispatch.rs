@@ -335,7 +335,7 @@ fn routing_fns(ir: &Ir, op: &Op, runs: &Runs, w: &mut Writer) {
         String::new(),
         "# Errors".to_owned(),
         String::new(),
-        "A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`)."
+        "A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`])."
             .to_owned(),
     ]);
     let dispatch_params: Vec<Doc> = op
@@ -1049,7 +1049,7 @@ fn async_routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         "# Errors".to_owned(),
         String::new(),
         "The future resolves to a [`rt::RouteError`] when the call breaks the routing contract \
-         (see `ERRORS.md`); [`rt::Planned::error`] has it at once."
+         (see [`rt::errors`]); [`rt::Planned::error`] has it at once."
             .to_owned(),
     ]);
     allow_complex_output(op, w);

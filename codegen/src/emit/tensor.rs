@@ -126,7 +126,7 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
         String::new(),
         "When the inputs break the routing contract; the message names the input and the fix"
             .to_owned(),
-        format!("(see `ERRORS.md`). [`{try_name}`](fn@{try_name}) returns the error instead."),
+        format!("(see [`rt::errors`]). [`{try_name}`](fn@{try_name}) returns the error instead."),
     ]);
     // The value is the point of calling a non-unit op.
     if super::must_use(&op.output) {
@@ -191,10 +191,10 @@ fn try_doc(name: &str, asynchronous: bool, w: &mut Writer) {
     let errors: &[&str] = if asynchronous {
         &[
             "The future resolves to the [`rt::RouteError`] for inputs that break the routing contract",
-            "(see `ERRORS.md`).",
+            "(see [`rt::errors`]).",
         ]
     } else {
-        &["The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`)."]
+        &["The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`])."]
     };
     let mut doc = vec![
         // `fn@`: an op may be named like a macro (`panic`, `vec`, ...).
@@ -294,7 +294,7 @@ fn async_tensor_fns(
         "At the call, when the inputs break the routing contract; the message names the input"
             .to_owned(),
         format!(
-            "and the fix (see `ERRORS.md`). [`{try_name}`](fn@{try_name}) returns the error instead."
+            "and the fix (see [`rt::errors`]). [`{try_name}`](fn@{try_name}) returns the error instead."
         ),
     ]);
     allow_complex_output(op, w);

@@ -17,7 +17,7 @@ use super::Options;
 use super::text;
 use super::types::{self, Position};
 use crate::canon::{cfg_text, path_text, type_text};
-use crate::diag::{Diagnostic, LineIndex, did_you_mean};
+use crate::diag::{Diagnostic, LineIndex, did_you_mean, page};
 use crate::ir::{
     Arg, Backend, BackendName, Container, FusionImpl, Input, Ir, MetaSource, Op, Output,
     OutputMeta, Policy, Rank, RouteBy, ShapeContract, ShapeRule, TensorArg, TensorKind, TraitGroup,
@@ -447,6 +447,7 @@ impl Lowerer<'_> {
                         key,
                         format!("unknown backend `{}`", shown(&spec.name.value)),
                     )
+                    .page(page::UNKNOWN_BACKEND)
                     .help(help),
                 );
                 continue;
@@ -531,6 +532,7 @@ impl Lowerer<'_> {
                         format!("{path}.autodiff"),
                         format!("unknown autodiff policy `{}`", shown(other)),
                     )
+                    .page(page::UNKNOWN_POLICY)
                     .help(help),
                 );
                 None

@@ -6,8 +6,8 @@ use std::ops::Range;
 
 use super::context::{Context, ManifestRule};
 use super::lower::assign_groups;
-use crate::diag::Diagnostic;
 use crate::diag::did_you_mean;
+use crate::diag::{Diagnostic, page};
 use crate::ir::{
     Arg, Backend, BackendName, Container, FusionImpl, Input, MetaSource, Op, Output, Policy, Rank,
     RouteBy, ShapeRule, TensorArg, TensorKind, TraitGroup,
@@ -127,6 +127,7 @@ fn op_names_unique(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         name.value
                     ),
                 )
+                .page(page::DUPLICATE_OP)
                 .help("rename one of the ops; op names become trait methods and must be unique"),
             );
         } else {

@@ -77,7 +77,7 @@ fn an_op_not_routed_to_flex_names_the_backend_and_the_manifest_line() {
     let message = "op `gpu_square` is not routed to backend Flex: input `x` (which picks the backend) \
 is on Flex, but ops.toml:38 does not list Flex for the op (or this build does not compile that \
 backend in). Fix: add Flex to the op's backends in the manifest and implement its kernel, enable the \
-feature that compiles Flex in, or move the inputs to a listed backend. See ERRORS.md#unlisted-backend";
+feature that compiles Flex in, or move the inputs to a listed backend. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#unlisted-backend";
     assert_eq!(err.to_string(), message);
     let panic = catch_unwind(AssertUnwindSafe(|| drop(gpu_square(x)))).unwrap_err();
     assert_eq!(panic.downcast_ref::<String>().unwrap(), message);
@@ -126,7 +126,7 @@ fn a_device_on_another_backend_is_a_backend_mismatch() {
     );
     let message = "op `fill_like` got inputs on different backends: `x` is on Flex (it picks the \
 backend) but `device` is on Cube. Fix: put `device` on Flex too (`.to_device(..)` for a tensor, a \
-Flex device for a device argument). See ERRORS.md#backend-mismatch";
+Flex device for a device argument). See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#backend-mismatch";
     assert_eq!(err.to_string(), message);
     let panic = std::panic::catch_unwind(|| drop(fill_like(&x, 0.0, &gpu))).unwrap_err();
     assert_eq!(panic.downcast_ref::<String>().unwrap(), message);
@@ -147,7 +147,7 @@ fn add_bias_checks_its_shape_contract() {
         "op `add_bias` got a shape its contract refuses: input `bias` (backend Flex) has shape [2], \
 but its contract `last_dim_of` (ops.toml:63) expects [3], the last dimension of `x` (shape [2, 3]). \
 Fix: pass `bias` with that shape (reshape, slice or expand it first), or change the contract in \
-the manifest if the op supports it. See ERRORS.md#shape-contract"
+the manifest if the op supports it. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#shape-contract"
     );
 }
 

@@ -9,7 +9,8 @@ use super::spec::{OutputName, TensorSpec};
 use super::words::{Dims, describe_rule};
 
 /// Why a routed op call could not run. Every variant names the op, the input and the backend
-/// involved; the `Display` text also says how to fix it and points at its section of `ERRORS.md`.
+/// involved; the `Display` text also says how to fix it and links its section of the error reference
+/// ([`errors`](crate::errors), for this version on docs.rs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RouteError {
@@ -194,7 +195,7 @@ pub enum Malformed {
 }
 
 impl Malformed {
-    /// The section of `ERRORS.md` that explains this problem.
+    /// The section of the error reference ([`crate::errors`]) that explains this problem.
     pub fn anchor(&self) -> &'static str {
         match self {
             Self::NonFloatAutodiff => "only-float-autodiff",
@@ -267,8 +268,36 @@ impl fmt::Display for Malformed {
     }
 }
 
+impl RouteError {
+    /// The section of the error reference ([`crate::errors`]) that explains this error; its
+    /// `Display` text ends with the link.
+    pub fn anchor(&self) -> &'static str {
+        match self {
+            Self::TrackedInput { .. } => "tracked-input",
+            Self::UnlistedBackend { .. } => "unlisted-backend",
+            Self::BackendMismatch { .. } => "backend-mismatch",
+            Self::CheckpointingMismatch { .. } => "checkpointing-mismatch",
+            Self::Malformed { problem, .. } => problem.anchor(),
+            Self::NoRoutingTensor { .. } => "no-routing-tensor",
+            Self::BackendCompiledOut { .. } => "backend-compiled-out",
+            Self::AutodiffCompiledOut { .. } => "autodiff-compiled-out",
+            Self::ShapeContract { .. } => "shape-contract",
+            Self::OutputMetadata { .. } | Self::OutputPresence { .. } => "output-metadata",
+            Self::AutodiffFeatureOff { .. } => "autodiff-feature-off",
+        }
+    }
+}
+
 impl fmt::Display for RouteError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.message(f)?;
+        write!(f, "See {}", burn_route_core::errors::link(self.anchor()))
+    }
+}
+
+impl RouteError {
+    /// The message up to its link: what happened, and the fix (ending in `". "`).
+    fn message(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::TrackedInput {
                 op,
@@ -304,7 +333,7 @@ impl fmt::Display for RouteError {
                      (the default), which would silently drop its gradient. Fix: {detach}, or \
                      declare the op `autodiff = \"detach\"` (runs without gradient) or \
                      `autodiff = \"differentiable\"` {differentiable} in {location}. \
-                     See ERRORS.md#tracked-input"
+                     "
                 )
             }
             Self::UnlistedBackend {
@@ -319,7 +348,7 @@ impl fmt::Display for RouteError {
                  not compile that backend in). Fix: add \
                  {backend} to the op's backends in the manifest and implement its kernel, enable the \
                  feature that compiles {backend} in, or move the inputs to a listed backend. \
-                 See ERRORS.md#unlisted-backend"
+                 "
             ),
             Self::BackendMismatch {
                 op,
@@ -332,7 +361,7 @@ impl fmt::Display for RouteError {
                 "op `{op}` got inputs on different backends: `{routing_input}` is on {routing_backend} \
                  (it picks the backend) but `{input}` is on {backend}. Fix: put `{input}` on \
                  {routing_backend} too (`.to_device(..)` for a tensor, a {routing_backend} device for \
-                 a device argument). See ERRORS.md#backend-mismatch"
+                 a device argument). "
             ),
             Self::CheckpointingMismatch {
                 op,
@@ -346,7 +375,7 @@ impl fmt::Display for RouteError {
                 "gradient checkpointing strategy mismatch in op `{op}` (backend {backend}): input `{first_input}` uses \
                  {first_strategy:?} but `{input}` uses {strategy:?}. Tensors in one operation must share a \
                  strategy. Fix: create both on autodiff devices with the same checkpointing setting. \
-                 See ERRORS.md#checkpointing-mismatch"
+                 "
             ),
             Self::Malformed {
                 op,
@@ -356,15 +385,13 @@ impl fmt::Display for RouteError {
             } => write!(
                 f,
                 "{problem}: input `{input}` of op `{op}` (backend {backend}) is a malformed dispatch \
-                 tensor. Fix: {}. See ERRORS.md#{}",
-                problem.fix(),
-                problem.anchor()
+                 tensor. Fix: {}. ",
+                problem.fix()
             ),
             Self::NoRoutingTensor { op } => write!(
                 f,
                 "op `{op}` has no tensor to route by: every tensor input is empty or absent (a declared \
-                 type's tensor-less variant counts as absent). Fix: pass at least one tensor. See \
-                 ERRORS.md#no-routing-tensor"
+                 type's tensor-less variant counts as absent). Fix: pass at least one tensor. "
             ),
             Self::BackendCompiledOut {
                 op,
@@ -377,7 +404,7 @@ impl fmt::Display for RouteError {
                 "backend {backend} is compiled out of op `{op}`: input `{input}` (which picks the backend) \
                  is on {backend}, and the manifest routes the op there, but crate `{krate}` was built \
                  with `cfg({cfg})` off, so it has no {backend} route. Fix: {}, or move the inputs to a \
-                 compiled backend. See ERRORS.md#backend-compiled-out",
+                 compiled backend. ",
                 cfg_fix(cfg, krate)
             ),
             Self::AutodiffCompiledOut {
@@ -391,7 +418,7 @@ impl fmt::Display for RouteError {
                 "autodiff routing of op `{op}` is compiled out: input `{input}` (backend {backend}) \
                  carries an enabled autodiff context, but crate `{krate}` was built with `cfg({cfg})` off, so the op has no \
                  `Autodiff` route. Fix: {}, or pass the input without autodiff \
-                 (`.without_autodiff()`). See ERRORS.md#autodiff-compiled-out",
+                 (`.without_autodiff()`). ",
                 cfg_fix(cfg, krate)
             ),
             Self::ShapeContract {
@@ -408,7 +435,7 @@ impl fmt::Display for RouteError {
                 "op `{op}` got a shape its contract refuses: input `{input}` (backend {backend}) has \
                  shape {}, but its contract `{rule}` ({location}) expects {}. Fix: pass `{input}` \
                  with that shape (reshape, slice or expand it first), or change the contract in the \
-                 manifest if the op supports it. See ERRORS.md#shape-contract",
+                 manifest if the op supports it. ",
                 Dims(shape),
                 describe_rule(*rule, reference, reference_shape)
             ),
@@ -422,7 +449,7 @@ impl fmt::Display for RouteError {
                 "op `{op}` returned an output its metadata does not declare: `{output}` is declared \
                  ({location}) with {}, but the kernel returned {}. Fix: correct the output's \
                  `shape` or `dtype` in the manifest (or the function it names), or the kernel. \
-                 See ERRORS.md#output-metadata",
+                 ",
                 declared.0, declared.1
             ),
             Self::OutputPresence {
@@ -434,14 +461,14 @@ impl fmt::Display for RouteError {
                 "op `{op}` returned different outputs than its metadata declares: {output} is \
                  present on one side only (declared at {location}). Fix: make the output's \
                  `shape` function return `None` (an `option` output) or as many shapes (a `vec` \
-                 output) as the kernel returns tensors. See ERRORS.md#output-metadata"
+                 output) as the kernel returns tensors. "
             ),
             Self::AutodiffFeatureOff { op, input, backend } => write!(
                 f,
                 "autodiff context requires the `autodiff` feature: input `{input}` of op `{op}` (backend \
                  {backend}) carries an enabled autodiff context, but burn-route was built without its `autodiff` feature. \
                  Fix: enable burn-route's `autodiff` feature (crates that generate ops follow it), or \
-                 use a device without `.autodiff()`. See ERRORS.md#autodiff-feature-off"
+                 use a device without `.autodiff()`. "
             ),
         }
     }

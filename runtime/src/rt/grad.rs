@@ -284,9 +284,10 @@ fn gradient_shape_panic(op: &str, input: &str, have: &Shape, shape: &Shape) -> !
          broadcasts to it (same rank, each dimension equal or 1). Fix: correct the op's \
          `backward` formula or function for `{input}` (a reduction such as `sum_dim` keeps its \
          dimension with size 1; an input of another rank than the output needs the function \
-         form). See ERRORS.md#backward-gradient-shape",
+         form). See {}",
         have.as_slice(),
         shape.as_slice(),
+        burn_route_core::errors::link("backward-gradient-shape"),
     )
 }
 
@@ -616,7 +617,8 @@ pub fn dim(dim: i64, rank: usize, formula: &str) -> usize {
         (0..rank as i64).contains(&resolved),
         "the backward formula of {formula} names dimension {dim}, but the tensor it reduces has \
          rank {rank}. Fix: name a dimension in -{rank}..{rank} (negative counts from the end). \
-         See ERRORS.md#backward-gradient-shape"
+         See {}",
+        burn_route_core::errors::link("backward-gradient-shape")
     );
     resolved as usize
 }

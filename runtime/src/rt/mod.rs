@@ -22,6 +22,9 @@ mod words;
 pub mod fusion;
 
 pub use burn_route_core::ShapeRule;
+/// The error reference every [`RouteError`] links (also at `burn_route_runtime::errors`), which
+/// generated docs name.
+pub use burn_route_core::errors;
 pub use error::{Malformed, RouteError};
 pub use op::{BackendId, InputName, Policy, TensorKind};
 pub use pending::{Async, Pending, PendingResult, Planned};

@@ -112,7 +112,7 @@ fn __run_pick<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_pick(op: OperandPrimitive<rt::Dispatch>) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_pick::<__rt::Fallible>(op)
@@ -199,7 +199,7 @@ fn route_pick<F: __rt::OnError>(op: OperandPrimitive<rt::Dispatch>) -> F::Out<rt
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_pick_untracked(
     op: OperandPrimitive<rt::Dispatch>,
@@ -304,7 +304,7 @@ fn __run_mix_pick<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_mix_pick(
     op: OperandPrimitive<rt::Dispatch>,
@@ -423,7 +423,7 @@ fn __run_select<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_select(
     inputs: NestedInputsPrimitive<rt::Dispatch>,
@@ -534,7 +534,7 @@ fn __run_int_to_float<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_int_to_float(
     pair: IntPairPrimitive<rt::Dispatch>,
@@ -643,7 +643,7 @@ fn __run_mul_pair<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_mul_pair(
     p: FloatPairPrimitive<rt::Dispatch>,
@@ -801,7 +801,7 @@ fn __run_norm_pair<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_norm_pair(
     p: &FloatPairPrimitive<rt::Dispatch>,
@@ -960,7 +960,7 @@ fn __run_split_scaled<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_split_scaled(
     x: rt::DispatchTensor,
@@ -1155,7 +1155,7 @@ fn __run_apply_mask<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_apply_mask(
@@ -1291,7 +1291,7 @@ fn __run_weighted_sum<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_weighted_sum(
     batch: BatchPrimitive<rt::Dispatch>,

@@ -273,7 +273,7 @@ impl<const D: usize> Batch<D> {
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_pick`](fn@try_pick) returns the error instead.
+/// (see [`rt::errors`]). [`try_pick`](fn@try_pick) returns the error instead.
 #[must_use]
 pub fn pick<const D: usize>(op: Operand<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as ExtensionOps>::pick(op.into_primitive());
@@ -284,7 +284,7 @@ pub fn pick<const D: usize>(op: Operand<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_pick<const D: usize>(op: Operand<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_pick(op.into_primitive())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -295,7 +295,7 @@ pub fn try_pick<const D: usize>(op: Operand<D>) -> Result<rt::Tensor<D>, rt::Rou
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_pick_untracked`](fn@try_pick_untracked) returns the error instead.
+/// (see [`rt::errors`]). [`try_pick_untracked`](fn@try_pick_untracked) returns the error instead.
 #[must_use]
 pub fn pick_untracked<const D: usize>(op: Operand<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as ExtensionOps>::pick_untracked(op.into_primitive());
@@ -306,7 +306,7 @@ pub fn pick_untracked<const D: usize>(op: Operand<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_pick_untracked<const D: usize>(op: Operand<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_pick_untracked(op.into_primitive())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -317,7 +317,7 @@ pub fn try_pick_untracked<const D: usize>(op: Operand<D>) -> Result<rt::Tensor<D
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_mix_pick`](fn@try_mix_pick) returns the error instead.
+/// (see [`rt::errors`]). [`try_mix_pick`](fn@try_mix_pick) returns the error instead.
 #[must_use]
 pub fn mix_pick<const D: usize>(op: Operand<D>, x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as ExtensionOps>::mix_pick(op.into_primitive(), x.into_dispatch());
@@ -328,7 +328,7 @@ pub fn mix_pick<const D: usize>(op: Operand<D>, x: rt::Tensor<D>) -> rt::Tensor<
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_mix_pick<const D: usize>(
     op: Operand<D>,
     x: rt::Tensor<D>,
@@ -342,7 +342,7 @@ pub fn try_mix_pick<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_select`](fn@try_select) returns the error instead.
+/// (see [`rt::errors`]). [`try_select`](fn@try_select) returns the error instead.
 #[must_use]
 pub fn select<const D: usize>(inputs: NestedInputs<D>) -> rt::Tensor<D, rt::Int> {
     let __out = <rt::Dispatch as ExtensionOps>::select(inputs.into_primitive());
@@ -353,7 +353,7 @@ pub fn select<const D: usize>(inputs: NestedInputs<D>) -> rt::Tensor<D, rt::Int>
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_select<const D: usize>(
     inputs: NestedInputs<D>,
 ) -> Result<rt::Tensor<D, rt::Int>, rt::RouteError> {
@@ -366,7 +366,7 @@ pub fn try_select<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_int_to_float`](fn@try_int_to_float) returns the error instead.
+/// (see [`rt::errors`]). [`try_int_to_float`](fn@try_int_to_float) returns the error instead.
 #[must_use]
 pub fn int_to_float<const D: usize>(pair: IntPair<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as ExtensionOps>::int_to_float(pair.into_primitive());
@@ -377,7 +377,7 @@ pub fn int_to_float<const D: usize>(pair: IntPair<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_int_to_float<const D: usize>(pair: IntPair<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_int_to_float(pair.into_primitive())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -388,7 +388,7 @@ pub fn try_int_to_float<const D: usize>(pair: IntPair<D>) -> Result<rt::Tensor<D
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_mul_pair`](fn@try_mul_pair) returns the error instead.
+/// (see [`rt::errors`]). [`try_mul_pair`](fn@try_mul_pair) returns the error instead.
 #[must_use]
 pub fn mul_pair<const D: usize>(p: FloatPair<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as ExtensionOps>::mul_pair(p.into_primitive());
@@ -399,7 +399,7 @@ pub fn mul_pair<const D: usize>(p: FloatPair<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_mul_pair<const D: usize>(p: FloatPair<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_mul_pair(p.into_primitive())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -410,7 +410,7 @@ pub fn try_mul_pair<const D: usize>(p: FloatPair<D>) -> Result<rt::Tensor<D>, rt
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_norm_pair`](fn@try_norm_pair) returns the error instead.
+/// (see [`rt::errors`]). [`try_norm_pair`](fn@try_norm_pair) returns the error instead.
 #[must_use]
 pub fn norm_pair<const D: usize>(p: &FloatPair<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as ExtensionOps>::norm_pair(&p.clone().into_primitive());
@@ -421,7 +421,7 @@ pub fn norm_pair<const D: usize>(p: &FloatPair<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_norm_pair<const D: usize>(p: &FloatPair<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_norm_pair(&p.clone().into_primitive())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -432,7 +432,7 @@ pub fn try_norm_pair<const D: usize>(p: &FloatPair<D>) -> Result<rt::Tensor<D>, 
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_split_scaled`](fn@try_split_scaled) returns the error instead.
+/// (see [`rt::errors`]). [`try_split_scaled`](fn@try_split_scaled) returns the error instead.
 #[must_use]
 pub fn split_scaled<const D: usize>(x: rt::Tensor<D>, alpha: f32, beta: f32) -> FloatPair<D> {
     let __out = <rt::Dispatch as ExtensionOps>::split_scaled(x.into_dispatch(), alpha, beta);
@@ -443,7 +443,7 @@ pub fn split_scaled<const D: usize>(x: rt::Tensor<D>, alpha: f32, beta: f32) -> 
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_split_scaled<const D: usize>(
     x: rt::Tensor<D>,
     alpha: f32,
@@ -458,7 +458,7 @@ pub fn try_split_scaled<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_apply_mask`](fn@try_apply_mask) returns the error instead.
+/// (see [`rt::errors`]). [`try_apply_mask`](fn@try_apply_mask) returns the error instead.
 #[must_use]
 #[allow(clippy::type_complexity)]
 pub fn apply_mask<const D: usize>(
@@ -479,7 +479,7 @@ pub fn apply_mask<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 pub fn try_apply_mask<const D: usize>(
     value: Masked<D>,
@@ -497,7 +497,7 @@ pub fn try_apply_mask<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_weighted_sum`](fn@try_weighted_sum) returns the error instead.
+/// (see [`rt::errors`]). [`try_weighted_sum`](fn@try_weighted_sum) returns the error instead.
 #[must_use]
 pub fn weighted_sum<const D: usize>(batch: Batch<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as ExtensionOps>::weighted_sum(batch.into_primitive());
@@ -508,7 +508,7 @@ pub fn weighted_sum<const D: usize>(batch: Batch<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_weighted_sum<const D: usize>(batch: Batch<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_weighted_sum(batch.into_primitive())?;
     Ok(rt::Tensor::from_dispatch(__out))

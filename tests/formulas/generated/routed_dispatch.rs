@@ -274,7 +274,7 @@ fn __run_mul<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_mul(
     x: rt::DispatchTensor,
@@ -443,7 +443,7 @@ fn __run_exp<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_exp(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_exp::<__rt::Fallible>(x)
@@ -557,7 +557,7 @@ fn route_exp<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_log(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_log::<__rt::Fallible>(x)
@@ -671,7 +671,7 @@ fn route_log<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_xlogx(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_xlogx::<__rt::Fallible>(x)
@@ -793,7 +793,7 @@ fn route_xlogx<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTe
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_sqrt(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_sqrt::<__rt::Fallible>(x)
@@ -907,7 +907,7 @@ fn route_sqrt<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_tanh(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_tanh::<__rt::Fallible>(x)
@@ -1021,7 +1021,7 @@ fn route_tanh<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_sigmoid(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_sigmoid::<__rt::Fallible>(x)
@@ -1147,7 +1147,7 @@ fn route_sigmoid<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dispatch
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_abs(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_abs::<__rt::Fallible>(x)
@@ -1261,7 +1261,7 @@ fn route_abs<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_sin(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_sin::<__rt::Fallible>(x)
@@ -1375,7 +1375,7 @@ fn route_sin<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_cos(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_cos::<__rt::Fallible>(x)
@@ -1489,7 +1489,7 @@ fn route_cos<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_recip(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_recip::<__rt::Fallible>(x)
@@ -1611,7 +1611,7 @@ fn route_recip<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTe
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_erf(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_erf::<__rt::Fallible>(x)
@@ -1739,7 +1739,7 @@ fn __run_pow_scalar<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_pow_scalar(x: rt::DispatchTensor, p: f32) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_pow_scalar::<__rt::Fallible>(x, p)
@@ -1871,7 +1871,7 @@ fn route_pow_scalar<F: __rt::OnError>(x: rt::DispatchTensor, p: f32) -> F::Out<r
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_pow(
     x: rt::DispatchTensor,
@@ -2040,7 +2040,7 @@ fn __run_base_pow<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_base_pow(
     x: rt::DispatchTensor,
@@ -2181,7 +2181,7 @@ fn route_base_pow<F: __rt::OnError>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_relu(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_relu::<__rt::Fallible>(x)
@@ -2309,7 +2309,7 @@ fn __run_leaky_relu<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_leaky_relu(
     x: rt::DispatchTensor,
@@ -2464,7 +2464,7 @@ fn __run_soft_shrink<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_soft_shrink(
     x: rt::DispatchTensor,
@@ -2605,7 +2605,7 @@ fn route_soft_shrink<F: __rt::OnError>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_maximum(
     x: rt::DispatchTensor,
@@ -2779,7 +2779,7 @@ fn __run_hardtanh<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_hardtanh(
     x: rt::DispatchTensor,
@@ -2944,7 +2944,7 @@ fn __run_clamp_square<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_clamp_square(
     x: rt::DispatchTensor,
@@ -3102,7 +3102,7 @@ fn route_clamp_square<F: __rt::OnError>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_softmax(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_softmax::<__rt::Fallible>(x)
@@ -3228,7 +3228,7 @@ fn route_softmax<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dispatch
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_center(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_center::<__rt::Fallible>(x)
@@ -3350,7 +3350,7 @@ fn route_center<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchT
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_center_first(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_center_first::<__rt::Fallible>(x)
@@ -3493,7 +3493,7 @@ fn __run_mix<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_mix(
     x: rt::DispatchTensor,
@@ -3712,7 +3712,7 @@ fn __run_number_functions<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_number_functions(
     x: rt::DispatchTensor,
@@ -3865,7 +3865,7 @@ fn __run_stop_scale<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_stop_scale(
     x: rt::DispatchTensor,
@@ -4045,7 +4045,7 @@ fn __run_fma<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_fma(
     x: rt::DispatchTensor,
@@ -4244,7 +4244,7 @@ fn __run_borrowed_mul<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_borrowed_mul(
     x: rt::DispatchTensor,
@@ -4416,7 +4416,7 @@ fn __run_exp_argmax<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_exp_argmax(
@@ -4564,7 +4564,7 @@ fn __run_scaled_softmax<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_scaled_softmax(
     x: rt::DispatchTensor,
@@ -4716,7 +4716,7 @@ fn __run_exp_argmax_recomputed<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 #[inline]
 pub fn try_exp_argmax_recomputed(
@@ -4854,7 +4854,7 @@ fn route_exp_argmax_recomputed<F: __rt::OnError>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_counted_square(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_counted_square::<__rt::Fallible>(x)
@@ -4980,7 +4980,7 @@ fn route_counted_square<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::D
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_counted_exp(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_counted_exp::<__rt::Fallible>(x)
@@ -5107,7 +5107,7 @@ fn route_counted_exp<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Disp
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_counted_exp_kept(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_counted_exp_kept::<__rt::Fallible>(x)
@@ -5250,7 +5250,7 @@ fn __run_wrong_gradient_shape<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_wrong_gradient_shape(
     x: rt::DispatchTensor,
@@ -5416,7 +5416,7 @@ fn route_wrong_gradient_shape<F: __rt::OnError>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_wrong_dimension(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
     self::route_wrong_dimension::<__rt::Fallible>(x)
@@ -5542,7 +5542,7 @@ fn route_wrong_dimension<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_scaled_by(
     x: rt::DispatchTensor,
@@ -5720,7 +5720,7 @@ fn __run_recomputed_with_args<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_recomputed_with_args(
     x: rt::DispatchTensor,

@@ -11,7 +11,7 @@ use ::burn_route::rt::__private as __rt;
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_mul`](fn@try_mul) returns the error instead.
+/// (see [`rt::errors`]). [`try_mul`](fn@try_mul) returns the error instead.
 #[must_use]
 pub fn mul<const D: usize>(x: rt::Tensor<D>, y: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::mul(x.into_dispatch(), y.into_dispatch());
@@ -22,7 +22,7 @@ pub fn mul<const D: usize>(x: rt::Tensor<D>, y: rt::Tensor<D>) -> rt::Tensor<D> 
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_mul<const D: usize>(
     x: rt::Tensor<D>,
     y: rt::Tensor<D>,
@@ -36,7 +36,7 @@ pub fn try_mul<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_exp`](fn@try_exp) returns the error instead.
+/// (see [`rt::errors`]). [`try_exp`](fn@try_exp) returns the error instead.
 #[must_use]
 pub fn exp<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::exp(x.into_dispatch());
@@ -47,7 +47,7 @@ pub fn exp<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_exp<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_exp(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -58,7 +58,7 @@ pub fn try_exp<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::Ro
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_log`](fn@try_log) returns the error instead.
+/// (see [`rt::errors`]). [`try_log`](fn@try_log) returns the error instead.
 #[must_use]
 pub fn log<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::log(x.into_dispatch());
@@ -69,7 +69,7 @@ pub fn log<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_log<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_log(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -80,7 +80,7 @@ pub fn try_log<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::Ro
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_xlogx`](fn@try_xlogx) returns the error instead.
+/// (see [`rt::errors`]). [`try_xlogx`](fn@try_xlogx) returns the error instead.
 #[must_use]
 pub fn xlogx<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::xlogx(x.into_dispatch());
@@ -91,7 +91,7 @@ pub fn xlogx<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_xlogx<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_xlogx(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -102,7 +102,7 @@ pub fn try_xlogx<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_sqrt`](fn@try_sqrt) returns the error instead.
+/// (see [`rt::errors`]). [`try_sqrt`](fn@try_sqrt) returns the error instead.
 #[must_use]
 pub fn sqrt<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::sqrt(x.into_dispatch());
@@ -113,7 +113,7 @@ pub fn sqrt<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_sqrt<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_sqrt(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -124,7 +124,7 @@ pub fn try_sqrt<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::R
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_tanh`](fn@try_tanh) returns the error instead.
+/// (see [`rt::errors`]). [`try_tanh`](fn@try_tanh) returns the error instead.
 #[must_use]
 pub fn tanh<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::tanh(x.into_dispatch());
@@ -135,7 +135,7 @@ pub fn tanh<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_tanh<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_tanh(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -146,7 +146,7 @@ pub fn try_tanh<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::R
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_sigmoid`](fn@try_sigmoid) returns the error instead.
+/// (see [`rt::errors`]). [`try_sigmoid`](fn@try_sigmoid) returns the error instead.
 #[must_use]
 pub fn sigmoid<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::sigmoid(x.into_dispatch());
@@ -157,7 +157,7 @@ pub fn sigmoid<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_sigmoid<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_sigmoid(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -168,7 +168,7 @@ pub fn try_sigmoid<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_abs`](fn@try_abs) returns the error instead.
+/// (see [`rt::errors`]). [`try_abs`](fn@try_abs) returns the error instead.
 #[must_use]
 pub fn abs<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::abs(x.into_dispatch());
@@ -179,7 +179,7 @@ pub fn abs<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_abs<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_abs(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -190,7 +190,7 @@ pub fn try_abs<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::Ro
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_sin`](fn@try_sin) returns the error instead.
+/// (see [`rt::errors`]). [`try_sin`](fn@try_sin) returns the error instead.
 #[must_use]
 pub fn sin<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::sin(x.into_dispatch());
@@ -201,7 +201,7 @@ pub fn sin<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_sin<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_sin(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -212,7 +212,7 @@ pub fn try_sin<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::Ro
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_cos`](fn@try_cos) returns the error instead.
+/// (see [`rt::errors`]). [`try_cos`](fn@try_cos) returns the error instead.
 #[must_use]
 pub fn cos<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::cos(x.into_dispatch());
@@ -223,7 +223,7 @@ pub fn cos<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_cos<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_cos(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -234,7 +234,7 @@ pub fn try_cos<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::Ro
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_recip`](fn@try_recip) returns the error instead.
+/// (see [`rt::errors`]). [`try_recip`](fn@try_recip) returns the error instead.
 #[must_use]
 pub fn recip<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::recip(x.into_dispatch());
@@ -245,7 +245,7 @@ pub fn recip<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_recip<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_recip(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -256,7 +256,7 @@ pub fn try_recip<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_erf`](fn@try_erf) returns the error instead.
+/// (see [`rt::errors`]). [`try_erf`](fn@try_erf) returns the error instead.
 #[must_use]
 pub fn erf<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::erf(x.into_dispatch());
@@ -267,7 +267,7 @@ pub fn erf<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_erf<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_erf(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -278,7 +278,7 @@ pub fn try_erf<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::Ro
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_pow_scalar`](fn@try_pow_scalar) returns the error instead.
+/// (see [`rt::errors`]). [`try_pow_scalar`](fn@try_pow_scalar) returns the error instead.
 #[must_use]
 pub fn pow_scalar<const D: usize>(x: rt::Tensor<D>, p: f32) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::pow_scalar(x.into_dispatch(), p);
@@ -289,7 +289,7 @@ pub fn pow_scalar<const D: usize>(x: rt::Tensor<D>, p: f32) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_pow_scalar<const D: usize>(
     x: rt::Tensor<D>,
     p: f32,
@@ -303,7 +303,7 @@ pub fn try_pow_scalar<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_pow`](fn@try_pow) returns the error instead.
+/// (see [`rt::errors`]). [`try_pow`](fn@try_pow) returns the error instead.
 #[must_use]
 pub fn pow<const D: usize>(x: rt::Tensor<D>, y: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::pow(x.into_dispatch(), y.into_dispatch());
@@ -314,7 +314,7 @@ pub fn pow<const D: usize>(x: rt::Tensor<D>, y: rt::Tensor<D>) -> rt::Tensor<D> 
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_pow<const D: usize>(
     x: rt::Tensor<D>,
     y: rt::Tensor<D>,
@@ -328,7 +328,7 @@ pub fn try_pow<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_base_pow`](fn@try_base_pow) returns the error instead.
+/// (see [`rt::errors`]). [`try_base_pow`](fn@try_base_pow) returns the error instead.
 #[must_use]
 pub fn base_pow<const D: usize>(x: rt::Tensor<D>, base: f64) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::base_pow(x.into_dispatch(), base);
@@ -339,7 +339,7 @@ pub fn base_pow<const D: usize>(x: rt::Tensor<D>, base: f64) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_base_pow<const D: usize>(
     x: rt::Tensor<D>,
     base: f64,
@@ -353,7 +353,7 @@ pub fn try_base_pow<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_relu`](fn@try_relu) returns the error instead.
+/// (see [`rt::errors`]). [`try_relu`](fn@try_relu) returns the error instead.
 #[must_use]
 pub fn relu<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::relu(x.into_dispatch());
@@ -364,7 +364,7 @@ pub fn relu<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_relu<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_relu(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -375,7 +375,7 @@ pub fn try_relu<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::R
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_leaky_relu`](fn@try_leaky_relu) returns the error instead.
+/// (see [`rt::errors`]). [`try_leaky_relu`](fn@try_leaky_relu) returns the error instead.
 #[must_use]
 pub fn leaky_relu<const D: usize>(x: rt::Tensor<D>, slope: f64) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::leaky_relu(x.into_dispatch(), slope);
@@ -386,7 +386,7 @@ pub fn leaky_relu<const D: usize>(x: rt::Tensor<D>, slope: f64) -> rt::Tensor<D>
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_leaky_relu<const D: usize>(
     x: rt::Tensor<D>,
     slope: f64,
@@ -400,7 +400,7 @@ pub fn try_leaky_relu<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_soft_shrink`](fn@try_soft_shrink) returns the error instead.
+/// (see [`rt::errors`]). [`try_soft_shrink`](fn@try_soft_shrink) returns the error instead.
 #[must_use]
 pub fn soft_shrink<const D: usize>(x: rt::Tensor<D>, lambda: f32) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::soft_shrink(x.into_dispatch(), lambda);
@@ -411,7 +411,7 @@ pub fn soft_shrink<const D: usize>(x: rt::Tensor<D>, lambda: f32) -> rt::Tensor<
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_soft_shrink<const D: usize>(
     x: rt::Tensor<D>,
     lambda: f32,
@@ -425,7 +425,7 @@ pub fn try_soft_shrink<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_maximum`](fn@try_maximum) returns the error instead.
+/// (see [`rt::errors`]). [`try_maximum`](fn@try_maximum) returns the error instead.
 #[must_use]
 pub fn maximum<const D: usize>(x: rt::Tensor<D>, y: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::maximum(x.into_dispatch(), y.into_dispatch());
@@ -436,7 +436,7 @@ pub fn maximum<const D: usize>(x: rt::Tensor<D>, y: rt::Tensor<D>) -> rt::Tensor
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_maximum<const D: usize>(
     x: rt::Tensor<D>,
     y: rt::Tensor<D>,
@@ -450,7 +450,7 @@ pub fn try_maximum<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_hardtanh`](fn@try_hardtanh) returns the error instead.
+/// (see [`rt::errors`]). [`try_hardtanh`](fn@try_hardtanh) returns the error instead.
 #[must_use]
 pub fn hardtanh<const D: usize>(x: rt::Tensor<D>, lo: f32, hi: f32) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::hardtanh(x.into_dispatch(), lo, hi);
@@ -461,7 +461,7 @@ pub fn hardtanh<const D: usize>(x: rt::Tensor<D>, lo: f32, hi: f32) -> rt::Tenso
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_hardtanh<const D: usize>(
     x: rt::Tensor<D>,
     lo: f32,
@@ -476,7 +476,7 @@ pub fn try_hardtanh<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_clamp_square`](fn@try_clamp_square) returns the error instead.
+/// (see [`rt::errors`]). [`try_clamp_square`](fn@try_clamp_square) returns the error instead.
 #[must_use]
 pub fn clamp_square<const D: usize>(x: rt::Tensor<D>, lo: f64, hi: f64) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::clamp_square(x.into_dispatch(), lo, hi);
@@ -487,7 +487,7 @@ pub fn clamp_square<const D: usize>(x: rt::Tensor<D>, lo: f64, hi: f64) -> rt::T
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_clamp_square<const D: usize>(
     x: rt::Tensor<D>,
     lo: f64,
@@ -502,7 +502,7 @@ pub fn try_clamp_square<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_softmax`](fn@try_softmax) returns the error instead.
+/// (see [`rt::errors`]). [`try_softmax`](fn@try_softmax) returns the error instead.
 #[must_use]
 pub fn softmax<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::softmax(x.into_dispatch());
@@ -513,7 +513,7 @@ pub fn softmax<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_softmax<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_softmax(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -524,7 +524,7 @@ pub fn try_softmax<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_center`](fn@try_center) returns the error instead.
+/// (see [`rt::errors`]). [`try_center`](fn@try_center) returns the error instead.
 #[must_use]
 pub fn center<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::center(x.into_dispatch());
@@ -535,7 +535,7 @@ pub fn center<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_center<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_center(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -546,7 +546,7 @@ pub fn try_center<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt:
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_center_first`](fn@try_center_first) returns the error instead.
+/// (see [`rt::errors`]). [`try_center_first`](fn@try_center_first) returns the error instead.
 #[must_use]
 pub fn center_first<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::center_first(x.into_dispatch());
@@ -557,7 +557,7 @@ pub fn center_first<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_center_first<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_center_first(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -568,7 +568,7 @@ pub fn try_center_first<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_mix`](fn@try_mix) returns the error instead.
+/// (see [`rt::errors`]). [`try_mix`](fn@try_mix) returns the error instead.
 #[must_use]
 pub fn mix<const D: usize>(
     x: rt::Tensor<D>,
@@ -585,7 +585,7 @@ pub fn mix<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_mix<const D: usize>(
     x: rt::Tensor<D>,
     alpha: f32,
@@ -602,7 +602,8 @@ pub fn try_mix<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_number_functions`](fn@try_number_functions) returns the error instead.
+/// (see [`rt::errors`]). [`try_number_functions`](fn@try_number_functions) returns the error
+/// instead.
 #[must_use]
 pub fn number_functions<const D: usize>(x: rt::Tensor<D>, a: f64) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::number_functions(x.into_dispatch(), a);
@@ -613,7 +614,7 @@ pub fn number_functions<const D: usize>(x: rt::Tensor<D>, a: f64) -> rt::Tensor<
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_number_functions<const D: usize>(
     x: rt::Tensor<D>,
     a: f64,
@@ -627,7 +628,7 @@ pub fn try_number_functions<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_stop_scale`](fn@try_stop_scale) returns the error instead.
+/// (see [`rt::errors`]). [`try_stop_scale`](fn@try_stop_scale) returns the error instead.
 #[must_use]
 pub fn stop_scale<const D: usize>(x: rt::Tensor<D>, s: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::stop_scale(x.into_dispatch(), s.into_dispatch());
@@ -638,7 +639,7 @@ pub fn stop_scale<const D: usize>(x: rt::Tensor<D>, s: rt::Tensor<D>) -> rt::Ten
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_stop_scale<const D: usize>(
     x: rt::Tensor<D>,
     s: rt::Tensor<D>,
@@ -652,7 +653,7 @@ pub fn try_stop_scale<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_fma`](fn@try_fma) returns the error instead.
+/// (see [`rt::errors`]). [`try_fma`](fn@try_fma) returns the error instead.
 #[must_use]
 pub fn fma<const D: usize>(
     x: rt::Tensor<D>,
@@ -671,7 +672,7 @@ pub fn fma<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_fma<const D: usize>(
     x: rt::Tensor<D>,
     w: rt::Tensor<D>,
@@ -690,7 +691,7 @@ pub fn try_fma<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_borrowed_mul`](fn@try_borrowed_mul) returns the error instead.
+/// (see [`rt::errors`]). [`try_borrowed_mul`](fn@try_borrowed_mul) returns the error instead.
 #[must_use]
 pub fn borrowed_mul<const D: usize>(x: rt::Tensor<D>, w: &rt::Tensor<D>) -> rt::Tensor<D> {
     let __out =
@@ -702,7 +703,7 @@ pub fn borrowed_mul<const D: usize>(x: rt::Tensor<D>, w: &rt::Tensor<D>) -> rt::
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_borrowed_mul<const D: usize>(
     x: rt::Tensor<D>,
     w: &rt::Tensor<D>,
@@ -716,7 +717,7 @@ pub fn try_borrowed_mul<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_exp_argmax`](fn@try_exp_argmax) returns the error instead.
+/// (see [`rt::errors`]). [`try_exp_argmax`](fn@try_exp_argmax) returns the error instead.
 #[must_use]
 #[allow(clippy::type_complexity)]
 pub fn exp_argmax<const D: usize>(x: rt::Tensor<D>) -> (rt::Tensor<D>, rt::Tensor<D, rt::Int>) {
@@ -731,7 +732,7 @@ pub fn exp_argmax<const D: usize>(x: rt::Tensor<D>) -> (rt::Tensor<D>, rt::Tenso
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 pub fn try_exp_argmax<const D: usize>(
     x: rt::Tensor<D>,
@@ -748,7 +749,7 @@ pub fn try_exp_argmax<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_scaled_softmax`](fn@try_scaled_softmax) returns the error instead.
+/// (see [`rt::errors`]). [`try_scaled_softmax`](fn@try_scaled_softmax) returns the error instead.
 #[must_use]
 pub fn scaled_softmax<const D: usize>(x: rt::Tensor<D>, t: f32) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::scaled_softmax(x.into_dispatch(), t);
@@ -759,7 +760,7 @@ pub fn scaled_softmax<const D: usize>(x: rt::Tensor<D>, t: f32) -> rt::Tensor<D>
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_scaled_softmax<const D: usize>(
     x: rt::Tensor<D>,
     t: f32,
@@ -773,8 +774,8 @@ pub fn try_scaled_softmax<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_exp_argmax_recomputed`](fn@try_exp_argmax_recomputed) returns the error
-/// instead.
+/// (see [`rt::errors`]). [`try_exp_argmax_recomputed`](fn@try_exp_argmax_recomputed) returns the
+/// error instead.
 #[must_use]
 #[allow(clippy::type_complexity)]
 pub fn exp_argmax_recomputed<const D: usize>(
@@ -792,7 +793,7 @@ pub fn exp_argmax_recomputed<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 pub fn try_exp_argmax_recomputed<const D: usize>(
     x: rt::Tensor<D>,
@@ -809,7 +810,7 @@ pub fn try_exp_argmax_recomputed<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_counted_square`](fn@try_counted_square) returns the error instead.
+/// (see [`rt::errors`]). [`try_counted_square`](fn@try_counted_square) returns the error instead.
 #[must_use]
 pub fn counted_square<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::counted_square(x.into_dispatch());
@@ -820,7 +821,7 @@ pub fn counted_square<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_counted_square<const D: usize>(
     x: rt::Tensor<D>,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
@@ -833,7 +834,7 @@ pub fn try_counted_square<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_counted_exp`](fn@try_counted_exp) returns the error instead.
+/// (see [`rt::errors`]). [`try_counted_exp`](fn@try_counted_exp) returns the error instead.
 #[must_use]
 pub fn counted_exp<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::counted_exp(x.into_dispatch());
@@ -844,7 +845,7 @@ pub fn counted_exp<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_counted_exp<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_counted_exp(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
@@ -855,7 +856,8 @@ pub fn try_counted_exp<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_counted_exp_kept`](fn@try_counted_exp_kept) returns the error instead.
+/// (see [`rt::errors`]). [`try_counted_exp_kept`](fn@try_counted_exp_kept) returns the error
+/// instead.
 #[must_use]
 pub fn counted_exp_kept<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::counted_exp_kept(x.into_dispatch());
@@ -866,7 +868,7 @@ pub fn counted_exp_kept<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_counted_exp_kept<const D: usize>(
     x: rt::Tensor<D>,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
@@ -879,8 +881,8 @@ pub fn try_counted_exp_kept<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_wrong_gradient_shape`](fn@try_wrong_gradient_shape) returns the error
-/// instead.
+/// (see [`rt::errors`]). [`try_wrong_gradient_shape`](fn@try_wrong_gradient_shape) returns the
+/// error instead.
 #[must_use]
 pub fn wrong_gradient_shape<const D: usize>(x: rt::Tensor<D>, w: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out =
@@ -893,7 +895,7 @@ pub fn wrong_gradient_shape<const D: usize>(x: rt::Tensor<D>, w: rt::Tensor<D>) 
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_wrong_gradient_shape<const D: usize>(
     x: rt::Tensor<D>,
     w: rt::Tensor<D>,
@@ -907,7 +909,7 @@ pub fn try_wrong_gradient_shape<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_wrong_dimension`](fn@try_wrong_dimension) returns the error instead.
+/// (see [`rt::errors`]). [`try_wrong_dimension`](fn@try_wrong_dimension) returns the error instead.
 #[must_use]
 pub fn wrong_dimension<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::wrong_dimension(x.into_dispatch());
@@ -918,7 +920,7 @@ pub fn wrong_dimension<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_wrong_dimension<const D: usize>(
     x: rt::Tensor<D>,
 ) -> Result<rt::Tensor<D>, rt::RouteError> {
@@ -931,7 +933,7 @@ pub fn try_wrong_dimension<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_scaled_by`](fn@try_scaled_by) returns the error instead.
+/// (see [`rt::errors`]). [`try_scaled_by`](fn@try_scaled_by) returns the error instead.
 #[must_use]
 pub fn scaled_by<const D: usize>(x: rt::Tensor<D>, w: rt::Tensor<D>) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as FormulaOps>::scaled_by(x.into_dispatch(), w.into_dispatch());
@@ -942,7 +944,7 @@ pub fn scaled_by<const D: usize>(x: rt::Tensor<D>, w: rt::Tensor<D>) -> rt::Tens
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_scaled_by<const D: usize>(
     x: rt::Tensor<D>,
     w: rt::Tensor<D>,
@@ -956,8 +958,8 @@ pub fn try_scaled_by<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_recomputed_with_args`](fn@try_recomputed_with_args) returns the error
-/// instead.
+/// (see [`rt::errors`]). [`try_recomputed_with_args`](fn@try_recomputed_with_args) returns the
+/// error instead.
 #[must_use]
 pub fn recomputed_with_args<const D: usize>(
     x: rt::Tensor<D>,
@@ -981,7 +983,7 @@ pub fn recomputed_with_args<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_recomputed_with_args<const D: usize>(
     x: rt::Tensor<D>,
     targets: rt::Tensor<D, rt::Int>,

@@ -98,7 +98,7 @@ fn __run_forms<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 #[allow(clippy::too_many_arguments)]
 #[inline]
@@ -284,7 +284,7 @@ fn __run_filled<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_filled(
     n: usize,
@@ -376,7 +376,7 @@ fn __run_moved<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_moved(
     x: rt::DispatchTensor,
@@ -464,7 +464,7 @@ fn __run_row_stats<B: __rt::Target>(
 ///
 /// # Errors
 ///
-/// A [`rt::RouteError`] when the call breaks the routing contract (see `ERRORS.md`).
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
 #[inline]
 pub fn try_row_stats(
     x: rt::DispatchTensor,

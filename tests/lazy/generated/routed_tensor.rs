@@ -77,7 +77,7 @@ impl<const D: usize> Extremes<D> {
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_forms`](fn@try_forms) returns the error instead.
+/// (see [`rt::errors`]). [`try_forms`](fn@try_forms) returns the error instead.
 #[must_use]
 #[allow(clippy::type_complexity)]
 #[allow(clippy::too_many_arguments)]
@@ -119,7 +119,7 @@ pub fn forms<const D: usize>(
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 #[allow(clippy::type_complexity)]
 #[allow(clippy::too_many_arguments)]
 pub fn try_forms<const D: usize>(
@@ -164,7 +164,7 @@ pub fn try_forms<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_filled`](fn@try_filled) returns the error instead.
+/// (see [`rt::errors`]). [`try_filled`](fn@try_filled) returns the error instead.
 #[must_use]
 pub fn filled(n: usize, value: f32, device: &rt::Device) -> rt::Tensor<1> {
     let __out = <rt::Dispatch as LazyForms>::filled(n, value, device.as_dispatch());
@@ -175,7 +175,7 @@ pub fn filled(n: usize, value: f32, device: &rt::Device) -> rt::Tensor<1> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_filled(
     n: usize,
     value: f32,
@@ -190,7 +190,7 @@ pub fn try_filled(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_moved`](fn@try_moved) returns the error instead.
+/// (see [`rt::errors`]). [`try_moved`](fn@try_moved) returns the error instead.
 #[must_use]
 pub fn moved<const D: usize>(x: rt::Tensor<D>, device: &rt::Device) -> rt::Tensor<D> {
     let __out = <rt::Dispatch as LazyForms>::moved(x.into_dispatch(), device.as_dispatch());
@@ -201,7 +201,7 @@ pub fn moved<const D: usize>(x: rt::Tensor<D>, device: &rt::Device) -> rt::Tenso
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_moved<const D: usize>(
     x: rt::Tensor<D>,
     device: &rt::Device,
@@ -215,7 +215,7 @@ pub fn try_moved<const D: usize>(
 /// # Panics
 ///
 /// When the inputs break the routing contract; the message names the input and the fix
-/// (see `ERRORS.md`). [`try_row_stats`](fn@try_row_stats) returns the error instead.
+/// (see [`rt::errors`]). [`try_row_stats`](fn@try_row_stats) returns the error instead.
 #[must_use]
 pub fn row_stats<const D: usize>(x: rt::Tensor<D>) -> RowStats<D> {
     let __out = <rt::Dispatch as LazyForms>::row_stats(x.into_dispatch());
@@ -226,7 +226,7 @@ pub fn row_stats<const D: usize>(x: rt::Tensor<D>) -> RowStats<D> {
 ///
 /// # Errors
 ///
-/// The [`rt::RouteError`] for inputs that break the routing contract (see `ERRORS.md`).
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_row_stats<const D: usize>(x: rt::Tensor<D>) -> Result<RowStats<D>, rt::RouteError> {
     let __out = dispatch::try_row_stats(x.into_dispatch())?;
     Ok(RowStats::from_primitive(__out))

@@ -242,6 +242,7 @@ impl Lowerer<'_> {
                         format!("{key}.tensor"),
                         format!("unknown tensor kind `{}`", shown(other)),
                     )
+                    .page(page::UNKNOWN_KIND)
                     .help(help),
                 );
                 None
@@ -300,6 +301,7 @@ impl Lowerer<'_> {
                             format!("{key}.container"),
                             format!("unknown container `{}`", shown(other)),
                         )
+                        .page(page::UNKNOWN_CONTAINER)
                         .help(help),
                     );
                     None

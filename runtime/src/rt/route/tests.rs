@@ -130,7 +130,7 @@ fn compiled_out_routes_name_the_crate_and_the_cfg() {
          Flex, and the manifest routes the op there, but crate `test` was built with \
          `cfg(feature = \"flex\")` off, so it has no Flex route. Fix: turn `feature = \"flex\"` \
          on in crate `test` (e.g. enable the feature it names), or move the inputs to a \
-         compiled backend. See ERRORS.md#backend-compiled-out"
+         compiled backend. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#backend-compiled-out"
     );
     #[cfg(feature = "autodiff")]
     {
@@ -158,7 +158,7 @@ fn compiled_out_routes_name_the_crate_and_the_cfg() {
              enabled autodiff context, but crate `test` was built with `cfg(feature = \"autodiff\")` off, so the op has \
              no `Autodiff` route. Fix: turn `feature = \"autodiff\"` on in crate `test` (e.g. \
              enable the feature it names), or pass the input without autodiff \
-             (`.without_autodiff()`). See ERRORS.md#autodiff-compiled-out"
+             (`.without_autodiff()`). See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#autodiff-compiled-out"
         );
     }
 }
