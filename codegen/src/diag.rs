@@ -61,6 +61,58 @@ pub mod page {
     pub const UNKNOWN_BACKEND: &str = "manifest-unknown-backend";
     /// `unknown autodiff policy`.
     pub const UNKNOWN_POLICY: &str = "manifest-unknown-policy";
+    /// `duplicate input name`.
+    pub const DUPLICATE_INPUT: &str = "manifest-duplicate-input";
+    /// `... name ... is not a Rust identifier` / `... is not snake_case` / other name rules.
+    pub const NOT_IDENTIFIER: &str = "manifest-not-identifier";
+    /// `... is a Rust keyword` / `... is a name of Rust's prelude` / `... is a generic parameter`.
+    pub const KEYWORD: &str = "manifest-keyword";
+    /// `backend ... is listed twice`.
+    pub const BACKEND_TWICE: &str = "manifest-backend-twice";
+    /// `backend ... already has its cfg in routing.backends`.
+    pub const BACKEND_CFG_INHERITED: &str = "manifest-backend-cfg-inherited";
+    /// `empty backend list`.
+    pub const EMPTY_BACKENDS: &str = "manifest-empty-backends";
+    /// `op ... is ... but has no float tensor input`.
+    pub const POLICY_NEEDS_FLOAT: &str = "manifest-policy-needs-float";
+    /// `op ... has no tensor and no device input`.
+    pub const NO_TENSOR_INPUT: &str = "manifest-no-tensor-input";
+    /// `... starts with __, which is reserved for the generator's own names`.
+    pub const RESERVED_INPUT: &str = "manifest-reserved-input";
+    /// `... is not a Rust type`.
+    pub const BAD_TYPE: &str = "manifest-bad-type";
+    /// `... is not a cfg predicate`.
+    pub const BAD_CFG: &str = "manifest-bad-cfg";
+    /// `composite ... is not a Rust path` / `... has generic arguments` / `... is a single name`.
+    pub const BAD_COMPOSITE: &str = "manifest-bad-composite";
+    /// Output `shape` / `dtype`: `... is not an input of op ...` and the rest.
+    pub const OUTPUT_METADATA: &str = "manifest-output-metadata";
+    /// `op ... is routed to Cube with a kernel of its own, but cannot run lazily on Fusion<B>`.
+    pub const CUBE_METADATA: &str = "manifest-cube-metadata";
+    /// `a borrowed vec of tensors is not supported`.
+    pub const BORROWED_VEC: &str = "manifest-borrowed-vec";
+    /// `more than one device input`.
+    pub const DEVICE_TWICE: &str = "manifest-device-twice";
+    /// `op name ... collides with the generated try_...`.
+    pub const TRY_COLLISION: &str = "manifest-try-collision";
+    /// `empty output tuple`.
+    pub const EMPTY_TUPLE: &str = "manifest-empty-tuple";
+    /// `autodiff_trait must differ from trait`.
+    pub const AUTODIFF_TRAIT_SAME: &str = "manifest-autodiff-trait-same";
+    /// `rank name ... is also the name of a generated trait`.
+    pub const INPUT_NAME_SCOPE: &str = "manifest-input-name-scope";
+    /// `plain type ...` (not in scope, lifetimes, unsized, `_`, `impl`, `!`, `Self`).
+    pub const PLAIN_TYPE_SCOPE: &str = "manifest-plain-type-scope";
+    /// `doc contains ...` / `doc opens a code fence that it never closes`.
+    pub const DOC_TEXT: &str = "manifest-doc-text";
+    /// `... is not a cfg predicate: expected a string literal`.
+    pub const CFG_SHAPE: &str = "manifest-cfg-shape";
+    /// `backend ... has a different cfg here than where it was first listed`.
+    pub const BACKEND_CFG_CONFLICT: &str = "manifest-backend-cfg-conflict";
+    /// `op ... is async, but ...` / `... of async op ... borrows`.
+    pub const ASYNC: &str = "manifest-async";
+    /// `the generated code would define ... twice`.
+    pub const NAME_CLASH: &str = "manifest-name-clash";
 
     /// Every anchor above.
     pub const ALL: &[&str] = &[
@@ -82,6 +134,32 @@ pub mod page {
         DUPLICATE_OP,
         UNKNOWN_BACKEND,
         UNKNOWN_POLICY,
+        DUPLICATE_INPUT,
+        NOT_IDENTIFIER,
+        KEYWORD,
+        BACKEND_TWICE,
+        BACKEND_CFG_INHERITED,
+        EMPTY_BACKENDS,
+        POLICY_NEEDS_FLOAT,
+        NO_TENSOR_INPUT,
+        RESERVED_INPUT,
+        BAD_TYPE,
+        BAD_CFG,
+        BAD_COMPOSITE,
+        OUTPUT_METADATA,
+        CUBE_METADATA,
+        BORROWED_VEC,
+        DEVICE_TWICE,
+        TRY_COLLISION,
+        EMPTY_TUPLE,
+        AUTODIFF_TRAIT_SAME,
+        INPUT_NAME_SCOPE,
+        PLAIN_TYPE_SCOPE,
+        DOC_TEXT,
+        CFG_SHAPE,
+        BACKEND_CFG_CONFLICT,
+        ASYNC,
+        NAME_CLASH,
     ];
 }
 

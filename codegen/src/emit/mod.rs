@@ -1,5 +1,5 @@
 //! [`Ir`] → formatted Rust text. Emitters never parse: every path they need arrives as text in
-//! [`EmitConfig`], every type in the IR; [`code`] lays the lines out.
+//! [`EmitConfig`], every type in the IR; `code` lays the lines out.
 //!
 //! Generated code names the runtime as `rt` (`use <runtime path> as rt;`), so every runtime item
 //! reads `rt::Item`.

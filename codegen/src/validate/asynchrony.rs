@@ -8,7 +8,7 @@
 //! arguments (the future would borrow from the caller).
 
 use super::context::{Context, ManifestRule};
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, page};
 use crate::ir::{Arg, BackendName, Op, RouteBy};
 use crate::model::OpSpec;
 
@@ -34,6 +34,7 @@ fn async_ops(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         op.name
                     ),
                 )
+                .page(page::ASYNC)
                 .help("remove `backward` (and `save`, `checkpoint`, `no_gradient`) and write the op's `Autodiff<B, C>` kernel by hand, an async method of the `...Autodiff` trait; or remove `async`"),
             );
         }
@@ -47,6 +48,7 @@ fn async_ops(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         op.name
                     ),
                 )
+                .page(page::ASYNC)
                 .help("make the function the op's `composition` instead of `composite` (the default body of its async kernels; a `differentiable` op then needs its `Autodiff<B, C>` kernel written by hand), or remove `async`"),
             );
         }
@@ -74,6 +76,7 @@ fn runs_on_fusion(op: &Op, at: &std::ops::Range<usize>, key: &str) -> Option<Dia
                 op.name
             ),
         )
+        .page(page::ASYNC)
         .help("give the op a `composition = \"path::to::async_fn\"` (an async fn generic over `B: Backend`; it runs on `Fusion<B>` directly), or leave `Cube` out of its `backends`"),
     )
 }
@@ -103,6 +106,7 @@ fn owned_arguments(spec: &OpSpec, op: &Op) -> Vec<Diagnostic> {
                     input.name, op.name
                 ),
             )
+            .page(page::ASYNC)
             .help("pass an owned type (e.g. `Vec<usize>` for `&[usize]`, `String` for `&str`)"),
             Some(why) => Diagnostic::new(
                 span,

@@ -48,6 +48,22 @@ fn shown(text: &str) -> String {
         .collect()
 }
 
+/// The error reference's section for a name's problem, as [`names::problem`] words it: a
+/// keyword or a name the generated code already uses, the generator's reserved prefix, or one
+/// of the other name rules.
+fn name_page(problem: &str) -> &'static str {
+    if problem == "is a Rust keyword"
+        || problem.starts_with("is a name of Rust's prelude")
+        || problem.starts_with("is a generic parameter")
+    {
+        page::KEYWORD
+    } else if problem.starts_with(&format!("starts with `{}`", names::RESERVED_PREFIX)) {
+        page::RESERVED_INPUT
+    } else {
+        page::NOT_IDENTIFIER
+    }
+}
+
 /// The lowered `[routing]` table.
 #[derive(Clone, Debug)]
 pub(super) struct Routing {
@@ -147,6 +163,7 @@ pub(super) fn lower<'m>(
                         &format!("routing.backward_bounds[{i}]"),
                         "trait",
                         "crate::kernels::BackwardKernels",
+                        page::MANIFEST,
                     )
                 })
                 .collect()
@@ -327,6 +344,7 @@ impl Lowerer<'_> {
                 key,
                 format!("{what} `{}` {problem}", shown(&name.value)),
             )
+            .page(name_page(&problem))
             .help(help),
         );
         None
@@ -334,7 +352,7 @@ impl Lowerer<'_> {
 
     /// Whether Rust text from the manifest nests few enough brackets to be parsed (the parser
     /// recurses once per level; a pathological string would overflow the build script's stack).
-    fn shallow(&mut self, text: &Sp<String>, key: &str) -> bool {
+    fn shallow(&mut self, text: &Sp<String>, key: &str, page: &'static str) -> bool {
         let mut depth = 0usize;
         let mut deepest = 0usize;
         // References, pointers and `-> R` nest without brackets (`&&&u8`, `fn() -> fn() -> u8`):
@@ -364,6 +382,7 @@ impl Lowerer<'_> {
                         2 * MAX_NESTING
                     ),
                 )
+                .page(page)
                 .help("name the inner type with a type alias by its path (e.g. `crate::Inner`)"),
             );
             return false;
@@ -377,27 +396,33 @@ impl Lowerer<'_> {
                 key,
                 format!("`{key}` nests brackets {deepest} levels deep; at most {MAX_NESTING} are accepted"),
             )
+            .page(page)
             .help("name the inner type with a type alias by its path (e.g. `crate::Inner`)"),
         );
         false
     }
 
     fn cfg(&mut self, cfg: &Sp<String>, key: &str) -> Option<String> {
-        if !self.shallow(cfg, key) {
+        if !self.shallow(cfg, key, page::MANIFEST) {
             return None;
         }
-        match syn::parse_str::<syn::Meta>(&cfg.value).and_then(|meta| {
-            check_cfg_shape(&meta)?;
-            Ok(meta)
-        }) {
+        // Text that does not parse as a `#[cfg(...)]` predicate, or parses but is not one
+        // rustc accepts, are two sections of the error reference.
+        match syn::parse_str::<syn::Meta>(&cfg.value)
+            .map_err(|err| (err, page::BAD_CFG))
+            .and_then(|meta| {
+                check_cfg_shape(&meta).map_err(|err| (err, page::CFG_SHAPE))?;
+                Ok(meta)
+            }) {
             Ok(meta) => Some(cfg_text(&meta)),
-            Err(err) => {
+            Err((err, page)) => {
                 self.push(
                     Diagnostic::new(
                         cfg.span.clone(),
                         key,
                         format!("`{}` is not a cfg predicate: {err}", shown(&cfg.value)),
                     )
+                    .page(page)
                     .help("write what goes inside `#[cfg(...)]`, e.g. 'feature = \"cube\"'"),
                 );
                 None
@@ -427,6 +452,7 @@ impl Lowerer<'_> {
                     key,
                     "empty backend list: no op could run anywhere",
                 )
+                .page(page::EMPTY_BACKENDS)
                 .help("list at least one backend, e.g. `backends = [\"Flex\"]`"),
             );
         }
@@ -459,6 +485,7 @@ impl Lowerer<'_> {
                         key,
                         format!("backend `{}` is listed twice", name.key()),
                     )
+                    .page(page::BACKEND_TWICE)
                     .help("remove the second entry"),
                 );
                 continue;
@@ -475,6 +502,7 @@ impl Lowerer<'_> {
                                 name.key()
                             ),
                         )
+                        .page(page::BACKEND_CFG_INHERITED)
                         .help(format!(
                             "remove `cfg` here: the op uses the `routing.backends` entry for `{}`",
                             name.key()
@@ -499,6 +527,7 @@ impl Lowerer<'_> {
                 Some(first) if *first != cfg_text => {
                     self.push(
                         Diagnostic::new(spec.span.clone(), key, format!("backend `{}` has a different cfg here than where it was first listed", name.key()))
+                            .page(page::BACKEND_CFG_CONFLICT)
                             .help("give a backend the same cfg everywhere (or list it once in `routing.backends`)"),
                     );
                     continue;
@@ -550,11 +579,18 @@ impl Lowerer<'_> {
         let Some(c) = value else {
             return Ok(None);
         };
+        // `composite` has its section of the error reference; `composition` has none.
+        let page = if key == "composite" {
+            page::BAD_COMPOSITE
+        } else {
+            page::MANIFEST
+        };
         self.function_path(
             c,
             &format!("{path}.{key}"),
             key,
             "crate::composite::softplus",
+            page,
         )
         .map(Some)
         .ok_or(())
@@ -567,8 +603,9 @@ impl Lowerer<'_> {
         key: &str,
         what: &str,
         example: &str,
+        page: &'static str,
     ) -> Option<String> {
-        if !self.shallow(c, key) {
+        if !self.shallow(c, key, page::MANIFEST) {
             return None;
         }
         let problem = match syn::parse_str::<syn::Path>(&c.value) {
@@ -584,6 +621,7 @@ impl Lowerer<'_> {
                 key,
                 format!("{what} `{}` {problem}", shown(&c.value)),
             )
+            .page(page)
             .help(format!(
                 "name the function by its full path without generic arguments, e.g. \"{example}\""
             )),
@@ -607,12 +645,19 @@ impl Lowerer<'_> {
             } else if text == "default" {
                 self.push(
                     Diagnostic::new(value.span.clone(), key, "`shape = \"default\"`: only `dtype` has a default")
+                        .page(page::OUTPUT_METADATA)
                         .help("name a single tensor input (the output has its shape) or a function path such as \"crate::meta::out_shape\""),
                 );
                 None
             } else if text.contains("::") {
-                self.function_path(value, &key, field, "crate::meta::topk_shape")
-                    .map(MetaSource::Function)
+                self.function_path(
+                    value,
+                    &key,
+                    field,
+                    "crate::meta::topk_shape",
+                    page::OUTPUT_METADATA,
+                )
+                .map(MetaSource::Function)
             } else if syn::parse_str::<syn::Ident>(text).is_ok() {
                 Some(MetaSource::Input(text.to_owned()))
             } else {
@@ -631,6 +676,7 @@ impl Lowerer<'_> {
                             shown(&value.value)
                         ),
                     )
+                    .page(page::OUTPUT_METADATA)
                     .help(format!(
                         "write a tensor input's name (the output's {field} is that input's){sep} a function path such as \"crate::meta::out_{field}\"{default}"
                     )),

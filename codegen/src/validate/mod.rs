@@ -2,11 +2,11 @@
 //!
 //! Two stages, each readable on its own:
 //!
-//! - [`lower`]: each value to its IR form (names, kinds, types, cfgs, docs), one op at a time.
-//!   Names are checked by [`crate::names`], plain types by [`types`], doc text by [`text`].
-//! - [`rules`]: the rules that relate values to each other, one named function each, all
-//!   listed in [`rules::OP_RULES`], [`rules::MANIFEST_RULES`] and
-//!   [`asynchrony::MANIFEST_RULES`].
+//! - `lower`: each value to its IR form (names, kinds, types, cfgs, docs), one op at a time.
+//!   Names are checked by [`crate::names`], plain types by `types`, doc text by `text`.
+//! - `rules`: the rules that relate values to each other, one named function each, all
+//!   listed in `rules::OP_RULES`, `rules::MANIFEST_RULES` and
+//!   `asynchrony::MANIFEST_RULES`.
 //!
 //! Builder options that change names (the trait override) enter here like manifest values, so
 //! they meet the same rules.

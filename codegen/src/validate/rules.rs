@@ -78,6 +78,7 @@ fn policy_needs_float_input(spec: &OpSpec, op: &Op, _: &[Backend]) -> Option<Dia
                 op.policy.key()
             ),
         )
+        .page(page::POLICY_NEEDS_FLOAT)
         .help(
             "remove `autodiff` (the default `reject` is exact here), or add a float tensor input",
         ),
@@ -104,6 +105,7 @@ fn op_is_routable(spec: &OpSpec, op: &Op, _: &[Backend]) -> Option<Diagnostic> {
                 op.backends.len()
             ),
         )
+        .page(page::NO_TENSOR_INPUT)
         .help(
             "add a tensor input or a `device = true` input to route by, or list exactly one backend (in the op's `backends` or in `routing.backends`)",
         ),
@@ -159,6 +161,7 @@ fn try_names_free(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         names::try_fn(base)
                     ),
                 )
+                .page(page::TRY_COLLISION)
                 .help("choose a name that is not `try_` followed by another op's name"),
             )
         })
@@ -179,6 +182,7 @@ fn autodiff_trait_differs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             "routing.autodiff_trait",
             "`autodiff_trait` must differ from `trait`",
         )
+        .page(page::AUTODIFF_TRAIT_SAME)
         .help(format!(
             "rename it, e.g. `autodiff_trait = \"{}\"`, or remove the key to use that default",
             names::autodiff_trait(&routing.trait_name)
@@ -248,6 +252,7 @@ fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             key,
             format!("the generated code would define `{clash}` twice"),
         )
+        .page(page::NAME_CLASH)
         .help("rename `trait` or `autodiff_trait` so the traits named after them (`...Autodiff`, `...Composite`, `...<Backends>`) and the `Autodiff<Backend>`/`Balanced<Backend>` aliases stay distinct"),
     ]
 }
@@ -349,6 +354,7 @@ fn ranks_are_not_traits(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         key,
                         format!("rank name `{rank}` is also the name of a generated trait"),
                     )
+                    .page(page::INPUT_NAME_SCOPE)
                     .help("rename the rank (e.g. `D`, `E`) or the trait"),
                 );
             }
@@ -721,7 +727,9 @@ fn output_metadata_resolves(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 };
                 let key = format!("{key}.{field}");
                 let diag = |message: String, help: String| {
-                    Diagnostic::new(text.span.clone(), key.clone(), message).help(help)
+                    Diagnostic::new(text.span.clone(), key.clone(), message)
+                        .page(page::OUTPUT_METADATA)
+                        .help(help)
                 };
                 match source {
                     MetaSource::Input(name) => {
@@ -907,6 +915,7 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     op.name
                 ),
             )
+            .page(page::CUBE_METADATA)
             .help("give every tensor output `shape` and `dtype` (an input's name, e.g. `shape = \"x\", dtype = \"x\"`, or a function path; `dtype = \"default\"` for the device's default), or `composition = \"path::to::fn\"` when the op's Cube kernel is its composition"),
         );
     }
@@ -932,6 +941,7 @@ fn declared_on_cube(
             op.name
         ),
     )
+    .page(page::CUBE_METADATA)
     .help(if why.contains("declares") {
         // A struct of tensors only has a lazy form once its fields declare their metadata.
         format!(
@@ -990,6 +1000,7 @@ fn lazy_arguments_are_owned(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         input.name, op.name
                     ),
                 )
+                .page(page::CUBE_METADATA)
                 .help("pass an owned type (e.g. `Vec<usize>` for `&[usize]`), or give the op a `composition` and no output metadata"),
             );
         }

@@ -1,7 +1,7 @@
 //! Doc text from the manifest, which becomes `///` comments: nothing in it may break the build
 //! or hide text from a reader.
 
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, page};
 use crate::model::Sp;
 
 /// Unicode's bidirectional controls, which rustc refuses in comments
@@ -57,7 +57,9 @@ pub(super) fn doc_lines(
         };
         if let Some((message, help)) = problem {
             let pos = offset_in_source(doc, source, at);
-            return Err(Diagnostic::new(pos..pos + 1, key, message).help(help));
+            return Err(Diagnostic::new(pos..pos + 1, key, message)
+                .page(page::DOC_TEXT)
+                .help(help));
         }
     }
     // Tabs become four spaces: rustdoc renders them unevenly, and clippy's
@@ -94,6 +96,7 @@ pub(super) fn doc_lines(
         let at = starts[index] + common + (line.len() - line.trim_start().len());
         let pos = offset_in_source(doc, source, at);
         return Err(Diagnostic::new(pos..pos + 3, key, format!("doc opens a code fence that it never closes (doc line {})", index + 1))
+            .page(page::DOC_TEXT)
             .help("close it with a line of the same fence (at least as many ``` or ~~~ as it opens with); an open fence would turn the generated notes after the doc into code"));
     }
     if let Some((index, message, help)) = crate::markdown::lint(&raw, &kinds) {
@@ -103,6 +106,7 @@ pub(super) fn doc_lines(
             key,
             format!("{message} (doc line {})", index + 1),
         )
+        .page(page::DOC_TEXT)
         .help(help));
     }
     Ok(lines)

@@ -240,7 +240,7 @@ pub fn softmax_last(x: CubeTensor) -> CubeTensor {
 /// for the row losses, then one cube for their mean. The targets (`i32` or `u32`) are checked
 /// in the row kernel, which flags a row whose target is outside `0..classes`; the flag count is
 /// read back after the launches (the one wait of the call, on the computation itself), and only
-/// when a row is flagged are the targets read on the host by [`composed::target_classes`] for
+/// when a row is flagged are the targets read on the host by `composed::target_classes` for
 /// its panic. Targets of another int dtype or of another count take that host check first, as
 /// [`composed::cross_entropy_logits`] does; falls back to it for other float dtypes, empty
 /// logits or a rank other than 2.

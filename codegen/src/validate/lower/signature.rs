@@ -29,6 +29,7 @@ impl Lowerer<'_> {
                         format!("{key}.name"),
                         format!("duplicate input name `{n}`"),
                     )
+                    .page(page::DUPLICATE_INPUT)
                     .help("give every input of an op a distinct name"),
                 );
                 ok = false;
@@ -67,6 +68,7 @@ impl Lowerer<'_> {
                     format!("{path}.inputs[{}]", devices[1]),
                     "more than one device input",
                 )
+                .page(page::DEVICE_TWICE)
                 .help("keep one `device = true` input: an op runs on one device"),
             );
             ok = false;
@@ -167,6 +169,7 @@ impl Lowerer<'_> {
                             problem.message
                         ),
                     )
+                    .page(page::PLAIN_TYPE_SCOPE)
                     .help(problem.help),
                 );
                 false
@@ -204,7 +207,7 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn plain(&mut self, ty: &Sp<String>, key: &str) -> Option<String> {
-        if !self.shallow(ty, key) {
+        if !self.shallow(ty, key, page::PLAIN_TYPE_SCOPE) {
             return None;
         }
         match syn::parse_str::<syn::Type>(&ty.value) {
@@ -216,6 +219,7 @@ impl Lowerer<'_> {
                         key,
                         format!("`{}` is not a Rust type: {err}", shown(&ty.value)),
                     )
+                    .page(page::BAD_TYPE)
                     .help("write a Rust type such as \"f32\", \"usize\" or \"Option<u64>\""),
                 );
                 None
@@ -266,6 +270,7 @@ impl Lowerer<'_> {
                             format!("{key}.dims"),
                             format!("rank {n} is out of range"),
                         )
+                        .page(page::RANK_RANGE)
                         .help("use a rank from 1 to 16, or a const-generic name such as \"D\""),
                     );
                     None
@@ -284,6 +289,7 @@ impl Lowerer<'_> {
                             format!("{key}.container"),
                             "a borrowed `vec` of tensors is not supported",
                         )
+                        .page(page::BORROWED_VEC)
                         .help("pass the `Vec` by value (remove `borrowed`)"),
                     );
                     None
@@ -372,6 +378,7 @@ impl Lowerer<'_> {
                             format!("{key}.type"),
                             "output type `()` is what an op without `output` returns",
                         )
+                        .page(page::PLAIN_TYPE_SCOPE)
                         .help("remove `output` for an op that returns nothing"),
                     );
                     return None;
@@ -392,6 +399,7 @@ impl Lowerer<'_> {
                             key,
                             format!("output tuples nest more than {MAX_TUPLE_NESTING} levels deep"),
                         )
+                        .page(page::PLAIN_TYPE_SCOPE)
                         .help("flatten the output, or return a type of your own by its path"),
                     );
                     return None;
@@ -399,6 +407,7 @@ impl Lowerer<'_> {
                 if items.is_empty() {
                     self.push(
                         Diagnostic::new(span.clone(), key, "empty output tuple")
+                            .page(page::EMPTY_TUPLE)
                             .help("remove `output` for an op that returns nothing"),
                     );
                     return None;
