@@ -12,6 +12,8 @@
 //!
 //! The generated modules are also checked in under `generated/` for review.
 
+#![warn(missing_docs)]
+
 pub mod composite;
 pub mod kernels;
 

@@ -21,6 +21,8 @@
 //! pub mod tensor { include!(concat!(env!("OUT_DIR"), "/routed_tensor.rs")); }
 //! ```
 
+#![warn(missing_docs)]
+
 mod canon;
 pub mod diag;
 pub mod emit;

@@ -10,6 +10,7 @@
 //! It also holds the error reference ([`errors`]), which every runtime message and manifest
 //! diagnostic links for this version, and which `burn-route-codegen explain` prints offline.
 
+#![warn(missing_docs)]
 #![cfg_attr(not(test), no_std)]
 
 use core::fmt;

@@ -15,6 +15,8 @@
 //! `burn-route`, the crate of the shipped ops, re-exports them at the same paths
 //! (`burn_route::rt`, `burn_route::check`, `burn_route::flex`, `burn_route::errors`).
 
+#![warn(missing_docs)]
+
 /// Op checks (values across backends, autodiff policy, gradients against finite differences),
 /// like PyTorch's `opcheck` and `gradcheck`: the runtime of generated op-check tests.
 pub mod check;

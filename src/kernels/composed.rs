@@ -11,14 +11,17 @@ use burn_backend::{
     Backend, FloatDType, IntDType, Scalar, Shape, TensorMetadata, get_or_init_device_settings,
 };
 
+/// [`add_relu`](crate::tensor::add_relu) written with `B`'s primitives.
 pub fn add_relu<B: Backend>(lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
     B::relu(B::float_add(lhs, rhs))
 }
 
+/// [`scale`](crate::tensor::scale) written with `B`'s primitives.
 pub fn scale<B: Backend>(x: FloatTensor<B>, alpha: f32) -> FloatTensor<B> {
     B::float_mul_scalar(x, Scalar::from(alpha))
 }
 
+/// [`argmax_last`](crate::tensor::argmax_last) written with `B`'s primitives.
 pub fn argmax_last<B: Backend>(x: &FloatTensor<B>) -> IntTensor<B> {
     let last = x.shape().num_dims() - 1;
     let int_dtype = get_or_init_device_settings::<B>(&x.device()).int_dtype;
@@ -30,6 +33,7 @@ pub fn round_half_even<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_round(x)
 }
 
+/// [`axpby`](crate::tensor::axpby) written with `B`'s primitives.
 pub fn axpby<B: Backend>(
     x: FloatTensor<B>,
     y: Option<FloatTensor<B>>,
@@ -43,6 +47,7 @@ pub fn axpby<B: Backend>(
     }
 }
 
+/// [`masked_fill_count`](crate::tensor::masked_fill_count) written with `B`'s primitives.
 pub fn masked_fill_count<B: Backend>(
     x: FloatTensor<B>,
     mask: &BoolTensor<B>,
@@ -54,6 +59,7 @@ pub fn masked_fill_count<B: Backend>(
     (filled, B::int_reshape(count, Shape::new([1])))
 }
 
+/// [`nan_to_num`](crate::tensor::nan_to_num) written with `B`'s primitives.
 pub fn nan_to_num<B: Backend>(
     x: FloatTensor<B>,
     value: f32,
@@ -65,6 +71,7 @@ pub fn nan_to_num<B: Backend>(
     (filled, with_mask.then_some(mask))
 }
 
+/// [`dequantize_relu`](crate::tensor::dequantize_relu) written with `B`'s primitives.
 pub fn dequantize_relu<B: Backend>(x: QuantizedTensor<B>) -> FloatTensor<B> {
     B::relu(B::dequantize(x, FloatDType::F32))
 }
@@ -93,11 +100,13 @@ fn last_dim<B: Backend>(x: &FloatTensor<B>) -> usize {
     x.shape().num_dims() - 1
 }
 
+/// [`bias_gelu`](crate::tensor::bias_gelu) written with `B`'s primitives.
 pub fn bias_gelu<B: Backend>(x: FloatTensor<B>, bias: FloatTensor<B>) -> FloatTensor<B> {
     let rank = x.shape().num_dims();
     B::gelu(B::float_add(x, broadcast_row::<B>(bias, rank)))
 }
 
+/// [`swiglu`](crate::tensor::swiglu) written with `B`'s primitives.
 pub fn swiglu<B: Backend>(gate: FloatTensor<B>, up: FloatTensor<B>) -> FloatTensor<B> {
     let silu = B::float_mul(gate.clone(), B::sigmoid(gate));
     B::float_mul(silu, up)
@@ -113,6 +122,7 @@ pub(crate) fn rms_inverse<B: Backend>(x: FloatTensor<B>, eps: f32) -> FloatTenso
     )))
 }
 
+/// [`rms_norm`](crate::tensor::rms_norm) written with `B`'s primitives.
 pub fn rms_norm<B: Backend>(x: FloatTensor<B>, weight: FloatTensor<B>, eps: f32) -> FloatTensor<B> {
     let rank = x.shape().num_dims();
     let inverse = rms_inverse::<B>(x.clone(), eps);
@@ -132,6 +142,7 @@ pub(crate) fn standardize<B: Backend>(
     (B::float_mul(centered, inverse.clone()), inverse)
 }
 
+/// [`layer_norm`](crate::tensor::layer_norm) written with `B`'s primitives.
 pub fn layer_norm<B: Backend>(
     x: FloatTensor<B>,
     gamma: FloatTensor<B>,
@@ -146,6 +157,7 @@ pub fn layer_norm<B: Backend>(
     )
 }
 
+/// [`softmax_last`](crate::tensor::softmax_last) written with `B`'s primitives.
 pub fn softmax_last<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     let last = last_dim::<B>(&x);
     B::softmax(x, last)
@@ -310,6 +322,7 @@ pub(crate) fn bool_tensor<B: Backend>(
     )
 }
 
+/// [`dropout`](crate::tensor::dropout) written with `B`'s primitives.
 pub fn dropout<B: Backend>(
     x: FloatTensor<B>,
     p: f32,
@@ -332,6 +345,7 @@ pub(crate) fn check_clamp_bounds(lo: f32, hi: f32) {
     );
 }
 
+/// [`clamp_ste`](crate::tensor::clamp_ste) written with `B`'s primitives.
 pub fn clamp_ste<B: Backend>(x: FloatTensor<B>, lo: f32, hi: f32) -> FloatTensor<B> {
     check_clamp_bounds(lo, hi);
     B::float_clamp(x, Scalar::from(lo), Scalar::from(hi))
@@ -344,6 +358,7 @@ pub(crate) fn check_k(k: usize, width: usize) {
     );
 }
 
+/// [`topk_last`](crate::tensor::topk_last) written with `B`'s primitives.
 pub fn topk_last<B: Backend>(x: &FloatTensor<B>, k: usize) -> (FloatTensor<B>, IntTensor<B>) {
     let last = last_dim::<B>(x);
     check_k(k, x.shape()[last]);
