@@ -1,7 +1,7 @@
 //! The ops of `ops.toml` over declared types: `affine` (a struct in), `moments` (a struct out)
 //! and `fill_where` (an enum in). Values against Burn's `Tensor` API on Flex, gradients through
 //! the declared types' fields against finite differences, and errors naming the field path.
-//! (`tests/parity` runs them on Cube and Remote against Flex.)
+//! (`tests/integration/parity.rs` runs them on Cube and Remote against Flex.)
 
 use crate::common;
 

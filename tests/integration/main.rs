@@ -5,7 +5,7 @@
 //!
 //! Kept apart, as binaries of their own: `tests/generated.rs` (the snapshot check),
 //! `tests/op_check.rs` (the generated op check, as a downstream crate includes it) and
-//! `tests/compile_random_manifests.rs` (builds scratch crates).
+//! `workspace-tests/tests/compile_random_manifests.rs` (builds scratch crates).
 
 mod common;
 #[cfg(feature = "remote")]

@@ -8,9 +8,10 @@ use super::op::{BackendId, InputName, TensorKind};
 use super::spec::{OutputName, TensorSpec};
 use super::words::{Dims, describe_rule};
 
-/// Why a routed op call could not run. Every variant names the op, the input and the backend
-/// involved; the `Display` text also says how to fix it and links its section of the error reference
-/// ([`errors`](crate::errors), for this version on docs.rs).
+/// Why a routed op call could not run. Every variant names the op, and the input and backend
+/// involved where there is one (`NoRoutingTensor` has no input to name; the output errors name
+/// the output); the `Display` text also says how to fix it and links its section of the error
+/// reference ([`errors`](crate::errors), for this version on docs.rs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RouteError {

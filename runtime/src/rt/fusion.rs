@@ -3,14 +3,14 @@
 //! `Cube` is `Fusion<CubeBackend>` whenever burn-cubecl's `fusion` feature is on, which a
 //! default `burn`/`burn-tensor` dependency with `wgpu` turns on through feature unification.
 //! The generator writes `impl<B: FusionBackend + Trait> Trait for Fusion<B>` from each op's
-//! output metadata (`shape` and `dtype` in `ops.toml`) with [`Lazy`]: the call computes its
+//! output metadata (`shape` and `dtype` in `ops.toml`) with `Lazy`: the call computes its
 //! outputs' shapes and dtypes, queues the operation in the fusion stream and returns lazy
 //! tensors at once; when the stream executes, `B`'s kernel runs on the inputs' handles. In debug
 //! builds the kernel's actual outputs are compared with the declared ones first, and a mismatch
-//! fails the operation with [`RouteError::OutputMetadata`](super::RouteError::OutputMetadata)'s
+//! fails the operation with `RouteError::OutputMetadata`'s
 //! text (a read of any output returns it), never a silently wrong shape downstream.
 //!
-//! [`Lazy`] is public so that a trait of your own (a backward-kernel trait, say) can lower its
+//! `Lazy` is public so that a trait of your own (a backward-kernel trait, say) can lower its
 //! methods the same way by hand: see its docs.
 
 use burn_backend::{DType, ExecutionError, Shape, TensorMetadata};
