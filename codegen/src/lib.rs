@@ -76,6 +76,38 @@ impl std::error::Error for Error {}
 
 /// Owns every generator option. Start with [`Builder::new`], adjust, then call
 /// [`Builder::build_script`] from a build script, or [`Builder::render`] / [`Builder::write`].
+///
+/// Rendering a manifest held in a string, and what an invalid one reports:
+///
+/// ```
+/// use burn_route_codegen::{Builder, error_lines};
+///
+/// let manifest = r#"
+/// [routing]
+/// trait = "MyOps"
+/// backends = ["Flex"]
+///
+/// [[op]]
+/// name = "double"
+/// autodiff = "differentiable"
+/// inputs = [{ name = "x", tensor = "float" }]
+/// output = { tensor = "float" }
+/// backward = { x = "2 * grad" }
+/// "#;
+/// let files = Builder::new("ops.toml").render_str(manifest)?;
+/// let names: Vec<&str> = files.iter().map(|f| f.name).collect();
+/// assert_eq!(names, ["routed_ops.rs", "routed_dispatch.rs", "routed_tensor.rs"]);
+/// assert!(files[0].contents.contains("pub trait MyOps"));
+///
+/// let typo = manifest.replace("\"float\" }]", "\"flaot\" }]");
+/// let err = Builder::new("ops.toml").render_str(&typo).unwrap_err();
+/// assert_eq!(
+///     error_lines(&err),
+///     ["ops.toml:9:34: `op[0].inputs[0].tensor`: unknown tensor kind `flaot`; help: did you \
+///       mean `float`? tensor kinds: float, int, bool, quantized"]
+/// );
+/// # Ok::<(), burn_route_codegen::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Builder {
     manifest: PathBuf,

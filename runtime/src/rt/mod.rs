@@ -3,6 +3,20 @@
 //! Generated modules name everything they need through this one path (`burn_route_runtime::rt`,
 //! or `burn_route::rt`, its re-export, in the crate of the shipped ops), so a crate with its own
 //! ops depends on `burn-route-runtime` alone for the Burn types its generated code uses.
+//!
+//! What user code meets of it is mostly [`RouteError`], which every generated `try_` function
+//! returns: each variant names the op and what broke its contract, and its text ends with the
+//! link to its section of the error reference ([`errors`]):
+//!
+//! ```
+//! use burn_route_runtime::rt::{RouteError, errors};
+//!
+//! let err = RouteError::NoRoutingTensor { op: "sum_all" };
+//! assert_eq!(err.anchor(), "no-routing-tensor");
+//! assert!(err.to_string().starts_with("op `sum_all` has no tensor to route by"));
+//! assert!(err.to_string().ends_with(&errors::link("no-routing-tensor").to_string()));
+//! assert!(errors::section(err.anchor()).is_some());
+//! ```
 
 mod convert;
 mod error;
