@@ -72,13 +72,13 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         w.close("}");
     }
     let runs = Runs::new(ir);
-    for (index, op) in ir.ops.iter().enumerate() {
+    for index in 0..ir.ops.len() {
         if let Some(text) = runs.defined_before(index) {
             w.blank();
             w.append(text);
         }
         w.blank();
-        routing_fns(ir, op, &runs, w);
+        routing_fns(ir, index, &runs, w);
     }
     super::types::conversions(ir, w);
 }
@@ -318,7 +318,8 @@ fn wrap_output(t: &TensorArg, value: Doc) -> Doc {
 /// An op's public `try_` function and the private `route_` function behind it and the
 /// panicking `Dispatch` method, with its nested `__run` (the generic kernel call) and
 /// `__plan_and_run` (the full planner, then the routing arms).
-fn routing_fns(ir: &Ir, op: &Op, runs: &Runs, w: &mut Writer) {
+fn routing_fns(ir: &Ir, index: usize, runs: &Runs, w: &mut Writer) {
+    let op = &ir.ops[index];
     if op.asynchronous {
         async_routing_fns(ir, op, w);
         return;
@@ -403,7 +404,7 @@ fn routing_fns(ir: &Ir, op: &Op, runs: &Runs, w: &mut Writer) {
     if let Some(cfg) = &some_backend {
         w.cfg_attr_allow(cfg, "unused_imports");
     }
-    w.line(format!("use self::{} as {RUN};", runs.name(ir, op)));
+    w.line(format!("use self::{} as {RUN};", runs.name(index)));
     let generic = run_generic(op);
     let unit = matches!(op.output, Output::Unit);
 
@@ -586,13 +587,8 @@ impl Runs {
         Runs { of_op, bodies }
     }
 
-    /// The name of op `name`'s `__run`.
-    fn name(&self, ir: &Ir, op: &Op) -> &str {
-        let index = ir
-            .ops
-            .iter()
-            .position(|o| o.name == op.name)
-            .expect("the op is the IR's");
+    /// The name of op `index`'s `__run` (`Ir::ops` order).
+    fn name(&self, index: usize) -> &str {
         let body = self.of_op[index].expect("a synchronous op has a `__run`");
         &self.bodies[body].name
     }
