@@ -1,5 +1,8 @@
 //! Routed custom ops for Burn's `Dispatch` backend, generated from the `ops.toml` manifest.
 //!
+//! Start with [the guide](guide): using the ops, writing your own, GPU, Remote, the manifest
+//! reference, the command line, errors and benchmarks.
+//!
 //! - [`ops`]: the extension traits, implemented by hand in [`kernels`] for `Flex` and, for
 //!   differentiable ops, for `Autodiff<B, C>`.
 //! - [`dispatch`]: the generated `impl RoutedOps for Dispatch` and a `try_` function per op.
@@ -15,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod composite;
+pub mod guide;
 pub mod kernels;
 
 /// Op checks (values across backends, autodiff policy, gradients against finite differences),

@@ -1,0 +1,39 @@
+//! The guide, as rustdoc chapters: versioned with the crate on docs.rs, readable offline with
+//! `cargo doc`, and its examples run as doctests.
+#![doc = include_str!("guide/index.md")]
+
+pub mod using_the_ops {
+    #![doc = include_str!("guide/using_the_ops.md")]
+}
+
+pub mod your_own_ops {
+    #![doc = include_str!("guide/your_own_ops.md")]
+}
+
+pub mod gpu {
+    #![doc = include_str!("guide/gpu.md")]
+}
+
+pub mod remote {
+    #![doc = include_str!("guide/remote.md")]
+}
+
+pub mod routing {
+    #![doc = include_str!("guide/routing.md")]
+}
+
+pub mod manifest {
+    #![doc = include_str!("guide/manifest.md")]
+}
+
+pub mod command_line {
+    #![doc = include_str!("guide/command_line.md")]
+}
+
+pub mod errors {
+    #![doc = include_str!("guide/errors.md")]
+}
+
+pub mod benchmarks {
+    #![doc = include_str!("guide/benchmarks.md")]
+}

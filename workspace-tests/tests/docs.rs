@@ -1,0 +1,508 @@
+//! The README, the guide (`src/guide/*.md`) and CONTRIBUTING.md, block by block: every code
+//! block is tested by something, so a doc change that breaks an example fails here or in a
+//! doctest.
+//!
+//! - A listing (`<!-- listing: PATH -->` before the block) must be the whole file at `PATH`,
+//!   which CI builds and tests. `BLESS=1` rewrites the listings from the files.
+//! - A Rust block runs as a doctest (the guide's in `burn-route`, the README's in
+//!   `examples/training`), or is a listing, or says why not (`<!-- not run: REASON -->`).
+//! - A manifest block is rendered by the generator: accepted, or refused with exactly the
+//!   rustc-style text of the ```text block that follows it when that block starts with `error`.
+//!   `<!-- excerpt: ops.toml -->` blocks must equal the ops of the same name in `ops.toml`.
+//! - Other TOML blocks must parse, and name the versions of the packages.
+//! - The manifest reference documents exactly the keys of the JSON Schema.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use burn_route_codegen::{Builder, rendered_lines};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The documents whose blocks are tested, relative to the repository root.
+fn documents() -> Vec<String> {
+    let mut docs = vec!["README.md".to_owned(), "CONTRIBUTING.md".to_owned()];
+    let mut guide: Vec<String> = fs::read_dir(root().join("src/guide"))
+        .expect("src/guide")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .map(|p| format!("src/guide/{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    guide.sort();
+    docs.extend(guide);
+    docs
+}
+
+/// A fenced code block.
+#[derive(Debug)]
+struct Block {
+    /// The info string (` ```toml ` → `toml`).
+    info: String,
+    /// The lines between the fences, without the fence's indentation, each ending in `\n`.
+    text: String,
+    /// The text of an HTML comment on the last non-blank line before the opening fence.
+    marker: Option<String>,
+    /// 1-based line of the opening fence.
+    line: usize,
+    /// Byte range of `text` in the document (for rewriting listings).
+    range: std::ops::Range<usize>,
+}
+
+impl Block {
+    fn lang(&self) -> &str {
+        self.info.split([',', ' ']).next().unwrap_or("")
+    }
+
+    fn attrs(&self) -> Vec<&str> {
+        self.info
+            .split([',', ' '])
+            .filter(|a| !a.is_empty())
+            .collect()
+    }
+
+    fn is_rust(&self) -> bool {
+        let attrs = self.attrs();
+        attrs.is_empty()
+            || attrs.iter().all(|a| {
+                matches!(
+                    *a,
+                    "rust" | "ignore" | "no_run" | "should_panic" | "compile_fail"
+                ) || a.starts_with("edition")
+            })
+    }
+
+    fn listing(&self) -> Option<&str> {
+        self.marker.as_deref()?.strip_prefix("listing: ")
+    }
+
+    fn reason_not_run(&self) -> Option<&str> {
+        self.marker.as_deref()?.strip_prefix("not run: ")
+    }
+
+    fn excerpt(&self) -> Option<&str> {
+        self.marker.as_deref()?.strip_prefix("excerpt: ")
+    }
+
+    fn is_manifest(&self) -> bool {
+        self.lang() == "toml"
+            && self.text.lines().any(|l| {
+                let l = l.trim();
+                l == "[[op]]" || l == "[[type]]" || l == "[routing]" || l == "[op.check]"
+            })
+    }
+}
+
+fn blocks(doc: &str) -> Vec<Block> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    let mut last_nonblank: Option<&str> = None;
+    let mut lines = doc.split_inclusive('\n').enumerate().peekable();
+    while let Some((index, line)) = lines.next() {
+        let start = offset;
+        offset += line.len();
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if let Some(info) = trimmed.trim_end().strip_prefix("```") {
+            let marker = last_nonblank
+                .map(str::trim)
+                .and_then(|l| l.strip_prefix("<!--"))
+                .and_then(|l| l.strip_suffix("-->"))
+                .map(|m| m.trim().to_owned());
+            let text_start = offset;
+            let mut text = String::new();
+            let mut text_end = offset;
+            let mut closed = false;
+            for (_, inner) in lines.by_ref() {
+                offset += inner.len();
+                if inner.trim() == "```" {
+                    closed = true;
+                    break;
+                }
+                text_end = offset;
+                let stripped = if inner.len() > indent && inner[..indent].trim().is_empty() {
+                    &inner[indent..]
+                } else {
+                    inner.trim_start()
+                };
+                text.push_str(stripped);
+                if !stripped.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+            assert!(closed, "line {}: a code block left open", index + 1);
+            out.push(Block {
+                info: info.trim().to_owned(),
+                text,
+                marker,
+                line: index + 1,
+                range: text_start..text_end,
+            });
+            last_nonblank = None;
+            let _ = start;
+            continue;
+        }
+        if !line.trim().is_empty() {
+            last_nonblank = Some(line);
+        }
+    }
+    out
+}
+
+fn read(path: &str) -> String {
+    fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn listings_are_the_files_they_name() {
+    let bless = std::env::var_os("BLESS").is_some();
+    let mut stale = Vec::new();
+    for path in documents() {
+        let mut doc = read(&path);
+        let mut rewrites = Vec::new();
+        for block in blocks(&doc) {
+            let Some(file) = block.listing() else {
+                continue;
+            };
+            let content = read(file);
+            if block.text != content {
+                stale.push(format!("{path}:{}: the listing of {file}", block.line));
+                rewrites.push((block.range.clone(), content));
+            }
+        }
+        if bless && !rewrites.is_empty() {
+            for (range, content) in rewrites.into_iter().rev() {
+                doc.replace_range(range, &content);
+            }
+            fs::write(root().join(&path), doc).expect("write");
+        }
+    }
+    assert!(
+        bless || stale.is_empty(),
+        "listings that differ from their files (re-run with BLESS=1 to copy the files in):\n{}",
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn every_rust_block_runs_or_says_why_not() {
+    let mut problems = Vec::new();
+    let mut counts = [0usize; 3];
+    for path in documents() {
+        for block in blocks(&read(&path)) {
+            if block.info.is_empty() {
+                problems.push(format!(
+                    "{path}:{}: a block without a language (rustdoc would run it as Rust)",
+                    block.line
+                ));
+                continue;
+            }
+            if !block.is_rust() {
+                continue;
+            }
+            let attrs = block.attrs();
+            let skipped = attrs.iter().any(|a| matches!(*a, "ignore" | "no_run"));
+            if !skipped {
+                counts[0] += 1;
+            } else if block.listing().is_some() {
+                counts[1] += 1;
+            } else if block.reason_not_run().is_some_and(|r| !r.trim().is_empty()) {
+                counts[2] += 1;
+            } else {
+                problems.push(format!(
+                    "{path}:{}: `{}` needs `<!-- not run: REASON -->` (or a listing) before it",
+                    block.line, block.info
+                ));
+            }
+            if path.starts_with("CONTRIBUTING") && !skipped {
+                problems.push(format!(
+                    "{path}:{}: CONTRIBUTING.md is not a doctest: mark the block `rust,ignore` \
+                     with its reason",
+                    block.line
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    eprintln!(
+        "Rust blocks: {} run as doctests, {} listings, {} not run (with a reason)",
+        counts[0], counts[1], counts[2]
+    );
+}
+
+/// `[routing]` for manifest blocks that show ops alone.
+const DEFAULT_ROUTING: &str = "[routing]\ntrait = \"MyOps\"\nbackends = [\"Flex\"]\n\n";
+
+#[test]
+fn every_manifest_block_is_what_the_generator_says() {
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    let shipped: toml::Table = toml::from_str(&read("ops.toml")).expect("ops.toml parses");
+    for path in documents() {
+        let all = blocks(&read(&path));
+        for (i, block) in all.iter().enumerate() {
+            if !block.is_manifest() {
+                continue;
+            }
+            checked += 1;
+            let at = format!("{path}:{}", block.line);
+            if let Some(file) = block.excerpt() {
+                assert_eq!(file, "ops.toml", "{at}: excerpts are of ops.toml");
+                problems.extend(excerpt_problems(&at, &block.text, &shipped));
+                continue;
+            }
+            let expected = all
+                .get(i + 1)
+                .filter(|next| next.lang() == "text" && next.text.starts_with("error"));
+            let source = if block.text.lines().any(|l| l.trim() == "[routing]") {
+                block.text.clone()
+            } else {
+                assert!(
+                    expected.is_none(),
+                    "{at}: a block with an expected error needs its own [routing] (line numbers)"
+                );
+                format!("{DEFAULT_ROUTING}{}", block.text)
+            };
+            let result = Builder::new("ops.toml").op_check().render_str(&source);
+            match (result, expected) {
+                (Ok(_), None) => {}
+                (Ok(_), Some(_)) => problems.push(format!(
+                    "{at}: the text shows an error, but the generator accepts the manifest"
+                )),
+                (Err(err), None) => problems.push(format!(
+                    "{at}: the generator refuses the manifest:\n{}",
+                    rendered_lines(&err).join("\n")
+                )),
+                (Err(err), Some(text)) => {
+                    let want: Vec<&str> =
+                        text.text.lines().filter(|l| !l.trim().is_empty()).collect();
+                    let got = rendered_lines(&err);
+                    if want != got {
+                        problems.push(format!(
+                            "{at}: the generator's error differs from the text's.\n\
+                             text:\n{}\ngenerator:\n{}",
+                            want.join("\n"),
+                            got.join("\n")
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    assert!(checked > 10, "only {checked} manifest blocks found");
+    eprintln!("manifest blocks checked by the generator: {checked}");
+}
+
+/// An excerpt's ops must be `ops.toml`'s ops of the same names, key for key but `doc`.
+fn excerpt_problems(at: &str, text: &str, shipped: &toml::Table) -> Vec<String> {
+    let excerpt: toml::Table = match toml::from_str(text) {
+        Ok(t) => t,
+        Err(e) => return vec![format!("{at}: does not parse: {e}")],
+    };
+    let ops = |t: &toml::Table| -> Vec<toml::Table> {
+        t.get("op")
+            .and_then(|o| o.as_array())
+            .map(|a| a.iter().filter_map(|v| v.as_table().cloned()).collect())
+            .unwrap_or_default()
+    };
+    let mut problems = Vec::new();
+    for mut op in ops(&excerpt) {
+        let name = op
+            .get("name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("")
+            .to_owned();
+        let Some(mut real) = ops(shipped)
+            .into_iter()
+            .find(|o| o.get("name").and_then(|n| n.as_str()) == Some(name.as_str()))
+        else {
+            problems.push(format!("{at}: ops.toml has no op `{name}`"));
+            continue;
+        };
+        op.remove("doc");
+        real.remove("doc");
+        if op != real {
+            problems.push(format!(
+                "{at}: op `{name}` differs from ops.toml's:\n{op:#?}\nops.toml:\n{real:#?}"
+            ));
+        }
+    }
+    problems
+}
+
+/// The versions a Cargo.toml block may name for this repository's and Burn's crates.
+fn version_problem(name: &str, version: &str) -> Option<String> {
+    let want: &[&str] = if name.starts_with("burn-route") {
+        &["0.1", "0.1.0", "=0.1.0"]
+    } else if name.starts_with("burn") {
+        &["=0.23.0-pre.1"]
+    } else if name == "cubecl" {
+        &["=0.12.0-pre.1"]
+    } else {
+        return None;
+    };
+    (!want.contains(&version)).then(|| format!("`{name}` at `{version}`, not one of {want:?}"))
+}
+
+#[test]
+fn every_other_toml_block_parses_and_names_the_right_versions() {
+    let mut problems = Vec::new();
+    for path in documents() {
+        for block in blocks(&read(&path)) {
+            if block.lang() != "toml" || block.is_manifest() {
+                continue;
+            }
+            let at = format!("{path}:{}", block.line);
+            let table: toml::Table = match toml::from_str(&block.text) {
+                Ok(t) => t,
+                Err(e) => {
+                    problems.push(format!("{at}: does not parse: {e}"));
+                    continue;
+                }
+            };
+            for section in ["dependencies", "build-dependencies", "dev-dependencies"] {
+                let Some(deps) = table.get(section).and_then(|d| d.as_table()) else {
+                    continue;
+                };
+                for (name, spec) in deps {
+                    let version = match spec {
+                        toml::Value::String(v) => Some(v.as_str()),
+                        toml::Value::Table(t) => t.get("version").and_then(|v| v.as_str()),
+                        _ => None,
+                    };
+                    if let Some(problem) = version.and_then(|v| version_problem(name, v)) {
+                        problems.push(format!("{at}: {problem}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The keys documented in the manifest reference: per section, the backticked first cells of
+/// each table whose first header is `key` or `rule`, in order.
+fn documented_keys() -> Vec<(String, Vec<BTreeSet<String>>)> {
+    let doc = read("src/guide/manifest.md");
+    let mut sections: Vec<(String, Vec<BTreeSet<String>>)> = Vec::new();
+    let mut in_table = false;
+    for line in doc.lines() {
+        if let Some(title) = line.strip_prefix("# ") {
+            sections.push((title.to_owned(), Vec::new()));
+            in_table = false;
+            continue;
+        }
+        if !line.starts_with('|') {
+            in_table = false;
+            continue;
+        }
+        let first = line
+            .trim_matches('|')
+            .split('|')
+            .next()
+            .unwrap_or("")
+            .trim();
+        if !in_table {
+            in_table = true;
+            if matches!(first, "key" | "rule") {
+                if let Some((_, tables)) = sections.last_mut() {
+                    tables.push(BTreeSet::new());
+                }
+            } else {
+                // Not a key table: mark it with nothing to collect.
+                if let Some((_, tables)) = sections.last_mut() {
+                    tables.push(BTreeSet::from(["<not a key table>".to_owned()]));
+                }
+            }
+            continue;
+        }
+        if first.starts_with("---") {
+            continue;
+        }
+        if let Some((_, tables)) = sections.last_mut() {
+            let table = tables.last_mut().expect("a table");
+            if table.contains("<not a key table>") {
+                continue;
+            }
+            if let Some(key) = first.strip_prefix('`').and_then(|k| k.split('`').next()) {
+                table.insert(key.to_owned());
+            }
+        }
+    }
+    for (_, tables) in &mut sections {
+        tables.retain(|t| !t.contains("<not a key table>"));
+    }
+    sections
+}
+
+#[test]
+fn the_manifest_reference_documents_exactly_the_schema_keys() {
+    let schema: serde_json::Value =
+        serde_json::from_str(&read("ops.schema.json")).expect("ops.schema.json");
+    let keys = |definition: &str| -> BTreeSet<String> {
+        let def = &schema["definitions"][definition];
+        let mut keys: BTreeSet<String> = def["properties"]
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        for branch in ["oneOf", "anyOf"] {
+            for alt in def[branch].as_array().into_iter().flatten() {
+                if let Some(props) = alt["properties"].as_object() {
+                    keys.extend(props.keys().cloned());
+                }
+            }
+        }
+        keys
+    };
+    // (section title, table index) → the schema definitions whose keys the table documents.
+    let expected: &[(&str, usize, &[&str])] = &[
+        ("`[routing]`", 0, &["routing"]),
+        ("`[[op]]`", 0, &["op"]),
+        ("`[op.check]`", 0, &["check"]),
+        ("Inputs and outputs", 0, &["input", "output"]),
+        ("Inputs and outputs", 1, &["shape"]),
+        ("`[[type]]`: declared types", 0, &["type"]),
+        ("`[[type]]`: declared types", 1, &["variant"]),
+        ("`[[type]]`: declared types", 2, &["field"]),
+    ];
+    let sections = documented_keys();
+    let mut problems = Vec::new();
+    for (title, index, definitions) in expected {
+        let want: BTreeSet<String> = definitions.iter().flat_map(|d| keys(d)).collect();
+        assert!(
+            !want.is_empty(),
+            "the schema has no keys for {definitions:?}"
+        );
+        let got = sections
+            .iter()
+            .find(|(t, _)| t == title)
+            .and_then(|(_, tables)| tables.get(*index))
+            .cloned()
+            .unwrap_or_else(|| panic!("the reference has no key table {index} in `# {title}`"));
+        for missing in want.difference(&got) {
+            problems.push(format!(
+                "`# {title}`: the schema's `{missing}` is not documented"
+            ));
+        }
+        for extra in got.difference(&want) {
+            problems.push(format!(
+                "`# {title}`: `{extra}` is documented, not in the schema"
+            ));
+        }
+    }
+    let top: BTreeSet<String> = schema["properties"]
+        .as_object()
+        .expect("top-level keys")
+        .keys()
+        .cloned()
+        .collect();
+    let covered = BTreeSet::from(["op".to_owned(), "routing".to_owned(), "type".to_owned()]);
+    assert_eq!(
+        top, covered,
+        "top-level tables: `[routing]`, `[[op]]`, `[[type]]`"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
