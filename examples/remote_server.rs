@@ -1,6 +1,6 @@
 //! A burn-remote server serving one Flex device over WebSocket on `127.0.0.1`, for checking ops
 //! on `Remote` from another process: the op check compares every op on it against Flex when
-//! `BURN_ROUTE_CHECK_REMOTE` names it (README "Checking an op").
+//! `BURN_ROUTE_CHECK_REMOTE` names it (the guide's "Your own ops", step 8).
 //!
 //! ```sh
 //! cargo run --example remote_server --features remote -- 3000   # or 0: the OS picks a port

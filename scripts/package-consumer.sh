@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Packages every crate meant for publishing (`cargo package`, verification build included),
-# unpacks the `.crate` files, and builds a copy of `examples/downstream` outside this repository
+# Packages every crate meant for publishing (`cargo package`), unpacks the `.crate` files,
+# builds each from its unpacked folder (its own tests for the crates that ship them, a build of
+# `burn-route`: what `cargo package`'s verification would do, in the shared target directory
+# instead of one of its own, so no dependency is compiled twice), and builds a copy of `examples/downstream` outside this repository
 # against those packages only: `[patch.crates-io]` names the unpacked folders, nothing names a
 # path inside the repository. The copy's tests run with default features, with
 # `--no-default-features`, and with `wgpu` (lavapipe without a GPU).
@@ -32,7 +34,8 @@ target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_d
 packages=(burn-route-core burn-route-runtime burn-route-codegen burn-route-cli burn-route)
 args=()
 for p in "${packages[@]}"; do args+=(-p "$p"); done
-cargo package "${args[@]}"
+# No verification build here: the unpacked packages are built below.
+cargo package --no-verify "${args[@]}"
 
 rm -rf "$work/crates" "$work/downstream"
 mkdir -p "$work/crates"
@@ -41,8 +44,8 @@ for p in "${packages[@]}"; do
     tar -xzf "$crate" -C "$work/crates"
 done
 
-version() { sed -n 's/^version = "\(.*\)"/\1/p' "$1/Cargo.toml" | head -n 1; }
-unpacked() { echo "$work/crates/$1-$(version "$repo/${1#burn-route-}")"; }
+# The unpacked folder of a package (`NAME-VERSION`).
+unpacked() { ls -d "$work/crates/$1"-[0-9]* | sort -V | tail -n 1; }
 
 # The packages' own tests, run from the unpacked packages (a workspace around them that only
 # patches crates.io to the unpacked folders): what a package ships must pass on its own.
@@ -50,7 +53,7 @@ unpacked() { echo "$work/crates/$1-$(version "$repo/${1#burn-route-}")"; }
     echo "[workspace]"
     echo "resolver = \"3\""
     echo "members = ["
-    for p in burn-route-core burn-route-runtime burn-route-codegen burn-route-cli; do
+    for p in burn-route-core burn-route-runtime burn-route-codegen burn-route-cli burn-route; do
         echo "    \"$(basename "$(unpacked "$p")")\","
     done
     echo "]"
@@ -70,6 +73,8 @@ echo "== the packages' own tests, from the unpacked packages"
     cargo test -p burn-route-core -p burn-route-codegen --all-features
     cargo test -p burn-route-cli
     cargo test -p burn-route-runtime
+    # The shipped ops: its build script renders ops.toml from the package's own files.
+    cargo build -p burn-route
 )
 
 # The consumer: examples/downstream as a user would copy it, plus what ties it to the packages.

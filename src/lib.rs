@@ -52,7 +52,7 @@ pub mod tensor {
 /// `f32` tensor of any row stride, [`flex::update_rows`] writes the output over a uniquely owned
 /// input's buffer (else into a fresh one, never zero-filled) and splits large tensors across
 /// rayon's threads when Flex itself runs on rayon ([`flex::PARALLEL`]: burn-flex's `rayon`
-/// feature, however the application turned it on). See README "Writing a Flex kernel".
+/// feature, however the application turned it on). See the guide's "Your own ops", step 5.
 pub use burn_route_runtime::flex;
 pub use ops::*;
 pub use tensor::*;

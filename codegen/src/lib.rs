@@ -178,7 +178,7 @@ impl Builder {
     /// `include!(concat!(env!("OUT_DIR"), "/routed_check.rs"));`.
     ///
     /// It calls the ops through the crate's `dispatch` module (`your_crate::dispatch`, the
-    /// layout the README shows); [`Builder::op_check_crate`] names another crate path.
+    /// layout the guide shows); [`Builder::op_check_crate`] names another crate path.
     #[must_use]
     pub fn op_check(mut self) -> Self {
         if self.op_check.is_none() {

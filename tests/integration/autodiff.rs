@@ -246,7 +246,7 @@ devices with the same checkpointing setting. See https://docs.rs/burn-route-core
     assert_eq!(panic_message(|| drop(add_relu(a, b))), message);
 }
 
-/// README "Using the ops in an application": how a parameter joins a checkpointing device.
+/// The guide's "Using the ops": how a parameter joins a checkpointing device.
 /// Made on that device it just works, with the gradient of the run without checkpointing; made
 /// with `.autodiff()` (checkpointing disabled) it is the checkpointing-mismatch error, which
 /// `to_device` does not change (it keeps the tensor's own autodiff context) but

@@ -827,7 +827,7 @@ const COUNTED_X: [f32; 3] = [0.5, -1.0, 0.25];
 /// How often each counted op runs, per checkpointing mode and loss (the only test calling the
 /// counted ops: their counters are global).
 ///
-/// The forward pass runs once per call. What the backward pass adds is README's "Memory-bound
+/// The forward pass runs once per call. What the backward pass adds is the guide's "Memory-bound
 /// ops": without checkpointing a `recompute` op keeps its inputs, not its output, and one that
 /// reads `output` (`counted_exp`) runs its kernel once more in its own backward pass; with
 /// balanced checkpointing its output is not kept either, so a later op whose backward pass needs

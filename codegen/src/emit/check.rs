@@ -145,7 +145,7 @@ fn aliased(text: &str) -> String {
         + "\n"
 }
 
-/// A manifest path (as seen from the ops module, `crate::ops` in the README's layout) as seen
+/// A manifest path (as seen from the ops module, `crate::ops` in the guide's layout) as seen
 /// from the test crate. A check inside the crate itself (`crate_path` is `crate` or starts with
 /// `crate::`) keeps `crate::` paths as they are.
 fn external(path: &str, config: &CheckConfig) -> String {

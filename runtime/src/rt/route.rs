@@ -555,7 +555,7 @@ impl Route {
             }
         }
 
-        // The backend before the policy (README "How routing works"): a tracked input of a
+        // The backend before the policy (the guide's "Policies and routing"): a tracked input of a
         // `reject` op on a backend the op has no route to is an unrouted backend first.
         Self::check_backend(op, router.name, routed.backend)?;
         let mode = match (op.policy, context) {
