@@ -10,6 +10,11 @@
 //! - A manifest block (outside the error reference) is rendered by the generator: accepted, or refused with exactly the
 //!   rustc-style text of the ```text block that follows it when that block starts with `error`.
 //!   `<!-- excerpt: ops.toml -->` blocks must equal the ops of the same name in `ops.toml`.
+//! - The error reference's TOML examples mark lines `# wrong` and `# right`: the manifest with
+//!   the right lines must be accepted, and the one with the wrong lines refused with a
+//!   diagnostic that links the example's own section (for a run-time error's section, accepted:
+//!   the mistake shows when the op runs). A fragment (op keys, input or backend entries) is
+//!   checked inside a minimal manifest.
 //! - Other TOML blocks must parse, and name the versions of the packages.
 //! - The manifest reference documents exactly the keys of the JSON Schema.
 
@@ -17,14 +22,14 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use burn_route_codegen::{Builder, rendered_lines};
+use burn_route_codegen::{Builder, Error, rendered_lines};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The error reference's TOML examples are "wrong / right" line pairs, not manifests: only its
-/// Rust blocks are held to the rules here (its TOML is not checked yet).
+/// The error reference's TOML examples follow their own convention (wrong / right line pairs,
+/// checked by `the_error_reference_examples_are_what_the_generator_says`).
 const TOML_UNCHECKED: &[&str] = &["core/src/errors.md"];
 
 /// The documents whose TOML blocks are tested.
@@ -522,4 +527,126 @@ fn the_manifest_reference_documents_exactly_the_schema_keys() {
         "top-level tables: `[routing]`, `[[op]]`, `[[type]]`"
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The variant of an error-reference example: its lines tagged `# wrong` or `# right` (and the
+/// untagged ones, shared).
+fn variant(text: &str, keep: &str, drop: &str) -> String {
+    text.lines()
+        .filter(|line| !line.contains(&format!("# {drop}")) || line.contains(&format!("# {keep}")))
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
+/// A fragment of an error-reference example inside a minimal manifest.
+fn complete(fragment: &str) -> String {
+    let code: Vec<&str> = fragment
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let has_table = |t: &str| fragment.lines().any(|l| l.trim() == t);
+    if has_table("[routing]") {
+        return fragment.to_owned();
+    }
+    if has_table("[[op]]") || has_table("[[type]]") {
+        return format!("{DEFAULT_ROUTING}{fragment}");
+    }
+    if code.first().is_some_and(|l| l.starts_with('{')) {
+        let entries: String = fragment.lines().map(|l| format!("    {l}\n")).collect();
+        if code.iter().any(|l| l.contains("cfg =")) {
+            return format!(
+                "[routing]\ntrait = \"MyOps\"\nbackends = [\n    \"Flex\",\n{entries}]\n\n[[op]]\n\
+                 name = \"example\"\ninputs = [{{ name = \"x\", tensor = \"float\" }}]\n\
+                 output = {{ tensor = \"float\", shape = \"x\", dtype = \"x\" }}\n"
+            );
+        }
+        return format!(
+            "{DEFAULT_ROUTING}[[op]]\nname = \"example\"\ninputs = [\n    \
+             {{ name = \"x\", tensor = \"float\" }},\n{entries}]\noutput = {{ tensor = \"float\" }}\n"
+        );
+    }
+    // Op keys: the ones the fragment does not set get a default.
+    let sets = |key: &str| code.iter().any(|l| l.starts_with(&format!("{key} ")));
+    let mut op = String::from("[[op]]\n");
+    if !sets("name") {
+        op.push_str("name = \"example\"\n");
+    }
+    if !sets("inputs") {
+        op.push_str("inputs = [{ name = \"x\", tensor = \"float\" }]\n");
+    }
+    if !sets("output") {
+        op.push_str("output = { tensor = \"float\" }\n");
+    }
+    format!("{DEFAULT_ROUTING}{op}{fragment}")
+}
+
+#[test]
+fn the_error_reference_examples_are_what_the_generator_says() {
+    let doc = read("core/src/errors.md");
+    let lines: Vec<&str> = doc.lines().collect();
+    let build_time = lines
+        .iter()
+        .position(|l| l.contains(r#"<a id="build-time-manifest-errors">"#))
+        .expect("the build-time part");
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for block in blocks(&doc) {
+        if block.lang() != "toml" {
+            continue;
+        }
+        let at = format!("core/src/errors.md:{}", block.line);
+        let anchor = lines[..block.line]
+            .iter()
+            .rev()
+            .find_map(|l| l.strip_prefix(r#"<a id=""#)?.split('"').next())
+            .expect("a section");
+        let is_cargo = block.text.lines().any(|l| l.trim() == "[dependencies]");
+        if is_cargo {
+            if let Err(e) = toml::from_str::<toml::Table>(&block.text) {
+                problems.push(format!("{at}: does not parse: {e}"));
+            }
+            continue;
+        }
+        checked += 1;
+        let paired = block.text.contains("# wrong") || block.text.contains("# right");
+        let render = |text: &str| Builder::new("ops.toml").render_str(&complete(text));
+        let right = variant(&block.text, "right", "wrong");
+        if let Err(err) = render(&right) {
+            problems.push(format!(
+                "{at} (#{anchor}): the right manifest is refused:\n{}\n{}",
+                complete(&right),
+                rendered_lines(&err).join("\n")
+            ));
+        }
+        if !paired {
+            continue;
+        }
+        let wrong = variant(&block.text, "wrong", "right");
+        let runtime = block.line <= build_time;
+        match (render(&wrong), runtime) {
+            (Ok(_), true) => {}
+            (Ok(_), false) => problems.push(format!(
+                "{at} (#{anchor}): the wrong manifest is accepted:\n{}",
+                complete(&wrong)
+            )),
+            (Err(err), true) => problems.push(format!(
+                "{at} (#{anchor}): a run-time mistake, but the generator refuses it:\n{}",
+                rendered_lines(&err).join("\n")
+            )),
+            (Err(Error::Manifest(report)), false) => {
+                if !report.diagnostics.iter().any(|d| d.page == anchor) {
+                    problems.push(format!(
+                        "{at} (#{anchor}): the wrong manifest is refused, but not with this \
+                         section's error:\n{}",
+                        report.snippets().join("\n")
+                    ));
+                }
+            }
+            (Err(other), false) => problems.push(format!("{at}: {other}")),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    assert!(checked > 30, "only {checked} examples found");
+    eprintln!("error-reference TOML examples checked: {checked}");
 }
