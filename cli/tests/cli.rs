@@ -289,7 +289,7 @@ fn with_unused_type() -> String {
     )
 }
 
-const UNUSED_TYPE_WARNING: &str = "warning: type `Pair` is used by no op\n --> ops.toml:6:8\n  |\n6 | name = \"Pair\"\n  |        ^^^^^^ `type[0]`\n  |\n  = help: use it in an op's `inputs` or `output` (`type = \"Pair\"`), or remove it\n  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#build-time-manifest-errors\n\n1 warning in ops.toml\n";
+const UNUSED_TYPE_WARNING: &str = "warning: type `Pair` is used by no op\n --> ops.toml:6:8\n  |\n6 | name = \"Pair\"\n  |        ^^^^^^ `type[0]`\n  |\n  = help: use it in an op's `inputs` or `output` (`type = \"Pair\"`), or remove it\n  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-declared-type\n\n1 warning in ops.toml\n";
 
 #[test]
 fn check_prints_warnings_rustc_style_and_succeeds() {

@@ -111,6 +111,34 @@ pub mod page {
     pub const BACKEND_CFG_CONFLICT: &str = "manifest-backend-cfg-conflict";
     /// `op ... is async, but ...` / `... of async op ... borrows`.
     pub const ASYNC: &str = "manifest-async";
+    /// A backward pass's keys: `backward` (formulas or a function), `save`, `checkpoint`,
+    /// `no_gradient`.
+    pub const BACKWARD: &str = "manifest-backward";
+    /// An `[op.check]` table.
+    pub const OP_CHECK: &str = "manifest-op-check";
+    /// A `[[type]]` entry, or a declared type's use by an op.
+    pub const DECLARED_TYPE: &str = "manifest-declared-type";
+    /// An input's shape contract (`shape = { RULE = "other" }`).
+    pub const SHAPE_CONTRACT: &str = "manifest-shape-contract";
+
+    /// The section of the manifest area a key is in, for a diagnostic without a section of its
+    /// own: a backward pass's keys, `[op.check]`, `[[type]]`, an input's shape contract.
+    pub fn of_area(key: &str) -> Option<&'static str> {
+        let op_key = key
+            .strip_prefix("op[")
+            .and_then(|rest| rest.split_once("].").map(|(_, key)| key));
+        if key.starts_with("type[") {
+            return Some(DECLARED_TYPE);
+        }
+        let op_key = op_key?;
+        let first = op_key.split(['.', '[']).next().unwrap_or("");
+        match first {
+            "backward" | "save" | "checkpoint" | "no_gradient" => Some(BACKWARD),
+            "check" => Some(OP_CHECK),
+            "inputs" if op_key.contains(".shape") => Some(SHAPE_CONTRACT),
+            _ => None,
+        }
+    }
     /// `the generated code would define ... twice`.
     pub const NAME_CLASH: &str = "manifest-name-clash";
 
@@ -160,19 +188,26 @@ pub mod page {
         BACKEND_CFG_CONFLICT,
         ASYNC,
         NAME_CLASH,
+        BACKWARD,
+        OP_CHECK,
+        DECLARED_TYPE,
+        SHAPE_CONTRACT,
     ];
 }
 
 impl Diagnostic {
-    /// A diagnostic without a `help` line yet.
+    /// A diagnostic without a `help` line yet. It links the section of its key's area
+    /// ([`page::of_area`]), else the build-time part's introduction, until [`Diagnostic::page`]
+    /// names its own.
     pub fn new(span: Range<usize>, key: impl Into<String>, message: impl Into<String>) -> Self {
+        let key = key.into();
         Self {
             span,
-            key: key.into(),
+            page: page::of_area(&key).unwrap_or(page::MANIFEST),
+            key,
             message: message.into(),
             help: None,
             warning: false,
-            page: page::MANIFEST,
         }
     }
 

@@ -936,7 +936,7 @@ output = { tensor = "float", shape = "x", dtype = "x" }
                 "cargo::warning=  |        ^^^^^^ `type[0]`",
                 "cargo::warning=  |",
                 "cargo::warning=  = help: use it in an op's `inputs` or `output` (`type = \"Pair\"`), or remove it",
-                "cargo::warning=  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#build-time-manifest-errors",
+                "cargo::warning=  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-declared-type",
             ]
         );
         assert!(!stdout.contains("cargo::error="), "{stdout}");

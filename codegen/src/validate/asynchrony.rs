@@ -116,6 +116,7 @@ fn owned_arguments(spec: &OpSpec, op: &Op) -> Vec<Diagnostic> {
                     input.name, op.name
                 ),
             )
+            .page(page::ASYNC)
             .help("pass a `Send` type: add `+ Send` to a trait object (`Box<dyn Fn(f32) -> f32 + Send>`), use `Arc` for `Rc`, an index or an owned value for a raw pointer"),
         };
         out.push(diagnostic);

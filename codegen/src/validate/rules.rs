@@ -1021,6 +1021,7 @@ fn composition_is_not_composite(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     format!("op[{}].composition", spec.index),
                     "a composite op has no kernels, so `composition` has nothing to stand in for",
                 )
+                .page(crate::diag::page::BAD_COMPOSITE)
                 .help("remove `composition` (the `composite` function runs everywhere), or remove `composite` to write kernels that fall back to the composition"),
             )
         })
@@ -1057,6 +1058,7 @@ fn declared_inputs_have_no_metadata(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         op.name, input.name
                     ),
                 )
+                .page(crate::diag::page::DECLARED_TYPE)
                 .help("remove `shape` and `dtype` from the output; give the op a `composition` to run on Cube with fusion on"),
             )
         })

@@ -488,6 +488,7 @@ pub(super) fn nested_use(ty: &Sp<String>, key: &str, name: &str) -> Diagnostic {
             shown(ty.value.trim())
         ),
     )
+    .page(crate::diag::page::DECLARED_TYPE)
     .help(format!(
         "a declared type is passed as itself: `type = \"{name}\"` (or `\"&{name}\"` for a borrowed input); put an optional or repeated tensor inside the type (`container = \"option\"`)"
     ))
@@ -508,6 +509,7 @@ pub(super) fn misspelled(declared: &Declared, ty: &Sp<String>, key: &str) -> Opt
             key,
             format!("unknown type `{}`", shown(text)),
         )
+        .page(crate::diag::page::DECLARED_TYPE)
         .help(format!("did you mean declared type `{close}`?")),
     )
 }

@@ -348,6 +348,7 @@ impl Lowerer<'_> {
                                 format!("{key}.type"),
                                 format!("output borrows declared type `{name}`, but an output has nothing to borrow from"),
                             )
+                            .page(crate::diag::page::DECLARED_TYPE)
                             .help(format!("return the value: `type = \"{name}\"`")),
                         );
                         return None;
