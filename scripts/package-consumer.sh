@@ -43,6 +43,9 @@ for p in "${packages[@]}"; do
     crate=$(ls "$target_dir/package/$p"-[0-9]*.crate | sort -V | tail -n 1)
     tar -xzf "$crate" -C "$work/crates"
 done
+# Unpacked files keep their packaged mtimes: without this, a test binary built from an earlier
+# WORK_DIR (its CARGO_MANIFEST_DIR compiled in) would look fresh and be reused.
+find "$work/crates" -type f -exec touch {} +
 
 # The unpacked folder of a package (`NAME-VERSION`).
 unpacked() { ls -d "$work/crates/$1"-[0-9]* | sort -V | tail -n 1; }

@@ -586,7 +586,19 @@ impl Builder {
                     let manifest = self.read_manifest().unwrap_or_default();
                     let undeclared = undeclared_features(ir, &text, &manifest);
                     failed_features = !undeclared.is_empty();
-                    lines.extend(undeclared.into_iter().map(|w| format!("cargo::error={w}")));
+                    let report = Report {
+                        file: self.display_name(),
+                        source: manifest,
+                        diagnostics: undeclared,
+                    };
+                    lines.extend(
+                        report
+                            .snippets()
+                            .join("\n")
+                            .lines()
+                            .filter(|line| !line.trim().is_empty())
+                            .map(|line| format!("cargo::error={line}")),
+                    );
                 }
             }
         }
@@ -693,9 +705,9 @@ pub fn check_cfg_lines(ir: &ir::Ir) -> Vec<String> {
 
 /// Errors for `feature = "..."` cfgs that name a feature the consuming crate's `Cargo.toml`
 /// (its text) does not declare: such a route could never be compiled in. `manifest` is the
-/// manifest's text, for the position of each cfg (`ops.toml:LINE:COL`, where it can be found),
-/// and each error suggests the closest declared feature.
-pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str, manifest: &str) -> Vec<String> {
+/// manifest's text, for the span of each cfg's feature name (where it can be found), and each
+/// error suggests the closest declared feature. Render them as a [`Report`] of that text.
+pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str, manifest: &str) -> Vec<Diagnostic> {
     let Ok(table) = toml::de::DeTable::parse(cargo_toml) else {
         return Vec::new();
     };
@@ -729,7 +741,7 @@ pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str, manifest: &str) -> Vec
         }
     }
     let candidates: Vec<&str> = declared.iter().map(String::as_str).collect();
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<Diagnostic> = Vec::new();
     let mut reported: Vec<String> = Vec::new();
     for (name, value) in atoms {
         if name != "feature" {
@@ -739,10 +751,7 @@ pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str, manifest: &str) -> Vec
         if declared.contains(&feature) || reported.contains(&feature) {
             continue;
         }
-        let at = match feature_position(manifest, &feature) {
-            Some((line, col)) => format!("{}:{line}:{col}", ir.manifest_name),
-            None => ir.manifest_name.clone(),
-        };
+        let span = feature_span(manifest, &feature).unwrap_or(0..0);
         let help = match diag::did_you_mean(&feature, &candidates) {
             Some(close) => {
                 format!("did you mean `{close}`? or add `{feature} = [...]` to [features]")
@@ -755,28 +764,37 @@ pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str, manifest: &str) -> Vec
                 candidates.join(", ")
             ),
         };
-        out.push(format!(
-            "{at}: a cfg names feature `{feature}`, which this crate's Cargo.toml does not declare, so that route could never be compiled in; help: {help}, or fix the cfg"
-        ));
+        out.push(
+            Diagnostic::new(
+                span,
+                "cfg",
+                format!(
+                    "a cfg names feature `{feature}`, which this crate's Cargo.toml does not declare, so that route could never be compiled in"
+                ),
+            )
+            .page(diag::page::CFG_SHAPE)
+            .help(format!("{help}, or fix the cfg")),
+        );
         reported.push(feature);
     }
     out
 }
 
 /// Where the manifest first names `feature` in a cfg (`feature = "x"`, also escaped inside a
-/// basic TOML string): 1-based line and column of the feature's name, in characters.
-fn feature_position(manifest: &str, feature: &str) -> Option<(usize, usize)> {
-    for (index, line) in manifest.lines().enumerate() {
-        let Some(at) = line.find("feature") else {
-            continue;
-        };
-        for quote in ["\\\"", "\""] {
-            let needle = format!("{quote}{feature}{quote}");
-            if let Some(found) = line[at..].find(&needle) {
-                let byte = at + found + quote.len();
-                return Some((index + 1, line[..byte].chars().count() + 1));
+/// basic TOML string): the byte range of the feature's name.
+fn feature_span(manifest: &str, feature: &str) -> Option<std::ops::Range<usize>> {
+    let mut start = 0;
+    for line in manifest.split_inclusive('\n') {
+        if let Some(at) = line.find("feature") {
+            for quote in ["\\\"", "\""] {
+                let needle = format!("{quote}{feature}{quote}");
+                if let Some(found) = line[at..].find(&needle) {
+                    let byte = start + at + found + quote.len();
+                    return Some(byte..byte + feature.len());
+                }
             }
         }
+        start += line.len();
     }
     None
 }
@@ -890,7 +908,12 @@ output = { tensor = "float", shape = "x", dtype = "x" }
 
     fn undeclared(cargo_toml: &str) -> Vec<String> {
         let ir = Builder::new("ops.toml").lower(MANIFEST).unwrap();
-        undeclared_features(&ir, cargo_toml, MANIFEST)
+        Report {
+            file: "ops.toml".into(),
+            source: MANIFEST.into(),
+            diagnostics: undeclared_features(&ir, cargo_toml, MANIFEST),
+        }
+        .lines()
     }
 
     #[test]
@@ -899,7 +922,7 @@ output = { tensor = "float", shape = "x", dtype = "x" }
         assert_eq!(
             undeclared(cargo),
             [
-                "ops.toml:6:47: a cfg names feature `remoet`, which this crate's Cargo.toml does \
+                "ops.toml:6:47: `cfg`: a cfg names feature `remoet`, which this crate's Cargo.toml does \
                  not declare, so that route could never be compiled in; help: did you mean \
                  `remote`? or add `remoet = [...]` to [features], or fix the cfg"
             ]
@@ -957,10 +980,10 @@ output = { tensor = "float", shape = "x", dtype = "x" }
         assert_eq!(
             undeclared("[package]\nname = \"my-ops\"\n"),
             [
-                "ops.toml:5:40: a cfg names feature `gpu`, which this crate's Cargo.toml does not \
+                "ops.toml:5:40: `cfg`: a cfg names feature `gpu`, which this crate's Cargo.toml does not \
                  declare, so that route could never be compiled in; help: the crate declares no \
                  features; add `gpu = [...]` to [features], or fix the cfg",
-                "ops.toml:6:47: a cfg names feature `remoet`, which this crate's Cargo.toml does \
+                "ops.toml:6:47: `cfg`: a cfg names feature `remoet`, which this crate's Cargo.toml does \
                  not declare, so that route could never be compiled in; help: the crate declares \
                  no features; add `remoet = [...]` to [features], or fix the cfg",
             ]
