@@ -36,4 +36,12 @@ pub mod errors {
 
 pub mod benchmarks {
     #![doc = include_str!("guide/benchmarks.md")]
+    #![doc = ""]
+    #![doc = "**Repository defaults** (Flex without `rayon` or `simd`):"]
+    #![doc = ""]
+    #![doc = include_str!("guide/charts/repository-defaults-flex-without-rayon-or-simd.svg")]
+    #![doc = ""]
+    #![doc = "**Flex's default features** (`rayon` and `simd`, as a default `burn` dependency builds it):"]
+    #![doc = ""]
+    #![doc = include_str!("guide/charts/flexs-default-features-rayon-and-simd.svg")]
 }
