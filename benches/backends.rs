@@ -6,9 +6,13 @@
 //!   followed by `device.sync()` so the device's queued work is inside the timing.
 //! - `remote/<op>` (feature `remote`): latency per op on a Flex device served on 127.0.0.1 over
 //!   WebSocket, `[4, 256]` inputs (1K elements): `routed` is the `burn_route` op, `direct` the
-//!   same computation written with Burn's `Tensor` API (which is what the routed op runs on
-//!   `Remote`, primitive for primitive, through its composed kernel); both end with a
-//!   `device.sync()` round trip. `flex` is the routed op on local Flex, for scale.
+//!   same computation written with Burn's `Tensor` API (each primitive an operation); both end
+//!   with a `device.sync()` round trip. `flex` is the routed op on local Flex, for scale.
+//!
+//! - `remote_ops/<op>/<size>` (feature `remote`): each op that runs on the server as one
+//!   operation, at 64K and 1M elements, against its composition shipped primitive by primitive
+//!   and against local Flex; `remote_ops/round_trip/<size>` is one `device.sync()` (see
+//!   [`remote_ops`]).
 //!
 //! - `gpu_<config>/<op>/<size>` (feature `wgpu`): each op with a CubeCL kernel against its
 //!   composition with Burn's `Tensor` API, on Cube, 64K and 1M elements; `plain` or `fusion`
@@ -21,6 +25,7 @@
 //! cargo bench --features cuda --bench backends -- gpu_      # the same on an NVIDIA GPU
 //! cargo bench --features wgpu --bench backends -- cube/     # Cube against Flex only
 //! cargo bench --features remote --bench backends -- remote/ # loopback latency only
+//! cargo bench --features remote --bench backends -- remote_ops/  # one operation vs primitives
 //! ```
 //!
 //! Without either feature the binary has nothing to run and says so.
@@ -283,13 +288,13 @@ const KERNELS: &[&str] = &[
     "clamp_ste",
 ];
 
-#[cfg(feature = "wgpu")]
+#[cfg(any(feature = "wgpu", feature = "remote"))]
 fn op_named(table: &[(&str, Op)], name: &str) -> Op {
     table
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, op)| *op)
-        .expect("every kernel op is in the table")
+        .expect("every op named is in the table")
 }
 
 /// `gpu_<config>/<op>/<size>`: each op with a CubeCL kernel on Cube (`kernel`, the routed op)
@@ -354,6 +359,63 @@ fn remote(_: &mut Criterion) {
     eprintln!("remote/*: skipped, build with `--features remote`");
 }
 
+/// The ops that run on a Remote server as one operation (their outputs declare `shape` and
+/// `dtype`; `serve_remote_ops` registers them) and that have a fused kernel on Flex.
+#[cfg(feature = "remote")]
+const SERVED: &[&str] = &[
+    "add_relu",
+    "bias_gelu",
+    "swiglu",
+    "rms_norm",
+    "layer_norm",
+    "softmax_last",
+    "cross_entropy_logits",
+    "dropout",
+];
+
+/// `remote_ops/<op>/<size>`: each op that runs on the server as one operation, through a
+/// loopback server (one Flex device, in this process, over WebSocket), at `[256, 256]` (64K)
+/// and `[4096, 256]` (1M): `one_op` is the routed op (one custom operation, the server's fused
+/// Flex kernel), `composition` the same computation with Burn's `Tensor` API (each primitive an
+/// operation), `flex` the routed op on local Flex; `round_trip/<size>` is a `device.sync()`
+/// alone. Every call ends with `device.sync()`.
+#[cfg(feature = "remote")]
+fn remote_ops(c: &mut Criterion) {
+    let server = loopback::LoopbackServer::start();
+    let far = server.device();
+    let flex = Device::flex();
+    for (rows, size) in [(256, "64K"), (4096, "1M")] {
+        let on_server = Inputs::new(rows, &far);
+        let local = Inputs::new(rows, &flex);
+        far.sync().expect("the loopback server answers");
+        let mut group = c.benchmark_group(format!("remote_ops/round_trip/{size}"));
+        group.bench_function("sync", |b| {
+            b.iter(|| far.sync().expect("the loopback server answers"));
+        });
+        group.finish();
+        for name in SERVED {
+            let routed = op_named(ROUTED, name);
+            let mut group = c.benchmark_group(format!("remote_ops/{name}/{size}"));
+            time_op(&mut group, "one_op", routed, &on_server, &far);
+            time_op(
+                &mut group,
+                "composition",
+                op_named(DIRECT, name),
+                &on_server,
+                &far,
+            );
+            time_op(&mut group, "flex", routed, &local, &flex);
+            group.finish();
+        }
+    }
+    drop(server);
+}
+
+#[cfg(not(feature = "remote"))]
+fn remote_ops(_: &mut Criterion) {
+    eprintln!("remote_ops/*: skipped, build with `--features remote`");
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(10)
@@ -365,6 +427,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = backends;
     config = config();
-    targets = cube, gpu_kernels, remote
+    targets = cube, gpu_kernels, remote, remote_ops
 }
 criterion_main!(backends);

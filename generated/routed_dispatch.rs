@@ -274,6 +274,7 @@ fn route_add_relu<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_ADD_RELU),
     );
     use self::__run_add_relu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -447,6 +448,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_scale as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -595,6 +597,7 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_argmax_last as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -687,6 +690,7 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_round_half_even as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -792,6 +796,7 @@ fn route_axpby<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_axpby as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -989,6 +994,7 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_sum_all as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1121,6 +1127,7 @@ fn route_split_last<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_split_last as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1295,6 +1302,7 @@ fn route_softplus<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_softplus as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1479,6 +1487,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_masked_fill_count as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1631,6 +1640,7 @@ fn route_nan_to_num<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_nan_to_num as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1750,6 +1760,7 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_dequantize_relu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1836,6 +1847,7 @@ fn route_iota<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_iota as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1921,6 +1933,7 @@ fn route_ramp<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_ramp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2041,6 +2054,7 @@ fn route_bias_gelu<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_BIAS_GELU),
     );
     use self::__run_bias_gelu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2221,6 +2235,7 @@ fn route_swiglu<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_SWIGLU),
     );
     use self::__run_swiglu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2404,6 +2419,7 @@ fn route_rms_norm<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_RMS_NORM),
     );
     use self::__run_rms_norm as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2611,6 +2627,7 @@ fn route_layer_norm<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_LAYER_NORM),
     );
     use self::__run_layer_norm as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2824,6 +2841,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_SOFTMAX_LAST),
     );
     use self::__run_round_half_even as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2972,6 +2990,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_CROSS_ENTROPY_LOGITS),
     );
     use self::__run_cross_entropy_logits as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3177,6 +3196,7 @@ fn route_dropout<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_DROPOUT),
     );
     use self::__run_dropout as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3342,6 +3362,7 @@ fn route_clamp_ste<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_clamp_ste as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3506,6 +3527,7 @@ fn route_topk_last<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_topk_last as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3608,6 +3630,7 @@ fn route_affine<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_affine as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3754,6 +3777,7 @@ fn route_moments<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_moments as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3879,6 +3903,7 @@ fn route_fill_where<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_fill_where as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4038,6 +4063,7 @@ pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     fn __run<B: __rt::Target + RoutedOps>(
         __route: __rt::Route,
@@ -4111,4 +4137,831 @@ impl<B: __rt::Target> MomentsPrimitive<B> {
             variance: B::float_out(__route, self.variance),
         }
     }
+}
+
+/// `add_relu` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_ADD_RELU: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "add_relu",
+    hash: 0x9316_bd31_257b_8ece,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `bias_gelu` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_BIAS_GELU: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "bias_gelu",
+    hash: 0xbf82_2aad_31e4_38a4,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `swiglu` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_SWIGLU: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "swiglu",
+    hash: 0x13ee_d14d_a2fc_c84f,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `rms_norm` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_RMS_NORM: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "rms_norm",
+    hash: 0x8bee_81c2_ba97_59a9,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `layer_norm` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_LAYER_NORM: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "layer_norm",
+    hash: 0xf8a7_72da_a588_f757,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `softmax_last` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_SOFTMAX_LAST: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "softmax_last",
+    hash: 0xeafc_6c82_ca88_632d,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `cross_entropy_logits` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_CROSS_ENTROPY_LOGITS: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "cross_entropy_logits",
+    hash: 0x67fd_b3d5_c524_03d0,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `dropout` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_DROPOUT: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "dropout",
+    hash: 0x2bb3_220d_b173_ce95,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `BackwardKernels::add_relu_backward`, the backward kernel of `add_relu`, as one operation on
+/// Remote.
+static __REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::add_relu_backward",
+        hash: 0x4fb9_e97b_79df_91f6,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::bias_gelu_backward`, the backward kernel of `bias_gelu`, as one operation on
+/// Remote.
+static __REMOTE_BACKWARD_KERNELS_BIAS_GELU_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::bias_gelu_backward",
+        hash: 0xff7d_3179_2f82_e6d0,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::swiglu_backward`, the backward kernel of `swiglu`, as one operation on Remote.
+static __REMOTE_BACKWARD_KERNELS_SWIGLU_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::swiglu_backward",
+        hash: 0xb358_b61a_2bfa_96ec,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::rms_norm_backward`, the backward kernel of `rms_norm`, as one operation on
+/// Remote.
+static __REMOTE_BACKWARD_KERNELS_RMS_NORM_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::rms_norm_backward",
+        hash: 0xefe0_e300_7907_b7c3,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::layer_norm_backward`, the backward kernel of `layer_norm`, as one operation on
+/// Remote.
+static __REMOTE_BACKWARD_KERNELS_LAYER_NORM_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::layer_norm_backward",
+        hash: 0x5a61_4e4e_54c2_91e2,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::softmax_last_backward`, the backward kernel of `softmax_last`, as one
+/// operation on Remote.
+static __REMOTE_BACKWARD_KERNELS_SOFTMAX_LAST_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::softmax_last_backward",
+        hash: 0x37b6_386e_2bfd_a9af,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::cross_entropy_backward`, the backward kernel of `cross_entropy_logits`, as one
+/// operation on Remote.
+static __REMOTE_BACKWARD_KERNELS_CROSS_ENTROPY_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::cross_entropy_backward",
+        hash: 0x17ac_8b58_959b_ee92,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::dropout_backward`, the backward kernel of `dropout`, as one operation on
+/// Remote.
+static __REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::dropout_backward",
+        hash: 0x8ad7_7511_4148_f6c2,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// [`RoutedOps`] on `Remote`: each op with output metadata is one operation that the
+/// server runs with its kernel (registered by [`serve_remote_ops`]); the others run their
+/// composition, each primitive an operation on the server.
+#[cfg(burn_route_remote)]
+impl RoutedOps for rt::Remote {
+    fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_ADD_RELU);
+        let __spec_lhs = __call.input(lhs);
+        let __spec_rhs = __call.input(rhs);
+        __call.output(
+            rt::TensorKind::Float,
+            crate::kernels::meta::broadcast(&__spec_lhs, &__spec_rhs),
+            __spec_lhs.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BIAS_GELU);
+        let __spec_x = __call.input(x);
+        __call.input(bias);
+        __call.output(
+            rt::TensorKind::Float,
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_SWIGLU);
+        let __spec_gate = __call.input(gate);
+        let __spec_up = __call.input(up);
+        __call.output(
+            rt::TensorKind::Float,
+            crate::kernels::meta::broadcast(&__spec_gate, &__spec_up),
+            __spec_gate.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    fn rms_norm(
+        x: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_RMS_NORM);
+        let __spec_x = __call.input(x);
+        __call.input(weight);
+        __call.arg(&eps);
+        __call.output(
+            rt::TensorKind::Float,
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    fn layer_norm(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        beta: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_LAYER_NORM);
+        let __spec_x = __call.input(x);
+        __call.input(gamma);
+        __call.input(beta);
+        __call.arg(&eps);
+        __call.output(
+            rt::TensorKind::Float,
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_SOFTMAX_LAST);
+        let __spec_x = __call.input(x);
+        __call.output(
+            rt::TensorKind::Float,
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    fn cross_entropy_logits(
+        logits: rt::FloatTensor<Self>,
+        targets: rt::IntTensor<Self>,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_CROSS_ENTROPY_LOGITS);
+        let __spec_logits = __call.input(logits);
+        let __spec_targets = __call.input(targets);
+        __call.output(
+            rt::TensorKind::Float,
+            crate::kernels::meta::one_element(&__spec_logits, &__spec_targets),
+            __spec_logits.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn dropout(
+        x: rt::FloatTensor<Self>,
+        p: f32,
+        seed: u64,
+    ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
+        let mut __call = rt::remote::Call::new(&__REMOTE_DROPOUT);
+        let __spec_x = __call.input(x);
+        __call.arg(&p);
+        __call.arg(&seed);
+        __call.output(
+            rt::TensorKind::Float,
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        __call.output(
+            rt::TensorKind::Bool,
+            __spec_x.shape.clone(),
+            __call.default_dtype(rt::TensorKind::Bool),
+        );
+        let mut __outputs = __call.send();
+        (__outputs.one(), __outputs.one())
+    }
+}
+
+/// `crate::kernels::backward::BackwardKernels` on `Remote`: the backward kernel of each op that
+/// runs on the server as one operation is one operation too (registered by [`serve_remote_ops`]);
+/// the other methods keep their default bodies.
+#[cfg(burn_route_remote)]
+impl crate::kernels::backward::BackwardKernels for rt::Remote {
+    fn add_relu_backward(
+        __output: rt::FloatTensor<Self>,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 2],
+    ) -> [Option<rt::FloatTensor<Self>>; 2] {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD);
+        __call.input(__output);
+        let __grad_spec = __call.input(__grad);
+        __call.arg(&__tracked);
+        __call.gradient(__tracked[0], Some(&__grad_spec));
+        __call.gradient(__tracked[1], Some(&__grad_spec));
+        __call.send().gradients()
+    }
+
+    fn bias_gelu_backward(
+        x: rt::FloatTensor<Self>,
+        bias: rt::FloatTensor<Self>,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 2],
+    ) -> [Option<rt::FloatTensor<Self>>; 2] {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_BIAS_GELU_BACKWARD);
+        let __spec_x = __call.input(x);
+        let __spec_bias = __call.input(bias);
+        let __grad_spec = __call.input(__grad);
+        __call.arg(&__tracked);
+        __call.gradient(__tracked[0], Some(&__spec_x));
+        __call.gradient(__tracked[1], Some(&__spec_bias));
+        __call.send().gradients()
+    }
+
+    fn swiglu_backward(
+        gate: rt::FloatTensor<Self>,
+        up: rt::FloatTensor<Self>,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 2],
+    ) -> [Option<rt::FloatTensor<Self>>; 2] {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_SWIGLU_BACKWARD);
+        let __spec_gate = __call.input(gate);
+        let __spec_up = __call.input(up);
+        let __grad_spec = __call.input(__grad);
+        __call.arg(&__tracked);
+        __call.gradient(__tracked[0], Some(&__spec_gate));
+        __call.gradient(__tracked[1], Some(&__spec_up));
+        __call.send().gradients()
+    }
+
+    fn rms_norm_backward(
+        x: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        eps: f32,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 2],
+    ) -> [Option<rt::FloatTensor<Self>>; 2] {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_RMS_NORM_BACKWARD);
+        let __spec_x = __call.input(x);
+        let __spec_weight = __call.input(weight);
+        __call.arg(&eps);
+        let __grad_spec = __call.input(__grad);
+        __call.arg(&__tracked);
+        __call.gradient(__tracked[0], Some(&__spec_x));
+        __call.gradient(__tracked[1], Some(&__spec_weight));
+        __call.send().gradients()
+    }
+
+    fn layer_norm_backward(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        eps: f32,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 3],
+    ) -> [Option<rt::FloatTensor<Self>>; 3] {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_LAYER_NORM_BACKWARD);
+        let __spec_x = __call.input(x);
+        let __spec_gamma = __call.input(gamma);
+        __call.arg(&eps);
+        let __grad_spec = __call.input(__grad);
+        __call.arg(&__tracked);
+        __call.gradient(__tracked[0], Some(&__spec_x));
+        __call.gradient(__tracked[1], Some(&__spec_gamma));
+        __call.gradient(
+            __tracked[2],
+            rt::remote::implied(rt::ShapeRule::LastDimOf, &__spec_x).as_ref(),
+        );
+        __call.send().gradients()
+    }
+
+    fn softmax_last_backward(
+        __output: rt::FloatTensor<Self>,
+        __grad: rt::FloatTensor<Self>,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_SOFTMAX_LAST_BACKWARD);
+        __call.input(__output);
+        let __grad_spec = __call.input(__grad);
+        __call.output(
+            rt::TensorKind::Float,
+            __grad_spec.shape.clone(),
+            __grad_spec.dtype,
+        );
+        __call.send().one()
+    }
+
+    fn cross_entropy_backward(
+        logits: rt::FloatTensor<Self>,
+        targets: rt::IntTensor<Self>,
+        __grad: rt::FloatTensor<Self>,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_CROSS_ENTROPY_BACKWARD);
+        let __spec_logits = __call.input(logits);
+        __call.input(targets);
+        let __grad_spec = __call.input(__grad);
+        __call.output(
+            rt::TensorKind::Float,
+            __spec_logits.shape.clone(),
+            __spec_logits.dtype,
+        );
+        __call.send().one()
+    }
+
+    fn dropout_backward(
+        __output_1: rt::BoolTensor<Self>,
+        p: f32,
+        __grad: rt::FloatTensor<Self>,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD);
+        __call.input(__output_1);
+        __call.arg(&p);
+        let __grad_spec = __call.input(__grad);
+        __call.output(
+            rt::TensorKind::Float,
+            __grad_spec.shape.clone(),
+            __grad_spec.dtype,
+        );
+        __call.send().one()
+    }
+}
+
+/// `add_relu` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs
+/// the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_add_relu<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let lhs = __args.float()?;
+    let rhs = __args.float()?;
+    let __result = <B as RoutedOps>::add_relu(lhs, rhs);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `bias_gelu` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs
+/// the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_bias_gelu<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let x = __args.float()?;
+    let bias = __args.float()?;
+    let __result = <B as RoutedOps>::bias_gelu(x, bias);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `swiglu` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs the
+/// kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_swiglu<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let gate = __args.float()?;
+    let up = __args.float()?;
+    let __result = <B as RoutedOps>::swiglu(gate, up);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `rms_norm` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs
+/// the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_rms_norm<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let x = __args.float()?;
+    let weight = __args.float()?;
+    let eps: f32 = __args.arg("eps")?;
+    let __result = <B as RoutedOps>::rms_norm(x, weight, eps);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `layer_norm` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs
+/// the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_layer_norm<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let x = __args.float()?;
+    let gamma = __args.float()?;
+    let beta = __args.float()?;
+    let eps: f32 = __args.arg("eps")?;
+    let __result = <B as RoutedOps>::layer_norm(x, gamma, beta, eps);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `softmax_last` on a Remote server's backend `B`: reads the operation's inputs and arguments,
+/// runs the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_softmax_last<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let x = __args.float()?;
+    let __result = <B as RoutedOps>::softmax_last(x);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `cross_entropy_logits` on a Remote server's backend `B`: reads the operation's inputs and
+/// arguments, runs the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_cross_entropy_logits<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let logits = __args.float()?;
+    let targets = __args.int()?;
+    let __result = <B as RoutedOps>::cross_entropy_logits(logits, targets);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `dropout` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs the
+/// kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_dropout<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let x = __args.float()?;
+    let p: f32 = __args.arg("p")?;
+    let seed: u64 = __args.arg("seed")?;
+    let __result = <B as RoutedOps>::dropout(x, p, seed);
+    __args.float_out(__result.0)?;
+    __args.bool_out(__result.1)?;
+    Ok(())
+}
+
+/// `BackwardKernels::add_relu_backward` on a Remote server's backend `B`: reads the saved values,
+/// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_add_relu_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let __output = __args.float()?;
+    let __grad = __args.float()?;
+    let __tracked: [bool; 2] = __args.arg("tracked")?;
+    let __result = <B as crate::kernels::backward::BackwardKernels>::add_relu_backward(
+        __output, __grad, __tracked,
+    );
+    __args.gradients_out(__result, __tracked, [false, false])
+}
+
+/// `BackwardKernels::bias_gelu_backward` on a Remote server's backend `B`: reads the saved values,
+/// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_bias_gelu_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let x = __args.float()?;
+    let bias = __args.float()?;
+    let __grad = __args.float()?;
+    let __tracked: [bool; 2] = __args.arg("tracked")?;
+    let __result = <B as crate::kernels::backward::BackwardKernels>::bias_gelu_backward(
+        x, bias, __grad, __tracked,
+    );
+    __args.gradients_out(__result, __tracked, [true, true])
+}
+
+/// `BackwardKernels::swiglu_backward` on a Remote server's backend `B`: reads the saved values, the
+/// incoming gradient and which inputs want one, runs the kernel, registers the gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_swiglu_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let gate = __args.float()?;
+    let up = __args.float()?;
+    let __grad = __args.float()?;
+    let __tracked: [bool; 2] = __args.arg("tracked")?;
+    let __result = <B as crate::kernels::backward::BackwardKernels>::swiglu_backward(
+        gate, up, __grad, __tracked,
+    );
+    __args.gradients_out(__result, __tracked, [true, true])
+}
+
+/// `BackwardKernels::rms_norm_backward` on a Remote server's backend `B`: reads the saved values,
+/// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_rms_norm_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let x = __args.float()?;
+    let weight = __args.float()?;
+    let eps: f32 = __args.arg("eps")?;
+    let __grad = __args.float()?;
+    let __tracked: [bool; 2] = __args.arg("tracked")?;
+    let __result = <B as crate::kernels::backward::BackwardKernels>::rms_norm_backward(
+        x, weight, eps, __grad, __tracked,
+    );
+    __args.gradients_out(__result, __tracked, [true, true])
+}
+
+/// `BackwardKernels::layer_norm_backward` on a Remote server's backend `B`: reads the saved values,
+/// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_layer_norm_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let x = __args.float()?;
+    let gamma = __args.float()?;
+    let eps: f32 = __args.arg("eps")?;
+    let __grad = __args.float()?;
+    let __tracked: [bool; 3] = __args.arg("tracked")?;
+    let __result = <B as crate::kernels::backward::BackwardKernels>::layer_norm_backward(
+        x, gamma, eps, __grad, __tracked,
+    );
+    __args.gradients_out(__result, __tracked, [true, true, true])
+}
+
+/// `BackwardKernels::softmax_last_backward` on a Remote server's backend `B`: reads the saved
+/// values, the incoming gradient and which inputs want one, runs the kernel, registers the
+/// gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_softmax_last_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let __output = __args.float()?;
+    let __grad = __args.float()?;
+    let __result =
+        <B as crate::kernels::backward::BackwardKernels>::softmax_last_backward(__output, __grad);
+    __args.gradient_out(__result, false)
+}
+
+/// `BackwardKernels::cross_entropy_backward` on a Remote server's backend `B`: reads the saved
+/// values, the incoming gradient and which inputs want one, runs the kernel, registers the
+/// gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_cross_entropy_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let logits = __args.float()?;
+    let targets = __args.int()?;
+    let __grad = __args.float()?;
+    let __result = <B as crate::kernels::backward::BackwardKernels>::cross_entropy_backward(
+        logits, targets, __grad,
+    );
+    __args.gradient_out(__result, true)
+}
+
+/// `BackwardKernels::dropout_backward` on a Remote server's backend `B`: reads the saved values,
+/// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_dropout_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let __output_1 = __args.bool()?;
+    let p: f32 = __args.arg("p")?;
+    let __grad = __args.float()?;
+    let __result =
+        <B as crate::kernels::backward::BackwardKernels>::dropout_backward(__output_1, p, __grad);
+    __args.gradient_out(__result, false)
+}
+
+/// Registers every op of `ops.toml` that runs on the Remote server as one operation on `server`,
+/// for the backend of `devices` (the server's devices: Flex, or Cube when this build has it),
+/// and the handshake a client asks before its first call of each op. A server binary calls
+/// it once per crate of ops it serves, before serving:
+///
+/// ```ignore
+/// let devices = [Device::flex()];
+/// let server = serve_remote_ops(RemoteServer::new(devices.clone()), &devices);
+/// ```
+///
+/// A client whose server does not call it gets [`rt::RouteError::RemoteNotServed`] at its
+/// first call of an op on that server, naming the op and this function.
+#[cfg(burn_route_remote)]
+pub fn serve_remote_ops(
+    server: rt::remote::RemoteServer,
+    devices: &[rt::Device],
+) -> rt::remote::RemoteServer {
+    match rt::remote::backend_of(devices) {
+        Some(rt::BackendId::Flex) => __serve_on_flex(server),
+        #[cfg(all(burn_route_remote, burn_route_cube))]
+        Some(rt::BackendId::Cube) => __serve_on_cube(server),
+        _ => server,
+    }
+}
+
+/// The ops a Flex server runs, and the handshake.
+#[cfg(burn_route_remote)]
+fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer {
+    let __serve = rt::remote::Serve::<rt::Flex>::new(server, module_path!());
+    let __serve = __serve.op(&__REMOTE_ADD_RELU, __serve_add_relu);
+    let __serve = __serve.op(&__REMOTE_BIAS_GELU, __serve_bias_gelu);
+    let __serve = __serve.op(&__REMOTE_SWIGLU, __serve_swiglu);
+    let __serve = __serve.op(&__REMOTE_RMS_NORM, __serve_rms_norm);
+    let __serve = __serve.op(&__REMOTE_LAYER_NORM, __serve_layer_norm);
+    let __serve = __serve.op(&__REMOTE_SOFTMAX_LAST, __serve_softmax_last);
+    let __serve = __serve.op(&__REMOTE_CROSS_ENTROPY_LOGITS, __serve_cross_entropy_logits);
+    let __serve = __serve.op(&__REMOTE_DROPOUT, __serve_dropout);
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
+        __serve_backward_kernels_add_relu_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_BIAS_GELU_BACKWARD,
+        __serve_backward_kernels_bias_gelu_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_SWIGLU_BACKWARD,
+        __serve_backward_kernels_swiglu_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_RMS_NORM_BACKWARD,
+        __serve_backward_kernels_rms_norm_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_LAYER_NORM_BACKWARD,
+        __serve_backward_kernels_layer_norm_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_SOFTMAX_LAST_BACKWARD,
+        __serve_backward_kernels_softmax_last_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_CROSS_ENTROPY_BACKWARD,
+        __serve_backward_kernels_cross_entropy_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD,
+        __serve_backward_kernels_dropout_backward,
+    );
+    __serve.finish()
+}
+
+/// The ops a Cube server runs, and the handshake.
+#[cfg(all(burn_route_remote, burn_route_cube))]
+fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer {
+    let __serve = rt::remote::Serve::<rt::Cube>::new(server, module_path!());
+    let __serve = __serve.op(&__REMOTE_ADD_RELU, __serve_add_relu);
+    let __serve = __serve.op(&__REMOTE_BIAS_GELU, __serve_bias_gelu);
+    let __serve = __serve.op(&__REMOTE_SWIGLU, __serve_swiglu);
+    let __serve = __serve.op(&__REMOTE_RMS_NORM, __serve_rms_norm);
+    let __serve = __serve.op(&__REMOTE_LAYER_NORM, __serve_layer_norm);
+    let __serve = __serve.op(&__REMOTE_SOFTMAX_LAST, __serve_softmax_last);
+    let __serve = __serve.op(&__REMOTE_CROSS_ENTROPY_LOGITS, __serve_cross_entropy_logits);
+    let __serve = __serve.op(&__REMOTE_DROPOUT, __serve_dropout);
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
+        __serve_backward_kernels_add_relu_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_BIAS_GELU_BACKWARD,
+        __serve_backward_kernels_bias_gelu_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_SWIGLU_BACKWARD,
+        __serve_backward_kernels_swiglu_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_RMS_NORM_BACKWARD,
+        __serve_backward_kernels_rms_norm_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_LAYER_NORM_BACKWARD,
+        __serve_backward_kernels_layer_norm_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_SOFTMAX_LAST_BACKWARD,
+        __serve_backward_kernels_softmax_last_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_CROSS_ENTROPY_BACKWARD,
+        __serve_backward_kernels_cross_entropy_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD,
+        __serve_backward_kernels_dropout_backward,
+    );
+    __serve.finish()
 }

@@ -2,7 +2,7 @@
 //!
 //! - `generated/`: the shipped ops' modules, as `build.rs` rendered them for this build, and
 //!   their op check (`routed_check.rs`, included by `tests/op_check.rs`);
-//! - `tests/{lazy,formulas,declared}/generated/`: the test-only manifests, which no build script
+//! - `tests/{lazy,formulas,declared,remote}/generated/`: the test-only manifests, which no build script
 //!   renders (a crate that depends on burn-route never pays for them): the integration tests
 //!   include these copies.
 //!
@@ -90,4 +90,10 @@ fn the_formula_ops_are_fresh() {
 #[test]
 fn the_declared_type_ops_are_fresh() {
     test_manifest("declared", Some("crate::declared::routed"));
+}
+
+/// Every form of an op as one operation on a Remote server (`tests/integration/remote_forms.rs`).
+#[test]
+fn the_remote_forms_are_fresh() {
+    test_manifest("remote", None);
 }

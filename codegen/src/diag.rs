@@ -120,6 +120,8 @@ pub mod page {
     pub const DECLARED_TYPE: &str = "manifest-declared-type";
     /// An input's shape contract (`shape = { RULE = "other" }`).
     pub const SHAPE_CONTRACT: &str = "manifest-shape-contract";
+    /// How an op runs on Remote (`remote`), and what running it there as one operation needs.
+    pub const REMOTE: &str = "manifest-remote";
 
     /// The section of the manifest area a key is in, for a diagnostic without a section of its
     /// own: a backward pass's keys, `[op.check]`, `[[type]]`, an input's shape contract.
@@ -135,6 +137,7 @@ pub mod page {
         match first {
             "backward" | "save" | "checkpoint" | "no_gradient" => Some(BACKWARD),
             "check" => Some(OP_CHECK),
+            "remote" => Some(REMOTE),
             "inputs" if op_key.contains(".shape") => Some(SHAPE_CONTRACT),
             _ => None,
         }
@@ -192,6 +195,7 @@ pub mod page {
         OP_CHECK,
         DECLARED_TYPE,
         SHAPE_CONTRACT,
+        REMOTE,
     ];
 }
 

@@ -365,6 +365,8 @@ pub struct Op {
     pub asynchronous: bool,
     /// How the op runs on `Fusion<B>` (what `Cube` is when fusion is on).
     pub fusion: FusionImpl,
+    /// How the op runs on `Remote`.
+    pub remote: RemoteImpl,
     /// `manifest:LINE` of the op's `output`, for the output-metadata check's messages.
     pub output_location: String,
     /// What picks the backend of a call.
@@ -526,6 +528,25 @@ pub enum FusionImpl {
     Lazy,
     /// Its composition, on `Fusion<B>` directly, so that Burn fuses it.
     Composition,
+}
+
+/// How an op runs on `Remote`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoteImpl {
+    /// Not at all: the op is not routed to `Remote`, or is composite (its composition runs on
+    /// `Remote` like on any backend).
+    None,
+    /// One custom operation, which the server runs with the op's kernel on its backend; its
+    /// outputs declared by their metadata, its plain arguments encoded as scalars.
+    Kernel,
+    /// Its composition, each primitive an operation on the server (`remote = "composition"`, or
+    /// an op without output metadata).
+    Composition,
+    /// What the crate's own `impl Trait for Remote` does: the op can run neither as one
+    /// operation (no output metadata, a declared type, an argument the scalars cannot carry)
+    /// nor through a composition, so the generator leaves its trait's Remote implementation to
+    /// the crate, for every op of that trait.
+    HandWritten,
 }
 
 /// What picks the backend of an op's call.

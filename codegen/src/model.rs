@@ -133,6 +133,10 @@ pub struct OpSpec {
     pub composition: Option<Sp<String>>,
     /// `async`: the op's kernels return futures (`async = true`).
     pub asynchronous: Option<Sp<bool>>,
+    /// `remote`: how the op runs on Remote: `"kernel"` (one custom operation that the server
+    /// runs with its kernel; the default when its outputs declare their metadata) or
+    /// `"composition"` (its composition, primitive by primitive).
+    pub remote: Option<Sp<String>>,
     /// `backward`: the op's backward pass, as formulas or a function path.
     pub backward: Option<BackwardSpec>,
     /// `save`: what the backward pass keeps (inputs, `output`, `output.N`).

@@ -166,6 +166,69 @@ pub fn lazy_spec(name: &str) -> String {
     format!("__spec_{name}")
 }
 
+/// The function a Remote server calls to serve the manifest's ops (in the dispatch module).
+pub const SERVE_REMOTE: &str = "serve_remote_ops";
+/// The call being built in an op's method on `Remote`.
+pub const CALL: &str = "__call";
+/// What a server-side kernel call reads its inputs from and writes its outputs to.
+pub const ARGS: &str = "__args";
+/// One tensor of an `option` or `vec` output, registered on the server.
+pub const TENSOR: &str = "__tensor";
+/// The registration of a crate's ops on a Remote server, in progress.
+pub const SERVE: &str = "__serve";
+
+/// The static facts of op `name`'s custom operation on Remote.
+pub fn remote_op(name: &str) -> String {
+    format!("__REMOTE_{}", name.to_ascii_uppercase())
+}
+
+/// The server-side kernel call of op `name`.
+pub fn serve_op(name: &str) -> String {
+    format!("__serve_{name}")
+}
+
+/// The static facts of backward kernel `Trait::method`'s custom operation on Remote.
+pub fn remote_backward_op(trait_name: &str, method: &str) -> String {
+    format!(
+        "__REMOTE_{}_{}",
+        upper_snake(trait_name),
+        method.to_ascii_uppercase()
+    )
+}
+
+/// The server-side call of backward kernel `Trait::method`.
+pub fn serve_backward(trait_name: &str, method: &str) -> String {
+    format!(
+        "__serve_{}_{method}",
+        upper_snake(trait_name).to_ascii_lowercase()
+    )
+}
+
+/// `UpperCamelCase` as `UPPER_SNAKE_CASE`.
+fn upper_snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
+/// A backward kernel's incoming gradient, a parameter of its method on `Remote` (saved values
+/// keep their input names, which never start with `__`).
+pub const SAVED_GRAD: &str = "__grad";
+/// The shape and dtype of a backward kernel's incoming gradient, on `Remote`.
+pub const GRAD_SPEC: &str = "__grad_spec";
+/// The float output, a saved value of a backward kernel's method on `Remote`.
+pub const SAVED_OUTPUT: &str = "__output";
+
+/// The function that registers the ops a server's backend (`flex`, `cube`) runs.
+pub fn serve_on(backend: BackendName) -> String {
+    format!("__serve_on_{}", backend.key().to_ascii_lowercase())
+}
+
 /// Generic parameters generated code introduces: the backend of the generic body and of
 /// `Autodiff<B, C>` impls, the checkpoint strategy, and the error strategy of routing functions.
 /// A trait named like one would be shadowed by it.

@@ -38,6 +38,7 @@ pub const OP_KEYS: &[&str] = &[
     "composite",
     "composition",
     "async",
+    "remote",
     "backward",
     "save",
     "checkpoint",
@@ -539,6 +540,7 @@ impl Parser {
         let composite = self.string(table, &path, "composite");
         let composition = self.string(table, &path, "composition");
         let asynchronous = self.boolean(table, &path, "async");
+        let remote = self.string(table, &path, "remote");
         let backward = table
             .get("backward")
             .and_then(|v| self.backward(v, &join(&path, "backward")));
@@ -560,6 +562,7 @@ impl Parser {
             composite,
             composition,
             asynchronous,
+            remote,
             backward,
             save,
             checkpoint,

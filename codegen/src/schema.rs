@@ -31,6 +31,8 @@ const SAVED_VALUE: &str = "^(output(\\.[0-9]+)*|_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?)
 /// The values of `checkpoint` (the validator's `CHECKPOINT_VALUES`; a unit test checks that
 /// each one is accepted).
 const CHECKPOINT_VALUES: &[&str] = &["keep", "recompute"];
+/// The values of `remote` (the validator's `REMOTE_VALUES`).
+const REMOTE_VALUES: &[&str] = &["kernel", "composition"];
 /// The plain types a formula reads as numbers (the validator's `NUMBER_TYPES`).
 const NUMBER_TYPES: &str = "f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize";
 
@@ -227,6 +229,10 @@ fn property(table: &str, key: &str) -> Value {
         ("op", "async") => json!({
             "description": "true: an async op. Its trait method returns `impl Future<Output = T> + Send` (kernels may be `async fn`), its composition is an async fn generic over B: Backend, and its routed functions return futures; each call is routed (planned, shape-checked, inputs unwrapped) at the call, and the future borrows nothing from the caller. Not with `backward` or `composite`; routed to Cube it needs a `composition`; plain inputs must be owned types.",
             "type": "boolean"
+        }),
+        ("op", "remote") => json!({
+            "description": "How the op runs on Remote. kernel (the default when every output is a tensor with `shape` and `dtype` declared): one custom operation, which the server runs with the op's kernel on its backend (the server registers the crate's ops with the generated `serve_remote_ops`); its plain arguments travel exactly as numbers (up to 64 bits), bool, char, and Option, Vec and tuples of them. composition (the default without output metadata): the op's `composition`, each primitive an operation on the server.",
+            "enum": REMOTE_VALUES
         }),
         ("op", "backward") => json!({
             "description": "The op's backward pass, from which its Autodiff<B, C> implementation is generated: a table of gradient formulas keyed by float input, or the path of a Rust function. Only for a differentiable op that is not composite, has exactly one float tensor output (other outputs int, bool or plain) and no `vec` float input.",

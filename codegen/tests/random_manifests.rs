@@ -183,6 +183,10 @@ fn backward() -> impl Strategy<Value = &'static str> {
         Just("async = true\nbackward = { a = \"grad\" }\n"),
         Just("async = true\ncomposite = \"crate::k\"\n"),
         Just("async = \"yes\"\n"),
+        Just("remote = \"kernl\"\n"),
+        Just("remote = \"composition\"\n"),
+        Just("remote = \"kernel\"\n"),
+        Just("remote = 1\n"),
     ]
 }
 
@@ -351,8 +355,8 @@ fn valid_declared_manifest() -> impl Strategy<Value = String> {
                     2 => format!("output = [{{ tensor = \"int\" }}, [{{ type = \"{ty}\" }}, {{ type = \"usize\" }}]]\n"),
                     _ => String::new(),
                 };
-                // Routed to Cube, an op with declared types runs its composition.
-                let composition = if backends.contains("Cube") {
+                // Routed to Cube or Remote, an op with declared types runs its composition.
+                let composition = if backends.contains("Cube") || backends.contains("Remote") {
                     format!("composition = \"crate::compositions::op_{k}\"\n")
                 } else {
                     String::new()

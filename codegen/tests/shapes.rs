@@ -105,7 +105,7 @@ fn dispatch_unwraps_and_rewraps_every_shape() {
         // A tensor-less op is routed to its only backend.
         "let __route = __rt::Route::fixed(&__OP, rt::BackendId::Flex)?;",
         // `detach`: no autodiff arms, so `OP` says none are compiled.
-        "rt::Policy::Detach, \"shapes.toml:8\", \"shapes.toml:3\", &[(rt::BackendId::Flex, true, \"\")], false, \"burn_route_autodiff\", env!(\"CARGO_PKG_NAME\"));",
+        "rt::Policy::Detach, \"shapes.toml:8\", \"shapes.toml:3\", &[(rt::BackendId::Flex, true, \"\")], false, \"burn_route_autodiff\", env!(\"CARGO_PKG_NAME\"), None);",
         // Planning refuses what the arms do not cover, so the last arm is a bug check.
         "_ => __route.unrouted(),",
         // ... and, with no tensor or device in its signature, needs no backend parameter.
@@ -233,7 +233,7 @@ fn option_vec_quantized_and_device_shapes() {
         // `__OP` names the arms each build compiles: Cube behind its cfg, autodiff behind its
         // own (the generator's `burn_route_autodiff`, set by the build script), and the crate.
         "(rt::BackendId::Cube, cfg!(all(feature = \"cube\", burn_route_cube)), \"all(feature = \\\"cube\\\", burn_route_cube)\")],",
-        "cfg!(burn_route_autodiff), \"burn_route_autodiff\", env!(\"CARGO_PKG_NAME\"));",
+        "cfg!(burn_route_autodiff), \"burn_route_autodiff\", env!(\"CARGO_PKG_NAME\"), None);",
     ] {
         assert!(
             dispatch.contains(expected),

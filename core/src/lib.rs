@@ -160,6 +160,17 @@ vocabulary! {
 }
 
 impl ShapeRule {
+    /// The one shape the rule allows against `reference`, when it fixes one (`same_as`,
+    /// `last_dim_of`, `leading_dims_of`; the broadcast rules allow several).
+    pub fn implied(self, reference: &[usize]) -> Option<&[usize]> {
+        match self {
+            Self::SameAs => Some(reference),
+            Self::LastDimOf => reference.last().map(core::slice::from_ref),
+            Self::LeadingDimsOf => reference.split_last().map(|(_, leading)| leading),
+            Self::BroadcastTo | Self::BroadcastWith => None,
+        }
+    }
+
     /// Whether `shape` meets the rule against `reference`.
     pub fn holds(self, shape: &[usize], reference: &[usize]) -> bool {
         let same_rank = shape.len() == reference.len();
@@ -233,6 +244,11 @@ mod tests {
         assert!(BroadcastWith.holds(&[2, 1], &[1, 4]));
         assert!(!BroadcastWith.holds(&[2, 3], &[2, 4]));
         assert!(LastDimOf.holds(&[4], &[2, 3, 4]));
+        assert_eq!(LastDimOf.implied(&[2, 3, 4]), Some(&[4][..]));
+        assert_eq!(LeadingDimsOf.implied(&[2, 3, 4]), Some(&[2, 3][..]));
+        assert_eq!(SameAs.implied(&[2, 3]), Some(&[2, 3][..]));
+        assert_eq!(BroadcastTo.implied(&[2, 3]), None);
+        assert_eq!(LastDimOf.implied(&[]), None);
         assert!(!LastDimOf.holds(&[1], &[2, 4]));
         assert!(!LastDimOf.holds(&[4], &[]));
         assert!(LeadingDimsOf.holds(&[2, 3], &[2, 3, 4]));

@@ -728,5 +728,5 @@ mod lazy {
         }
     }
 }
-#[cfg(feature = "remote")]
-impl BackwardKernels for burn_dispatch::backends::Remote {}
+// `Remote`'s implementation is generated (the dispatch module): each kernel one operation that
+// the server runs with its own backend's kernel.

@@ -1,7 +1,7 @@
 //! Every op of `RoutedOps` written once with backend primitives, generic over `B: Backend`.
 //!
-//! `Cube` and `Remote` use these as their kernels (on Remote each primitive runs on the server's
-//! backend); the Flex kernels fall back to them for dtypes, layouts or broadcasts their fused
+//! `Cube` uses these as its kernels, and `Remote` for the ops without output metadata (each
+//! primitive an operation on the server's backend); the Flex kernels fall back to them for dtypes, layouts or broadcasts their fused
 //! loops do not cover.
 
 use std::mem::MaybeUninit;
@@ -364,44 +364,6 @@ pub fn topk_last<B: Backend>(x: &FloatTensor<B>, k: usize) -> (FloatTensor<B>, I
     check_k(k, x.shape()[last]);
     let int_dtype = get_or_init_device_settings::<B>(&x.device()).int_dtype;
     B::float_topk_with_indices(x.clone(), last, k, int_dtype)
-}
-
-/// Remote runs every op as its composition (each primitive on the server's backend): the ops
-/// with a `composition` in `ops.toml` through the trait's default body, these here.
-#[cfg(feature = "remote")]
-impl crate::ops::RoutedOps for burn_dispatch::backends::Remote {
-    fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        crate::kernels::composed::add_relu::<Self>(lhs, rhs)
-    }
-    fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> FloatTensor<Self> {
-        crate::kernels::composed::bias_gelu::<Self>(x, bias)
-    }
-    fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
-        crate::kernels::composed::swiglu::<Self>(gate, up)
-    }
-    fn rms_norm(x: FloatTensor<Self>, weight: FloatTensor<Self>, eps: f32) -> FloatTensor<Self> {
-        crate::kernels::composed::rms_norm::<Self>(x, weight, eps)
-    }
-    fn layer_norm(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        eps: f32,
-    ) -> FloatTensor<Self> {
-        crate::kernels::composed::layer_norm::<Self>(x, gamma, beta, eps)
-    }
-    fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        crate::kernels::composed::softmax_last::<Self>(x)
-    }
-    fn cross_entropy_logits(
-        logits: FloatTensor<Self>,
-        targets: IntTensor<Self>,
-    ) -> FloatTensor<Self> {
-        crate::kernels::composed::cross_entropy_logits::<Self>(logits, targets)
-    }
-    fn dropout(x: FloatTensor<Self>, p: f32, seed: u64) -> (FloatTensor<Self>, BoolTensor<Self>) {
-        crate::kernels::composed::dropout::<Self>(x, p, seed)
-    }
 }
 
 /// `x * p.scale + p.shift`, broadcasting as Burn's `float_mul` and `float_add` do.

@@ -44,12 +44,11 @@ use routed::ops::{
 };
 use routed::tensor::{self as ops, Batch, FloatPair, IntChoice, IntPair, Masked, Operand};
 
-// Every op has a `composition`: the trait's default bodies are the kernels of every backend.
+// Every op has a `composition`: the trait's default bodies are the kernels of every backend
+// (the `Remote` impl is generated).
 impl routed::ops::ExtensionOps for burn_route::rt::Flex {}
 #[cfg(feature = "cube")]
 impl routed::ops::ExtensionOps for burn_route::rt::CubeBackend {}
-#[cfg(feature = "remote")]
-impl routed::ops::ExtensionOps for burn_route::rt::Remote {}
 
 /// The forward passes the manifest names, from backend primitives.
 mod forward {

@@ -35,12 +35,11 @@ mod routed {
 
 use routed::tensor as ops;
 
-// Every op has a `composition`: the trait's default bodies are the kernels of every backend.
+// Every op has a `composition`: the trait's default bodies are the kernels of every backend
+// (the `Remote` impl is generated).
 impl routed::ops::FormulaOps for burn_route::rt::Flex {}
 #[cfg(feature = "cube")]
 impl routed::ops::FormulaOps for burn_route::rt::CubeBackend {}
-#[cfg(feature = "remote")]
-impl routed::ops::FormulaOps for burn_route::rt::Remote {}
 
 /// The forward passes the manifest names (`composition = "crate::formulas::forward::..."`), from backend
 /// primitives.

@@ -29,6 +29,7 @@ mod gradient_shapes;
 mod lazy_forms;
 mod properties;
 mod remote;
+mod remote_forms;
 mod route_errors;
 mod shape_contracts;
 mod signatures;

@@ -14,16 +14,26 @@ use tokio::sync::oneshot;
 /// How long a stopped server may take to close its sessions and its port.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 
-/// A burn-remote server serving one Flex device on `127.0.0.1`, on a port the OS picks. Dropping
-/// it stops the server and waits (at most [`SHUTDOWN_LIMIT`]) for its thread to end.
+/// A burn-remote server serving one Flex device on `127.0.0.1`, on a port the OS picks, with the
+/// ops a [`Register`] function registers. Dropping it stops the server and waits (at most [`SHUTDOWN_LIMIT`]) for its thread to end.
 pub struct LoopbackServer {
     port: u16,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<Result<(), String>>>,
 }
 
+/// What a server registers before serving: `burn_route::dispatch::serve_remote_ops`, or another
+/// registration (none, or a manifest's of another version) for the tests of its errors.
+pub type Register = fn(RemoteServer, &[Device]) -> RemoteServer;
+
 impl LoopbackServer {
+    /// A server of burn-route's ops (`serve_remote_ops`).
     pub fn start() -> Self {
+        Self::serving(burn_route::dispatch::serve_remote_ops)
+    }
+
+    /// A server that registers what `register` does.
+    pub fn serving(register: Register) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
         let port = listener.local_addr().expect("bound address").port();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -35,7 +45,8 @@ impl LoopbackServer {
                     .build()
                     .map_err(|err| format!("tokio runtime: {err}"))?;
                 runtime.block_on(async move {
-                    let serve = RemoteServer::new([Device::flex()])
+                    let devices = [Device::flex()];
+                    let serve = register(RemoteServer::new(devices.clone()), &devices)
                         .serve_async(WebSocketTransport::from_listener(listener));
                     // Dropping `serve` when told to stop ends the server and its sessions.
                     tokio::select! {

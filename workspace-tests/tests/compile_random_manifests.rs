@@ -377,9 +377,11 @@ fn op(index: usize) -> impl Strategy<Value = String> {
         // composition, both or neither: the functions they name are the skeleton's stubs.
         // A declared backward pass: none, formulas or a function (the skeleton's stub), each
         // kept or recomputed. `async = true`, now and then.
-        ((any::<bool>(), any::<bool>()), (0..6u8, any::<bool>()), prop::bool::weighted(0.25)),
+        // How the op runs on Remote: the default, `remote = "composition"` or `"kernel"`
+        // (refused, and filtered out, where the op cannot).
+        ((any::<bool>(), any::<bool>()), (0..6u8, any::<bool>()), prop::bool::weighted(0.25), 0..4u8),
     )
-        .prop_map(move |(name, policy, inputs, output, backends, doc, ((meta, composition), (backward, recompute), asynchronous))| {
+        .prop_map(move |(name, policy, inputs, output, backends, doc, ((meta, composition), (backward, recompute), asynchronous, remote))| {
             // An op with a declared type runs its composition on Cube (it has no lazy form),
             // so it takes no output metadata, and no declared backward pass.
             let declared = output.contains("@T") || inputs.iter().any(|(_, arg, _)| arg.contains("@T"));
@@ -403,8 +405,13 @@ fn op(index: usize) -> impl Strategy<Value = String> {
                 String::new()
             };
             let asynchronous_key = if asynchronous { "async = true\n" } else { "" };
+            let remote_key = match remote {
+                1 if !composition.is_empty() => "remote = \"composition\"\n",
+                2 if meta => "remote = \"kernel\"\n",
+                _ => "",
+            };
             let mut text = format!(
-                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}{asynchronous_key}{composition}inputs = [\n"
+                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}{asynchronous_key}{composition}{remote_key}inputs = [\n"
             );
             // A contract relates a single or optional tensor to another one (validation refuses
             // the rest, and rank conflicts, which filters those manifests out).

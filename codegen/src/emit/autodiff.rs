@@ -68,6 +68,11 @@ fn nested(path: &str) -> String {
 
 /// The type of a field at the backend level (owned).
 pub(super) fn field_type(op: &Op, source: &FieldSource) -> String {
+    field_type_on(op, source, "B")
+}
+
+/// The type of a field on backend `backend` (`B`, `Self`), owned.
+pub(super) fn field_type_on(op: &Op, source: &FieldSource, backend: &str) -> String {
     match source {
         FieldSource::Input(name) => {
             let input = op
@@ -76,18 +81,18 @@ pub(super) fn field_type(op: &Op, source: &FieldSource) -> String {
                 .find(|i| &i.name == name)
                 .expect("a field's input");
             match &input.arg {
-                Arg::Tensor(t) => owned_contained(t, &primitive(t.kind, "B")),
+                Arg::Tensor(t) => owned_contained(t, &primitive(t.kind, backend)),
                 Arg::Plain(ty) => ty.clone(),
-                Arg::Device => "rt::DeviceOf<B>".to_owned(),
+                Arg::Device => format!("rt::DeviceOf<{backend}>"),
                 Arg::Declared { .. } => {
                     unreachable!("validation: no declared backward pass with declared types")
                 }
             }
         }
         FieldSource::Output(path) => match crate::validate::leaf_at(&op.output, path) {
-            Some(Output::Tensor(t)) => owned_contained(t, &primitive(t.kind, "B")),
+            Some(Output::Tensor(t)) => owned_contained(t, &primitive(t.kind, backend)),
             Some(Output::Plain(ty)) => ty.clone(),
-            Some(other) => super::output_type(other, "B"),
+            Some(other) => super::output_type(other, backend),
             None => unreachable!("a field's output element exists"),
         },
     }
@@ -252,7 +257,7 @@ fn impl_head(tr: &str, ty: &str, bound: &str, w: &mut Writer) {
 
 /// `where` and its predicates, one per line, then the opening brace. A predicate too long for
 /// its line puts each further bound on a line of its own, as rustfmt does.
-fn where_clause(predicates: &[String], w: &mut Writer) {
+pub(super) fn where_clause(predicates: &[String], w: &mut Writer) {
     w.line("where");
     w.indent();
     for p in predicates {

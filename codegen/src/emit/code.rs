@@ -608,6 +608,37 @@ impl Writer {
                 self.render(&items[0], depth, close.len() + trail, true);
                 self.push(close);
             }
+            // Call arguments that are all short and simple (rustfmt's
+            // `short_array_element_width_threshold`: names, field accesses, literals, `&`/`-`
+            // of them, each at most 10 columns) fill lines, as rustfmt's mixed layout does.
+            Doc::List {
+                open,
+                items,
+                close,
+                limit: Some(CALL_WIDTH),
+                trailing_comma: true,
+                ..
+            } if short_simple(items) => {
+                self.push(open);
+                let flat: Vec<String> = items.iter().map(Doc::flat_text).collect();
+                self.out.push('\n');
+                self.start_line(depth + 1);
+                for (i, item) in flat.iter().enumerate() {
+                    if i > 0 {
+                        if self.col + 1 + item.len() + 1 > WIDTH {
+                            self.out.push('\n');
+                            self.start_line(depth + 1);
+                        } else {
+                            self.push(" ");
+                        }
+                    }
+                    self.push(item);
+                    self.push(",");
+                }
+                self.out.push('\n');
+                self.start_line(depth);
+                self.push(close);
+            }
             Doc::List {
                 open,
                 items,
@@ -844,3 +875,20 @@ fn opens_block(word: &str) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether every item is a simple expression in rustfmt's sense (a name, a field access or
+/// index of one, a literal, or `&`/`-` of one; not a path with `::`, a call or a macro) of at
+/// most 10 columns.
+fn short_simple(items: &[Doc]) -> bool {
+    items.len() > 1
+        && items.iter().all(|item| {
+            let Doc::Text(text) = item else { return false };
+            let body = text.trim_start_matches(['&', '-']);
+            text.chars().count() <= 10
+                && !body.is_empty()
+                && !body.contains("::")
+                && body
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']' | '"'))
+        })
+}

@@ -81,6 +81,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         routing_fns(ir, index, &runs, w);
     }
     super::types::conversions(ir, w);
+    super::remote::emit(ir, w);
 }
 
 /// Short names for the two `Autodiff<B, C>` implementations of each backend that serves a
@@ -1009,6 +1010,11 @@ fn op_info(ir: &Ir, op: &Op, w: &mut Writer) {
                 autodiff,
                 string_literal(&ir.autodiff_cfg).into(),
                 "env!(\"CARGO_PKG_NAME\")".into(),
+                if op.remote == crate::ir::RemoteImpl::Kernel {
+                    format!("Some(&{})", names::remote_op(&op.name)).into()
+                } else {
+                    "None".into()
+                },
             ],
         ),
         ";",

@@ -98,7 +98,7 @@ fn keep_functions_used(ops: &[&Op], cfg: Option<&str>, w: &mut Writer) {
 }
 
 /// Every tensor output, in order (a declared struct's fields in declaration order).
-fn output_tensors(out: &Output) -> Vec<&TensorArg> {
+pub(super) fn output_tensors(out: &Output) -> Vec<&TensorArg> {
     match out {
         Output::Tensor(t) => vec![t],
         Output::Tuple(items) => items.iter().flat_map(output_tensors).collect(),
@@ -110,15 +110,15 @@ fn output_tensors(out: &Output) -> Vec<&TensorArg> {
 /// One tensor output: its manifest path (`output`, `output[1]`, `output.mean`), the suffix of
 /// its locals (``, `_1`, `_1_0`), where the kernel's result holds it (``, `.1`, `.mean`), and
 /// the tensor.
-struct LazyOutput<'a> {
-    path: String,
-    suffix: String,
-    access: String,
-    tensor: &'a TensorArg,
+pub(super) struct LazyOutput<'a> {
+    pub(super) path: String,
+    pub(super) suffix: String,
+    pub(super) access: String,
+    pub(super) tensor: &'a TensorArg,
 }
 
 /// Every tensor output, in order.
-fn outputs_with_paths<'a>(
+pub(super) fn outputs_with_paths<'a>(
     out: &'a Output,
     path: String,
     suffix: String,
@@ -164,7 +164,7 @@ fn outputs_with_paths<'a>(
     }
 }
 
-fn kind_variant(kind: TensorKind) -> &'static str {
+pub(super) fn kind_variant(kind: TensorKind) -> &'static str {
     match kind {
         TensorKind::Float => "rt::TensorKind::Float",
         TensorKind::Int => "rt::TensorKind::Int",
@@ -384,7 +384,7 @@ fn specs(op: &Op, w: &mut Writer) {
 
 /// What a metadata function is called with: each tensor input's spec and each plain argument,
 /// by reference, in input order (devices left out).
-fn metadata_args(op: &Op) -> Vec<Doc> {
+pub(super) fn metadata_args(op: &Op) -> Vec<Doc> {
     op.inputs
         .iter()
         .filter_map(|input| match &input.arg {
@@ -404,7 +404,7 @@ fn metadata_args(op: &Op) -> Vec<Doc> {
 }
 
 /// The method's return value: the lazy outputs, taken in declaration order.
-fn return_expr(out: &Output) -> Doc {
+pub(super) fn return_expr(out: &Output) -> Doc {
     match out {
         Output::Declared { .. } => unreachable!("a struct output is written by `struct_return`"),
         Output::Tensor(t) => match t.container {

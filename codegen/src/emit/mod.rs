@@ -10,6 +10,7 @@ mod code;
 mod dispatch;
 mod fusion;
 mod ops;
+mod remote;
 mod skeleton;
 mod tensor;
 mod types;

@@ -53,7 +53,16 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         if group.composite {
             continue;
         }
-        for backend in &group.backends {
+        // `Remote`'s impl is generated (each op one operation the server runs, or its
+        // composition), unless an op of the trait can run there neither way.
+        let remote_by_hand = ir
+            .ops_of(index)
+            .any(|op| op.remote == crate::ir::RemoteImpl::HandWritten);
+        for backend in group
+            .backends
+            .iter()
+            .filter(|b| b.name != BackendName::Remote || remote_by_hand)
+        {
             // `Cube` is `Fusion<CubeBackend>` when fusion is on: the generated `Fusion<B>` impl
             // runs `CubeBackend`'s kernels.
             let name = match backend.name {

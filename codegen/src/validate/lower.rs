@@ -20,7 +20,8 @@ use crate::canon::{cfg_text, path_text, type_text};
 use crate::diag::{Diagnostic, LineIndex, did_you_mean, page};
 use crate::ir::{
     Arg, Backend, BackendName, Container, FusionImpl, Input, Ir, MetaSource, Op, Output,
-    OutputMeta, Policy, Rank, RouteBy, ShapeContract, ShapeRule, TensorArg, TensorKind, TraitGroup,
+    OutputMeta, Policy, Rank, RemoteImpl, RouteBy, ShapeContract, ShapeRule, TensorArg, TensorKind,
+    TraitGroup,
 };
 use crate::model::{
     ArgSpec, BackendSpec, Dims, Manifest, MetaSpec, OpSpec, OutputSpec, Sp, TensorSpec,
@@ -219,6 +220,7 @@ pub(super) fn finish(
         &routing.trait_name,
         &routing.autodiff_trait,
     );
+    hand_written_remote(&mut ops);
     Ir {
         manifest_name: options.manifest_name.to_owned(),
         trait_name: routing.trait_name,
@@ -765,6 +767,15 @@ impl Lowerer<'_> {
         } else {
             fusion
         };
+        let remote = remote_impl(
+            spec,
+            &backends,
+            composite.is_some(),
+            composition.is_some(),
+            asynchronous,
+            &inputs,
+            &output,
+        );
         let mut op = Op {
             name,
             doc,
@@ -779,6 +790,7 @@ impl Lowerer<'_> {
             composition,
             asynchronous,
             fusion,
+            remote,
             output_location: format!("{}:{output_line}", cx.manifest_name),
             route_by,
             complex_types,
@@ -866,6 +878,78 @@ fn fusion_impl(
     } else {
         FusionImpl::None
     }
+}
+
+/// How an op runs on Remote: as one custom operation when its outputs declare their metadata
+/// (or `remote = "kernel"` says so), else through its composition. What cannot hold (no
+/// metadata and no composition, a declared type, an argument the encoding cannot carry) is
+/// [`super::remote`]'s to report; here the op just gets the form it asks for.
+fn remote_impl(
+    spec: &crate::model::OpSpec,
+    backends: &[Backend],
+    composite: bool,
+    composition: bool,
+    asynchronous: bool,
+    inputs: &[Input],
+    output: &Output,
+) -> RemoteImpl {
+    if composite || !backends.iter().any(|b| b.name == BackendName::Remote) {
+        return RemoteImpl::None;
+    }
+    match spec.remote.as_ref().map(|r| r.value.as_str()) {
+        Some("composition") => RemoteImpl::Composition,
+        Some("kernel") => RemoteImpl::Kernel,
+        _ if remote_kernel_possible(asynchronous, inputs, output) && arguments_encode(inputs) => {
+            RemoteImpl::Kernel
+        }
+        _ if composition => RemoteImpl::Composition,
+        _ => RemoteImpl::HandWritten,
+    }
+}
+
+/// Whether every plain input's type travels exactly as an operation's scalars.
+pub(super) fn arguments_encode(inputs: &[Input]) -> bool {
+    inputs.iter().all(|input| match &input.arg {
+        Arg::Plain(ty) => {
+            syn::parse_str::<syn::Type>(ty).is_ok_and(|t| super::remote::encodable(&t))
+        }
+        _ => true,
+    })
+}
+
+/// Every op of a trait whose Remote implementation the crate writes by hand (one of its ops
+/// is [`RemoteImpl::HandWritten`]) runs on Remote as that implementation says.
+fn hand_written_remote(ops: &mut [Op]) {
+    let hand_written: Vec<usize> = ops
+        .iter()
+        .filter(|op| op.remote == RemoteImpl::HandWritten)
+        .map(|op| op.group)
+        .collect();
+    for op in ops.iter_mut() {
+        if op.remote != RemoteImpl::None && hand_written.contains(&op.group) {
+            op.remote = RemoteImpl::HandWritten;
+        }
+    }
+}
+
+/// Whether an op can run on Remote as one custom operation: every output a tensor with its
+/// metadata (no declared type), no declared-type input, and synchronous.
+pub(super) fn remote_kernel_possible(
+    asynchronous: bool,
+    inputs: &[Input],
+    output: &Output,
+) -> bool {
+    fn no_declared(out: &Output) -> bool {
+        match out {
+            Output::Declared { .. } => false,
+            Output::Tuple(items) => items.iter().all(no_declared),
+            Output::Tensor(_) | Output::Unit | Output::Plain(_) => true,
+        }
+    }
+    !asynchronous
+        && no_declared(output)
+        && lazy_outputs(output)
+        && !inputs.iter().any(|i| matches!(i.arg, Arg::Declared { .. }))
 }
 
 /// Whether every output is a tensor with its shape and dtype declared (and there is one): a

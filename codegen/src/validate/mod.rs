@@ -5,8 +5,8 @@
 //! - `lower`: each value to its IR form (names, kinds, types, cfgs, docs), one op at a time.
 //!   Names are checked by [`crate::names`], plain types by `types`, doc text by `text`.
 //! - `rules`: the rules that relate values to each other, one named function each, all
-//!   listed in `rules::OP_RULES`, `rules::MANIFEST_RULES` and
-//!   `asynchrony::MANIFEST_RULES`.
+//!   listed in `rules::OP_RULES`, `rules::MANIFEST_RULES`, `asynchrony::MANIFEST_RULES` and
+//!   `remote::MANIFEST_RULES`.
 //!
 //! Builder options that change names (the trait override) enter here like manifest values, so
 //! they meet the same rules.
@@ -16,6 +16,7 @@ mod backward;
 mod check;
 mod context;
 mod lower;
+mod remote;
 
 pub(crate) use backward::leaf_at;
 pub(crate) use lower::is_well_known_cfg;
@@ -87,13 +88,15 @@ pub fn validate_with(
     for rule in rules::MANIFEST_RULES
         .iter()
         .chain(asynchrony::MANIFEST_RULES)
+        .chain(remote::MANIFEST_RULES)
     {
         diags.extend(rule(&cx));
     }
     diags.sort_by(|a, b| (a.span.start, &a.key).cmp(&(b.span.start, &b.key)));
     diags.dedup();
     let used = rules::declared_uses(&lowered.ops);
-    let warnings = lower::unused(manifest, &lowered.declared, &used);
+    let mut warnings = lower::unused(manifest, &lowered.declared, &used);
+    warnings.extend(remote::hand_written_warnings(&cx));
     match lowered.routing {
         Some(routing) if diags.is_empty() && lowered.complete => {
             let mut ir = lower::finish(

@@ -154,6 +154,22 @@ pub enum RouteError {
         /// `manifest:LINE` of the op.
         location: &'static str,
     },
+    /// The op runs on the Remote server as one custom operation, and the server of the routing
+    /// tensor's device does not serve it: it serves none of the crate's ops, not this one, or
+    /// another declaration of it (a server built from another version of the manifest).
+    /// Asked once per device and op, at the first call.
+    RemoteNotServed {
+        /// The op.
+        op: &'static str,
+        /// Its custom operation's id (`burn-route/MODULE/OP/HASH`).
+        id: Box<str>,
+        /// The crate that generated the op.
+        krate: &'static str,
+        /// The function the server binary must call to serve the crate's ops.
+        serve: &'static str,
+        /// What the server answered.
+        problem: RemoteProblem,
+    },
     /// An enabled autodiff context reached routing in a build without the `autodiff` feature.
     AutodiffFeatureOff {
         /// The op.
@@ -163,6 +179,18 @@ pub enum RouteError {
         /// Its backend.
         backend: BackendId,
     },
+}
+
+/// Why a Remote server does not run an op ([`RouteError::RemoteNotServed`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RemoteProblem {
+    /// The server serves none of the crate's ops: its handshake failed, with this cause.
+    NotServed(Box<str>),
+    /// The server serves the crate's ops, but not this one.
+    Missing,
+    /// The server serves another declaration of the op.
+    OtherVersion,
 }
 
 /// How a dispatch tensor is malformed.
@@ -285,6 +313,11 @@ impl RouteError {
             Self::ShapeContract { .. } => "shape-contract",
             Self::OutputMetadata { .. } | Self::OutputPresence { .. } => "output-metadata",
             Self::AutodiffFeatureOff { .. } => "autodiff-feature-off",
+            Self::RemoteNotServed { problem, .. } => match problem {
+                RemoteProblem::NotServed(_) => "remote-not-served",
+                RemoteProblem::Missing => "remote-op-missing",
+                RemoteProblem::OtherVersion => "remote-op-version",
+            },
         }
     }
 }
@@ -464,6 +497,38 @@ impl RouteError {
                  `shape` function return `None` (an `option` output) or as many shapes (a `vec` \
                  output) as the kernel returns tensors. "
             ),
+            Self::RemoteNotServed {
+                op,
+                id,
+                krate,
+                serve,
+                problem,
+            } => match problem {
+                RemoteProblem::NotServed(cause) => write!(
+                    f,
+                    "the Remote server does not serve the ops of crate `{krate}`: op `{op}` runs on \
+                     the server as one operation (`{id}`), and the server did not answer the \
+                     crate's handshake ({cause}); Burn's server closes the session of an operation \
+                     it has no handler for. Fix: in the server binary, register the crate's ops \
+                     with `{serve}(server, &devices)` before serving, with the same version of \
+                     crate `{krate}`, and reconnect. "
+                ),
+                RemoteProblem::Missing => write!(
+                    f,
+                    "the Remote server does not serve op `{op}`: it serves the ops of crate \
+                     `{krate}`, but its build of the crate has no op `{op}` (`{id}`). Fix: rebuild \
+                     the server binary with the client's version of crate `{krate}` (it calls \
+                     `{serve}`). "
+                ),
+                RemoteProblem::OtherVersion => write!(
+                    f,
+                    "the Remote server serves another version of op `{op}`: its build of crate \
+                     `{krate}` declares the op differently (the client's is `{id}`), so neither \
+                     side could read the other's arguments and outputs. Fix: build the server \
+                     binary and the client from the same manifest (the same version of crate \
+                     `{krate}`, whose `{serve}` the server calls). "
+                ),
+            },
             Self::AutodiffFeatureOff { op, input, backend } => write!(
                 f,
                 "autodiff context requires the `autodiff` feature: input `{input}` of op `{op}` (backend \

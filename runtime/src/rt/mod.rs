@@ -31,6 +31,11 @@ mod shape;
 mod spec;
 mod words;
 
+/// Ops on `Remote` as one custom operation each: the client's [`remote::Call`], the server's
+/// [`remote::Serve`].
+#[cfg(feature = "remote")]
+pub mod remote;
+
 /// The lazy implementation of ops on `Fusion<B>` (what `Cube` is when fusion is on).
 #[cfg(feature = "cube")]
 pub mod fusion;
@@ -39,7 +44,7 @@ pub use burn_route_core::ShapeRule;
 /// The error reference every [`RouteError`] links (also at `burn_route_runtime::errors`), which
 /// generated docs name.
 pub use burn_route_core::errors;
-pub use error::{Malformed, RouteError};
+pub use error::{Malformed, RemoteProblem, RouteError};
 pub use op::{BackendId, InputName, Policy, TensorKind};
 pub use pending::{Async, Pending, PendingResult, Planned};
 pub use spec::{OutputName, TensorSpec};
@@ -55,7 +60,7 @@ pub mod __private {
     #[cfg(feature = "autodiff")]
     pub use super::grad;
     pub use super::lane::{Concrete, Held, Target};
-    pub use super::op::OpInfo;
+    pub use super::op::{OpInfo, RemoteOp};
     pub use super::route::{Group, Input, Mode, Route};
     pub use super::shape::{ShapeCheck, check_shapes};
     pub use super::{Fallible, OnError, Panic};

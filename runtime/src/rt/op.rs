@@ -6,6 +6,30 @@ use core::fmt;
 
 pub use burn_route_core::{BackendId, Policy};
 
+/// The static facts of an op's custom operation on Remote (an op that runs on the server as one
+/// operation), for routing and errors.
+#[derive(Debug)]
+pub struct RemoteOp {
+    /// The op's name.
+    pub op: &'static str,
+    /// The hash of its declaration (its inputs' and outputs' names and forms).
+    pub hash: u64,
+    /// The crate that generated the op.
+    pub krate: &'static str,
+    /// The module that includes the generated dispatch code (`module_path!()`): one per
+    /// manifest, where a crate may include several.
+    pub module: &'static str,
+    /// The path of the function a server calls to serve the manifest's ops.
+    pub serve: &'static str,
+}
+
+impl RemoteOp {
+    /// Its custom operation's id: `burn-route/MODULE/OP/HASH`.
+    pub fn id(&self) -> String {
+        format!("burn-route/{}/{}/{:016x}", self.module, self.op, self.hash)
+    }
+}
+
 /// Static facts about a routed op, for planning and for error messages.
 ///
 /// Generated code builds one per op in a `static`, naming the backends its routing arms are
@@ -31,6 +55,8 @@ pub struct OpInfo {
     pub(crate) autodiff_cfg: &'static str,
     /// The crate that compiled the generated code (`CARGO_PKG_NAME`), for messages.
     pub(crate) krate: &'static str,
+    /// The op's custom operation on Remote, when it runs there as one.
+    pub(crate) remote: Option<&'static RemoteOp>,
 }
 
 impl OpInfo {
@@ -38,7 +64,9 @@ impl OpInfo {
     /// whether its routing arms are compiled (the `cfg!` of its cfg) and that cfg's text (empty
     /// when it has none); `autodiff` says whether the `Autodiff<B, C>` arms are (the `cfg!` of
     /// `autodiff_cfg`; `false` for ops that are not `differentiable`). `krate` is the crate
-    /// that includes the generated code.
+    /// that includes the generated code. `remote` is the op's custom operation on Remote, when
+    /// it runs there as one: planning then asks the server whether it serves it, before the
+    /// first call on each device.
     #[allow(clippy::too_many_arguments)]
     pub const fn new(
         name: &'static str,
@@ -49,6 +77,7 @@ impl OpInfo {
         autodiff: bool,
         autodiff_cfg: &'static str,
         krate: &'static str,
+        remote: Option<&'static RemoteOp>,
     ) -> Self {
         let mut routed = 0;
         let mut i = 0;
@@ -68,7 +97,16 @@ impl OpInfo {
             backends,
             autodiff_cfg,
             krate,
+            remote,
         }
+    }
+
+    /// Whether a call on `backend` must first be known to be served (an op that runs on Remote as
+    /// one operation), which
+    /// only the full planner checks.
+    #[inline]
+    pub(crate) fn asks_server(&self, backend: BackendId) -> bool {
+        matches!(backend, BackendId::Remote) && self.remote.is_some()
     }
 
     /// The cfg that compiled `backend`'s arms out, when the manifest lists it but this build

@@ -365,7 +365,7 @@ impl Route {
             }
         }
         let backend = backend?;
-        op.is_routed(backend)
+        (op.is_routed(backend) && !op.asks_server(backend))
             .then_some(Self::plain_route(op, backend))
     }
 
@@ -390,7 +390,9 @@ impl Route {
     #[inline]
     pub fn fast_by_device(op: &'static OpInfo, device: &DispatchDevice) -> Option<Self> {
         match describe_device(device) {
-            (backend, DispatchAutodiffContext::Disabled) if op.is_routed(backend) => {
+            (backend, DispatchAutodiffContext::Disabled)
+                if op.is_routed(backend) && !op.asks_server(backend) =>
+            {
                 Some(Self::plain_route(op, backend))
             }
             _ => None,
@@ -575,7 +577,11 @@ impl Route {
             }
             _ => Mode::Concrete,
         };
-        Self::routed(op, router.name, routed.backend, mode, context)
+        let route = Self::routed(op, router.name, routed.backend, mode, context)?;
+        if op.asks_server(routed.backend) {
+            check_served(op, &router.tensor.kind.device())?;
+        }
+        Ok(route)
     }
 
     /// The route, if the op has a compiled arm for it.
@@ -651,7 +657,11 @@ impl Route {
                 backend,
             });
         }
-        Self::routed(op, input, backend, Mode::Concrete, context)
+        let route = Self::routed(op, input, backend, Mode::Concrete, context)?;
+        if op.asks_server(backend) {
+            check_served(op, device)?;
+        }
+        Ok(route)
     }
 
     /// A route for an op without tensor or device inputs: the manifest lists exactly one
@@ -810,3 +820,18 @@ fn check_input(op: &'static OpInfo, input: &Input<'_>, found: Described) -> Resu
 
 #[cfg(test)]
 mod tests;
+
+/// Whether the Remote server of `device` serves the op (one that runs there as one operation).
+#[cfg(feature = "remote")]
+#[cold]
+fn check_served(op: &'static OpInfo, device: &DispatchDevice) -> Result<(), RouteError> {
+    let (Some(remote), DispatchDevice::Remote(device)) = (op.remote, device.clone().inner()) else {
+        return Ok(());
+    };
+    super::remote::ready(op, remote, &device)
+}
+
+#[cfg(not(feature = "remote"))]
+fn check_served(_: &'static OpInfo, _: &DispatchDevice) -> Result<(), RouteError> {
+    Ok(())
+}

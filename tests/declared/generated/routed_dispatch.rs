@@ -144,6 +144,7 @@ fn route_pick<F: __rt::OnError>(op: OperandPrimitive<rt::Dispatch>) -> F::Out<rt
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_pick as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -235,6 +236,7 @@ fn route_pick_untracked<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_pick as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -342,6 +344,7 @@ fn route_mix_pick<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_mix_pick as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -459,6 +462,7 @@ fn route_select<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_select as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -570,6 +574,7 @@ fn route_int_to_float<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_int_to_float as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -679,6 +684,7 @@ fn route_mul_pair<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_mul_pair as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -837,6 +843,7 @@ fn route_norm_pair<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_norm_pair as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1000,6 +1007,7 @@ fn route_split_scaled<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_split_scaled as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1195,6 +1203,7 @@ fn route_apply_mask<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_apply_mask as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1327,6 +1336,7 @@ fn route_weighted_sum<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_weighted_sum as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1619,4 +1629,50 @@ impl<B: __rt::Target> MaskedPrimitive<B> {
             MaskedPrimitive::Nothing => MaskedPrimitive::Nothing,
         }
     }
+}
+
+/// [`ExtensionOps`] on `Remote`: each op with output metadata is one operation that the
+/// server runs with its kernel (registered by [`serve_remote_ops`]); the others run their
+/// composition, each primitive an operation on the server.
+#[cfg(burn_route_remote)]
+impl ExtensionOps for rt::Remote {}
+
+/// Registers every op of `tests/declared/ops.toml` that runs on the Remote server as one operation
+/// on `server`,
+/// for the backend of `devices` (the server's devices: Flex, or Cube when this build has it),
+/// and the handshake a client asks before its first call of each op. A server binary calls
+/// it once per crate of ops it serves, before serving:
+///
+/// ```ignore
+/// let devices = [Device::flex()];
+/// let server = serve_remote_ops(RemoteServer::new(devices.clone()), &devices);
+/// ```
+///
+/// A client whose server does not call it gets [`rt::RouteError::RemoteNotServed`] at its
+/// first call of an op on that server, naming the op and this function.
+#[cfg(burn_route_remote)]
+pub fn serve_remote_ops(
+    server: rt::remote::RemoteServer,
+    devices: &[rt::Device],
+) -> rt::remote::RemoteServer {
+    match rt::remote::backend_of(devices) {
+        Some(rt::BackendId::Flex) => __serve_on_flex(server),
+        #[cfg(all(burn_route_remote, burn_route_cube))]
+        Some(rt::BackendId::Cube) => __serve_on_cube(server),
+        _ => server,
+    }
+}
+
+/// The ops a Flex server runs, and the handshake.
+#[cfg(burn_route_remote)]
+fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer {
+    let __serve = rt::remote::Serve::<rt::Flex>::new(server, module_path!());
+    __serve.finish()
+}
+
+/// The ops a Cube server runs, and the handshake.
+#[cfg(all(burn_route_remote, burn_route_cube))]
+fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer {
+    let __serve = rt::remote::Serve::<rt::Cube>::new(server, module_path!());
+    __serve.finish()
 }

@@ -312,6 +312,7 @@ fn route_mul<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_mul as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -475,6 +476,7 @@ fn route_exp<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -589,6 +591,7 @@ fn route_log<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -703,6 +706,7 @@ fn route_xlogx<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTe
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -825,6 +829,7 @@ fn route_sqrt<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -939,6 +944,7 @@ fn route_tanh<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1053,6 +1059,7 @@ fn route_sigmoid<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dispatch
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1179,6 +1186,7 @@ fn route_abs<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1293,6 +1301,7 @@ fn route_sin<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1407,6 +1416,7 @@ fn route_cos<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1521,6 +1531,7 @@ fn route_recip<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTe
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1643,6 +1654,7 @@ fn route_erf<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1771,6 +1783,7 @@ fn route_pow_scalar<F: __rt::OnError>(x: rt::DispatchTensor, p: f32) -> F::Out<r
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_pow_scalar as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -1909,6 +1922,7 @@ fn route_pow<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_mul as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2078,6 +2092,7 @@ fn route_base_pow<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_base_pow as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2213,6 +2228,7 @@ fn route_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2347,6 +2363,7 @@ fn route_leaky_relu<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_leaky_relu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2502,6 +2519,7 @@ fn route_soft_shrink<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_soft_shrink as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2643,6 +2661,7 @@ fn route_maximum<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_mul as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2819,6 +2838,7 @@ fn route_hardtanh<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_hardtanh as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2984,6 +3004,7 @@ fn route_clamp_square<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_clamp_square as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3134,6 +3155,7 @@ fn route_softmax<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dispatch
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3260,6 +3282,7 @@ fn route_center<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchT
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3382,6 +3405,7 @@ fn route_center_first<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3537,6 +3561,7 @@ fn route_mix<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_mix as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3750,6 +3775,7 @@ fn route_number_functions<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_number_functions as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3903,6 +3929,7 @@ fn route_stop_scale<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_stop_scale as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4085,6 +4112,7 @@ fn route_fma<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_fma as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4282,6 +4310,7 @@ fn route_borrowed_mul<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_borrowed_mul as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4454,6 +4483,7 @@ fn route_exp_argmax<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp_argmax as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4602,6 +4632,7 @@ fn route_scaled_softmax<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_scaled_softmax as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4754,6 +4785,7 @@ fn route_exp_argmax_recomputed<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp_argmax_recomputed as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4886,6 +4918,7 @@ fn route_counted_square<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::D
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5012,6 +5045,7 @@ fn route_counted_exp<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Disp
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5139,6 +5173,7 @@ fn route_counted_exp_kept<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt:
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5288,6 +5323,7 @@ fn route_wrong_gradient_shape<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_wrong_gradient_shape as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5448,6 +5484,7 @@ fn route_wrong_dimension<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_exp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5580,6 +5617,7 @@ fn route_scaled_by<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_wrong_gradient_shape as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5764,6 +5802,7 @@ fn route_recomputed_with_args<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_recomputed_with_args as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5929,4 +5968,50 @@ fn route_recomputed_with_args<F: __rt::OnError>(
         }),
         None => F::result(__plan_and_run(x, targets, flag, k, unused)),
     }
+}
+
+/// [`FormulaOps`] on `Remote`: each op with output metadata is one operation that the
+/// server runs with its kernel (registered by [`serve_remote_ops`]); the others run their
+/// composition, each primitive an operation on the server.
+#[cfg(burn_route_remote)]
+impl FormulaOps for rt::Remote {}
+
+/// Registers every op of `tests/formulas/ops.toml` that runs on the Remote server as one operation
+/// on `server`,
+/// for the backend of `devices` (the server's devices: Flex, or Cube when this build has it),
+/// and the handshake a client asks before its first call of each op. A server binary calls
+/// it once per crate of ops it serves, before serving:
+///
+/// ```ignore
+/// let devices = [Device::flex()];
+/// let server = serve_remote_ops(RemoteServer::new(devices.clone()), &devices);
+/// ```
+///
+/// A client whose server does not call it gets [`rt::RouteError::RemoteNotServed`] at its
+/// first call of an op on that server, naming the op and this function.
+#[cfg(burn_route_remote)]
+pub fn serve_remote_ops(
+    server: rt::remote::RemoteServer,
+    devices: &[rt::Device],
+) -> rt::remote::RemoteServer {
+    match rt::remote::backend_of(devices) {
+        Some(rt::BackendId::Flex) => __serve_on_flex(server),
+        #[cfg(all(burn_route_remote, burn_route_cube))]
+        Some(rt::BackendId::Cube) => __serve_on_cube(server),
+        _ => server,
+    }
+}
+
+/// The ops a Flex server runs, and the handshake.
+#[cfg(burn_route_remote)]
+fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer {
+    let __serve = rt::remote::Serve::<rt::Flex>::new(server, module_path!());
+    __serve.finish()
+}
+
+/// The ops a Cube server runs, and the handshake.
+#[cfg(all(burn_route_remote, burn_route_cube))]
+fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer {
+    let __serve = rt::remote::Serve::<rt::Cube>::new(server, module_path!());
+    __serve.finish()
 }

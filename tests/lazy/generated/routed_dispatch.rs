@@ -158,6 +158,7 @@ fn route_forms<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_forms as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -319,6 +320,7 @@ fn route_filled<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_filled as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -409,6 +411,7 @@ fn route_moved<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_moved as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -495,6 +498,7 @@ fn route_row_stats<F: __rt::OnError>(
         false,
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
+        None,
     );
     use self::__run_row_stats as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,

@@ -54,6 +54,7 @@ fn op_info(policy: Policy, routed: bool, autodiff: bool) -> &'static OpInfo {
         autodiff,
         "feature = \"autodiff\"",
         "test",
+        None,
     )))
 }
 
@@ -80,6 +81,7 @@ fn an_unrouted_backend_is_reported_before_the_policy() {
             true,
             "feature = \"autodiff\"",
             "test",
+            None,
         )));
         Route::plan(op, [input(TensorKind::Float, "x", &tracked)]).unwrap_err()
     };

@@ -1,0 +1,320 @@
+//! The rules of ops on Remote (`remote`): what running an op on the server as one custom
+//! operation needs.
+//!
+//! Such an op's client declares its outputs before the server runs anything (their `shape` and
+//! `dtype`, as on `Fusion<B>`) and ships its plain arguments as the operation's scalars, which
+//! carry numbers, `bool`, `char`, and `Option`s, `Vec`s and tuples of them exactly. An op that
+//! cannot run that way runs its `composition` on Remote, primitive by primitive, which it
+//! says with `remote = "composition"` (or by declaring no output metadata).
+
+use super::context::{Context, ManifestRule};
+use super::lower::{arguments_encode, remote_kernel_possible};
+use crate::diag::{Diagnostic, did_you_mean, page};
+use crate::ir::{Arg, BackendName, Op, RemoteImpl};
+use crate::model::OpSpec;
+
+/// The values of `remote`.
+pub(crate) const REMOTE_VALUES: &[&str] = &["kernel", "composition"];
+
+/// The rules about ops on Remote, checked after [`super::asynchrony::MANIFEST_RULES`].
+pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
+    remote_value_known,
+    remote_key_applies,
+    remote_ops_can_run,
+    remote_kernel_beside_hand_written,
+    remote_arguments_encode,
+];
+
+fn key(spec: &OpSpec, rest: &str) -> String {
+    format!("op[{}].{rest}", spec.index)
+}
+
+/// `remote` is `"kernel"` or `"composition"`.
+fn remote_value_known(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    cx.ops
+        .iter()
+        .filter_map(|(spec, _)| {
+            let value = spec.remote.as_ref()?;
+            if REMOTE_VALUES.contains(&value.value.as_str()) {
+                return None;
+            }
+            let hint = "write \"kernel\" (one operation that the server runs with the op's kernel) or \"composition\" (the op's composition, primitive by primitive)";
+            let help = match did_you_mean(&value.value, REMOTE_VALUES) {
+                Some(s) => format!("did you mean \"{s}\"? {hint}"),
+                None => hint.to_owned(),
+            };
+            Some(
+                Diagnostic::new(
+                    value.span.clone(),
+                    key(spec, "remote"),
+                    format!("unknown remote mode \"{}\"", value.value),
+                )
+                .page(page::REMOTE)
+                .help(help),
+            )
+        })
+        .collect()
+}
+
+/// `remote` says how an op runs on Remote: the op must be routed there, and have kernels.
+fn remote_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        let Some(value) = spec.remote.as_ref() else {
+            continue;
+        };
+        let at = value.span.clone();
+        if op.composite.is_some() {
+            out.push(
+                Diagnostic::new(
+                    at,
+                    key(spec, "remote"),
+                    format!(
+                        "op `{}` is composite: its composition runs on every backend, Remote included, so `remote` has nothing to choose",
+                        op.name
+                    ),
+                )
+                .page(page::REMOTE)
+                .help("remove `remote`"),
+            );
+        } else if !op.backends.iter().any(|b| b.name == BackendName::Remote) {
+            out.push(
+                Diagnostic::new(
+                    at,
+                    key(spec, "remote"),
+                    format!(
+                        "op `{}` is not routed to Remote, so `remote` has nothing to choose",
+                        op.name
+                    ),
+                )
+                .page(page::REMOTE)
+                .help("add \"Remote\" to the op's `backends` (or `routing.backends`), or remove `remote`"),
+            );
+        } else if value.value == "composition" && op.composition.is_none() {
+            out.push(
+                Diagnostic::new(
+                    at,
+                    key(spec, "remote"),
+                    format!(
+                        "op `{}` says it runs its composition on Remote, but has no `composition`",
+                        op.name
+                    ),
+                )
+                .page(page::REMOTE)
+                .help("add `composition = \"path::to::fn\"` (the op written with backend primitives), or remove `remote` to run the op's kernel on the server"),
+            );
+        }
+    }
+    out
+}
+
+/// Why an op cannot be one custom operation on Remote.
+fn why_not_kernel(op: &Op) -> String {
+    if op.asynchronous {
+        "it is async, and a server runs an operation synchronously".to_owned()
+    } else if op
+        .inputs
+        .iter()
+        .any(|i| matches!(i.arg, Arg::Declared { .. }))
+    {
+        "a declared-type input has no encoding as an operation's inputs yet".to_owned()
+    } else if !remote_kernel_possible(op.asynchronous, &op.inputs, &op.output) {
+        "not every output is a tensor whose `shape` and `dtype` the manifest declares, and the client declares an operation's outputs before the server runs it".to_owned()
+    } else {
+        let (name, ty) = op
+            .inputs
+            .iter()
+            .find_map(|input| match &input.arg {
+                Arg::Plain(ty) if !arguments_encode(std::slice::from_ref(input)) => {
+                    Some((input.name.as_str(), ty.as_str()))
+                }
+                _ => None,
+            })
+            .unwrap_or(("?", "?"));
+        format!("`{name}` has type `{ty}`, which the operation's scalars cannot carry")
+    }
+}
+
+/// An op that says it runs on the Remote server as one operation (`remote = "kernel"`) can.
+fn remote_ops_can_run(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        let Some(remote) = spec.remote.as_ref().filter(|r| r.value == "kernel") else {
+            continue;
+        };
+        let on_remote = op.backends.iter().any(|b| b.name == BackendName::Remote);
+        if !on_remote || op.composite.is_some() {
+            continue;
+        }
+        if remote_kernel_possible(op.asynchronous, &op.inputs, &op.output) {
+            continue;
+        }
+        out.push(
+            Diagnostic::new(
+                remote.span.clone(),
+                key(spec, "remote"),
+                format!(
+                    "op `{}` says it runs on the Remote server as one operation (`remote = \"kernel\"`), but cannot: {}",
+                    op.name,
+                    why_not_kernel(op)
+                ),
+            )
+            .page(page::REMOTE)
+            .help("give every tensor output `shape` and `dtype` (e.g. `shape = \"x\", dtype = \"x\"`), or write `remote = \"composition\"` to run the op's composition on Remote primitive by primitive"),
+        );
+    }
+    out
+}
+
+/// Whether two ops land in one trait: the same backends (and cfgs), both composite or not.
+fn same_trait(a: &Op, b: &Op) -> bool {
+    a.composite.is_some() == b.composite.is_some()
+        && a.backends.len() == b.backends.len()
+        && a.backends
+            .iter()
+            .zip(&b.backends)
+            .all(|(x, y)| x.name == y.name && x.cfg == y.cfg)
+}
+
+/// An op that says it runs on the server as one operation cannot share its trait with an op
+/// whose Remote implementation the crate writes by hand (the generator writes a trait's Remote
+/// implementation whole, or not at all).
+fn remote_kernel_beside_hand_written(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        let Some(remote) = spec.remote.as_ref().filter(|r| r.value == "kernel") else {
+            continue;
+        };
+        let Some((_, other)) = cx
+            .ops
+            .iter()
+            .find(|(_, o)| o.remote == RemoteImpl::HandWritten && same_trait(o, op))
+        else {
+            continue;
+        };
+        out.push(
+            Diagnostic::new(
+                remote.span.clone(),
+                key(spec, "remote"),
+                format!(
+                    "op `{}` says it runs on the Remote server as one operation, but op `{}` of the same trait runs on Remote only through an `impl` written by hand ({}, and it has no `composition`), so the generator cannot write the trait's Remote implementation",
+                    op.name,
+                    other.name,
+                    why_not_kernel(other)
+                ),
+            )
+            .page(page::REMOTE)
+            .help(format!(
+                "give op `{}` what it lacks (output `shape` and `dtype`, or a `composition`), or give one of the two ops a `backends` list of its own so they land in different traits",
+                other.name
+            )),
+        );
+    }
+    out
+}
+
+/// A warning for each op that runs on Remote only through the crate's own `impl`: it cannot
+/// run on the server as one operation and has no composition, so its trait's Remote
+/// implementation is not generated.
+pub(super) fn hand_written_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    cx.ops
+        .iter()
+        .filter(|(_, op)| op.remote == RemoteImpl::HandWritten)
+        .map(|(spec, op)| {
+            Diagnostic::new(
+                spec.output
+                    .as_ref()
+                    .map_or_else(|| spec.name_span(), crate::model::OutputSpec::span),
+                key(spec, "output"),
+                format!(
+                    "op `{}` is routed to Remote but cannot run on the server as one operation ({}) and has no `composition`: the crate implements its trait for `Remote` by hand, and `{}` does not serve it",
+                    op.name,
+                    why_not_kernel(op),
+                    crate::names::SERVE_REMOTE
+                ),
+            )
+            .page(page::REMOTE)
+            .help("give every tensor output `shape` and `dtype` (e.g. `shape = \"x\", dtype = \"x\"`), or add `composition = \"path::to::fn\"`, and the generator writes the Remote implementation")
+            .warning()
+        })
+        .collect()
+}
+
+/// Whether the scalars of a custom operation carry a plain type exactly: numbers (up to 64
+/// bits), `bool`, `char`, `String`, and `Option`s, `Vec`s and tuples (up to four) of them.
+pub(crate) fn encodable(ty: &syn::Type) -> bool {
+    const SCALARS: &[&str] = &[
+        "f32", "f64", "i8", "i16", "i32", "i64", "isize", "u8", "u16", "u32", "u64", "usize",
+        "bool", "char", "String",
+    ];
+    match ty {
+        syn::Type::Paren(p) => encodable(&p.elem),
+        syn::Type::Group(g) => encodable(&g.elem),
+        syn::Type::Tuple(t) => {
+            !t.elems.is_empty() && t.elems.len() <= 4 && t.elems.iter().all(encodable)
+        }
+        syn::Type::Path(p) if p.qself.is_none() => {
+            let Some(last) = p.path.segments.last() else {
+                return false;
+            };
+            let name = last.ident.to_string();
+            let std_path = p.path.segments.len() == 1
+                || p.path.segments.iter().rev().skip(1).all(|s| {
+                    matches!(
+                        s.ident.to_string().as_str(),
+                        "std" | "core" | "alloc" | "option" | "vec" | "string" | "primitive"
+                    )
+                });
+            if !std_path {
+                return false;
+            }
+            match &last.arguments {
+                syn::PathArguments::None => SCALARS.contains(&name.as_str()),
+                syn::PathArguments::AngleBracketed(args)
+                    if matches!(name.as_str(), "Option" | "Vec") =>
+                {
+                    let mut types = args.args.iter().filter_map(|a| match a {
+                        syn::GenericArgument::Type(t) => Some(t),
+                        _ => None,
+                    });
+                    match (types.next(), types.next()) {
+                        (Some(t), None) => args.args.len() == 1 && encodable(t),
+                        _ => false,
+                    }
+                }
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// A plain argument of an op that runs on the server as one operation travels as scalars, so
+/// its type must be one they carry exactly.
+fn remote_arguments_encode(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        if op.remote != RemoteImpl::Kernel {
+            continue;
+        }
+        for (i, input) in op.inputs.iter().enumerate() {
+            let Arg::Plain(ty) = &input.arg else { continue };
+            if syn::parse_str::<syn::Type>(ty).is_ok_and(|t| encodable(&t)) {
+                continue;
+            }
+            out.push(
+                Diagnostic::new(
+                    spec.input_type_span(i),
+                    format!("op[{}].inputs[{i}].type", spec.index),
+                    format!(
+                        "`{}` of op `{}` has type `{ty}`, which the op's operation on the Remote server cannot carry: its arguments travel as numbers",
+                        input.name, op.name
+                    ),
+                )
+                .page(page::REMOTE)
+                .help("use numbers (up to 64 bits), `bool`, `char`, `String`, or `Option`s, `Vec`s and tuples of them (an owned `Vec<usize>` for `&[usize]`, `String` for `&str`); or add `remote = \"composition\"` (with a `composition`) to run the op's composition on Remote"),
+            );
+        }
+    }
+    out
+}
