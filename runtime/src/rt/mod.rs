@@ -31,8 +31,8 @@ mod shape;
 mod spec;
 mod words;
 
-/// Ops on `Remote` as one custom operation each: the client's [`remote::Call`], the server's
-/// [`remote::Serve`].
+// Documented by its own inner doc (an outer doc here would make rustdoc resolve the inner doc's
+// links from this module).
 #[cfg(feature = "remote")]
 pub mod remote;
 

@@ -8,11 +8,11 @@
 //! per op on a `RemoteServer` for the backend of its devices, and a handshake handler per crate
 //! that answers which ops, of which declaration, the server has.
 //!
-//! An op's id names the module that includes its manifest's dispatch code, the op and a hash of
-//! its declaration (`burn-route/MODULE/OP/HASH`, [`RemoteOp::id`]), so a client and a server built from different manifests never
-//! run each other's op: before a device's first call of an op, routing asks the server through
-//! the crate's handshake ([`ready`]) and refuses the call with a [`RouteError`] when the server
-//! does not serve it, or serves another declaration of it.
+//! An op's id names the module that includes its manifest's dispatch code, the op and a hash of its
+//! declaration (`burn-route/MODULE/OP/HASH`, [`RemoteOp::id`]), so a client and a server built from
+//! different manifests never run each other's op: before a device's first call of an op, routing
+//! asks the server through the crate's handshake ([`ready`]) and refuses the call with a
+//! [`RouteError`] when the server does not serve it, or serves another declaration of it.
 
 use std::sync::Mutex;
 
