@@ -30,6 +30,7 @@ mod lazy_forms;
 mod properties;
 mod remote;
 mod remote_forms;
+mod remote_process;
 mod route_errors;
 mod shape_contracts;
 mod signatures;
