@@ -41,7 +41,7 @@ pub mod meta {
         k: &usize,
         _sizes: &[usize],
         _scale: &Option<f64>,
-        _shift: &(i32, f32),
+        _shift: &(i32, [f32; 2]),
         _with_mask: &bool,
     ) -> Shape {
         Shape::new([*k])
@@ -57,7 +57,7 @@ pub mod meta {
         _k: &usize,
         _sizes: &[usize],
         _scale: &Option<f64>,
-        _shift: &(i32, f32),
+        _shift: &(i32, [f32; 2]),
         with_mask: &bool,
     ) -> Option<Shape> {
         with_mask.then(|| mask.shape.clone())
@@ -73,7 +73,7 @@ pub mod meta {
         _k: &usize,
         sizes: &[usize],
         _scale: &Option<f64>,
-        _shift: &(i32, f32),
+        _shift: &(i32, [f32; 2]),
         _with_mask: &bool,
     ) -> Vec<Shape> {
         let last = x.shape.num_dims() - 1;
@@ -107,7 +107,7 @@ pub mod kernels {
         k: usize,
         sizes: Vec<usize>,
         scale: Option<f64>,
-        shift: (i32, f32),
+        shift: (i32, [f32; 2]),
         with_mask: bool,
     ) -> (
         FloatTensor<B>,
@@ -121,7 +121,10 @@ pub mod kernels {
             sum = B::float_add(sum, t);
         }
         let sum = B::float_mul_scalar(sum, Scalar::from(scale.unwrap_or(1.0)));
-        let sum = B::float_add_scalar(sum, Scalar::from(f64::from(shift.0) * f64::from(shift.1)));
+        let sum = B::float_add_scalar(
+            sum,
+            Scalar::from(f64::from(shift.0) * f64::from(shift.1[0] - shift.1[1])),
+        );
         let int_dtype = get_or_init_device_settings::<B>(&device).int_dtype;
         let zeros = B::int_zeros(Shape::new([k]), &device, int_dtype);
         (sum, (zeros, with_mask.then(|| mask.clone())), pieces)
@@ -210,7 +213,7 @@ fn forms_on(device: &Device, with_opt: bool, with_mask: bool, scale: Option<f64>
         4,
         vec![1, 2],
         scale,
-        (-3, 0.5),
+        (-3, [0.5, 0.25]),
         with_mask,
     )
 }

@@ -962,6 +962,17 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
         let cfg = if backend == BackendName::Flex {
             // A Flex server gets the handshake whatever the traits list.
             serve_cfg.clone()
+        } else if cfgs.is_empty() {
+            // No trait is routed to both: a server of that backend answers the handshake
+            // alone, where Remote and the backend are both compiled in.
+            let anywhere = any_distinct(
+                ir.groups
+                    .iter()
+                    .filter_map(|g| g.backends.iter().find(|b| b.name == backend))
+                    .map(|b| b.cfg.clone())
+                    .collect(),
+            );
+            all_cfg(serve_cfg.as_deref(), anywhere.as_deref())
         } else {
             any_distinct(cfgs)
         };

@@ -899,9 +899,9 @@ fn remote_impl(
     match spec.remote.as_ref().map(|r| r.value.as_str()) {
         Some("composition") => RemoteImpl::Composition,
         Some("kernel") => RemoteImpl::Kernel,
-        _ if remote_kernel_possible(asynchronous, inputs, output) && arguments_encode(inputs) => {
-            RemoteImpl::Kernel
-        }
+        // An argument the encoding cannot carry is [`super::remote`]'s error, unless the op
+        // says it runs its composition on Remote.
+        _ if remote_kernel_possible(asynchronous, inputs, output) => RemoteImpl::Kernel,
         _ if composition => RemoteImpl::Composition,
         _ => RemoteImpl::HandWritten,
     }

@@ -3,9 +3,9 @@
 //!
 //! Such an op's client declares its outputs before the server runs anything (their `shape` and
 //! `dtype`, as on `Fusion<B>`) and ships its plain arguments as the operation's scalars, which
-//! carry numbers, `bool`, `char`, and `Option`s, `Vec`s and tuples of them exactly. An op that
-//! cannot run that way runs its `composition` on Remote, primitive by primitive, which it
-//! says with `remote = "composition"` (or by declaring no output metadata).
+//! carry numbers, `bool`, `char`, `String`, and `Option`s, `Vec`s, arrays and tuples of them
+//! exactly. An op that cannot run that way runs its `composition` on Remote, primitive by
+//! primitive, which it says with `remote = "composition"` (or by declaring no output metadata).
 
 use super::context::{Context, ManifestRule};
 use super::lower::{arguments_encode, remote_kernel_possible};
@@ -241,7 +241,8 @@ pub(super) fn hand_written_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
 }
 
 /// Whether the scalars of a custom operation carry a plain type exactly: numbers (up to 64
-/// bits), `bool`, `char`, `String`, and `Option`s, `Vec`s and tuples (up to four) of them.
+/// bits), `bool`, `char`, `String`, and `Option`s, `Vec`s, arrays and tuples (up to four) of
+/// them.
 pub(crate) fn encodable(ty: &syn::Type) -> bool {
     const SCALARS: &[&str] = &[
         "f32", "f64", "i8", "i16", "i32", "i64", "isize", "u8", "u16", "u32", "u64", "usize",
@@ -250,6 +251,7 @@ pub(crate) fn encodable(ty: &syn::Type) -> bool {
     match ty {
         syn::Type::Paren(p) => encodable(&p.elem),
         syn::Type::Group(g) => encodable(&g.elem),
+        syn::Type::Array(a) => encodable(&a.elem),
         syn::Type::Tuple(t) => {
             !t.elems.is_empty() && t.elems.len() <= 4 && t.elems.iter().all(encodable)
         }
@@ -307,12 +309,12 @@ fn remote_arguments_encode(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     spec.input_type_span(i),
                     format!("op[{}].inputs[{i}].type", spec.index),
                     format!(
-                        "`{}` of op `{}` has type `{ty}`, which the op's operation on the Remote server cannot carry: its arguments travel as numbers",
+                        "`{}` of op `{}` has type `{ty}`, which the op's operation on the Remote server cannot carry exactly: its arguments travel as the operation's scalars",
                         input.name, op.name
                     ),
                 )
                 .page(page::REMOTE)
-                .help("use numbers (up to 64 bits), `bool`, `char`, `String`, or `Option`s, `Vec`s and tuples of them (an owned `Vec<usize>` for `&[usize]`, `String` for `&str`); or add `remote = \"composition\"` (with a `composition`) to run the op's composition on Remote"),
+                .help("use numbers (up to 64 bits), `bool`, `char`, `String`, or `Option`s, `Vec`s, arrays and tuples of them (an owned `Vec<usize>` for `&[usize]`, `String` for `&str`); or add `remote = \"composition\"` (with a `composition`) to run the op's composition on Remote"),
             );
         }
     }

@@ -35,7 +35,7 @@ impl RemoteForms for rt::Dispatch {
         k: usize,
         sizes: Vec<usize>,
         scale: Option<f64>,
-        shift: (i32, f32),
+        shift: (i32, [f32; 2]),
         with_mask: bool,
     ) -> (
         rt::FloatTensor<Self>,
@@ -83,7 +83,7 @@ fn __run_forms<B: __rt::Target>(
         usize,
         Vec<usize>,
         Option<f64>,
-        (i32, f32),
+        (i32, [f32; 2]),
         bool,
     ) -> (
         rt::FloatTensor<B>,
@@ -98,7 +98,7 @@ fn __run_forms<B: __rt::Target>(
     k: usize,
     sizes: Vec<usize>,
     scale: Option<f64>,
-    shift: (i32, f32),
+    shift: (i32, [f32; 2]),
     with_mask: bool,
 ) -> (
     rt::DispatchTensor,
@@ -139,7 +139,7 @@ pub fn try_forms(
     k: usize,
     sizes: Vec<usize>,
     scale: Option<f64>,
-    shift: (i32, f32),
+    shift: (i32, [f32; 2]),
     with_mask: bool,
 ) -> Result<
     (
@@ -167,7 +167,7 @@ fn route_forms<F: __rt::OnError>(
     k: usize,
     sizes: Vec<usize>,
     scale: Option<f64>,
-    shift: (i32, f32),
+    shift: (i32, [f32; 2]),
     with_mask: bool,
 ) -> F::Out<(
     rt::DispatchTensor,
@@ -206,7 +206,7 @@ fn route_forms<F: __rt::OnError>(
         k: usize,
         sizes: Vec<usize>,
         scale: Option<f64>,
-        shift: (i32, f32),
+        shift: (i32, [f32; 2]),
         with_mask: bool,
     ) -> Result<
         (
@@ -746,7 +746,7 @@ fn route_weighted<F: __rt::OnError>(
 /// its declaration.
 static __REMOTE_FORMS: rt::__private::RemoteOp = rt::__private::RemoteOp {
     op: "forms",
-    hash: 0x6adf_55e1_6ca5_4546,
+    hash: 0xbc23_f5bd_d66f_3e33,
     krate: env!("CARGO_PKG_NAME"),
     module: module_path!(),
     serve: concat!(module_path!(), "::serve_remote_ops"),
@@ -799,7 +799,7 @@ impl RemoteForms for rt::Remote {
         k: usize,
         sizes: Vec<usize>,
         scale: Option<f64>,
-        shift: (i32, f32),
+        shift: (i32, [f32; 2]),
         with_mask: bool,
     ) -> (
         rt::FloatTensor<Self>,
@@ -962,7 +962,7 @@ where
     let k: usize = __args.arg("k")?;
     let sizes: Vec<usize> = __args.arg("sizes")?;
     let scale: Option<f64> = __args.arg("scale")?;
-    let shift: (i32, f32) = __args.arg("shift")?;
+    let shift: (i32, [f32; 2]) = __args.arg("shift")?;
     let with_mask: bool = __args.arg("with_mask")?;
     let __result =
         <B as RemoteForms>::forms(x, &b, opt, xs, &mask, k, sizes, scale, shift, with_mask);

@@ -8,8 +8,9 @@ use ::burn_route::rt;
 /// Implement it for `Flex`, `Remote`; `Dispatch` gets a generated implementation that routes
 /// each call to the backend of its inputs.
 pub trait RemoteForms: rt::Backend {
-    /// `(x + b (+ opt) (+ each of xs)) * scale.unwrap_or(1) + shift.0 * shift.1`, `k` int zeros and
-    /// `mask` when `with_mask`, and `x` split along its last dimension by `sizes`.
+    /// `(x + b (+ opt) (+ each of xs)) * scale.unwrap_or(1) + shift.0 * (shift.1[0] - shift.1[1])`,
+    /// `k` int zeros and `mask` when `with_mask`, and `x` split along its last dimension by
+    /// `sizes`.
     ///
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
@@ -27,7 +28,7 @@ pub trait RemoteForms: rt::Backend {
         k: usize,
         sizes: Vec<usize>,
         scale: Option<f64>,
-        shift: (i32, f32),
+        shift: (i32, [f32; 2]),
         with_mask: bool,
     ) -> (
         rt::FloatTensor<Self>,

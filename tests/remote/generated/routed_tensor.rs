@@ -24,7 +24,7 @@ pub fn forms<const D: usize>(
     k: usize,
     sizes: Vec<usize>,
     scale: Option<f64>,
-    shift: (i32, f32),
+    shift: (i32, [f32; 2]),
     with_mask: bool,
 ) -> (
     rt::Tensor<D>,
@@ -69,7 +69,7 @@ pub fn try_forms<const D: usize>(
     k: usize,
     sizes: Vec<usize>,
     scale: Option<f64>,
-    shift: (i32, f32),
+    shift: (i32, [f32; 2]),
     with_mask: bool,
 ) -> Result<
     (
