@@ -527,7 +527,8 @@ fn affine() {
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("p.scale", &[2, 3]))
-        .input(check::Input::optional_float("p.shift", &[2, 3]));
+        .input(check::Input::optional_float("p.shift", &[2, 3]))
+        .output_shape(0, &[2, 3]);
     check::run(&op, |args: &mut check::Args| {
         let __arg_1_0 = ::burn_route::ops::AffinePrimitive::<Dispatch> {
             scale: args.float(1),
@@ -559,7 +560,7 @@ fn affine() {
     );
 }
 
-/// `moments` (ops.toml:363): values, policy, gradients and backends, by
+/// `moments` (ops.toml:364): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn moments() {
@@ -595,7 +596,7 @@ fn moments() {
     );
 }
 
-/// `fill_where` (ops.toml:383): values, policy, gradients and backends, by
+/// `fill_where` (ops.toml:384): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn fill_where() {
@@ -605,7 +606,8 @@ fn fill_where() {
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::bool("mask", &[2, 3]))
-        .input(check::Input::float("fill.From.0", &[2, 3]));
+        .input(check::Input::float("fill.From.0", &[2, 3]))
+        .output_shape(0, &[2, 3]);
     check::run(&op, |args: &mut check::Args| {
         let __arg_2_0 = ::burn_route::ops::FillPrimitive::<Dispatch>::From(args.float(2));
         let __out_0 =
@@ -633,7 +635,7 @@ fn fill_where() {
     );
 }
 
-/// `count_nonfinite` (ops.toml:401): values, policy, gradients and backends, by
+/// `count_nonfinite` (ops.toml:402): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn count_nonfinite() {

@@ -3630,7 +3630,7 @@ fn route_affine<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
-        None,
+        Some(&__REMOTE_AFFINE),
     );
     use self::__run_affine as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3759,7 +3759,7 @@ fn route_moments<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "moments",
         rt::Policy::Differentiable,
-        "ops.toml:363",
+        "ops.toml:364",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3885,7 +3885,7 @@ fn route_fill_where<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "fill_where",
         rt::Policy::Differentiable,
-        "ops.toml:383",
+        "ops.toml:384",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3903,7 +3903,7 @@ fn route_fill_where<F: __rt::OnError>(
         cfg!(burn_route_autodiff),
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
-        None,
+        Some(&__REMOTE_FILL_WHERE),
     );
     use self::__run_fill_where as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4045,7 +4045,7 @@ pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "count_nonfinite",
         rt::Policy::Detach,
-        "ops.toml:401",
+        "ops.toml:402",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4219,6 +4219,26 @@ static __REMOTE_DROPOUT: rt::__private::RemoteOp = rt::__private::RemoteOp {
     serve: concat!(module_path!(), "::serve_remote_ops"),
 };
 
+/// `affine` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_AFFINE: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "affine",
+    hash: 0x1c90_01ff_7a9d_3991,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `fill_where` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_FILL_WHERE: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "fill_where",
+    hash: 0x5c6c_4d77_21f1_1284,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
 /// `BackwardKernels::add_relu_backward`, the backward kernel of `add_relu`, as one operation on
 /// Remote.
 static __REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD: rt::__private::RemoteOp =
@@ -4305,6 +4325,60 @@ static __REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD: rt::__private::RemoteOp =
         module: module_path!(),
         serve: concat!(module_path!(), "::serve_remote_ops"),
     };
+
+#[cfg(burn_route_remote)]
+impl AffinePrimitive<rt::Remote> {
+    /// Records this value in an op's operation on Remote: its tensors as inputs, its plain
+    /// fields (an enum's variant first) as scalars, in declaration order.
+    fn __send(self, __call: &mut rt::remote::Call) {
+        __call.input(self.scale);
+        __call.input_option(self.shift);
+    }
+}
+
+#[cfg(burn_route_remote)]
+impl<B: rt::remote::BackendIr> AffinePrimitive<B> {
+    /// Reads a value that the client's `__send` recorded, on a Remote server's backend `B`.
+    fn __receive(__args: &mut rt::remote::Args<'_, B>) -> Result<Self, String> {
+        Ok(AffinePrimitive {
+            scale: __args.float()?,
+            shift: __args.float_option()?,
+        })
+    }
+}
+
+#[cfg(burn_route_remote)]
+impl FillPrimitive<rt::Remote> {
+    /// Records this value in an op's operation on Remote: its tensors as inputs, its plain
+    /// fields (an enum's variant first) as scalars, in declaration order.
+    fn __send(self, __call: &mut rt::remote::Call) {
+        match self {
+            FillPrimitive::Zero => __call.arg(&0u32),
+            FillPrimitive::Value(__field_0) => {
+                __call.arg(&1u32);
+                __call.arg(&__field_0);
+            }
+            FillPrimitive::From(__field_0) => {
+                __call.arg(&2u32);
+                __call.input(__field_0);
+            }
+        }
+    }
+}
+
+#[cfg(burn_route_remote)]
+impl<B: rt::remote::BackendIr> FillPrimitive<B> {
+    /// Reads a value that the client's `__send` recorded, on a Remote server's backend `B`.
+    fn __receive(__args: &mut rt::remote::Args<'_, B>) -> Result<Self, String> {
+        let __variant: u32 = __args.arg("Fill")?;
+        match __variant {
+            0 => Ok(FillPrimitive::Zero),
+            1 => Ok(FillPrimitive::Value(__args.arg("Fill.Value.0")?)),
+            2 => Ok(FillPrimitive::From(__args.float()?)),
+            __other => Err(format!("`Fill` has no variant {__other}")),
+        }
+    }
+}
 
 /// [`RoutedOps`] on `Remote`: each op with output metadata is one operation that the
 /// server runs with its kernel (registered by [`serve_remote_ops`]); the others run their
@@ -4438,6 +4512,37 @@ impl RoutedOps for rt::Remote {
         );
         let mut __outputs = __call.send();
         (__outputs.one(), __outputs.one())
+    }
+
+    fn affine(x: rt::FloatTensor<Self>, p: AffinePrimitive<Self>) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_AFFINE);
+        let __spec_x = __call.input(x);
+        p.__send(&mut __call);
+        __call.output(
+            rt::TensorKind::Float,
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    fn fill_where(
+        x: rt::FloatTensor<Self>,
+        mask: &rt::BoolTensor<Self>,
+        fill: FillPrimitive<Self>,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_FILL_WHERE);
+        let __spec_x = __call.input(x);
+        __call.input(mask.clone());
+        fill.__send(&mut __call);
+        __call.output(
+            rt::TensorKind::Float,
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
     }
 }
 
@@ -4698,6 +4803,35 @@ where
     Ok(())
 }
 
+/// `affine` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs the
+/// kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_affine<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let x = __args.float()?;
+    let p = AffinePrimitive::<B>::__receive(__args)?;
+    let __result = <B as RoutedOps>::affine(x, p);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `fill_where` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs
+/// the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_fill_where<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let x = __args.float()?;
+    let mask = __args.bool()?;
+    let fill = FillPrimitive::<B>::__receive(__args)?;
+    let __result = <B as RoutedOps>::fill_where(x, &mask, fill);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
 /// `BackwardKernels::add_relu_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
 #[cfg(burn_route_remote)]
@@ -4884,6 +5018,8 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_SOFTMAX_LAST, __serve_softmax_last);
     let __serve = __serve.op(&__REMOTE_CROSS_ENTROPY_LOGITS, __serve_cross_entropy_logits);
     let __serve = __serve.op(&__REMOTE_DROPOUT, __serve_dropout);
+    let __serve = __serve.op(&__REMOTE_AFFINE, __serve_affine);
+    let __serve = __serve.op(&__REMOTE_FILL_WHERE, __serve_fill_where);
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
         __serve_backward_kernels_add_relu_backward,
@@ -4931,6 +5067,8 @@ fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_SOFTMAX_LAST, __serve_softmax_last);
     let __serve = __serve.op(&__REMOTE_CROSS_ENTROPY_LOGITS, __serve_cross_entropy_logits);
     let __serve = __serve.op(&__REMOTE_DROPOUT, __serve_dropout);
+    let __serve = __serve.op(&__REMOTE_AFFINE, __serve_affine);
+    let __serve = __serve.op(&__REMOTE_FILL_WHERE, __serve_fill_where);
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
         __serve_backward_kernels_add_relu_backward,

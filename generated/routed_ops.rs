@@ -18,7 +18,7 @@ pub struct AffinePrimitive<B: rt::Backend> {
 
 /// The mean and the biased variance of a tensor along its last dimension, kept with size 1.
 ///
-/// Declared at `ops.toml:350`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:351`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 pub struct MomentsPrimitive<B: rt::Backend> {
@@ -30,7 +30,7 @@ pub struct MomentsPrimitive<B: rt::Backend> {
 
 /// What `fill_where` writes where its mask is set.
 ///
-/// Declared at `ops.toml:368`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:369`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
@@ -300,7 +300,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:363`.
+    /// - declared at `ops.toml:364`.
     #[must_use]
     fn moments(x: rt::FloatTensor<Self>) -> MomentsPrimitive<Self> {
         crate::kernels::composed::moments::<Self>(x)
@@ -315,7 +315,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:383`.
+    /// - declared at `ops.toml:384`.
     #[must_use]
     fn fill_where(
         x: rt::FloatTensor<Self>,
@@ -334,7 +334,7 @@ pub trait RoutedOps: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - async: routed at the call (planning, shape contracts, unwrapping); the future runs the
     ///   kernel.
-    /// - declared at `ops.toml:401`.
+    /// - declared at `ops.toml:402`.
     fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
         crate::kernels::composed::count_nonfinite::<Self>(x)
     }

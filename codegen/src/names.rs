@@ -176,6 +176,15 @@ pub const ARGS: &str = "__args";
 pub const TENSOR: &str = "__tensor";
 /// The registration of a crate's ops on a Remote server, in progress.
 pub const SERVE: &str = "__serve";
+/// The method of a backend-level declared type on `Remote` that records a value in an op's
+/// operation (in the dispatch module).
+pub const SEND: &str = "__send";
+/// The function of a backend-level declared type that reads a value back on a Remote server.
+pub const RECEIVE: &str = "__receive";
+/// The variant of a declared enum, read on a Remote server.
+pub const VARIANT_TAG: &str = "__variant";
+/// A variant number the server does not know.
+pub const OTHER_TAG: &str = "__other";
 
 /// The static facts of op `name`'s custom operation on Remote.
 pub fn remote_op(name: &str) -> String {

@@ -97,6 +97,8 @@ pub mod kernels {
     use burn_route::rt::backend::{Scalar, Shape, TensorMetadata, get_or_init_device_settings};
     use burn_route::rt::{Backend, BoolTensor, DeviceOf, FloatTensor, IntTensor};
 
+    use super::routed::ops::BlendPrimitive;
+
     #[allow(clippy::type_complexity, clippy::too_many_arguments)]
     pub fn forms<B: Backend>(
         x: FloatTensor<B>,
@@ -134,6 +136,23 @@ pub mod kernels {
         let dtype = get_or_init_device_settings::<B>(device).float_dtype;
         let n = usize::try_from(n).expect("a length");
         B::float_full(Shape::new([n]), Scalar::from(value), device, dtype)
+    }
+
+    pub fn blend<B: Backend>(x: FloatTensor<B>, how: &BlendPrimitive<B>) -> FloatTensor<B> {
+        match how {
+            BlendPrimitive::Keep => x,
+            BlendPrimitive::Scale(by, negate) => {
+                B::float_mul_scalar(x, Scalar::from(if *negate { -by } else { *by }))
+            }
+            BlendPrimitive::Windowed { window, extra } => {
+                let out = B::float_mul(x, window.weights.clone());
+                let mut out = B::float_add_scalar(out, Scalar::from(window.offset.unwrap_or(0.0)));
+                for e in extra {
+                    out = B::float_add(out, e.clone());
+                }
+                out
+            }
+        }
     }
 
     pub fn doubled<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
@@ -269,6 +288,67 @@ fn every_form_runs_as_one_operation_on_the_server_and_gives_the_flex_values() {
             logits, &local
         )))
     );
+}
+
+/// A declared enum and the struct inside it travel to the server exactly: each variant, plain
+/// fields, an absent `Option` and a `vec` of tensors, the value borrowed.
+#[test]
+fn declared_types_run_as_one_operation_on_the_server() {
+    use routed::tensor::{Blend, Window};
+    let server = LoopbackServer::serving(both);
+    let remote = server.device();
+    let local = Device::flex();
+    let x = [[1.0, -2.0, 0.5], [3.0, 0.5, -1.0]];
+    let blends = |d: &Device| -> Vec<Blend<2>> {
+        let weights = Tensor::<2>::from_data([[2.0, 0.5, -1.0], [1.0, 1.0, 4.0]], d);
+        let extra = vec![
+            Tensor::<2>::from_data([[0.25, 0.0, 0.0], [0.0, 0.0, 1.0]], d),
+            Tensor::<2>::from_data([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]], d),
+        ];
+        vec![
+            Blend::Keep,
+            Blend::Scale(1.5, false),
+            Blend::Scale(0.5, true),
+            Blend::Windowed {
+                window: Window {
+                    offset: Some(-0.75),
+                    weights: weights.clone(),
+                },
+                extra,
+            },
+            Blend::Windowed {
+                window: Window {
+                    offset: None,
+                    weights,
+                },
+                extra: Vec::new(),
+            },
+        ]
+    };
+    let far: Vec<Vec<f32>> = blends(&remote)
+        .iter()
+        .map(|how| {
+            let out = routed::tensor::blend(Tensor::<2>::from_data(x, &remote), how);
+            assert_eq!(
+                out.device(),
+                remote,
+                "the output stays on the remote device"
+            );
+            values(&out)
+        })
+        .collect();
+    let near: Vec<Vec<f32>> = blends(&local)
+        .iter()
+        .map(|how| {
+            values(&routed::tensor::blend(
+                Tensor::<2>::from_data(x, &local),
+                how,
+            ))
+        })
+        .collect();
+    assert_eq!(far, near);
+    assert_eq!(far[2], [-0.5, 1.0, -0.25, -1.5, -0.25, 0.5]);
+    assert_eq!(far[3], [2.5, -0.75, -0.25, 4.25, 1.75, -1.75]);
 }
 
 /// The gradients of `weighted` through the server, where its backward kernel runs as one

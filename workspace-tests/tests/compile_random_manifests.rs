@@ -658,6 +658,8 @@ default = ["autodiff"]
 autodiff = ["burn-route-runtime/autodiff"]
 # Named by the manifests' Cube backend cfg; left off (the Cube runtime is not built here).
 cube = []
+# The Remote route (client calls, server registration), checked in a run of its own.
+remote = ["burn-route-runtime/remote"]
 
 [dependencies]
 burn-route-runtime = {{ path = {runtime:?}, default-features = false }}
@@ -800,7 +802,11 @@ fn random_valid_manifests_compile_with_the_runtime() {
         })
         .collect();
     let scratch = scratch_crate("random-manifests", &manifests, &kernels);
-    for features in [&[][..], &["--no-default-features"][..]] {
+    for features in [
+        &[][..],
+        &["--no-default-features"][..],
+        &["--features", "remote"][..],
+    ] {
         let output = lint(scratch.path(), features);
         if output.status.success() {
             continue;

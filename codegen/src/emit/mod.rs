@@ -11,6 +11,7 @@ mod dispatch;
 mod fusion;
 mod ops;
 mod remote;
+mod remote_types;
 mod skeleton;
 mod tensor;
 mod types;

@@ -6,7 +6,7 @@
 //! An op's operation id names the crate, the op and a hash of its declaration, so client and
 //! server agree on the encoding or refuse the call ([`crate::ir::RemoteImpl`]).
 
-use super::code::{Doc, Writer, call};
+use super::code::{Doc, Writer, call, cat};
 use super::fusion::{
     LazyOutput, kind_variant, metadata_args, output_tensors, outputs_with_paths, return_expr,
 };
@@ -27,7 +27,7 @@ fn remote_backend(op: &Op) -> Option<&Backend> {
 
 /// The text a client and a server must agree on for one op: its name, each input's name and
 /// form, and its output's form. Its hash is part of the operation's id.
-fn declaration(op: &Op) -> String {
+fn declaration(ir: &Ir, op: &Op) -> String {
     let inputs: Vec<String> = op
         .inputs
         .iter()
@@ -45,7 +45,11 @@ fn declaration(op: &Op) -> String {
                 ),
                 Arg::Plain(ty) => format!("={ty}"),
                 Arg::Device => "device".to_owned(),
-                Arg::Declared { name, .. } => format!("type {name}"),
+                Arg::Declared { name, borrowed, .. } => format!(
+                    "type {}{}",
+                    super::remote_types::declaration(ir, name),
+                    if *borrowed { "&" } else { "" }
+                ),
             };
             format!("{}:{form}", input.name)
         })
@@ -93,8 +97,9 @@ pub(super) fn emit(ir: &Ir, w: &mut Writer) {
         .filter(|op| remote_backend(op).is_some())
         .collect();
     let backward = backward_kernels(ir);
-    statics(&kernels, w);
-    backward_statics(&backward, w);
+    statics(ir, &kernels, w);
+    backward_statics(ir, &backward, w);
+    super::remote_types::emit(ir, &kernels, w);
     for (index, group) in ir.groups.iter().enumerate() {
         if group.composite {
             continue;
@@ -303,7 +308,7 @@ fn backward_traits(ir: &Ir) -> Vec<(&str, Vec<Option<String>>)> {
 
 /// The text a client and a server must agree on for a backward kernel: its op's declaration,
 /// the method and what it receives.
-fn backward_declaration(kernel: &BackwardKernel<'_>) -> String {
+fn backward_declaration(ir: &Ir, kernel: &BackwardKernel<'_>) -> String {
     let params: Vec<String> = kernel
         .params()
         .into_iter()
@@ -311,7 +316,7 @@ fn backward_declaration(kernel: &BackwardKernel<'_>) -> String {
         .collect();
     format!(
         "{} backward {}({}) n={}",
-        declaration(kernel.op),
+        declaration(ir, kernel.op),
         kernel.op_name(),
         params.join(","),
         kernel.n
@@ -319,7 +324,7 @@ fn backward_declaration(kernel: &BackwardKernel<'_>) -> String {
 }
 
 /// One `static` per backward kernel that runs on Remote as one operation.
-fn backward_statics(kernels: &[BackwardKernel<'_>], w: &mut Writer) {
+fn backward_statics(ir: &Ir, kernels: &[BackwardKernel<'_>], w: &mut Writer) {
     for kernel in kernels {
         w.blank();
         w.doc(&[format!(
@@ -330,7 +335,7 @@ fn backward_statics(kernels: &[BackwardKernel<'_>], w: &mut Writer) {
         remote_static(
             &names::remote_backward_op(kernel.trait_name(), kernel.method),
             &kernel.op_name(),
-            &backward_declaration(kernel),
+            &backward_declaration(ir, kernel),
             w,
         );
     }
@@ -643,7 +648,7 @@ fn backward_server_call(kernel: &BackwardKernel<'_>, w: &mut Writer) {
 
 /// One `static` per op that runs on Remote as one operation (used by its routing's `OpInfo`,
 /// so always compiled).
-fn statics(kernels: &[&Op], w: &mut Writer) {
+fn statics(ir: &Ir, kernels: &[&Op], w: &mut Writer) {
     for op in kernels {
         w.blank();
         w.doc(&[
@@ -653,7 +658,12 @@ fn statics(kernels: &[&Op], w: &mut Writer) {
             ),
             "its declaration.".to_owned(),
         ]);
-        remote_static(&names::remote_op(&op.name), &op.name, &declaration(op), w);
+        remote_static(
+            &names::remote_op(&op.name),
+            &op.name,
+            &declaration(ir, op),
+            w,
+        );
     }
 }
 
@@ -754,9 +764,12 @@ fn client_method(op: &Op, w: &mut Writer) {
             }
             Arg::Plain(_) => w.line(format!("{CALL}.arg(&{});", input.name)),
             Arg::Device => {}
-            Arg::Declared { .. } => {
-                unreachable!("validation: declared types are not remote kernels")
-            }
+            Arg::Declared { borrowed, .. } => w.line(format!(
+                "{}{}.{}(&mut {CALL});",
+                input.name,
+                if *borrowed { ".clone()" } else { "" },
+                names::SEND
+            )),
         }
     }
     let mut outputs = Vec::new();
@@ -767,7 +780,8 @@ fn client_method(op: &Op, w: &mut Writer) {
         String::new(),
         &mut outputs,
     );
-    let metadata = metadata_args(op);
+    // (Only a metadata function takes them; an op with a declared-type input has none.)
+    let metadata = if all { metadata_args(op) } else { Vec::new() };
     for LazyOutput { tensor: t, .. } in &outputs {
         let shape = match t.meta.shape.as_ref().expect("validated: remote kernel") {
             MetaSource::Input(name) => {
@@ -839,9 +853,17 @@ fn server_call(ir: &Ir, op: &Op, w: &mut Writer) {
                 string_literal(name)
             )),
             Arg::Device => w.line(format!("let {name} = {ARGS}.device();")),
-            Arg::Declared { .. } => {
-                unreachable!("validation: declared types are not remote kernels")
-            }
+            Arg::Declared { name: ty, .. } => w.assign(
+                format!("let {name} = "),
+                cat([
+                    call(
+                        format!("{}::<B>::{}", names::primitive_type(ty), names::RECEIVE),
+                        [ARGS],
+                    ),
+                    "?".into(),
+                ]),
+                ";",
+            ),
         }
     }
     let kernel_args: Vec<Doc> = op
@@ -854,7 +876,7 @@ fn server_call(ir: &Ir, op: &Op, w: &mut Writer) {
                 _ => input.name.clone(),
             }
             .into(),
-            Arg::Device => format!("&{}", input.name).into(),
+            Arg::Device | Arg::Declared { borrowed: true, .. } => format!("&{}", input.name).into(),
             _ => input.name.clone().into(),
         })
         .collect();
@@ -1075,7 +1097,7 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
 }
 
 /// [`super::any_cfg`] of each distinct predicate once.
-fn any_distinct(mut cfgs: Vec<Option<String>>) -> Option<String> {
+pub(super) fn any_distinct(mut cfgs: Vec<Option<String>>) -> Option<String> {
     let mut seen = Vec::new();
     cfgs.retain(|c| {
         let new = !seen.contains(c);

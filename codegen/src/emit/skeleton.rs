@@ -35,6 +35,10 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         if group.composite {
             continue;
         }
+        // A trait whose every impl is generated is not named by the stubs.
+        if stubbed_backends(ir, index, group).next().is_none() && !ir.needs_autodiff_trait(index) {
+            continue;
+        }
         let import = Use::new(format!("{module}::{}", group.name));
         imports.push(match group_cfg(ir, index, group) {
             Some(cfg) => import.cfg(cfg),
@@ -53,16 +57,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         if group.composite {
             continue;
         }
-        // `Remote`'s impl is generated (each op one operation the server runs, or its
-        // composition), unless an op of the trait can run there neither way.
-        let remote_by_hand = ir
-            .ops_of(index)
-            .any(|op| op.remote == crate::ir::RemoteImpl::HandWritten);
-        for backend in group
-            .backends
-            .iter()
-            .filter(|b| b.name != BackendName::Remote || remote_by_hand)
-        {
+        for backend in stubbed_backends(ir, index, group) {
             // `Cube` is `Fusion<CubeBackend>` when fusion is on: the generated `Fusion<B>` impl
             // runs `CubeBackend`'s kernels.
             let name = match backend.name {
@@ -459,8 +454,27 @@ fn borrowed_plain(ty: &str) -> String {
 
 /// Where the impls of a trait group are compiled: any of its backends, or its `Autodiff<B, C>`
 /// impl (which names the trait as a bound). `None`: always.
+/// The backends whose impl of trait `group` the crate writes: `Remote`'s is generated (each op
+/// one operation the server runs, or its composition), unless an op of the trait can run there
+/// neither way.
+fn stubbed_backends<'a>(
+    ir: &Ir,
+    index: usize,
+    group: &'a TraitGroup,
+) -> impl Iterator<Item = &'a crate::ir::Backend> {
+    let remote_by_hand = ir
+        .ops_of(index)
+        .any(|op| op.remote == crate::ir::RemoteImpl::HandWritten);
+    group
+        .backends
+        .iter()
+        .filter(move |b| b.name != BackendName::Remote || remote_by_hand)
+}
+
 fn group_cfg(ir: &Ir, index: usize, group: &TraitGroup) -> Option<String> {
-    let mut cfgs: Vec<Option<&str>> = group.backends.iter().map(|b| b.cfg.as_deref()).collect();
+    let mut cfgs: Vec<Option<&str>> = stubbed_backends(ir, index, group)
+        .map(|b| b.cfg.as_deref())
+        .collect();
     if ir.needs_autodiff_trait(index) {
         cfgs.push(Some(&ir.autodiff_cfg));
     }

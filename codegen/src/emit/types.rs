@@ -23,7 +23,7 @@ use crate::names::{
 };
 
 /// rustfmt's `struct_lit_width`: the widest struct literal (or pattern) body kept on one line.
-const STRUCT_LIT_WIDTH: usize = 18;
+pub(super) const STRUCT_LIT_WIDTH: usize = 18;
 /// rustfmt's `struct_variant_width`: the widest struct variant body kept on one line.
 const STRUCT_VARIANT_WIDTH: usize = 35;
 

@@ -16,6 +16,8 @@ pub(super) struct Context<'a, 'm> {
     pub routing: Option<&'a Routing>,
     /// Span and key of the main trait's name.
     pub trait_key: &'a (Range<usize>, String),
+    /// The declared types that lowered.
+    pub types: &'a [crate::ir::TypeDef],
 }
 
 /// A rule about the whole manifest.

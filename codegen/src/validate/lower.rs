@@ -907,16 +907,6 @@ fn remote_impl(
     }
 }
 
-/// Whether every plain input's type travels exactly as an operation's scalars.
-pub(super) fn arguments_encode(inputs: &[Input]) -> bool {
-    inputs.iter().all(|input| match &input.arg {
-        Arg::Plain(ty) => {
-            syn::parse_str::<syn::Type>(ty).is_ok_and(|t| super::remote::encodable(&t))
-        }
-        _ => true,
-    })
-}
-
 /// Every op of a trait whose Remote implementation the crate writes by hand (one of its ops
 /// is [`RemoteImpl::HandWritten`]) runs on Remote as that implementation says.
 fn hand_written_remote(ops: &mut [Op]) {
@@ -933,7 +923,8 @@ fn hand_written_remote(ops: &mut [Op]) {
 }
 
 /// Whether an op can run on Remote as one custom operation: every output a tensor with its
-/// metadata (no declared type), no declared-type input, and synchronous.
+/// metadata (no declared type), synchronous, and, with a declared-type input, metadata that
+/// names inputs (a metadata function gets the specs of tensor inputs only).
 pub(super) fn remote_kernel_possible(
     asynchronous: bool,
     inputs: &[Input],
@@ -949,7 +940,30 @@ pub(super) fn remote_kernel_possible(
     !asynchronous
         && no_declared(output)
         && lazy_outputs(output)
-        && !inputs.iter().any(|i| matches!(i.arg, Arg::Declared { .. }))
+        && !(declared_input(inputs) && metadata_function(output))
+}
+
+/// Whether an op takes a declared-type input.
+pub(super) fn declared_input(inputs: &[Input]) -> bool {
+    inputs.iter().any(|i| matches!(i.arg, Arg::Declared { .. }))
+}
+
+/// Whether an output's shape or dtype comes from a function.
+pub(super) fn metadata_function(output: &Output) -> bool {
+    match output {
+        Output::Tensor(t) => [&t.meta.shape, &t.meta.dtype]
+            .into_iter()
+            .flatten()
+            .any(|m| matches!(m, crate::ir::MetaSource::Function(_))),
+        Output::Tuple(items) => items.iter().any(metadata_function),
+        Output::Declared { leaves, .. } => leaves.iter().any(|l| {
+            [&l.tensor.meta.shape, &l.tensor.meta.dtype]
+                .into_iter()
+                .flatten()
+                .any(|m| matches!(m, crate::ir::MetaSource::Function(_)))
+        }),
+        Output::Unit | Output::Plain(_) => false,
+    }
 }
 
 /// Whether every output is a tensor with its shape and dtype declared (and there is one): a

@@ -84,6 +84,7 @@ pub fn validate_with(
         lines: &lines,
         routing: lowered.routing.as_ref(),
         trait_key: &lowered.trait_key,
+        types: &lowered.declared.defs,
     };
     for rule in rules::MANIFEST_RULES
         .iter()

@@ -8,7 +8,7 @@
 //! primitive, which it says with `remote = "composition"` (or by declaring no output metadata).
 
 use super::context::{Context, ManifestRule};
-use super::lower::{arguments_encode, remote_kernel_possible};
+use super::lower::{declared_input, metadata_function, remote_kernel_possible};
 use crate::diag::{Diagnostic, did_you_mean, page};
 use crate::ir::{Arg, BackendName, Op, RemoteImpl};
 use crate::model::OpSpec;
@@ -108,30 +108,14 @@ fn remote_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     out
 }
 
-/// Why an op cannot be one custom operation on Remote.
+/// Why an op cannot be one custom operation on Remote (it is not [`remote_kernel_possible`]).
 fn why_not_kernel(op: &Op) -> String {
     if op.asynchronous {
         "it is async, and a server runs an operation synchronously".to_owned()
-    } else if op
-        .inputs
-        .iter()
-        .any(|i| matches!(i.arg, Arg::Declared { .. }))
-    {
-        "a declared-type input has no encoding as an operation's inputs yet".to_owned()
-    } else if !remote_kernel_possible(op.asynchronous, &op.inputs, &op.output) {
-        "not every output is a tensor whose `shape` and `dtype` the manifest declares, and the client declares an operation's outputs before the server runs it".to_owned()
+    } else if declared_input(&op.inputs) && metadata_function(&op.output) {
+        "its output metadata comes from a function, which gets the specs of tensor inputs only, and it takes a declared-type input".to_owned()
     } else {
-        let (name, ty) = op
-            .inputs
-            .iter()
-            .find_map(|input| match &input.arg {
-                Arg::Plain(ty) if !arguments_encode(std::slice::from_ref(input)) => {
-                    Some((input.name.as_str(), ty.as_str()))
-                }
-                _ => None,
-            })
-            .unwrap_or(("?", "?"));
-        format!("`{name}` has type `{ty}`, which the operation's scalars cannot carry")
+        "not every output is a tensor whose `shape` and `dtype` the manifest declares, and the client declares an operation's outputs before the server runs it".to_owned()
     }
 }
 
@@ -304,19 +288,47 @@ fn remote_arguments_encode(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             if syn::parse_str::<syn::Type>(ty).is_ok_and(|t| encodable(&t)) {
                 continue;
             }
-            out.push(
-                Diagnostic::new(
-                    spec.input_type_span(i),
-                    format!("op[{}].inputs[{i}].type", spec.index),
+            out.push(not_encodable(
+                spec,
+                i,
+                format!("`{}` of op `{}` has type `{ty}`", input.name, op.name),
+            ));
+        }
+        // The plain fields of declared-type inputs travel the same way.
+        for (i, input) in op.inputs.iter().enumerate() {
+            let Arg::Declared { name, .. } = &input.arg else {
+                continue;
+            };
+            for (path, member) in crate::ir::members(cx.types, name) {
+                let crate::ir::MemberType::Plain(ty) = member else {
+                    continue;
+                };
+                if syn::parse_str::<syn::Type>(ty).is_ok_and(|t| encodable(&t)) {
+                    continue;
+                }
+                out.push(not_encodable(
+                    spec,
+                    i,
                     format!(
-                        "`{}` of op `{}` has type `{ty}`, which the op's operation on the Remote server cannot carry exactly: its arguments travel as the operation's scalars",
-                        input.name, op.name
+                        "`{}.{}` of op `{}` (a field of type `{name}`) has type `{ty}`",
+                        input.name,
+                        crate::ir::label(&path),
+                        op.name
                     ),
-                )
-                .page(page::REMOTE)
-                .help("use numbers (up to 64 bits), `bool`, `char`, `String`, or `Option`s, `Vec`s, arrays and tuples of them (an owned `Vec<usize>` for `&[usize]`, `String` for `&str`); or add `remote = \"composition\"` (with a `composition`) to run the op's composition on Remote"),
-            );
+                ));
+            }
         }
     }
     out
+}
+
+/// A plain value (`what`, of input `i`) that the operation's scalars cannot carry.
+fn not_encodable(spec: &OpSpec, i: usize, what: String) -> Diagnostic {
+    Diagnostic::new(
+        spec.input_type_span(i),
+        format!("op[{}].inputs[{i}].type", spec.index),
+        format!("{what}, which the op's operation on the Remote server cannot carry exactly: its arguments travel as the operation's scalars"),
+    )
+    .page(page::REMOTE)
+    .help("use numbers (up to 64 bits), `bool`, `char`, `String`, or `Option`s, `Vec`s, arrays and tuples of them (an owned `Vec<usize>` for `&[usize]`, `String` for `&str`); or add `remote = \"composition\"` (with a `composition`) to run the op's composition on Remote")
 }

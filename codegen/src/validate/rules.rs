@@ -1028,8 +1028,9 @@ fn composition_is_not_composite(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         .collect()
 }
 
-/// Output metadata is what the lazy `Fusion<B>` form reads, which an op with a declared-type
-/// input does not have yet: metadata there would be silently unused.
+/// Output metadata is what the lazy `Fusion<B>` form and the one operation on Remote read; an
+/// op with a declared-type input has no lazy form yet, so unless it runs on Remote as one
+/// operation, metadata there would be silently unused.
 fn declared_inputs_have_no_metadata(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     fn has_meta(out: &Output) -> bool {
         match out {
@@ -1045,7 +1046,7 @@ fn declared_inputs_have_no_metadata(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 .inputs
                 .iter()
                 .find(|i| matches!(i.arg, Arg::Declared { .. }))?;
-            if !has_meta(&op.output) {
+            if !has_meta(&op.output) || op.remote == crate::ir::RemoteImpl::Kernel {
                 return None;
             }
             let span = spec.output.as_ref()?.span();
@@ -1054,12 +1055,12 @@ fn declared_inputs_have_no_metadata(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     span,
                     format!("op[{}].output", spec.index),
                     format!(
-                        "op `{}` declares output metadata, which only its lazy `Fusion<B>` form reads, and an op with a declared-type input (`{}`) has no lazy form yet",
+                        "op `{}` declares output metadata, which only its lazy `Fusion<B>` form and its one operation on Remote read, but an op with a declared-type input (`{}`) has no lazy form yet, and this one does not run on Remote as one operation",
                         op.name, input.name
                     ),
                 )
                 .page(crate::diag::page::DECLARED_TYPE)
-                .help("remove `shape` and `dtype` from the output; give the op a `composition` to run on Cube with fusion on"),
+                .help("remove `shape` and `dtype` from the output (give the op a `composition` to run on Cube with fusion on); or route it to Remote, with metadata that names inputs rather than a function"),
             )
         })
         .collect()

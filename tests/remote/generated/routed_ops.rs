@@ -3,6 +3,35 @@
 
 use ::burn_route::rt;
 
+/// Weights to multiply by, and an offset to add.
+///
+/// Declared at `tests/remote/ops.toml:81`; `Window` is its `Tensor<D>` form. Kernels take and
+/// return it with their backend's primitives; `Dispatch` routes it by its tensors, in declaration
+/// order.
+#[derive(Clone, Debug)]
+pub struct WindowPrimitive<B: rt::Backend> {
+    pub offset: Option<f64>,
+    pub weights: rt::FloatTensor<B>,
+}
+
+/// How `blend` changes its input.
+///
+/// Declared at `tests/remote/ops.toml:89`; `Blend` is its `Tensor<D>` form. Kernels take and return
+/// it with their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+pub enum BlendPrimitive<B: rt::Backend> {
+    /// Not at all.
+    Keep,
+    /// Times `.0`, negated when `.1`.
+    Scale(f32, bool),
+    /// Times `window.weights`, plus `window.offset` and each of `extra`.
+    Windowed {
+        window: WindowPrimitive<B>,
+        extra: Vec<rt::FloatTensor<B>>,
+    },
+}
+
 /// Routed ops declared in `tests/remote/ops.toml`.
 ///
 /// Implement it for `Flex`, `Remote`; `Dispatch` gets a generated implementation that routes
@@ -77,6 +106,16 @@ pub trait RemoteForms: rt::Backend {
         scale: f64,
     ) -> rt::FloatTensor<Self> {
         crate::remote_forms::kernels::weighted::<Self>(x, w, b, y, labels, scale)
+    }
+    /// `x` changed as `how` says.
+    ///
+    /// Routing:
+    /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
+    /// - backends: Flex, Remote.
+    /// - declared at `tests/remote/ops.toml:101`.
+    #[must_use]
+    fn blend(x: rt::FloatTensor<Self>, how: &BlendPrimitive<Self>) -> rt::FloatTensor<Self> {
+        crate::remote_forms::kernels::blend::<Self>(x, how)
     }
 }
 

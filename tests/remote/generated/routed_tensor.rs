@@ -2,9 +2,91 @@
 // Do not edit. Change tests/remote/ops.toml and rebuild; bless the snapshot with `BLESS=1 cargo test --test generated`.
 
 use super::dispatch;
+use super::ops::BlendPrimitive;
 use super::ops::RemoteForms;
+use super::ops::WindowPrimitive;
 use ::burn_route::rt;
 use ::burn_route::rt::__private as __rt;
+
+/// Weights to multiply by, and an offset to add.
+///
+/// Declared at `tests/remote/ops.toml:81`; `WindowPrimitive` is its backend-level form, which
+/// [`into_primitive`](Window::into_primitive) and [`from_primitive`](Window::from_primitive)
+/// convert to and from.
+#[derive(Clone, Debug)]
+pub struct Window<const D: usize> {
+    pub offset: Option<f64>,
+    pub weights: rt::Tensor<D>,
+}
+
+impl<const D: usize> Window<D> {
+    /// The value as `Dispatch` primitives: what the `Dispatch` methods and the `try_` functions of
+    /// the dispatch module take.
+    #[must_use]
+    pub fn into_primitive(self) -> WindowPrimitive<rt::Dispatch> {
+        WindowPrimitive {
+            offset: self.offset,
+            weights: self.weights.into_dispatch(),
+        }
+    }
+
+    /// A value of `Dispatch` primitives (what the dispatch module returns) as `Tensor`s.
+    #[must_use]
+    pub fn from_primitive(__value: WindowPrimitive<rt::Dispatch>) -> Self {
+        Window {
+            offset: __value.offset,
+            weights: rt::Tensor::from_dispatch(__value.weights),
+        }
+    }
+}
+
+/// How `blend` changes its input.
+///
+/// Declared at `tests/remote/ops.toml:89`; `BlendPrimitive` is its backend-level form, which
+/// [`into_primitive`](Blend::into_primitive) and [`from_primitive`](Blend::from_primitive) convert
+/// to and from.
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
+pub enum Blend<const D: usize> {
+    /// Not at all.
+    Keep,
+    /// Times `.0`, negated when `.1`.
+    Scale(f32, bool),
+    /// Times `window.weights`, plus `window.offset` and each of `extra`.
+    Windowed {
+        window: Window<D>,
+        extra: Vec<rt::Tensor<D>>,
+    },
+}
+
+impl<const D: usize> Blend<D> {
+    /// The value as `Dispatch` primitives: what the `Dispatch` methods and the `try_` functions of
+    /// the dispatch module take.
+    #[must_use]
+    pub fn into_primitive(self) -> BlendPrimitive<rt::Dispatch> {
+        match self {
+            Blend::Keep => BlendPrimitive::Keep,
+            Blend::Scale(__field_0, __field_1) => BlendPrimitive::Scale(__field_0, __field_1),
+            Blend::Windowed { window, extra } => BlendPrimitive::Windowed {
+                window: window.into_primitive(),
+                extra: __rt::into_dispatch_vec(extra),
+            },
+        }
+    }
+
+    /// A value of `Dispatch` primitives (what the dispatch module returns) as `Tensor`s.
+    #[must_use]
+    pub fn from_primitive(__value: BlendPrimitive<rt::Dispatch>) -> Self {
+        match __value {
+            BlendPrimitive::Keep => Blend::Keep,
+            BlendPrimitive::Scale(__field_0, __field_1) => Blend::Scale(__field_0, __field_1),
+            BlendPrimitive::Windowed { window, extra } => Blend::Windowed {
+                window: Window::from_primitive(window),
+                extra: __rt::from_dispatch_vec(extra),
+            },
+        }
+    }
+}
 
 /// [`RemoteForms::forms`] on `Tensor`s, routed to the backend of its inputs.
 ///
@@ -196,5 +278,31 @@ pub fn try_weighted<const D: usize>(
         labels.into_dispatch(),
         scale,
     )?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
+/// [`RemoteForms::blend`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_blend`](fn@try_blend) returns the error instead.
+#[must_use]
+pub fn blend<const D: usize>(x: rt::Tensor<D>, how: &Blend<D>) -> rt::Tensor<D> {
+    let __out =
+        <rt::Dispatch as RemoteForms>::blend(x.into_dispatch(), &how.clone().into_primitive());
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`blend`](fn@blend), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_blend<const D: usize>(
+    x: rt::Tensor<D>,
+    how: &Blend<D>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_blend(x.into_dispatch(), &how.clone().into_primitive())?;
     Ok(rt::Tensor::from_dispatch(__out))
 }
