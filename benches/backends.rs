@@ -26,6 +26,7 @@
 //! cargo bench --features wgpu --bench backends -- cube/     # Cube against Flex only
 //! cargo bench --features remote --bench backends -- remote/ # loopback latency only
 //! cargo bench --features remote --bench backends -- remote_ops/  # one operation vs primitives
+//! BURN_ROUTE_BENCH_SERVER=ws://127.0.0.1:3000 cargo bench --features remote --bench backends -- remote_ops/
 //! ```
 //!
 //! Without either feature the binary has nothing to run and says so.
@@ -379,10 +380,25 @@ const SERVED: &[&str] = &[
 /// Flex kernel), `composition` the same computation with Burn's `Tensor` API (each primitive an
 /// operation), `flex` the routed op on local Flex; `round_trip/<size>` is a `device.sync()`
 /// alone. Every call ends with `device.sync()`.
+///
+/// With `BURN_ROUTE_BENCH_SERVER=ws://HOST:PORT` it times that server instead (for example
+/// `examples/remote_server.rs` in another process, each process pinned to its own core).
 #[cfg(feature = "remote")]
 fn remote_ops(c: &mut Criterion) {
-    let server = loopback::LoopbackServer::start();
-    let far = server.device();
+    let (server, far) = match std::env::var("BURN_ROUTE_BENCH_SERVER") {
+        Ok(address) => {
+            let host = burn_tensor::remote::RemoteHost::websocket(&address);
+            let device = Device::remote_options(&host)
+                .init()
+                .expect("connect to BURN_ROUTE_BENCH_SERVER");
+            (None, device)
+        }
+        Err(_) => {
+            let server = loopback::LoopbackServer::start();
+            let device = server.device();
+            (Some(server), device)
+        }
+    };
     let flex = Device::flex();
     for (rows, size) in [(256, "64K"), (4096, "1M")] {
         let on_server = Inputs::new(rows, &far);

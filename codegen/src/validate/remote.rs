@@ -119,6 +119,18 @@ fn why_not_kernel(op: &Op) -> String {
     }
 }
 
+/// What an op that cannot be one custom operation on Remote would change to be one (the
+/// remedy for [`why_not_kernel`]'s reason).
+fn kernel_needs(op: &Op) -> &'static str {
+    if op.asynchronous {
+        "remove `async = true`"
+    } else if declared_input(&op.inputs) && metadata_function(&op.output) {
+        "declare the outputs' `shape` and `dtype` by input name (e.g. `shape = \"x\", dtype = \"x\"`) instead of with a function"
+    } else {
+        "give every tensor output `shape` and `dtype` (e.g. `shape = \"x\", dtype = \"x\"`)"
+    }
+}
+
 /// An op that says it runs on the Remote server as one operation (`remote = "kernel"`) can.
 fn remote_ops_can_run(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -144,7 +156,7 @@ fn remote_ops_can_run(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 ),
             )
             .page(page::REMOTE)
-            .help("give every tensor output `shape` and `dtype` (e.g. `shape = \"x\", dtype = \"x\"`), or write `remote = \"composition\"` to run the op's composition on Remote primitive by primitive"),
+            .help(format!("{}, or write `remote = \"composition\"` to run the op's composition on Remote primitive by primitive", kernel_needs(op))),
         );
     }
     out
@@ -189,8 +201,9 @@ fn remote_kernel_beside_hand_written(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             )
             .page(page::REMOTE)
             .help(format!(
-                "give op `{}` what it lacks (output `shape` and `dtype`, or a `composition`), or give one of the two ops a `backends` list of its own so they land in different traits",
-                other.name
+                "for op `{}`, {} or add a `composition`; or give one of the two ops a `backends` list of its own so they land in different traits",
+                other.name,
+                kernel_needs(other)
             )),
         );
     }
@@ -218,7 +231,7 @@ pub(super) fn hand_written_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 ),
             )
             .page(page::REMOTE)
-            .help("give every tensor output `shape` and `dtype` (e.g. `shape = \"x\", dtype = \"x\"`), or add `composition = \"path::to::fn\"`, and the generator writes the Remote implementation")
+            .help(format!("{}, or add `composition = \"path::to::fn\"`, and the generator writes the Remote implementation", kernel_needs(op)))
             .warning()
         })
         .collect()
