@@ -144,6 +144,10 @@ pub mod page {
     }
     /// `the generated code would define ... twice`.
     pub const NAME_CLASH: &str = "manifest-name-clash";
+    /// [`crate::Error::Io`]: reading the manifest or writing a generated file failed.
+    pub const BUILD_IO: &str = "build-io";
+    /// [`crate::Error::Config`]: an invalid `Builder` option.
+    pub const BUILD_CONFIG: &str = "build-config";
 
     /// Every anchor above.
     pub const ALL: &[&str] = &[
@@ -196,6 +200,8 @@ pub mod page {
         DECLARED_TYPE,
         SHAPE_CONTRACT,
         REMOTE,
+        BUILD_IO,
+        BUILD_CONFIG,
     ];
 }
 

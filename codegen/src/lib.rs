@@ -66,8 +66,17 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Manifest(report) => report.fmt(f),
-            Self::Config(msg) => write!(f, "burn-route-codegen: {msg}"),
-            Self::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Self::Config(msg) => write!(
+                f,
+                "burn-route-codegen: {msg}. See {}",
+                burn_route_core::errors::link(diag::page::BUILD_CONFIG)
+            ),
+            Self::Io { path, source } => write!(
+                f,
+                "{}: {source}. See {}",
+                path.display(),
+                burn_route_core::errors::link(diag::page::BUILD_IO)
+            ),
         }
     }
 }

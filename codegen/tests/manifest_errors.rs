@@ -600,8 +600,72 @@ fn builder_options_are_validated() {
         ),
     ] {
         match builder.render_str(VALID) {
-            Err(err @ Error::Config(_)) => assert_eq!(err.to_string(), message),
+            Err(err @ Error::Config(_)) => assert_eq!(
+                err.to_string(),
+                format!(
+                    "{message}. See {}",
+                    burn_route_core::errors::link("build-config")
+                )
+            ),
             other => panic!("expected a config error, got {other:?}"),
         }
     }
+}
+
+/// The error reference's list of the known keys of each table (section `manifest-unknown-key`)
+/// is the parser's, table by table: a new key cannot be left out of it.
+#[test]
+fn the_error_reference_lists_every_known_key() {
+    use burn_route_codegen::parse;
+    let section =
+        burn_route_core::errors::section("manifest-unknown-key").expect("the section exists");
+    let list = &section[section
+        .find("The known keys in each table are:")
+        .expect("the list")..];
+    let list = &list[..list.find("**How to fix**").expect("the list ends")];
+    // Each item: `- TABLE: `key`, `key`, ...`, continued on indented lines.
+    let mut items: Vec<(String, Vec<String>)> = Vec::new();
+    for line in list.lines().skip(1) {
+        if let Some(item) = line.strip_prefix("- ") {
+            let (table, keys) = item.split_once(": ").expect("`TABLE: keys`");
+            items.push((table.to_owned(), Vec::new()));
+            items
+                .last_mut()
+                .expect("just pushed")
+                .1
+                .extend(backticked(keys));
+        } else if let Some((_, keys)) = items.last_mut() {
+            keys.extend(backticked(line));
+        }
+    }
+    fn backticked(text: &str) -> Vec<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+    let expected: &[(&str, &[&str])] = &[
+        ("top level", parse::TOP_KEYS),
+        ("`[routing]`", parse::ROUTING_KEYS),
+        ("backend tables", parse::BACKEND_KEYS),
+        ("`[[op]]`", parse::OP_KEYS),
+        ("`[op.check]`", parse::CHECK_KEYS),
+        ("inputs", parse::INPUT_KEYS),
+        ("an input's `shape` table", parse::SHAPE_KEYS),
+        ("outputs", parse::OUTPUT_KEYS),
+        ("`[[type]]`", parse::TYPE_KEYS),
+        ("variants", parse::VARIANT_KEYS),
+        ("fields", parse::FIELD_KEYS),
+    ];
+    let expected: Vec<(String, Vec<String>)> = expected
+        .iter()
+        .map(|(table, keys)| {
+            (
+                (*table).to_owned(),
+                keys.iter().map(|k| (*k).to_owned()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(items, expected);
 }

@@ -8,8 +8,8 @@
 //! The reference itself is the rest of this page.
 //!
 // The page's text, shown by rustdoc (on docs.rs, and by `cargo doc` offline). Its Rust examples
-// call burn-route's ops, which this crate cannot build: they are compiled and run by
-// `workspace-tests` (`errors_doc`), not as this crate's doctests.
+// call burn-route's ops, which this crate cannot build: they are compiled and run as doctests of
+// `examples/training` (its `src/lib.rs` includes this page), not as this crate's doctests.
 #![cfg_attr(not(doctest), doc = include_str!("errors.md"))]
 
 use core::fmt;

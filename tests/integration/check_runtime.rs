@@ -10,6 +10,11 @@ use burn_route::rt::RouteError;
 use burn_route::rt::{Device, Int, Tensor};
 
 fn assert_mentions(message: &str, parts: &[&str]) {
+    let link = format!("See {}", burn_route::errors::link("op-check-failed"));
+    assert!(
+        message.ends_with(&link),
+        "expected the message to end with {link:?}:\n{message}"
+    );
     for part in parts {
         assert!(
             message.contains(part),

@@ -51,7 +51,7 @@
 //!    - [`Policy::Reject`]: untracked inputs on the autodiff device run (and give Flex's values),
 //!      and tracked inputs make the closure return [`RouteError::TrackedInput`] naming the op.
 //!
-//! A failure panics with `op check failed: op `NAME`, CHECK: WHAT. Fix: HOW`, naming the input or
+//! A failure panics with `op check failed: op `NAME`, CHECK: WHAT. Fix: HOW. See LINK`, naming the input or
 //! output leaf and, for a value or gradient mismatch, the worst element (flat index and index,
 //! got, expected, difference, allowed difference). A panic inside the closure is reported the
 //! same way, with the check it happened in.
@@ -643,17 +643,22 @@ impl Args {
         let Some(slot) = self.slots.get(index) else {
             panic!(
                 "op check failed: op `{}`: the check closure called `Args::{accessor}({index})`, \
-                 but the op declares {} inputs. Fix: count every `.input(...)` from 0, in order",
+                 but the op declares {} inputs. Fix: count every `.input(...)` from 0, in order. See {}",
                 self.op,
-                self.slots.len()
+                self.slots.len(),
+                burn_route_core::errors::link("op-check-failed")
             );
         };
         if slot.kind != kind || slot.container != container {
             panic!(
                 "op check failed: op `{}`: the check closure called `Args::{accessor}({index})`, \
                  but input {index} (`{}`) is declared with `Input::{}`. Fix: read it with \
-                 `Args::{}({index})`, or declare it as the op's signature has it",
-                self.op, slot.name, slot.constructor, slot.constructor
+                 `Args::{}({index})`, or declare it as the op's signature has it. See {}",
+                self.op,
+                slot.name,
+                slot.constructor,
+                slot.constructor,
+                burn_route_core::errors::link("op-check-failed")
             );
         }
         slot
@@ -748,8 +753,10 @@ impl Args {
         if slot.container == Container::Vec {
             panic!(
                 "op check failed: op `{}`: the check closure called `Args::spec({index})`, but \
-                 input {index} (`{}`) is a `Vec`. Fix: call `Args::specs({index})`",
-                self.op, slot.name
+                 input {index} (`{}`) is a `Vec`. Fix: call `Args::specs({index})`. See {}",
+                self.op,
+                slot.name,
+                burn_route_core::errors::link("op-check-failed")
             );
         }
         let t = &slot.tensors[0];
@@ -776,9 +783,10 @@ impl Args {
         self.slots.get(index).unwrap_or_else(|| {
             panic!(
                 "op check failed: op `{}`: the check closure called `Args::{accessor}({index})`, \
-                 but the op declares {} inputs. Fix: count every `.input(...)` from 0, in order",
+                 but the op declares {} inputs. Fix: count every `.input(...)` from 0, in order. See {}",
                 self.op,
-                self.slots.len()
+                self.slots.len(),
+                burn_route_core::errors::link("op-check-failed")
             )
         })
     }
@@ -1032,7 +1040,15 @@ fn fail(op: &str, check: &str, detail: &str, fix: &str) -> ! {
     } else {
         "."
     };
-    panic!("op check failed: op `{op}`, {check}: {detail}{stop} Fix: {fix}")
+    let end = if fix.ends_with(['.', '?', '!']) {
+        ""
+    } else {
+        "."
+    };
+    panic!(
+        "op check failed: op `{op}`, {check}: {detail}{stop} Fix: {fix}{end} See {}",
+        burn_route_core::errors::link("op-check-failed")
+    )
 }
 
 /// The text a panic carried.

@@ -1004,10 +1004,12 @@ fn run<B: BackendIr>(
         },
     };
     let error = TensorError::new(ExecutionError::generic(format!(
-        "op `{}` of crate `{}` failed on the {} server: {reason}",
+        "op `{}` of crate `{}` failed on the {} server: {reason}. Fix: run the op on local Flex with the same inputs to see its own error, and check that the server and the client were built from the same version of crate `{}`. See {}",
         remote.op,
         remote.krate,
-        BackendId::Remote
+        BackendId::Remote,
+        remote.krate,
+        burn_route_core::errors::link("remote-op-failed")
     )));
     for out in &op.outputs {
         if !handles.has_handle(&out.id) {
