@@ -656,9 +656,9 @@ fn count_nonfinite() {
             Ok(vec![check::Value::plain()])
         },
         |args: &mut check::Args| {
-            let _ = check::block_on(::burn_route::kernels::composed::count_nonfinite::<Dispatch>(
-                &args.float(0),
-            ));
+            let _ = check::block_on(
+                ::burn_route::kernels::composed::count_nonfinite::<Dispatch>(&args.float(0)),
+            );
             Ok(vec![check::Value::plain()])
         },
     );

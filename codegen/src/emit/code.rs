@@ -603,7 +603,12 @@ impl Writer {
                 limit,
                 hug,
                 ..
-            } if items.len() == 1 && items[0].breakable() && *limit != Some(0) && *hug => {
+            } if items.len() == 1
+                && items[0].breakable()
+                && *limit != Some(0)
+                && *hug
+                && self.nested_call_fits(&items[0], open.len() + close.len() + trail) =>
+            {
                 self.push(open);
                 self.render(&items[0], depth, close.len() + trail, true);
                 self.push(close);
@@ -664,6 +669,24 @@ impl Writer {
 }
 
 impl Writer {
+    /// Whether a lone argument that is itself a call (or a macro call) may overflow from the
+    /// current column, `around` columns of brackets and trail aside: rustfmt rewrites such a
+    /// nested call in at most [`CALL_WIDTH`] columns, so its head (callee and `(`) must fit in
+    /// those, else the outer list breaks and the call goes on a line of its own.
+    fn nested_call_fits(&self, item: &Doc, around: usize) -> bool {
+        let head = match item {
+            Doc::Cat(parts) => match parts.split_last() {
+                Some((Doc::List { open, .. }, callee)) if open.ends_with('(') => {
+                    callee.iter().map(Doc::width).sum::<usize>() + open.len()
+                }
+                _ => return true,
+            },
+            Doc::List { open, .. } if open.ends_with("![") => open.len(),
+            _ => return true,
+        };
+        head <= CALL_WIDTH.min(WIDTH.saturating_sub(self.col + around))
+    }
+
     /// A signature that does not fit on one line, as rustfmt lays it out:
     /// - a declaration (`;`) whose `head(params)` fits keeps it, with `-> R;` on the next line;
     /// - otherwise the parameters go one per line, then `) -> R end`; when that does not fit
