@@ -1,7 +1,10 @@
-//! `burn-route-codegen`: check, render and diff an ops.toml manifest, or print its JSON Schema.
+//! `burn-route-codegen`: check, render and diff an ops.toml manifest, print its kernel stubs
+//! (`skeleton`) or the JSON Schema of the format (`schema`), or print a section of the error
+//! reference offline (`explain`).
 //!
-//! Exit status: 0 success; 1 the manifest has errors (`check`, `render`) or the generated files
-//! are stale (`diff`); 2 the command could not run (unreadable file, bad option). Warnings
+//! Exit status: 0 success; 1 the manifest has errors (`check`, `render`, `diff`, `skeleton`) or
+//! the generated files are stale (`diff`); 2 the command could not run (unreadable file, bad
+//! option, a section `explain` does not know). Warnings
 //! (`check`, `render`: a declared type no op uses) go to stderr, rendered like rustc, and leave
 //! the exit status 0.
 
