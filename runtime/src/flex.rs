@@ -30,6 +30,8 @@
 //! assert_eq!(cubed.as_slice::<f32>().unwrap(), [1.0, -8.0, 27.0, 0.125]);
 //! ```
 
+pub mod math;
+
 use std::mem::MaybeUninit;
 
 use burn_backend::{DType, Shape, TensorData, TensorMetadata};

@@ -157,9 +157,10 @@ fn row_inputs<'a>(
     .then(|| (rows, p.row(0)))
 }
 
+#[inline(always)]
 fn gelu_derivative(z: f32) -> f32 {
     let cdf = 0.5 * (1.0 + super::flex::gelu_erf(z * std::f32::consts::FRAC_1_SQRT_2));
-    let pdf = (-0.5 * z * z).exp() * 0.398_942_3; // 1 / sqrt(2 pi)
+    let pdf = crate::flex::math::exp(-0.5 * z * z) * 0.398_942_3; // 1 / sqrt(2 pi)
     cdf + z * pdf
 }
 
@@ -450,13 +451,10 @@ impl BackwardKernels for Flex {
         update_rows(logits, Work::Heavy, |first, rows| {
             for (k, row) in rows.chunks_exact_mut(classes).enumerate() {
                 let max = max_of(row);
-                // One `exp` per element, then the row's scale.
-                let mut sum = 0.0;
-                for v in row.iter_mut() {
-                    *v = (*v - max).exp();
-                    sum += *v;
-                }
-                let scale = per_row / sum;
+                // One `exp` per element, then the row's scale (two loops: each vectorises).
+                row.iter_mut()
+                    .for_each(|v| *v = crate::flex::math::exp(*v - max));
+                let scale = per_row / sum_by(row, |e| e);
                 row.iter_mut().for_each(|e| *e *= scale);
                 row[class_of_row[first + k]] -= per_row;
             }
