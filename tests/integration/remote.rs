@@ -209,33 +209,14 @@ fn a_server_of_another_manifest_refuses_its_differing_and_missing_ops() {
         add_relu_hash()
     );
     let err = try_add_relu(x.clone(), x.clone()).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "the Remote server serves another version of op `add_relu`: its build of crate \
-             `burn-route` declares the op differently (the client's is `{id}`), so neither side \
-             could read the other's arguments and outputs. Fix: build the server binary and the \
-             client from the same manifest (the same version of crate `burn-route`, whose \
-             `burn_route::dispatch::serve_remote_ops` the server calls). See \
-             https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#remote-op-version"
-        )
-    );
+    assert_eq!(err.to_string(), other_version_text(&id));
     let bias = Tensor::<1>::from_data([1.0, 2.0], &device);
     let err = burn_route::try_bias_gelu(x, bias).unwrap_err();
     let RouteError::RemoteNotServed { problem, id, .. } = &err else {
         panic!("{err:?}");
     };
     assert_eq!(problem, &RemoteProblem::Missing);
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "the Remote server does not serve op `bias_gelu`: it serves the ops of crate \
-             `burn-route`, but its build of the crate has no op `bias_gelu` (`{id}`). Fix: \
-             rebuild the server binary with the client's version of crate `burn-route` (it calls \
-             `burn_route::dispatch::serve_remote_ops`). See \
-             https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#remote-op-missing"
-        )
-    );
+    assert_eq!(err.to_string(), missing_text(id));
 }
 
 /// The client's declaration of op `op` (`upper`: its static's name), for a server's handler.
@@ -283,4 +264,28 @@ fn an_op_that_fails_on_the_server_fails_the_read_of_its_outputs() {
     let fresh = server.device();
     let z = Tensor::<1>::from_data([1.0, -2.0], &fresh);
     assert_eq!(values(&burn_route::scale(z, 3.0)), [3.0, -6.0]);
+}
+
+/// The exact text of the error for `add_relu` on a server with another declaration of it
+/// (`id`: the client's operation id).
+pub(crate) fn other_version_text(id: &str) -> String {
+    format!(
+        "the Remote server serves another version of op `add_relu`: its build of crate \
+         `burn-route` declares the op differently (the client's is `{id}`), so neither side \
+         could read the other's arguments and outputs. Fix: build the server binary and the \
+         client from the same manifest (the same version of crate `burn-route`, whose \
+         `burn_route::dispatch::serve_remote_ops` the server calls). See \
+         https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#remote-op-version"
+    )
+}
+
+/// The exact text of the error for `bias_gelu` on a server whose manifest lacks it.
+pub(crate) fn missing_text(id: &str) -> String {
+    format!(
+        "the Remote server does not serve op `bias_gelu`: it serves the ops of crate \
+         `burn-route`, but its build of the crate has no op `bias_gelu` (`{id}`). Fix: \
+         rebuild the server binary with the client's version of crate `burn-route` (it calls \
+         `burn_route::dispatch::serve_remote_ops`). See \
+         https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#remote-op-missing"
+    )
 }

@@ -198,30 +198,11 @@ fn a_server_process_of_another_manifest_refuses_its_differing_and_missing_ops() 
         panic!("{err:?}");
     };
     assert_eq!(problem, &RemoteProblem::OtherVersion);
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "the Remote server serves another version of op `add_relu`: its build of crate \
-             `burn-route` declares the op differently (the client's is `{id}`), so neither side \
-             could read the other's arguments and outputs. Fix: build the server binary and the \
-             client from the same manifest (the same version of crate `burn-route`, whose \
-             `burn_route::dispatch::serve_remote_ops` the server calls). See \
-             https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#remote-op-version"
-        )
-    );
+    assert_eq!(err.to_string(), super::remote::other_version_text(id));
     let err = burn_route::try_bias_gelu(x.clone(), x).unwrap_err();
     let RouteError::RemoteNotServed { id, problem, .. } = &err else {
         panic!("{err:?}");
     };
     assert_eq!(problem, &RemoteProblem::Missing);
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "the Remote server does not serve op `bias_gelu`: it serves the ops of crate \
-             `burn-route`, but its build of the crate has no op `bias_gelu` (`{id}`). Fix: \
-             rebuild the server binary with the client's version of crate `burn-route` (it calls \
-             `burn_route::dispatch::serve_remote_ops`). See \
-             https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#remote-op-missing"
-        )
-    );
+    assert_eq!(err.to_string(), super::remote::missing_text(id));
 }

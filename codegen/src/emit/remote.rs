@@ -27,6 +27,15 @@ fn remote_backend(op: &Op) -> Option<&Backend> {
 
 /// The text a client and a server must agree on for one op: its name, each input's name and
 /// form, and its output's form. Its hash is part of the operation's id.
+/// How a container reads in a declaration's text: `?` for an option, `[]` for a vec.
+pub(super) fn container_mark(container: Container) -> &'static str {
+    match container {
+        Container::One => "",
+        Container::Option => "?",
+        Container::Vec => "[]",
+    }
+}
+
 fn declaration(ir: &Ir, op: &Op) -> String {
     let inputs: Vec<String> = op
         .inputs
@@ -36,11 +45,7 @@ fn declaration(ir: &Ir, op: &Op) -> String {
                 Arg::Tensor(t) => format!(
                     "{}{}{}",
                     t.kind.key(),
-                    match t.container {
-                        Container::One => "",
-                        Container::Option => "?",
-                        Container::Vec => "[]",
-                    },
+                    container_mark(t.container),
                     if t.borrowed { "&" } else { "" }
                 ),
                 Arg::Plain(ty) => format!("={ty}"),
@@ -58,15 +63,7 @@ fn declaration(ir: &Ir, op: &Op) -> String {
         match out {
             Output::Unit => "()".to_owned(),
             Output::Plain(ty) => format!("={ty}"),
-            Output::Tensor(t) => format!(
-                "{}{}",
-                t.kind.key(),
-                match t.container {
-                    Container::One => "",
-                    Container::Option => "?",
-                    Container::Vec => "[]",
-                }
-            ),
+            Output::Tensor(t) => format!("{}{}", t.kind.key(), container_mark(t.container)),
             Output::Declared { name, .. } => format!("type {name}"),
             Output::Tuple(items) => {
                 let items: Vec<String> = items.iter().map(output).collect();

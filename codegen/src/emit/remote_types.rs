@@ -20,11 +20,7 @@ pub(super) fn declaration(ir: &Ir, name: &str) -> String {
             MemberType::Tensor(t) => format!(
                 "{}{}",
                 t.kind.key(),
-                match t.container {
-                    Container::One => "",
-                    Container::Option => "?",
-                    Container::Vec => "[]",
-                }
+                super::remote::container_mark(t.container)
             ),
             MemberType::Plain(ty) => format!("={ty}"),
             MemberType::Declared(inner) => declaration(ir, inner),
