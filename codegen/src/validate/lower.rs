@@ -930,17 +930,19 @@ pub(super) fn remote_kernel_possible(
     inputs: &[Input],
     output: &Output,
 ) -> bool {
-    fn no_declared(out: &Output) -> bool {
-        match out {
-            Output::Declared { .. } => false,
-            Output::Tuple(items) => items.iter().all(no_declared),
-            Output::Tensor(_) | Output::Unit | Output::Plain(_) => true,
-        }
-    }
     !asynchronous
-        && no_declared(output)
+        && !declared_output(output)
         && lazy_outputs(output)
         && !(declared_input(inputs) && metadata_function(output))
+}
+
+/// Whether an output is, or holds in a tuple, a declared type.
+pub(super) fn declared_output(output: &Output) -> bool {
+    match output {
+        Output::Declared { .. } => true,
+        Output::Tuple(items) => items.iter().any(declared_output),
+        Output::Tensor(_) | Output::Unit | Output::Plain(_) => false,
+    }
 }
 
 /// Whether an op takes a declared-type input.

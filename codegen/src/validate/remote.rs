@@ -8,7 +8,7 @@
 //! primitive, which it says with `remote = "composition"` (or by declaring no output metadata).
 
 use super::context::{Context, ManifestRule};
-use super::lower::{declared_input, metadata_function, remote_kernel_possible};
+use super::lower::{declared_input, declared_output, metadata_function, remote_kernel_possible};
 use crate::diag::{Diagnostic, did_you_mean, page};
 use crate::ir::{Arg, BackendName, Op, RemoteImpl};
 use crate::model::OpSpec;
@@ -108,26 +108,56 @@ fn remote_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     out
 }
 
-/// Why an op cannot be one custom operation on Remote (it is not [`remote_kernel_possible`]).
-fn why_not_kernel(op: &Op) -> String {
-    if op.asynchronous {
-        "it is async, and a server runs an operation synchronously".to_owned()
-    } else if declared_input(&op.inputs) && metadata_function(&op.output) {
-        "its output metadata comes from a function, which gets the specs of tensor inputs only, and it takes a declared-type input".to_owned()
-    } else {
-        "not every output is a tensor whose `shape` and `dtype` the manifest declares, and the client declares an operation's outputs before the server runs it".to_owned()
-    }
+/// What keeps an op that is not [`remote_kernel_possible`] from being one custom operation on
+/// Remote: the first of the conditions that check tests.
+enum Obstacle {
+    Async,
+    DeclaredOutput,
+    MetadataFunction,
+    Metadata,
 }
 
-/// What an op that cannot be one custom operation on Remote would change to be one (the
-/// remedy for [`why_not_kernel`]'s reason).
-fn kernel_needs(op: &Op) -> &'static str {
-    if op.asynchronous {
-        "remove `async = true`"
-    } else if declared_input(&op.inputs) && metadata_function(&op.output) {
-        "declare the outputs' `shape` and `dtype` by input name (e.g. `shape = \"x\", dtype = \"x\"`) instead of with a function"
-    } else {
-        "give every tensor output `shape` and `dtype` (e.g. `shape = \"x\", dtype = \"x\"`)"
+impl Obstacle {
+    fn of(op: &Op) -> Self {
+        if op.asynchronous {
+            Self::Async
+        } else if declared_output(&op.output) {
+            Self::DeclaredOutput
+        } else if declared_input(&op.inputs) && metadata_function(&op.output) {
+            Self::MetadataFunction
+        } else {
+            Self::Metadata
+        }
+    }
+
+    /// Why the op cannot be one operation.
+    fn why(&self) -> &'static str {
+        match self {
+            Self::Async => "it is async, and a server runs an operation synchronously",
+            Self::DeclaredOutput => {
+                "it returns a declared type, whose tensors the client cannot declare before the server runs the kernel"
+            }
+            Self::MetadataFunction => {
+                "its output metadata comes from a function, which gets the specs of tensor inputs only, and it takes a declared-type input"
+            }
+            Self::Metadata => {
+                "not every output is a tensor whose `shape` and `dtype` the manifest declares, and the client declares an operation's outputs before the server runs it"
+            }
+        }
+    }
+
+    /// What the op would change to be one.
+    fn fix(&self) -> &'static str {
+        match self {
+            Self::Async => "remove `async = true`",
+            Self::DeclaredOutput => "return tensors instead of the declared type",
+            Self::MetadataFunction => {
+                "declare the outputs' `shape` and `dtype` by input name (e.g. `shape = \"x\", dtype = \"x\"`) instead of with a function"
+            }
+            Self::Metadata => {
+                "give every tensor output `shape` and `dtype` (e.g. `shape = \"x\", dtype = \"x\"`)"
+            }
+        }
     }
 }
 
@@ -152,11 +182,11 @@ fn remote_ops_can_run(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 format!(
                     "op `{}` says it runs on the Remote server as one operation (`remote = \"kernel\"`), but cannot: {}",
                     op.name,
-                    why_not_kernel(op)
+                    Obstacle::of(op).why()
                 ),
             )
             .page(page::REMOTE)
-            .help(format!("{}, or write `remote = \"composition\"` to run the op's composition on Remote primitive by primitive", kernel_needs(op))),
+            .help(format!("{}, or write `remote = \"composition\"` to run the op's composition on Remote primitive by primitive", Obstacle::of(op).fix())),
         );
     }
     out
@@ -196,14 +226,14 @@ fn remote_kernel_beside_hand_written(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     "op `{}` says it runs on the Remote server as one operation, but op `{}` of the same trait runs on Remote only through an `impl` written by hand ({}, and it has no `composition`), so the generator cannot write the trait's Remote implementation",
                     op.name,
                     other.name,
-                    why_not_kernel(other)
+                    Obstacle::of(other).why()
                 ),
             )
             .page(page::REMOTE)
             .help(format!(
                 "for op `{}`, {} or add a `composition`; or give one of the two ops a `backends` list of its own so they land in different traits",
                 other.name,
-                kernel_needs(other)
+                Obstacle::of(other).fix()
             )),
         );
     }
@@ -226,12 +256,12 @@ pub(super) fn hand_written_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 format!(
                     "op `{}` is routed to Remote but cannot run on the server as one operation ({}) and has no `composition`: the crate implements its trait for `Remote` by hand, and `{}` does not serve it",
                     op.name,
-                    why_not_kernel(op),
+                    Obstacle::of(op).why(),
                     crate::names::SERVE_REMOTE
                 ),
             )
             .page(page::REMOTE)
-            .help(format!("{}, or add `composition = \"path::to::fn\"`, and the generator writes the Remote implementation", kernel_needs(op)))
+            .help(format!("{}, or add `composition = \"path::to::fn\"`, and the generator writes the Remote implementation", Obstacle::of(op).fix()))
             .warning()
         })
         .collect()
