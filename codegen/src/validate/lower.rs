@@ -930,10 +930,10 @@ pub(super) fn remote_kernel_possible(
     inputs: &[Input],
     output: &Output,
 ) -> bool {
-    !asynchronous
-        && !declared_output(output)
-        && lazy_outputs(output)
-        && !(declared_input(inputs) && metadata_function(output))
+    let obstacle = asynchronous
+        || declared_output(output)
+        || (declared_input(inputs) && metadata_function(output));
+    !obstacle && lazy_outputs(output)
 }
 
 /// Whether an output is, or holds in a tuple, a declared type.
