@@ -5,8 +5,6 @@ use super::ops::AffinePrimitive;
 use super::ops::FillPrimitive;
 use super::ops::MomentsPrimitive;
 use super::ops::RoutedOps;
-#[cfg(burn_route_autodiff)]
-use super::ops::RoutedOpsAutodiff;
 use super::ops::RoutedOpsComposite;
 use super::ops::RoutedOpsFlex;
 #[cfg(burn_route_autodiff)]
@@ -3654,11 +3652,21 @@ fn route_affine<F: __rt::OnError>(
             }
             #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffFlex>(&__route, <AutodiffFlex as RoutedOpsAutodiff>::affine, x, p)
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::affine::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                    p,
+                )
             }
             #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedFlex>(&__route, <BalancedFlex as RoutedOpsAutodiff>::affine, x, p)
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::affine::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                    p,
+                )
             }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
@@ -3666,11 +3674,21 @@ fn route_affine<F: __rt::OnError>(
             }
             #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffCube>(&__route, <AutodiffCube as RoutedOpsAutodiff>::affine, x, p)
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::affine::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                    p,
+                )
             }
             #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedCube>(&__route, <BalancedCube as RoutedOpsAutodiff>::affine, x, p)
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::affine::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    p,
+                )
             }
             #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
@@ -3680,7 +3698,7 @@ fn route_affine<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::affine,
+                    autodiff::affine::<rt::Remote, rt::NoCheckpointing>,
                     x,
                     p,
                 )
@@ -3689,7 +3707,7 @@ fn route_affine<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::affine,
+                    autodiff::affine::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                     p,
                 )
@@ -3793,11 +3811,19 @@ fn route_moments<F: __rt::OnError>(
             }
             #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffFlex>(&__route, <AutodiffFlex as RoutedOpsAutodiff>::moments, x)
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::moments::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                )
             }
             #[cfg(burn_route_autodiff)]
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedFlex>(&__route, <BalancedFlex as RoutedOpsAutodiff>::moments, x)
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::moments::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                )
             }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
@@ -3805,11 +3831,19 @@ fn route_moments<F: __rt::OnError>(
             }
             #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffCube>(&__route, <AutodiffCube as RoutedOpsAutodiff>::moments, x)
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::moments::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                )
             }
             #[cfg(all(burn_route_autodiff, burn_route_cube))]
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedCube>(&__route, <BalancedCube as RoutedOpsAutodiff>::moments, x)
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::moments::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                )
             }
             #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
@@ -3817,11 +3851,19 @@ fn route_moments<F: __rt::OnError>(
             }
             #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffRemote>(&__route, <AutodiffRemote as RoutedOpsAutodiff>::moments, x)
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::moments::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                )
             }
             #[cfg(all(burn_route_autodiff, burn_route_remote))]
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedRemote>(&__route, <BalancedRemote as RoutedOpsAutodiff>::moments, x)
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::moments::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                )
             }
             _ => __route.unrouted(),
         })
@@ -3930,7 +3972,7 @@ fn route_fill_where<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as RoutedOpsAutodiff>::fill_where,
+                    autodiff::fill_where::<rt::Flex, rt::NoCheckpointing>,
                     x,
                     mask,
                     fill,
@@ -3940,7 +3982,7 @@ fn route_fill_where<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as RoutedOpsAutodiff>::fill_where,
+                    autodiff::fill_where::<rt::Flex, rt::BalancedCheckpointing>,
                     x,
                     mask,
                     fill,
@@ -3954,7 +3996,7 @@ fn route_fill_where<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as RoutedOpsAutodiff>::fill_where,
+                    autodiff::fill_where::<rt::Cube, rt::NoCheckpointing>,
                     x,
                     mask,
                     fill,
@@ -3964,7 +4006,7 @@ fn route_fill_where<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as RoutedOpsAutodiff>::fill_where,
+                    autodiff::fill_where::<rt::Cube, rt::BalancedCheckpointing>,
                     x,
                     mask,
                     fill,
@@ -3982,7 +4024,7 @@ fn route_fill_where<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as RoutedOpsAutodiff>::fill_where,
+                    autodiff::fill_where::<rt::Remote, rt::NoCheckpointing>,
                     x,
                     mask,
                     fill,
@@ -3992,7 +4034,7 @@ fn route_fill_where<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as RoutedOpsAutodiff>::fill_where,
+                    autodiff::fill_where::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                     mask,
                     fill,

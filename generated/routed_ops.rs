@@ -340,24 +340,6 @@ pub trait RoutedOps: rt::Backend {
     }
 }
 
-/// `Autodiff<B, C>` kernels of the differentiable ops of [`RoutedOps`].
-///
-/// Implement it for `Autodiff<B, C>`: the forward pass on `B` plus a backward pass. The
-/// generated `Dispatch` routing calls it when an input carries an enabled autodiff context.
-#[cfg(burn_route_autodiff)]
-pub trait RoutedOpsAutodiff: rt::Backend {
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::affine`].
-    fn affine(x: rt::FloatTensor<Self>, p: AffinePrimitive<Self>) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::moments`].
-    fn moments(x: rt::FloatTensor<Self>) -> MomentsPrimitive<Self>;
-    /// The `Autodiff<B, C>` kernel of [`RoutedOps::fill_where`].
-    fn fill_where(
-        x: rt::FloatTensor<Self>,
-        mask: &rt::BoolTensor<Self>,
-        fill: FillPrimitive<Self>,
-    ) -> rt::FloatTensor<Self>;
-}
-
 /// [`RoutedOps`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.
 ///
 /// Each op with output metadata is one deferred operation that runs `B`'s kernel when the
@@ -676,6 +658,9 @@ pub trait RoutedOpsFlex: rt::Backend {
 /// written from it: the generated `Dispatch` routing calls them for tracked inputs.
 #[cfg(burn_route_autodiff)]
 pub mod autodiff {
+    use super::AffinePrimitive;
+    use super::FillPrimitive;
+    use super::MomentsPrimitive;
     use super::rt;
     use rt::__private::grad as __grad;
 
@@ -752,7 +737,7 @@ pub mod autodiff {
             let alpha = __grad::number(&self.alpha);
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul_scalar(grad.clone(), __grad::scalar(alpha)));
+                __grads[0] = Some(B::float_mul_scalar(grad, __grad::scalar(alpha)));
             }
             __grads
         }
@@ -780,7 +765,7 @@ pub mod autodiff {
         B: super::RoutedOps,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::recomputed([Some(x)], [false]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x)], [false]);
         let x = __tape.input(0);
         let __output = <B as super::RoutedOps>::scale(x, __grad::keep(&alpha));
         let __derivative = ScaleBackward { alpha };
@@ -815,12 +800,16 @@ pub mod autodiff {
         ) -> [Option<rt::FloatTensor<B>>; 2] {
             let alpha = __grad::number(&self.alpha);
             let beta = __grad::number(&self.beta);
+            let mut grad = __grad::Reused::new(grad);
             let mut __grads = [None, None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul_scalar(grad.clone(), __grad::scalar(alpha)));
+                __grads[0] = Some(B::float_mul_scalar(
+                    grad.give(__tracked[1]),
+                    __grad::scalar(alpha),
+                ));
             }
             if __tracked[1] {
-                __grads[1] = Some(B::float_mul_scalar(grad.clone(), __grad::scalar(beta)));
+                __grads[1] = Some(B::float_mul_scalar(grad.give(false), __grad::scalar(beta)));
             }
             __grads
         }
@@ -855,7 +844,7 @@ pub mod autodiff {
         B: super::RoutedOps,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::recomputed([Some(x), y], [false, false]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x), y], [false, false]);
         let x = __tape.input(0);
         let y = __tape.optional(1);
         let __output =
@@ -1240,7 +1229,7 @@ pub mod autodiff {
         ) -> [Option<rt::FloatTensor<B>>; 1] {
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(grad.clone());
+                __grads[0] = Some(grad);
             }
             __grads
         }
@@ -1262,5 +1251,53 @@ pub mod autodiff {
         let __output = <B as super::RoutedOps>::clamp_ste(x, lo, hi);
         let __derivative = ClampSteBackward;
         __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// [`RoutedOps::affine`](super::RoutedOps::affine) on `Autodiff<B, C>`: its composition run on
+    /// `Autodiff<B, C>`, whose primitives give the gradients.
+    ///
+    /// (The op declares no `backward`; `backward = "hand-written"` would make this kernel the
+    /// companion `...Autodiff` trait's.)
+    pub fn affine<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        p: AffinePrimitive<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: rt::Backend,
+        C: rt::CheckpointStrategy,
+    {
+        crate::kernels::composed::affine::<rt::Autodiff<B, C>>(x, p)
+    }
+
+    /// [`RoutedOps::moments`](super::RoutedOps::moments) on `Autodiff<B, C>`: its composition run
+    /// on `Autodiff<B, C>`, whose primitives give the gradients.
+    ///
+    /// (The op declares no `backward`; `backward = "hand-written"` would make this kernel the
+    /// companion `...Autodiff` trait's.)
+    pub fn moments<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> MomentsPrimitive<rt::Autodiff<B, C>>
+    where
+        B: rt::Backend,
+        C: rt::CheckpointStrategy,
+    {
+        crate::kernels::composed::moments::<rt::Autodiff<B, C>>(x)
+    }
+
+    /// [`RoutedOps::fill_where`](super::RoutedOps::fill_where) on `Autodiff<B, C>`: its composition
+    /// run on `Autodiff<B, C>`, whose primitives give the gradients.
+    ///
+    /// (The op declares no `backward`; `backward = "hand-written"` would make this kernel the
+    /// companion `...Autodiff` trait's.)
+    pub fn fill_where<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        mask: &rt::BoolTensor<rt::Autodiff<B, C>>,
+        fill: FillPrimitive<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: rt::Backend,
+        C: rt::CheckpointStrategy,
+    {
+        crate::kernels::composed::fill_where::<rt::Autodiff<B, C>>(x, mask, fill)
     }
 }

@@ -6,14 +6,12 @@
 //! - [`composed`]: every op written with backend primitives; the kernels of `Cube` and `Remote`.
 //! - [`backward`]: the fused backward kernels that `ops.toml`'s function-form backward passes
 //!   name (`BackwardKernels`, fused on Flex and Cube). The `Autodiff<B, C>` implementations
-//!   themselves are generated from the manifest's `backward` keys (formulas or these functions).
-//! - `autodiff`: the `Autodiff<B, C>` kernels of the ops over declared types, written by hand.
+//!   themselves are generated from the manifest's `backward` keys (formulas or these
+//!   functions), and for the ops over declared types (no `backward`) from their compositions.
 //!
 //! Composite ops (`composite = ...` in the manifest) need no kernel here: see
 //! [`crate::composite`].
 
-#[cfg(feature = "autodiff")]
-mod autodiff;
 #[cfg(feature = "autodiff")]
 pub mod backward;
 pub mod composed;

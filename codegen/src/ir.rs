@@ -53,10 +53,10 @@ impl Ir {
         !self.groups[group].composite && self.ops_of(group).any(Op::hand_written_autodiff)
     }
 
-    /// Whether any op declares its backward pass (and so gets a generated `Autodiff<B, C>`
-    /// implementation).
+    /// Whether any op gets a generated `Autodiff<B, C>` implementation (from its `backward`
+    /// or its composition), in the generated `autodiff` module.
     pub fn has_derived_autodiff(&self) -> bool {
-        self.ops.iter().any(|op| op.backward.is_some())
+        self.ops.iter().any(Op::generated_autodiff)
     }
 }
 
@@ -376,6 +376,9 @@ pub struct Op {
     /// The backward pass declared in the manifest: the generator writes the op's
     /// `Autodiff<B, C>` implementation from it.
     pub backward: Option<Backward>,
+    /// `backward = "hand-written"`: the op's `Autodiff<B, C>` kernel is the companion trait's,
+    /// written by hand, even with a `composition`.
+    pub hand_written: bool,
     /// How the generated op check calls the op (`[op.check]`, with defaults).
     pub check: Check,
 }
@@ -616,6 +619,27 @@ impl Op {
     /// Whether the op's `Autodiff<B, C>` kernel is written by hand: a differentiable op that is
     /// not composite and declares no backward pass.
     pub fn hand_written_autodiff(&self) -> bool {
+        self.without_declared_autodiff() && !self.composed_autodiff()
+    }
+
+    /// Whether the op's `Autodiff<B, C>` kernel is generated from its `composition`: a
+    /// synchronous differentiable op with a composition and no `backward`. The composition
+    /// runs on `Autodiff<B, C>` itself, whose primitives record their own backward passes.
+    pub fn composed_autodiff(&self) -> bool {
+        self.without_declared_autodiff()
+            && self.composition.is_some()
+            && !self.hand_written
+            && !self.asynchronous
+    }
+
+    /// Whether the op's `Autodiff<B, C>` kernel is generated (from `backward`, or from its
+    /// composition).
+    pub fn generated_autodiff(&self) -> bool {
+        self.backward.is_some() || self.composed_autodiff()
+    }
+
+    /// A differentiable op that is not composite and declares no backward pass.
+    fn without_declared_autodiff(&self) -> bool {
         self.policy == Policy::Differentiable && self.composite.is_none() && self.backward.is_none()
     }
 

@@ -206,6 +206,9 @@ impl OpSpec {
 pub enum BackwardSpec {
     /// `backward = "crate::path"`: a function computing the gradients.
     Function(Sp<String>),
+    /// `backward = "hand-written"`: the op's `Autodiff<B, C>` kernel is written by hand (the
+    /// companion `...Autodiff` trait), even though it has a `composition`.
+    HandWritten(Range<usize>),
     /// `backward = { x = "grad * y" }`: a formula per float input.
     Formulas {
         /// The whole table.

@@ -17,6 +17,9 @@ use crate::model::{
 
 /// Keys of the top level of the manifest.
 pub const TOP_KEYS: &[&str] = &["routing", "op", "type"];
+
+/// The `backward` value of an op whose `Autodiff<B, C>` kernel is written by hand.
+pub const HAND_WRITTEN: &str = "hand-written";
 /// Keys of the `[routing]` table.
 pub const ROUTING_KEYS: &[&str] = &[
     "trait",
@@ -692,9 +695,12 @@ impl Parser {
         Some(Sp::new(items, span))
     }
 
-    /// `backward`: a function path, or a table of formulas keyed by input.
+    /// `backward`: a function path, `"hand-written"`, or a table of formulas keyed by input.
     fn backward(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<BackwardSpec> {
         match value.get_ref() {
+            DeValue::String(s) if s.as_ref() == HAND_WRITTEN => {
+                Some(BackwardSpec::HandWritten(value.span()))
+            }
             DeValue::String(s) => {
                 Some(BackwardSpec::Function(Sp::new(s.to_string(), value.span())))
             }

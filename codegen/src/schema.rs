@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use crate::formula::{FUNCTIONS, Function, GRAD, NONE, OUTPUT, Param};
 use crate::ir::{BackendName, Policy, TensorKind};
 use crate::parse::{
-    BACKEND_KEYS, CHECK_KEYS, FIELD_KEYS, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS, ROUTING_KEYS,
-    SHAPE_KEYS, TOP_KEYS, TYPE_KEYS, VARIANT_KEYS,
+    BACKEND_KEYS, CHECK_KEYS, FIELD_KEYS, HAND_WRITTEN, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS,
+    ROUTING_KEYS, SHAPE_KEYS, TOP_KEYS, TYPE_KEYS, VARIANT_KEYS,
 };
 
 /// The names `crate::names` accepts (keywords aside): `UpperCamelCase` traits, `snake_case`
@@ -174,7 +174,7 @@ fn property(table: &str, key: &str) -> Value {
             "type": "string", "pattern": TRAIT_NAME
         }),
         ("routing", "autodiff_trait") => json!({
-            "description": "Name of the trait with the hand-written Autodiff<B, C> kernels of the differentiable ops that declare no `backward` (default: `trait` + \"Autodiff\"). Generated only when such an op exists.",
+            "description": "Name of the trait with the hand-written Autodiff<B, C> kernels: of the differentiable ops with `backward = \"hand-written\"`, and of those that declare no `backward` and have no `composition` (or are async) (default: `trait` + \"Autodiff\"). Generated only when such an op exists.",
             "type": "string", "pattern": TRAIT_NAME
         }),
         ("routing", "backward_bounds") => json!({
@@ -206,7 +206,7 @@ fn property(table: &str, key: &str) -> Value {
             json!({ "description": "Documentation of every generated item for the op.", "type": "string" })
         }
         ("op", "autodiff") => json!({
-            "description": "What a tracked float input does: run the Autodiff<B, C> implementation (differentiable: generated from `backward`, or from `composite`, else written by hand), run detached (detach), or fail (reject, the default).",
+            "description": "What a tracked float input does: run the Autodiff<B, C> implementation (differentiable: generated from `backward`, from `composite`, or from `composition` run on Autodiff<B, C>; else, or with `backward = \"hand-written\"`, written by hand), run detached (detach), or fail (reject, the default).",
             "enum": Policy::ALL.iter().map(|p| p.key()).collect::<Vec<_>>()
         }),
         ("op", "inputs") => json!({
@@ -235,8 +235,12 @@ fn property(table: &str, key: &str) -> Value {
             "enum": REMOTE_VALUES
         }),
         ("op", "backward") => json!({
-            "description": "The op's backward pass, from which its Autodiff<B, C> implementation is generated: a table of gradient formulas keyed by float input, or the path of a Rust function. Only for a differentiable op that is not composite, has exactly one float tensor output (other outputs int, bool or plain) and no `vec` float input.",
+            "description": "The op's backward pass, from which its Autodiff<B, C> implementation is generated: a table of gradient formulas keyed by float input, or the path of a Rust function; or \"hand-written\". Formulas and functions only for a differentiable op that is not composite, takes and returns no declared type, has exactly one float tensor output (other outputs int, bool or plain) and no `vec` float input. Without `backward`, a differentiable op with a `composition` runs it on Autodiff<B, C> (Burn's autodiff of its primitives gives the gradients).",
             "oneOf": [
+                {
+                    "description": "Hand-written: the op's Autodiff<B, C> kernel is a method of the companion `...Autodiff` trait, implemented by hand (instead of its composition run on Autodiff<B, C>). Not with `save`, `checkpoint` or `no_gradient`.",
+                    "const": HAND_WRITTEN
+                },
                 {
                     "description": "Function form: the full path of a function generic over the backend (`crate::m::f`, called `crate::m::f::<B>(...)`), or of a trait method (`crate::m::MyTrait::f`, called `<B as crate::m::MyTrait>::f(...)`; the trait joins the backend's bounds). It receives the `save` values (default: every input but the device, in order: float inputs as FloatTensor<B>, Option for optional ones; int/bool tensors; plain values), then `grad: FloatTensor<B>` (the incoming gradient of the float output), then, with more than one float input, `tracked: [bool; N]`; it returns the gradient FloatTensor<B> (one float input) or [Option<FloatTensor<B>>; N]. Gradients are summed back to each input's shape.",
                     "type": "string",

@@ -156,8 +156,8 @@ fn output() -> impl Strategy<Value = String> {
     ]
 }
 
-/// Backward passes, good and bad: formulas (names, functions, syntax), function paths, `save`,
-/// `checkpoint` and `[op.check]` keys.
+/// Backward passes, good and bad: formulas (names, functions, syntax), function paths,
+/// `"hand-written"`, `save`, `checkpoint`, `no_gradient` and `[op.check]` keys.
 fn backward() -> impl Strategy<Value = &'static str> {
     prop_oneof![
         Just("backward = { a = \"grad * b\", b = \"none\" }\n"),
@@ -169,6 +169,13 @@ fn backward() -> impl Strategy<Value = &'static str> {
         Just("backward = \"crate::Grads::f\"\ncheckpoint = \"recompute\"\n"),
         Just("backward = \"f\"\ncheckpoint = \"sometimes\"\n"),
         Just("save = [\"a\"]\ncheckpoint = 3\n"),
+        // A hand-written `Autodiff<B, C>` kernel: alone, with the keys it refuses, misspelt,
+        // and on an async op (which allows it).
+        Just("backward = \"hand-written\"\n"),
+        Just("backward = \"hand-written\"\nsave = [\"a\"]\nno_gradient = [\"a\"]\n"),
+        Just("backward = \"handwritten\"\n"),
+        Just("async = true\nbackward = \"hand-written\"\n"),
+        Just("no_gradient = [\"a\"]\n"),
         Just(
             "check = { shapes = { a = [2, 3], b = [[1], [2]] }, ranges = { a = [1, 0] }, args = { a = \"1 +\" }, tolerance = 0, gradients = 1 }\n"
         ),

@@ -131,9 +131,10 @@ mod forward {
     }
 }
 
-/// The `Autodiff<B, C>` kernels: `mul_pair` registers its own backward step over the struct's
-/// two float fields (as Burn's test does), recording the checkpointing strategy it ran under;
-/// the others run their composition on `Autodiff<B, C>`, whose gradient flows through the
+/// The one hand-written `Autodiff<B, C>` kernel (`backward = "hand-written"`): `mul_pair`
+/// registers its own backward step over the struct's two float fields (as Burn's test does),
+/// recording the checkpointing strategy it ran under. The other differentiable ops' kernels are
+/// generated: their compositions run on `Autodiff<B, C>`, whose gradients flow through the
 /// declared type's fields.
 #[cfg(feature = "autodiff")]
 mod autodiff {
@@ -147,7 +148,7 @@ mod autodiff {
         Autodiff, Backend, BalancedCheckpointing, CheckpointStrategy, FloatTensor,
     };
 
-    use super::routed::ops::{BatchPrimitive, ExtensionOpsAutodiff, FloatPairPrimitive};
+    use super::routed::ops::{ExtensionOpsAutodiff, FloatPairPrimitive};
 
     /// 1 after `mul_pair` ran under no checkpointing, 2 under balanced checkpointing.
     pub static MUL_PAIR_STRATEGY: AtomicU8 = AtomicU8::new(0);
@@ -199,18 +200,6 @@ mod autodiff {
                     prep.finish(B::float_mul(p.x.into_primitive(), p.y.into_primitive()))
                 }
             }
-        }
-
-        fn norm_pair(p: &FloatPairPrimitive<Self>) -> FloatTensor<Self> {
-            super::forward::norm_pair::<Self>(p)
-        }
-
-        fn split_scaled(x: FloatTensor<Self>, alpha: f32, beta: f32) -> FloatPairPrimitive<Self> {
-            super::forward::split_scaled::<Self>(x, alpha, beta)
-        }
-
-        fn weighted_sum(batch: BatchPrimitive<Self>) -> FloatTensor<Self> {
-            super::forward::weighted_sum::<Self>(batch)
         }
     }
 }
@@ -288,8 +277,9 @@ tracked float input `op.Dense.0` on backend Flex, but tests/declared/ops.toml:75
 `reject` (the default), which would silently drop its gradient. Fix: detach the tensor at \
 `op.Dense.0` before the call (`.without_autodiff()` on it, or `.detach()` on an intermediate \
 result), or declare the op `autodiff = \"detach\"` (runs without gradient) or \
-`autodiff = \"differentiable\"` (and write its `Autodiff<B, C>` kernel by hand: an op over \
-declared types takes no `backward`) in tests/declared/ops.toml:75. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#tracked-input";
+`autodiff = \"differentiable\"` (its `composition` then runs on `Autodiff<B, C>`, or write its \
+`Autodiff<B, C>` kernel by hand: an op over declared types takes no `backward` formula) in \
+tests/declared/ops.toml:75. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#tracked-input";
     assert_eq!(err.to_string(), message);
     assert_eq!(
         panic_message(|| drop(ops::pick_untracked::<1>(Operand::Dense(x)))),

@@ -375,8 +375,8 @@ fn op(index: usize) -> impl Strategy<Value = String> {
         doc(),
         // Output metadata (what the lazy `Fusion<B>` impl of an op routed to Cube needs), a
         // composition, both or neither: the functions they name are the skeleton's stubs.
-        // A declared backward pass: none, formulas or a function (the skeleton's stub), each
-        // kept or recomputed. `async = true`, now and then.
+        // A declared backward pass: none, `"hand-written"`, formulas or a function (the
+        // skeleton's stub), each kept or recomputed. `async = true`, now and then.
         // How the op runs on Remote: the default, `remote = "composition"` or `"kernel"`
         // (refused, and filtered out, where the op cannot).
         ((any::<bool>(), any::<bool>()), (0..6u8, any::<bool>()), prop::bool::weighted(0.25), 0..4u8),
@@ -386,6 +386,9 @@ fn op(index: usize) -> impl Strategy<Value = String> {
             // so it takes no output metadata, and no declared backward pass.
             let declared = output.contains("@T") || inputs.iter().any(|(_, arg, _)| arg.contains("@T"));
             let (meta, composition) = if declared { (false, true) } else { (meta, composition) };
+            // `backward = "hand-written"` (kind 2) fits any differentiable op: its
+            // `Autodiff<B, C>` kernel is the skeleton's stub, not its composition.
+            let hand_written = policy == "differentiable" && backward == 2;
             let backward = if declared { 0 } else { backward };
             let output = if meta { with_metadata(&name, &output) } else { output };
             // An async op: its future owns its arguments (no borrowed plain type), it takes no
@@ -440,7 +443,9 @@ fn op(index: usize) -> impl Strategy<Value = String> {
             let no_float_vec = !inputs
                 .iter()
                 .any(|(_, arg, _)| arg.starts_with("tensor = \"float\"") && arg.contains("vec"));
-            if policy == "differentiable" && single_float_output && no_float_vec && !asynchronous {
+            if hand_written {
+                text.push_str("backward = \"hand-written\"\n");
+            } else if policy == "differentiable" && single_float_output && no_float_vec && !asynchronous {
                 // (A function receives every plain argument: owned ones only.)
                 let backward = if backward == 5 && !owned { 0 } else { backward };
                 text.push_str(&backward_keys(&name, &inputs, backward, recompute && owned));
@@ -449,8 +454,8 @@ fn op(index: usize) -> impl Strategy<Value = String> {
         })
 }
 
-/// `backward` (and `checkpoint`) for an op with `inputs`: `kind` 0 to 2 none, 3 and 4 formulas,
-/// 5 a function. Formulas read the single float inputs and the numeric plain ones.
+/// `backward` (and `checkpoint`) for an op with `inputs`: `kind` 0 to 2 none (2 is
+/// `"hand-written"`, written by the caller), 3 and 4 formulas, 5 a function. Formulas read the single float inputs and the numeric plain ones.
 fn backward_keys<C>(op: &str, inputs: &[(String, String, C)], kind: u8, recompute: bool) -> String {
     let float = |arg: &str| arg.starts_with("tensor = \"float\"") && !arg.contains("vec");
     let single: Vec<&str> = inputs

@@ -28,8 +28,21 @@ pub(super) fn module(ir: &Ir, w: &mut Writer) {
     ]);
     w.cfg(Some(&ir.autodiff_cfg));
     w.open(format!("pub mod {} {{", names::AUTODIFF_MODULE));
-    w.line(format!("use super::{};", names::RUNTIME));
-    w.line(format!("use {}::__private::grad as {G};", names::RUNTIME));
+    let composed: Vec<&Op> = ir.ops.iter().filter(|op| op.composed_autodiff()).collect();
+    let mut declared: Vec<String> = Vec::new();
+    for op in &composed {
+        declared_names(op, &mut declared);
+    }
+    let mut imports = vec![super::Use::new(format!("super::{}", names::RUNTIME))];
+    imports.extend(
+        declared
+            .iter()
+            .map(|name| super::Use::new(format!("super::{}", names::primitive_type(name)))),
+    );
+    super::uses(imports, w);
+    if ir.ops.iter().any(|op| op.backward.is_some()) {
+        w.line(format!("use {}::__private::grad as {G};", names::RUNTIME));
+    }
     let derived: Vec<(usize, &Op)> = ir
         .ops
         .iter()
@@ -41,6 +54,77 @@ pub(super) fn module(ir: &Ir, w: &mut Writer) {
         let group = &ir.groups[op.group].name;
         op_items(op, group, &ty, w);
     }
+    for op in composed {
+        composed_fn(op, &ir.groups[op.group].name, w);
+    }
+    w.close("}");
+}
+
+/// The declared types op `op` takes or returns (not nested ones), in first-use order.
+fn declared_names(op: &Op, acc: &mut Vec<String>) {
+    fn output(out: &Output, acc: &mut Vec<String>) {
+        match out {
+            Output::Declared { name, .. } if !acc.contains(name) => acc.push(name.clone()),
+            Output::Tuple(items) => items.iter().for_each(|o| output(o, acc)),
+            _ => {}
+        }
+    }
+    for input in &op.inputs {
+        if let Arg::Declared { name, .. } = &input.arg
+            && !acc.contains(name)
+        {
+            acc.push(name.clone());
+        }
+    }
+    output(&op.output, acc);
+}
+
+/// The `Autodiff<B, C>` kernel of a differentiable op with a `composition` and no `backward`:
+/// the composition itself, run on `Autodiff<B, C>`, whose primitives record their own backward
+/// passes (through the tensor fields of declared types too).
+fn composed_fn(op: &Op, group: &str, w: &mut Writer) {
+    let path = op
+        .composition
+        .as_deref()
+        .expect("a composed op has a composition");
+    w.blank();
+    w.doc(&[
+        format!(
+            "[`{group}::{op}`](super::{group}::{op}) on `Autodiff<B, C>`: its composition run on \
+             `Autodiff<B, C>`, whose primitives give the gradients.",
+            op = op.name
+        ),
+        String::new(),
+        "(The op declares no `backward`; `backward = \"hand-written\"` would make this kernel the"
+            .to_owned(),
+        "companion `...Autodiff` trait's.)".to_owned(),
+    ]);
+    allow_complex_output(op, w);
+    allow_many_arguments(op.inputs.len(), w);
+    let autodiff = "rt::Autodiff<B, C>";
+    let params = super::params(op, autodiff);
+    let head = format!("pub fn {}<B, C>", op.name);
+    let predicates = [
+        "B: rt::Backend".to_owned(),
+        "C: rt::CheckpointStrategy".to_owned(),
+    ];
+    let sig = signature(
+        head.clone(),
+        params.clone(),
+        super::primitive_returns(&op.output, autodiff, ""),
+    );
+    if matches!(op.output, Output::Unit) && !w.fits(&sig) {
+        // Nothing returned and the parameters one per line: rustfmt writes `) where`.
+        w.line(signature(head, params, " where"));
+        where_predicates(&predicates, w);
+    } else {
+        w.line(sig);
+        where_clause(&predicates, w);
+    }
+    w.line(super::forward_call(
+        &format!("{}::<{autodiff}>", nested(path)),
+        op,
+    ));
     w.close("}");
 }
 
@@ -259,6 +343,11 @@ fn impl_head(tr: &str, ty: &str, bound: &str, w: &mut Writer) {
 /// its line puts each further bound on a line of its own, as rustfmt does.
 pub(super) fn where_clause(predicates: &[String], w: &mut Writer) {
     w.line("where");
+    where_predicates(predicates, w);
+}
+
+/// The predicates of a `where` clause, one per line, and the opening brace of the body.
+fn where_predicates(predicates: &[String], w: &mut Writer) {
     w.indent();
     for p in predicates {
         let line = format!("{p},");
@@ -403,6 +492,30 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
             {
                 w.line(format!("let {0} = {G}::number(&self.{0});", field.name));
             }
+            // Each tensor local is moved into its last read, so the last primitive that reads
+            // it can work in place; a local read by several formulas is a `Reused`, which
+            // moves into its last read in the last formula that runs.
+            let reads: Vec<Vec<&str>> = formulas
+                .iter()
+                .map(|f| {
+                    let mut acc = Vec::new();
+                    if let Some(f) = f {
+                        tensor_reads(&f.expr, &mut acc);
+                    }
+                    acc
+                })
+                .collect();
+            let mut reused: Vec<&str> = Vec::new();
+            for (i, names_i) in reads.iter().enumerate() {
+                for name in names_i {
+                    if !reused.contains(name) && reads[i + 1..].iter().any(|r| r.contains(name)) {
+                        reused.push(name);
+                    }
+                }
+            }
+            for name in &reused {
+                w.line(format!("let mut {name} = {G}::Reused::new({name});"));
+            }
             if !tracked_used {
                 w.line(format!("[{}]", vec!["None"; n].join(", ")));
             } else {
@@ -416,11 +529,29 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
                     let mut bindings = Vec::new();
                     let input = op.float_slots().nth(i).map_or("", |(input, _)| &input.name);
                     let context = format!("op `{}`, input `{input}`: `{}`", op.name, f.text);
+                    let mut left: Vec<(&str, usize)> = Vec::new();
+                    for name in &reads[i] {
+                        match left.iter_mut().find(|(n, _)| n == name) {
+                            Some((_, count)) => *count += 1,
+                            None => left.push((name, 1)),
+                        }
+                    }
+                    let later: Vec<(&str, Vec<usize>)> = reused
+                        .iter()
+                        .map(|name| {
+                            let users = (i + 1..reads.len())
+                                .filter(|j| reads[*j].contains(name))
+                                .collect();
+                            (*name, users)
+                        })
+                        .collect();
                     let expr = term(
                         &f.expr,
                         &mut Cx {
                             formula: &context,
                             bindings: &mut bindings,
+                            left,
+                            later: &later,
                         },
                     )
                     .doc;
@@ -561,13 +692,18 @@ fn autodiff_body(op: &Op, group: &str, backward: &Backward, ty: &str, w: &mut Wr
             .into()
         })
         .collect();
+    // A recomputed op that reads its output needs every input to recompute it.
     let reads: Vec<Doc> = backward
         .reads
         .iter()
-        .map(|r| r.to_string().into())
+        .map(|r| {
+            (*r || (backward.recompute && backward.reads_output))
+                .to_string()
+                .into()
+        })
         .collect();
     let ctor = if backward.recompute {
-        "recomputed"
+        "recomputed::<C>"
     } else {
         "new"
     };
@@ -802,11 +938,62 @@ fn term_uses_grad(t: &Term) -> bool {
     }
 }
 
-/// A formula being emitted: its text (for runtime messages) and the number subexpressions
-/// bound to locals so that no line grows past rustfmt's width.
+/// A formula being emitted: its text (for runtime messages), the number subexpressions
+/// bound to locals so that no line grows past rustfmt's width, and how its tensor locals are
+/// read.
 struct Cx<'a> {
     formula: &'a str,
     bindings: &'a mut Vec<String>,
+    /// The reads of each tensor local this formula has still to emit.
+    left: Vec<(&'a str, usize)>,
+    /// Each `Reused` local (read by several formulas) and the later formulas that read it.
+    later: &'a [(&'a str, Vec<usize>)],
+}
+
+impl Cx<'_> {
+    /// A read of tensor local `name`: a clone while another read may follow, the local itself
+    /// at the last.
+    fn read(&mut self, name: &str) -> String {
+        let left = self
+            .left
+            .iter_mut()
+            .find(|(n, _)| *n == name)
+            .map(|(_, count)| {
+                *count -= 1;
+                *count
+            })
+            .expect("every read was counted");
+        match self.later.iter().find(|(n, _)| *n == name) {
+            None if left > 0 => format!("{name}.clone()"),
+            None => name.to_owned(),
+            Some(_) if left > 0 => format!("{name}.get()"),
+            Some((_, users)) if users.is_empty() => format!("{name}.give(false)"),
+            Some((_, users)) => {
+                let more: Vec<String> = users
+                    .iter()
+                    .map(|j| format!("{}[{j}]", names::TRACKED))
+                    .collect();
+                format!("{name}.give({})", more.join(" || "))
+            }
+        }
+    }
+}
+
+/// The tensor locals `t` reads (the incoming gradient, the output, float inputs), once per
+/// read, in the order the emitted expression reads them.
+fn tensor_reads<'t>(t: &'t Term, acc: &mut Vec<&'t str>) {
+    match &t.node {
+        TermNode::Grad => acc.push(names::GRAD_LOCAL),
+        TermNode::Output => acc.push("output"),
+        TermNode::Input(name) => acc.push(name),
+        TermNode::Neg(i) => tensor_reads(i, acc),
+        TermNode::Binary(_, a, b) => {
+            tensor_reads(a, acc);
+            tensor_reads(b, acc);
+        }
+        TermNode::Call(_, args) => args.iter().for_each(|a| tensor_reads(a, acc)),
+        _ => {}
+    }
 }
 
 /// `term` as Rust; a long number-valued part is bound to a local (`let __n0 = ...;`) first.
@@ -825,9 +1012,9 @@ fn term_inner(t: &Term, cx: &mut Cx<'_>) -> Emitted {
     match &t.node {
         TermNode::Number(v) => text(number_literal(*v), 3),
         TermNode::Dim(d) => text(d.to_string(), 3),
-        TermNode::Grad => text(format!("{}.clone()", names::GRAD_LOCAL), 3),
-        TermNode::Output => text("output.clone()", 3),
-        TermNode::Input(name) => text(format!("{name}.clone()"), 3),
+        TermNode::Grad => text(cx.read(names::GRAD_LOCAL), 3),
+        TermNode::Output => text(cx.read("output"), 3),
+        TermNode::Input(name) => text(cx.read(name), 3),
         TermNode::Scalar(name) => text(name.clone(), 3),
         TermNode::Neg(inner) => {
             let tensor = inner.tensor;

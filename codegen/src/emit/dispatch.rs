@@ -32,11 +32,11 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         }
     }
     if ir.has_derived_autodiff() {
-        // Used by the autodiff arms of the ops with a declared backward pass.
+        // Used by the autodiff arms of the ops with a generated `Autodiff<B, C>` kernel.
         let backends = ir
             .ops
             .iter()
-            .filter(|op| op.backward.is_some())
+            .filter(|op| op.generated_autodiff())
             .flat_map(|op| op.backends.iter().map(|b| b.cfg.as_deref()));
         let cfg = match any_cfg(backends) {
             Some(backends) => format!("all({}, {backends})", ir.autodiff_cfg),
@@ -894,15 +894,17 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
                     "BalancedCheckpointing",
                 ),
             ] {
-                // A declared backward pass: the generated implementation; else the trait's.
-                let kernel = match &op.backward {
-                    Some(_) => format!(
+                // A generated `Autodiff<B, C>` kernel (from `backward` or the composition);
+                // else the trait's.
+                let kernel = if op.generated_autodiff() {
+                    format!(
                         "{}::{}::<rt::{}, rt::{checkpointing}>",
                         names::AUTODIFF_MODULE,
                         op.name,
                         backend.name.key()
-                    ),
-                    None => format!("<{lane} as {autodiff_trait}>::{}", op.name),
+                    )
+                } else {
+                    format!("<{lane} as {autodiff_trait}>::{}", op.name)
                 };
                 w.cfg(Some(&cfg));
                 let pattern = format!(

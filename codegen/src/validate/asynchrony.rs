@@ -10,7 +10,7 @@
 use super::context::{Context, ManifestRule};
 use crate::diag::{Diagnostic, page};
 use crate::ir::{Arg, BackendName, Op, RouteBy};
-use crate::model::OpSpec;
+use crate::model::{BackwardSpec, OpSpec};
 
 /// The async rules, checked after [`super::rules::MANIFEST_RULES`].
 pub(super) const MANIFEST_RULES: &[ManifestRule] = &[async_ops];
@@ -24,7 +24,11 @@ fn async_ops(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         };
         let at = flag.span.clone();
         let key = format!("op[{}].async", spec.index);
-        if spec.backward.is_some() {
+        if spec
+            .backward
+            .as_ref()
+            .is_some_and(|b| !matches!(b, BackwardSpec::HandWritten(_)))
+        {
             out.push(
                 Diagnostic::new(
                     at.clone(),

@@ -69,45 +69,52 @@ impl Check<'_> {
         format!("{}.{key}", self.path)
     }
 
+    /// `save`, `checkpoint` and `no_gradient` belong to a declared backward pass: each one
+    /// present is reported with `why` (how the op has none) and `help`.
+    fn stray_keys(&mut self, why: &str, help: &str) {
+        let spec = self.spec;
+        for (key, span) in [
+            ("save", spec.save.as_ref().map(|s| s.span.clone())),
+            (
+                "checkpoint",
+                spec.checkpoint.as_ref().map(|s| s.span.clone()),
+            ),
+            (
+                "no_gradient",
+                spec.no_gradient.as_ref().map(|s| s.span.clone()),
+            ),
+        ] {
+            if let Some(span) = span {
+                self.push(
+                    Diagnostic::new(
+                        span,
+                        self.key(key),
+                        format!(
+                            "`{key}` of op `{}` belongs to a declared backward pass, {why}",
+                            self.op.name
+                        ),
+                    )
+                    .help(help),
+                );
+            }
+        }
+    }
+
     fn backward(&mut self, cx: &Cx<'_>) -> Option<Backward> {
         let spec = self.spec;
         let op = self.op;
         let Some(backward) = &spec.backward else {
-            for (key, span) in [
-                ("save", spec.save.as_ref().map(|s| s.span.clone())),
-                (
-                    "checkpoint",
-                    spec.checkpoint.as_ref().map(|s| s.span.clone()),
-                ),
-            ] {
-                if let Some(span) = span {
-                    self.push(
-                        Diagnostic::new(
-                            span,
-                            self.key(key),
-                            format!("`{key}` of op `{}` belongs to a declared backward pass, and the op declares none", op.name),
-                        )
-                        .help("add `backward` (formulas or a function path), or remove this key"),
-                    );
-                }
-            }
+            self.stray_keys(
+                "and the op declares none",
+                "add `backward` (formulas or a function path), or remove this key",
+            );
             return None;
         };
         let backward_span = match backward {
             BackwardSpec::Function(f) => f.span.clone(),
             BackwardSpec::Formulas { span, .. } => span.clone(),
+            BackwardSpec::HandWritten(span) => span.clone(),
         };
-        if op.uses_declared() {
-            self.push(
-                Diagnostic::new(
-                    backward_span,
-                    self.key("backward"),
-                    format!("op `{}` takes or returns a declared type, which a declared backward pass cannot address yet", op.name),
-                )
-                .help(format!("remove `backward` and implement `{}` for `Autodiff<B, C>` by hand (the companion `...Autodiff` trait), where the declared type's tensor fields are autodiff tensors", op.name)),
-            );
-            return None;
-        }
         if op.composite.is_some() {
             self.push(
                 Diagnostic::new(
@@ -131,6 +138,24 @@ impl Check<'_> {
                     ),
                 )
                 .help("set `autodiff = \"differentiable\"`, or remove `backward`"),
+            );
+            return None;
+        }
+        if let BackwardSpec::HandWritten(_) = backward {
+            self.stray_keys(
+                &format!("and op `{}` writes its `Autodiff<B, C>` kernel by hand (`backward = \"hand-written\"`)", op.name),
+                "remove this key: the hand-written kernel registers its own backward pass",
+            );
+            return None;
+        }
+        if op.uses_declared() {
+            self.push(
+                Diagnostic::new(
+                    backward_span,
+                    self.key("backward"),
+                    format!("op `{}` takes or returns a declared type, which a declared backward pass cannot address yet", op.name),
+                )
+                .help(format!("remove `backward`: with a `composition`, the generated `Autodiff<B, C>` kernel runs it on `Autodiff<B, C>` and gradients flow through the declared type's tensor fields; or set `backward = \"hand-written\"` and implement `{}` for `Autodiff<B, C>` by hand (the companion `...Autodiff` trait)", op.name)),
             );
             return None;
         }
@@ -179,6 +204,7 @@ impl Check<'_> {
                     args,
                 }
             }
+            BackwardSpec::HandWritten(_) => unreachable!("a hand-written kernel returned above"),
             BackwardSpec::Formulas { span, entries } => {
                 let save = save?;
                 let formulas = self.formulas(span, entries)?;

@@ -795,11 +795,16 @@ impl Lowerer<'_> {
             route_by,
             complex_types,
             backward: None,
+            hand_written: matches!(
+                spec.backward,
+                Some(crate::model::BackwardSpec::HandWritten(_))
+            ),
             check: crate::ir::Check::default(),
         };
         let backward_line = match &spec.backward {
             Some(crate::model::BackwardSpec::Function(f)) => cx.lines.line(f.span.start),
             Some(crate::model::BackwardSpec::Formulas { span, .. }) => cx.lines.line(span.start),
+            Some(crate::model::BackwardSpec::HandWritten(span)) => cx.lines.line(span.start),
             None => line,
         };
         let backward_cx = super::backward::Cx {

@@ -341,15 +341,17 @@ impl RouteError {
             } => {
                 // An input inside a declared type is named by its path (`p.x`, `op.Dense.0`),
                 // which is no expression to call a method on; and an op over declared types
-                // takes no manifest `backward`: its `Autodiff<B, C>` kernel is written by hand.
+                // takes no manifest `backward`: its `Autodiff<B, C>` kernel is its composition
+                // run on `Autodiff<B, C>`, or written by hand.
                 let (detach, differentiable) = if input.name.contains('.') {
                     (
                         format!(
                             "detach the tensor at `{input}` before the call (`.without_autodiff()` \
                              on it, or `.detach()` on an intermediate result)"
                         ),
-                        "(and write its `Autodiff<B, C>` kernel by hand: an op over declared \
-                         types takes no `backward`)",
+                        "(its `composition` then runs on `Autodiff<B, C>`, or write its \
+                         `Autodiff<B, C>` kernel by hand: an op over declared types takes no \
+                         `backward` formula)",
                     )
                 } else {
                     (

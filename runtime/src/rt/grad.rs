@@ -16,7 +16,7 @@ use core::fmt::Debug;
 use burn_autodiff::checkpoint::base::Checkpointer;
 use burn_autodiff::checkpoint::retro_forward::RetroForward;
 use burn_autodiff::checkpoint::state::BackwardStates;
-use burn_autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn_autodiff::checkpoint::strategy::{CheckpointStrategy, NoCheckpointing};
 use burn_autodiff::grads::Gradients;
 use burn_autodiff::ops::{Backward, NodeGuard, Ops, OpsKind};
 use burn_autodiff::{Autodiff, NodeId};
@@ -315,11 +315,21 @@ impl<B: Backend, const N: usize> Tape<B, N> {
         Self::with(inputs, reads, false)
     }
 
-    /// [`Tape::new`] for an op declared `checkpoint = "recompute"`: a tracked call keeps every
-    /// input's handle until [`Tape::finish_recomputed`] registers them with the checkpointer
-    /// (which under gradient checkpointing decides what is kept and what recomputed).
-    pub fn recomputed(inputs: [Option<AutodiffTensor<B>>; N], reads: [bool; N]) -> Self {
-        Self::with(inputs, reads, true)
+    /// [`Tape::new`] for an op declared `checkpoint = "recompute"`, under checkpoint strategy
+    /// `C`; `reads` are the inputs its backward pass needs (every input when it reads the
+    /// output, which it recomputes from them). Under gradient checkpointing a call keeps every
+    /// input's handle until [`Tape::finish_recomputed`] registers them with the checkpointer,
+    /// which decides what is kept and what recomputed.
+    ///
+    /// Without checkpointing (`NoCheckpointing`: no op is recomputed for another) a tracked
+    /// call keeps only `reads`, as [`Tape::new`] does. An input held during the forward pass
+    /// shares its buffer, which keeps the kernel from working in place: one more allocation and
+    /// pass over the data than Burn's own op.
+    pub fn recomputed<C: CheckpointStrategy>(
+        inputs: [Option<AutodiffTensor<B>>; N],
+        reads: [bool; N],
+    ) -> Self {
+        Self::with(inputs, reads, checkpoints::<C>())
     }
 
     fn with(inputs: [Option<AutodiffTensor<B>>; N], reads: [bool; N], all: bool) -> Self {
@@ -470,6 +480,12 @@ impl<B: Backend, const N: usize> Tape<B, N> {
     }
 }
 
+/// Whether strategy `C` may recompute a memory-bound op for a later one: every strategy but
+/// `NoCheckpointing`, under which Burn treats every op as compute-bound.
+fn checkpoints<C: CheckpointStrategy>() -> bool {
+    core::any::TypeId::of::<C>() != core::any::TypeId::of::<NoCheckpointing>()
+}
+
 /// The retro-forward of a recomputed op: its output, from its inputs' states.
 #[derive(Debug)]
 struct Retro<B: Backend, const N: usize> {
@@ -494,6 +510,38 @@ impl<B: Backend, const N: usize> RetroForward for Retro<B, N> {
 /// would flag `.clone()` on the `Copy` types most plain arguments are).
 pub fn keep<T: Clone>(value: &T) -> T {
     T::clone(value)
+}
+
+/// A tensor that several of a backward pass's formulas read (the incoming gradient of an op
+/// with two inputs): each read but the last gets a clone, and the last read of the last
+/// formula that runs gets the tensor itself, so that its primitive can work in place.
+#[derive(Debug)]
+pub struct Reused<T>(Option<T>);
+
+/// What [`Reused`] says when read after it was given away: a generator bug.
+const GIVEN: &str = "burn-route: a generated backward pass read a tensor after its last read \
+     (please report this as a burn-route bug)";
+
+impl<T: Clone> Reused<T> {
+    /// Holds `value` for the formulas.
+    pub fn new(value: T) -> Self {
+        Self(Some(value))
+    }
+
+    /// A clone, for a read another read of the same formula follows.
+    pub fn get(&self) -> T {
+        self.0.clone().expect(GIVEN)
+    }
+
+    /// The last read of a formula: a clone when `more` (a later formula that reads it runs),
+    /// the value itself otherwise.
+    pub fn give(&mut self, more: bool) -> T {
+        if more {
+            self.get()
+        } else {
+            self.0.take().expect(GIVEN)
+        }
+    }
 }
 
 /// A number a formula reads: the op's numeric plain arguments.

@@ -244,7 +244,7 @@ fn mul_pair() {
     );
 }
 
-/// `norm_pair` (tests/declared/ops.toml:114): values, policy, gradients and backends, by
+/// `norm_pair` (tests/declared/ops.toml:117): values, policy, gradients and backends, by
 /// `burn_route::check`.
 #[test]
 fn norm_pair() {
@@ -284,7 +284,7 @@ fn norm_pair() {
     );
 }
 
-/// `split_scaled` (tests/declared/ops.toml:122): values, policy, gradients and backends, by
+/// `split_scaled` (tests/declared/ops.toml:125): values, policy, gradients and backends, by
 /// `burn_route::check`.
 #[test]
 fn split_scaled() {
@@ -326,7 +326,7 @@ fn split_scaled() {
     );
 }
 
-/// `apply_mask` (tests/declared/ops.toml:130): values, policy, gradients and backends, by
+/// `apply_mask` (tests/declared/ops.toml:133): values, policy, gradients and backends, by
 /// `burn_route::check`.
 #[test]
 fn apply_mask() {
@@ -422,7 +422,7 @@ fn apply_mask() {
     );
 }
 
-/// `weighted_sum` (tests/declared/ops.toml:138): values, policy, gradients and backends, by
+/// `weighted_sum` (tests/declared/ops.toml:141): values, policy, gradients and backends, by
 /// `burn_route::check`.
 #[test]
 fn weighted_sum() {

@@ -11,6 +11,8 @@ use super::ops::IntPairPrimitive;
 use super::ops::MaskedPrimitive;
 use super::ops::NestedInputsPrimitive;
 use super::ops::OperandPrimitive;
+#[cfg(burn_route_autodiff)]
+use super::ops::autodiff;
 use ::burn_route::rt;
 use ::burn_route::rt::__private as __rt;
 
@@ -825,7 +827,7 @@ fn route_norm_pair<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "norm_pair",
         rt::Policy::Differentiable,
-        "tests/declared/ops.toml:114",
+        "tests/declared/ops.toml:117",
         "tests/declared/ops.toml:9",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -867,7 +869,7 @@ fn route_norm_pair<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as ExtensionOpsAutodiff>::norm_pair,
+                    autodiff::norm_pair::<rt::Flex, rt::NoCheckpointing>,
                     p,
                 )
             }
@@ -875,7 +877,7 @@ fn route_norm_pair<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as ExtensionOpsAutodiff>::norm_pair,
+                    autodiff::norm_pair::<rt::Flex, rt::BalancedCheckpointing>,
                     p,
                 )
             }
@@ -887,7 +889,7 @@ fn route_norm_pair<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as ExtensionOpsAutodiff>::norm_pair,
+                    autodiff::norm_pair::<rt::Cube, rt::NoCheckpointing>,
                     p,
                 )
             }
@@ -895,7 +897,7 @@ fn route_norm_pair<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as ExtensionOpsAutodiff>::norm_pair,
+                    autodiff::norm_pair::<rt::Cube, rt::BalancedCheckpointing>,
                     p,
                 )
             }
@@ -907,7 +909,7 @@ fn route_norm_pair<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as ExtensionOpsAutodiff>::norm_pair,
+                    autodiff::norm_pair::<rt::Remote, rt::NoCheckpointing>,
                     p,
                 )
             }
@@ -915,7 +917,7 @@ fn route_norm_pair<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as ExtensionOpsAutodiff>::norm_pair,
+                    autodiff::norm_pair::<rt::Remote, rt::BalancedCheckpointing>,
                     p,
                 )
             }
@@ -989,7 +991,7 @@ fn route_split_scaled<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "split_scaled",
         rt::Policy::Differentiable,
-        "tests/declared/ops.toml:122",
+        "tests/declared/ops.toml:125",
         "tests/declared/ops.toml:9",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1031,7 +1033,7 @@ fn route_split_scaled<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as ExtensionOpsAutodiff>::split_scaled,
+                    autodiff::split_scaled::<rt::Flex, rt::NoCheckpointing>,
                     x,
                     alpha,
                     beta,
@@ -1041,7 +1043,7 @@ fn route_split_scaled<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as ExtensionOpsAutodiff>::split_scaled,
+                    autodiff::split_scaled::<rt::Flex, rt::BalancedCheckpointing>,
                     x,
                     alpha,
                     beta,
@@ -1059,7 +1061,7 @@ fn route_split_scaled<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as ExtensionOpsAutodiff>::split_scaled,
+                    autodiff::split_scaled::<rt::Cube, rt::NoCheckpointing>,
                     x,
                     alpha,
                     beta,
@@ -1069,7 +1071,7 @@ fn route_split_scaled<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as ExtensionOpsAutodiff>::split_scaled,
+                    autodiff::split_scaled::<rt::Cube, rt::BalancedCheckpointing>,
                     x,
                     alpha,
                     beta,
@@ -1087,7 +1089,7 @@ fn route_split_scaled<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as ExtensionOpsAutodiff>::split_scaled,
+                    autodiff::split_scaled::<rt::Remote, rt::NoCheckpointing>,
                     x,
                     alpha,
                     beta,
@@ -1097,7 +1099,7 @@ fn route_split_scaled<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as ExtensionOpsAutodiff>::split_scaled,
+                    autodiff::split_scaled::<rt::Remote, rt::BalancedCheckpointing>,
                     x,
                     alpha,
                     beta,
@@ -1185,7 +1187,7 @@ fn route_apply_mask<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "apply_mask",
         rt::Policy::Detach,
-        "tests/declared/ops.toml:130",
+        "tests/declared/ops.toml:133",
         "tests/declared/ops.toml:9",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1318,7 +1320,7 @@ fn route_weighted_sum<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "weighted_sum",
         rt::Policy::Differentiable,
-        "tests/declared/ops.toml:138",
+        "tests/declared/ops.toml:141",
         "tests/declared/ops.toml:9",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1360,7 +1362,7 @@ fn route_weighted_sum<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    <AutodiffFlex as ExtensionOpsAutodiff>::weighted_sum,
+                    autodiff::weighted_sum::<rt::Flex, rt::NoCheckpointing>,
                     batch,
                 )
             }
@@ -1368,7 +1370,7 @@ fn route_weighted_sum<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    <BalancedFlex as ExtensionOpsAutodiff>::weighted_sum,
+                    autodiff::weighted_sum::<rt::Flex, rt::BalancedCheckpointing>,
                     batch,
                 )
             }
@@ -1380,7 +1382,7 @@ fn route_weighted_sum<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    <AutodiffCube as ExtensionOpsAutodiff>::weighted_sum,
+                    autodiff::weighted_sum::<rt::Cube, rt::NoCheckpointing>,
                     batch,
                 )
             }
@@ -1388,7 +1390,7 @@ fn route_weighted_sum<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    <BalancedCube as ExtensionOpsAutodiff>::weighted_sum,
+                    autodiff::weighted_sum::<rt::Cube, rt::BalancedCheckpointing>,
                     batch,
                 )
             }
@@ -1400,7 +1402,7 @@ fn route_weighted_sum<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    <AutodiffRemote as ExtensionOpsAutodiff>::weighted_sum,
+                    autodiff::weighted_sum::<rt::Remote, rt::NoCheckpointing>,
                     batch,
                 )
             }
@@ -1408,7 +1410,7 @@ fn route_weighted_sum<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    <BalancedRemote as ExtensionOpsAutodiff>::weighted_sum,
+                    autodiff::weighted_sum::<rt::Remote, rt::BalancedCheckpointing>,
                     batch,
                 )
             }

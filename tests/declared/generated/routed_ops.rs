@@ -169,7 +169,7 @@ pub trait ExtensionOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/declared/ops.toml:114`.
+    /// - declared at `tests/declared/ops.toml:117`.
     #[must_use]
     fn norm_pair(p: &FloatPairPrimitive<Self>) -> rt::FloatTensor<Self> {
         crate::declared::forward::norm_pair::<Self>(p)
@@ -180,7 +180,7 @@ pub trait ExtensionOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/declared/ops.toml:122`.
+    /// - declared at `tests/declared/ops.toml:125`.
     #[must_use]
     fn split_scaled(x: rt::FloatTensor<Self>, alpha: f32, beta: f32) -> FloatPairPrimitive<Self> {
         crate::declared::forward::split_scaled::<Self>(x, alpha, beta)
@@ -190,7 +190,7 @@ pub trait ExtensionOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/declared/ops.toml:130`.
+    /// - declared at `tests/declared/ops.toml:133`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn apply_mask(
@@ -205,7 +205,7 @@ pub trait ExtensionOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/declared/ops.toml:138`.
+    /// - declared at `tests/declared/ops.toml:141`.
     #[must_use]
     fn weighted_sum(batch: BatchPrimitive<Self>) -> rt::FloatTensor<Self> {
         crate::declared::forward::weighted_sum::<Self>(batch)
@@ -220,12 +220,6 @@ pub trait ExtensionOps: rt::Backend {
 pub trait ExtensionOpsAutodiff: rt::Backend {
     /// The `Autodiff<B, C>` kernel of [`ExtensionOps::mul_pair`].
     fn mul_pair(p: FloatPairPrimitive<Self>) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`ExtensionOps::norm_pair`].
-    fn norm_pair(p: &FloatPairPrimitive<Self>) -> rt::FloatTensor<Self>;
-    /// The `Autodiff<B, C>` kernel of [`ExtensionOps::split_scaled`].
-    fn split_scaled(x: rt::FloatTensor<Self>, alpha: f32, beta: f32) -> FloatPairPrimitive<Self>;
-    /// The `Autodiff<B, C>` kernel of [`ExtensionOps::weighted_sum`].
-    fn weighted_sum(batch: BatchPrimitive<Self>) -> rt::FloatTensor<Self>;
 }
 
 /// [`ExtensionOps`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.
@@ -235,3 +229,60 @@ pub trait ExtensionOpsAutodiff: rt::Backend {
 /// fuses.
 #[cfg(burn_route_cube)]
 impl<B: rt::fusion::FusionBackend + ExtensionOps> ExtensionOps for rt::fusion::Fusion<B> {}
+
+/// `Autodiff<B, C>` implementations of the ops whose backward pass `tests/declared/ops.toml`
+/// declares,
+/// written from it: the generated `Dispatch` routing calls them for tracked inputs.
+#[cfg(burn_route_autodiff)]
+pub mod autodiff {
+    use super::BatchPrimitive;
+    use super::FloatPairPrimitive;
+    use super::rt;
+
+    /// [`ExtensionOps::norm_pair`](super::ExtensionOps::norm_pair) on `Autodiff<B, C>`: its
+    /// composition run on `Autodiff<B, C>`, whose primitives give the gradients.
+    ///
+    /// (The op declares no `backward`; `backward = "hand-written"` would make this kernel the
+    /// companion `...Autodiff` trait's.)
+    pub fn norm_pair<B, C>(
+        p: &FloatPairPrimitive<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: rt::Backend,
+        C: rt::CheckpointStrategy,
+    {
+        crate::declared::forward::norm_pair::<rt::Autodiff<B, C>>(p)
+    }
+
+    /// [`ExtensionOps::split_scaled`](super::ExtensionOps::split_scaled) on `Autodiff<B, C>`: its
+    /// composition run on `Autodiff<B, C>`, whose primitives give the gradients.
+    ///
+    /// (The op declares no `backward`; `backward = "hand-written"` would make this kernel the
+    /// companion `...Autodiff` trait's.)
+    pub fn split_scaled<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        alpha: f32,
+        beta: f32,
+    ) -> FloatPairPrimitive<rt::Autodiff<B, C>>
+    where
+        B: rt::Backend,
+        C: rt::CheckpointStrategy,
+    {
+        crate::declared::forward::split_scaled::<rt::Autodiff<B, C>>(x, alpha, beta)
+    }
+
+    /// [`ExtensionOps::weighted_sum`](super::ExtensionOps::weighted_sum) on `Autodiff<B, C>`: its
+    /// composition run on `Autodiff<B, C>`, whose primitives give the gradients.
+    ///
+    /// (The op declares no `backward`; `backward = "hand-written"` would make this kernel the
+    /// companion `...Autodiff` trait's.)
+    pub fn weighted_sum<B, C>(
+        batch: BatchPrimitive<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: rt::Backend,
+        C: rt::CheckpointStrategy,
+    {
+        crate::declared::forward::weighted_sum::<rt::Autodiff<B, C>>(batch)
+    }
+}

@@ -67,6 +67,16 @@ impl FormulaOps for rt::Dispatch {
     fn sigmoid(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         self::route_sigmoid::<__rt::Panic>(x)
     }
+    /// Routes like [`try_tanh_of_output`](fn@try_tanh_of_output), and panics with its error.
+    #[inline]
+    fn tanh_of_output(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        self::route_tanh_of_output::<__rt::Panic>(x)
+    }
+    /// Routes like [`try_sigmoid_of_output`](fn@try_sigmoid_of_output), and panics with its error.
+    #[inline]
+    fn sigmoid_of_output(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        self::route_sigmoid_of_output::<__rt::Panic>(x)
+    }
     /// Routes like [`try_abs`](fn@try_abs), and panics with its error.
     #[inline]
     fn abs(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
@@ -427,7 +437,7 @@ fn route_mul<F: __rt::OnError>(
 
 /// The kernel call of [`try_exp`](fn@try_exp): unwraps the inputs for backend `B`, calls the
 /// kernel, wraps the outputs. Shared by the ops with the same inputs and output: `log`, `xlogx`,
-/// `sqrt`, `tanh`, `sigmoid` and 13 more.
+/// `sqrt`, `tanh`, `sigmoid` and 15 more.
 #[allow(clippy::type_complexity)]
 fn __run_exp<B: __rt::Target>(
     __route: &__rt::Route,
@@ -1149,6 +1159,261 @@ fn route_sigmoid<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dispatch
     }
 }
 
+/// [`FormulaOps::tanh_of_output`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_tanh_of_output(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_tanh_of_output::<__rt::Fallible>(x)
+}
+
+/// The routing of [`try_tanh_of_output`](fn@try_tanh_of_output) and of the panicking `Dispatch`
+/// method (`F` says how an error is reported). Inlined into both, the common call writes its
+/// outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_tanh_of_output<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "tanh_of_output",
+        rt::Policy::Differentiable,
+        "tests/formulas/ops.toml:90",
+        "tests/formulas/ops.toml:10",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_exp as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::tanh_of_output, x)
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::tanh_of_output::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::tanh_of_output::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::tanh_of_output, x)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::tanh_of_output::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::tanh_of_output::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::tanh_of_output, x)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::tanh_of_output::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::tanh_of_output::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::tanh_of_output, x)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::tanh_of_output, x)
+            }
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::tanh_of_output, x)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x)),
+    }
+}
+
+/// [`FormulaOps::sigmoid_of_output`] for `Dispatch` primitives, returning the routing error instead
+/// of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_sigmoid_of_output(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_sigmoid_of_output::<__rt::Fallible>(x)
+}
+
+/// The routing of [`try_sigmoid_of_output`](fn@try_sigmoid_of_output) and of the panicking
+/// `Dispatch` method (`F` says how an error is reported). Inlined into both, the common call writes
+/// its outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_sigmoid_of_output<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "sigmoid_of_output",
+        rt::Policy::Differentiable,
+        "tests/formulas/ops.toml:99",
+        "tests/formulas/ops.toml:10",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_exp as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::sigmoid_of_output, x)
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::sigmoid_of_output::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::sigmoid_of_output::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::sigmoid_of_output, x)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::sigmoid_of_output::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::sigmoid_of_output::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::sigmoid_of_output, x)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::sigmoid_of_output::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::sigmoid_of_output::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::sigmoid_of_output, x)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::sigmoid_of_output, x)
+            }
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::sigmoid_of_output, x)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x)),
+    }
+}
+
 /// [`FormulaOps::abs`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -1168,7 +1433,7 @@ fn route_abs<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "abs",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:88",
+        "tests/formulas/ops.toml:108",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1283,7 +1548,7 @@ fn route_sin<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "sin",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:97",
+        "tests/formulas/ops.toml:117",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1398,7 +1663,7 @@ fn route_cos<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "cos",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:106",
+        "tests/formulas/ops.toml:126",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1513,7 +1778,7 @@ fn route_recip<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTe
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "recip",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:115",
+        "tests/formulas/ops.toml:135",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1636,7 +1901,7 @@ fn route_erf<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTens
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "erf",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:124",
+        "tests/formulas/ops.toml:144",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1765,7 +2030,7 @@ fn route_pow_scalar<F: __rt::OnError>(x: rt::DispatchTensor, p: f32) -> F::Out<r
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "pow_scalar",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:137",
+        "tests/formulas/ops.toml:157",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1904,7 +2169,7 @@ fn route_pow<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "pow",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:146",
+        "tests/formulas/ops.toml:166",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2009,7 +2274,7 @@ fn route_pow<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "tests/formulas/ops.toml:149",
+            "tests/formulas/ops.toml:169",
             ("y", Some(&y)),
             ("x", Some(&x)),
         )],
@@ -2074,7 +2339,7 @@ fn route_base_pow<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "base_pow",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:158",
+        "tests/formulas/ops.toml:178",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2210,7 +2475,7 @@ fn route_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "relu",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:169",
+        "tests/formulas/ops.toml:189",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2345,7 +2610,7 @@ fn route_leaky_relu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "leaky_relu",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:178",
+        "tests/formulas/ops.toml:198",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2501,7 +2766,7 @@ fn route_soft_shrink<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "soft_shrink",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:187",
+        "tests/formulas/ops.toml:207",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2643,7 +2908,7 @@ fn route_maximum<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "maximum",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:196",
+        "tests/formulas/ops.toml:216",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2748,7 +3013,7 @@ fn route_maximum<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "tests/formulas/ops.toml:199",
+            "tests/formulas/ops.toml:219",
             ("y", Some(&y)),
             ("x", Some(&x)),
         )],
@@ -2820,7 +3085,7 @@ fn route_hardtanh<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "hardtanh",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:208",
+        "tests/formulas/ops.toml:228",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2986,7 +3251,7 @@ fn route_clamp_square<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "clamp_square",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:221",
+        "tests/formulas/ops.toml:241",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3137,7 +3402,7 @@ fn route_softmax<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dispatch
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softmax",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:237",
+        "tests/formulas/ops.toml:257",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3264,7 +3529,7 @@ fn route_center<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchT
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "center",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:246",
+        "tests/formulas/ops.toml:266",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3387,7 +3652,7 @@ fn route_center_first<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "center_first",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:255",
+        "tests/formulas/ops.toml:275",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3543,7 +3808,7 @@ fn route_mix<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "mix",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:266",
+        "tests/formulas/ops.toml:286",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3757,7 +4022,7 @@ fn route_number_functions<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "number_functions",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:281",
+        "tests/formulas/ops.toml:301",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3911,7 +4176,7 @@ fn route_stop_scale<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "stop_scale",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:292",
+        "tests/formulas/ops.toml:312",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4016,7 +4281,7 @@ fn route_stop_scale<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::SameAs,
-            "tests/formulas/ops.toml:295",
+            "tests/formulas/ops.toml:315",
             ("s", Some(&s)),
             ("x", Some(&x)),
         )],
@@ -4094,7 +4359,7 @@ fn route_fma<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "fma",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:304",
+        "tests/formulas/ops.toml:324",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4211,13 +4476,13 @@ fn route_fma<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::SameAs,
-                "tests/formulas/ops.toml:307",
+                "tests/formulas/ops.toml:327",
                 ("w", Some(&w)),
                 ("x", Some(&x)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::BroadcastTo,
-                "tests/formulas/ops.toml:308",
+                "tests/formulas/ops.toml:328",
                 ("bias", bias.as_ref()),
                 ("x", Some(&x)),
             ),
@@ -4292,7 +4557,7 @@ fn route_borrowed_mul<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "borrowed_mul",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:317",
+        "tests/formulas/ops.toml:337",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4397,7 +4662,7 @@ fn route_borrowed_mul<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "tests/formulas/ops.toml:320",
+            "tests/formulas/ops.toml:340",
             ("w", Some(w)),
             ("x", Some(&x)),
         )],
@@ -4465,7 +4730,7 @@ fn route_exp_argmax<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "exp_argmax",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:330",
+        "tests/formulas/ops.toml:350",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4614,7 +4879,7 @@ fn route_scaled_softmax<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "scaled_softmax",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:341",
+        "tests/formulas/ops.toml:361",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4767,7 +5032,7 @@ fn route_exp_argmax_recomputed<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "exp_argmax_recomputed",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:351",
+        "tests/formulas/ops.toml:371",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4900,7 +5165,7 @@ fn route_counted_square<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::D
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "counted_square",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:363",
+        "tests/formulas/ops.toml:383",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5027,7 +5292,7 @@ fn route_counted_exp<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Disp
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "counted_exp",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:373",
+        "tests/formulas/ops.toml:393",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5155,7 +5420,7 @@ fn route_counted_exp_kept<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt:
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "counted_exp_kept",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:383",
+        "tests/formulas/ops.toml:403",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5305,7 +5570,7 @@ fn route_wrong_gradient_shape<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "wrong_gradient_shape",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:395",
+        "tests/formulas/ops.toml:415",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5466,7 +5731,7 @@ fn route_wrong_dimension<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "wrong_dimension",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:407",
+        "tests/formulas/ops.toml:427",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5599,7 +5864,7 @@ fn route_scaled_by<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "scaled_by",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:418",
+        "tests/formulas/ops.toml:438",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5704,7 +5969,7 @@ fn route_scaled_by<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::SameAs,
-            "tests/formulas/ops.toml:421",
+            "tests/formulas/ops.toml:441",
             ("w", Some(&w)),
             ("x", Some(&x)),
         )],
@@ -5784,7 +6049,7 @@ fn route_recomputed_with_args<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "recomputed_with_args",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:434",
+        "tests/formulas/ops.toml:454",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),

@@ -89,13 +89,35 @@ pub trait FormulaOps: rt::Backend {
     fn sigmoid(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::logistic::<Self>(x)
     }
+    /// `tanh(x)`, its derivative from the output.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/formulas/ops.toml:90`.
+    #[must_use]
+    fn tanh_of_output(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::formulas::forward::tanh::<Self>(x)
+    }
+    /// `1 / (1 + e^-x)`, its derivative from the output.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/formulas/ops.toml:99`.
+    #[must_use]
+    fn sigmoid_of_output(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::formulas::forward::logistic::<Self>(x)
+    }
     /// `|x|`.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:88`.
+    /// - declared at `tests/formulas/ops.toml:108`.
     #[must_use]
     fn abs(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::abs::<Self>(x)
@@ -106,7 +128,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:97`.
+    /// - declared at `tests/formulas/ops.toml:117`.
     #[must_use]
     fn sin(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::sin::<Self>(x)
@@ -117,7 +139,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:106`.
+    /// - declared at `tests/formulas/ops.toml:126`.
     #[must_use]
     fn cos(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::cos::<Self>(x)
@@ -128,7 +150,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:115`.
+    /// - declared at `tests/formulas/ops.toml:135`.
     #[must_use]
     fn recip(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::recip::<Self>(x)
@@ -139,7 +161,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:124`.
+    /// - declared at `tests/formulas/ops.toml:144`.
     #[must_use]
     fn erf(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::erf::<Self>(x)
@@ -150,7 +172,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:137`.
+    /// - declared at `tests/formulas/ops.toml:157`.
     #[must_use]
     fn pow_scalar(x: rt::FloatTensor<Self>, p: f32) -> rt::FloatTensor<Self> {
         crate::formulas::forward::pow_scalar::<Self>(x, p)
@@ -161,7 +183,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:146`.
+    /// - declared at `tests/formulas/ops.toml:166`.
     #[must_use]
     fn pow(x: rt::FloatTensor<Self>, y: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::pow::<Self>(x, y)
@@ -172,7 +194,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:158`.
+    /// - declared at `tests/formulas/ops.toml:178`.
     #[must_use]
     fn base_pow(x: rt::FloatTensor<Self>, base: f64) -> rt::FloatTensor<Self> {
         crate::formulas::forward::base_pow::<Self>(x, base)
@@ -183,7 +205,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:169`.
+    /// - declared at `tests/formulas/ops.toml:189`.
     #[must_use]
     fn relu(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::relu::<Self>(x)
@@ -194,7 +216,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:178`.
+    /// - declared at `tests/formulas/ops.toml:198`.
     #[must_use]
     fn leaky_relu(x: rt::FloatTensor<Self>, slope: f64) -> rt::FloatTensor<Self> {
         crate::formulas::forward::leaky_relu::<Self>(x, slope)
@@ -205,7 +227,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:187`.
+    /// - declared at `tests/formulas/ops.toml:207`.
     #[must_use]
     fn soft_shrink(x: rt::FloatTensor<Self>, lambda: f32) -> rt::FloatTensor<Self> {
         crate::formulas::forward::soft_shrink::<Self>(x, lambda)
@@ -216,7 +238,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:196`.
+    /// - declared at `tests/formulas/ops.toml:216`.
     #[must_use]
     fn maximum(x: rt::FloatTensor<Self>, y: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::maximum::<Self>(x, y)
@@ -227,7 +249,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:208`.
+    /// - declared at `tests/formulas/ops.toml:228`.
     #[must_use]
     fn hardtanh(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
         crate::formulas::forward::hardtanh::<Self>(x, lo, hi)
@@ -238,7 +260,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:221`.
+    /// - declared at `tests/formulas/ops.toml:241`.
     #[must_use]
     fn clamp_square(x: rt::FloatTensor<Self>, lo: f64, hi: f64) -> rt::FloatTensor<Self> {
         crate::formulas::forward::clamp_square::<Self>(x, lo, hi)
@@ -249,7 +271,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:237`.
+    /// - declared at `tests/formulas/ops.toml:257`.
     #[must_use]
     fn softmax(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::softmax::<Self>(x)
@@ -260,7 +282,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:246`.
+    /// - declared at `tests/formulas/ops.toml:266`.
     #[must_use]
     fn center(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::center::<Self>(x)
@@ -271,7 +293,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:255`.
+    /// - declared at `tests/formulas/ops.toml:275`.
     #[must_use]
     fn center_first(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::center_first::<Self>(x)
@@ -282,7 +304,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:266`.
+    /// - declared at `tests/formulas/ops.toml:286`.
     #[must_use]
     fn mix(
         x: rt::FloatTensor<Self>,
@@ -299,7 +321,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:281`.
+    /// - declared at `tests/formulas/ops.toml:301`.
     #[must_use]
     fn number_functions(x: rt::FloatTensor<Self>, a: f64) -> rt::FloatTensor<Self> {
         crate::formulas::forward::number_functions::<Self>(x, a)
@@ -310,7 +332,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:292`.
+    /// - declared at `tests/formulas/ops.toml:312`.
     #[must_use]
     fn stop_scale(x: rt::FloatTensor<Self>, s: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::stop_scale::<Self>(x, s)
@@ -321,7 +343,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:304`.
+    /// - declared at `tests/formulas/ops.toml:324`.
     #[must_use]
     fn fma(
         x: rt::FloatTensor<Self>,
@@ -336,7 +358,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:317`.
+    /// - declared at `tests/formulas/ops.toml:337`.
     #[must_use]
     fn borrowed_mul(x: rt::FloatTensor<Self>, w: &rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::borrowed_mul::<Self>(x, w)
@@ -347,7 +369,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:330`.
+    /// - declared at `tests/formulas/ops.toml:350`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn exp_argmax(x: rt::FloatTensor<Self>) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
@@ -359,7 +381,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:341`.
+    /// - declared at `tests/formulas/ops.toml:361`.
     #[must_use]
     fn scaled_softmax(x: rt::FloatTensor<Self>, t: f32) -> rt::FloatTensor<Self> {
         crate::formulas::forward::scaled_softmax::<Self>(x, t)
@@ -370,7 +392,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:351`.
+    /// - declared at `tests/formulas/ops.toml:371`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn exp_argmax_recomputed(
@@ -384,7 +406,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:363`.
+    /// - declared at `tests/formulas/ops.toml:383`.
     #[must_use]
     fn counted_square(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::counted_square::<Self>(x)
@@ -395,7 +417,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:373`.
+    /// - declared at `tests/formulas/ops.toml:393`.
     #[must_use]
     fn counted_exp(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::counted_exp::<Self>(x)
@@ -406,7 +428,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:383`.
+    /// - declared at `tests/formulas/ops.toml:403`.
     #[must_use]
     fn counted_exp_kept(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::counted_exp_kept::<Self>(x)
@@ -417,7 +439,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:395`.
+    /// - declared at `tests/formulas/ops.toml:415`.
     #[must_use]
     fn wrong_gradient_shape(
         x: rt::FloatTensor<Self>,
@@ -431,7 +453,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:407`.
+    /// - declared at `tests/formulas/ops.toml:427`.
     #[must_use]
     fn wrong_dimension(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::identity::<Self>(x)
@@ -442,7 +464,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:418`.
+    /// - declared at `tests/formulas/ops.toml:438`.
     #[must_use]
     fn scaled_by(x: rt::FloatTensor<Self>, w: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::mul::<Self>(x, w)
@@ -453,7 +475,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:434`.
+    /// - declared at `tests/formulas/ops.toml:454`.
     #[must_use]
     fn recomputed_with_args(
         x: rt::FloatTensor<Self>,
@@ -507,12 +529,13 @@ pub mod autodiff {
         ) -> [Option<rt::FloatTensor<B>>; 2] {
             let x = __saved.input(0);
             let y = __saved.input(1);
+            let mut grad = __grad::Reused::new(grad);
             let mut __grads = [None, None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), y.clone()));
+                __grads[0] = Some(B::float_mul(grad.give(__tracked[1]), y));
             }
             if __tracked[1] {
-                __grads[1] = Some(B::float_mul(grad.clone(), x.clone()));
+                __grads[1] = Some(B::float_mul(grad.give(false), x));
             }
             __grads
         }
@@ -561,7 +584,7 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), B::float_exp(x.clone())));
+                __grads[0] = Some(B::float_mul(grad, B::float_exp(x)));
             }
             __grads
         }
@@ -606,7 +629,7 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), B::float_recip(x.clone())));
+                __grads[0] = Some(B::float_mul(grad, B::float_recip(x)));
             }
             __grads
         }
@@ -653,8 +676,8 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
-                    grad.clone(),
-                    B::float_add_scalar(B::float_log(x.clone()), __grad::scalar(1.0_f64)),
+                    grad,
+                    B::float_add_scalar(B::float_log(x), __grad::scalar(1.0_f64)),
                 ));
             }
             __grads
@@ -704,8 +727,8 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_div(
-                    B::float_mul_scalar(grad.clone(), __grad::scalar(0.5_f64)),
-                    B::float_sqrt(x.clone()),
+                    B::float_mul_scalar(grad, __grad::scalar(0.5_f64)),
+                    B::float_sqrt(x),
                 ));
             }
             __grads
@@ -753,10 +776,10 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
-                    grad.clone(),
+                    grad,
                     __grad::rsub::<B>(
                         1.0_f64,
-                        B::float_mul(B::float_tanh(x.clone()), B::float_tanh(x.clone())),
+                        B::float_mul(B::float_tanh(x.clone()), B::float_tanh(x)),
                     ),
                 ));
             }
@@ -805,8 +828,8 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
-                    B::float_mul(grad.clone(), B::sigmoid(x.clone())),
-                    __grad::rsub::<B>(1.0_f64, B::sigmoid(x.clone())),
+                    B::float_mul(grad, B::sigmoid(x.clone())),
+                    __grad::rsub::<B>(1.0_f64, B::sigmoid(x)),
                 ));
             }
             __grads
@@ -829,8 +852,111 @@ pub mod autodiff {
         __tape.finish::<C, _>(__derivative, __output)
     }
 
+    /// The backward pass of [`FormulaOps::tanh_of_output`](super::FormulaOps::tanh_of_output), from
+    /// its formulas (tests/formulas/ops.toml:94).
+    ///
+    /// - `x`: `grad * (1 - output * output)`
+    #[derive(Clone, Debug)]
+    pub struct TanhOfOutputBackward;
+
+    impl<B> __grad::Derivative<B, 1> for TanhOfOutputBackward
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "tanh_of_output";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = true;
+
+        #[allow(clippy::approx_constant)]
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let output = __saved.output();
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul(
+                    grad,
+                    __grad::rsub::<B>(1.0_f64, B::float_mul(output.clone(), output)),
+                ));
+            }
+            __grads
+        }
+    }
+
+    /// [`FormulaOps::tanh_of_output`](super::FormulaOps::tanh_of_output) on `Autodiff<B, C>`: the
+    /// forward pass on `B`, and [`TanhOfOutputBackward`] as its backward pass.
+    pub fn tanh_of_output<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::FormulaOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x)], [false]);
+        let x = __tape.input(0);
+        let __output = <B as super::FormulaOps>::tanh_of_output(x);
+        let __derivative = TanhOfOutputBackward;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of
+    /// [`FormulaOps::sigmoid_of_output`](super::FormulaOps::sigmoid_of_output), from its formulas
+    /// (tests/formulas/ops.toml:103).
+    ///
+    /// - `x`: `grad * output * (1 - output)`
+    #[derive(Clone, Debug)]
+    pub struct SigmoidOfOutputBackward;
+
+    impl<B> __grad::Derivative<B, 1> for SigmoidOfOutputBackward
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "sigmoid_of_output";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = true;
+
+        #[allow(clippy::approx_constant)]
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let output = __saved.output();
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul(
+                    B::float_mul(grad, output.clone()),
+                    __grad::rsub::<B>(1.0_f64, output),
+                ));
+            }
+            __grads
+        }
+    }
+
+    /// [`FormulaOps::sigmoid_of_output`](super::FormulaOps::sigmoid_of_output) on `Autodiff<B, C>`:
+    /// the forward pass on `B`, and [`SigmoidOfOutputBackward`] as its backward pass.
+    pub fn sigmoid_of_output<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::FormulaOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x)], [false]);
+        let x = __tape.input(0);
+        let __output = <B as super::FormulaOps>::sigmoid_of_output(x);
+        let __derivative = SigmoidOfOutputBackward;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
     /// The backward pass of [`FormulaOps::abs`](super::FormulaOps::abs), from its formulas
-    /// (tests/formulas/ops.toml:92).
+    /// (tests/formulas/ops.toml:112).
     ///
     /// - `x`: `grad * sign(x)`
     #[derive(Clone, Debug)]
@@ -854,7 +980,7 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), B::float_sign(x.clone())));
+                __grads[0] = Some(B::float_mul(grad, B::float_sign(x)));
             }
             __grads
         }
@@ -875,7 +1001,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::sin`](super::FormulaOps::sin), from its formulas
-    /// (tests/formulas/ops.toml:101).
+    /// (tests/formulas/ops.toml:121).
     ///
     /// - `x`: `grad * cos(x)`
     #[derive(Clone, Debug)]
@@ -899,7 +1025,7 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), B::float_cos(x.clone())));
+                __grads[0] = Some(B::float_mul(grad, B::float_cos(x)));
             }
             __grads
         }
@@ -920,7 +1046,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::cos`](super::FormulaOps::cos), from its formulas
-    /// (tests/formulas/ops.toml:110).
+    /// (tests/formulas/ops.toml:130).
     ///
     /// - `x`: `-grad * sin(x)`
     #[derive(Clone, Debug)]
@@ -944,10 +1070,7 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(
-                    B::float_neg(grad.clone()),
-                    B::float_sin(x.clone()),
-                ));
+                __grads[0] = Some(B::float_mul(B::float_neg(grad), B::float_sin(x)));
             }
             __grads
         }
@@ -968,7 +1091,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::recip`](super::FormulaOps::recip), from its formulas
-    /// (tests/formulas/ops.toml:119).
+    /// (tests/formulas/ops.toml:139).
     ///
     /// - `x`: `-grad * recip(x) * recip(x)`
     #[derive(Clone, Debug)]
@@ -993,8 +1116,8 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
-                    B::float_mul(B::float_neg(grad.clone()), B::float_recip(x.clone())),
-                    B::float_recip(x.clone()),
+                    B::float_mul(B::float_neg(grad), B::float_recip(x.clone())),
+                    B::float_recip(x),
                 ));
             }
             __grads
@@ -1018,7 +1141,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::erf`](super::FormulaOps::erf), from its formulas
-    /// (tests/formulas/ops.toml:130).
+    /// (tests/formulas/ops.toml:150).
     ///
     /// - `x`: `grad * 2 / sqrt(3.141592653589793) * exp(-x * x)`
     #[derive(Clone, Debug)]
@@ -1045,10 +1168,10 @@ pub mod autodiff {
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
                     B::float_div_scalar(
-                        B::float_mul_scalar(grad.clone(), __grad::scalar(2.0_f64)),
+                        B::float_mul_scalar(grad, __grad::scalar(2.0_f64)),
                         __grad::scalar(3.141592653589793_f64.sqrt()),
                     ),
-                    B::float_exp(B::float_mul(B::float_neg(x.clone()), x.clone())),
+                    B::float_exp(B::float_mul(B::float_neg(x.clone()), x)),
                 ));
             }
             __grads
@@ -1070,7 +1193,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::pow_scalar`](super::FormulaOps::pow_scalar), from its
-    /// formulas (tests/formulas/ops.toml:141).
+    /// formulas (tests/formulas/ops.toml:161).
     ///
     /// - `x`: `grad * p * powf(x, p - 1)`
     #[derive(Clone, Debug)]
@@ -1099,8 +1222,8 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
-                    B::float_mul_scalar(grad.clone(), __grad::scalar(p)),
-                    B::float_powf_scalar(x.clone(), __grad::scalar(p - 1.0_f64)),
+                    B::float_mul_scalar(grad, __grad::scalar(p)),
+                    B::float_powf_scalar(x, __grad::scalar(p - 1.0_f64)),
                 ));
             }
             __grads
@@ -1125,7 +1248,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::pow`](super::FormulaOps::pow), from its formulas
-    /// (tests/formulas/ops.toml:153).
+    /// (tests/formulas/ops.toml:173).
     ///
     /// - `x`: `grad * y * powf(x, y - 1)`
     /// - `y`: `grad * output * log(x)`
@@ -1151,20 +1274,22 @@ pub mod autodiff {
             let x = __saved.input(0);
             let y = __saved.input(1);
             let output = __saved.output();
+            let mut grad = __grad::Reused::new(grad);
+            let mut x = __grad::Reused::new(x);
             let mut __grads = [None, None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
-                    B::float_mul(grad.clone(), y.clone()),
+                    B::float_mul(grad.give(__tracked[1]), y.clone()),
                     B::float_powf(
-                        x.clone(),
-                        B::float_sub_scalar(y.clone(), __grad::scalar(1.0_f64)),
+                        x.give(__tracked[1]),
+                        B::float_sub_scalar(y, __grad::scalar(1.0_f64)),
                     ),
                 ));
             }
             if __tracked[1] {
                 __grads[1] = Some(B::float_mul(
-                    B::float_mul(grad.clone(), output.clone()),
-                    B::float_log(x.clone()),
+                    B::float_mul(grad.give(false), output),
+                    B::float_log(x.give(false)),
                 ));
             }
             __grads
@@ -1190,7 +1315,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::base_pow`](super::FormulaOps::base_pow), from its
-    /// formulas (tests/formulas/ops.toml:162).
+    /// formulas (tests/formulas/ops.toml:182).
     ///
     /// - `x`: `grad * powf(base, x) * log(base)`
     #[derive(Clone, Debug)]
@@ -1218,7 +1343,7 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul_scalar(
-                    B::float_mul(grad.clone(), __grad::rpow::<B>(base, x.clone())),
+                    B::float_mul(grad, __grad::rpow::<B>(base, x)),
                     __grad::scalar(base.ln()),
                 ));
             }
@@ -1244,7 +1369,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::relu`](super::FormulaOps::relu), from its formulas
-    /// (tests/formulas/ops.toml:173).
+    /// (tests/formulas/ops.toml:193).
     ///
     /// - `x`: `grad * relu_mask(x)`
     #[derive(Clone, Debug)]
@@ -1268,10 +1393,7 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(
-                    grad.clone(),
-                    __grad::relu_mask::<B>(x.clone()),
-                ));
+                __grads[0] = Some(B::float_mul(grad, __grad::relu_mask::<B>(x)));
             }
             __grads
         }
@@ -1292,7 +1414,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::leaky_relu`](super::FormulaOps::leaky_relu), from its
-    /// formulas (tests/formulas/ops.toml:182).
+    /// formulas (tests/formulas/ops.toml:202).
     ///
     /// - `x`: `grad * (gt(x, 0) + slope * le(x, 0))`
     #[derive(Clone, Debug)]
@@ -1321,11 +1443,11 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
-                    grad.clone(),
+                    grad,
                     B::float_add(
                         __grad::compare::<B>(x.clone(), 0.0_f64, __grad::Compare::Greater),
                         B::float_mul_scalar(
-                            __grad::compare::<B>(x.clone(), 0.0_f64, __grad::Compare::LowerEqual),
+                            __grad::compare::<B>(x, 0.0_f64, __grad::Compare::LowerEqual),
                             __grad::scalar(slope),
                         ),
                     ),
@@ -1353,7 +1475,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::soft_shrink`](super::FormulaOps::soft_shrink), from its
-    /// formulas (tests/formulas/ops.toml:191).
+    /// formulas (tests/formulas/ops.toml:211).
     ///
     /// - `x`: `grad * (gt(x, lambda) + lt(x, -lambda))`
     #[derive(Clone, Debug)]
@@ -1381,10 +1503,10 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
-                    grad.clone(),
+                    grad,
                     B::float_add(
                         __grad::compare::<B>(x.clone(), lambda, __grad::Compare::Greater),
-                        __grad::compare::<B>(x.clone(), -lambda, __grad::Compare::Lower),
+                        __grad::compare::<B>(x, -lambda, __grad::Compare::Lower),
                     ),
                 ));
             }
@@ -1410,7 +1532,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::maximum`](super::FormulaOps::maximum), from its formulas
-    /// (tests/formulas/ops.toml:203).
+    /// (tests/formulas/ops.toml:223).
     ///
     /// - `x`: `grad * ge(x, y)`
     /// - `y`: `grad * lt(x, y)`
@@ -1434,21 +1556,28 @@ pub mod autodiff {
         ) -> [Option<rt::FloatTensor<B>>; 2] {
             let x = __saved.input(0);
             let y = __saved.input(1);
+            let mut grad = __grad::Reused::new(grad);
+            let mut x = __grad::Reused::new(x);
+            let mut y = __grad::Reused::new(y);
             let mut __grads = [None, None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
-                    grad.clone(),
+                    grad.give(__tracked[1]),
                     __grad::compare_tensors::<B>(
-                        x.clone(),
-                        y.clone(),
+                        x.give(__tracked[1]),
+                        y.give(__tracked[1]),
                         __grad::Compare::GreaterEqual,
                     ),
                 ));
             }
             if __tracked[1] {
                 __grads[1] = Some(B::float_mul(
-                    grad.clone(),
-                    __grad::compare_tensors::<B>(x.clone(), y.clone(), __grad::Compare::Lower),
+                    grad.give(false),
+                    __grad::compare_tensors::<B>(
+                        x.give(false),
+                        y.give(false),
+                        __grad::Compare::Lower,
+                    ),
                 ));
             }
             __grads
@@ -1474,7 +1603,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::hardtanh`](super::FormulaOps::hardtanh), from its
-    /// formulas (tests/formulas/ops.toml:216).
+    /// formulas (tests/formulas/ops.toml:236).
     ///
     /// - `x`: `where(ge(x, lo) * le(x, hi), grad, 0)`
     #[derive(Clone, Debug)]
@@ -1507,9 +1636,9 @@ pub mod autodiff {
                 __grads[0] = Some(__grad::select::<B>(
                     B::float_mul(
                         __grad::compare::<B>(x.clone(), lo, __grad::Compare::GreaterEqual),
-                        __grad::compare::<B>(x.clone(), hi, __grad::Compare::LowerEqual),
+                        __grad::compare::<B>(x, hi, __grad::Compare::LowerEqual),
                     ),
-                    __grad::Operand::Tensor(grad.clone()),
+                    __grad::Operand::Tensor(grad),
                     __grad::Operand::Number(0.0_f64),
                 ));
             }
@@ -1536,7 +1665,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::clamp_square`](super::FormulaOps::clamp_square), from its
-    /// formulas (tests/formulas/ops.toml:230).
+    /// formulas (tests/formulas/ops.toml:250).
     ///
     /// - `x`: `grad * 2 * clamp(x, lo, hi) * where(gt(hi, x) * lt(lo, x), 1, 0)`
     #[derive(Clone, Debug)]
@@ -1568,13 +1697,13 @@ pub mod autodiff {
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
                     B::float_mul(
-                        B::float_mul_scalar(grad.clone(), __grad::scalar(2.0_f64)),
+                        B::float_mul_scalar(grad, __grad::scalar(2.0_f64)),
                         B::float_clamp(x.clone(), __grad::scalar(lo), __grad::scalar(hi)),
                     ),
                     __grad::select::<B>(
                         B::float_mul(
                             __grad::compare::<B>(x.clone(), hi, __grad::Compare::Lower),
-                            __grad::compare::<B>(x.clone(), lo, __grad::Compare::Greater),
+                            __grad::compare::<B>(x, lo, __grad::Compare::Greater),
                         ),
                         __grad::Operand::Number(1.0_f64),
                         __grad::Operand::Number(0.0_f64),
@@ -1605,7 +1734,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::softmax`](super::FormulaOps::softmax), from its formulas
-    /// (tests/formulas/ops.toml:241).
+    /// (tests/formulas/ops.toml:261).
     ///
     /// - `x`: `output * (grad - sum_dim(grad * output, -1))`
     #[derive(Clone, Debug)]
@@ -1634,7 +1763,7 @@ pub mod autodiff {
                     B::float_sub(
                         grad.clone(),
                         __grad::sum_dim::<B>(
-                            B::float_mul(grad.clone(), output.clone()),
+                            B::float_mul(grad, output),
                             -1,
                             "op `softmax`, input `x`: `output * (grad - sum_dim(grad * output, -1))`",
                         ),
@@ -1662,7 +1791,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::center`](super::FormulaOps::center), from its formulas
-    /// (tests/formulas/ops.toml:250).
+    /// (tests/formulas/ops.toml:270).
     ///
     /// - `x`: `grad - mean_dim(grad, -1)`
     #[derive(Clone, Debug)]
@@ -1688,7 +1817,7 @@ pub mod autodiff {
                 __grads[0] = Some(B::float_sub(
                     grad.clone(),
                     __grad::mean_dim::<B>(
-                        grad.clone(),
+                        grad,
                         -1,
                         "op `center`, input `x`: `grad - mean_dim(grad, -1)`",
                     ),
@@ -1715,7 +1844,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::center_first`](super::FormulaOps::center_first), from its
-    /// formulas (tests/formulas/ops.toml:259).
+    /// formulas (tests/formulas/ops.toml:279).
     ///
     /// - `x`: `grad - mean_dim(grad, 0)`
     #[derive(Clone, Debug)]
@@ -1741,7 +1870,7 @@ pub mod autodiff {
                 __grads[0] = Some(B::float_sub(
                     grad.clone(),
                     __grad::mean_dim::<B>(
-                        grad.clone(),
+                        grad,
                         0,
                         "op `center_first`, input `x`: `grad - mean_dim(grad, 0)`",
                     ),
@@ -1768,7 +1897,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::mix`](super::FormulaOps::mix), from its formulas
-    /// (tests/formulas/ops.toml:276).
+    /// (tests/formulas/ops.toml:296).
     ///
     /// - `x`: `grad * (alpha * 2 - beta) * k / n`
     #[derive(Clone, Debug)]
@@ -1803,7 +1932,7 @@ pub mod autodiff {
             if __tracked[0] {
                 __grads[0] = Some(B::float_div_scalar(
                     B::float_mul_scalar(
-                        B::float_mul_scalar(grad.clone(), __grad::scalar(alpha * 2.0_f64 - beta)),
+                        B::float_mul_scalar(grad, __grad::scalar(alpha * 2.0_f64 - beta)),
                         __grad::scalar(k),
                     ),
                     __grad::scalar(n),
@@ -1840,7 +1969,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::number_functions`](super::FormulaOps::number_functions),
-    /// from its formulas (tests/formulas/ops.toml:285).
+    /// from its formulas (tests/formulas/ops.toml:305).
     ///
     /// - `x`: `grad * (exp(a) + log(a) + sqrt(a) + tanh(a) + sigmoid(a) + abs(-a) + sin(a) +
     ///   cos(a) + recip(a) + powf(a, a - 1) + gt(a, 1) + ge(a, 1) + lt(a, 1) + le(a, 1) - a / 2)`
@@ -1876,7 +2005,7 @@ pub mod autodiff {
                 let __n5 = __n1 + a.powf(a - 1.0_f64) + __n2 + __n3 + __n4;
                 let __n6 = if a <= 1.0_f64 { 1.0_f64 } else { 0.0_f64 };
                 __grads[0] = Some(B::float_mul_scalar(
-                    grad.clone(),
+                    grad,
                     __grad::scalar(__n5 + __n6 - a / 2.0_f64),
                 ));
             }
@@ -1902,7 +2031,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::stop_scale`](super::FormulaOps::stop_scale), from its
-    /// formulas (tests/formulas/ops.toml:299).
+    /// formulas (tests/formulas/ops.toml:319).
     ///
     /// - `x`: `grad * s`
     /// - `s`: `none`
@@ -1927,7 +2056,7 @@ pub mod autodiff {
             let s = __saved.input(1);
             let mut __grads = [None, None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), s.clone()));
+                __grads[0] = Some(B::float_mul(grad, s));
             }
             __grads
         }
@@ -1952,7 +2081,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::fma`](super::FormulaOps::fma), from its formulas
-    /// (tests/formulas/ops.toml:312).
+    /// (tests/formulas/ops.toml:332).
     ///
     /// - `x`: `grad * w`
     /// - `w`: `grad * x`
@@ -1977,15 +2106,16 @@ pub mod autodiff {
         ) -> [Option<rt::FloatTensor<B>>; 3] {
             let x = __saved.input(0);
             let w = __saved.input(1);
+            let mut grad = __grad::Reused::new(grad);
             let mut __grads = [None, None, None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), w.clone()));
+                __grads[0] = Some(B::float_mul(grad.give(__tracked[1] || __tracked[2]), w));
             }
             if __tracked[1] {
-                __grads[1] = Some(B::float_mul(grad.clone(), x.clone()));
+                __grads[1] = Some(B::float_mul(grad.give(__tracked[2]), x));
             }
             if __tracked[2] {
-                __grads[2] = Some(grad.clone());
+                __grads[2] = Some(grad.give(false));
             }
             __grads
         }
@@ -2012,7 +2142,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::borrowed_mul`](super::FormulaOps::borrowed_mul), from its
-    /// formulas (tests/formulas/ops.toml:324).
+    /// formulas (tests/formulas/ops.toml:344).
     ///
     /// - `x`: `grad * w`
     /// - `w`: `grad * (x + 1)`
@@ -2037,14 +2167,15 @@ pub mod autodiff {
         ) -> [Option<rt::FloatTensor<B>>; 2] {
             let x = __saved.input(0);
             let w = __saved.input(1);
+            let mut grad = __grad::Reused::new(grad);
             let mut __grads = [None, None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), w.clone()));
+                __grads[0] = Some(B::float_mul(grad.give(__tracked[1]), w));
             }
             if __tracked[1] {
                 __grads[1] = Some(B::float_mul(
-                    grad.clone(),
-                    B::float_add_scalar(x.clone(), __grad::scalar(1.0_f64)),
+                    grad.give(false),
+                    B::float_add_scalar(x, __grad::scalar(1.0_f64)),
                 ));
             }
             __grads
@@ -2073,7 +2204,7 @@ pub mod autodiff {
         B: super::FormulaOps,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::recomputed([Some(x), Some(w.clone())], [true, true]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x), Some(w.clone())], [true, true]);
         let x = __tape.input(0);
         let w = __tape.input(1);
         let __output = <B as super::FormulaOps>::borrowed_mul(x, &w);
@@ -2082,7 +2213,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::exp_argmax`](super::FormulaOps::exp_argmax), from its
-    /// formulas (tests/formulas/ops.toml:334).
+    /// formulas (tests/formulas/ops.toml:354).
     ///
     /// - `x`: `grad * output`
     #[derive(Clone, Debug)]
@@ -2106,7 +2237,7 @@ pub mod autodiff {
             let output = __saved.output();
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), output.clone()));
+                __grads[0] = Some(B::float_mul(grad, output));
             }
             __grads
         }
@@ -2134,7 +2265,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::scaled_softmax`](super::FormulaOps::scaled_softmax), from
-    /// its formulas (tests/formulas/ops.toml:345).
+    /// its formulas (tests/formulas/ops.toml:365).
     ///
     /// - `x`: `t * output * (grad - sum_dim(grad * output, -1))`
     #[derive(Clone, Debug)]
@@ -2166,7 +2297,7 @@ pub mod autodiff {
                     B::float_sub(
                         grad.clone(),
                         __grad::sum_dim::<B>(
-                            B::float_mul(grad.clone(), output.clone()),
+                            B::float_mul(grad, output),
                             -1,
                             "op `scaled_softmax`, input `x`: `t * output * (grad - sum_dim(grad * output, -1))`",
                         ),
@@ -2199,7 +2330,7 @@ pub mod autodiff {
         B: super::FormulaOps,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::recomputed([Some(x)], [false]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x)], [true]);
         let x = __tape.input(0);
         let __output = <B as super::FormulaOps>::scaled_softmax(x, __grad::keep(&t));
         let __derivative = ScaledSoftmaxBackward { t };
@@ -2208,7 +2339,7 @@ pub mod autodiff {
 
     /// The backward pass of
     /// [`FormulaOps::exp_argmax_recomputed`](super::FormulaOps::exp_argmax_recomputed), from its
-    /// formulas (tests/formulas/ops.toml:355).
+    /// formulas (tests/formulas/ops.toml:375).
     ///
     /// - `x`: `grad * output`
     #[derive(Clone, Debug)]
@@ -2232,7 +2363,7 @@ pub mod autodiff {
             let output = __saved.output();
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), output.clone()));
+                __grads[0] = Some(B::float_mul(grad, output));
             }
             __grads
         }
@@ -2265,7 +2396,7 @@ pub mod autodiff {
         B: super::FormulaOps,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::recomputed([Some(x)], [false]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x)], [true]);
         let x = __tape.input(0);
         let (__out_0, __out_1) = <B as super::FormulaOps>::exp_argmax_recomputed(x);
         let __derivative = ExpArgmaxRecomputedBackward;
@@ -2274,7 +2405,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::counted_square`](super::FormulaOps::counted_square), from
-    /// its formulas (tests/formulas/ops.toml:367).
+    /// its formulas (tests/formulas/ops.toml:387).
     ///
     /// - `x`: `grad * 2 * x`
     #[derive(Clone, Debug)]
@@ -2300,8 +2431,8 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(B::float_mul(
-                    B::float_mul_scalar(grad.clone(), __grad::scalar(2.0_f64)),
-                    x.clone(),
+                    B::float_mul_scalar(grad, __grad::scalar(2.0_f64)),
+                    x,
                 ));
             }
             __grads
@@ -2329,7 +2460,7 @@ pub mod autodiff {
         B: super::FormulaOps,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::recomputed([Some(x)], [true]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x)], [true]);
         let x = __tape.input(0);
         let __output = <B as super::FormulaOps>::counted_square(x);
         let __derivative = CountedSquareBackward;
@@ -2337,7 +2468,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::counted_exp`](super::FormulaOps::counted_exp), from its
-    /// formulas (tests/formulas/ops.toml:377).
+    /// formulas (tests/formulas/ops.toml:397).
     ///
     /// - `x`: `grad * output`
     #[derive(Clone, Debug)]
@@ -2361,7 +2492,7 @@ pub mod autodiff {
             let output = __saved.output();
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), output.clone()));
+                __grads[0] = Some(B::float_mul(grad, output));
             }
             __grads
         }
@@ -2388,7 +2519,7 @@ pub mod autodiff {
         B: super::FormulaOps,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::recomputed([Some(x)], [false]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x)], [true]);
         let x = __tape.input(0);
         let __output = <B as super::FormulaOps>::counted_exp(x);
         let __derivative = CountedExpBackward;
@@ -2396,7 +2527,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::counted_exp_kept`](super::FormulaOps::counted_exp_kept),
-    /// from its formulas (tests/formulas/ops.toml:387).
+    /// from its formulas (tests/formulas/ops.toml:407).
     ///
     /// - `x`: `grad * output`
     #[derive(Clone, Debug)]
@@ -2420,7 +2551,7 @@ pub mod autodiff {
             let output = __saved.output();
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad.clone(), output.clone()));
+                __grads[0] = Some(B::float_mul(grad, output));
             }
             __grads
         }
@@ -2444,7 +2575,7 @@ pub mod autodiff {
 
     /// The backward pass of
     /// [`FormulaOps::wrong_gradient_shape`](super::FormulaOps::wrong_gradient_shape), from its
-    /// formulas (tests/formulas/ops.toml:402).
+    /// formulas (tests/formulas/ops.toml:422).
     ///
     /// - `x`: `w`
     /// - `w`: `none`
@@ -2469,7 +2600,7 @@ pub mod autodiff {
             let w = __saved.input(1);
             let mut __grads = [None, None];
             if __tracked[0] {
-                __grads[0] = Some(w.clone());
+                __grads[0] = Some(w);
             }
             __grads
         }
@@ -2495,7 +2626,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::wrong_dimension`](super::FormulaOps::wrong_dimension),
-    /// from its formulas (tests/formulas/ops.toml:411).
+    /// from its formulas (tests/formulas/ops.toml:431).
     ///
     /// - `x`: `sum_dim(grad, 5)`
     #[derive(Clone, Debug)]
@@ -2519,7 +2650,7 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(__grad::sum_dim::<B>(
-                    grad.clone(),
+                    grad,
                     5,
                     "op `wrong_dimension`, input `x`: `sum_dim(grad, 5)`",
                 ));
@@ -2545,7 +2676,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::scaled_by`](super::FormulaOps::scaled_by), from its
-    /// function (tests/formulas/ops.toml:425).
+    /// function (tests/formulas/ops.toml:445).
     #[derive(Clone, Debug)]
     pub struct ScaledByBackward;
 
@@ -2588,7 +2719,7 @@ pub mod autodiff {
 
     /// The backward pass of
     /// [`FormulaOps::recomputed_with_args`](super::FormulaOps::recomputed_with_args), from its
-    /// formulas (tests/formulas/ops.toml:445).
+    /// formulas (tests/formulas/ops.toml:465).
     ///
     /// - `x`: `grad * exp(gt(k, 1)) * where(gt(x, -100), 1, 0)`
     #[derive(Clone, Debug)]
@@ -2621,9 +2752,9 @@ pub mod autodiff {
             if __tracked[0] {
                 let __n0 = if k > 1.0_f64 { 1.0_f64 } else { 0.0_f64 };
                 __grads[0] = Some(B::float_mul(
-                    B::float_mul_scalar(grad.clone(), __grad::scalar(__n0.exp())),
+                    B::float_mul_scalar(grad, __grad::scalar(__n0.exp())),
                     __grad::select::<B>(
-                        __grad::compare::<B>(x.clone(), -100.0_f64, __grad::Compare::Greater),
+                        __grad::compare::<B>(x, -100.0_f64, __grad::Compare::Greater),
                         __grad::Operand::Number(1.0_f64),
                         __grad::Operand::Number(0.0_f64),
                     ),
@@ -2665,7 +2796,7 @@ pub mod autodiff {
         B: super::FormulaOps,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::recomputed([Some(x)], [true]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x)], [true]);
         let x = __tape.input(0);
         let __output = <B as super::FormulaOps>::recomputed_with_args(
             x,

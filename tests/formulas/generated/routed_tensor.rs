@@ -163,6 +163,55 @@ pub fn try_sigmoid<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt
     Ok(rt::Tensor::from_dispatch(__out))
 }
 
+/// [`FormulaOps::tanh_of_output`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_tanh_of_output`](fn@try_tanh_of_output) returns the error instead.
+#[must_use]
+pub fn tanh_of_output<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as FormulaOps>::tanh_of_output(x.into_dispatch());
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`tanh_of_output`](fn@tanh_of_output), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_tanh_of_output<const D: usize>(
+    x: rt::Tensor<D>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_tanh_of_output(x.into_dispatch())?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
+/// [`FormulaOps::sigmoid_of_output`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_sigmoid_of_output`](fn@try_sigmoid_of_output) returns the error
+/// instead.
+#[must_use]
+pub fn sigmoid_of_output<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as FormulaOps>::sigmoid_of_output(x.into_dispatch());
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`sigmoid_of_output`](fn@sigmoid_of_output), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_sigmoid_of_output<const D: usize>(
+    x: rt::Tensor<D>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_sigmoid_of_output(x.into_dispatch())?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
 /// [`FormulaOps::abs`] on `Tensor`s, routed to the backend of its inputs.
 ///
 /// # Panics
