@@ -584,6 +584,192 @@ fn pass(buffer: &mut [f32]) {
     buffer.iter_mut().for_each(|v| *v *= ALPHA);
 }
 
+// --- The roofline: what this machine can do for each op, measured in the same run. ---
+
+/// Floats in each buffer of a compute floor: 8 KiB, so an op's two inputs and its output stay
+/// in L1 (32 KiB on the machine of BENCHMARKS.md) however often the loop passes over them.
+const L1: usize = 2048;
+
+/// The other bandwidth floors, on one thread like `floor/in_place`: `floor/two_inputs` (`a +=
+/// b` in place: two reads and one write, the bytes of `add_relu`, `axpby` and `swiglu`) and
+/// `floor/read` (a sum in lanes: one read, the bytes of `cross_entropy_logits`).
+fn floors(c: &mut Criterion) {
+    let mut group = c.benchmark_group("floor");
+    for (n, label) in SIZES {
+        let (a, b) = (uniform(n, 15, -3.0, 3.0), uniform(n, 16, -3.0, 3.0));
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(BenchmarkId::new("two_inputs", label), |bench| {
+            bench.iter_batched(
+                || (a.clone(), b.clone()),
+                |(mut a, b)| {
+                    a.iter_mut().zip(&b).for_each(|(a, b)| *a += b);
+                    (a, b)
+                },
+                batch_size(n),
+            );
+        });
+        group.bench_function(BenchmarkId::new("read", label), |bench| {
+            // (The buffer goes back to be dropped outside the timed part.)
+            bench.iter_batched(
+                || a.clone(),
+                |a| (black_box(lanes_sum(&a)), a),
+                batch_size(n),
+            );
+        });
+    }
+    group.finish();
+}
+
+/// The sum of `values` in 16 independent lanes (a loop the compiler vectorises; one running
+/// sum would wait on each addition).
+fn lanes_sum(values: &[f32]) -> f32 {
+    let mut lanes = [0.0_f32; 16];
+    let chunks = values.chunks_exact(16);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for chunk in chunks {
+        lanes.iter_mut().zip(chunk).for_each(|(l, v)| *l += v);
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// The compute floor of each fused op, `compute/<op>/<size>`: the op's arithmetic (the same
+/// `burn_route::kernels::arith` functions its Flex kernel calls) over `size` elements, as
+/// passes over [`L1`]-float buffers that stay in the cache, on one thread. Element-wise ops
+/// write into a buffer of their own; row-wise ops work in place on their rows, which they keep
+/// in range (a row stays normalised); cross-entropy only reads. What is left of an op's time
+/// above the larger of its two floors is memory traffic the op could overlap, and overhead.
+fn compute(c: &mut Criterion) {
+    use burn_route::kernels::arith;
+
+    let a = uniform(L1, 17, -3.0, 3.0);
+    let b = uniform(L1, 18, -3.0, 3.0);
+    let bias = uniform(WIDTH, 19, -1.0, 1.0);
+    let gamma = uniform(WIDTH, 20, 0.5, 1.5);
+    let beta = uniform(WIDTH, 21, -0.5, 0.5);
+    let classes: Vec<usize> = (0..L1 / CLASSES).map(|i| (i * 37 + 11) % CLASSES).collect();
+    let scale = 1.0 / (1.0 - P);
+
+    // `pass` runs once per L1 buffer's worth of `n` elements.
+    let mut run = |name: &str, mut pass: Box<dyn FnMut()>| {
+        let mut group = c.benchmark_group(format!("compute/{name}"));
+        for (n, label) in &SIZES[1..] {
+            group.throughput(Throughput::Elements(*n as u64));
+            group.bench_function(BenchmarkId::from_parameter(label), |bench| {
+                bench.iter(|| {
+                    for _ in 0..n / L1 {
+                        pass();
+                    }
+                });
+            });
+        }
+        group.finish();
+    };
+    let out = vec![0.0_f32; L1];
+    // (Each closure owns its buffers: `Box<dyn FnMut>` for one `run` over all of them.)
+    let (a1, b1) = (a.clone(), b.clone());
+    let mut o1 = out.clone();
+    run(
+        "add_relu",
+        Box::new(move || {
+            o1.iter_mut()
+                .zip(a1.iter().zip(&b1))
+                .for_each(|(o, (a, b))| *o = arith::add_relu(*a, *b));
+            black_box(&mut o1);
+        }),
+    );
+    let (a2, b2) = (a.clone(), b.clone());
+    let mut o2 = out.clone();
+    run(
+        "axpby",
+        Box::new(move || {
+            o2.iter_mut()
+                .zip(a2.iter().zip(&b2))
+                .for_each(|(o, (a, b))| *o = arith::axpby(*a, *b, ALPHA, BETA));
+            black_box(&mut o2);
+        }),
+    );
+    let (a3, b3) = (a.clone(), b.clone());
+    let mut o3 = out.clone();
+    run(
+        "swiglu",
+        Box::new(move || {
+            o3.iter_mut()
+                .zip(a3.iter().zip(&b3))
+                .for_each(|(o, (g, u))| *o = arith::swiglu(*g, *u));
+            black_box(&mut o3);
+        }),
+    );
+    let (a4, bias4) = (a.clone(), bias.clone());
+    let mut o4 = out.clone();
+    run(
+        "bias_gelu",
+        Box::new(move || {
+            for (o, x) in o4.chunks_exact_mut(WIDTH).zip(a4.chunks_exact(WIDTH)) {
+                o.iter_mut()
+                    .zip(x.iter().zip(&bias4))
+                    .for_each(|(o, (x, b))| *o = arith::gelu(*x + b));
+            }
+            black_box(&mut o4);
+        }),
+    );
+    let (mut x5, g5) = (a.clone(), gamma.clone());
+    run(
+        "rms_norm",
+        Box::new(move || {
+            x5.chunks_exact_mut(WIDTH)
+                .for_each(|row| arith::rms_norm_row(row, &g5, EPS));
+            black_box(&mut x5);
+        }),
+    );
+    let (mut x6, g6, b6) = (a.clone(), gamma.clone(), beta.clone());
+    run(
+        "layer_norm",
+        Box::new(move || {
+            x6.chunks_exact_mut(WIDTH)
+                .for_each(|row| arith::layer_norm_row(row, &g6, &b6, EPS));
+            black_box(&mut x6);
+        }),
+    );
+    let mut x7 = a.clone();
+    run(
+        "softmax_last",
+        Box::new(move || {
+            x7.chunks_exact_mut(WIDTH).for_each(arith::softmax_row);
+            black_box(&mut x7);
+        }),
+    );
+    let x8 = a.clone();
+    run(
+        "cross_entropy_logits",
+        Box::new(move || {
+            let loss: f64 = x8
+                .chunks_exact(CLASSES)
+                .zip(&classes)
+                .map(|(row, class)| arith::cross_entropy_row(row, *class))
+                .sum();
+            black_box(loss);
+        }),
+    );
+    let mut x9 = a.clone();
+    let mut keep = vec![std::mem::MaybeUninit::<bool>::uninit(); L1];
+    let mut start = 0;
+    run(
+        "dropout",
+        Box::new(move || {
+            burn_route::kernels::composed::dropout_keep_into(&mut keep, start, P, SEED);
+            start += L1;
+            // SAFETY: `dropout_keep_into` wrote every element of `keep`.
+            let kept = unsafe { std::slice::from_raw_parts(keep.as_ptr().cast::<bool>(), L1) };
+            arith::dropout_apply(&mut x9, kept, scale);
+            // (Kept values grow by `scale` each pass: start over from the inputs now and then.)
+            if start % (64 * L1) == 0 {
+                x9.copy_from_slice(&a);
+            }
+            black_box(&mut x9);
+        }),
+    );
+}
+
 // --- Both variants compute the same thing (checked once, at 1K elements, before timing). ---
 
 fn floats<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
@@ -719,14 +905,14 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, floor, elementwise, rowwise, views, backward, views_backward
+    targets = same_values, floor, floors, compute, elementwise, rowwise, views, backward, views_backward
 }
 
 #[cfg(not(feature = "autodiff"))]
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, floor, elementwise, rowwise, views
+    targets = same_values, floor, floors, compute, elementwise, rowwise, views
 }
 
 criterion_main!(benches);

@@ -1,6 +1,8 @@
 //! Hand-written kernels for the ops in `ops.toml`: the generated traits declare them, these
 //! implement them.
 //!
+//! - [`arith`]: the arithmetic of the fused Flex kernels on plain values and rows, defined once
+//!   (the kernels and the roofline bench use it).
 //! - [`flex`]: `impl RoutedOps for Flex` (and the Flex-only `RoutedOpsFlex`), forward kernels on
 //!   the primitive's storage.
 //! - [`composed`]: every op written with backend primitives; the kernels of `Cube` and `Remote`.
@@ -12,6 +14,7 @@
 //! Composite ops (`composite = ...` in the manifest) need no kernel here: see
 //! [`crate::composite`].
 
+pub mod arith;
 #[cfg(feature = "autodiff")]
 pub mod backward;
 pub mod composed;

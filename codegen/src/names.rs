@@ -127,6 +127,11 @@ pub fn number_local(k: usize) -> String {
     format!("__n{k}")
 }
 
+/// The `k`th tensor subexpression a formula reads more than once, computed once into a local.
+pub fn shared_local(k: usize) -> String {
+    format!("__t{k}")
+}
+
 /// The derivative types of `ops` (in manifest order) in the generated autodiff module: each
 /// op's name in `UpperCamelCase` with `Backward` (so none is a generic, `Some` or `Vec`), and the
 /// op's index after it where two names would be the same (`conv2d` and `conv_2d`).

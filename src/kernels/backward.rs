@@ -12,7 +12,7 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
 use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
-use super::flex::sigmoid;
+use crate::flex::math::sigmoid;
 use crate::flex::{
     Rows, Work, keep_if, max_of, sum_by, sum_by2, sum_by3, tensor, update_many, update_rows,
     update_rows_with,
@@ -159,7 +159,7 @@ fn row_inputs<'a>(
 
 #[inline(always)]
 fn gelu_derivative(z: f32) -> f32 {
-    let cdf = 0.5 * (1.0 + super::flex::gelu_erf(z * std::f32::consts::FRAC_1_SQRT_2));
+    let cdf = 0.5 * (1.0 + super::arith::gelu_erf(z * std::f32::consts::FRAC_1_SQRT_2));
     let pdf = crate::flex::math::exp(-0.5 * z * z) * 0.398_942_3; // 1 / sqrt(2 pi)
     cdf + z * pdf
 }

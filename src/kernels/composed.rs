@@ -264,7 +264,8 @@ pub(crate) fn dropout_keep(numel: usize, p: f32, seed: u64) -> Vec<bool> {
 /// element gets a 16-bit draw, a quarter of a 64-bit hash (the splitmix64 finaliser) of `seed`
 /// and its index / 4, and is kept when the draw, as a fraction of 2^16, is at least `p` (so `p`
 /// counts in steps of 2^-16). One hash per four elements is what lets the fused kernel keep up.
-pub(crate) fn dropout_keep_into(keep: &mut [MaybeUninit<bool>], start: usize, p: f32, seed: u64) {
+/// (Public for the roofline of `benches/ops.rs`, whose dropout compute floor is this hash.)
+pub fn dropout_keep_into(keep: &mut [MaybeUninit<bool>], start: usize, p: f32, seed: u64) {
     // Keep when draw >= threshold: p = 0 keeps everything, p = 1 nothing.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let threshold = (f64::from(p) * 65536.0).ceil() as u64;

@@ -11,10 +11,10 @@ use burn_backend::{
 use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::{FlexDevice, FlexTensor};
 
+use super::arith::{self, bias_gelu_row, layer_norm_row, rms_norm_row, softmax_row};
 use super::composed;
 use crate::flex::{
-    Rows, Work, fill_pieces, is_writable, keep_if, map_pieces, math, max_of, sum_by, tensor,
-    update_rows, zip_fresh,
+    Rows, Work, fill_pieces, is_writable, map_pieces, tensor, update_rows, zip_fresh,
 };
 use crate::ops::{RoutedOps, RoutedOpsFlex};
 
@@ -106,76 +106,10 @@ fn index_tensor(values: Vec<i64>, shape: Shape, device: &FlexDevice) -> FlexTens
     }
 }
 
-/// `erf` for the GELU kernels: Abramowitz and Stegun 7.1.26, absolute error below 1.5e-7;
-/// straight-line code (with [`math::exp`]), so loops over it vectorise.
-///
-/// GELU only ever uses `1 + erf(z)`, so an absolute error under the `f32` spacing near 1
-/// (1.2e-7) is as good as a correctly rounded `erf` there, at a fraction of libm's cost (one
-/// `exp` and a division): the fused `bias_gelu` is otherwise bound by `erff`.
-#[inline(always)]
-pub(crate) fn gelu_erf(x: f32) -> f32 {
-    const P: f32 = 0.327_591_1;
-    const A: [f32; 5] = [
-        0.254_829_6,
-        -0.284_496_74,
-        1.421_413_7,
-        -1.453_152_1,
-        1.061_405_4,
-    ];
-    let a = x.abs();
-    let t = 1.0 / (1.0 + P * a);
-    let poly = t * (A[0] + t * (A[1] + t * (A[2] + t * (A[3] + t * A[4]))));
-    let y = 1.0 - poly * math::exp(-a * a);
-    y.copysign(x)
-}
-
-/// Exact (erf) GELU.
-#[inline(always)]
-fn gelu(z: f32) -> f32 {
-    0.5 * z * (1.0 + gelu_erf(z * std::f32::consts::FRAC_1_SQRT_2))
-}
-
-/// The logistic function, for the SwiGLU kernels forward and backward.
-#[inline(always)]
-pub(crate) fn sigmoid(z: f32) -> f32 {
-    math::sigmoid(z)
-}
-
-/// `row` normalised to mean square 1 and scaled by `weight`, in place.
-#[inline]
-fn rms_norm_row(row: &mut [f32], weight: &[f32], eps: f32) {
-    let mean_square = sum_by(row, |v| v * v) / row.len() as f32;
-    let inverse = 1.0 / (mean_square + eps).sqrt();
-    row.iter_mut()
-        .zip(weight)
-        .for_each(|(v, g)| *v *= inverse * g);
-}
-
-/// `row` standardised, scaled by `gamma` and shifted by `beta`, in place.
-#[inline]
-fn layer_norm_row(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
-    let n = row.len() as f32;
-    let mean = sum_by(row, |v| v) / n;
-    let var = sum_by(row, |v| (v - mean) * (v - mean)) / n;
-    let inverse = 1.0 / (var + eps).sqrt();
-    for ((v, g), b) in row.iter_mut().zip(gamma).zip(beta) {
-        *v = (*v - mean) * inverse * g + b;
-    }
-}
-
-/// `row`'s softmax, in place (the maximum is subtracted first).
-#[inline(always)]
-fn softmax_row(row: &mut [f32]) {
-    let max = max_of(row);
-    row.iter_mut().for_each(|v| *v = math::exp(*v - max));
-    let inverse = 1.0 / sum_by(row, |v| v);
-    row.iter_mut().for_each(|v| *v *= inverse);
-}
-
 impl RoutedOps for Flex {
     fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
         // Broadcasting, a strided last dimension or another float dtype: Flex's own ops.
-        zip_f32(lhs, rhs, Work::Light, |a, b| (a + b).max(0.0))
+        zip_f32(lhs, rhs, Work::Light, arith::add_relu)
             .unwrap_or_else(|inputs| composed::add_relu::<Self>(inputs.0, inputs.1))
     }
 
@@ -199,11 +133,10 @@ impl RoutedOps for Flex {
     ) -> FloatTensor<Self> {
         match y {
             None => Self::scale(x, alpha),
-            Some(y) => {
-                zip_f32(x, y, Work::Light, |a, b| alpha * a + beta * b).unwrap_or_else(|inputs| {
+            Some(y) => zip_f32(x, y, Work::Light, |a, b| arith::axpby(a, b, alpha, beta))
+                .unwrap_or_else(|inputs| {
                     composed::axpby::<Self>(inputs.0, Some(inputs.1), alpha, beta)
-                })
-            }
+                }),
         }
     }
 
@@ -245,14 +178,14 @@ impl RoutedOps for Flex {
         };
         update_rows(x, Work::Heavy, |_, rows| {
             for row in rows.chunks_exact_mut(b.len()) {
-                row.iter_mut().zip(b).for_each(|(v, b)| *v = gelu(*v + b));
+                bias_gelu_row(row, b);
             }
         })
         .unwrap_or_else(|x| composed::bias_gelu::<Self>(x, bias.clone()))
     }
 
     fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
-        zip_f32(gate, up, Work::Heavy, |g, u| g * sigmoid(g) * u)
+        zip_f32(gate, up, Work::Heavy, arith::swiglu)
             .unwrap_or_else(|inputs| composed::swiglu::<Self>(inputs.0, inputs.1))
     }
 
@@ -307,12 +240,7 @@ impl RoutedOps for Flex {
         let class_of_row = composed::target_classes::<Self>(&targets, batch, classes);
         let partial = map_pieces(batch, classes, Work::Heavy, |first, count| {
             (first..first + count)
-                .map(|r| {
-                    let row = rows.row(r);
-                    let max = max_of(row);
-                    let sum = sum_by(row, |v| math::exp(v - max));
-                    f64::from(max + math::ln(sum) - row[class_of_row[r]])
-                })
+                .map(|r| arith::cross_entropy_row(rows.row(r), class_of_row[r]))
                 .sum::<f64>()
         });
         #[allow(clippy::cast_possible_truncation)] // The mean of f32 losses fits an f32.
@@ -341,9 +269,7 @@ impl RoutedOps for Flex {
         unsafe { keep.set_len(n) };
         let fused = update_rows(x, Work::Light, |first, rows| {
             let (start, len) = (first * w, rows.len());
-            for (v, keep) in rows.iter_mut().zip(&keep[start..start + len]) {
-                *v = keep_if(*v * scale, *keep);
-            }
+            arith::dropout_apply(rows, &keep[start..start + len], scale);
         });
         match fused {
             Ok(out) => (out, composed::bool_tensor::<Self>(keep, shape, &device)),

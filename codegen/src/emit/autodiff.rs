@@ -495,19 +495,37 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
             // Each tensor local is moved into its last read, so the last primitive that reads
             // it can work in place; a local read by several formulas is a `Reused`, which
             // moves into its last read in the last formula that runs.
-            let reads: Vec<Vec<&str>> = formulas
+            // A tensor subexpression a formula has twice (`tanh(x) * tanh(x)`) is computed
+            // once, into a local that is then read like the others.
+            let shared: Vec<Vec<Shared<'_>>> = formulas
                 .iter()
                 .map(|f| {
+                    f.as_ref()
+                        .map(|f| shared_subterms(&f.expr))
+                        .unwrap_or_default()
+                })
+                .collect();
+            let reads: Vec<Vec<&str>> = formulas
+                .iter()
+                .zip(&shared)
+                .map(|(f, shared)| {
                     let mut acc = Vec::new();
                     if let Some(f) = f {
-                        tensor_reads(&f.expr, &mut acc);
+                        for local in shared {
+                            tensor_reads(local.term, shared, true, &mut acc);
+                        }
+                        tensor_reads(&f.expr, shared, false, &mut acc);
                     }
                     acc
                 })
                 .collect();
             let mut reused: Vec<&str> = Vec::new();
             for (i, names_i) in reads.iter().enumerate() {
-                for name in names_i {
+                // (A shared subterm's local lives in its formula's block.)
+                let outer = names_i
+                    .iter()
+                    .filter(|n| !shared[i].iter().any(|s| s.name == **n));
+                for name in outer {
                     if !reused.contains(name) && reads[i + 1..].iter().any(|r| r.contains(name)) {
                         reused.push(name);
                     }
@@ -545,19 +563,24 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
                             (*name, users)
                         })
                         .collect();
-                    let expr = term(
-                        &f.expr,
-                        &mut Cx {
-                            formula: &context,
-                            bindings: &mut bindings,
-                            left,
-                            later: &later,
-                        },
-                    )
-                    .doc;
+                    let mut cx = Cx {
+                        formula: &context,
+                        bindings: &mut bindings,
+                        left,
+                        later: &later,
+                        shared: &shared[i],
+                    };
+                    let locals: Vec<(String, Doc)> = shared[i]
+                        .iter()
+                        .map(|local| (local.name.clone(), term_inner(local.term, &mut cx).doc))
+                        .collect();
+                    let expr = term(&f.expr, &mut cx).doc;
                     w.open(format!("if {}[{i}] {{", names::TRACKED));
                     for binding in bindings {
                         w.line(binding);
+                    }
+                    for (name, value) in locals {
+                        w.assign(format!("let {name} = "), value, ";");
                     }
                     w.assign(
                         format!("{}[{i}] = ", names::GRADS),
@@ -948,6 +971,97 @@ struct Cx<'a> {
     left: Vec<(&'a str, usize)>,
     /// Each `Reused` local (read by several formulas) and the later formulas that read it.
     later: &'a [(&'a str, Vec<usize>)],
+    /// The tensor subexpressions this formula computes once, into locals.
+    shared: &'a [Shared<'a>],
+}
+
+/// A tensor subexpression a formula has more than once: computed once into local `name`.
+struct Shared<'t> {
+    term: &'t Term,
+    /// The term's structure (`Debug`), what equal subexpressions share.
+    key: String,
+    name: String,
+}
+
+/// Whether `t` is one of the formula's shared subterms (read from its local).
+fn is_shared(t: &Term, cx: &Cx<'_>) -> bool {
+    compound(t) && {
+        let key = format!("{t:?}");
+        cx.shared.iter().any(|s| s.key == key)
+    }
+}
+
+/// Whether `t` is a compound tensor term worth a local of its own (not a plain read).
+fn compound(t: &Term) -> bool {
+    t.tensor
+        && matches!(
+            t.node,
+            TermNode::Neg(_) | TermNode::Binary(..) | TermNode::Call(..)
+        )
+}
+
+/// Every compound tensor subterm of `t` (with `t`), once per occurrence.
+fn subterms<'t>(t: &'t Term, acc: &mut Vec<&'t Term>) {
+    if compound(t) {
+        acc.push(t);
+    }
+    match &t.node {
+        TermNode::Neg(i) => subterms(i, acc),
+        TermNode::Binary(_, a, b) => {
+            subterms(a, acc);
+            subterms(b, acc);
+        }
+        TermNode::Call(_, args) => args.iter().for_each(|a| subterms(a, acc)),
+        _ => {}
+    }
+}
+
+/// How often a term of structure `key` occurs in `t`, not looking inside the terms `atomic`
+/// already names.
+fn occurrences(t: &Term, key: &str, atomic: &[String]) -> usize {
+    let own = format!("{t:?}");
+    if own == key {
+        return 1;
+    }
+    if atomic.contains(&own) {
+        return 0;
+    }
+    match &t.node {
+        TermNode::Neg(i) => occurrences(i, key, atomic),
+        TermNode::Binary(_, a, b) => occurrences(a, key, atomic) + occurrences(b, key, atomic),
+        TermNode::Call(_, args) => args.iter().map(|a| occurrences(a, key, atomic)).sum(),
+        _ => 0,
+    }
+}
+
+/// The compound tensor subterms `t` has more than once, largest first chosen (a repeated
+/// subterm of a repeated one counts once), in the order their locals are computed: smallest
+/// first, so that a larger one can read a smaller one's local.
+fn shared_subterms(t: &Term) -> Vec<Shared<'_>> {
+    let mut candidates = Vec::new();
+    subterms(t, &mut candidates);
+    let mut keyed: Vec<(String, &Term)> =
+        candidates.iter().map(|c| (format!("{c:?}"), *c)).collect();
+    keyed.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+    keyed.dedup_by(|a, b| a.0 == b.0);
+    let mut chosen: Vec<(String, &Term)> = Vec::new();
+    for (key, term) in keyed {
+        let atomic: Vec<String> = chosen.iter().map(|(k, _)| k.clone()).collect();
+        // (The whole formula is never shared with itself.)
+        if occurrences(t, &key, &atomic) >= 2 {
+            chosen.push((key, term));
+        }
+    }
+    chosen.reverse();
+    chosen
+        .into_iter()
+        .enumerate()
+        .map(|(k, (key, term))| Shared {
+            term,
+            key,
+            name: names::shared_local(k),
+        })
+        .collect()
 }
 
 impl Cx<'_> {
@@ -979,25 +1093,47 @@ impl Cx<'_> {
     }
 }
 
-/// The tensor locals `t` reads (the incoming gradient, the output, float inputs), once per
-/// read, in the order the emitted expression reads them.
-fn tensor_reads<'t>(t: &'t Term, acc: &mut Vec<&'t str>) {
+/// The tensor locals `t` reads (the incoming gradient, the output, float inputs, the locals
+/// of `shared` subterms), once per read, in the order the emitted expression reads them; `top`:
+/// `t` is a shared subterm's own definition, not a read of its local.
+fn tensor_reads<'t>(t: &'t Term, shared: &'t [Shared<'t>], top: bool, acc: &mut Vec<&'t str>) {
+    if !top && compound(t) {
+        let key = format!("{t:?}");
+        if let Some(local) = shared.iter().find(|s| s.key == key) {
+            acc.push(&local.name);
+            return;
+        }
+    }
     match &t.node {
         TermNode::Grad => acc.push(names::GRAD_LOCAL),
         TermNode::Output => acc.push("output"),
         TermNode::Input(name) => acc.push(name),
-        TermNode::Neg(i) => tensor_reads(i, acc),
+        TermNode::Neg(i) => tensor_reads(i, shared, false, acc),
         TermNode::Binary(_, a, b) => {
-            tensor_reads(a, acc);
-            tensor_reads(b, acc);
+            tensor_reads(a, shared, false, acc);
+            tensor_reads(b, shared, false, acc);
         }
-        TermNode::Call(_, args) => args.iter().for_each(|a| tensor_reads(a, acc)),
+        TermNode::Call(_, args) => args
+            .iter()
+            .for_each(|a| tensor_reads(a, shared, false, acc)),
         _ => {}
     }
 }
 
-/// `term` as Rust; a long number-valued part is bound to a local (`let __n0 = ...;`) first.
+/// `term` as Rust; a long number-valued part is bound to a local (`let __n0 = ...;`) first,
+/// and a shared tensor subterm reads its local.
 fn term(t: &Term, cx: &mut Cx<'_>) -> Emitted {
+    if compound(t) {
+        let key = format!("{t:?}");
+        if let Some(name) = cx
+            .shared
+            .iter()
+            .find(|s| s.key == key)
+            .map(|s| s.name.clone())
+        {
+            return text(cx.read(&name), 3);
+        }
+    }
     let e = term_inner(t, cx);
     if t.tensor || flat(&e.doc).len() <= 40 {
         return e;
@@ -1030,8 +1166,42 @@ fn term_inner(t: &Term, cx: &mut Cx<'_>) -> Emitted {
     }
 }
 
+/// A comparison mask of a tensor with a number (`relu_mask(x)`, `gt(x, 0.5)`, ...): the
+/// tensor, the number (`None` for `0`) and the `Compare` variant.
+fn number_mask(t: &Term) -> Option<(&Term, Option<&Term>, &'static str)> {
+    let TermNode::Call(name, args) = &t.node else {
+        return None;
+    };
+    let variant = match *name {
+        "relu_mask" | "gt" => "Greater",
+        "ge" => "GreaterEqual",
+        "lt" => "Lower",
+        "le" => "LowerEqual",
+        _ => return None,
+    };
+    match args.as_slice() {
+        [x] if *name == "relu_mask" => Some((x, None, variant)),
+        [x, c] if *name != "relu_mask" && x.tensor && !c.tensor => Some((x, Some(c), variant)),
+        _ => None,
+    }
+}
+
 fn binary(op: BinOp, a: &Term, b: &Term, cx: &mut Cx<'_>) -> Emitted {
     let (ta, tb) = (a.tensor, b.tensor);
+    // A tensor times a comparison mask (`grad * relu_mask(x)`): one masked fill instead of
+    // the mask as floats and a product, as Burn's own backward passes do.
+    if op == BinOp::Mul
+        && ta
+        && tb
+        && !is_shared(b, cx)
+        && let Some((x, c, how)) = number_mask(b)
+    {
+        let value = term(a, cx);
+        let lhs = term(x, cx);
+        let rhs = c.map_or_else(|| text(number_literal(0.0), 3), |c| term(c, cx));
+        let how = Doc::Text(format!("{G}::Compare::{how}"));
+        return helper("masked", vec![value.doc, lhs.doc, rhs.doc, how]);
+    }
     let (ea, eb) = (term(a, cx), term(b, cx));
     let stem = match op {
         BinOp::Add => "add",

@@ -775,12 +775,10 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
+                let __t0 = B::float_tanh(x);
                 __grads[0] = Some(B::float_mul(
                     grad,
-                    __grad::rsub::<B>(
-                        1.0_f64,
-                        B::float_mul(B::float_tanh(x.clone()), B::float_tanh(x)),
-                    ),
+                    __grad::rsub::<B>(1.0_f64, B::float_mul(__t0.clone(), __t0)),
                 ));
             }
             __grads
@@ -827,9 +825,10 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
+                let __t0 = B::sigmoid(x);
                 __grads[0] = Some(B::float_mul(
-                    B::float_mul(grad, B::sigmoid(x.clone())),
-                    __grad::rsub::<B>(1.0_f64, B::sigmoid(x)),
+                    B::float_mul(grad, __t0.clone()),
+                    __grad::rsub::<B>(1.0_f64, __t0),
                 ));
             }
             __grads
@@ -1115,9 +1114,10 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
+                let __t0 = B::float_recip(x);
                 __grads[0] = Some(B::float_mul(
-                    B::float_mul(B::float_neg(grad), B::float_recip(x.clone())),
-                    B::float_recip(x),
+                    B::float_mul(B::float_neg(grad), __t0.clone()),
+                    __t0,
                 ));
             }
             __grads
@@ -1393,7 +1393,12 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad, __grad::relu_mask::<B>(x)));
+                __grads[0] = Some(__grad::masked::<B>(
+                    grad,
+                    x,
+                    0.0_f64,
+                    __grad::Compare::Greater,
+                ));
             }
             __grads
         }
@@ -1634,9 +1639,11 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(__grad::select::<B>(
-                    B::float_mul(
+                    __grad::masked::<B>(
                         __grad::compare::<B>(x.clone(), lo, __grad::Compare::GreaterEqual),
-                        __grad::compare::<B>(x, hi, __grad::Compare::LowerEqual),
+                        x,
+                        hi,
+                        __grad::Compare::LowerEqual,
                     ),
                     __grad::Operand::Tensor(grad),
                     __grad::Operand::Number(0.0_f64),
