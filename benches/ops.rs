@@ -634,9 +634,11 @@ fn lanes_sum(values: &[f32]) -> f32 {
 
 /// The compute floor of each fused op, `compute/<op>/<size>`: the op's arithmetic (the same
 /// `burn_route::kernels::arith` functions its Flex kernel calls) over `size` elements, as
-/// passes over [`L1`]-float buffers that stay in the cache, on one thread. Element-wise ops
-/// write into a buffer of their own; row-wise ops work in place on their rows, which they keep
-/// in range (a row stays normalised); cross-entropy only reads. What is left of an op's time
+/// passes over [`L1`]-float buffers that stay in the cache, on one thread, compiled for AVX2
+/// where the CPU has it like the kernels (`flex::vectorized`). Element-wise ops
+/// write into a buffer of their own; row-wise ops copy their inputs into one (in L1) and work in
+/// place there, as their kernels do (applied to its own output again, a norm would shrink the
+/// rows its weights scale down into subnormals); cross-entropy only reads. What is left of an op's time
 /// above the larger of its two floors is memory traffic the op could overlap, and overhead.
 fn compute(c: &mut Criterion) {
     use burn_route::kernels::arith;
@@ -649,125 +651,107 @@ fn compute(c: &mut Criterion) {
     let classes: Vec<usize> = (0..L1 / CLASSES).map(|i| (i * 37 + 11) % CLASSES).collect();
     let scale = 1.0 / (1.0 - P);
 
-    // `pass` runs once per L1 buffer's worth of `n` elements.
-    let mut run = |name: &str, mut pass: Box<dyn FnMut()>| {
+    // `pass` runs once per L1 buffer's worth of `n` elements, as one piece of
+    // `flex::map_pieces`: the way the kernels' loops run, compiled for AVX2 where the CPU has
+    // it (`flex::vectorized`). (The lock is taken once per iteration, outside the passes.)
+    fn run(c: &mut Criterion, name: &str, pass: impl FnMut() + Send) {
+        let pass = std::sync::Mutex::new(pass);
         let mut group = c.benchmark_group(format!("compute/{name}"));
         for (n, label) in &SIZES[1..] {
             group.throughput(Throughput::Elements(*n as u64));
             group.bench_function(BenchmarkId::from_parameter(label), |bench| {
                 bench.iter(|| {
-                    for _ in 0..n / L1 {
-                        pass();
-                    }
+                    burn_route::flex::map_pieces(1, 1, burn_route::flex::Work::Light, |_, _| {
+                        let mut pass = pass.lock().expect("one benchmark at a time");
+                        for _ in 0..n / L1 {
+                            pass();
+                        }
+                    })
                 });
             });
         }
         group.finish();
-    };
+    }
     let out = vec![0.0_f32; L1];
-    // (Each closure owns its buffers: `Box<dyn FnMut>` for one `run` over all of them.)
+    // (Each closure owns its buffers.)
     let (a1, b1) = (a.clone(), b.clone());
     let mut o1 = out.clone();
-    run(
-        "add_relu",
-        Box::new(move || {
-            o1.iter_mut()
-                .zip(a1.iter().zip(&b1))
-                .for_each(|(o, (a, b))| *o = arith::add_relu(*a, *b));
-            black_box(&mut o1);
-        }),
-    );
+    run(c, "add_relu", move || {
+        o1.iter_mut()
+            .zip(a1.iter().zip(&b1))
+            .for_each(|(o, (a, b))| *o = arith::add_relu(*a, *b));
+        black_box(&mut o1);
+    });
     let (a2, b2) = (a.clone(), b.clone());
     let mut o2 = out.clone();
-    run(
-        "axpby",
-        Box::new(move || {
-            o2.iter_mut()
-                .zip(a2.iter().zip(&b2))
-                .for_each(|(o, (a, b))| *o = arith::axpby(*a, *b, ALPHA, BETA));
-            black_box(&mut o2);
-        }),
-    );
+    run(c, "axpby", move || {
+        o2.iter_mut()
+            .zip(a2.iter().zip(&b2))
+            .for_each(|(o, (a, b))| *o = arith::axpby(*a, *b, ALPHA, BETA));
+        black_box(&mut o2);
+    });
     let (a3, b3) = (a.clone(), b.clone());
     let mut o3 = out.clone();
-    run(
-        "swiglu",
-        Box::new(move || {
-            o3.iter_mut()
-                .zip(a3.iter().zip(&b3))
-                .for_each(|(o, (g, u))| *o = arith::swiglu(*g, *u));
-            black_box(&mut o3);
-        }),
-    );
+    run(c, "swiglu", move || {
+        o3.iter_mut()
+            .zip(a3.iter().zip(&b3))
+            .for_each(|(o, (g, u))| *o = arith::swiglu(*g, *u));
+        black_box(&mut o3);
+    });
     let (a4, bias4) = (a.clone(), bias.clone());
     let mut o4 = out.clone();
-    run(
-        "bias_gelu",
-        Box::new(move || {
-            for (o, x) in o4.chunks_exact_mut(WIDTH).zip(a4.chunks_exact(WIDTH)) {
-                o.iter_mut()
-                    .zip(x.iter().zip(&bias4))
-                    .for_each(|(o, (x, b))| *o = arith::gelu(*x + b));
-            }
-            black_box(&mut o4);
-        }),
-    );
-    let (mut x5, g5) = (a.clone(), gamma.clone());
-    run(
-        "rms_norm",
-        Box::new(move || {
-            x5.chunks_exact_mut(WIDTH)
-                .for_each(|row| arith::rms_norm_row(row, &g5, EPS));
-            black_box(&mut x5);
-        }),
-    );
-    let (mut x6, g6, b6) = (a.clone(), gamma.clone(), beta.clone());
-    run(
-        "layer_norm",
-        Box::new(move || {
-            x6.chunks_exact_mut(WIDTH)
-                .for_each(|row| arith::layer_norm_row(row, &g6, &b6, EPS));
-            black_box(&mut x6);
-        }),
-    );
-    let mut x7 = a.clone();
-    run(
-        "softmax_last",
-        Box::new(move || {
-            x7.chunks_exact_mut(WIDTH).for_each(arith::softmax_row);
-            black_box(&mut x7);
-        }),
-    );
+    run(c, "bias_gelu", move || {
+        // (A copy of the inputs, then the kernel's own row function in place.)
+        o4.copy_from_slice(&a4);
+        o4.chunks_exact_mut(WIDTH)
+            .for_each(|row| arith::bias_gelu_row(row, &bias4));
+        black_box(&mut o4);
+    });
+    let (a5, g5) = (a.clone(), gamma.clone());
+    let mut x5 = out.clone();
+    run(c, "rms_norm", move || {
+        x5.copy_from_slice(&a5);
+        x5.chunks_exact_mut(WIDTH)
+            .for_each(|row| arith::rms_norm_row(row, &g5, EPS));
+        black_box(&mut x5);
+    });
+    let (a6, g6, b6) = (a.clone(), gamma.clone(), beta.clone());
+    let mut x6 = out.clone();
+    run(c, "layer_norm", move || {
+        x6.copy_from_slice(&a6);
+        x6.chunks_exact_mut(WIDTH)
+            .for_each(|row| arith::layer_norm_row(row, &g6, &b6, EPS));
+        black_box(&mut x6);
+    });
+    let a7 = a.clone();
+    let mut x7 = out.clone();
+    run(c, "softmax_last", move || {
+        x7.copy_from_slice(&a7);
+        x7.chunks_exact_mut(WIDTH).for_each(arith::softmax_row);
+        black_box(&mut x7);
+    });
     let x8 = a.clone();
-    run(
-        "cross_entropy_logits",
-        Box::new(move || {
-            let loss: f64 = x8
-                .chunks_exact(CLASSES)
-                .zip(&classes)
-                .map(|(row, class)| arith::cross_entropy_row(row, *class))
-                .sum();
-            black_box(loss);
-        }),
-    );
+    run(c, "cross_entropy_logits", move || {
+        let loss: f64 = (0..L1 / CLASSES)
+            .map(|r| arith::cross_entropy_row(&x8[r * CLASSES..][..CLASSES], classes[r]))
+            .sum();
+        black_box(loss);
+    });
     let mut x9 = a.clone();
     let mut keep = vec![std::mem::MaybeUninit::<bool>::uninit(); L1];
     let mut start = 0;
-    run(
-        "dropout",
-        Box::new(move || {
-            burn_route::kernels::composed::dropout_keep_into(&mut keep, start, P, SEED);
-            start += L1;
-            // SAFETY: `dropout_keep_into` wrote every element of `keep`.
-            let kept = unsafe { std::slice::from_raw_parts(keep.as_ptr().cast::<bool>(), L1) };
-            arith::dropout_apply(&mut x9, kept, scale);
-            // (Kept values grow by `scale` each pass: start over from the inputs now and then.)
-            if start % (64 * L1) == 0 {
-                x9.copy_from_slice(&a);
-            }
-            black_box(&mut x9);
-        }),
-    );
+    run(c, "dropout", move || {
+        burn_route::kernels::composed::dropout_keep_into(&mut keep, start, P, SEED);
+        start += L1;
+        // SAFETY: `dropout_keep_into` wrote every element of `keep`.
+        let kept = unsafe { std::slice::from_raw_parts(keep.as_ptr().cast::<bool>(), L1) };
+        arith::dropout_apply(&mut x9, kept, scale);
+        // (Kept values grow by `scale` each pass: start over from the inputs now and then.)
+        if start % (64 * L1) == 0 {
+            x9.copy_from_slice(&a);
+        }
+        black_box(&mut x9);
+    });
 }
 
 // --- Both variants compute the same thing (checked once, at 1K elements, before timing). ---

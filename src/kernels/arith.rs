@@ -61,7 +61,7 @@ pub fn swiglu(gate: f32, up: f32) -> f32 {
 }
 
 /// `row` normalised to mean square 1 and scaled by `weight`, in place.
-#[inline]
+#[inline(always)]
 pub fn rms_norm_row(row: &mut [f32], weight: &[f32], eps: f32) {
     let mean_square = sum_by(row, |v| v * v) / row.len() as f32;
     let inverse = 1.0 / (mean_square + eps).sqrt();
@@ -71,7 +71,7 @@ pub fn rms_norm_row(row: &mut [f32], weight: &[f32], eps: f32) {
 }
 
 /// `row` standardised, scaled by `gamma` and shifted by `beta`, in place.
-#[inline]
+#[inline(always)]
 pub fn layer_norm_row(row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32) {
     let n = row.len() as f32;
     let mean = sum_by(row, |v| v) / n;

@@ -983,14 +983,6 @@ struct Shared<'t> {
     name: String,
 }
 
-/// Whether `t` is one of the formula's shared subterms (read from its local).
-fn is_shared(t: &Term, cx: &Cx<'_>) -> bool {
-    compound(t) && {
-        let key = format!("{t:?}");
-        cx.shared.iter().any(|s| s.key == key)
-    }
-}
-
 /// Whether `t` is a compound tensor term worth a local of its own (not a plain read).
 fn compound(t: &Term) -> bool {
     t.tensor
@@ -1166,42 +1158,8 @@ fn term_inner(t: &Term, cx: &mut Cx<'_>) -> Emitted {
     }
 }
 
-/// A comparison mask of a tensor with a number (`relu_mask(x)`, `gt(x, 0.5)`, ...): the
-/// tensor, the number (`None` for `0`) and the `Compare` variant.
-fn number_mask(t: &Term) -> Option<(&Term, Option<&Term>, &'static str)> {
-    let TermNode::Call(name, args) = &t.node else {
-        return None;
-    };
-    let variant = match *name {
-        "relu_mask" | "gt" => "Greater",
-        "ge" => "GreaterEqual",
-        "lt" => "Lower",
-        "le" => "LowerEqual",
-        _ => return None,
-    };
-    match args.as_slice() {
-        [x] if *name == "relu_mask" => Some((x, None, variant)),
-        [x, c] if *name != "relu_mask" && x.tensor && !c.tensor => Some((x, Some(c), variant)),
-        _ => None,
-    }
-}
-
 fn binary(op: BinOp, a: &Term, b: &Term, cx: &mut Cx<'_>) -> Emitted {
     let (ta, tb) = (a.tensor, b.tensor);
-    // A tensor times a comparison mask (`grad * relu_mask(x)`): one masked fill instead of
-    // the mask as floats and a product, as Burn's own backward passes do.
-    if op == BinOp::Mul
-        && ta
-        && tb
-        && !is_shared(b, cx)
-        && let Some((x, c, how)) = number_mask(b)
-    {
-        let value = term(a, cx);
-        let lhs = term(x, cx);
-        let rhs = c.map_or_else(|| text(number_literal(0.0), 3), |c| term(c, cx));
-        let how = Doc::Text(format!("{G}::Compare::{how}"));
-        return helper("masked", vec![value.doc, lhs.doc, rhs.doc, how]);
-    }
     let (ea, eb) = (term(a, cx), term(b, cx));
     let stem = match op {
         BinOp::Add => "add",

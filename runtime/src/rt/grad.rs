@@ -619,24 +619,6 @@ pub fn compare_tensors<B: Backend>(
     compare::<B>(B::float_sub(lhs, rhs), 0.0, how)
 }
 
-/// `value * mask(lhs)` for a comparison mask (`grad * relu_mask(x)`, `grad * gt(x, 0.5)`):
-/// `value` where `lhs` compares to the number `rhs` as `how` says, `0` elsewhere (where `lhs`
-/// is NaN too), as one masked fill when `value` and `lhs` have one shape, as Burn's backward
-/// passes do. (Where the mask is 0 the product would be NaN for an infinite or NaN `value`; the
-/// fill gives 0.) Other shapes broadcast through the product.
-pub fn masked<B: Backend>(
-    value: FloatTensor<B>,
-    lhs: FloatTensor<B>,
-    rhs: f64,
-    how: Compare,
-) -> FloatTensor<B> {
-    if value.shape() != lhs.shape() {
-        return B::float_mul(value, compare::<B>(lhs, rhs, how));
-    }
-    let drop = B::bool_not(compare_mask::<B>(lhs, rhs, how));
-    B::float_mask_fill(value, drop, scalar(0.0))
-}
-
 /// `relu_mask(x)`: `1` where `x > 0`, `0` elsewhere.
 pub fn relu_mask<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     compare::<B>(x, 0.0, Compare::Greater)

@@ -1393,12 +1393,7 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(__grad::masked::<B>(
-                    grad,
-                    x,
-                    0.0_f64,
-                    __grad::Compare::Greater,
-                ));
+                __grads[0] = Some(B::float_mul(grad, __grad::relu_mask::<B>(x)));
             }
             __grads
         }
@@ -1639,11 +1634,9 @@ pub mod autodiff {
             let mut __grads = [None];
             if __tracked[0] {
                 __grads[0] = Some(__grad::select::<B>(
-                    __grad::masked::<B>(
+                    B::float_mul(
                         __grad::compare::<B>(x.clone(), lo, __grad::Compare::GreaterEqual),
-                        x,
-                        hi,
-                        __grad::Compare::LowerEqual,
+                        __grad::compare::<B>(x, hi, __grad::Compare::LowerEqual),
                     ),
                     __grad::Operand::Tensor(grad),
                     __grad::Operand::Number(0.0_f64),
