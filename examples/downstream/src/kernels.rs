@@ -51,6 +51,21 @@ pub fn add_bias<B: Backend>(x: FloatTensor<B>, bias: FloatTensor<B>) -> FloatTen
     B::float_add(x, B::float_reshape(bias, Shape::from(dims)))
 }
 
+/// `x * p.weight + p.bias` over the last dimension (the op's `composition`, which its generated
+/// `Autodiff<B, C>` kernel runs on `Autodiff<B, C>` too).
+pub fn scale_shift<B: Backend>(
+    x: FloatTensor<B>,
+    p: crate::ops::ScaleShiftPrimitive<B>,
+) -> FloatTensor<B> {
+    let mut dims = vec![1; x.shape().num_dims()];
+    *dims.last_mut().expect("a tensor has a dimension") = p.weight.shape().num_elements();
+    let (weight, bias) = (
+        B::float_reshape(p.weight, Shape::from(dims.clone())),
+        B::float_reshape(p.bias, Shape::from(dims)),
+    );
+    B::float_add(B::float_mul(x, weight), bias)
+}
+
 /// The smallest and the largest element of `x` (the op's `composition`): a declared struct
 /// output.
 pub fn extent<B: Backend>(x: FloatTensor<B>) -> crate::ops::ExtentPrimitive<B> {

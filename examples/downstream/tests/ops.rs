@@ -3,6 +3,8 @@
 use burn_route_downstream::{
     Extent, add_bias, clamp_count, cube_pow, extent, fill_like, try_add_bias,
 };
+#[cfg(feature = "autodiff")]
+use burn_route_downstream::{ScaleShift, scale_shift};
 use burn_route_runtime::rt::{Device, Int, Tensor};
 
 fn values<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
@@ -217,4 +219,30 @@ fn extent_returns_a_struct_of_tensors() {
         run(&Device::wgpu(burn_route_runtime::rt::DeviceKind::Cpu)),
         (vec![-1.5], vec![7.25])
     );
+}
+
+/// `scale_shift` declares no `backward` and this crate writes no `Autodiff<B, C>` kernel: the
+/// generated one runs the composition on `Autodiff<B, C>`, and every tensor gets its gradient,
+/// the declared type's fields included.
+#[cfg(feature = "autodiff")]
+#[test]
+fn scale_shift_gradients_reach_the_fields_of_its_struct() {
+    let device = Device::flex().autodiff();
+    let x = Tensor::<2>::from_data([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], &device).require_grad();
+    let weight = Tensor::<1>::from_data([0.5, -1.0, 2.0], &device).require_grad();
+    let bias = Tensor::<1>::from_data([1.0, 0.0, -1.0], &device).require_grad();
+    let p = ScaleShift {
+        weight: weight.clone(),
+        bias: bias.clone(),
+    };
+    let out = scale_shift(x.clone(), p);
+    assert_eq!(values(&out), [1.5, -2.0, 5.0, 3.0, -5.0, 11.0]);
+    // loss = sum(out): d/dx = weight per row, d/dweight = the column sums of x, d/dbias = rows.
+    let grads = out.sum().backward();
+    assert_eq!(
+        values(&x.grad(&grads).unwrap()),
+        [0.5, -1.0, 2.0, 0.5, -1.0, 2.0]
+    );
+    assert_eq!(values(&weight.grad(&grads).unwrap()), [5.0, 7.0, 9.0]);
+    assert_eq!(values(&bias.grad(&grads).unwrap()), [2.0, 2.0, 2.0]);
 }
