@@ -10,6 +10,7 @@ use crate::ir::{
     SavedValue, TensorKind, Term, TermNode,
 };
 use crate::model::{BackwardSpec, OpSpec, Sp};
+use crate::parse::HAND_WRITTEN;
 
 /// The plain types a formula may read as numbers.
 pub(crate) const NUMBER_TYPES: &[&str] = &[
@@ -608,9 +609,18 @@ impl Check<'_> {
                 Some(problem) => problem,
             },
         };
+        // A misspelt `"hand-written"` (`"Hand-Written"`, `"hand_written"`) is no path either.
+        let help = match crate::diag::did_you_mean(&path.value, &[HAND_WRITTEN]) {
+            Some(close) => format!("did you mean `backward = \"{close}\"` (the op's `Autodiff<B, C>` kernel written by hand)? Else name a function generic over the backend by its full path, e.g. \"crate::kernels::my_op_backward\""),
+            None => "name a function generic over the backend by its full path, e.g. \"crate::kernels::my_op_backward\"; or write formulas: `backward = { x = \"grad * y\" }`".to_owned(),
+        };
         self.push(
-            Diagnostic::new(path.span.clone(), self.key("backward"), format!("backward function `{}` {problem}", path.value))
-                .help("name a function generic over the backend by its full path, e.g. \"crate::kernels::my_op_backward\"; or write formulas: `backward = { x = \"grad * y\" }`"),
+            Diagnostic::new(
+                path.span.clone(),
+                self.key("backward"),
+                format!("backward function `{}` {problem}", path.value),
+            )
+            .help(help),
         );
         None
     }
