@@ -632,6 +632,19 @@ fn lanes_sum(values: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
+/// A compute-floor pass of an element-wise op of two inputs: `f` over `a` and `b` into a buffer
+/// of its own. (Generic over `f`, so that it is inlined into the pass: through a function
+/// pointer the loop stays scalar.)
+fn zip_pass(a: Vec<f32>, b: Vec<f32>, f: impl Fn(f32, f32) -> f32) -> impl FnMut() {
+    let mut out = vec![0.0_f32; a.len()];
+    move || {
+        out.iter_mut()
+            .zip(a.iter().zip(&b))
+            .for_each(|(o, (a, b))| *o = f(*a, *b));
+        black_box(&mut out);
+    }
+}
+
 /// The compute floor of each fused op, `compute/<op>/<size>`: the op's arithmetic (the same
 /// `burn_route::kernels::arith` functions its Flex kernel calls) over `size` elements, as
 /// passes over [`L1`]-float buffers that stay in the cache, on one thread, compiled for AVX2
@@ -674,30 +687,18 @@ fn compute(c: &mut Criterion) {
     }
     let out = vec![0.0_f32; L1];
     // (Each closure owns its buffers.)
-    let (a1, b1) = (a.clone(), b.clone());
-    let mut o1 = out.clone();
-    run(c, "add_relu", move || {
-        o1.iter_mut()
-            .zip(a1.iter().zip(&b1))
-            .for_each(|(o, (a, b))| *o = arith::add_relu(*a, *b));
-        black_box(&mut o1);
-    });
-    let (a2, b2) = (a.clone(), b.clone());
-    let mut o2 = out.clone();
-    run(c, "axpby", move || {
-        o2.iter_mut()
-            .zip(a2.iter().zip(&b2))
-            .for_each(|(o, (a, b))| *o = arith::axpby(*a, *b, ALPHA, BETA));
-        black_box(&mut o2);
-    });
-    let (a3, b3) = (a.clone(), b.clone());
-    let mut o3 = out.clone();
-    run(c, "swiglu", move || {
-        o3.iter_mut()
-            .zip(a3.iter().zip(&b3))
-            .for_each(|(o, (g, u))| *o = arith::swiglu(*g, *u));
-        black_box(&mut o3);
-    });
+    // The element-wise ops of two inputs, into a buffer of their own.
+    run(
+        c,
+        "add_relu",
+        zip_pass(a.clone(), b.clone(), arith::add_relu),
+    );
+    run(
+        c,
+        "axpby",
+        zip_pass(a.clone(), b.clone(), |x, y| arith::axpby(x, y, ALPHA, BETA)),
+    );
+    run(c, "swiglu", zip_pass(a.clone(), b.clone(), arith::swiglu));
     let (a4, bias4) = (a.clone(), bias.clone());
     let mut o4 = out.clone();
     run(c, "bias_gelu", move || {

@@ -983,6 +983,15 @@ struct Shared<'t> {
     name: String,
 }
 
+/// The shared subterm `t` is, if any (its local is read instead of computing `t` again).
+fn shared_of<'s, 't>(t: &Term, shared: &'s [Shared<'t>]) -> Option<&'s Shared<'t>> {
+    if !compound(t) {
+        return None;
+    }
+    let key = format!("{t:?}");
+    shared.iter().find(|s| s.key == key)
+}
+
 /// Whether `t` is a compound tensor term worth a local of its own (not a plain read).
 fn compound(t: &Term) -> bool {
     t.tensor
@@ -1089,12 +1098,9 @@ impl Cx<'_> {
 /// of `shared` subterms), once per read, in the order the emitted expression reads them; `top`:
 /// `t` is a shared subterm's own definition, not a read of its local.
 fn tensor_reads<'t>(t: &'t Term, shared: &'t [Shared<'t>], top: bool, acc: &mut Vec<&'t str>) {
-    if !top && compound(t) {
-        let key = format!("{t:?}");
-        if let Some(local) = shared.iter().find(|s| s.key == key) {
-            acc.push(&local.name);
-            return;
-        }
+    if !top && let Some(local) = shared_of(t, shared) {
+        acc.push(&local.name);
+        return;
     }
     match &t.node {
         TermNode::Grad => acc.push(names::GRAD_LOCAL),
@@ -1115,16 +1121,8 @@ fn tensor_reads<'t>(t: &'t Term, shared: &'t [Shared<'t>], top: bool, acc: &mut 
 /// `term` as Rust; a long number-valued part is bound to a local (`let __n0 = ...;`) first,
 /// and a shared tensor subterm reads its local.
 fn term(t: &Term, cx: &mut Cx<'_>) -> Emitted {
-    if compound(t) {
-        let key = format!("{t:?}");
-        if let Some(name) = cx
-            .shared
-            .iter()
-            .find(|s| s.key == key)
-            .map(|s| s.name.clone())
-        {
-            return text(cx.read(&name), 3);
-        }
+    if let Some(name) = shared_of(t, cx.shared).map(|s| s.name.clone()) {
+        return text(cx.read(&name), 3);
     }
     let e = term_inner(t, cx);
     if t.tensor || flat(&e.doc).len() <= 40 {
