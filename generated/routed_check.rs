@@ -560,7 +560,7 @@ fn affine() {
     );
 }
 
-/// `moments` (ops.toml:364): values, policy, gradients and backends, by
+/// `moments` (ops.toml:366): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn moments() {
@@ -596,7 +596,7 @@ fn moments() {
     );
 }
 
-/// `fill_where` (ops.toml:384): values, policy, gradients and backends, by
+/// `fill_where` (ops.toml:386): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn fill_where() {
@@ -635,7 +635,7 @@ fn fill_where() {
     );
 }
 
-/// `count_nonfinite` (ops.toml:402): values, policy, gradients and backends, by
+/// `count_nonfinite` (ops.toml:404): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn count_nonfinite() {

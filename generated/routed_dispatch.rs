@@ -3777,7 +3777,7 @@ fn route_moments<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "moments",
         rt::Policy::Differentiable,
-        "ops.toml:364",
+        "ops.toml:366",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3927,7 +3927,7 @@ fn route_fill_where<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "fill_where",
         rt::Policy::Differentiable,
-        "ops.toml:384",
+        "ops.toml:386",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4087,7 +4087,7 @@ pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "count_nonfinite",
         rt::Policy::Detach,
-        "ops.toml:402",
+        "ops.toml:404",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),

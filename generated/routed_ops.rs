@@ -18,7 +18,7 @@ pub struct AffinePrimitive<B: rt::Backend> {
 
 /// The mean and the biased variance of a tensor along its last dimension, kept with size 1.
 ///
-/// Declared at `ops.toml:351`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:353`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 pub struct MomentsPrimitive<B: rt::Backend> {
@@ -30,7 +30,7 @@ pub struct MomentsPrimitive<B: rt::Backend> {
 
 /// What `fill_where` writes where its mask is set.
 ///
-/// Declared at `ops.toml:369`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:371`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
@@ -300,7 +300,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:364`.
+    /// - declared at `ops.toml:366`.
     #[must_use]
     fn moments(x: rt::FloatTensor<Self>) -> MomentsPrimitive<Self> {
         crate::kernels::composed::moments::<Self>(x)
@@ -315,7 +315,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:384`.
+    /// - declared at `ops.toml:386`.
     #[must_use]
     fn fill_where(
         x: rt::FloatTensor<Self>,
@@ -334,7 +334,7 @@ pub trait RoutedOps: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - async: routed at the call (planning, shape contracts, unwrapping); the future runs the
     ///   kernel.
-    /// - declared at `ops.toml:402`.
+    /// - declared at `ops.toml:404`.
     fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
         crate::kernels::composed::count_nonfinite::<Self>(x)
     }
@@ -1253,20 +1253,69 @@ pub mod autodiff {
         __tape.finish::<C, _>(__derivative, __output)
     }
 
-    /// [`RoutedOps::affine`](super::RoutedOps::affine) on `Autodiff<B, C>`: its composition run on
-    /// `Autodiff<B, C>`, whose primitives give the gradients.
+    /// The backward pass of [`RoutedOps::affine`](super::RoutedOps::affine), from its formulas
+    /// (ops.toml:349).
     ///
-    /// (The op declares no `backward`; `backward = "hand-written"` would make this kernel the
-    /// companion `...Autodiff` trait's.)
+    /// - `x`: `grad * p.scale`
+    /// - `p.scale`: `grad * x`
+    /// - `p.shift`: `grad`
+    #[derive(Clone, Debug)]
+    pub struct AffineBackward;
+
+    impl<B> __grad::Derivative<B, 3> for AffineBackward
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "affine";
+        const INPUTS: [&'static str; 3] = ["x", "p.scale", "p.shift"];
+        const GRADIENTS: [bool; 3] = [true, true, true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 3>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 3],
+        ) -> [Option<rt::FloatTensor<B>>; 3] {
+            let x = __saved.input(0);
+            let __p_scale = __saved.input(1);
+            let mut grad = __grad::Reused::new(grad);
+            let mut __grads = [None, None, None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul(
+                    grad.give(__tracked[1] || __tracked[2]),
+                    __p_scale,
+                ));
+            }
+            if __tracked[1] {
+                __grads[1] = Some(B::float_mul(grad.give(__tracked[2]), x));
+            }
+            if __tracked[2] {
+                __grads[2] = Some(grad.give(false));
+            }
+            __grads
+        }
+    }
+
+    /// [`RoutedOps::affine`](super::RoutedOps::affine) on `Autodiff<B, C>`: the forward pass on
+    /// `B`, and [`AffineBackward`] as its backward pass.
     pub fn affine<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
         p: AffinePrimitive<rt::Autodiff<B, C>>,
     ) -> rt::FloatTensor<rt::Autodiff<B, C>>
     where
-        B: rt::Backend,
+        B: super::RoutedOps,
         C: rt::CheckpointStrategy,
     {
-        crate::kernels::composed::affine::<rt::Autodiff<B, C>>(x, p)
+        let mut __tape = __grad::Tape::new([Some(x), Some(p.scale), p.shift], [true, true, false]);
+        let x = __tape.input(0);
+        let p = AffinePrimitive {
+            scale: __tape.input(1),
+            shift: __tape.optional(2),
+        };
+        let __output = <B as super::RoutedOps>::affine(x, p);
+        let __derivative = AffineBackward;
+        __tape.finish::<C, _>(__derivative, __output)
     }
 
     /// [`RoutedOps::moments`](super::RoutedOps::moments) on `Autodiff<B, C>`: its composition run

@@ -6,11 +6,12 @@
 //! sum     := product (("+" | "-") product)*
 //! product := unary (("*" | "/") unary)*
 //! unary   := "-" unary | atom
-//! atom    := number | name | name "(" formula ("," formula)* ")" | "(" formula ")"
+//! atom    := number | path | name "(" formula ("," formula)* ")" | "(" formula ")"
+//! path    := name ("." name)*
 //! ```
 //!
 //! Names are `grad` (the incoming gradient of the output), `output` (the op's float output) and
-//! the op's inputs; what a name and a function may be is checked by validation
+//! the op's inputs, and paths name fields of declared struct inputs (`p.scale`); what a name and a function may be is checked by validation
 //! ([`crate::validate`]), which also gives each node its kind (tensor or number).
 
 use std::ops::Range;
@@ -308,8 +309,23 @@ fn lex(text: &str) -> Result<Vec<(Token, Range<usize>)>, ParseError> {
                 }
             }
         } else if c.is_ascii_alphabetic() || c == '_' {
+            // A name, or a dotted path into a declared struct (`p.scale`).
             let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+            loop {
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                if bytes.get(i) != Some(&b'.') {
+                    break;
+                }
+                let field = bytes.get(i + 1).copied();
+                if !field.is_some_and(|b| b.is_ascii_alphabetic() || b == b'_') {
+                    return Err(ParseError {
+                        span: start..i + 1,
+                        message: format!("`{}` ends in `.` without a field name", &text[start..i]),
+                        help: "write a field after the dot, as in `p.scale`".to_owned(),
+                    });
+                }
                 i += 1;
             }
             out.push((Token::Name(text[start..i].to_owned()), start..i));

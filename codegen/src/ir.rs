@@ -428,7 +428,7 @@ pub struct Backward {
 impl Backward {
     /// The slot of float input `name` of `op`.
     pub fn slot(op: &Op, name: &str) -> Option<usize> {
-        op.float_slots().position(|(input, _)| input.name == name)
+        op.float_slots().position(|slot| slot.name == name)
     }
 }
 
@@ -511,11 +511,29 @@ pub struct Field {
     pub source: FieldSource,
 }
 
+impl Field {
+    /// Its Rust name in the derivative value and as a local: the input's name, or
+    /// `__p_eps` for member `p.eps`.
+    pub fn ident(&self) -> String {
+        crate::names::formula_local(&self.name)
+    }
+}
+
 /// Where a field's value comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FieldSource {
     /// Input `name` (not a float tensor).
     Input(String),
+    /// A plain field of a declared struct input: the input, the field names down to it, and
+    /// its Rust type.
+    Member {
+        /// The input.
+        input: String,
+        /// The field names from the input down to it.
+        fields: Vec<String>,
+        /// Its type (a plain Rust type).
+        ty: String,
+    },
     /// The output leaf at this tuple path (not the float output).
     Output(Vec<usize>),
 }
@@ -643,11 +661,40 @@ impl Op {
         self.policy == Policy::Differentiable && self.composite.is_none() && self.backward.is_none()
     }
 
-    /// The float tensor inputs of one tensor or an `Option` (the slots of a declared backward
-    /// pass), in order.
-    pub fn float_slots(&self) -> impl Iterator<Item = (&Input, &TensorArg)> {
-        self.tensor_inputs()
-            .filter(|(_, t)| t.kind == TensorKind::Float && t.container != Container::Vec)
+    /// The slots of a declared backward pass, in order: each float tensor input of one tensor
+    /// or an `Option`, and each such field of a declared struct input (reached through struct
+    /// fields only, never an enum variant), in declaration order.
+    pub fn float_slots(&self) -> impl Iterator<Item = Slot<'_>> {
+        self.inputs.iter().flat_map(|input| {
+            let slots: Vec<Slot<'_>> = match &input.arg {
+                Arg::Tensor(t) if t.slot() => vec![Slot {
+                    name: input.name.clone(),
+                    input,
+                    fields: Vec::new(),
+                    tensor: t,
+                }],
+                Arg::Declared { leaves, .. } => leaves
+                    .iter()
+                    .filter(|leaf| leaf.tensor.slot() && !leaf.refutable())
+                    .map(|leaf| Slot {
+                        name: format!("{}.{}", input.name, leaf.label()),
+                        input,
+                        fields: leaf
+                            .path
+                            .iter()
+                            .map(|step| match step {
+                                Step::Field { field, .. } | Step::Variant { field, .. } => {
+                                    field.as_str()
+                                }
+                            })
+                            .collect(),
+                        tensor: &leaf.tensor,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            slots
+        })
     }
 
     /// The device input, if any.
@@ -665,6 +712,36 @@ pub struct Input {
     pub arg: Arg,
     /// Its shape contract (tensor inputs only).
     pub shape: Option<ShapeContract>,
+}
+
+/// One float tensor a declared backward pass gives a gradient (see [`Op::float_slots`]).
+#[derive(Clone, Debug)]
+pub struct Slot<'a> {
+    /// Its name in formulas, `backward` keys and messages: `x`, or `p.scale` for a field of a
+    /// declared struct input.
+    pub name: String,
+    /// The input it is, or is a field of.
+    pub input: &'a Input,
+    /// The field names from the input down to it; empty for a tensor input.
+    pub fields: Vec<&'a str>,
+    /// The tensor (one, or an `Option`).
+    pub tensor: &'a TensorArg,
+}
+
+impl Slot<'_> {
+    /// The Rust local that holds it in generated code.
+    pub fn local(&self) -> String {
+        crate::names::slot_local(&self.input.name, &self.fields)
+    }
+
+    /// Its shape contract: a tensor input's own (a field has none).
+    pub fn shape(&self) -> Option<&ShapeContract> {
+        if self.fields.is_empty() {
+            self.input.shape.as_ref()
+        } else {
+            None
+        }
+    }
 }
 
 /// How an input's shape must relate to another input's, checked before any kernel runs.
@@ -711,6 +788,13 @@ pub struct TensorArg {
     pub container: Container,
     /// What an output declares about its shape and dtype (outputs only).
     pub meta: OutputMeta,
+}
+
+impl TensorArg {
+    /// Whether it can be a slot of a declared backward pass: a float tensor, one or optional.
+    pub fn slot(&self) -> bool {
+        self.kind == TensorKind::Float && self.container != Container::Vec
+    }
 }
 
 /// An output's declared shape and dtype.

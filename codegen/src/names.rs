@@ -625,6 +625,27 @@ fn split_words(name: &str) -> Vec<String> {
     words
 }
 
+/// The local holding slot `input.fields...` of a declared backward pass in generated code: the
+/// input's own name for a tensor input, `__p_scale` for field `scale` of input `p` (manifest
+/// names never start with `__`, so no input is named like it; validation refuses two fields
+/// of one op that would share a local, `p.a_b` and `p.a.b`).
+pub fn slot_local(input: &str, fields: &[&str]) -> String {
+    if fields.is_empty() {
+        input.to_owned()
+    } else {
+        format!("__{input}_{}", fields.join("_"))
+    }
+}
+
+/// The local of a formula name: a slot or number by its manifest path (`x`, `p.scale`), or a
+/// name the generator chose (`grad`, `__t0`), which is its own local.
+pub fn formula_local(name: &str) -> String {
+    let mut parts = name.split('.');
+    let input = parts.next().unwrap_or_default();
+    let fields: Vec<&str> = parts.collect();
+    slot_local(input, &fields)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

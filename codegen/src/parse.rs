@@ -706,19 +706,7 @@ impl Parser {
             }
             DeValue::Table(table) => {
                 let mut entries = Vec::new();
-                for (key, item) in table.iter() {
-                    let name = Sp::new(key.get_ref().to_string(), key.span());
-                    match item.get_ref() {
-                        DeValue::String(s) => {
-                            entries.push((name, Sp::new(s.to_string(), item.span())));
-                        }
-                        _ => self.wrong_type(
-                            item,
-                            &join(path, key.get_ref()),
-                            "a formula (a string such as \"grad * y\", or \"none\")",
-                        ),
-                    }
-                }
+                self.formula_entries(table, "", path, &mut entries);
                 Some(BackwardSpec::Formulas {
                     span: value.span(),
                     entries,
@@ -731,6 +719,36 @@ impl Parser {
                     "a table of formulas (`{ x = \"grad * y\" }`) or a function path (a string)",
                 );
                 None
+            }
+        }
+    }
+
+    /// The formulas of a `backward` table, keyed by input; a nested table (TOML's dotted key
+    /// `p.scale = "..."`) keys the fields of a declared struct input, as `"p.scale"` does.
+    fn formula_entries(
+        &mut self,
+        table: &toml::de::DeTable<'_>,
+        prefix: &str,
+        path: &str,
+        entries: &mut Vec<(Sp<String>, Sp<String>)>,
+    ) {
+        for (key, item) in table.iter() {
+            let name = format!("{prefix}{}", key.get_ref());
+            match item.get_ref() {
+                DeValue::String(s) => {
+                    entries.push((
+                        Sp::new(name, key.span()),
+                        Sp::new(s.to_string(), item.span()),
+                    ));
+                }
+                DeValue::Table(inner) => {
+                    self.formula_entries(inner, &format!("{name}."), path, entries);
+                }
+                _ => self.wrong_type(
+                    item,
+                    &join(path, &name),
+                    "a formula (a string such as \"grad * y\", or \"none\")",
+                ),
             }
         }
     }

@@ -176,6 +176,14 @@ fn backward() -> impl Strategy<Value = &'static str> {
         Just("backward = \"handwritten\"\n"),
         Just("async = true\nbackward = \"hand-written\"\n"),
         Just("no_gradient = [\"a\"]\n"),
+        // Fields of declared struct inputs by path: keys quoted and dotted, reads of floats,
+        // numbers, optional and missing fields, a trailing dot, `save` of fields and structs.
+        Just(
+            "backward = { \"a.x\" = \"grad * a.y\", a.y = \"grad * a.x.z + a.\", \"b.0\" = \"none\", a = \"grad\" }\n"
+        ),
+        Just("backward = { \"a.f0\" = \"grad * a.f1 * output.f0\", b = \"grad * a\" }\n"),
+        Just("backward = \"crate::g::f\"\nsave = [\"a.x\", \"a\", \"a.Dense.0\", \"b.c.d\"]\n"),
+        Just("backward = { \"a.f0\" = \"grad\" }\ncheckpoint = \"recompute\"\n"),
         Just(
             "check = { shapes = { a = [2, 3], b = [[1], [2]] }, ranges = { a = [1, 0] }, args = { a = \"1 +\" }, tolerance = 0, gradients = 1 }\n"
         ),
@@ -378,6 +386,84 @@ fn valid_declared_manifest() -> impl Strategy<Value = String> {
         })
 }
 
+/// Manifests whose backward passes reach into a declared struct input, all valid: a struct
+/// `S` of float (one or optional), int and plain fields and a nested struct `N`; an op over
+/// `x` and `s` with a formula per float field (or `"none"`), each reading floats and numbers
+/// the struct holds, or a backward function getting them all.
+fn valid_member_backward_manifest() -> impl Strategy<Value = String> {
+    let field = prop_oneof![
+        3 => Just("tensor = \"float\""),
+        1 => Just("tensor = \"float\", container = \"option\""),
+        1 => Just("tensor = \"int\""),
+        1 => Just("type = \"f32\""),
+        1 => Just("type = \"usize\""),
+        1 => Just("type = \"String\""),
+    ];
+    (
+        prop::collection::vec(field, 0..4),
+        any::<bool>(),
+        prop::collection::vec(0usize..8, 4),
+        any::<bool>(),
+        prop_oneof![Just("[\"Flex\"]"), Just("[\"Flex\", \"Remote\"]")],
+    )
+        .prop_map(|(fields, function, picks, quoted, backends)| {
+            let mut text = format!("[routing]\ntrait = \"Ops\"\nbackends = {backends}\n");
+            text.push_str("\n[[type]]\nname = \"N\"\nfields = [{ name = \"b\", tensor = \"float\" }, { name = \"eps\", type = \"f32\" }]\n");
+            let mut items: Vec<String> = fields
+                .iter()
+                .enumerate()
+                .map(|(j, f)| format!("{{ name = \"f{j}\", {f} }}"))
+                .collect();
+            items.push("{ name = \"n\", type = \"N\" }".to_owned());
+            let _ = writeln!(text, "\n[[type]]\nname = \"S\"\nfields = [{}]", items.join(", "));
+            // What the formulas may read: `x`, the struct's single floats and its numbers.
+            let mut tensors = vec!["x".to_owned(), "s.n.b".to_owned()];
+            let mut numbers = vec!["s.n.eps".to_owned()];
+            let mut slots = vec!["x".to_owned()];
+            for (j, f) in fields.iter().enumerate() {
+                match *f {
+                    "tensor = \"float\"" => {
+                        tensors.push(format!("s.f{j}"));
+                        slots.push(format!("s.f{j}"));
+                    }
+                    "tensor = \"float\", container = \"option\"" => slots.push(format!("s.f{j}")),
+                    "type = \"f32\"" | "type = \"usize\"" => numbers.push(format!("s.f{j}")),
+                    _ => {}
+                }
+            }
+            slots.push("s.n.b".to_owned());
+            let backward = if function {
+                "backward = \"crate::grads::f\"\n".to_owned()
+            } else {
+                let entries: Vec<String> = slots
+                    .iter()
+                    .enumerate()
+                    .map(|(i, slot)| {
+                        let pick = picks[i % picks.len()] + i;
+                        let formula = match pick % 4 {
+                            0 => "none".to_owned(),
+                            1 => format!("grad * {}", tensors[pick % tensors.len()]),
+                            2 => format!("grad * {} * {}", tensors[pick % tensors.len()], numbers[pick % numbers.len()]),
+                            _ => format!("grad / (1 + {})", numbers[pick % numbers.len()]),
+                        };
+                        let key = if quoted || !slot.contains('.') {
+                            format!("\"{slot}\"")
+                        } else {
+                            slot.clone()
+                        };
+                        format!("{key} = \"{formula}\"")
+                    })
+                    .collect();
+                format!("backward = {{ {} }}\n", entries.join(", "))
+            };
+            let _ = write!(
+                text,
+                "\n[[op]]\nname = \"op\"\nautodiff = \"differentiable\"\ncomposition = \"crate::k::op\"\ninputs = [{{ name = \"x\", tensor = \"float\" }}, {{ name = \"s\", type = \"S\" }}]\noutput = {{ tensor = \"float\" }}\n{backward}"
+            );
+            text
+        })
+}
+
 /// Replaces one byte range with junk: the manifest may stop being TOML at all.
 fn mutated() -> impl Strategy<Value = String> {
     (
@@ -456,6 +542,14 @@ proptest! {
 
     #[test]
     fn mutated_manifests_never_panic(source in mutated()) {
+        check(&source);
+    }
+
+    #[test]
+    fn valid_member_backward_passes_render(source in valid_member_backward_manifest()) {
+        if let Err(err) = Builder::new("ops.toml").render_str(&source) {
+            panic!("refused:\n{err}\n{source}");
+        }
         check(&source);
     }
 

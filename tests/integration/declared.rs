@@ -57,7 +57,7 @@ mod forward {
 
     use super::routed::ops::{
         BatchPrimitive, FloatPairPrimitive, IntPairPrimitive, MaskedPrimitive,
-        NestedInputsPrimitive, OperandPrimitive,
+        NestedInputsPrimitive, OperandPrimitive, ScalingPrimitive,
     };
 
     pub fn pick<B: Backend>(op: OperandPrimitive<B>) -> FloatTensor<B> {
@@ -119,6 +119,11 @@ mod forward {
         }
     }
 
+    pub fn scale_bias<B: Backend>(x: FloatTensor<B>, s: ScalingPrimitive<B>) -> FloatTensor<B> {
+        let shifted = B::float_add(B::float_mul(x, s.w), s.bias.b);
+        B::float_mul_scalar(shifted, Scalar::from(s.bias.gain))
+    }
+
     pub fn weighted_sum<B: Backend>(batch: BatchPrimitive<B>) -> FloatTensor<B> {
         let mut items = batch.items.into_iter();
         let first = items.next().expect("at least one item");
@@ -128,6 +133,24 @@ mod forward {
             None => sum,
         };
         B::float_mul_scalar(weighted, Scalar::from(batch.scale))
+    }
+}
+
+/// The backward function of `mul_pair_fn`: the struct's float fields arrive one by one, in
+/// declaration order (`p.x`, `p.y`), and each gets its gradient.
+mod backward {
+    use burn_route::rt::{Backend, FloatTensor};
+
+    pub fn mul_pair<B: Backend>(
+        p_x: FloatTensor<B>,
+        p_y: FloatTensor<B>,
+        grad: FloatTensor<B>,
+        tracked: [bool; 2],
+    ) -> [Option<FloatTensor<B>>; 2] {
+        [
+            tracked[0].then(|| B::float_mul(grad.clone(), p_y)),
+            tracked[1].then(|| B::float_mul(grad, p_x)),
+        ]
     }
 }
 
@@ -379,6 +402,72 @@ fn a_struct_input_propagates_gradients_under_its_strategy() {
             assert_eq!(values(&x.grad(&grads).expect("x's gradient")), [4.0, 5.0]);
             assert_eq!(values(&y.grad(&grads).expect("y's gradient")), [2.0, 3.0]);
         }
+    });
+}
+
+/// A backward pass written as formulas over a struct's fields (`s.w`, the nested `s.bias.b`
+/// and the plain `s.bias.gain`): each field gets its gradient, summed back to its own shape,
+/// and the int field the pass never reads rides along.
+#[cfg(feature = "autodiff")]
+#[test]
+fn formulas_over_struct_fields_give_each_field_its_gradient() {
+    use routed::tensor::{Bias, Scaling};
+    each_device(|device| {
+        let autodiff = device.clone().autodiff();
+        let x = tensor(&[1.0, 2.0, 3.0, -1.0, 0.5, 4.0], [2, 3], &autodiff).require_grad();
+        let w = tensor(&[2.0, -1.0, 0.5], [1, 3], &autodiff).require_grad();
+        let b = tensor(&[0.25, -0.75], [2, 1], &autodiff).require_grad();
+        let tag = Tensor::<2, Int>::from_ints([[7, 8, 9], [1, 2, 3]], &autodiff);
+        let out = ops::scale_bias(
+            x.clone(),
+            Scaling {
+                w: w.clone(),
+                bias: Bias {
+                    b: b.clone(),
+                    gain: 3.0,
+                },
+                tag: Some(tag),
+            },
+        );
+        // (x * w + b) * 3, w broadcast over rows, b over columns.
+        let xs = [1.0f32, 2.0, 3.0, -1.0, 0.5, 4.0];
+        let ws = [2.0f32, -1.0, 0.5];
+        let bs = [0.25f32, -0.75];
+        let expected: Vec<f32> = (0..6)
+            .map(|i| (xs[i] * ws[i % 3] + bs[i / 3]) * 3.0)
+            .collect();
+        assert_close(&values(&out), &expected, 1e-6, "scale_bias values");
+        let grads = out.sum().backward();
+        let dx: Vec<f32> = (0..6).map(|i| ws[i % 3] * 3.0).collect();
+        let dw: Vec<f32> = (0..3).map(|j| (xs[j] + xs[j + 3]) * 3.0).collect();
+        assert_close(&values(&x.grad(&grads).expect("x")), &dx, 1e-6, "d/dx");
+        assert_close(&values(&w.grad(&grads).expect("s.w")), &dw, 1e-5, "d/ds.w");
+        assert_close(
+            &values(&b.grad(&grads).expect("s.bias.b")),
+            &[9.0, 9.0],
+            1e-6,
+            "d/ds.bias.b",
+        );
+    });
+}
+
+/// A backward function over a struct's fields gets them one by one, and each tracked field its
+/// gradient; an untracked field gets none.
+#[cfg(feature = "autodiff")]
+#[test]
+fn a_backward_function_gets_a_structs_fields() {
+    each_device(|device| {
+        let autodiff = device.clone().autodiff();
+        let x = tensor(&[2.0, 3.0], [2], &autodiff).require_grad();
+        let y = tensor(&[4.0, 5.0], [2], &autodiff);
+        let out = ops::mul_pair_fn(FloatPair {
+            x: x.clone(),
+            y: y.clone(),
+        });
+        assert_eq!(values(&out), [8.0, 15.0]);
+        let grads = out.sum().backward();
+        assert_eq!(values(&x.grad(&grads).expect("x's gradient")), [4.0, 5.0]);
+        assert!(y.grad(&grads).is_none(), "y is not tracked");
     });
 }
 

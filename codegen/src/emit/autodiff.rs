@@ -30,8 +30,33 @@ pub(super) fn module(ir: &Ir, w: &mut Writer) {
     w.open(format!("pub mod {} {{", names::AUTODIFF_MODULE));
     let composed: Vec<&Op> = ir.ops.iter().filter(|op| op.composed_autodiff()).collect();
     let mut declared: Vec<String> = Vec::new();
-    for op in &composed {
+    for op in ir
+        .ops
+        .iter()
+        .filter(|op| op.composed_autodiff() || op.backward.is_some())
+    {
         declared_names(op, &mut declared);
+    }
+    // A declared backward pass rebuilds its struct inputs on `B`, nested structs included.
+    let mut rebuilt: Vec<String> = Vec::new();
+    for op in ir.ops.iter().filter(|op| op.backward.is_some()) {
+        for input in &op.inputs {
+            if let Arg::Declared { name, .. } = &input.arg {
+                rebuilt.push(name.clone());
+            }
+        }
+    }
+    while let Some(ty) = rebuilt.pop() {
+        if let crate::ir::TypeBody::Struct(members) = &ir.type_def(&ty).body {
+            for m in members {
+                if let crate::ir::MemberType::Declared(inner) = &m.ty
+                    && !declared.contains(inner)
+                {
+                    declared.push(inner.clone());
+                    rebuilt.push(inner.clone());
+                }
+            }
+        }
     }
     let mut imports = vec![super::Use::new(format!("super::{}", names::RUNTIME))];
     imports.extend(
@@ -52,7 +77,7 @@ pub(super) fn module(ir: &Ir, w: &mut Writer) {
     let types = names::derivative_structs(derived.iter().map(|(i, op)| (*i, op.name.as_str())));
     for ((_, op), ty) in derived.iter().zip(types) {
         let group = &ir.groups[op.group].name;
-        op_items(op, group, &ty, w);
+        op_items(ir, op, group, &ty, w);
     }
     for op in composed {
         composed_fn(op, &ir.groups[op.group].name, w);
@@ -173,6 +198,7 @@ pub(super) fn field_type_on(op: &Op, source: &FieldSource, backend: &str) -> Str
                 }
             }
         }
+        FieldSource::Member { ty, .. } => ty.clone(),
         FieldSource::Output(path) => match crate::validate::leaf_at(&op.output, path) {
             Some(Output::Tensor(t)) => owned_contained(t, &primitive(t.kind, backend)),
             Some(Output::Plain(ty)) => ty.clone(),
@@ -197,7 +223,7 @@ fn uses_backend(op: &Op, backward: &Backward) -> bool {
         .any(|f| field_type(op, &f.source).contains("<B>"))
 }
 
-fn op_items(op: &Op, group: &str, ty: &str, w: &mut Writer) {
+fn op_items(ir: &Ir, op: &Op, group: &str, ty: &str, w: &mut Writer) {
     let backward = op.backward.as_ref().expect("an op with a backward pass");
     let n = backward.reads.len();
     let ty = ty.to_owned();
@@ -222,9 +248,9 @@ fn op_items(op: &Op, group: &str, ty: &str, w: &mut Writer) {
     )];
     if let BackwardForm::Formulas(formulas) = &backward.form {
         doc.push(String::new());
-        for ((input, _), f) in op.float_slots().zip(formulas) {
+        for (slot, f) in op.float_slots().zip(formulas) {
             let text = f.as_ref().map_or("none", |f| f.text.as_str());
-            doc.push(format!("- `{}`: `{text}`", input.name));
+            doc.push(format!("- `{}`: `{text}`", slot.name));
         }
     }
     w.doc(&doc);
@@ -241,7 +267,7 @@ fn op_items(op: &Op, group: &str, ty: &str, w: &mut Writer) {
         for field in &backward.fields {
             w.line(format!(
                 "{}: {},",
-                field.name,
+                field.ident(),
                 field_type(op, &field.source)
             ));
         }
@@ -268,7 +294,7 @@ fn op_items(op: &Op, group: &str, ty: &str, w: &mut Writer) {
     ));
     let inputs: Vec<Doc> = op
         .float_slots()
-        .map(|(input, _)| super::string_literal(&input.name).into())
+        .map(|slot| super::string_literal(&slot.name).into())
         .collect();
     w.assign(
         format!("const INPUTS: [&'static str; {n}] = "),
@@ -329,7 +355,7 @@ fn op_items(op: &Op, group: &str, ty: &str, w: &mut Writer) {
         ],
         w,
     );
-    autodiff_body(op, group, backward, &ty, w);
+    autodiff_body(ir, op, group, backward, &ty, w);
     w.close("}");
 }
 
@@ -437,7 +463,9 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
                 .map(|a| match a {
                     SavedValue::Float(i) => saved_input(op, *i),
                     SavedValue::Output => format!("{}.output()", names::SAVED).into(),
-                    SavedValue::Field(name) => format!("self.{name}").into(),
+                    SavedValue::Field(name) => {
+                        format!("self.{}", names::formula_local(name)).into()
+                    }
                 })
                 .collect();
             items.push(names::GRAD_LOCAL.into());
@@ -472,9 +500,13 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
             for f in formulas.iter().flatten() {
                 term_inputs(&f.expr, &mut read);
             }
-            for (i, (input, _)) in op.float_slots().enumerate() {
-                if read.contains(&input.name.as_str()) {
-                    w.line(format!("let {} = {}.input({i});", input.name, names::SAVED));
+            for (i, slot) in op.float_slots().enumerate() {
+                if read.contains(&slot.name.as_str()) {
+                    w.line(format!(
+                        "let {} = {}.input({i});",
+                        slot.local(),
+                        names::SAVED
+                    ));
                 }
             }
             if backward.reads_output {
@@ -490,7 +522,11 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
                 .iter()
                 .filter(|f| scalars.contains(&f.name.as_str()))
             {
-                w.line(format!("let {0} = {G}::number(&self.{0});", field.name));
+                w.line(format!(
+                    "let {} = {G}::number(&self.{});",
+                    names::formula_local(&field.name),
+                    field.ident()
+                ));
             }
             // Each tensor local is moved into its last read, so the last primitive that reads
             // it can work in place; a local read by several formulas is a `Reused`, which
@@ -532,7 +568,8 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
                 }
             }
             for name in &reused {
-                w.line(format!("let mut {name} = {G}::Reused::new({name});"));
+                let local = names::formula_local(name);
+                w.line(format!("let mut {local} = {G}::Reused::new({local});"));
             }
             if !tracked_used {
                 w.line(format!("[{}]", vec!["None"; n].join(", ")));
@@ -545,7 +582,10 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
                 for (i, f) in formulas.iter().enumerate() {
                     let Some(f) = f else { continue };
                     let mut bindings = Vec::new();
-                    let input = op.float_slots().nth(i).map_or("", |(input, _)| &input.name);
+                    let input = op
+                        .float_slots()
+                        .nth(i)
+                        .map_or(String::new(), |slot| slot.name);
                     let context = format!("op `{}`, input `{input}`: `{}`", op.name, f.text);
                     let mut left: Vec<(&str, usize)> = Vec::new();
                     for name in &reads[i] {
@@ -598,7 +638,7 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
 
 /// `__saved.input(i)` (or `.optional(i)`) for float slot `i`.
 fn saved_input(op: &Op, slot: usize) -> Doc {
-    let (_, t) = op.float_slots().nth(slot).expect("a slot");
+    let t = op.float_slots().nth(slot).expect("a slot").tensor;
     let method = if t.container == Container::Option {
         "optional"
     } else {
@@ -701,11 +741,16 @@ fn pattern(out: &Output, path: &mut Vec<usize>, keep: &[usize], only: bool) -> S
 }
 
 /// The body of the op's function on `Autodiff<B, C>`.
-fn autodiff_body(op: &Op, group: &str, backward: &Backward, ty: &str, w: &mut Writer) {
+fn autodiff_body(ir: &Ir, op: &Op, group: &str, backward: &Backward, ty: &str, w: &mut Writer) {
     let slots: Vec<Doc> = op
         .float_slots()
-        .map(|(input, t)| {
-            let name = &input.name;
+        .map(|slot| {
+            let t = slot.tensor;
+            let mut name = slot.input.name.clone();
+            for field in &slot.fields {
+                name.push('.');
+                name.push_str(field);
+            }
             match (t.borrowed, t.container) {
                 (false, Container::Option) => name.clone(),
                 (false, _) => format!("Some({name})"),
@@ -747,10 +792,26 @@ fn autodiff_body(op: &Op, group: &str, backward: &Backward, ty: &str, w: &mut Wr
         .filter(|f| matches!(f.source, FieldSource::Input(_)))
         .map(|f| f.name.as_str())
         .collect();
+    // The plain struct fields the derivative keeps, copied before the struct moves.
+    for field in &backward.fields {
+        if let FieldSource::Member { input, fields, .. } = &field.source {
+            w.line(format!(
+                "let {} = {G}::keep(&{input}.{});",
+                field.ident(),
+                fields.join(".")
+            ));
+        }
+    }
     let mut slot = 0;
     let mut args: Vec<Doc> = Vec::new();
     for input in &op.inputs {
         match &input.arg {
+            Arg::Declared { name: ty, .. } => {
+                // The struct again on `B`: its float fields from the tape, the rest moved.
+                let value = rebuild(ir, ty, &input.name, &mut slot);
+                w.assign(format!("let {} = ", input.name), value, ";");
+                args.push(input.name.clone().into());
+            }
             Arg::Tensor(t) if is_slot(t) => {
                 let method = if t.container == Container::Option {
                     "optional"
@@ -815,6 +876,7 @@ fn autodiff_body(op: &Op, group: &str, backward: &Backward, ty: &str, w: &mut Wr
                 FieldSource::Output(path) => {
                     format!("{}: {G}::keep(&{})", f.name, out_name(path)).into()
                 }
+                FieldSource::Member { .. } => f.ident().into(),
             })
             .collect();
         super::code::cat([format!("{ty} ").into(), super::code::struct_literal(items)])
@@ -845,6 +907,43 @@ fn autodiff_body(op: &Op, group: &str, backward: &Backward, ty: &str, w: &mut Wr
         let whole = pattern(&op.output, &mut Vec::new(), &[], false);
         w.line(whole);
     }
+}
+
+/// Declared struct `ty` on `B`, rebuilt from `value` (the struct on `Autodiff<B, C>`): each
+/// float field (a slot, counted by `slot`) taken from the tape, every other field moved (an int
+/// or bool primitive of `Autodiff<B, C>` is `B`'s).
+fn rebuild(ir: &Ir, ty: &str, value: &str, slot: &mut usize) -> Doc {
+    let def = ir.type_def(ty);
+    let crate::ir::TypeBody::Struct(members) = &def.body else {
+        unreachable!("validation: a declared backward pass takes declared structs only")
+    };
+    let items: Vec<Doc> = members
+        .iter()
+        .map(|m| {
+            let field = m.name.as_deref().expect("a struct's fields are named");
+            let path = format!("{value}.{field}");
+            match &m.ty {
+                crate::ir::MemberType::Tensor(t) if is_slot(t) => {
+                    let method = if t.container == Container::Option {
+                        "optional"
+                    } else {
+                        "input"
+                    };
+                    let taken = format!("{field}: {}.{method}({})", names::TAPE, *slot);
+                    *slot += 1;
+                    taken.into()
+                }
+                crate::ir::MemberType::Declared(inner) => {
+                    super::code::cat([format!("{field}: ").into(), rebuild(ir, inner, &path, slot)])
+                }
+                _ => format!("{field}: {path}").into(),
+            }
+        })
+        .collect();
+    super::code::cat([
+        format!("{} ", names::primitive_type(ty)).into(),
+        super::code::struct_literal(items),
+    ])
 }
 
 fn is_reference(arg: &Arg) -> bool {
@@ -1069,6 +1168,7 @@ impl Cx<'_> {
     /// A read of tensor local `name`: a clone while another read may follow, the local itself
     /// at the last.
     fn read(&mut self, name: &str) -> String {
+        let local = names::formula_local(name);
         let left = self
             .left
             .iter_mut()
@@ -1079,16 +1179,16 @@ impl Cx<'_> {
             })
             .expect("every read was counted");
         match self.later.iter().find(|(n, _)| *n == name) {
-            None if left > 0 => format!("{name}.clone()"),
-            None => name.to_owned(),
-            Some(_) if left > 0 => format!("{name}.get()"),
-            Some((_, users)) if users.is_empty() => format!("{name}.give(false)"),
+            None if left > 0 => format!("{local}.clone()"),
+            None => local,
+            Some(_) if left > 0 => format!("{local}.get()"),
+            Some((_, users)) if users.is_empty() => format!("{local}.give(false)"),
             Some((_, users)) => {
                 let more: Vec<String> = users
                     .iter()
                     .map(|j| format!("{}[{j}]", names::TRACKED))
                     .collect();
-                format!("{name}.give({})", more.join(" || "))
+                format!("{local}.give({})", more.join(" || "))
             }
         }
     }
@@ -1141,7 +1241,7 @@ fn term_inner(t: &Term, cx: &mut Cx<'_>) -> Emitted {
         TermNode::Grad => text(cx.read(names::GRAD_LOCAL), 3),
         TermNode::Output => text(cx.read("output"), 3),
         TermNode::Input(name) => text(cx.read(name), 3),
-        TermNode::Scalar(name) => text(name.clone(), 3),
+        TermNode::Scalar(name) => text(names::formula_local(name), 3),
         TermNode::Neg(inner) => {
             let tensor = inner.tensor;
             let inner = term(inner, cx);

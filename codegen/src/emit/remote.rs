@@ -165,13 +165,13 @@ impl BackwardKernel<'_> {
             .iter()
             .map(|arg| match arg {
                 SavedValue::Float(i) => {
-                    let (input, t) = slots[*i];
-                    let (ty, kind) = if t.container == Container::Option {
+                    let slot = &slots[*i];
+                    let (ty, kind) = if slot.tensor.container == Container::Option {
                         ("Option<rt::FloatTensor<Self>>", SavedKind::FloatOption(*i))
                     } else {
                         ("rt::FloatTensor<Self>", SavedKind::Float(*i))
                     };
-                    (input.name.clone(), ty.to_owned(), kind)
+                    (slot.local(), ty.to_owned(), kind)
                 }
                 SavedValue::Output => (
                     names::SAVED_OUTPUT.to_owned(),
@@ -190,7 +190,7 @@ impl BackwardKernel<'_> {
                         Some(t) => SavedKind::Tensor(t.kind, t.container),
                         None => SavedKind::Plain,
                     };
-                    (field.clone(), ty, kind)
+                    (names::formula_local(field), ty, kind)
                 }
             })
             .collect()
@@ -217,6 +217,7 @@ fn field_tensor<'a>(op: &'a Op, source: &FieldSource) -> Option<&'a TensorArg> {
             Arg::Tensor(t) => Some(t),
             _ => None,
         },
+        FieldSource::Member { .. } => None,
         FieldSource::Output(path) => match crate::validate::leaf_at(&op.output, path)? {
             Output::Tensor(t) => Some(t),
             _ => None,
@@ -524,16 +525,14 @@ fn implied_by(
     like: &[Option<(String, bool)>],
 ) -> Option<(&'static str, String)> {
     let slots: Vec<_> = kernel.op.float_slots().collect();
-    let contract = slots.get(slot)?.0.shape.as_ref()?;
+    let contract = slots.get(slot)?.shape()?;
     if !matches!(
         contract.rule,
         ShapeRule::SameAs | ShapeRule::LastDimOf | ShapeRule::LeadingDimsOf
     ) {
         return None;
     }
-    let of = slots
-        .iter()
-        .position(|(input, _)| input.name == contract.of)?;
+    let of = slots.iter().position(|s| s.name == contract.of)?;
     match &like[of] {
         Some((spec, false)) => Some((contract.rule.variant(), spec.clone())),
         _ => None,

@@ -353,7 +353,7 @@ fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
         return;
     };
     let n = backward.reads.len();
-    let slots: Vec<(&crate::ir::Input, &crate::ir::TensorArg)> = op.float_slots().collect();
+    let slots: Vec<crate::ir::Slot<'_>> = op.float_slots().collect();
     // A saved input named like a parameter the function gets after it is renamed.
     let reserved = |name: &str| -> String {
         let taken = name == "grad"
@@ -369,13 +369,14 @@ fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
         .iter()
         .map(|arg| match arg {
             SavedValue::Float(i) => {
-                let (input, t) = slots[*i];
-                let ty = if t.container == Container::Option {
+                let slot = &slots[*i];
+                let ty = if slot.tensor.container == Container::Option {
                     "Option<rt::FloatTensor<B>>"
                 } else {
                     "rt::FloatTensor<B>"
                 };
-                super::param(&reserved(&input.name), ty)
+                // A struct's field `p.scale` is parameter `p_scale`.
+                super::param(&reserved(&slot.name.replace('.', "_")), ty)
             }
             SavedValue::Output => super::param("output", "rt::FloatTensor<B>"),
             SavedValue::Field(field) => {
@@ -385,7 +386,7 @@ fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
                     .find(|f| &f.name == field)
                     .map(|f| f.source.clone())
                     .unwrap_or(FieldSource::Input(field.clone()));
-                let param_name = reserved(field.trim_start_matches('_'));
+                let param_name = reserved(&field.trim_start_matches('_').replace('.', "_"));
                 super::param(&param_name, &super::autodiff::field_type(op, &source))
             }
         })

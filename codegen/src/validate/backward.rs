@@ -6,8 +6,8 @@ use std::ops::Range;
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::formula::{self, Expr, ExprKind, Param};
 use crate::ir::{
-    Arg, Backward, BackwardForm, Container, Field, FieldSource, Formula, Input, Op, Output, Policy,
-    SavedValue, TensorKind, Term, TermNode,
+    Arg, Backward, BackwardForm, Container, Field, FieldSource, Formula, MemberType, Op, Output,
+    Policy, SavedValue, TensorKind, Term, TermNode, TypeBody, TypeDef,
 };
 use crate::model::{BackwardSpec, OpSpec, Sp};
 use crate::parse::HAND_WRITTEN;
@@ -25,6 +25,7 @@ pub(super) struct Cx<'a> {
     pub source: &'a str,
     pub location: String,
     pub bounds: &'a [String],
+    pub types: &'a [TypeDef],
 }
 
 struct Check<'a> {
@@ -33,6 +34,17 @@ struct Check<'a> {
     path: String,
     diags: Vec<Diagnostic>,
     source: &'a str,
+    types: &'a [TypeDef],
+}
+
+/// What a dotted name (`p.scale`, `p.inner.eps`) reaches in a declared struct input.
+enum Member<'a> {
+    /// A member that is a float tensor slot.
+    Slot(usize),
+    /// A plain field of this type.
+    Plain(&'a str),
+    /// A field of another kind: what it is, for the message.
+    Other(String),
 }
 
 /// Lowers `spec`'s backward pass for `op` (already lowered otherwise). `Ok(None)` when the op
@@ -52,6 +64,7 @@ pub(super) fn lower(
         path: format!("op[{}]", spec.index),
         diags: Vec::new(),
         source: cx.source,
+        types: cx.types,
     };
     let result = c.backward(cx);
     if c.diags.is_empty() {
@@ -61,7 +74,7 @@ pub(super) fn lower(
     }
 }
 
-impl Check<'_> {
+impl<'a> Check<'a> {
     fn push(&mut self, d: Diagnostic) {
         self.diags.push(d);
     }
@@ -149,12 +162,13 @@ impl Check<'_> {
             );
             return None;
         }
-        if op.uses_declared() {
+        self.declared_inputs(&backward_span)?;
+        if super::lower::declared_output(&op.output) {
             self.push(
                 Diagnostic::new(
                     backward_span,
                     self.key("backward"),
-                    format!("op `{}` takes or returns a declared type, which a declared backward pass cannot address yet", op.name),
+                    format!("op `{}` returns a declared type, which a declared backward pass cannot differentiate yet", op.name),
                 )
                 .help(format!("remove `backward`: with a `composition`, the generated `Autodiff<B, C>` kernel runs it on `Autodiff<B, C>` and gradients flow through the declared type's tensor fields; or set `backward = \"hand-written\"` and implement `{}` for `Autodiff<B, C>` by hand (the companion `...Autodiff` trait)", op.name)),
             );
@@ -164,6 +178,23 @@ impl Check<'_> {
         self.float_inputs_are_slots(&backward_span)?;
         // (An unknown mode is reported; the rest is still checked.)
         let recompute = self.checkpoint().unwrap_or(false);
+        if recompute
+            && op
+                .inputs
+                .iter()
+                .any(|i| matches!(i.arg, Arg::Declared { .. }))
+        {
+            let span = self
+                .spec
+                .checkpoint
+                .as_ref()
+                .map_or(backward_span.clone(), |c| c.span.clone());
+            self.push(
+                Diagnostic::new(span, self.key("checkpoint"), format!("op `{}` takes a declared type, and `checkpoint = \"recompute\"` does not keep one to run the op again yet", op.name))
+                    .help("remove `checkpoint` (the backward pass keeps what it reads), or pass the struct's fields as inputs of their own"),
+            );
+            return None;
+        }
         let save = self.save(&output_path);
         let mut reads = vec![false; op.float_slots().count()];
         let mut reads_output = false;
@@ -268,7 +299,7 @@ impl Check<'_> {
         let Some(list) = &self.spec.no_gradient else {
             return Some(gradients);
         };
-        let slots: Vec<String> = self.op.float_slots().map(|(i, _)| i.name.clone()).collect();
+        let slots: Vec<String> = self.op.float_slots().map(|slot| slot.name).collect();
         let names: Vec<&str> = slots.iter().map(String::as_str).collect();
         let mut ok = true;
         for (i, entry) in list.value.iter().enumerate() {
@@ -340,6 +371,178 @@ impl Check<'_> {
         }
     }
 
+    /// A declared backward pass reaches into declared struct inputs taken by value: their float
+    /// fields are slots of their own (`p.scale`), their plain fields numbers (`p.eps`).
+    fn declared_inputs(&mut self, at: &Range<usize>) -> Option<()> {
+        let op = self.op;
+        let mut ok = true;
+        for input in &op.inputs {
+            let Arg::Declared {
+                name: ty,
+                borrowed,
+                leaves,
+                ..
+            } = &input.arg
+            else {
+                continue;
+            };
+            let problem = if *borrowed {
+                Some((
+                    format!(
+                        "input `{}` of op `{}` borrows declared type `{ty}`; a declared backward pass takes declared types by value",
+                        input.name, op.name
+                    ),
+                    format!(
+                        "take `{}` by value (remove `borrowed`), or remove `backward` (with a `composition`, the generated `Autodiff<B, C>` kernel runs it)",
+                        input.name
+                    ),
+                ))
+            } else if let Some(enum_ty) = self.enum_within(ty) {
+                let what = if enum_ty == *ty {
+                    format!("declared enum `{ty}`")
+                } else {
+                    format!("declared type `{ty}`, which holds enum `{enum_ty}`")
+                };
+                Some((
+                    format!("input `{}` of op `{}` is {what}; a declared backward pass reaches struct fields only", input.name, op.name),
+                    "remove `backward`: with a `composition`, the generated `Autodiff<B, C>` kernel runs it on `Autodiff<B, C>` and gradients flow through the enum's tensors; or set `backward = \"hand-written\"`".to_owned(),
+                ))
+            } else {
+                leaves
+                    .iter()
+                    .find(|l| l.tensor.kind == TensorKind::Float && l.tensor.container == Container::Vec)
+                    .map(|leaf| (
+                        format!("field `{}.{}` of op `{}` is a `vec` of float tensors; a declared backward pass takes single and optional float tensors", input.name, leaf.label(), op.name),
+                        "remove `backward` (with a `composition`, the generated `Autodiff<B, C>` kernel runs it), or set `backward = \"hand-written\"`".to_owned(),
+                    ))
+            };
+            if let Some((message, help)) = problem {
+                self.push(Diagnostic::new(at.clone(), self.key("backward"), message).help(help));
+                ok = false;
+            }
+        }
+        // Each field's generated local (`__p_scale`) must be its own.
+        let slots: Vec<(String, String)> = op
+            .float_slots()
+            .filter(|s| !s.fields.is_empty())
+            .map(|s| (s.local(), s.name))
+            .collect();
+        for (i, (local, name)) in slots.iter().enumerate() {
+            if let Some((_, other)) = slots[..i].iter().find(|(l, _)| l == local) {
+                self.push(
+                    Diagnostic::new(at.clone(), self.key("backward"), format!("fields `{other}` and `{name}` of op `{}` would share the generated local `{local}`", op.name))
+                        .help("rename one of the fields"),
+                );
+                ok = false;
+            }
+        }
+        ok.then_some(())
+    }
+
+    /// The first enum in declared type `ty` (itself, or a field's type, nested).
+    fn enum_within(&self, ty: &str) -> Option<String> {
+        let def = self.types.iter().find(|d| d.name == ty)?;
+        match &def.body {
+            TypeBody::Enum(_) => Some(ty.to_owned()),
+            TypeBody::Struct(members) => members.iter().find_map(|m| match &m.ty {
+                MemberType::Declared(inner) => self.enum_within(inner),
+                _ => None,
+            }),
+        }
+    }
+
+    /// What dotted name `path` (`p.scale`) reaches, when its first part is a declared struct
+    /// input: `Err` with the problem when a part is not a field.
+    fn member(&self, path: &str) -> Option<Result<Member<'a>, String>> {
+        let (head, _) = path.split_once('.')?;
+        let parts = path.split('.').skip(1);
+        let input = self.op.inputs.iter().find(|i| i.name == head)?;
+        let Arg::Declared { name: ty, .. } = &input.arg else {
+            return Some(Err(format!(
+                "`{head}` is not a declared struct: it has no fields"
+            )));
+        };
+        let mut ty: &'a str = ty;
+        let mut walked = head.to_owned();
+        let mut rest: Vec<&str> = parts.collect();
+        loop {
+            let Some(def) = self.types.iter().find(|d| d.name == ty) else {
+                return Some(Err(format!("`{walked}` has no fields")));
+            };
+            let TypeBody::Struct(members) = &def.body else {
+                return Some(Err(format!(
+                    "`{walked}` is enum `{ty}`: formulas and `save` reach struct fields only"
+                )));
+            };
+            let field = rest.remove(0);
+            let Some(member) = members.iter().find(|m| m.name.as_deref() == Some(field)) else {
+                let names: Vec<&str> = members.iter().filter_map(|m| m.name.as_deref()).collect();
+                let hint = match did_you_mean(field, &names) {
+                    Some(s) => format!("did you mean `{walked}.{s}`?"),
+                    None => format!("its fields: {}", names.join(", ")),
+                };
+                return Some(Err(format!(
+                    "`{walked}` (declared struct `{ty}`) has no field `{field}`; {hint}"
+                )));
+            };
+            walked = format!("{walked}.{field}");
+            match (&member.ty, rest.is_empty()) {
+                (MemberType::Declared(inner), false) => ty = inner,
+                (_, false) => {
+                    return Some(Err(format!(
+                        "`{walked}` is not a declared struct: it has no fields"
+                    )));
+                }
+                (MemberType::Tensor(t), true) if t.slot() => {
+                    return Some(Ok(Member::Slot(
+                        Backward::slot(self.op, path).expect("a float field is a slot"),
+                    )));
+                }
+                (MemberType::Tensor(t), true) => {
+                    return Some(Ok(Member::Other(format!(
+                        "`{walked}` is {}",
+                        if t.kind == TensorKind::Float {
+                            "a `vec` of float tensors".to_owned()
+                        } else {
+                            format!("{} tensor", article(t.kind.key()))
+                        }
+                    ))));
+                }
+                (MemberType::Plain(ty), true) => return Some(Ok(Member::Plain(ty))),
+                (MemberType::Declared(inner), true) => {
+                    return Some(Ok(Member::Other(format!(
+                        "`{walked}` is declared type `{inner}`, not one value: name one of its fields"
+                    ))));
+                }
+            }
+        }
+    }
+
+    /// The float fields (slots) and plain fields of declared struct input `input`, in
+    /// declaration order, as a function-form pass gets them without `save`.
+    fn declared_saves(&self, input: &str, ty: &str, acc: &mut Vec<SavedValue>) {
+        let Some(def) = self.types.iter().find(|d| d.name == ty) else {
+            return;
+        };
+        let TypeBody::Struct(members) = &def.body else {
+            return;
+        };
+        for m in members {
+            let Some(field) = m.name.as_deref() else {
+                continue;
+            };
+            let path = format!("{input}.{field}");
+            match &m.ty {
+                MemberType::Tensor(t) if t.slot() => {
+                    acc.extend(Backward::slot(self.op, &path).map(SavedValue::Float));
+                }
+                MemberType::Tensor(_) => {}
+                MemberType::Plain(_) => acc.push(SavedValue::Field(path)),
+                MemberType::Declared(inner) => self.declared_saves(&path, inner, acc),
+            }
+        }
+    }
+
     fn float_inputs_are_slots(&mut self, at: &Range<usize>) -> Option<()> {
         let vec = self
             .op
@@ -394,6 +597,25 @@ impl Check<'_> {
                 Some(SavedValue::Output)
             } else if let Some(rest) = text.strip_prefix("output.") {
                 self.output_entry(entry, &key, rest, output_path)
+            } else if let Some(member) = self.member(text) {
+                match member {
+                    Ok(Member::Slot(i)) => Some(SavedValue::Float(i)),
+                    Ok(Member::Plain(_)) => Some(SavedValue::Field(text.to_owned())),
+                    Ok(Member::Other(what)) => {
+                        self.push(
+                            Diagnostic::new(entry.span.clone(), key, format!("`save` lists `{text}`: {what}, which a backward pass cannot keep"))
+                                .help("save float tensor fields and plain fields of a declared struct"),
+                        );
+                        None
+                    }
+                    Err(problem) => {
+                        self.push(
+                            Diagnostic::new(entry.span.clone(), key, format!("`save` lists `{text}`: {problem}"))
+                                .help("a dotted entry names a field of a declared struct input, `p.scale`"),
+                        );
+                        None
+                    }
+                }
             } else if let Some(input) = self.op.inputs.iter().find(|i| i.name == text) {
                 match &input.arg {
                     Arg::Device => {
@@ -411,6 +633,13 @@ impl Check<'_> {
                         if t.kind == TensorKind::Float && t.container != Container::Vec =>
                     {
                         Backward::slot(self.op, text).map(SavedValue::Float)
+                    }
+                    Arg::Declared { .. } => {
+                        self.push(
+                            Diagnostic::new(entry.span.clone(), key, format!("`save` lists `{text}`, a declared struct: a backward pass keeps its fields one by one"))
+                                .help(format!("list the fields the backward function needs, e.g. \"{text}.field\"")),
+                        );
+                        None
                     }
                     _ => Some(SavedValue::Field(text.to_owned())),
                 }
@@ -492,7 +721,7 @@ impl Check<'_> {
     /// With formulas, `save` lists exactly what they read.
     fn save_matches_reads(&mut self, save: &[SavedValue], reads: &[String]) -> Option<()> {
         let named = |v: &SavedValue| match v {
-            SavedValue::Float(i) => self.op.float_slots().nth(*i).map(|(i, _)| i.name.clone()),
+            SavedValue::Float(i) => self.op.float_slots().nth(*i).map(|slot| slot.name),
             SavedValue::Output => Some(formula::OUTPUT.to_owned()),
             SavedValue::Field(f) => Some(f.clone()),
         };
@@ -526,20 +755,33 @@ impl Check<'_> {
 
     /// What a function-form pass gets without `save`: every input but the device, in order.
     fn default_save(&self) -> Vec<SavedValue> {
-        self.op
-            .inputs
-            .iter()
-            .filter_map(|input| match &input.arg {
-                Arg::Device => None,
+        let mut out = Vec::new();
+        for input in &self.op.inputs {
+            match &input.arg {
+                Arg::Device => {}
                 Arg::Tensor(t) if t.kind == TensorKind::Float => {
-                    Backward::slot(self.op, &input.name).map(SavedValue::Float)
+                    out.extend(Backward::slot(self.op, &input.name).map(SavedValue::Float));
                 }
-                _ => Some(SavedValue::Field(input.name.clone())),
-            })
-            .collect()
+                Arg::Declared { name: ty, .. } => self.declared_saves(&input.name, ty, &mut out),
+                _ => out.push(SavedValue::Field(input.name.clone())),
+            }
+        }
+        out
     }
 
     fn field(&self, name: &str, _output_path: &[usize]) -> Field {
+        if let Some(Ok(Member::Plain(ty))) = self.member(name) {
+            let mut parts = name.split('.');
+            let input = parts.next().unwrap_or_default().to_owned();
+            return Field {
+                name: name.to_owned(),
+                source: FieldSource::Member {
+                    input,
+                    fields: parts.map(str::to_owned).collect(),
+                    ty: ty.to_owned(),
+                },
+            };
+        }
         match name.strip_prefix(OUTPUT_FIELD) {
             Some(rest) if !self.op.inputs.iter().any(|i| i.name == name) => Field {
                 name: name.to_owned(),
@@ -631,7 +873,7 @@ impl Check<'_> {
         entries: &[(Sp<String>, Sp<String>)],
     ) -> Option<Vec<Option<Formula>>> {
         let op = self.op;
-        let slots: Vec<&Input> = op.float_slots().map(|(i, _)| i).collect();
+        let slots: Vec<String> = op.float_slots().map(|slot| slot.name).collect();
         let mut out: Vec<Option<Formula>> = vec![None; slots.len()];
         let mut given = vec![false; slots.len()];
         let mut ok = true;
@@ -648,18 +890,65 @@ impl Check<'_> {
         }
         for (key, text) in entries {
             let key_path = format!("{}.backward.{}", self.path, key.value);
-            let Some(slot) = slots.iter().position(|i| i.name == key.value) else {
+            let Some(slot) = slots.iter().position(|name| *name == key.value) else {
                 let other = op.inputs.iter().find(|i| i.name == key.value);
-                let slot_names: Vec<&str> = slots.iter().map(|i| i.name.as_str()).collect();
-                let (message, help) = match other {
-                    Some(_) => (
+                let slot_names: Vec<&str> = slots.iter().map(String::as_str).collect();
+                let member = self.member(&key.value);
+                let (message, help) = match (other, member) {
+                    (Some(input), _) if matches!(input.arg, Arg::Declared { .. }) => {
+                        let fields: Vec<&str> = slot_names
+                            .iter()
+                            .copied()
+                            .filter(|n| {
+                                n.strip_prefix(input.name.as_str())
+                                    .is_some_and(|r| r.starts_with('.'))
+                            })
+                            .collect();
+                        (
+                            format!(
+                                "input `{}` of op `{}` is a declared struct: its float fields get gradients, one formula each",
+                                key.value, op.name
+                            ),
+                            if fields.is_empty() {
+                                "remove this formula: the struct has no float tensor fields"
+                                    .to_owned()
+                            } else {
+                                format!(
+                                    "key the formulas by field: {}",
+                                    fields
+                                        .iter()
+                                        .map(|f| format!("`\"{f}\" = \"...\"`"))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )
+                            },
+                        )
+                    }
+                    (_, Some(Ok(_))) => (
+                        format!(
+                            "field `{}` of op `{}` gets no gradient: only single and optional float tensor fields do",
+                            key.value, op.name
+                        ),
+                        "remove this formula".to_owned(),
+                    ),
+                    (_, Some(Err(problem))) => (
+                        format!(
+                            "`backward` gives a formula for `{}`, which op `{}` does not have: {problem}",
+                            key.value, op.name
+                        ),
+                        format!(
+                            "formulas are keyed by float input: {}",
+                            slot_names.join(", ")
+                        ),
+                    ),
+                    (Some(_), None) => (
                         format!(
                             "input `{}` of op `{}` gets no gradient: only single and optional float tensor inputs do",
                             key.value, op.name
                         ),
                         "remove this formula".to_owned(),
                     ),
-                    None => (
+                    (None, None) => (
                         format!(
                             "`backward` gives a formula for `{}`, which is not an input of op `{}`",
                             key.value, op.name
@@ -723,11 +1012,17 @@ impl Check<'_> {
                 },
             }
         }
-        for (slot, input) in slots.iter().enumerate() {
+        for (slot, name) in slots.iter().enumerate() {
             if !given[slot] {
+                // A field's key is quoted (`"p.scale" = ...`): unquoted, TOML nests it.
+                let key = if name.contains('.') {
+                    format!("\"{name}\"")
+                } else {
+                    name.clone()
+                };
                 self.push(
-                    Diagnostic::new(span.clone(), self.key("backward"), format!("`backward` of op `{}` has no formula for float input `{}`", op.name, input.name))
-                        .help(format!("add `{} = \"...\"` (its gradient), or `{} = \"none\"` if no gradient flows to it", input.name, input.name)),
+                    Diagnostic::new(span.clone(), self.key("backward"), format!("`backward` of op `{}` has no formula for float input `{name}`", op.name))
+                        .help(format!("add `{key} = \"...\"` (its gradient), or `{key} = \"none\"` if no gradient flows to it")),
                 );
                 ok = false;
             }
@@ -894,6 +1189,44 @@ impl Check<'_> {
             return None;
         }
         let op = self.op;
+        if name.contains('.') {
+            let problem = match self.member(name) {
+                Some(Ok(Member::Slot(i))) => {
+                    let slot = op.float_slots().nth(i).expect("a slot");
+                    if slot.tensor.container == Container::One {
+                        return tensor(TermNode::Input(name.to_owned()));
+                    }
+                    format!("`{name}` is optional (it may be absent), which a formula cannot read")
+                }
+                Some(Ok(Member::Plain(ty))) if NUMBER_TYPES.contains(&ty) => {
+                    return Some(Term {
+                        tensor: false,
+                        node: TermNode::Scalar(name.to_owned()),
+                    });
+                }
+                Some(Ok(Member::Plain(ty))) => format!(
+                    "`{name}` is a `{ty}`; formulas read numbers of the types {}",
+                    NUMBER_TYPES.join(", ")
+                ),
+                Some(Ok(Member::Other(what))) => {
+                    format!("{what}; formulas read float tensors and numbers")
+                }
+                Some(Err(problem)) => problem,
+                None if name.split('.').next() == Some(formula::OUTPUT) => format!(
+                    "`{name}`: the output of op `{}` is not a declared struct, so `output` has no fields",
+                    op.name
+                ),
+                None => {
+                    let head = name.split('.').next().unwrap_or_default();
+                    format!("unknown name `{head}` in a formula of op `{}`", op.name)
+                }
+            };
+            self.push(
+                Diagnostic::new(self.at(text, span), key, problem)
+                    .help("a dotted name reads a field of a declared struct input: `p.scale` (a float tensor) or `p.eps` (a number)"),
+            );
+            return None;
+        }
         let Some(input) = op.inputs.iter().find(|i| i.name == name) else {
             let mut names: Vec<&str> = vec![formula::GRAD, formula::OUTPUT];
             names.extend(op.inputs.iter().map(|i| i.name.as_str()));
@@ -948,9 +1281,9 @@ impl Check<'_> {
                 NUMBER_TYPES.join(", ")
             ),
             Arg::Device => format!("`{name}` is the device, not a value"),
-            Arg::Declared { name: ty, .. } => {
-                format!("`{name}` is declared type `{ty}`, which a formula cannot read")
-            }
+            Arg::Declared { name: ty, .. } => format!(
+                "`{name}` is declared type `{ty}`, not one value: a formula reads its fields (`{name}.field`)"
+            ),
         };
         self.push(
             Diagnostic::new(self.at(text, span), key, problem)

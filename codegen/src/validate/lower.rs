@@ -811,6 +811,7 @@ impl Lowerer<'_> {
             source: self.source,
             location: format!("{}:{backward_line}", cx.manifest_name),
             bounds: cx.bounds,
+            types: &self.declared.defs,
         };
         let backward = super::backward::lower(spec, &op, &backward_cx);
         let check = super::check::lower(spec, &op, &self.declared.defs);

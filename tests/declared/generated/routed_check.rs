@@ -468,3 +468,102 @@ fn weighted_sum() {
         },
     );
 }
+
+/// `scale_bias` (tests/declared/ops.toml:172): values, policy, gradients and backends, by
+/// `burn_route::check`.
+#[test]
+fn scale_bias() {
+    let op = check::Op::differentiable("scale_bias")
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
+        .input(check::Input::float("x", &[2, 3]))
+        .input(check::Input::float("s.w", &[2, 3]))
+        .input(check::Input::float("s.bias.b", &[2, 3]))
+        .input(check::Input::optional_int("s.tag", &[2, 3]));
+    check::run(&op, |args: &mut check::Args| {
+        let __arg_1_1 = crate::declared::routed::ops::BiasPrimitive::<Dispatch> {
+            b: args.float(2),
+            gain: 0.5_f32,
+        };
+        let __arg_1_0 = crate::declared::routed::ops::ScalingPrimitive::<Dispatch> {
+            w: args.float(1),
+            bias: __arg_1_1,
+            tag: args.optional_int(3),
+        };
+        let __out_0 = crate::declared::routed::dispatch::try_scale_bias(args.float(0), __arg_1_0)?;
+        Ok(vec![check::Value::float(__out_0)])
+    });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __arg_1_1 = crate::declared::routed::ops::BiasPrimitive::<Dispatch> {
+                b: args.float(2),
+                gain: 0.5_f32,
+            };
+            let __arg_1_0 = crate::declared::routed::ops::ScalingPrimitive::<Dispatch> {
+                w: args.float(1),
+                bias: __arg_1_1,
+                tag: args.optional_int(3),
+            };
+            let __out_0 =
+                crate::declared::routed::dispatch::try_scale_bias(args.float(0), __arg_1_0)?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __arg_1_1 = crate::declared::routed::ops::BiasPrimitive::<Dispatch> {
+                b: args.float(2),
+                gain: 0.5_f32,
+            };
+            let __arg_1_0 = crate::declared::routed::ops::ScalingPrimitive::<Dispatch> {
+                w: args.float(1),
+                bias: __arg_1_1,
+                tag: args.optional_int(3),
+            };
+            let __out_0 =
+                crate::declared::forward::scale_bias::<Dispatch>(args.float(0), __arg_1_0);
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
+}
+
+/// `mul_pair_fn` (tests/declared/ops.toml:183): values, policy, gradients and backends, by
+/// `burn_route::check`.
+#[test]
+fn mul_pair_fn() {
+    let op = check::Op::differentiable("mul_pair_fn")
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
+        .input(check::Input::float("p.x", &[2, 3]))
+        .input(check::Input::float("p.y", &[2, 3]));
+    check::run(&op, |args: &mut check::Args| {
+        let __arg_0_0 = crate::declared::routed::ops::FloatPairPrimitive::<Dispatch> {
+            x: args.float(0),
+            y: args.float(1),
+        };
+        let __out_0 = crate::declared::routed::dispatch::try_mul_pair_fn(__arg_0_0)?;
+        Ok(vec![check::Value::float(__out_0)])
+    });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __arg_0_0 = crate::declared::routed::ops::FloatPairPrimitive::<Dispatch> {
+                x: args.float(0),
+                y: args.float(1),
+            };
+            let __out_0 = crate::declared::routed::dispatch::try_mul_pair_fn(__arg_0_0)?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __arg_0_0 = crate::declared::routed::ops::FloatPairPrimitive::<Dispatch> {
+                x: args.float(0),
+                y: args.float(1),
+            };
+            let __out_0 = crate::declared::forward::mul_pair::<Dispatch>(__arg_0_0);
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
+}

@@ -2,6 +2,7 @@
 // Do not edit. Change tests/declared/ops.toml and rebuild; bless the snapshot with `BLESS=1 cargo test --test generated`.
 
 use super::ops::BatchPrimitive;
+use super::ops::BiasPrimitive;
 use super::ops::ExtensionOps;
 #[cfg(burn_route_autodiff)]
 use super::ops::ExtensionOpsAutodiff;
@@ -11,6 +12,7 @@ use super::ops::IntPairPrimitive;
 use super::ops::MaskedPrimitive;
 use super::ops::NestedInputsPrimitive;
 use super::ops::OperandPrimitive;
+use super::ops::ScalingPrimitive;
 #[cfg(burn_route_autodiff)]
 use super::ops::autodiff;
 use ::burn_route::rt;
@@ -93,6 +95,16 @@ impl ExtensionOps for rt::Dispatch {
     #[inline]
     fn weighted_sum(batch: BatchPrimitive<Self>) -> rt::FloatTensor<Self> {
         self::route_weighted_sum::<__rt::Panic>(batch)
+    }
+    /// Routes like [`try_scale_bias`](fn@try_scale_bias), and panics with its error.
+    #[inline]
+    fn scale_bias(x: rt::FloatTensor<Self>, s: ScalingPrimitive<Self>) -> rt::FloatTensor<Self> {
+        self::route_scale_bias::<__rt::Panic>(x, s)
+    }
+    /// Routes like [`try_mul_pair_fn`](fn@try_mul_pair_fn), and panics with its error.
+    #[inline]
+    fn mul_pair_fn(p: FloatPairPrimitive<Self>) -> rt::FloatTensor<Self> {
+        self::route_mul_pair_fn::<__rt::Panic>(p)
     }
 }
 
@@ -633,7 +645,7 @@ fn route_int_to_float<F: __rt::OnError>(
 }
 
 /// The kernel call of [`try_mul_pair`](fn@try_mul_pair): unwraps the inputs for backend `B`, calls
-/// the kernel, wraps the outputs.
+/// the kernel, wraps the outputs. Shared by the op with the same inputs and output: `mul_pair_fn`.
 #[allow(clippy::type_complexity)]
 fn __run_mul_pair<B: __rt::Target>(
     __route: &__rt::Route,
@@ -1442,6 +1454,324 @@ fn route_weighted_sum<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_scale_bias`](fn@try_scale_bias): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_scale_bias<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, ScalingPrimitive<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    s: ScalingPrimitive<rt::Dispatch>,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let s = s.__unwrap::<B>(__route, &["s.w", "s.bias.b", "s.tag"]);
+    let __out = __kernel(x, s);
+    B::float_out(__route, __out)
+}
+
+/// [`ExtensionOps::scale_bias`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_scale_bias(
+    x: rt::DispatchTensor,
+    s: ScalingPrimitive<rt::Dispatch>,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_scale_bias::<__rt::Fallible>(x, s)
+}
+
+/// The routing of [`try_scale_bias`](fn@try_scale_bias) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_scale_bias<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    s: ScalingPrimitive<rt::Dispatch>,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "scale_bias",
+        rt::Policy::Differentiable,
+        "tests/declared/ops.toml:172",
+        "tests/declared/ops.toml:9",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_scale_bias as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        s: ScalingPrimitive<rt::Dispatch>,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            __rt::Group::all([
+                __rt::Group::float("x", &x),
+                __rt::Group::float("s.w", &s.w),
+                __rt::Group::float("s.bias.b", &s.bias.b),
+                __rt::Group::int_opt("s.tag", s.tag.as_ref()),
+            ]),
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as ExtensionOps>::scale_bias, x, s)
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::scale_bias::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::scale_bias::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as ExtensionOps>::scale_bias, x, s)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::scale_bias::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::scale_bias::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as ExtensionOps>::scale_bias, x, s)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::scale_bias::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::scale_bias::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(
+        &__OP,
+        __rt::Group::all([
+            __rt::Group::float("x", &x),
+            __rt::Group::float("s.w", &s.w),
+            __rt::Group::float("s.bias.b", &s.bias.b),
+            __rt::Group::int_opt("s.tag", s.tag.as_ref()),
+        ]),
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as ExtensionOps>::scale_bias, x, s)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as ExtensionOps>::scale_bias, x, s)
+            }
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as ExtensionOps>::scale_bias, x, s)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x, s)),
+    }
+}
+
+/// [`ExtensionOps::mul_pair_fn`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_mul_pair_fn(
+    p: FloatPairPrimitive<rt::Dispatch>,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_mul_pair_fn::<__rt::Fallible>(p)
+}
+
+/// The routing of [`try_mul_pair_fn`](fn@try_mul_pair_fn) and of the panicking `Dispatch` method
+/// (`F` says how an error is reported). Inlined into both, the common call writes its outputs
+/// straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_mul_pair_fn<F: __rt::OnError>(
+    p: FloatPairPrimitive<rt::Dispatch>,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "mul_pair_fn",
+        rt::Policy::Differentiable,
+        "tests/declared/ops.toml:183",
+        "tests/declared/ops.toml:9",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_mul_pair as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        p: FloatPairPrimitive<rt::Dispatch>,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            __rt::Group::all([
+                __rt::Group::float("p.x", &p.x),
+                __rt::Group::float("p.y", &p.y),
+            ]),
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as ExtensionOps>::mul_pair_fn, p)
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::mul_pair_fn::<rt::Flex, rt::NoCheckpointing>,
+                    p,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::mul_pair_fn::<rt::Flex, rt::BalancedCheckpointing>,
+                    p,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as ExtensionOps>::mul_pair_fn, p)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::mul_pair_fn::<rt::Cube, rt::NoCheckpointing>,
+                    p,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::mul_pair_fn::<rt::Cube, rt::BalancedCheckpointing>,
+                    p,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as ExtensionOps>::mul_pair_fn, p)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::mul_pair_fn::<rt::Remote, rt::NoCheckpointing>,
+                    p,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::mul_pair_fn::<rt::Remote, rt::BalancedCheckpointing>,
+                    p,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(
+        &__OP,
+        __rt::Group::all([
+            __rt::Group::float("p.x", &p.x),
+            __rt::Group::float("p.y", &p.y),
+        ]),
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as ExtensionOps>::mul_pair_fn, p)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as ExtensionOps>::mul_pair_fn, p)
+            }
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as ExtensionOps>::mul_pair_fn, p)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(p)),
+    }
+}
+
 impl OperandPrimitive<rt::Dispatch> {
     /// Unwraps every tensor for backend `B`, which planning chose after checking them all;
     /// `__names` are their names, in declaration order, for the messages of a routing bug.
@@ -1600,6 +1930,37 @@ impl BatchPrimitive<rt::Dispatch> {
             items: B::float_vec(__route, __names[0], self.items),
             weights: B::float_opt(__route, __names[1], self.weights),
             scale: self.scale,
+        }
+    }
+}
+
+impl BiasPrimitive<rt::Dispatch> {
+    /// Unwraps every tensor for backend `B`, which planning chose after checking them all;
+    /// `__names` are their names, in declaration order, for the messages of a routing bug.
+    fn __unwrap<B: __rt::Target>(
+        self,
+        __route: &__rt::Route,
+        __names: &[&'static str],
+    ) -> BiasPrimitive<B> {
+        BiasPrimitive {
+            b: B::float(__route, __names[0], self.b),
+            gain: self.gain,
+        }
+    }
+}
+
+impl ScalingPrimitive<rt::Dispatch> {
+    /// Unwraps every tensor for backend `B`, which planning chose after checking them all;
+    /// `__names` are their names, in declaration order, for the messages of a routing bug.
+    fn __unwrap<B: __rt::Target>(
+        self,
+        __route: &__rt::Route,
+        __names: &[&'static str],
+    ) -> ScalingPrimitive<B> {
+        ScalingPrimitive {
+            w: B::float(__route, __names[0], self.w),
+            bias: self.bias.__unwrap::<B>(__route, &__names[1..2]),
+            tag: B::int_opt(__route, __names[2], self.tag),
         }
     }
 }

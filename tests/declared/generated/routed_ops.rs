@@ -93,6 +93,33 @@ pub struct BatchPrimitive<B: rt::Backend> {
     pub scale: f32,
 }
 
+/// A float field and a plain one, inside another struct.
+///
+/// Declared at `tests/declared/ops.toml:152`; `Bias` is its `Tensor<D>` form. Kernels take and
+/// return it with their backend's primitives; `Dispatch` routes it by its tensors, in declaration
+/// order.
+#[derive(Clone, Debug)]
+pub struct BiasPrimitive<B: rt::Backend> {
+    /// Added after scaling.
+    pub b: rt::FloatTensor<B>,
+    /// Multiplies the sum.
+    pub gain: f32,
+}
+
+/// A float field, a nested struct and an int field the backward pass never reads.
+///
+/// Declared at `tests/declared/ops.toml:160`; `Scaling` is its `Tensor<D>` form. Kernels take and
+/// return it with their backend's primitives; `Dispatch` routes it by its tensors, in declaration
+/// order.
+#[derive(Clone, Debug)]
+pub struct ScalingPrimitive<B: rt::Backend> {
+    /// Multiplies the input.
+    pub w: rt::FloatTensor<B>,
+    pub bias: BiasPrimitive<B>,
+    /// Carried along.
+    pub tag: Option<rt::IntTensor<B>>,
+}
+
 /// Routed ops declared in `tests/declared/ops.toml`.
 ///
 /// Implement it for `Flex`, `CubeBackend`, `Remote`; `Dispatch` gets a generated implementation
@@ -210,6 +237,28 @@ pub trait ExtensionOps: rt::Backend {
     fn weighted_sum(batch: BatchPrimitive<Self>) -> rt::FloatTensor<Self> {
         crate::declared::forward::weighted_sum::<Self>(batch)
     }
+    /// `(x * s.w + s.bias.b) * s.bias.gain`, its backward pass written over the struct's fields.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/declared/ops.toml:172`.
+    #[must_use]
+    fn scale_bias(x: rt::FloatTensor<Self>, s: ScalingPrimitive<Self>) -> rt::FloatTensor<Self> {
+        crate::declared::forward::scale_bias::<Self>(x, s)
+    }
+    /// `p.x * p.y`, its backward pass a function that gets the struct's fields one by one.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/declared/ops.toml:183`.
+    #[must_use]
+    fn mul_pair_fn(p: FloatPairPrimitive<Self>) -> rt::FloatTensor<Self> {
+        crate::declared::forward::mul_pair::<Self>(p)
+    }
 }
 
 /// `Autodiff<B, C>` kernels of the differentiable ops of [`ExtensionOps`].
@@ -236,8 +285,139 @@ impl<B: rt::fusion::FusionBackend + ExtensionOps> ExtensionOps for rt::fusion::F
 #[cfg(burn_route_autodiff)]
 pub mod autodiff {
     use super::BatchPrimitive;
+    use super::BiasPrimitive;
     use super::FloatPairPrimitive;
+    use super::ScalingPrimitive;
     use super::rt;
+    use rt::__private::grad as __grad;
+
+    /// The backward pass of [`ExtensionOps::scale_bias`](super::ExtensionOps::scale_bias), from its
+    /// formulas (tests/declared/ops.toml:178).
+    ///
+    /// - `x`: `grad * s.w * s.bias.gain`
+    /// - `s.w`: `grad * x * s.bias.gain`
+    /// - `s.bias.b`: `grad * s.bias.gain`
+    #[derive(Clone, Debug)]
+    pub struct ScaleBiasBackward {
+        __s_bias_gain: f32,
+    }
+
+    impl<B> __grad::Derivative<B, 3> for ScaleBiasBackward
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "scale_bias";
+        const INPUTS: [&'static str; 3] = ["x", "s.w", "s.bias.b"];
+        const GRADIENTS: [bool; 3] = [true, true, true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 3>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 3],
+        ) -> [Option<rt::FloatTensor<B>>; 3] {
+            let x = __saved.input(0);
+            let __s_w = __saved.input(1);
+            let __s_bias_gain = __grad::number(&self.__s_bias_gain);
+            let mut grad = __grad::Reused::new(grad);
+            let mut __grads = [None, None, None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul_scalar(
+                    B::float_mul(grad.give(__tracked[1] || __tracked[2]), __s_w),
+                    __grad::scalar(__s_bias_gain),
+                ));
+            }
+            if __tracked[1] {
+                __grads[1] = Some(B::float_mul_scalar(
+                    B::float_mul(grad.give(__tracked[2]), x),
+                    __grad::scalar(__s_bias_gain),
+                ));
+            }
+            if __tracked[2] {
+                __grads[2] = Some(B::float_mul_scalar(
+                    grad.give(false),
+                    __grad::scalar(__s_bias_gain),
+                ));
+            }
+            __grads
+        }
+    }
+
+    /// [`ExtensionOps::scale_bias`](super::ExtensionOps::scale_bias) on `Autodiff<B, C>`: the
+    /// forward pass on `B`, and [`ScaleBiasBackward`] as its backward pass.
+    pub fn scale_bias<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        s: ScalingPrimitive<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::ExtensionOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape =
+            __grad::Tape::new([Some(x), Some(s.w), Some(s.bias.b)], [true, true, false]);
+        let __s_bias_gain = __grad::keep(&s.bias.gain);
+        let x = __tape.input(0);
+        let s = ScalingPrimitive {
+            w: __tape.input(1),
+            bias: BiasPrimitive {
+                b: __tape.input(2),
+                gain: s.bias.gain,
+            },
+            tag: s.tag,
+        };
+        let __output = <B as super::ExtensionOps>::scale_bias(x, s);
+        let __derivative = ScaleBiasBackward { __s_bias_gain };
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`ExtensionOps::mul_pair_fn`](super::ExtensionOps::mul_pair_fn), from
+    /// its function (tests/declared/ops.toml:187).
+    #[derive(Clone, Debug)]
+    pub struct MulPairFnBackward;
+
+    impl<B> __grad::Derivative<B, 2> for MulPairFnBackward
+    where
+        B: super::ExtensionOps,
+    {
+        const OP: &'static str = "mul_pair_fn";
+        const INPUTS: [&'static str; 2] = ["p.x", "p.y"];
+        const GRADIENTS: [bool; 2] = [true, true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 2>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 2],
+        ) -> [Option<rt::FloatTensor<B>>; 2] {
+            crate::declared::backward::mul_pair::<B>(
+                __saved.input(0),
+                __saved.input(1),
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`ExtensionOps::mul_pair_fn`](super::ExtensionOps::mul_pair_fn) on `Autodiff<B, C>`: the
+    /// forward pass on `B`, and [`MulPairFnBackward`] as its backward pass.
+    pub fn mul_pair_fn<B, C>(
+        p: FloatPairPrimitive<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::ExtensionOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(p.x), Some(p.y)], [true, true]);
+        let p = FloatPairPrimitive {
+            x: __tape.input(0),
+            y: __tape.input(1),
+        };
+        let __output = <B as super::ExtensionOps>::mul_pair_fn(p);
+        let __derivative = MulPairFnBackward;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
 
     /// [`ExtensionOps::norm_pair`](super::ExtensionOps::norm_pair) on `Autodiff<B, C>`: its
     /// composition run on `Autodiff<B, C>`, whose primitives give the gradients.

@@ -3,6 +3,7 @@
 
 use super::dispatch;
 use super::ops::BatchPrimitive;
+use super::ops::BiasPrimitive;
 use super::ops::ExtensionOps;
 use super::ops::FloatPairPrimitive;
 use super::ops::IntChoicePrimitive;
@@ -10,6 +11,7 @@ use super::ops::IntPairPrimitive;
 use super::ops::MaskedPrimitive;
 use super::ops::NestedInputsPrimitive;
 use super::ops::OperandPrimitive;
+use super::ops::ScalingPrimitive;
 use ::burn_route::rt;
 use ::burn_route::rt::__private as __rt;
 
@@ -268,6 +270,77 @@ impl<const D: usize> Batch<D> {
     }
 }
 
+/// A float field and a plain one, inside another struct.
+///
+/// Declared at `tests/declared/ops.toml:152`; `BiasPrimitive` is its backend-level form, which
+/// [`into_primitive`](Bias::into_primitive) and [`from_primitive`](Bias::from_primitive) convert to
+/// and from.
+#[derive(Clone, Debug)]
+pub struct Bias<const D: usize> {
+    /// Added after scaling.
+    pub b: rt::Tensor<D>,
+    /// Multiplies the sum.
+    pub gain: f32,
+}
+
+impl<const D: usize> Bias<D> {
+    /// The value as `Dispatch` primitives: what the `Dispatch` methods and the `try_` functions of
+    /// the dispatch module take.
+    #[must_use]
+    pub fn into_primitive(self) -> BiasPrimitive<rt::Dispatch> {
+        BiasPrimitive {
+            b: self.b.into_dispatch(),
+            gain: self.gain,
+        }
+    }
+
+    /// A value of `Dispatch` primitives (what the dispatch module returns) as `Tensor`s.
+    #[must_use]
+    pub fn from_primitive(__value: BiasPrimitive<rt::Dispatch>) -> Self {
+        Bias {
+            b: rt::Tensor::from_dispatch(__value.b),
+            gain: __value.gain,
+        }
+    }
+}
+
+/// A float field, a nested struct and an int field the backward pass never reads.
+///
+/// Declared at `tests/declared/ops.toml:160`; `ScalingPrimitive` is its backend-level form, which
+/// [`into_primitive`](Scaling::into_primitive) and [`from_primitive`](Scaling::from_primitive)
+/// convert to and from.
+#[derive(Clone, Debug)]
+pub struct Scaling<const D: usize> {
+    /// Multiplies the input.
+    pub w: rt::Tensor<D>,
+    pub bias: Bias<D>,
+    /// Carried along.
+    pub tag: Option<rt::Tensor<D, rt::Int>>,
+}
+
+impl<const D: usize> Scaling<D> {
+    /// The value as `Dispatch` primitives: what the `Dispatch` methods and the `try_` functions of
+    /// the dispatch module take.
+    #[must_use]
+    pub fn into_primitive(self) -> ScalingPrimitive<rt::Dispatch> {
+        ScalingPrimitive {
+            w: self.w.into_dispatch(),
+            bias: self.bias.into_primitive(),
+            tag: __rt::into_dispatch_opt(self.tag),
+        }
+    }
+
+    /// A value of `Dispatch` primitives (what the dispatch module returns) as `Tensor`s.
+    #[must_use]
+    pub fn from_primitive(__value: ScalingPrimitive<rt::Dispatch>) -> Self {
+        Scaling {
+            w: rt::Tensor::from_dispatch(__value.w),
+            bias: Bias::from_primitive(__value.bias),
+            tag: __rt::from_dispatch_opt(__value.tag),
+        }
+    }
+}
+
 /// [`ExtensionOps::pick`] on `Tensor`s, routed to the backend of its inputs.
 ///
 /// # Panics
@@ -511,5 +584,52 @@ pub fn weighted_sum<const D: usize>(batch: Batch<D>) -> rt::Tensor<D> {
 /// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
 pub fn try_weighted_sum<const D: usize>(batch: Batch<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
     let __out = dispatch::try_weighted_sum(batch.into_primitive())?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
+/// [`ExtensionOps::scale_bias`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_scale_bias`](fn@try_scale_bias) returns the error instead.
+#[must_use]
+pub fn scale_bias<const D: usize>(x: rt::Tensor<D>, s: Scaling<D>) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as ExtensionOps>::scale_bias(x.into_dispatch(), s.into_primitive());
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`scale_bias`](fn@scale_bias), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_scale_bias<const D: usize>(
+    x: rt::Tensor<D>,
+    s: Scaling<D>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_scale_bias(x.into_dispatch(), s.into_primitive())?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
+/// [`ExtensionOps::mul_pair_fn`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_mul_pair_fn`](fn@try_mul_pair_fn) returns the error instead.
+#[must_use]
+pub fn mul_pair_fn<const D: usize>(p: FloatPair<D>) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as ExtensionOps>::mul_pair_fn(p.into_primitive());
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`mul_pair_fn`](fn@mul_pair_fn), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_mul_pair_fn<const D: usize>(p: FloatPair<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_mul_pair_fn(p.into_primitive())?;
     Ok(rt::Tensor::from_dispatch(__out))
 }
