@@ -26,8 +26,14 @@ const RANK_NAME: &str = "^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_?$";
 const TYPE_NAME: &str = "^[A-Z][A-Za-z0-9]*$";
 /// Field names: `snake_case`, as inputs.
 const FIELD_NAME: &str = INPUT_NAME;
-/// An entry of `save`: an input's name, `output`, or `output.N` (`output.N.M` in nested tuples).
-const SAVED_VALUE: &str = "^(output(\\.[0-9]+)*|_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?)$";
+/// A float input, or the path of a field of a declared struct input (`p.scale`, `s.bias.b`): a
+/// key of `backward`'s formula table (quoted, `"p.scale"`, or TOML's dotted key) and an entry of
+/// `no_gradient`.
+const INPUT_PATH: &str = "^_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?(\\._?[a-z][a-z0-9]*(_[a-z0-9]+)*_?)*$";
+/// An entry of `save`: an input's name or a path into a declared struct input (`p.scale`),
+/// `output`, or `output.N` (`output.N.M` in nested tuples).
+const SAVED_VALUE: &str =
+    "^(output(\\.[0-9]+)*|_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?(\\._?[a-z][a-z0-9]*(_[a-z0-9]+)*_?)*)$";
 /// The values of `checkpoint` (the validator's `CHECKPOINT_VALUES`; a unit test checks that
 /// each one is accepted).
 const CHECKPOINT_VALUES: &[&str] = &["keep", "recompute"];
@@ -79,7 +85,7 @@ fn function_entry(f: &Function) -> String {
 fn formula_description() -> String {
     let functions: Vec<String> = FUNCTIONS.iter().map(function_entry).collect();
     format!(
-        "The input's gradient, as a formula (or \"{NONE}\": no gradient flows to it). Names: `{GRAD}` (the incoming gradient of the op's float output), `{OUTPUT}` (the op's float output), the op's single (not optional) float tensor inputs, and its plain inputs of a numeric type ({NUMBER_TYPES}), read as numbers. Number literals (`2`, `0.5`, `1e-3`), `+ - * /` (a tensor with a number: elementwise), unary `-` and parentheses. Functions: {}. The formula must evaluate to a tensor: of the output's shape or the input's, or one that broadcasts between them (it is summed back to the input's shape, or expanded over dimensions a reduction kept at 1).",
+        "The input's gradient, as a formula (or \"{NONE}\": no gradient flows to it). Names: `{GRAD}` (the incoming gradient of the op's float output), `{OUTPUT}` (the op's float output), the op's single (not optional) float tensor inputs, and its plain inputs of a numeric type ({NUMBER_TYPES}), read as numbers; the fields of a declared struct input taken by value, by path (`p.scale`: a float tensor field, or a numeric one read as a number). Number literals (`2`, `0.5`, `1e-3`), `+ - * /` (a tensor with a number: elementwise), unary `-` and parentheses. Functions: {}. The formula must evaluate to a tensor: of the output's shape or the input's, or one that broadcasts between them (it is summed back to the input's shape, or expanded over dimensions a reduction kept at 1).",
         functions.join("; ")
     )
 }
@@ -235,7 +241,7 @@ fn property(table: &str, key: &str) -> Value {
             "enum": REMOTE_VALUES
         }),
         ("op", "backward") => json!({
-            "description": "The op's backward pass, from which its Autodiff<B, C> implementation is generated: a table of gradient formulas keyed by float input, or the path of a Rust function; or \"hand-written\". Formulas and functions only for a differentiable op that is not composite, takes and returns no declared type, has exactly one float tensor output (other outputs int, bool or plain) and no `vec` float input. Without `backward`, a differentiable op with a `composition` runs it on Autodiff<B, C> (Burn's autodiff of its primitives gives the gradients).",
+            "description": "The op's backward pass, from which its Autodiff<B, C> implementation is generated: a table of gradient formulas keyed by float input, or the path of a Rust function; or \"hand-written\". Formulas and functions only for a differentiable op that is not composite, returns no declared type, takes declared types only as structs by value, has exactly one float tensor output (other outputs int, bool or plain) and no `vec` float input. Without `backward`, a differentiable op with a `composition` runs it on Autodiff<B, C> (Burn's autodiff of its primitives gives the gradients).",
             "oneOf": [
                 {
                     "description": "Hand-written: the op's Autodiff<B, C> kernel is a method of the companion `...Autodiff` trait, implemented by hand (instead of its composition run on Autodiff<B, C>). Not with `save`, `checkpoint` or `no_gradient`.",
@@ -247,15 +253,8 @@ fn property(table: &str, key: &str) -> Value {
                     "pattern": "::"
                 },
                 {
-                    "description": "Formula form: one formula per single or optional float input (all of them), \"none\" for an input that gets no gradient.",
-                    "type": "object",
-                    "propertyNames": { "pattern": INPUT_NAME },
-                    "additionalProperties": {
-                        "description": formula_description(),
-                        "type": "string",
-                        "minLength": 1
-                    },
-                    "minProperties": 1
+                    "description": "Formula form: one formula per single or optional float input (all of them), \"none\" for an input that gets no gradient. A declared struct input taken by value gets one formula per float field, keyed by its path: `\"p.scale\" = \"grad * x\"`, TOML's dotted key `p.scale = \"grad * x\"`, or a table `p = { scale = \"grad * x\" }`.",
+                    "$ref": "#/definitions/formulas"
                 }
             ]
         }),
@@ -270,9 +269,9 @@ fn property(table: &str, key: &str) -> Value {
             "enum": CHECKPOINT_VALUES
         }),
         ("op", "no_gradient") => json!({
-            "description": "With a backward function: the float inputs it does not differentiate (they get no gradient even when tracked, and the function is told they are untracked). With formulas, write `x = \"none\"` instead.",
+            "description": "With a backward function: the float inputs it does not differentiate (they get no gradient even when tracked, and the function is told they are untracked), by name or by field path (`p.scale`). With formulas, write `x = \"none\"` instead.",
             "type": "array",
-            "items": { "type": "string", "pattern": INPUT_NAME },
+            "items": { "type": "string", "pattern": INPUT_PATH },
             "uniqueItems": true
         }),
         ("op", "check") => json!({
@@ -456,6 +455,24 @@ pub fn json_schema() -> Value {
     root["$schema"] = json!("http://json-schema.org/draft-07/schema#");
     root["title"] = json!("burn-route manifest");
     root["definitions"] = json!({
+        "formulas": {
+            "type": "object",
+            "propertyNames": { "pattern": INPUT_PATH },
+            "additionalProperties": {
+                "oneOf": [
+                    {
+                        "description": formula_description(),
+                        "type": "string",
+                        "minLength": 1
+                    },
+                    {
+                        "description": "The formulas of a declared struct input's fields (or of a nested struct's), keyed by field name.",
+                        "$ref": "#/definitions/formulas"
+                    }
+                ]
+            },
+            "minProperties": 1
+        },
         "routing": table("routing", ROUTING_KEYS, &["trait", "backends"], "The generated trait and the default backends."),
         "backend": {
             "oneOf": [

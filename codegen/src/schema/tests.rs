@@ -187,3 +187,55 @@ fn bad_backward_keys_are_rejected() {
         );
     }
 }
+
+/// A declared struct input's fields in `backward` and `no_gradient`, in each spelling TOML has.
+const FIELDS_MANIFEST: &str = r#"
+[routing]
+trait = "MyOps"
+backends = ["Flex"]
+
+[[type]]
+name = "Pair"
+fields = [{ name = "scale", tensor = "float" }, { name = "shift", tensor = "float" }]
+
+[[op]]
+name = "affine"
+autodiff = "differentiable"
+inputs = [{ name = "x", tensor = "float" }, { name = "p", type = "Pair" }]
+output = { tensor = "float" }
+backward = { x = "grad * p.scale", "p.scale" = "grad * x", "p.shift" = "grad" }
+
+[[op]]
+name = "affine_fn"
+autodiff = "differentiable"
+inputs = [{ name = "x", tensor = "float" }, { name = "p", type = "Pair" }]
+output = { tensor = "float" }
+backward = "crate::kernels::affine_backward"
+no_gradient = ["p.shift"]
+"#;
+
+#[test]
+fn declared_field_paths_validate_in_every_spelling() {
+    let dotted = FIELDS_MANIFEST
+        .replace("\"p.scale\" =", "p.scale =")
+        .replace("\"p.shift\" =", "p.shift =");
+    let table = FIELDS_MANIFEST.replace(
+        "\"p.scale\" = \"grad * x\", \"p.shift\" = \"grad\"",
+        "p = { scale = \"grad * x\", shift = \"grad\" }",
+    );
+    assert_ne!(table, FIELDS_MANIFEST);
+    for source in [FIELDS_MANIFEST, &dotted, &table] {
+        assert!(renders(source), "the generator refuses:\n{source}");
+        assert_eq!(errors(source), Vec::<String>::new(), "{source}");
+    }
+    for (from, to) in [
+        ("\"p.scale\" =", "\"p.Scale\" ="),
+        ("\"p.scale\" =", "\"p..scale\" ="),
+        ("\"p.shift\" = \"grad\"", "\"p.shift\" = 1"),
+        ("[\"p.shift\"]", "[\"p.\"]"),
+    ] {
+        let bad = FIELDS_MANIFEST.replace(from, to);
+        assert_ne!(bad, FIELDS_MANIFEST, "{from}");
+        assert!(!errors(&bad).is_empty(), "the schema accepts {to}");
+    }
+}
