@@ -2,7 +2,7 @@
 //! on lavapipe (Mesa's Vulkan on the CPU), and `Remote` is a burn-remote server on loopback.
 //!
 //! - `cube/<op>` (feature `wgpu`): the op's forward pass on `Device::flex()` (`flex`) and on
-//!   `Device::wgpu(DeviceKind::Cpu)` (`cube`), `[256, 256]` inputs (64K elements), each call
+//!   wgpu (`cube`; the adapter `BURN_ROUTE_WGPU_ADAPTER` names, a CPU one by default), `[256, 256]` inputs (64K elements), each call
 //!   followed by `device.sync()` so the device's queued work is inside the timing.
 //! - `remote/<op>` (feature `remote`): latency per op on a Flex device served on 127.0.0.1 over
 //!   WebSocket, `[4, 256]` inputs (1K elements): `routed` is the `burn_route` op, `direct` the
@@ -14,9 +14,13 @@
 //!   and against local Flex; `remote_ops/round_trip/<size>` is one `device.sync()` (see
 //!   [`remote_ops`]).
 //!
-//! - `gpu_<config>/<op>/<size>` (feature `wgpu`): each op with a CubeCL kernel against its
-//!   composition with Burn's `Tensor` API, on Cube, 64K and 1M elements; `plain` or `fusion`
-//!   after what `Cube` is in the build (see [`gpu_kernels`]).
+//! - `gpu_<config>/<dtype>/<op>/<size>` (feature `wgpu`): each op with a CubeCL kernel against
+//!   its composition with Burn's `Tensor` API, on Cube, in `f32`, `f16` and `bf16` (each where
+//!   the device stores it), 64K and 1M elements; `plain` or `fusion` after what `Cube` is in the
+//!   build (see [`gpu_kernels`]).
+//!
+//! On a machine with a GPU, `BURN_ROUTE_WGPU_ADAPTER=gpu` runs the Cube groups on the first
+//! discrete GPU instead of a CPU adapter (`scripts/gpu-check` does).
 //!
 //! ```sh
 //! cargo bench --features wgpu,remote --bench backends      # both tables (a few minutes)
@@ -38,6 +42,10 @@
 mod loopback;
 
 mod common;
+
+#[cfg(feature = "wgpu")]
+#[path = "../tests/support/adapter.rs"]
+mod adapter;
 
 use std::any::Any;
 use std::hint::black_box;
@@ -70,6 +78,20 @@ struct Inputs {
 }
 
 impl Inputs {
+    /// `[rows, WIDTH]` inputs on `device`, float ones in `dtype`.
+    #[cfg(feature = "wgpu")]
+    fn new_in(rows: usize, device: &Device, dtype: burn_tensor::FloatDType) -> Self {
+        let inputs = Self::new(rows, device);
+        Self {
+            x: inputs.x.cast(dtype),
+            y: inputs.y.cast(dtype),
+            weight: inputs.weight.cast(dtype),
+            bias: inputs.bias.cast(dtype),
+            holes: inputs.holes.cast(dtype),
+            ..inputs
+        }
+    }
+
     /// `[rows, WIDTH]` inputs on `device`.
     fn new(rows: usize, device: &Device) -> Self {
         let n = rows * WIDTH;
@@ -258,10 +280,10 @@ fn time_op(
 #[cfg(feature = "wgpu")]
 fn cube(c: &mut Criterion) {
     let flex = Device::flex();
-    let gpu = Device::wgpu(burn_tensor::DeviceKind::Cpu);
+    let gpu = Device::wgpu(adapter::device_kind());
     let on_flex = Inputs::new(WIDTH, &flex);
     let on_gpu = Inputs::new(WIDTH, &gpu);
-    gpu.sync().expect("lavapipe is up");
+    gpu.sync().expect("the wgpu device is up");
     for &(name, op) in ROUTED {
         let mut group = c.benchmark_group(format!("cube/{name}"));
         time_op(&mut group, "flex", op, &on_flex, &flex);
@@ -298,34 +320,46 @@ fn op_named(table: &[(&str, Op)], name: &str) -> Op {
         .expect("every op named is in the table")
 }
 
-/// `gpu_<config>/<op>/<size>`: each op with a CubeCL kernel on Cube (`kernel`, the routed op)
-/// against its composition with Burn's `Tensor` API (`composition`), `[256, 256]` (64K) and
-/// `[4096, 256]` (1M) inputs, each call followed by `device.sync()`. `<config>` is `plain` when
-/// `Cube` is `CubeBackend` and `fusion` when it is `Fusion<CubeBackend>` (build with
-/// `--features wgpu,burn-tensor/fusion`): there `kernel` is one deferred operation and
+/// `gpu_<config>/<dtype>/<op>/<size>`: each op with a CubeCL kernel on Cube (`kernel`, the
+/// routed op) against its composition with Burn's `Tensor` API (`composition`), in each float
+/// dtype the device stores (one it does not is skipped, and the reason printed), `[256, 256]`
+/// (64K) and `[4096, 256]` (1M) inputs, each call followed by `device.sync()`. `<config>` is
+/// `plain` when `Cube` is `CubeBackend` and `fusion` when it is `Fusion<CubeBackend>` (build
+/// with `--features wgpu,burn-tensor/fusion`): there `kernel` is one deferred operation and
 /// `composition` is what Burn's fuser makes of the composition.
 #[cfg(feature = "wgpu")]
 fn gpu_kernels(c: &mut Criterion) {
-    let gpu = Device::wgpu(burn_tensor::DeviceKind::Cpu);
+    use burn_tensor::FloatDType;
+    let gpu = Device::wgpu(adapter::device_kind());
     let config = if std::any::type_name::<burn_route::rt::Cube>().contains("Fusion") {
         "fusion"
     } else {
         "plain"
     };
-    for (rows, size) in [(256, "64K"), (4096, "1M")] {
-        let inputs = Inputs::new(rows, &gpu);
-        gpu.sync().expect("lavapipe is up");
-        for name in KERNELS {
-            let mut group = c.benchmark_group(format!("gpu_{config}/{name}/{size}"));
-            time_op(&mut group, "kernel", op_named(ROUTED, name), &inputs, &gpu);
-            time_op(
-                &mut group,
-                "composition",
-                op_named(DIRECT, name),
-                &inputs,
-                &gpu,
-            );
-            group.finish();
+    for (dtype, label) in [
+        (FloatDType::F32, "f32"),
+        (FloatDType::F16, "f16"),
+        (FloatDType::BF16, "bf16"),
+    ] {
+        if !gpu.supports_dtype(dtype) {
+            eprintln!("gpu_{config}/{label}/*: skipped, the device does not store {label}");
+            continue;
+        }
+        for (rows, size) in [(256, "64K"), (4096, "1M")] {
+            let inputs = Inputs::new_in(rows, &gpu, dtype);
+            gpu.sync().expect("the wgpu device is up");
+            for name in KERNELS {
+                let mut group = c.benchmark_group(format!("gpu_{config}/{label}/{name}/{size}"));
+                time_op(&mut group, "kernel", op_named(ROUTED, name), &inputs, &gpu);
+                time_op(
+                    &mut group,
+                    "composition",
+                    op_named(DIRECT, name),
+                    &inputs,
+                    &gpu,
+                );
+                group.finish();
+            }
         }
     }
 }

@@ -115,7 +115,7 @@ fn a_tracked_input_is_detached() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn counts_on_cube() {
-    let gpu = Device::wgpu(burn_route::rt::DeviceKind::Cpu);
+    let gpu = Device::wgpu(crate::adapter::device_kind());
     assert_eq!(block_on(count_nonfinite(&with_nonfinite(&gpu))), 3);
     assert_eq!(block_on(try_count_nonfinite(&with_nonfinite(&gpu))), Ok(3));
 }

@@ -7,12 +7,12 @@
 use crate::parity;
 
 use crate::common::values;
-use burn_route::rt::{BackendId, DeviceKind, InputName, RouteError};
+use burn_route::rt::{BackendId, InputName, RouteError};
 use burn_route::{add_relu, ramp, try_add_relu, try_iota};
 use burn_tensor::{Device, Tensor};
 
 fn gpu() -> Device {
-    Device::wgpu(DeviceKind::Cpu)
+    Device::wgpu(crate::adapter::device_kind())
 }
 
 #[test]

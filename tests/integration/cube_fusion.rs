@@ -9,14 +9,14 @@ use crate::common::{assert_close, tensor, values};
 use burn_backend::ops::FloatTensorOps;
 use burn_backend::{Backend, ExecutionError, TensorData};
 use burn_cubecl::CubeDevice;
-use burn_cubecl::cubecl::wgpu::{WgpuDevice, WgpuDeviceKind};
+use burn_cubecl::cubecl::wgpu::WgpuDevice;
 use burn_route::rt::fusion::{Fusion, FusionBackend, Lazy};
 use burn_route::rt::{CubeBackend, TensorKind};
 use burn_route::{add_relu, layer_norm, softmax_last, swiglu};
-use burn_tensor::{Device, DeviceKind};
+use burn_tensor::Device;
 
 fn gpu() -> Device {
-    Device::wgpu(DeviceKind::Cpu)
+    Device::wgpu(crate::adapter::device_kind())
 }
 
 fn cube_is_fusion() -> bool {
@@ -109,7 +109,7 @@ impl<B: FusionBackend + burn_route::ops::RoutedOps> DeclarationCheck for Fusion<
 
 #[test]
 fn a_wrong_output_declaration_fails_when_the_kernel_runs() {
-    let device = CubeDevice::from(WgpuDevice::new(WgpuDeviceKind::Cpu));
+    let device = CubeDevice::from(WgpuDevice::new(crate::adapter::wgpu_device_kind()));
     let Some(result) = <burn_route::rt::Cube as DeclarationCheck>::wrong_declaration(&device)
     else {
         assert!(!cube_is_fusion());

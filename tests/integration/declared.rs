@@ -231,7 +231,7 @@ mod autodiff {
 fn each_device(scenario: impl Fn(&Device)) {
     scenario(&Device::flex());
     #[cfg(feature = "wgpu")]
-    scenario(&Device::wgpu(burn_route::rt::DeviceKind::Cpu));
+    scenario(&Device::wgpu(crate::adapter::device_kind()));
     #[cfg(feature = "remote")]
     {
         let server = loopback::LoopbackServer::start();
@@ -670,7 +670,7 @@ fn a_strategy_mismatch_inside_a_value_names_both_fields() {
 #[test]
 fn a_field_on_another_backend_is_a_backend_mismatch() {
     let flex = Device::flex();
-    let cube = Device::wgpu(burn_route::rt::DeviceKind::Cpu);
+    let cube = Device::wgpu(crate::adapter::device_kind());
     let err = ops::try_mul_pair(FloatPair {
         x: tensor(&[1.0], [1], &flex),
         y: tensor(&[1.0], [1], &cube),

@@ -668,7 +668,7 @@ fn a_recomputed_output_is_recomputed_only_where_it_is_needed() {
 
 #[cfg(feature = "wgpu")]
 fn cube() -> Device {
-    Device::wgpu(burn_route::rt::DeviceKind::Cpu)
+    Device::wgpu(crate::adapter::device_kind())
 }
 
 #[cfg(feature = "wgpu")]

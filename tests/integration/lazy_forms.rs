@@ -9,7 +9,7 @@ use crate::common;
 
 use crate::common::{ints, values};
 use burn_route::rt::TensorSpec;
-use burn_tensor::{Bool, Device, DeviceKind, Int, Tensor};
+use burn_tensor::{Bool, Device, Int, Tensor};
 
 /// The generated modules, as a crate of your own includes them. (The `try_` twins are not called
 /// here: the panicking forms cover the routing.)
@@ -197,7 +197,7 @@ mod kernels {
 }
 
 fn gpu() -> Device {
-    Device::wgpu(DeviceKind::Cpu)
+    Device::wgpu(crate::adapter::device_kind())
 }
 
 type Outputs = (

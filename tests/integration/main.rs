@@ -7,6 +7,9 @@
 //! `tests/op_check.rs` (the generated op check, as a downstream crate includes it) and
 //! `workspace-tests/tests/compile_random_manifests.rs` (builds scratch crates).
 
+#[cfg(feature = "wgpu")]
+#[path = "../support/adapter.rs"]
+mod adapter;
 mod common;
 #[cfg(feature = "remote")]
 #[path = "../support/loopback.rs"]

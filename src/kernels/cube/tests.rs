@@ -5,14 +5,18 @@ use burn_backend::TensorData;
 use burn_backend::ops::{BoolTensorOps, FloatTensorOps, IntTensorOps};
 use burn_backend::{FloatDType, IntDType};
 use burn_cubecl::CubeDevice;
-use burn_cubecl::cubecl::wgpu::{WgpuDevice, WgpuDeviceKind};
+use burn_cubecl::cubecl::wgpu::WgpuDevice;
 use burn_cubecl::ops::into_data_sync;
 
 type B = CubeBackend;
 
-/// wgpu on the CPU (lavapipe where there is no GPU), as tests/integration/cube.rs uses.
+#[path = "../../../tests/support/adapter.rs"]
+mod adapter;
+
+/// wgpu on the adapter `BURN_ROUTE_WGPU_ADAPTER` names (a CPU adapter by default: lavapipe
+/// where there is no GPU), as tests/integration/cube.rs uses.
 fn device() -> CubeDevice {
-    CubeDevice::from(WgpuDevice::new(WgpuDeviceKind::Cpu))
+    CubeDevice::from(WgpuDevice::new(adapter::wgpu_device_kind()))
 }
 
 /// Deterministic values in about [-3, 3] (a small LCG).
