@@ -2,6 +2,19 @@
 
 use super::*;
 
+/// A vector of the storage dtype `F` (`f32`, `f16`, `bf16`) in `f32`, where every kernel
+/// computes.
+#[cube]
+pub(super) fn up<F: Float, N: Size>(v: Vector<F, N>) -> Vector<f32, N> {
+    Vector::<f32, N>::cast_from(v)
+}
+
+/// An `f32` result rounded once to the storage dtype `F`.
+#[cube]
+pub(super) fn down<F: Float, N: Size>(v: Vector<f32, N>) -> Vector<F, N> {
+    Vector::<F, N>::cast_from(v)
+}
+
 /// The number of units of the launch: the stride of a grid-stride loop.
 #[cube]
 pub(super) fn grid_units() -> usize {
@@ -54,8 +67,8 @@ pub(super) fn unit_index(#[comptime] units: usize) -> usize {
 /// The mean of row `base..base + width` of `x` and `1 / sqrt(var + eps)`, as vectors, for layer
 /// normalisation and its gradient (two passes over the row, each unit striding by `units`).
 #[cube]
-pub(super) fn row_standardizer<N: Size>(
-    x: &[Vector<f32, N>],
+pub(super) fn row_standardizer<F: Float, N: Size>(
+    x: &[Vector<F, N>],
     base: usize,
     width: usize,
     unit: usize,
@@ -66,14 +79,14 @@ pub(super) fn row_standardizer<N: Size>(
     let mut acc = Vector::new(f32::new(0.0));
     let mut i = unit;
     while i < width {
-        acc += x[base + i];
+        acc += up(x[base + i]);
         i += units;
     }
     let mean = Vector::new(cube_sum(lanes_sum(acc), units) / n);
     let mut acc = Vector::new(f32::new(0.0));
     let mut i = unit;
     while i < width {
-        let c = x[base + i] - mean;
+        let c = up(x[base + i]) - mean;
         acc += c * c;
         i += units;
     }

@@ -3,17 +3,18 @@
 use super::*;
 
 #[cube(launch_unchecked)]
-pub(super) fn add_relu_kernel<N: Size>(
-    lhs: &[Vector<f32, N>],
-    rhs: &[Vector<f32, N>],
-    out: &mut [Vector<f32, N>],
+pub(super) fn add_relu_kernel<F: Float, N: Size>(
+    lhs: &[Vector<F, N>],
+    rhs: &[Vector<F, N>],
+    out: &mut [Vector<F, N>],
     len: u32,
+    #[define(F)] _float: ElemType,
 ) {
     let step = grid_units();
     let mut i = ABSOLUTE_POS;
     while i < len as usize {
         let zero = Vector::new(f32::new(0.0));
-        out[i] = (lhs[i] + rhs[i]).max(zero);
+        out[i] = down((up(lhs[i]) + up(rhs[i])).max(zero));
         i += step;
     }
 }
@@ -21,56 +22,59 @@ pub(super) fn add_relu_kernel<N: Size>(
 /// `gelu(x + bias)` over `rows` rows of `width` vectors: a unit per column (`x` of the launch
 /// grid) reads its bias once and strides over rows (`y`), no division per element.
 #[cube(launch_unchecked)]
-pub(super) fn bias_gelu_kernel<N: Size>(
-    x: &[Vector<f32, N>],
-    bias: &[Vector<f32, N>],
-    out: &mut [Vector<f32, N>],
+pub(super) fn bias_gelu_kernel<F: Float, N: Size>(
+    x: &[Vector<F, N>],
+    bias: &[Vector<F, N>],
+    out: &mut [Vector<F, N>],
     rows: u32,
     width: u32,
+    #[define(F)] _float: ElemType,
 ) {
     let col = ABSOLUTE_POS_X as usize;
     let width = width as usize;
     if col >= width {
         terminate!();
     }
-    let b = bias[col];
+    let b = up(bias[col]);
     let step = (CUBE_COUNT_Y * CUBE_DIM_Y) as usize;
     let mut row = ABSOLUTE_POS_Y as usize;
     while row < rows as usize {
         let i = row * width + col;
-        out[i] = gelu(x[i] + b);
+        out[i] = down(gelu(up(x[i]) + b));
         row += step;
     }
 }
 
 #[cube(launch_unchecked)]
-pub(super) fn swiglu_kernel<N: Size>(
-    gate: &[Vector<f32, N>],
-    up: &[Vector<f32, N>],
-    out: &mut [Vector<f32, N>],
+pub(super) fn swiglu_kernel<F: Float, N: Size>(
+    gate: &[Vector<F, N>],
+    value: &[Vector<F, N>],
+    out: &mut [Vector<F, N>],
     len: u32,
+    #[define(F)] _float: ElemType,
 ) {
     let step = grid_units();
     let mut i = ABSOLUTE_POS;
     while i < len as usize {
-        let g = gate[i];
-        out[i] = g * sigmoid(g) * up[i];
+        let g = up(gate[i]);
+        out[i] = down(g * sigmoid(g) * up(value[i]));
         i += step;
     }
 }
 
 #[cube(launch_unchecked)]
-pub(super) fn clamp_kernel<N: Size>(
-    x: &[Vector<f32, N>],
-    out: &mut [Vector<f32, N>],
+pub(super) fn clamp_kernel<F: Float, N: Size>(
+    x: &[Vector<F, N>],
+    out: &mut [Vector<F, N>],
     len: u32,
     lo: f32,
     hi: f32,
+    #[define(F)] _float: ElemType,
 ) {
     let step = grid_units();
     let mut i = ABSOLUTE_POS;
     while i < len as usize {
-        out[i] = clamp_nan(x[i], Vector::new(lo), Vector::new(hi));
+        out[i] = down(clamp_nan(up(x[i]), Vector::new(lo), Vector::new(hi)));
         i += step;
     }
 }
@@ -120,35 +124,37 @@ pub(super) fn splitmix(seed_hi: u32, seed_lo: u32, word: u32) -> (u32, u32) {
 
 /// Writes element `idx` of dropout: kept when its 16-bit `draw` is at least `threshold`.
 #[cube]
-pub(super) fn dropout_element<B: Int>(
-    x: &[f32],
-    out: &mut [f32],
+pub(super) fn dropout_element<F: Float, B: Int>(
+    x: &[F],
+    out: &mut [F],
     keep: &mut [B],
     idx: usize,
     draw: u32,
     threshold: u32,
     scale: f32,
 ) {
+    let v = f32::cast_from(x[idx]);
     if draw >= threshold {
-        out[idx] = x[idx] * f32::new(1.0) * scale;
+        out[idx] = F::cast_from(v * f32::new(1.0) * scale);
         keep[idx] = B::new(1);
     } else {
-        out[idx] = x[idx] * f32::new(0.0) * scale;
+        out[idx] = F::cast_from(v * f32::new(0.0) * scale);
         keep[idx] = B::new(0);
     }
 }
 
 /// One unit per four elements (one hash): see `composed::dropout_keep_into`.
 #[cube(launch_unchecked)]
-pub(super) fn dropout_kernel<B: Int>(
-    x: &[f32],
-    out: &mut [f32],
+pub(super) fn dropout_kernel<F: Float, B: Int>(
+    x: &[F],
+    out: &mut [F],
     keep: &mut [B],
     len: u32,
     seed_hi: u32,
     seed_lo: u32,
     threshold: u32,
     scale: f32,
+    #[define(F)] _float: ElemType,
     #[define(B)] _bool_dtype: ElemType,
 ) {
     let word = ABSOLUTE_POS;
@@ -158,15 +164,15 @@ pub(super) fn dropout_kernel<B: Int>(
         terminate!();
     }
     let (hi, lo) = splitmix(seed_hi, seed_lo, word as u32);
-    dropout_element::<B>(x, out, keep, first, lo & 0xFFFFu32, threshold, scale);
+    dropout_element::<F, B>(x, out, keep, first, lo & 0xFFFFu32, threshold, scale);
     if first + 1 < len {
-        dropout_element::<B>(x, out, keep, first + 1, lo >> 16u32, threshold, scale);
+        dropout_element::<F, B>(x, out, keep, first + 1, lo >> 16u32, threshold, scale);
     }
     if first + 2 < len {
-        dropout_element::<B>(x, out, keep, first + 2, hi & 0xFFFFu32, threshold, scale);
+        dropout_element::<F, B>(x, out, keep, first + 2, hi & 0xFFFFu32, threshold, scale);
     }
     if first + 3 < len {
-        dropout_element::<B>(x, out, keep, first + 3, hi >> 16u32, threshold, scale);
+        dropout_element::<F, B>(x, out, keep, first + 3, hi >> 16u32, threshold, scale);
     }
 }
 
@@ -182,22 +188,23 @@ pub(super) fn dropout_lane<B: Int>(x: f32, draw: u32, threshold: u32, scale: f32
 /// One unit per four elements (one hash), read and written as 4-lane vectors (`N` is 4): the
 /// elements of one hash are one vector of `x`, of the output and of the mask.
 #[cube(launch_unchecked)]
-pub(super) fn dropout_vector_kernel<N: Size, B: Int>(
-    x: &[Vector<f32, N>],
-    out: &mut [Vector<f32, N>],
+pub(super) fn dropout_vector_kernel<F: Float, N: Size, B: Int>(
+    x: &[Vector<F, N>],
+    out: &mut [Vector<F, N>],
     keep: &mut [Vector<B, N>],
     words: u32,
     seed_hi: u32,
     seed_lo: u32,
     threshold: u32,
     scale: f32,
+    #[define(F)] _float: ElemType,
     #[define(B)] _bool_dtype: ElemType,
 ) {
     let step = grid_units();
     let mut word = ABSOLUTE_POS;
     while word < words as usize {
         let (hi, lo) = splitmix(seed_hi, seed_lo, word as u32);
-        let v = x[word];
+        let v = up(x[word]);
         let mut values = Vector::<f32, N>::empty();
         let mut flags = Vector::<B, N>::empty();
         let (value, flag) = dropout_lane::<B>(v.extract(0usize), lo & 0xFFFFu32, threshold, scale);
@@ -212,7 +219,7 @@ pub(super) fn dropout_vector_kernel<N: Size, B: Int>(
         let (value, flag) = dropout_lane::<B>(v.extract(3usize), hi >> 16u32, threshold, scale);
         values.insert(3usize, value);
         flags.insert(3usize, flag);
-        out[word] = values;
+        out[word] = down(values);
         keep[word] = flags;
         word += step;
     }

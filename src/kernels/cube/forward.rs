@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// An element-wise binary kernel over two `f32` tensors of one shape, in place over whichever
+/// An element-wise binary kernel over two tensors of one kernel float dtype and one shape, in place over whichever
 /// buffer is ours (an empty result for empty operands); the inputs given back for other
 /// dtypes or broadcasting.
 pub(super) fn zip_launch(
@@ -19,7 +19,7 @@ pub(super) fn zip_launch(
     {
         return Ok(out);
     }
-    if !is_f32(&lhs) || !is_f32(&rhs) || rhs.shape() != shape {
+    if !is_kernel_float(&lhs) || !same_float(&rhs, &lhs) || rhs.shape() != shape {
         return Err(Box::new((lhs, rhs)));
     }
     let lhs = contiguous(lhs);
@@ -49,30 +49,30 @@ pub(super) fn zip_launch(
 }
 
 /// `relu(lhs + rhs)` in one element-wise kernel (strided operands are copied contiguous first).
-/// Falls back to [`composed::add_relu`] for other dtypes or broadcasting shapes.
+/// Falls back to [`composed::add_relu`] for dtypes other than f32, f16 and bf16 or broadcasting shapes.
 pub fn add_relu(lhs: CubeTensor, rhs: CubeTensor) -> CubeTensor {
     zip_launch(lhs, rhs, |t, v, (count, dim), a, b, out, len| unsafe {
-        add_relu_kernel::launch_unchecked(&t.client, count, dim, v, a, b, out, len);
+        add_relu_kernel::launch_unchecked(&t.client, count, dim, v, a, b, out, len, float_type(t));
     })
     .unwrap_or_else(|inputs| composed::add_relu::<CubeBackend>(inputs.0, inputs.1))
 }
 
 /// `silu(gate) * up` in one element-wise kernel (strided operands are copied contiguous
-/// first). Falls back to [`composed::swiglu`] for other dtypes or broadcasting shapes.
+/// first). Falls back to [`composed::swiglu`] for dtypes other than f32, f16 and bf16 or broadcasting shapes.
 pub fn swiglu(gate: CubeTensor, up: CubeTensor) -> CubeTensor {
     zip_launch(gate, up, |t, v, (count, dim), a, b, out, len| unsafe {
-        swiglu_kernel::launch_unchecked(&t.client, count, dim, v, a, b, out, len);
+        swiglu_kernel::launch_unchecked(&t.client, count, dim, v, a, b, out, len, float_type(t));
     })
     .unwrap_or_else(|inputs| composed::swiglu::<CubeBackend>(inputs.0, inputs.1))
 }
 
 /// `gelu(x + bias)` (erf GELU) in one element-wise kernel, `bias` of `x`'s last-dimension size.
-/// Falls back to [`composed::bias_gelu`] for other dtypes or a bias of another size.
+/// Falls back to [`composed::bias_gelu`] for dtypes other than f32, f16 and bf16 or a bias of another size.
 pub fn bias_gelu(x: CubeTensor, bias: CubeTensor) -> CubeTensor {
     if let Some(out) = is_empty(&x) {
         return out;
     }
-    let (Some((rows, width)), true) = (row_layout(&x), row_param(&bias, width_of(&x))) else {
+    let (Some((rows, width)), true) = (row_layout(&x), row_param(&bias, &x)) else {
         return composed::bias_gelu::<CubeBackend>(x, bias);
     };
     let x = contiguous(x);
@@ -83,6 +83,7 @@ pub fn bias_gelu(x: CubeTensor, bias: CubeTensor) -> CubeTensor {
     };
     let (out, out_arg) = output_over(&x, 0);
     let client = x.client.clone();
+    let float = float_type(&x);
     unsafe {
         bias_gelu_kernel::launch_unchecked(
             &client,
@@ -94,6 +95,7 @@ pub fn bias_gelu(x: CubeTensor, bias: CubeTensor) -> CubeTensor {
             out_arg,
             rows as u32,
             (width / v) as u32,
+            float,
         );
     }
     out
@@ -138,7 +140,7 @@ pub fn rms_norm(x: CubeTensor, weight: CubeTensor, eps: f32) -> CubeTensor {
     if let Some(out) = is_empty(&x) {
         return out;
     }
-    let (Some((rows, width)), true) = (row_layout(&x), row_param(&weight, width_of(&x))) else {
+    let (Some((rows, width)), true) = (row_layout(&x), row_param(&weight, &x)) else {
         return composed::rms_norm::<CubeBackend>(x, weight, eps);
     };
     let x = contiguous(x);
@@ -147,6 +149,7 @@ pub fn rms_norm(x: CubeTensor, weight: CubeTensor, eps: f32) -> CubeTensor {
     let (out, out_arg) = output_over(&x, 0);
     let (count, dim, units) = row_launch(&x.client, rows, width / v, width);
     let client = x.client.clone();
+    let float = float_type(&x);
     unsafe {
         rms_norm_kernel::launch_unchecked(
             &client,
@@ -160,6 +163,7 @@ pub fn rms_norm(x: CubeTensor, weight: CubeTensor, eps: f32) -> CubeTensor {
             (width / v) as u32,
             eps,
             units,
+            float,
         );
     }
     out
@@ -167,17 +171,14 @@ pub fn rms_norm(x: CubeTensor, weight: CubeTensor, eps: f32) -> CubeTensor {
 
 /// `(x - mean) / sqrt(var + eps) * gamma + beta` over the last dimension, one unit or cube per
 /// row.
-/// Falls back to [`composed::layer_norm`] for other dtypes or parameters of another size.
+/// Falls back to [`composed::layer_norm`] for dtypes other than f32, f16 and bf16 or parameters of another size.
 pub fn layer_norm(x: CubeTensor, gamma: CubeTensor, beta: CubeTensor, eps: f32) -> CubeTensor {
     if let Some(out) = is_empty(&x) {
         return out;
     }
-    let width = width_of(&x);
-    let (Some((rows, width)), true, true) = (
-        row_layout(&x),
-        row_param(&gamma, width),
-        row_param(&beta, width),
-    ) else {
+    let (Some((rows, width)), true, true) =
+        (row_layout(&x), row_param(&gamma, &x), row_param(&beta, &x))
+    else {
         return composed::layer_norm::<CubeBackend>(x, gamma, beta, eps);
     };
     let x = contiguous(x);
@@ -187,6 +188,7 @@ pub fn layer_norm(x: CubeTensor, gamma: CubeTensor, beta: CubeTensor, eps: f32) 
     let (out, out_arg) = output_over(&x, 0);
     let (count, dim, units) = row_launch(&x.client, rows, width / v, width);
     let client = x.client.clone();
+    let float = float_type(&x);
     unsafe {
         layer_norm_kernel::launch_unchecked(
             &client,
@@ -201,6 +203,7 @@ pub fn layer_norm(x: CubeTensor, gamma: CubeTensor, beta: CubeTensor, eps: f32) 
             (width / v) as u32,
             eps,
             units,
+            float,
         );
     }
     out
@@ -220,6 +223,7 @@ pub fn softmax_last(x: CubeTensor) -> CubeTensor {
     let (out, out_arg) = output_over(&x, 0);
     let (count, dim, units) = row_launch(&x.client, rows, width / v, width);
     let client = x.client.clone();
+    let float = float_type(&x);
     unsafe {
         softmax_kernel::launch_unchecked(
             &client,
@@ -231,6 +235,7 @@ pub fn softmax_last(x: CubeTensor) -> CubeTensor {
             rows as u32,
             (width / v) as u32,
             units,
+            float,
         );
     }
     out
@@ -275,6 +280,7 @@ pub fn cross_entropy_logits(logits: CubeTensor, targets: CubeTensor) -> CubeTens
     let losses = empty(&logits, Shape::new([2 * rows]), DType::F32);
     let (count, dim, units) = row_launch(&client, rows, width / v, width);
     let int_dtype = dtype_to_storage_type(targets.dtype);
+    let float = float_type(&logits);
     unsafe {
         cross_entropy_rows_kernel::launch_unchecked(
             &client,
@@ -288,10 +294,11 @@ pub fn cross_entropy_logits(logits: CubeTensor, targets: CubeTensor) -> CubeTens
             (width / v) as u32,
             width as u32,
             units,
+            float,
             int_dtype,
         );
     }
-    let out = empty(&logits, Shape::new([1]), DType::F32);
+    let out = empty(&logits, Shape::new([1]), logits.dtype);
     let bad = empty(&logits, Shape::new([1]), DType::F32);
     // One unit adds up to 2^16 row losses alone where barriers are dear (see `unit_per_row`).
     let (count, dim, units) = if rows <= 1 << 16 && unit_per_row(&client, 1) {
@@ -309,6 +316,7 @@ pub fn cross_entropy_logits(logits: CubeTensor, targets: CubeTensor) -> CubeTens
             bad.clone().into_buffer_arg(),
             rows as u32,
             units,
+            float,
         );
     }
     if on_device {
@@ -337,7 +345,7 @@ pub fn dropout(x: CubeTensor, p: f32, seed: u64) -> (CubeTensor, CubeTensor) {
     if let Some(out) = is_empty(&x) {
         return (out, empty(&x, x.shape(), bool_dtype));
     }
-    if !is_f32(&x) || to_u32(numel).is_none() {
+    if !is_kernel_float(&x) || to_u32(numel).is_none() {
         return composed::dropout::<CubeBackend>(x, p, seed);
     }
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
@@ -347,6 +355,7 @@ pub fn dropout(x: CubeTensor, p: f32, seed: u64) -> (CubeTensor, CubeTensor) {
     let keep = empty(&x, x.shape(), bool_dtype);
     let words = numel.div_ceil(4);
     let client = x.client.clone();
+    let float = float_type(&x);
     let vectorized = dropout_vectorized(&x, &keep, numel);
     if vectorized {
         let (count, dim) = elementwise_launch(&client, words);
@@ -364,6 +373,7 @@ pub fn dropout(x: CubeTensor, p: f32, seed: u64) -> (CubeTensor, CubeTensor) {
                 seed as u32,
                 threshold,
                 scale,
+                float,
                 dtype_to_storage_type(bool_dtype),
             );
         }
@@ -384,6 +394,7 @@ pub fn dropout(x: CubeTensor, p: f32, seed: u64) -> (CubeTensor, CubeTensor) {
             seed as u32,
             threshold,
             scale,
+            float,
             dtype_to_storage_type(bool_dtype),
         );
     }
@@ -415,7 +426,7 @@ pub fn clamp_ste(x: CubeTensor, lo: f32, hi: f32) -> CubeTensor {
         return out;
     }
     let numel = x.shape().num_elements();
-    if !is_f32(&x) || numel == 0 || to_u32(numel).is_none() {
+    if !is_kernel_float(&x) || numel == 0 || to_u32(numel).is_none() {
         return composed::clamp_ste::<CubeBackend>(x, lo, hi);
     }
     let x = contiguous(x);
@@ -424,6 +435,7 @@ pub fn clamp_ste(x: CubeTensor, lo: f32, hi: f32) -> CubeTensor {
     let (out, out_arg) = output_over(&x, 0);
     let (count, dim) = elementwise_launch(&x.client, units);
     let client = x.client.clone();
+    let float = float_type(&x);
     unsafe {
         clamp_kernel::launch_unchecked(
             &client,
@@ -435,6 +447,7 @@ pub fn clamp_ste(x: CubeTensor, lo: f32, hi: f32) -> CubeTensor {
             units as u32,
             lo,
             hi,
+            float,
         );
     }
     out

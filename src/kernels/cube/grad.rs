@@ -4,17 +4,17 @@
 use super::*;
 use crate::kernels::backward::generic;
 
-/// A fresh `f32` tensor of `like`'s shape and its kernel argument.
-pub(super) fn fresh_output(like: &CubeTensor) -> (CubeTensor, BufferArg) {
-    let out = empty(like, like.shape(), DType::F32);
+/// A fresh tensor of `like`'s shape in `dtype`, and its kernel argument.
+pub(super) fn fresh_output(like: &CubeTensor, dtype: DType) -> (CubeTensor, BufferArg) {
+    let out = empty(like, like.shape(), dtype);
     let arg = out.clone().into_buffer_arg();
     (out, arg)
 }
 
-/// A one-vector buffer (`vector` elements: wgpu checks a binding holds one) bound where a
-/// kernel wants an output it will not write (a gradient that is not wanted).
-pub(super) fn placeholder(like: &CubeTensor, vector: usize) -> BufferArg {
-    empty(like, Shape::new([vector]), DType::F32).into_buffer_arg()
+/// A one-vector buffer (`vector` elements of `dtype`: wgpu checks a binding holds one) bound
+/// where a kernel wants an output it will not write (a gradient that is not wanted).
+pub(super) fn placeholder(like: &CubeTensor, vector: usize, dtype: DType) -> BufferArg {
+    empty(like, Shape::new([vector]), dtype).into_buffer_arg()
 }
 
 /// The gradient of a per-feature parameter when there are no rows: zeros.
@@ -22,10 +22,10 @@ pub(super) fn zero_row(x: &CubeTensor, param: &CubeTensor) -> CubeTensor {
     burn_cubecl::ops::numeric::zeros(x.device.clone(), param.shape(), param.dtype)
 }
 
-/// Sums `t` (contiguous `f32`, `rows` rows of `width`) over its rows into a fresh `[width]`
-/// tensor: the gradient of a per-feature parameter.
-pub(super) fn column_sum(t: &CubeTensor, rows: usize, width: usize) -> CubeTensor {
-    let out = empty(t, Shape::new([width]), DType::F32);
+/// Sums `t` (contiguous, `rows` rows of `width`, any kernel float) over its rows, in `f32`,
+/// into a fresh `[width]` tensor of `dtype`: the gradient of a per-feature parameter.
+pub(super) fn column_sum(t: &CubeTensor, rows: usize, width: usize, dtype: DType) -> CubeTensor {
+    let out = empty(t, Shape::new([width]), dtype);
     let (count, dim) = unit_launch(&t.client, width);
     unsafe {
         column_sum_kernel::launch_unchecked(
@@ -36,6 +36,8 @@ pub(super) fn column_sum(t: &CubeTensor, rows: usize, width: usize) -> CubeTenso
             out.clone().into_buffer_arg(),
             rows as u32,
             width as u32,
+            float_type(t),
+            dtype_to_storage_type(dtype),
         );
     }
     out
@@ -54,54 +56,63 @@ pub(super) fn gelu_derivative<N: Size>(z: Vector<f32, N>) -> Vector<f32, N> {
 }
 
 #[cube(launch_unchecked)]
-pub(super) fn bias_gelu_backward_kernel<N: Size>(
-    x: &[Vector<f32, N>],
-    bias: &[Vector<f32, N>],
-    grad: &[Vector<f32, N>],
-    out: &mut [Vector<f32, N>],
+pub(super) fn bias_gelu_backward_kernel<F: Float, N: Size>(
+    x: &[Vector<F, N>],
+    bias: &[Vector<F, N>],
+    grad: &[Vector<F, N>],
+    out: &mut [Vector<F, N>],
     len: u32,
     width: u32,
+    #[define(F)] _float: ElemType,
 ) {
     let step = grid_units();
     let mut i = ABSOLUTE_POS;
     while i < len as usize {
-        out[i] = grad[i] * gelu_derivative(x[i] + bias[i % width as usize]);
+        out[i] = down(up(grad[i]) * gelu_derivative(up(x[i]) + up(bias[i % width as usize])));
         i += step;
     }
 }
 
 #[cube(launch_unchecked)]
-pub(super) fn swiglu_backward_kernel<N: Size>(
-    gate: &[Vector<f32, N>],
-    up: &[Vector<f32, N>],
-    grad: &[Vector<f32, N>],
-    d_gate: &mut [Vector<f32, N>],
-    d_up: &mut [Vector<f32, N>],
+pub(super) fn swiglu_backward_kernel<F: Float, N: Size>(
+    gate: &[Vector<F, N>],
+    value: &[Vector<F, N>],
+    grad: &[Vector<F, N>],
+    d_gate: &mut [Vector<F, N>],
+    d_value: &mut [Vector<F, N>],
     len: u32,
     #[comptime] want_gate: bool,
-    #[comptime] want_up: bool,
+    #[comptime] want_value: bool,
+    #[define(F)] _float: ElemType,
 ) {
     let step = grid_units();
     let mut i = ABSOLUTE_POS;
     while i < len as usize {
-        let g = gate[i];
-        let d = grad[i];
+        let g = up(gate[i]);
+        let d = up(grad[i]);
         let s = sigmoid(g);
         let silu = g * s;
-        if want_up {
-            d_up[i] = d * silu;
+        if want_value {
+            d_value[i] = down(d * silu);
         }
         if want_gate {
             let one = Vector::new(f32::new(1.0));
-            d_gate[i] = d * up[i] * (s + silu * (one - s));
+            d_gate[i] = down(d * up(value[i]) * (s + silu * (one - s)));
         }
         i += step;
     }
 }
 
-/// Sums `src` (`rows` rows of `width`) over its rows: one unit per column.
+/// Sums `src` (`rows` rows of `width`) over its rows in `f32`: one unit per column.
 #[cube(launch_unchecked)]
-pub(super) fn column_sum_kernel(src: &[f32], out: &mut [f32], rows: u32, width: u32) {
+pub(super) fn column_sum_kernel<S: Float, D: Float>(
+    src: &[S],
+    out: &mut [D],
+    rows: u32,
+    width: u32,
+    #[define(S)] _source: ElemType,
+    #[define(D)] _destination: ElemType,
+) {
     let col = ABSOLUTE_POS;
     let width = width as usize;
     if col >= width {
@@ -109,25 +120,26 @@ pub(super) fn column_sum_kernel(src: &[f32], out: &mut [f32], rows: u32, width: 
     }
     let mut sum = f32::new(0.0);
     for r in 0..rows as usize {
-        sum += src[r * width + col];
+        sum += f32::cast_from(src[r * width + col]);
     }
-    out[col] = sum;
+    out[col] = D::cast_from(sum);
 }
 
 /// `dx = r (g w - x^ mean(g w x^))` with `r = 1 / sqrt(mean(x^2) + eps)` and `x^ = x r`; and,
-/// when `want_part`, `part = g x^` (summed over rows afterwards into `dweight`).
+/// when `want_part`, `part = g x^` in `f32` (summed over rows afterwards into `dweight`).
 #[cube(launch_unchecked)]
-pub(super) fn rms_norm_backward_kernel<N: Size>(
-    x: &[Vector<f32, N>],
-    weight: &[Vector<f32, N>],
-    grad: &[Vector<f32, N>],
-    dx: &mut [Vector<f32, N>],
+pub(super) fn rms_norm_backward_kernel<F: Float, N: Size>(
+    x: &[Vector<F, N>],
+    weight: &[Vector<F, N>],
+    grad: &[Vector<F, N>],
+    dx: &mut [Vector<F, N>],
     part: &mut [Vector<f32, N>],
     rows: u32,
     width: u32,
     eps: f32,
     #[comptime] units: usize,
     #[comptime] want_part: bool,
+    #[define(F)] _float: ElemType,
 ) {
     let row = row_index(units);
     if row >= rows as usize {
@@ -141,9 +153,9 @@ pub(super) fn rms_norm_backward_kernel<N: Size>(
     let mut dots = Vector::new(f32::new(0.0));
     let mut i = unit;
     while i < width {
-        let v = x[base + i];
+        let v = up(x[base + i]);
         squares += v * v;
-        dots += grad[base + i] * weight[i] * v;
+        dots += up(grad[base + i]) * up(weight[i]) * v;
         i += units;
     }
     let mean_square = cube_sum(lanes_sum(squares), units) / n;
@@ -153,31 +165,32 @@ pub(super) fn rms_norm_backward_kernel<N: Size>(
     let projection = Vector::new(r * dot / n);
     let mut i = unit;
     while i < width {
-        let v = x[base + i];
-        let g = grad[base + i];
+        let v = up(x[base + i]);
+        let g = up(grad[base + i]);
         let normalized = v * inverse;
         if want_part {
             part[base + i] = g * normalized;
         }
-        dx[base + i] = inverse * (g * weight[i] - normalized * projection);
+        dx[base + i] = down(inverse * (g * up(weight[i]) - normalized * projection));
         i += units;
     }
 }
 
 /// `dx = r (g gamma - mean(g gamma) - x^ mean(g gamma x^))` with `r = 1 / sqrt(var + eps)` and
-/// `x^ = (x - mean) r`; and, when `want_part`, `part = g x^` (summed into `dgamma`).
+/// `x^ = (x - mean) r`; and, when `want_part`, `part = g x^` in `f32` (summed into `dgamma`).
 #[cube(launch_unchecked)]
-pub(super) fn layer_norm_backward_kernel<N: Size>(
-    x: &[Vector<f32, N>],
-    gamma: &[Vector<f32, N>],
-    grad: &[Vector<f32, N>],
-    dx: &mut [Vector<f32, N>],
+pub(super) fn layer_norm_backward_kernel<F: Float, N: Size>(
+    x: &[Vector<F, N>],
+    gamma: &[Vector<F, N>],
+    grad: &[Vector<F, N>],
+    dx: &mut [Vector<F, N>],
     part: &mut [Vector<f32, N>],
     rows: u32,
     width: u32,
     eps: f32,
     #[comptime] units: usize,
     #[comptime] want_part: bool,
+    #[define(F)] _float: ElemType,
 ) {
     let row = row_index(units);
     if row >= rows as usize {
@@ -187,39 +200,40 @@ pub(super) fn layer_norm_backward_kernel<N: Size>(
     let base = row * width;
     let unit = unit_index(units);
     let n = f32::cast_from(width * N::value());
-    let (mean, inverse) = row_standardizer::<N>(x, base, width, unit, eps, units);
+    let (mean, inverse) = row_standardizer::<F, N>(x, base, width, unit, eps, units);
     let mut scaled = Vector::new(f32::new(0.0));
     let mut projected = Vector::new(f32::new(0.0));
     let mut i = unit;
     while i < width {
-        let g = grad[base + i] * gamma[i];
+        let g = up(grad[base + i]) * up(gamma[i]);
         scaled += g;
-        projected += g * (x[base + i] - mean) * inverse;
+        projected += g * (up(x[base + i]) - mean) * inverse;
         i += units;
     }
     let mean_g = Vector::new(cube_sum(lanes_sum(scaled), units) / n);
     let projection = Vector::new(cube_sum(lanes_sum(projected), units) / n);
     let mut i = unit;
     while i < width {
-        let d = grad[base + i];
-        let normalized = (x[base + i] - mean) * inverse;
+        let d = up(grad[base + i]);
+        let normalized = (up(x[base + i]) - mean) * inverse;
         if want_part {
             part[base + i] = d * normalized;
         }
-        dx[base + i] = inverse * (d * gamma[i] - mean_g - normalized * projection);
+        dx[base + i] = down(inverse * (d * up(gamma[i]) - mean_g - normalized * projection));
         i += units;
     }
 }
 
 /// `dx = y (grad - sum(grad y))` over each row.
 #[cube(launch_unchecked)]
-pub(super) fn softmax_backward_kernel<N: Size>(
-    y: &[Vector<f32, N>],
-    grad: &[Vector<f32, N>],
-    out: &mut [Vector<f32, N>],
+pub(super) fn softmax_backward_kernel<F: Float, N: Size>(
+    y: &[Vector<F, N>],
+    grad: &[Vector<F, N>],
+    out: &mut [Vector<F, N>],
     rows: u32,
     width: u32,
     #[comptime] units: usize,
+    #[define(F)] _float: ElemType,
 ) {
     let row = row_index(units);
     if row >= rows as usize {
@@ -231,13 +245,13 @@ pub(super) fn softmax_backward_kernel<N: Size>(
     let mut acc = Vector::new(f32::new(0.0));
     let mut i = unit;
     while i < width {
-        acc += y[base + i] * grad[base + i];
+        acc += up(y[base + i]) * up(grad[base + i]);
         i += units;
     }
     let dot = Vector::new(cube_sum(lanes_sum(acc), units));
     let mut i = unit;
     while i < width {
-        out[base + i] = y[base + i] * (grad[base + i] - dot);
+        out[base + i] = down(up(y[base + i]) * (up(grad[base + i]) - dot));
         i += units;
     }
 }
@@ -256,12 +270,13 @@ pub fn bias_gelu_backward(
     }
     let (Some((rows, width)), true, true, true) = (
         row_layout(&x),
-        row_param(&bias, width_of(&x)),
+        row_param(&bias, &x),
         grad.shape() == x.shape(),
-        is_f32(&grad),
+        same_float(&grad, &x),
     ) else {
         return generic::bias_gelu_backward::<CubeBackend>(x, bias, grad, wanted);
     };
+    let dtype = x.dtype;
     let numel = rows * width;
     let x = contiguous(x);
     let bias = contiguous(bias);
@@ -283,9 +298,11 @@ pub fn bias_gelu_backward(
             dx_arg,
             units as u32,
             (width / v) as u32,
+            dtype_to_storage_type(dtype),
         );
     }
-    let d_bias = wanted[1].then(|| column_sum(&dx, rows, width));
+    // (From `dx` as stored: in f16 or bf16 each term was rounded once, the sum is f32.)
+    let d_bias = wanted[1].then(|| column_sum(&dx, rows, width, dtype));
     [Some(dx), d_bias]
 }
 
@@ -307,9 +324,9 @@ pub fn swiglu_backward(
             want_up.then(|| empty(&grad, shape.clone(), grad.dtype)),
         ];
     }
-    if !is_f32(&gate)
-        || !is_f32(&up)
-        || !is_f32(&grad)
+    if !is_kernel_float(&gate)
+        || !same_float(&up, &gate)
+        || !same_float(&grad, &gate)
         || up.shape() != shape
         || grad.shape() != shape
         || numel == 0
@@ -326,17 +343,18 @@ pub fn swiglu_backward(
     let grad = contiguous(grad);
     let v = vector_size(&[&gate, &up, &grad], numel);
     let units = numel / v;
+    let dtype = grad.dtype;
     let (d_gate, gate_arg) = if want_gate {
         let (t, arg) = output_over(&grad, 2);
         (Some(t), arg)
     } else {
-        (None, placeholder(&grad, v))
+        (None, placeholder(&grad, v, dtype))
     };
     let (d_up, up_arg) = if want_up {
-        let (t, arg) = fresh_output(&grad);
+        let (t, arg) = fresh_output(&grad, dtype);
         (Some(t), arg)
     } else {
-        (None, placeholder(&grad, v))
+        (None, placeholder(&grad, v, dtype))
     };
     let (count, dim) = elementwise_launch(&gate.client, units);
     let client = gate.client.clone();
@@ -354,6 +372,7 @@ pub fn swiglu_backward(
             units as u32,
             want_gate,
             want_up,
+            dtype_to_storage_type(dtype),
         );
     }
     [d_gate, d_up]
@@ -377,12 +396,13 @@ pub fn rms_norm_backward(
     }
     let (Some((rows, width)), true, true, true) = (
         row_layout(&x),
-        row_param(&weight, width_of(&x)),
+        row_param(&weight, &x),
         grad.shape() == x.shape(),
-        is_f32(&grad),
+        same_float(&grad, &x),
     ) else {
         return generic::rms_norm_backward::<CubeBackend>(x, weight, eps, grad, wanted);
     };
+    let dtype = x.dtype;
     let [want_x, want_weight] = wanted;
     if !want_x && !want_weight {
         return [None, None];
@@ -393,10 +413,10 @@ pub fn rms_norm_backward(
     let v = vector_size(&[&x, &weight, &grad], width);
     let (dx, dx_arg) = output_over(&grad, 2);
     let (part, part_arg) = if want_weight {
-        let (t, arg) = fresh_output(&x);
+        let (t, arg) = fresh_output(&x, DType::F32);
         (Some(t), arg)
     } else {
-        (None, placeholder(&x, v))
+        (None, placeholder(&x, v, DType::F32))
     };
     let (count, dim, units) = row_launch(&x.client, rows, width / v, width);
     let client = x.client.clone();
@@ -416,9 +436,10 @@ pub fn rms_norm_backward(
             eps,
             units,
             want_weight,
+            dtype_to_storage_type(dtype),
         );
     }
-    let d_weight = part.map(|part| column_sum(&part, rows, width));
+    let d_weight = part.map(|part| column_sum(&part, rows, width, dtype));
     [want_x.then_some(dx), d_weight]
 }
 
@@ -442,12 +463,13 @@ pub fn layer_norm_backward(
     }
     let (Some((rows, width)), true, true, true) = (
         row_layout(&x),
-        row_param(&gamma, width_of(&x)),
+        row_param(&gamma, &x),
         grad.shape() == x.shape(),
-        is_f32(&grad),
+        same_float(&grad, &x),
     ) else {
         return generic::layer_norm_backward::<CubeBackend>(x, gamma, eps, grad, wanted);
     };
+    let dtype = x.dtype;
     let [want_x, want_gamma, want_beta] = wanted;
     if !want_x && !want_gamma && !want_beta {
         return [None, None, None];
@@ -455,14 +477,14 @@ pub fn layer_norm_backward(
     let x = contiguous(x);
     let gamma = contiguous(gamma);
     let grad = contiguous(grad);
-    let d_beta = want_beta.then(|| column_sum(&grad, rows, width));
+    let d_beta = want_beta.then(|| column_sum(&grad, rows, width, dtype));
     let v = vector_size(&[&x, &gamma, &grad], width);
     let (dx, dx_arg) = output_over(&grad, 2);
     let (part, part_arg) = if want_gamma {
-        let (t, arg) = fresh_output(&x);
+        let (t, arg) = fresh_output(&x, DType::F32);
         (Some(t), arg)
     } else {
-        (None, placeholder(&x, v))
+        (None, placeholder(&x, v, DType::F32))
     };
     let (count, dim, units) = row_launch(&x.client, rows, width / v, width);
     let client = x.client.clone();
@@ -482,9 +504,10 @@ pub fn layer_norm_backward(
             eps,
             units,
             want_gamma,
+            dtype_to_storage_type(dtype),
         );
     }
-    let d_gamma = part.map(|part| column_sum(&part, rows, width));
+    let d_gamma = part.map(|part| column_sum(&part, rows, width, dtype));
     [want_x.then_some(dx), d_gamma, d_beta]
 }
 
@@ -495,9 +518,11 @@ pub fn softmax_last_backward(y: CubeTensor, grad: CubeTensor) -> CubeTensor {
     if let (Some(dx), true) = (is_empty(&grad), grad.shape() == y.shape()) {
         return dx;
     }
-    let (Some((rows, width)), true, true) =
-        (row_layout(&y), grad.shape() == y.shape(), is_f32(&grad))
-    else {
+    let (Some((rows, width)), true, true) = (
+        row_layout(&y),
+        grad.shape() == y.shape(),
+        same_float(&grad, &y),
+    ) else {
         return generic::softmax_last_backward::<CubeBackend>(y, grad);
     };
     let y = contiguous(y);
@@ -506,6 +531,7 @@ pub fn softmax_last_backward(y: CubeTensor, grad: CubeTensor) -> CubeTensor {
     let (out, out_arg) = output_over(&grad, 1);
     let (count, dim, units) = row_launch(&y.client, rows, width / v, width);
     let client = y.client.clone();
+    let float = float_type(&y);
     unsafe {
         softmax_backward_kernel::launch_unchecked(
             &client,
@@ -518,6 +544,7 @@ pub fn softmax_last_backward(y: CubeTensor, grad: CubeTensor) -> CubeTensor {
             rows as u32,
             (width / v) as u32,
             units,
+            float,
         );
     }
     out

@@ -3,8 +3,22 @@
 
 use super::*;
 
-pub(super) fn is_f32(t: &CubeTensor) -> bool {
-    t.dtype == DType::F32
+/// Whether the kernels take `t`'s dtype: `f32`, `f16` or `bf16` storage. They compute in `f32`
+/// whatever the storage (every load converted up, every store rounded once), and accumulate
+/// reductions in `f32`.
+pub(super) fn is_kernel_float(t: &CubeTensor) -> bool {
+    matches!(t.dtype, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// Whether `t` is a kernel float of `like`'s dtype (the kernels take one float dtype per
+/// launch; mixed dtypes take the composition, which decides what they mean).
+pub(super) fn same_float(t: &CubeTensor, like: &CubeTensor) -> bool {
+    is_kernel_float(t) && t.dtype == like.dtype
+}
+
+/// `t`'s dtype as the kernels' `#[define(F)]` argument.
+pub(super) fn float_type(t: &CubeTensor) -> ElemType {
+    dtype_to_storage_type(t.dtype)
 }
 
 /// The size of the last dimension (0 for a scalar).
@@ -16,18 +30,19 @@ pub(super) fn width_of(t: &CubeTensor) -> usize {
         .map_or(0, |last| shape[last])
 }
 
-/// The widest vector the runtime offers for `f32` that divides `len` and keeps every tensor's
-/// buffer offset aligned to it.
+/// The widest vector the runtime offers for the first tensor's dtype that divides `len` and
+/// keeps every tensor's buffer offset aligned to it.
 pub(super) fn vector_size(tensors: &[&CubeTensor], len: usize) -> usize {
     let client = &tensors[0].client;
+    let size = tensors[0].dtype.size();
     client
-        .io_optimized_vector_sizes(size_of::<f32>())
+        .io_optimized_vector_sizes(size)
         .filter(|&v| {
             v > 0
                 && len.is_multiple_of(v)
                 && tensors.iter().all(|t| {
                     let offset = t.handle.offset_start.unwrap_or(0);
-                    offset.is_multiple_of((v * size_of::<f32>()) as u64)
+                    offset.is_multiple_of((v * t.dtype.size()) as u64)
                 })
         })
         .max()
@@ -40,13 +55,13 @@ pub(super) fn empty(like: &CubeTensor, shape: Shape, dtype: DType) -> CubeTensor
 }
 
 /// The output tensor and its kernel argument: over `input` (the kernel's argument number
-/// `position`) when its buffer is ours, else a fresh `f32` buffer of the same shape.
+/// `position`) when its buffer is ours, else a fresh buffer of the same shape and dtype.
 pub(super) fn output_over(input: &CubeTensor, position: usize) -> (CubeTensor, BufferArg) {
     let len = input.shape().num_elements();
     if input.can_mut() && input.is_contiguous() {
         (input.clone(), BufferArg::alias(position, len))
     } else {
-        let out = empty(input, input.shape(), DType::F32);
+        let out = empty(input, input.shape(), input.dtype);
         let arg = out.clone().into_buffer_arg();
         (out, arg)
     }
@@ -168,17 +183,17 @@ pub(super) fn contiguous(t: CubeTensor) -> CubeTensor {
 }
 
 /// A per-feature parameter (`[features]`, or any shape of `width` elements) usable by the row
-/// kernels: `f32` with `width` elements, made contiguous.
-pub(super) fn row_param(param: &CubeTensor, width: usize) -> bool {
-    is_f32(param) && param.shape().num_elements() == width
+/// kernels over `x`: `x`'s dtype with `width` elements (made contiguous by the caller).
+pub(super) fn row_param(param: &CubeTensor, x: &CubeTensor) -> bool {
+    same_float(param, x) && param.shape().num_elements() == width_of(x)
 }
 
-/// What every row-wise kernel needs of `x`: `f32`, rank >= 1, non-empty, row count and width
-/// that fit `u32`.
+/// What every row-wise kernel needs of `x`: a kernel float, rank >= 1, non-empty, row count
+/// and width that fit `u32`.
 pub(super) fn row_layout(x: &CubeTensor) -> Option<(usize, usize)> {
     let width = width_of(x);
     let numel = x.shape().num_elements();
-    if !is_f32(x) || x.shape().num_dims() == 0 || width == 0 || numel == 0 {
+    if !is_kernel_float(x) || x.shape().num_dims() == 0 || width == 0 || numel == 0 {
         return None;
     }
     let rows = numel / width;

@@ -2,9 +2,13 @@
 //!
 //! Each public function takes and returns `CubeTensor`s and mirrors a function of
 //! [`composed`] (forward) or a method of the `BackwardKernels` trait (gradients). The kernels
-//! read contiguous `f32` buffers: a strided input is copied contiguous first
-//! (`burn_cubecl::kernel::into_contiguous`); another dtype or broadcasting operands take the
-//! composition of Burn primitives instead. Empty tensors get empty results (and zero
+//! read contiguous buffers of one float dtype, `f32`, `f16` or `bf16` (generic over cubecl's
+//! `Float`, the dtype given at launch): every value is converted to `f32` when loaded, all the
+//! arithmetic and every reduction (row sums, parameter-gradient sums) is `f32`, and each output
+//! is rounded once to the input's dtype, the dtype the composition gives. A strided input is
+//! copied contiguous first (`burn_cubecl::kernel::into_contiguous`); another dtype (`f64`),
+//! inputs of mixed dtypes or broadcasting operands take the composition of Burn primitives
+//! instead. Empty tensors get empty results (and zero
 //! parameter gradients) without a launch: Burn's own Cube kernels do not all take them. Element-wise kernels are one launch
 //! with vectorized loads where the sizes allow, each unit looping over about
 //! `ITEMS_PER_UNIT` vectors. Row-wise kernels (the norms, softmax, cross-entropy and their

@@ -4,14 +4,15 @@
 use super::*;
 
 #[cube(launch_unchecked)]
-pub(super) fn rms_norm_kernel<N: Size>(
-    x: &[Vector<f32, N>],
-    weight: &[Vector<f32, N>],
-    out: &mut [Vector<f32, N>],
+pub(super) fn rms_norm_kernel<F: Float, N: Size>(
+    x: &[Vector<F, N>],
+    weight: &[Vector<F, N>],
+    out: &mut [Vector<F, N>],
     rows: u32,
     width: u32,
     eps: f32,
     #[comptime] units: usize,
+    #[define(F)] _float: ElemType,
 ) {
     let row = row_index(units);
     if row >= rows as usize {
@@ -23,7 +24,7 @@ pub(super) fn rms_norm_kernel<N: Size>(
     let mut acc = Vector::new(f32::new(0.0));
     let mut i = unit;
     while i < width {
-        let v = x[base + i];
+        let v = up(x[base + i]);
         acc += v * v;
         i += units;
     }
@@ -32,21 +33,22 @@ pub(super) fn rms_norm_kernel<N: Size>(
     let inverse = Vector::new(f32::new(1.0) / (mean_square + eps).sqrt());
     let mut i = unit;
     while i < width {
-        out[base + i] = x[base + i] * inverse * weight[i];
+        out[base + i] = down(up(x[base + i]) * inverse * up(weight[i]));
         i += units;
     }
 }
 
 #[cube(launch_unchecked)]
-pub(super) fn layer_norm_kernel<N: Size>(
-    x: &[Vector<f32, N>],
-    gamma: &[Vector<f32, N>],
-    beta: &[Vector<f32, N>],
-    out: &mut [Vector<f32, N>],
+pub(super) fn layer_norm_kernel<F: Float, N: Size>(
+    x: &[Vector<F, N>],
+    gamma: &[Vector<F, N>],
+    beta: &[Vector<F, N>],
+    out: &mut [Vector<F, N>],
     rows: u32,
     width: u32,
     eps: f32,
     #[comptime] units: usize,
+    #[define(F)] _float: ElemType,
 ) {
     let row = row_index(units);
     if row >= rows as usize {
@@ -55,21 +57,22 @@ pub(super) fn layer_norm_kernel<N: Size>(
     let width = width as usize;
     let base = row * width;
     let unit = unit_index(units);
-    let (mean, inverse) = row_standardizer::<N>(x, base, width, unit, eps, units);
+    let (mean, inverse) = row_standardizer::<F, N>(x, base, width, unit, eps, units);
     let mut i = unit;
     while i < width {
-        out[base + i] = (x[base + i] - mean) * inverse * gamma[i] + beta[i];
+        out[base + i] = down((up(x[base + i]) - mean) * inverse * up(gamma[i]) + up(beta[i]));
         i += units;
     }
 }
 
 #[cube(launch_unchecked)]
-pub(super) fn softmax_kernel<N: Size>(
-    x: &[Vector<f32, N>],
-    out: &mut [Vector<f32, N>],
+pub(super) fn softmax_kernel<F: Float, N: Size>(
+    x: &[Vector<F, N>],
+    out: &mut [Vector<F, N>],
     rows: u32,
     width: u32,
     #[comptime] units: usize,
+    #[define(F)] _float: ElemType,
 ) {
     let row = row_index(units);
     if row >= rows as usize {
@@ -79,18 +82,21 @@ pub(super) fn softmax_kernel<N: Size>(
     let base = row * width;
     let unit = unit_index(units);
     // Every unit starts from an element of the row (no -inf literal on every target).
-    let mut acc = x[base];
+    let mut acc = up(x[base]);
     let mut i = unit;
     while i < width {
-        acc = acc.max(x[base + i]);
+        acc = acc.max(up(x[base + i]));
         i += units;
     }
     let max = Vector::new(cube_max(lanes_max(acc), units));
+    // The exponentials are summed in f32; each is stored in `F`, then scaled by the inverse
+    // sum in f32 and rounded again (two roundings in f16/bf16, well within their tolerance),
+    // so the row is read once.
     let mut acc = Vector::new(f32::new(0.0));
     let mut i = unit;
     while i < width {
-        let e = Vector::exp(x[base + i] - max);
-        out[base + i] = e;
+        let e = Vector::exp(up(x[base + i]) - max);
+        out[base + i] = down(e);
         acc += e;
         i += units;
     }
@@ -98,7 +104,7 @@ pub(super) fn softmax_kernel<N: Size>(
     // Each unit rescales the elements it wrote itself: no barrier needed.
     let mut i = unit;
     while i < width {
-        out[base + i] *= inverse;
+        out[base + i] = down(up(out[base + i]) * inverse);
         i += units;
     }
 }
@@ -107,14 +113,15 @@ pub(super) fn softmax_kernel<N: Size>(
 /// into `losses[rows + row]` 1 when the row's target is outside `0..classes` (its loss then 0),
 /// else 0: the targets are checked on the device, in their own int dtype `I`.
 #[cube(launch_unchecked)]
-pub(super) fn cross_entropy_rows_kernel<N: Size, I: Int>(
-    logits: &[Vector<f32, N>],
+pub(super) fn cross_entropy_rows_kernel<F: Float, N: Size, I: Int>(
+    logits: &[Vector<F, N>],
     targets: &[I],
     losses: &mut [f32],
     rows: u32,
     width: u32,
     classes: u32,
     #[comptime] units: usize,
+    #[define(F)] _float: ElemType,
     #[define(I)] _int_dtype: ElemType,
 ) {
     let row = row_index(units);
@@ -124,10 +131,10 @@ pub(super) fn cross_entropy_rows_kernel<N: Size, I: Int>(
     let width = width as usize;
     let base = row * width;
     let unit = unit_index(units);
-    let mut acc = logits[base];
+    let mut acc = up(logits[base]);
     let mut i = unit;
     while i < width {
-        acc = acc.max(logits[base + i]);
+        acc = acc.max(up(logits[base + i]));
         i += units;
     }
     let max = cube_max(lanes_max(acc), units);
@@ -135,7 +142,7 @@ pub(super) fn cross_entropy_rows_kernel<N: Size, I: Int>(
     let mut acc = Vector::new(f32::new(0.0));
     let mut i = unit;
     while i < width {
-        acc += Vector::exp(logits[base + i] - max_vector);
+        acc += Vector::exp(up(logits[base + i]) - max_vector);
         i += units;
     }
     let sum = cube_sum(lanes_sum(acc), units);
@@ -147,22 +154,25 @@ pub(super) fn cross_entropy_rows_kernel<N: Size, I: Int>(
             losses[bad_row] = f32::new(1.0);
         } else {
             let target = u32::cast_from(target) as usize;
-            let picked = logits[base + target / N::value()].extract_dynamic(target % N::value());
+            let picked =
+                up(logits[base + target / N::value()]).extract_dynamic(target % N::value());
             losses[row] = max + sum.ln() - picked;
             losses[bad_row] = f32::new(0.0);
         }
     }
 }
 
-/// `out[0] = mean(values[..len])` and `bad[0] = sum(values[len..2 len])`: one cube (of one
-/// unit, `units == 1`, where barriers are dear).
+/// `out[0] = mean(values[..len])` (summed in `f32`, rounded once to `F`) and
+/// `bad[0] = sum(values[len..2 len])`: one cube (of one unit, `units == 1`, where barriers are
+/// dear).
 #[cube(launch_unchecked)]
-pub(super) fn mean_kernel(
+pub(super) fn mean_kernel<F: Float>(
     values: &[f32],
-    out: &mut [f32],
+    out: &mut [F],
     bad: &mut [f32],
     len: u32,
     #[comptime] units: usize,
+    #[define(F)] _float: ElemType,
 ) {
     let len = len as usize;
     let unit = unit_index(units);
@@ -177,7 +187,7 @@ pub(super) fn mean_kernel(
     let total = cube_sum(acc, units);
     let flags = cube_sum(flags, units);
     if unit == 0 {
-        out[0] = total / f32::cast_from(len);
+        out[0] = F::cast_from(total / f32::cast_from(len));
         bad[0] = flags;
     }
 }

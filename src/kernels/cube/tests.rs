@@ -774,17 +774,15 @@ fn vector_sizes() {
 }
 
 /// Another float dtype takes the composition (when the device has one).
+/// `f64` is not a kernel dtype: the composition, in `f64`.
 #[test]
 fn other_dtypes_fall_back() {
     let dev = device();
-    let dtype = [FloatDType::F16, FloatDType::BF16, FloatDType::F64]
-        .into_iter()
-        .find(|d| <B as burn_backend::Backend>::supports_dtype(&dev, DType::from(*d)));
-    let Some(dtype) = dtype else {
-        eprintln!("no float dtype but f32 on this device: nothing to fall back for");
+    let dtype = FloatDType::F64;
+    if !<B as burn_backend::Backend>::supports_dtype(&dev, DType::from(dtype)) {
+        eprintln!("skipped: this device does not store f64, so nothing falls back");
         return;
-    };
-    eprintln!("falling back for {dtype:?}");
+    }
     let x = B::float_cast(random(&[3, 5], 1), dtype);
     let w = B::float_cast(random(&[5], 2), dtype);
     let out = rms_norm(x.clone(), w.clone(), 1e-5);
@@ -792,12 +790,186 @@ fn other_dtypes_fall_back() {
     assert_close(
         B::float_cast(out, FloatDType::F32),
         B::float_cast(composed::rms_norm::<B>(x.clone(), w, 1e-5), FloatDType::F32),
-        1e-2,
+        1e-5,
     );
     let out = softmax_last(x.clone());
     assert_eq!(out.dtype, DType::from(dtype));
     let out = add_relu(x.clone(), x);
     assert_eq!(out.dtype, DType::from(dtype));
+}
+
+/// The tolerance of a half-precision kernel against the `f32` kernel on the same (rounded)
+/// inputs, relative to `max(|expected|, 1)`: two units in the last place of the storage
+/// dtype (the kernels compute in `f32` and round each output once; a stored intermediate,
+/// softmax's exponential or a gradient summed into a parameter's, rounds once more).
+fn half_tolerance(dtype: FloatDType) -> f32 {
+    match dtype {
+        FloatDType::F16 => 2.0 * 2f32.powi(-10),
+        FloatDType::BF16 => 2.0 * 2f32.powi(-7),
+        _ => unreachable!("not a half dtype"),
+    }
+}
+
+/// `t` in `dtype`, and the same rounded values in `f32` (the reference's input).
+fn rounded(t: CubeTensor, dtype: FloatDType) -> (CubeTensor, CubeTensor) {
+    let half = B::float_cast(t, dtype);
+    let back = B::float_cast(half.clone(), FloatDType::F32);
+    (half, back)
+}
+
+/// `actual` is of `dtype` and within `terms` times [`half_tolerance`] of `expected` (`f32`):
+/// `terms` is 1 but for a sum of rounded terms.
+#[track_caller]
+fn assert_half(
+    actual: CubeTensor,
+    expected: CubeTensor,
+    dtype: FloatDType,
+    terms: usize,
+    what: &str,
+) {
+    assert_eq!(actual.dtype, DType::from(dtype), "{what}: output dtype");
+    let actual = B::float_cast(actual, FloatDType::F32);
+    assert_eq!(actual.shape(), expected.shape(), "{what}: shapes differ");
+    let tol = half_tolerance(dtype) * terms as f32;
+    let (a, e) = (values(actual), values(expected));
+    for (i, (a, e)) in a.iter().zip(&e).enumerate() {
+        let bound = tol * e.abs().max(1.0);
+        assert!(
+            (a - e).abs() <= bound,
+            "{what} in {dtype:?}, element {i}: {a} vs {e} from f32 (tolerance {bound})"
+        );
+    }
+}
+
+/// Every kernel, forward and backward, takes `f16` and `bf16` storage (where the device has
+/// it; a skip says why): the same values as the `f32` kernel on the rounded inputs, to
+/// [`half_tolerance`], in the input's dtype.
+#[test]
+fn half_precision_kernels_match_f32() {
+    let dev = device();
+    let mut ran = 0;
+    for dtype in [FloatDType::F16, FloatDType::BF16] {
+        if !<B as burn_backend::Backend>::supports_dtype(&dev, DType::from(dtype)) {
+            eprintln!("{dtype:?}: skipped, this device does not store it");
+            continue;
+        }
+        ran += 1;
+        for (k, shape) in [&[4, 64][..], &[3, 130], &[2, 3, 8], &[1, 4097]]
+            .iter()
+            .enumerate()
+        {
+            let seed = 10 * k as u64;
+            let width = *shape.last().unwrap();
+            let (x, x32) = rounded(random(shape, seed), dtype);
+            let (y, y32) = rounded(random(shape, seed + 1), dtype);
+            let (g, g32) = rounded(random(shape, seed + 2), dtype);
+            let (w, w32) = rounded(random(&[width], seed + 3), dtype);
+            let (b, b32) = rounded(random(&[width], seed + 4), dtype);
+            let check = |what: &str, half: CubeTensor, full: CubeTensor| {
+                assert_half(half, full, dtype, 1, &format!("{what} {shape:?}"));
+            };
+            let rows = shape.iter().product::<usize>() / width;
+            check(
+                "add_relu",
+                add_relu(x.clone(), y.clone()),
+                add_relu(x32.clone(), y32.clone()),
+            );
+            check(
+                "swiglu",
+                swiglu(x.clone(), y.clone()),
+                swiglu(x32.clone(), y32.clone()),
+            );
+            check(
+                "bias_gelu",
+                bias_gelu(x.clone(), b.clone()),
+                bias_gelu(x32.clone(), b32.clone()),
+            );
+            check(
+                "rms_norm",
+                rms_norm(x.clone(), w.clone(), 1e-5),
+                rms_norm(x32.clone(), w32.clone(), 1e-5),
+            );
+            check(
+                "layer_norm",
+                layer_norm(x.clone(), w.clone(), b.clone(), 1e-5),
+                layer_norm(x32.clone(), w32.clone(), b32.clone(), 1e-5),
+            );
+            check(
+                "softmax_last",
+                softmax_last(x.clone()),
+                softmax_last(x32.clone()),
+            );
+            check(
+                "clamp_ste",
+                clamp_ste(x.clone(), -1.0, 0.5),
+                clamp_ste(x32.clone(), -1.0, 0.5),
+            );
+            let (out, keep) = dropout(x.clone(), 0.3, 7);
+            let (out32, keep32) = dropout(x32.clone(), 0.3, 7);
+            assert_eq!(
+                mask_values(keep),
+                mask_values(keep32),
+                "dropout's mask in {dtype:?}"
+            );
+            check("dropout", out, out32);
+            if shape.len() == 2 {
+                let classes: Vec<i64> = (0..shape[0] as i64)
+                    .map(|r| (r * 7) % width as i64)
+                    .collect();
+                check(
+                    "cross_entropy_logits",
+                    cross_entropy_logits(x.clone(), targets(&classes)),
+                    cross_entropy_logits(x32.clone(), targets(&classes)),
+                );
+            }
+            #[cfg(feature = "autodiff")]
+            {
+                // bias_gelu's bias gradient sums `rows` stored (rounded) terms of `dx`; every
+                // other parameter gradient sums f32 terms and is rounded once.
+                let grads =
+                    |what: &str, half: Vec<Option<CubeTensor>>, full: Vec<Option<CubeTensor>>| {
+                        for (i, (h, f)) in half.into_iter().zip(full).enumerate() {
+                            let terms = if what == "bias_gelu" && i == 1 {
+                                rows
+                            } else {
+                                1
+                            };
+                            let what = format!("{what} gradient {i} {shape:?}");
+                            assert_half(h.unwrap(), f.unwrap(), dtype, terms, &what);
+                        }
+                    };
+                grads(
+                    "bias_gelu",
+                    bias_gelu_backward(x.clone(), b.clone(), g.clone(), [true; 2]).into(),
+                    bias_gelu_backward(x32.clone(), b32.clone(), g32.clone(), [true; 2]).into(),
+                );
+                grads(
+                    "swiglu",
+                    swiglu_backward(x.clone(), y.clone(), g.clone(), [true; 2]).into(),
+                    swiglu_backward(x32.clone(), y32.clone(), g32.clone(), [true; 2]).into(),
+                );
+                grads(
+                    "rms_norm",
+                    rms_norm_backward(x.clone(), w.clone(), 1e-5, g.clone(), [true; 2]).into(),
+                    rms_norm_backward(x32.clone(), w32.clone(), 1e-5, g32.clone(), [true; 2])
+                        .into(),
+                );
+                grads(
+                    "layer_norm",
+                    layer_norm_backward(x.clone(), w.clone(), 1e-5, g.clone(), [true; 3]).into(),
+                    layer_norm_backward(x32.clone(), w32.clone(), 1e-5, g32.clone(), [true; 3])
+                        .into(),
+                );
+                let (s, s32) = rounded(softmax_last(x32.clone()), dtype);
+                check(
+                    "softmax_last gradient",
+                    softmax_last_backward(s, g.clone()),
+                    softmax_last_backward(s32, g32.clone()),
+                );
+            }
+        }
+    }
+    eprintln!("half-precision kernels checked in {ran} dtype(s)");
 }
 
 /// Empty tensors take the composition and keep their shape.
