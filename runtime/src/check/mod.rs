@@ -33,7 +33,8 @@
 //!    once with every input present, and once more for each optional input with that input
 //!    absent. Each [`Op::output_shape`] is checked against the output leaf it names.
 //! 2. **Values on the other backends**, against Flex's: `Cube` when this crate is built with
-//!    `wgpu` (`Device::wgpu(DeviceKind::Cpu)`) or `cuda` (`Device::cuda(0)`); a remote device
+//!    `wgpu` (`Device::wgpu(kind)`, the adapter [`WGPU_ADAPTER_ENV`] names: a CPU adapter
+//!    unless it says otherwise) or `cuda` (`Device::cuda(0)`); a remote device
 //!    when built with `remote` and the environment variable [`REMOTE_ENV`] holds a server's
 //!    address (`ws://host:port`); and every device passed to [`run_on`]. Float leaves must agree
 //!    within [`Op::value_tolerance`], int and bool leaves exactly.
@@ -94,6 +95,34 @@ use crate::rt::{Device, Dispatch, DispatchTensor, RouteError, TensorSpec};
 /// The environment variable that names a burn-remote server (`ws://host:port`) to check every op
 /// on as well, in a build with the `remote` feature. Unset or empty: no remote device.
 pub const REMOTE_ENV: &str = "BURN_ROUTE_CHECK_REMOTE";
+
+/// The environment variable that names the wgpu adapter of the check's `Cube` device, in a
+/// build with `wgpu` (read by [`wgpu_adapter`]): `cpu` (the default: a CPU adapter, lavapipe
+/// where there is no GPU, as in CI), `gpu` (the first discrete GPU), `integrated` (the first
+/// integrated GPU) or `default` (wgpu's own choice, which `CUBECL_WGPU_DEFAULT_DEVICE`
+/// overrides). On a machine with a GPU and no CPU adapter, set it to `gpu`: the CPU adapter
+/// fails there ("No CPU device found"). burn-route's own Cube tests and benches read it too.
+pub const WGPU_ADAPTER_ENV: &str = "BURN_ROUTE_WGPU_ADAPTER";
+
+/// The wgpu adapter [`WGPU_ADAPTER_ENV`] names, as `Device::wgpu` takes it.
+///
+/// # Panics
+///
+/// On a value it does not know, naming the variable and its values: a misspelt adapter must
+/// not quietly check a CPU adapter instead of the GPU.
+pub fn wgpu_adapter() -> crate::rt::DeviceKind {
+    use crate::rt::DeviceKind;
+    match std::env::var(WGPU_ADAPTER_ENV).as_deref() {
+        Err(_) | Ok("" | "cpu") => DeviceKind::Cpu,
+        Ok("gpu") => DeviceKind::DiscreteGpu(0),
+        Ok("integrated") => DeviceKind::IntegratedGpu(0),
+        Ok("default") => DeviceKind::DefaultDevice,
+        Ok(other) => panic!(
+            "{WGPU_ADAPTER_ENV}={other:?}: expected `cpu` (the default), `gpu`, `integrated` or \
+             `default`"
+        ),
+    }
+}
 
 /// The default [`Op::tolerance`] of the gradient check: `|autodiff - fd| <= tol * (1 + |fd|)`.
 ///
@@ -930,11 +959,12 @@ pub fn spec(kind: TensorKind, shape: &[usize]) -> TensorSpec {
     TensorSpec::new(crate::rt::Shape::from(shape.to_vec()), dtype)
 }
 
-/// This build's Cube device: wgpu's CPU adapter (lavapipe in CI) or CUDA device 0.
+/// This build's Cube device: wgpu on the adapter [`WGPU_ADAPTER_ENV`] names (a CPU adapter,
+/// lavapipe in CI, by default) or CUDA device 0.
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn cube_device() -> Device {
     #[cfg(feature = "wgpu")]
-    return Device::wgpu(crate::rt::DeviceKind::Cpu);
+    return Device::wgpu(wgpu_adapter());
     #[cfg(all(feature = "cuda", not(feature = "wgpu")))]
     return Device::cuda(0);
 }
