@@ -2,7 +2,8 @@
 //! passes on the inner backend `B`.
 //!
 //! Each default body composes backend primitives, so every backend has them (`Cube`, `Remote`).
-//! `Flex` overrides them with one pass over contiguous `f32` rows, as its forward kernels do, and
+//! `Flex` overrides them with one pass over contiguous `f32` rows, as its forward kernels do
+//! (`f16` and `bf16` inputs widened to `f32` first, the gradients rounded back once), and
 //! uses the defaults for other layouts and dtypes. Each takes the parents' wanted flags and
 //! returns a gradient only for the tracked ones.
 
@@ -12,6 +13,7 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
 use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
+use super::flex::{grads_in_f32, in_f32};
 use crate::flex::math::sigmoid;
 use crate::flex::{
     Rows, Work, keep_if, max_of, sum_by, sum_by2, sum_by3, tensor, update_many, update_rows,
@@ -171,6 +173,12 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 2],
     ) -> [Option<FloatTensor<Self>>; 2] {
+        let [x, bias, grad] = match grads_in_f32([x, bias, grad], |[x, b, g]| {
+            Self::bias_gelu_backward(x, b, g, wanted)
+        }) {
+            Ok(grads) => return grads,
+            Err(inputs) => inputs,
+        };
         let grad = readable(grad);
         let Some((xs, b)) = row_inputs(&x, &grad, &bias) else {
             return generic::bias_gelu_backward::<Self>(x, bias, grad, wanted);
@@ -205,6 +213,12 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 2],
     ) -> [Option<FloatTensor<Self>>; 2] {
+        let [gate, up, grad] = match grads_in_f32([gate, up, grad], |[g, u, d]| {
+            Self::swiglu_backward(g, u, d, wanted)
+        }) {
+            Ok(grads) => return grads,
+            Err(inputs) => inputs,
+        };
         let grad = readable(grad);
         let shape = gate.shape();
         if up.shape() != shape || grad.shape() != shape {
@@ -272,6 +286,12 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 2],
     ) -> [Option<FloatTensor<Self>>; 2] {
+        let [x, weight, grad] = match grads_in_f32([x, weight, grad], |[x, w, g]| {
+            Self::rms_norm_backward(x, w, eps, g, wanted)
+        }) {
+            Ok(grads) => return grads,
+            Err(inputs) => inputs,
+        };
         let grad = readable(grad);
         let Some((xs, wt)) = row_inputs(&x, &grad, &weight) else {
             return generic::rms_norm_backward::<Self>(x, weight, eps, grad, wanted);
@@ -312,6 +332,12 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 3],
     ) -> [Option<FloatTensor<Self>>; 3] {
+        let [x, gamma, grad] = match grads_in_f32([x, gamma, grad], |[x, g, d]| {
+            Self::layer_norm_backward(x, g, eps, d, wanted)
+        }) {
+            Ok(grads) => return grads,
+            Err(inputs) => inputs,
+        };
         let grad = readable(grad);
         let Some((xs, gm)) = row_inputs(&x, &grad, &gamma) else {
             return generic::layer_norm_backward::<Self>(x, gamma, eps, grad, wanted);
@@ -369,6 +395,10 @@ impl BackwardKernels for Flex {
     }
 
     fn softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        let [y, grad] = match in_f32([y, grad], |[y, g]| Self::softmax_last_backward(y, g)) {
+            Ok(dx) => return dx,
+            Err(inputs) => inputs,
+        };
         let grad = readable(grad);
         let (Some(ys), true) = (Rows::of(&y), grad.shape() == y.shape()) else {
             return generic::softmax_last_backward::<Self>(y, grad);
@@ -437,6 +467,12 @@ impl BackwardKernels for Flex {
         targets: IntTensor<Self>,
         grad: FloatTensor<Self>,
     ) -> FloatTensor<Self> {
+        let [logits, grad] = match in_f32([logits, grad], |[l, g]| {
+            Self::cross_entropy_backward(l, targets.clone(), g)
+        }) {
+            Ok(dx) => return dx,
+            Err(inputs) => inputs,
+        };
         let grad = readable(grad);
         let shape = logits.shape();
         let (batch, classes) = (shape[0], shape[1]);

@@ -1,12 +1,13 @@
 //! `Flex` kernels. Each runs one pass over `f32` rows of any row stride, in place when the
 //! buffer is uniquely owned and on every core when Flex runs on rayon (see [`crate::flex`]),
-//! and falls back to composing Flex's own ops for other dtypes, broadcasting, or a last
-//! dimension that is not contiguous.
+//! and falls back to composing Flex's own ops for `f64`, broadcasting, or a last dimension
+//! that is not contiguous. Inputs that are all `f16` or all `bf16` run the same `f32` kernel
+//! ([`in_f32`]): widened to `f32` first, the output rounded once back to their dtype.
 
 use burn_backend::backend::ops::{FloatTensorOps, IntTensorOps};
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
 use burn_backend::{
-    DType, IntDType, Shape, TensorData, TensorMetadata, get_or_init_device_settings,
+    DType, FloatDType, IntDType, Shape, TensorData, TensorMetadata, get_or_init_device_settings,
 };
 use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::{FlexDevice, FlexTensor};
@@ -17,6 +18,60 @@ use crate::flex::{
     Rows, Work, fill_pieces, is_writable, map_pieces, tensor, update_rows, zip_fresh,
 };
 use crate::ops::{RoutedOps, RoutedOpsFlex};
+
+/// The half-precision dtype (`f16` or `bf16`) that every one of `inputs` has, if they share
+/// one.
+pub(crate) fn half_dtype(inputs: &[&FlexTensor]) -> Option<FloatDType> {
+    let dtype = match inputs.first()?.dtype() {
+        DType::F16 => FloatDType::F16,
+        DType::BF16 => FloatDType::BF16,
+        _ => return None,
+    };
+    inputs
+        .iter()
+        .all(|t| t.dtype() == DType::from(dtype))
+        .then_some(dtype)
+}
+
+/// `t` (any float dtype) in `f32`.
+pub(crate) fn widen(t: FlexTensor) -> FlexTensor {
+    Flex::float_cast(t, FloatDType::F32)
+}
+
+/// A kernel's `f32` output rounded once to `dtype`.
+pub(crate) fn narrow(t: FlexTensor, dtype: FloatDType) -> FlexTensor {
+    Flex::float_cast(t, dtype)
+}
+
+/// `kernel` on half-precision inputs: when every one of `inputs` is `f16`, or every one
+/// `bf16`, they are widened to `f32` (one pass each), `kernel` runs on them as on `f32`
+/// tensors (its arithmetic and reductions in `f32`), and its float output is rounded once back
+/// to their dtype, the dtype the composition gives. Gives the inputs back otherwise.
+///
+/// The two conversions are passes of their own over memory: the arithmetic is `f32`, the
+/// traffic that of an `f32` kernel plus the conversions (BENCHMARKS.md measures it against the
+/// composition in the same dtype).
+pub(crate) fn in_f32<const K: usize>(
+    inputs: [FlexTensor; K],
+    kernel: impl FnOnce([FlexTensor; K]) -> FlexTensor,
+) -> Result<FlexTensor, [FlexTensor; K]> {
+    match half_dtype(&inputs.each_ref()) {
+        Some(dtype) => Ok(narrow(kernel(inputs.map(widen)), dtype)),
+        None => Err(inputs),
+    }
+}
+
+/// [`in_f32`] for a gradient kernel: every gradient it returns rounded once to the inputs'
+/// dtype.
+pub(crate) fn grads_in_f32<const K: usize, const M: usize>(
+    inputs: [FlexTensor; K],
+    kernel: impl FnOnce([FlexTensor; K]) -> [Option<FlexTensor>; M],
+) -> Result<[Option<FlexTensor>; M], [FlexTensor; K]> {
+    match half_dtype(&inputs.each_ref()) {
+        Some(dtype) => Ok(kernel(inputs.map(widen)).map(|g| g.map(|g| narrow(g, dtype)))),
+        None => Err(inputs),
+    }
+}
 
 /// Applies `f` to every element: in place when `x`'s buffer is ours, any row stride (see
 /// [`update_rows`]). Gives `x` back when it is not `f32` with a contiguous last dimension (the
@@ -108,6 +163,10 @@ fn index_tensor(values: Vec<i64>, shape: Shape, device: &FlexDevice) -> FlexTens
 
 impl RoutedOps for Flex {
     fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        let [lhs, rhs] = match in_f32([lhs, rhs], |[a, b]| Self::add_relu(a, b)) {
+            Ok(out) => return out,
+            Err(inputs) => inputs,
+        };
         // Broadcasting, a strided last dimension or another float dtype: Flex's own ops.
         zip_f32(lhs, rhs, Work::Light, arith::add_relu)
             .unwrap_or_else(|inputs| composed::add_relu::<Self>(inputs.0, inputs.1))
@@ -133,7 +192,10 @@ impl RoutedOps for Flex {
     ) -> FloatTensor<Self> {
         match y {
             None => Self::scale(x, alpha),
-            Some(y) => zip_f32(x, y, Work::Light, |a, b| arith::axpby(a, b, alpha, beta))
+            Some(y) => in_f32([x, y], |[x, y]| Self::axpby(x, Some(y), alpha, beta))
+                .or_else(|[x, y]| {
+                    zip_f32(x, y, Work::Light, |a, b| arith::axpby(a, b, alpha, beta))
+                })
                 .unwrap_or_else(|inputs| {
                     composed::axpby::<Self>(inputs.0, Some(inputs.1), alpha, beta)
                 }),
@@ -173,6 +235,10 @@ impl RoutedOps for Flex {
     }
 
     fn bias_gelu(x: FloatTensor<Self>, bias: FloatTensor<Self>) -> FloatTensor<Self> {
+        let [x, bias] = match in_f32([x, bias], |[x, b]| Self::bias_gelu(x, b)) {
+            Ok(out) => return out,
+            Err(inputs) => inputs,
+        };
         let Some(b) = row_param(&x, &bias) else {
             return composed::bias_gelu::<Self>(x, bias);
         };
@@ -185,11 +251,16 @@ impl RoutedOps for Flex {
     }
 
     fn swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
-        zip_f32(gate, up, Work::Heavy, arith::swiglu)
+        in_f32([gate, up], |[g, u]| Self::swiglu(g, u))
+            .or_else(|[gate, up]| zip_f32(gate, up, Work::Heavy, arith::swiglu))
             .unwrap_or_else(|inputs| composed::swiglu::<Self>(inputs.0, inputs.1))
     }
 
     fn rms_norm(x: FloatTensor<Self>, weight: FloatTensor<Self>, eps: f32) -> FloatTensor<Self> {
+        let [x, weight] = match in_f32([x, weight], |[x, w]| Self::rms_norm(x, w, eps)) {
+            Ok(out) => return out,
+            Err(inputs) => inputs,
+        };
         let Some(wt) = row_param(&x, &weight) else {
             return composed::rms_norm::<Self>(x, weight, eps);
         };
@@ -206,6 +277,11 @@ impl RoutedOps for Flex {
         beta: FloatTensor<Self>,
         eps: f32,
     ) -> FloatTensor<Self> {
+        let [x, gamma, beta] =
+            match in_f32([x, gamma, beta], |[x, g, b]| Self::layer_norm(x, g, b, eps)) {
+                Ok(out) => return out,
+                Err(inputs) => inputs,
+            };
         let (Some(g), Some(b)) = (row_param(&x, &gamma), row_param(&x, &beta)) else {
             return composed::layer_norm::<Self>(x, gamma, beta, eps);
         };
@@ -217,6 +293,10 @@ impl RoutedOps for Flex {
     }
 
     fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        let [x] = match in_f32([x], |[x]| Self::softmax_last(x)) {
+            Ok(out) => return out,
+            Err(inputs) => inputs,
+        };
         let w = width(&x);
         if w == 0 {
             return composed::softmax_last::<Self>(x);
@@ -231,6 +311,12 @@ impl RoutedOps for Flex {
         logits: FloatTensor<Self>,
         targets: IntTensor<Self>,
     ) -> FloatTensor<Self> {
+        let [logits] = match in_f32([logits], |[l]| {
+            Self::cross_entropy_logits(l, targets.clone())
+        }) {
+            Ok(out) => return out,
+            Err(inputs) => inputs,
+        };
         let shape = logits.shape();
         let (batch, classes) = (shape[0], shape[1]);
         let Some(rows) = Rows::of(&logits) else {
@@ -249,6 +335,10 @@ impl RoutedOps for Flex {
     }
 
     fn dropout(x: FloatTensor<Self>, p: f32, seed: u64) -> (FloatTensor<Self>, BoolTensor<Self>) {
+        if let Some(dtype) = half_dtype(&[&x]) {
+            let (out, keep) = Self::dropout(widen(x), p, seed);
+            return (narrow(out, dtype), keep);
+        }
         let scale = composed::dropout_scale(p);
         let shape = x.shape();
         let device = x.device();

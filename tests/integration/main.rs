@@ -29,6 +29,7 @@ mod forward;
 mod fused_forward;
 mod fused_gradients;
 mod gradient_shapes;
+mod half_precision;
 mod lazy_forms;
 mod properties;
 mod remote;
