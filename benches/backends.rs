@@ -16,8 +16,8 @@
 //!
 //! - `gpu_<config>/<dtype>/<op>/<size>` (feature `wgpu`): each op with a CubeCL kernel against
 //!   its composition with Burn's `Tensor` API, on Cube, in `f32`, `f16` and `bf16` (each where
-//!   the device stores it), 64K and 1M elements; `plain` or `fusion` after what `Cube` is in the
-//!   build (see [`gpu_kernels`]).
+//!   the device stores it), 64K and 1M elements, the time of one call with 32 queued per wait;
+//!   `plain` or `fusion` after what `Cube` is in the build (see [`gpu_kernels`]).
 //!
 //! On a machine with a GPU, `BURN_ROUTE_WGPU_ADAPTER=gpu` runs the Cube groups on the first
 //! discrete GPU instead of a CPU adapter (`scripts/gpu-check` does).
@@ -277,6 +277,36 @@ fn time_op(
     });
 }
 
+/// Calls of an op queued between two waits in the `gpu_` groups: a wait for the device costs
+/// about 100 µs on a real GPU (measured on an H200 through Vulkan), more than most of these
+/// kernels, so one wait per call would time the wait.
+#[cfg(feature = "wgpu")]
+const GPU_CALLS: u32 = 32;
+
+/// The time of one call of `op` on `inputs`, `GPU_CALLS` calls queued per wait for `device`
+/// (their outputs kept alive until it has finished them).
+#[cfg(feature = "wgpu")]
+fn time_queued(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: &str,
+    op: Op,
+    inputs: &Inputs,
+    device: &Device,
+) {
+    group.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            let start = std::time::Instant::now();
+            for _ in 0..iters {
+                let outs: Vec<Box<dyn Any>> =
+                    (0..GPU_CALLS).map(|_| op(black_box(inputs))).collect();
+                device.sync().expect("the device runs the op");
+                drop(outs);
+            }
+            start.elapsed() / GPU_CALLS
+        });
+    });
+}
+
 #[cfg(feature = "wgpu")]
 fn cube(c: &mut Criterion) {
     let flex = Device::flex();
@@ -323,7 +353,8 @@ fn op_named(table: &[(&str, Op)], name: &str) -> Op {
 /// `gpu_<config>/<dtype>/<op>/<size>`: each op with a CubeCL kernel on Cube (`kernel`, the
 /// routed op) against its composition with Burn's `Tensor` API (`composition`), in each float
 /// dtype the device stores (one it does not is skipped, and the reason printed), `[256, 256]`
-/// (64K) and `[4096, 256]` (1M) inputs, each call followed by `device.sync()`. `<config>` is
+/// (64K) and `[4096, 256]` (1M) inputs: the time of one call, with [`GPU_CALLS`] calls queued
+/// per `device.sync()` (see [`time_queued`]). `<config>` is
 /// `plain` when `Cube` is `CubeBackend` and `fusion` when it is `Fusion<CubeBackend>` (build
 /// with `--features wgpu,burn-tensor/fusion`): there `kernel` is one deferred operation and
 /// `composition` is what Burn's fuser makes of the composition.
@@ -350,8 +381,8 @@ fn gpu_kernels(c: &mut Criterion) {
             gpu.sync().expect("the wgpu device is up");
             for name in KERNELS {
                 let mut group = c.benchmark_group(format!("gpu_{config}/{label}/{name}/{size}"));
-                time_op(&mut group, "kernel", op_named(ROUTED, name), &inputs, &gpu);
-                time_op(
+                time_queued(&mut group, "kernel", op_named(ROUTED, name), &inputs, &gpu);
+                time_queued(
                     &mut group,
                     "composition",
                     op_named(DIRECT, name),
