@@ -33,6 +33,10 @@
 //! cargo bench --bench ops -- 'burn_route/1M'   # one variant at one size, every op
 //! ```
 //!
+//! `fwd_f16/<op>` and `fwd_bf16/<op>` time the forward pass of the ops with a fused Flex kernel
+//! of several primitives on inputs in that dtype, against Burn's composition in the same dtype
+//! (`cargo bench --bench ops -- fwd_f16/`).
+//!
 //! The short configuration (10 samples, 0.5 s warm-up, 1 s measurement) can be overridden on the
 //! command line (`-- --sample-size 50 --measurement-time 5`).
 
@@ -189,6 +193,90 @@ fn logits(n: usize) -> (TensorData, TensorData) {
 }
 
 // --- The groups. ---
+
+/// The forward pass of the fused ops of several primitives in `f16` and `bf16`, each against
+/// Burn's composition in the same dtype (`fwd_f16/<op>`, `fwd_bf16/<op>`).
+fn half(c: &mut Criterion) {
+    use burn_tensor::FloatDType;
+    let flex = Device::flex();
+    let d = &flex;
+    for (dtype, label) in [(FloatDType::F16, "f16"), (FloatDType::BF16, "bf16")] {
+        let h2 = |data: &TensorData| float::<2>(data, d).cast(dtype);
+        let h1 = |data: &TensorData| float::<1>(data, d).cast(dtype);
+        compare(
+            c,
+            &format!("fwd_{label}/add_relu"),
+            two,
+            |(a, b)| (h2(a), h2(b)),
+            |(a, b)| burn_route::add_relu(a, b),
+            |(a, b)| relu(a + b),
+        );
+        compare(
+            c,
+            &format!("fwd_{label}/bias_gelu"),
+            with_bias,
+            |(x, b, _)| (h2(x), h1(b)),
+            |(x, b)| burn_route::bias_gelu(x, b),
+            |(x, b)| gelu(x + b.unsqueeze::<2>()),
+        );
+        compare(
+            c,
+            &format!("fwd_{label}/swiglu"),
+            two,
+            |(g, u)| (h2(g), h2(u)),
+            |(g, u)| burn_route::swiglu(g, u),
+            |(g, u)| silu(g) * u,
+        );
+        compare(
+            c,
+            &format!("fwd_{label}/axpby"),
+            two,
+            |(x, y)| (h2(x), h2(y)),
+            |(x, y)| burn_route::axpby(x, Some(y), ALPHA, BETA),
+            |(x, y)| x * ALPHA + y * BETA,
+        );
+        compare(
+            c,
+            &format!("fwd_{label}/dropout"),
+            one,
+            |x| h2(x),
+            |x| burn_route::dropout(x, P, SEED),
+            dropout_burn,
+        );
+        compare(
+            c,
+            &format!("fwd_{label}/rms_norm"),
+            norm,
+            |(x, g, _, _)| (h2(x), h1(g)),
+            |(x, g)| burn_route::rms_norm(x, g, EPS),
+            |(x, g)| rms_norm_burn(x, g),
+        );
+        compare(
+            c,
+            &format!("fwd_{label}/layer_norm"),
+            norm,
+            |(x, g, b, _)| (h2(x), h1(g), h1(b)),
+            |(x, g, b)| burn_route::layer_norm(x, g, b, EPS),
+            |(x, g, b)| layer_norm_burn(x, g, b),
+        );
+        compare(
+            c,
+            &format!("fwd_{label}/softmax_last"),
+            one,
+            |x| h2(x),
+            burn_route::softmax_last,
+            |x| softmax(x, 1),
+        );
+        compare(
+            c,
+            &format!("fwd_{label}/cross_entropy_logits"),
+            logits,
+            |(l, t)| (h2(l), Tensor::<1, Int>::from_data(t.clone(), d)),
+            |(l, t)| burn_route::cross_entropy_logits(l, t),
+            |(l, t)| cross_entropy_burn(l, t),
+        );
+    }
+}
 
 fn elementwise(c: &mut Criterion) {
     let flex = Device::flex();
@@ -890,14 +978,14 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, floor, floors, compute, elementwise, rowwise, views, backward, views_backward
+    targets = same_values, floor, floors, compute, elementwise, rowwise, views, backward, views_backward, half
 }
 
 #[cfg(not(feature = "autodiff"))]
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, floor, floors, compute, elementwise, rowwise, views
+    targets = same_values, floor, floors, compute, elementwise, rowwise, views, half
 }
 
 criterion_main!(benches);

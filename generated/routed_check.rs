@@ -25,9 +25,22 @@ fn add_relu() {
         let __out_0 = ::burn_route::dispatch::try_add_relu(args.float(0), args.float(1))?;
         Ok(vec![check::Value::float(__out_0)])
     });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_add_relu(args.float(0), args.float(1))?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 =
+                ::burn_route::kernels::composed::add_relu::<Dispatch>(args.float(0), args.float(1));
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
 }
 
-/// `scale` (ops.toml:39): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `scale` (ops.toml:44): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn scale() {
     let op = check::Op::differentiable("scale")
@@ -54,7 +67,7 @@ fn scale() {
     );
 }
 
-/// `argmax_last` (ops.toml:54): values, policy, gradients and backends, by
+/// `argmax_last` (ops.toml:59): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn argmax_last() {
@@ -81,7 +94,7 @@ fn argmax_last() {
     );
 }
 
-/// `round_half_even` (ops.toml:60): values, policy, gradients and backends, by
+/// `round_half_even` (ops.toml:65): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn round_half_even() {
@@ -109,7 +122,7 @@ fn round_half_even() {
     );
 }
 
-/// `axpby` (ops.toml:74): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `axpby` (ops.toml:79): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn axpby() {
     let op = check::Op::differentiable("axpby")
@@ -151,7 +164,7 @@ fn axpby() {
     );
 }
 
-/// `sum_all` (ops.toml:91): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `sum_all` (ops.toml:96): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn sum_all() {
     let op = check::Op::differentiable("sum_all")
@@ -165,7 +178,7 @@ fn sum_all() {
     });
 }
 
-/// `split_last` (ops.toml:101): values, policy, gradients and backends, by
+/// `split_last` (ops.toml:106): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn split_last() {
@@ -180,7 +193,7 @@ fn split_last() {
     });
 }
 
-/// `softplus` (ops.toml:116): values, policy, gradients and backends, by
+/// `softplus` (ops.toml:121): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn softplus() {
@@ -195,7 +208,7 @@ fn softplus() {
     });
 }
 
-/// `masked_fill_count` (ops.toml:130): values, policy, gradients and backends, by
+/// `masked_fill_count` (ops.toml:135): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn masked_fill_count() {
@@ -241,7 +254,7 @@ fn masked_fill_count() {
     );
 }
 
-/// `nan_to_num` (ops.toml:143): values, policy, gradients and backends, by
+/// `nan_to_num` (ops.toml:148): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn nan_to_num() {
@@ -283,13 +296,13 @@ fn nan_to_num() {
     );
 }
 
-/// `dequantize_relu` (ops.toml:153): values, policy, gradients and backends, by
+/// `dequantize_relu` (ops.toml:158): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 #[ignore = "the op check does not generate quantized inputs"]
 fn dequantize_relu() {}
 
-/// `iota` (ops.toml:160): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `iota` (ops.toml:165): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn iota() {
     let op = check::Op::reject("iota").backend(check::BackendId::Flex, true);
@@ -299,7 +312,7 @@ fn iota() {
     });
 }
 
-/// `ramp` (ops.toml:172): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `ramp` (ops.toml:177): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn ramp() {
     let op = check::Op::reject("ramp")
@@ -312,7 +325,7 @@ fn ramp() {
     });
 }
 
-/// `bias_gelu` (ops.toml:191): values, policy, gradients and backends, by
+/// `bias_gelu` (ops.toml:196): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn bias_gelu() {
@@ -327,9 +340,24 @@ fn bias_gelu() {
         let __out_0 = ::burn_route::dispatch::try_bias_gelu(args.float(0), args.float(1))?;
         Ok(vec![check::Value::float(__out_0)])
     });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_bias_gelu(args.float(0), args.float(1))?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::kernels::composed::bias_gelu::<Dispatch>(
+                args.float(0),
+                args.float(1),
+            );
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
 }
 
-/// `swiglu` (ops.toml:205): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `swiglu` (ops.toml:215): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn swiglu() {
     let op = check::Op::differentiable("swiglu")
@@ -349,9 +377,22 @@ fn swiglu() {
         let __out_0 = ::burn_route::dispatch::try_swiglu(args.float(0), args.float(1))?;
         Ok(vec![check::Value::float(__out_0)])
     });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_swiglu(args.float(0), args.float(1))?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 =
+                ::burn_route::kernels::composed::swiglu::<Dispatch>(args.float(0), args.float(1));
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
 }
 
-/// `rms_norm` (ops.toml:219): values, policy, gradients and backends, by
+/// `rms_norm` (ops.toml:234): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn rms_norm() {
@@ -368,7 +409,7 @@ fn rms_norm() {
     });
 }
 
-/// `layer_norm` (ops.toml:234): values, policy, gradients and backends, by
+/// `layer_norm` (ops.toml:249): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn layer_norm() {
@@ -391,7 +432,7 @@ fn layer_norm() {
     });
 }
 
-/// `softmax_last` (ops.toml:248): values, policy, gradients and backends, by
+/// `softmax_last` (ops.toml:263): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn softmax_last() {
@@ -407,7 +448,7 @@ fn softmax_last() {
     });
 }
 
-/// `cross_entropy_logits` (ops.toml:261): values, policy, gradients and backends, by
+/// `cross_entropy_logits` (ops.toml:276): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn cross_entropy_logits() {
@@ -431,7 +472,7 @@ fn cross_entropy_logits() {
     });
 }
 
-/// `dropout` (ops.toml:278): values, policy, gradients and backends, by
+/// `dropout` (ops.toml:293): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn dropout() {
@@ -452,7 +493,7 @@ fn dropout() {
     });
 }
 
-/// `clamp_ste` (ops.toml:297): values, policy, gradients and backends, by
+/// `clamp_ste` (ops.toml:312): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn clamp_ste() {
@@ -480,7 +521,7 @@ fn clamp_ste() {
     );
 }
 
-/// `topk_last` (ops.toml:317): values, policy, gradients and backends, by
+/// `topk_last` (ops.toml:332): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn topk_last() {
@@ -518,7 +559,7 @@ fn topk_last() {
     );
 }
 
-/// `affine` (ops.toml:342): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `affine` (ops.toml:357): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn affine() {
     let op = check::Op::differentiable("affine")
@@ -560,7 +601,7 @@ fn affine() {
     );
 }
 
-/// `moments` (ops.toml:366): values, policy, gradients and backends, by
+/// `moments` (ops.toml:381): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn moments() {
@@ -596,7 +637,7 @@ fn moments() {
     );
 }
 
-/// `fill_where` (ops.toml:386): values, policy, gradients and backends, by
+/// `fill_where` (ops.toml:401): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn fill_where() {
@@ -635,7 +676,7 @@ fn fill_where() {
     );
 }
 
-/// `count_nonfinite` (ops.toml:404): values, policy, gradients and backends, by
+/// `count_nonfinite` (ops.toml:419): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn count_nonfinite() {

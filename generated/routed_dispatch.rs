@@ -428,7 +428,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "scale",
         rt::Policy::Differentiable,
-        "ops.toml:39",
+        "ops.toml:44",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -577,7 +577,7 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "argmax_last",
         rt::Policy::Detach,
-        "ops.toml:54",
+        "ops.toml:59",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -670,7 +670,7 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "round_half_even",
         rt::Policy::Reject,
-        "ops.toml:60",
+        "ops.toml:65",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -776,7 +776,7 @@ fn route_axpby<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "axpby",
         rt::Policy::Differentiable,
-        "ops.toml:74",
+        "ops.toml:79",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -903,7 +903,7 @@ fn route_axpby<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "ops.toml:77",
+            "ops.toml:82",
             ("y", y.as_ref()),
             ("x", Some(&x)),
         )],
@@ -974,7 +974,7 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "sum_all",
         rt::Policy::Differentiable,
-        "ops.toml:91",
+        "ops.toml:96",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1107,7 +1107,7 @@ fn route_split_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "split_last",
         rt::Policy::Differentiable,
-        "ops.toml:101",
+        "ops.toml:106",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1282,7 +1282,7 @@ fn route_softplus<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softplus",
         rt::Policy::Differentiable,
-        "ops.toml:116",
+        "ops.toml:121",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1467,7 +1467,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "masked_fill_count",
         rt::Policy::Detach,
-        "ops.toml:130",
+        "ops.toml:135",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1531,7 +1531,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::SameAs,
-            "ops.toml:133",
+            "ops.toml:138",
             ("mask", Some(mask)),
             ("x", Some(&x)),
         )],
@@ -1620,7 +1620,7 @@ fn route_nan_to_num<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "nan_to_num",
         rt::Policy::Detach,
-        "ops.toml:143",
+        "ops.toml:148",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1740,7 +1740,7 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dequantize_relu",
         rt::Policy::Reject,
-        "ops.toml:153",
+        "ops.toml:158",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1839,8 +1839,8 @@ fn route_iota<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "iota",
         rt::Policy::Reject,
-        "ops.toml:160",
-        "ops.toml:164",
+        "ops.toml:165",
+        "ops.toml:169",
         &[(rt::BackendId::Flex, true, "")],
         false,
         "burn_route_autodiff",
@@ -1913,7 +1913,7 @@ fn route_ramp<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "ramp",
         rt::Policy::Reject,
-        "ops.toml:172",
+        "ops.toml:177",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2034,7 +2034,7 @@ fn route_bias_gelu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "bias_gelu",
         rt::Policy::Differentiable,
-        "ops.toml:191",
+        "ops.toml:196",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2142,7 +2142,7 @@ fn route_bias_gelu<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LastDimOf,
-            "ops.toml:194",
+            "ops.toml:199",
             ("bias", Some(&bias)),
             ("x", Some(&x)),
         )],
@@ -2215,7 +2215,7 @@ fn route_swiglu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "swiglu",
         rt::Policy::Differentiable,
-        "ops.toml:205",
+        "ops.toml:215",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2323,7 +2323,7 @@ fn route_swiglu<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "ops.toml:208",
+            "ops.toml:218",
             ("up", Some(&up)),
             ("gate", Some(&gate)),
         )],
@@ -2399,7 +2399,7 @@ fn route_rms_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "rms_norm",
         rt::Policy::Differentiable,
-        "ops.toml:219",
+        "ops.toml:234",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2518,7 +2518,7 @@ fn route_rms_norm<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LastDimOf,
-            "ops.toml:222",
+            "ops.toml:237",
             ("weight", Some(&weight)),
             ("x", Some(&x)),
         )],
@@ -2607,7 +2607,7 @@ fn route_layer_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "layer_norm",
         rt::Policy::Differentiable,
-        "ops.toml:234",
+        "ops.toml:249",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2746,13 +2746,13 @@ fn route_layer_norm<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:237",
+                "ops.toml:252",
                 ("gamma", Some(&gamma)),
                 ("x", Some(&x)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:238",
+                "ops.toml:253",
                 ("beta", Some(&beta)),
                 ("x", Some(&x)),
             ),
@@ -2821,7 +2821,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softmax_last",
         rt::Policy::Differentiable,
-        "ops.toml:248",
+        "ops.toml:263",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2970,7 +2970,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "cross_entropy_logits",
         rt::Policy::Differentiable,
-        "ops.toml:261",
+        "ops.toml:276",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3087,7 +3087,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LeadingDimsOf,
-            "ops.toml:264",
+            "ops.toml:279",
             ("targets", Some(&targets)),
             ("logits", Some(&logits)),
         )],
@@ -3176,7 +3176,7 @@ fn route_dropout<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dropout",
         rt::Policy::Differentiable,
-        "ops.toml:278",
+        "ops.toml:293",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3342,7 +3342,7 @@ fn route_clamp_ste<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "clamp_ste",
         rt::Policy::Differentiable,
-        "ops.toml:297",
+        "ops.toml:312",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3507,7 +3507,7 @@ fn route_topk_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
-        "ops.toml:317",
+        "ops.toml:332",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3610,7 +3610,7 @@ fn route_affine<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "affine",
         rt::Policy::Differentiable,
-        "ops.toml:342",
+        "ops.toml:357",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3777,7 +3777,7 @@ fn route_moments<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "moments",
         rt::Policy::Differentiable,
-        "ops.toml:366",
+        "ops.toml:381",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3927,7 +3927,7 @@ fn route_fill_where<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "fill_where",
         rt::Policy::Differentiable,
-        "ops.toml:386",
+        "ops.toml:401",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4087,7 +4087,7 @@ pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "count_nonfinite",
         rt::Policy::Detach,
-        "ops.toml:404",
+        "ops.toml:419",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),

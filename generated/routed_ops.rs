@@ -6,7 +6,7 @@ use crate::rt;
 /// An elementwise scale and an optional shift. Each broadcasts to the input's shape as in Burn's
 /// `x * scale + shift` (same rank; each dimension equal to the input's or 1).
 ///
-/// Declared at `ops.toml:327`; `Affine` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:342`; `Affine` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 pub struct AffinePrimitive<B: rt::Backend> {
@@ -18,7 +18,7 @@ pub struct AffinePrimitive<B: rt::Backend> {
 
 /// The mean and the biased variance of a tensor along its last dimension, kept with size 1.
 ///
-/// Declared at `ops.toml:353`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:368`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 pub struct MomentsPrimitive<B: rt::Backend> {
@@ -30,7 +30,7 @@ pub struct MomentsPrimitive<B: rt::Backend> {
 
 /// What `fill_where` writes where its mask is set.
 ///
-/// Declared at `ops.toml:371`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:386`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
@@ -62,14 +62,17 @@ pub trait RoutedOps: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `ops.toml:27`.
-    fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    #[must_use]
+    fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::add_relu::<Self>(lhs, rhs)
+    }
     /// Multiplies every element by `alpha`.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:39`.
+    /// - declared at `ops.toml:44`.
     #[must_use]
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self> {
         crate::kernels::composed::scale::<Self>(x, alpha)
@@ -80,7 +83,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:54`.
+    /// - declared at `ops.toml:59`.
     #[must_use]
     fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self> {
         crate::kernels::composed::argmax_last::<Self>(x)
@@ -93,7 +96,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:60`.
+    /// - declared at `ops.toml:65`.
     #[must_use]
     fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::round_half_even::<Self>(x)
@@ -107,7 +110,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:74`.
+    /// - declared at `ops.toml:79`.
     #[must_use]
     fn axpby(
         x: rt::FloatTensor<Self>,
@@ -125,7 +128,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:130`.
+    /// - declared at `ops.toml:135`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn masked_fill_count(
@@ -140,7 +143,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:143`.
+    /// - declared at `ops.toml:148`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn nan_to_num(
@@ -155,7 +158,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:153`.
+    /// - declared at `ops.toml:158`.
     #[must_use]
     fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::dequantize_relu::<Self>(x)
@@ -168,8 +171,11 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:191`.
-    fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// - declared at `ops.toml:196`.
+    #[must_use]
+    fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::bias_gelu::<Self>(x, bias)
+    }
     /// `silu(gate) * up` (the SwiGLU feed-forward gate). `gate` and `up` broadcast as in Burn's
     /// `gate * up`, and each gradient is summed back to its input's shape. Equal shapes take the
     /// fused
@@ -179,8 +185,11 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:205`.
-    fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// - declared at `ops.toml:215`.
+    #[must_use]
+    fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::swiglu::<Self>(gate, up)
+    }
     /// RMS normalisation over the last dimension: `x / sqrt(mean(x^2) + eps) * weight`. `weight`
     /// has
     /// shape `[features]`, `x`'s last dimension; any other shape (`[1]` included) is refused with
@@ -191,7 +200,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:219`.
+    /// - declared at `ops.toml:234`.
     fn rms_norm(
         x: rt::FloatTensor<Self>,
         weight: rt::FloatTensor<Self>,
@@ -206,7 +215,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:234`.
+    /// - declared at `ops.toml:249`.
     fn layer_norm(
         x: rt::FloatTensor<Self>,
         gamma: rt::FloatTensor<Self>,
@@ -219,7 +228,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:248`.
+    /// - declared at `ops.toml:263`.
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
     /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
     /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The
@@ -231,7 +240,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:261`.
+    /// - declared at `ops.toml:276`.
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
@@ -246,7 +255,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:278`.
+    /// - declared at `ops.toml:293`.
     #[allow(clippy::type_complexity)]
     fn dropout(
         x: rt::FloatTensor<Self>,
@@ -260,7 +269,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:297`.
+    /// - declared at `ops.toml:312`.
     #[must_use]
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
         crate::kernels::composed::clamp_ste::<Self>(x, lo, hi)
@@ -271,7 +280,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:317`.
+    /// - declared at `ops.toml:332`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn topk_last(
@@ -288,7 +297,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:342`.
+    /// - declared at `ops.toml:357`.
     #[must_use]
     fn affine(x: rt::FloatTensor<Self>, p: AffinePrimitive<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::affine::<Self>(x, p)
@@ -300,7 +309,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:366`.
+    /// - declared at `ops.toml:381`.
     #[must_use]
     fn moments(x: rt::FloatTensor<Self>) -> MomentsPrimitive<Self> {
         crate::kernels::composed::moments::<Self>(x)
@@ -315,7 +324,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:386`.
+    /// - declared at `ops.toml:401`.
     #[must_use]
     fn fill_where(
         x: rt::FloatTensor<Self>,
@@ -334,7 +343,7 @@ pub trait RoutedOps: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - async: routed at the call (planning, shape contracts, unwrapping); the future runs the
     ///   kernel.
-    /// - declared at `ops.toml:404`.
+    /// - declared at `ops.toml:419`.
     fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
         crate::kernels::composed::count_nonfinite::<Self>(x)
     }
@@ -347,77 +356,12 @@ pub trait RoutedOps: rt::Backend {
 /// fuses.
 #[cfg(burn_route_cube)]
 impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<B> {
-    fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("add_relu", "ops.toml:32");
-        let __in_lhs = __lazy.input(lhs);
-        let __in_rhs = __lazy.input(rhs);
-        let __spec_lhs = __lazy.spec(&__in_lhs);
-        let __spec_rhs = __lazy.spec(&__in_rhs);
-        let __out = __lazy.output(
-            rt::TensorKind::Float,
-            "output",
-            crate::kernels::meta::broadcast(&__spec_lhs, &__spec_rhs),
-            __spec_lhs.dtype,
-        );
-        let mut __outputs = __lazy.register(move |__handles| {
-            let __result =
-                <B as RoutedOps>::add_relu(__handles.float(&__in_lhs), __handles.float(&__in_rhs));
-            __handles.check(&__out, &__result)?;
-            __handles.publish_float(&__out, __result);
-            Ok(())
-        });
-        __outputs.one()
-    }
-
-    fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("bias_gelu", "ops.toml:196");
-        let __in_x = __lazy.input(x);
-        let __in_bias = __lazy.input(bias);
-        let __spec_x = __lazy.spec(&__in_x);
-        let __out = __lazy.output(
-            rt::TensorKind::Float,
-            "output",
-            __spec_x.shape.clone(),
-            __spec_x.dtype,
-        );
-        let mut __outputs = __lazy.register(move |__handles| {
-            let __result =
-                <B as RoutedOps>::bias_gelu(__handles.float(&__in_x), __handles.float(&__in_bias));
-            __handles.check(&__out, &__result)?;
-            __handles.publish_float(&__out, __result);
-            Ok(())
-        });
-        __outputs.one()
-    }
-
-    fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("swiglu", "ops.toml:210");
-        let __in_gate = __lazy.input(gate);
-        let __in_up = __lazy.input(up);
-        let __spec_gate = __lazy.spec(&__in_gate);
-        let __spec_up = __lazy.spec(&__in_up);
-        let __out = __lazy.output(
-            rt::TensorKind::Float,
-            "output",
-            crate::kernels::meta::broadcast(&__spec_gate, &__spec_up),
-            __spec_gate.dtype,
-        );
-        let mut __outputs = __lazy.register(move |__handles| {
-            let __result =
-                <B as RoutedOps>::swiglu(__handles.float(&__in_gate), __handles.float(&__in_up));
-            __handles.check(&__out, &__result)?;
-            __handles.publish_float(&__out, __result);
-            Ok(())
-        });
-        __outputs.one()
-    }
-
     fn rms_norm(
         x: rt::FloatTensor<Self>,
         weight: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("rms_norm", "ops.toml:225");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("rms_norm", "ops.toml:240");
         let __in_x = __lazy.input(x);
         let __in_weight = __lazy.input(weight);
         __lazy.scalar(eps);
@@ -447,7 +391,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         beta: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("layer_norm", "ops.toml:241");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("layer_norm", "ops.toml:256");
         let __in_x = __lazy.input(x);
         let __in_gamma = __lazy.input(gamma);
         let __in_beta = __lazy.input(beta);
@@ -474,7 +418,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
     }
 
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("softmax_last", "ops.toml:250");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("softmax_last", "ops.toml:265");
         let __in_x = __lazy.input(x);
         let __spec_x = __lazy.spec(&__in_x);
         let __out = __lazy.output(
@@ -496,7 +440,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("cross_entropy_logits", "ops.toml:266");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("cross_entropy_logits", "ops.toml:281");
         let __in_logits = __lazy.input(logits);
         let __in_targets = __lazy.input(targets);
         let __spec_logits = __lazy.spec(&__in_logits);
@@ -525,7 +469,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         p: f32,
         seed: u64,
     ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("dropout", "ops.toml:284");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("dropout", "ops.toml:299");
         let __in_x = __lazy.input(x);
         __lazy.scalar(p);
         __lazy.scalar(seed);
@@ -561,7 +505,6 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
 // The output metadata functions, which only the impl above calls.
 #[cfg(not(burn_route_cube))]
 const _: () = {
-    let _ = crate::kernels::meta::broadcast;
     let _ = crate::kernels::meta::one_element;
 };
 
@@ -580,7 +523,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::sum_all` implements it on every backend.
-    /// - declared at `ops.toml:91`.
+    /// - declared at `ops.toml:96`.
     #[must_use]
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
         crate::composite::sum_all::<Self>(xs)
@@ -594,7 +537,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::split_last` implements it on every backend.
-    /// - declared at `ops.toml:101`.
+    /// - declared at `ops.toml:106`.
     #[must_use]
     fn split_last(x: rt::FloatTensor<Self>, sizes: Vec<usize>) -> Vec<rt::FloatTensor<Self>> {
         crate::composite::split_last::<Self>(x, sizes)
@@ -607,7 +550,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::softplus` implements it on every backend.
-    /// - declared at `ops.toml:116`.
+    /// - declared at `ops.toml:121`.
     #[must_use]
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
         crate::composite::softplus::<Self>(x, beta)
@@ -620,7 +563,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::ramp` implements it on every backend.
-    /// - declared at `ops.toml:172`.
+    /// - declared at `ops.toml:177`.
     #[must_use]
     fn ramp(len: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self> {
         crate::composite::ramp::<Self>(len, device)
@@ -650,7 +593,7 @@ pub trait RoutedOpsFlex: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex.
-    /// - declared at `ops.toml:160`.
+    /// - declared at `ops.toml:165`.
     fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self>;
 }
 
@@ -665,7 +608,7 @@ pub mod autodiff {
     use rt::__private::grad as __grad;
 
     /// The backward pass of [`RoutedOps::add_relu`](super::RoutedOps::add_relu), from its function
-    /// (ops.toml:33).
+    /// (ops.toml:38).
     #[derive(Clone, Debug)]
     pub struct AddReluBackward;
 
@@ -711,7 +654,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::scale`](super::RoutedOps::scale), from its formulas
-    /// (ops.toml:46).
+    /// (ops.toml:51).
     ///
     /// - `x`: `grad * alpha`
     #[derive(Clone, Debug)]
@@ -773,7 +716,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::axpby`](super::RoutedOps::axpby), from its formulas
-    /// (ops.toml:83).
+    /// (ops.toml:88).
     ///
     /// - `x`: `grad * alpha`
     /// - `y`: `grad * beta`
@@ -854,7 +797,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::bias_gelu`](super::RoutedOps::bias_gelu), from its
-    /// function (ops.toml:197).
+    /// function (ops.toml:207).
     #[derive(Clone, Debug)]
     pub struct BiasGeluBackward;
 
@@ -901,7 +844,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::swiglu`](super::RoutedOps::swiglu), from its function
-    /// (ops.toml:211).
+    /// (ops.toml:226).
     #[derive(Clone, Debug)]
     pub struct SwigluBackward;
 
@@ -948,7 +891,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::rms_norm`](super::RoutedOps::rms_norm), from its function
-    /// (ops.toml:226).
+    /// (ops.toml:241).
     #[derive(Clone, Debug)]
     pub struct RmsNormBackward {
         eps: f32,
@@ -999,7 +942,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::layer_norm`](super::RoutedOps::layer_norm), from its
-    /// function (ops.toml:242).
+    /// function (ops.toml:257).
     #[derive(Clone, Debug)]
     pub struct LayerNormBackward {
         eps: f32,
@@ -1052,7 +995,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::softmax_last`](super::RoutedOps::softmax_last), from its
-    /// function (ops.toml:251).
+    /// function (ops.toml:266).
     #[derive(Clone, Debug)]
     pub struct SoftmaxLastBackward;
 
@@ -1098,7 +1041,7 @@ pub mod autodiff {
 
     /// The backward pass of
     /// [`RoutedOps::cross_entropy_logits`](super::RoutedOps::cross_entropy_logits), from its
-    /// function (ops.toml:267).
+    /// function (ops.toml:282).
     #[derive(Clone, Debug)]
     pub struct CrossEntropyLogitsBackward<B: rt::Backend> {
         targets: rt::IntTensor<B>,
@@ -1148,7 +1091,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::dropout`](super::RoutedOps::dropout), from its function
-    /// (ops.toml:289).
+    /// (ops.toml:304).
     #[derive(Clone, Debug)]
     pub struct DropoutBackward<B: rt::Backend> {
         __output_1: rt::BoolTensor<B>,
@@ -1206,7 +1149,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::clamp_ste`](super::RoutedOps::clamp_ste), from its
-    /// formulas (ops.toml:308).
+    /// formulas (ops.toml:323).
     ///
     /// - `x`: `grad`
     #[derive(Clone, Debug)]
@@ -1254,7 +1197,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::affine`](super::RoutedOps::affine), from its formulas
-    /// (ops.toml:349).
+    /// (ops.toml:364).
     ///
     /// - `x`: `grad * p.scale`
     /// - `p.scale`: `grad * x`

@@ -138,6 +138,7 @@ pub mod page {
             "backward" | "save" | "checkpoint" | "no_gradient" => Some(BACKWARD),
             "check" => Some(OP_CHECK),
             "remote" => Some(REMOTE),
+            "fusion" => Some(CUBE_METADATA),
             "inputs" if op_key.contains(".shape") => Some(SHAPE_CONTRACT),
             _ => None,
         }

@@ -133,6 +133,10 @@ pub struct OpSpec {
     pub composition: Option<Sp<String>>,
     /// `async`: the op's kernels return futures (`async = true`).
     pub asynchronous: Option<Sp<bool>>,
+    /// `fusion`: how the op runs on `Fusion<B>` (what `Cube` is with fusion on): `"kernel"` (one
+    /// deferred operation around its Cube kernel; the default when its outputs declare their
+    /// metadata) or `"composition"` (its composition on `Fusion<B>`, which Burn fuses).
+    pub fusion: Option<Sp<String>>,
     /// `remote`: how the op runs on Remote: `"kernel"` (one custom operation that the server
     /// runs with its kernel; the default when its outputs declare their metadata) or
     /// `"composition"` (its composition, primitive by primitive).

@@ -41,6 +41,7 @@ pub const OP_KEYS: &[&str] = &[
     "composite",
     "composition",
     "async",
+    "fusion",
     "remote",
     "backward",
     "save",
@@ -543,6 +544,7 @@ impl Parser {
         let composite = self.string(table, &path, "composite");
         let composition = self.string(table, &path, "composition");
         let asynchronous = self.boolean(table, &path, "async");
+        let fusion = self.string(table, &path, "fusion");
         let remote = self.string(table, &path, "remote");
         let backward = table
             .get("backward")
@@ -565,6 +567,7 @@ impl Parser {
             composite,
             composition,
             asynchronous,
+            fusion,
             remote,
             backward,
             save,

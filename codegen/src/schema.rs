@@ -39,6 +39,8 @@ const SAVED_VALUE: &str =
 const CHECKPOINT_VALUES: &[&str] = &["keep", "recompute"];
 /// The values of `remote` (the validator's `REMOTE_VALUES`).
 const REMOTE_VALUES: &[&str] = &["kernel", "composition"];
+/// The values of `fusion` (the validator's `FUSION_VALUES`).
+const FUSION_VALUES: &[&str] = &["kernel", "composition"];
 /// The plain types a formula reads as numbers (the validator's `NUMBER_TYPES`).
 const NUMBER_TYPES: &str = "f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize";
 
@@ -235,6 +237,10 @@ fn property(table: &str, key: &str) -> Value {
         ("op", "async") => json!({
             "description": "true: an async op. Its trait method returns `impl Future<Output = T> + Send` (kernels may be `async fn`), its composition is an async fn generic over B: Backend, and its routed functions return futures; each call is routed (planned, shape-checked, inputs unwrapped) at the call, and the future borrows nothing from the caller. Not with `backward` or `composite`; routed to Cube it needs a `composition`; plain inputs must be owned types.",
             "type": "boolean"
+        }),
+        ("op", "fusion") => json!({
+            "description": "How the op runs on Fusion<B> (what Cube is when burn-cubecl's `fusion` feature is on). kernel (the default when every output is a tensor with `shape` and `dtype` declared): one deferred operation around the op's Cube kernel. composition (the default without output metadata; needs a `composition`): the op's composition on Fusion<B>, which Burn's fuser fuses with its neighbours; for element-wise ops that beats their own kernel on a GPU. Only for an op routed to Cube that is not composite.",
+            "enum": FUSION_VALUES
         }),
         ("op", "remote") => json!({
             "description": "How the op runs on Remote. kernel (the default when every output is a tensor with `shape` and `dtype` declared): one custom operation, which the server runs with the op's kernel on its backend (the server registers the crate's ops with the generated `serve_remote_ops`); its plain arguments travel exactly as numbers (up to 64 bits), bool, char, and Option, Vec and tuples of them. composition (the default without output metadata): the op's `composition`, each primitive an operation on the server.",

@@ -202,6 +202,10 @@ fn backward() -> impl Strategy<Value = &'static str> {
         Just("remote = \"composition\"\n"),
         Just("remote = \"kernel\"\n"),
         Just("remote = 1\n"),
+        Just("fusion = \"compositon\"\n"),
+        Just("fusion = \"composition\"\n"),
+        Just("fusion = \"kernel\"\n"),
+        Just("fusion = 1\n"),
     ]
 }
 

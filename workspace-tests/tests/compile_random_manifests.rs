@@ -413,8 +413,17 @@ fn op(index: usize) -> impl Strategy<Value = String> {
                 2 if meta => "remote = \"kernel\"\n",
                 _ => "",
             };
+            // How the op runs on `Fusion<B>`: its composition though it declares metadata, or
+            // its kernel said explicitly (where the op is routed to Cube; refused, and filtered
+            // out, where the routing does not list it).
+            let cube = backends.is_empty() || backends.contains("Cube");
+            let fusion_key = match remote {
+                3 if cube && !composition.is_empty() => "fusion = \"composition\"\n",
+                0 if cube && meta && !asynchronous => "fusion = \"kernel\"\n",
+                _ => "",
+            };
             let mut text = format!(
-                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}{asynchronous_key}{composition}{remote_key}inputs = [\n"
+                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}{asynchronous_key}{composition}{fusion_key}{remote_key}inputs = [\n"
             );
             // A contract relates a single or optional tensor to another one (validation refuses
             // the rest, and rank conflicts, which filters those manifests out).

@@ -749,6 +749,7 @@ impl Lowerer<'_> {
         );
         let asynchronous = spec.asynchronous.as_ref().is_some_and(|a| a.value);
         let fusion = fusion_impl(
+            spec.fusion.as_ref().map(|f| f.value.as_str()),
             &backends,
             composite.is_some(),
             composition.is_some(),
@@ -863,12 +864,14 @@ fn output_ranks(out: &Output, acc: &mut Vec<String>) {
     }
 }
 
-/// How an op runs on `Fusion<B>`: lazily when every output is a tensor with its shape and dtype
+/// How an op runs on `Fusion<B>`: through its composition when it says `fusion =
+/// "composition"`, else lazily when every output is a tensor with its shape and dtype
 /// declared, else through its composition. (An op routed to Cube with neither is
 /// [`super::rules`]'s to report.) An async op never runs lazily: the fusion stream runs its
 /// operations synchronously, so only its composition can run on `Fusion<B>`
 /// ([`super::asynchrony`] reports one without).
 fn fusion_impl(
+    mode: Option<&str>,
     backends: &[Backend],
     composite: bool,
     composition: bool,
@@ -877,6 +880,9 @@ fn fusion_impl(
 ) -> FusionImpl {
     if composite || !backends.iter().any(|b| b.name == BackendName::Cube) {
         FusionImpl::None
+    } else if mode == Some("composition") && composition {
+        // (Without a `composition`, `fusion`'s rule reports it.)
+        FusionImpl::Composition
     } else if lazy_outputs(output) && !asynchronous {
         FusionImpl::Lazy
     } else if composition {

@@ -1,0 +1,103 @@
+//! The rules of `fusion`: how an op routed to Cube runs on `Fusion<B>` (what `Cube` is when
+//! burn-cubecl's `fusion` feature is on).
+//!
+//! By default an op whose outputs declare their metadata is one deferred operation around its
+//! Cube kernel (`"kernel"`), and any other op with a `composition` runs it on `Fusion<B>`.
+//! `fusion = "composition"` runs the composition there even when the outputs declare their
+//! metadata (which Remote still reads): Burn's fuser then fuses it with its neighbours, which an
+//! element-wise op gains more from than from its own kernel.
+
+use super::context::{Context, ManifestRule};
+use super::lower::lazy_outputs;
+use crate::diag::{Diagnostic, did_you_mean, page};
+use crate::ir::BackendName;
+use crate::model::OpSpec;
+
+/// The values of `fusion`.
+pub(crate) const FUSION_VALUES: &[&str] = &["kernel", "composition"];
+
+/// The rules about `fusion`, checked with the other manifest rules.
+pub(super) const MANIFEST_RULES: &[ManifestRule] = &[fusion_value_known, fusion_key_applies];
+
+fn key(spec: &OpSpec) -> String {
+    format!("op[{}].fusion", spec.index)
+}
+
+/// `fusion` is `"kernel"` or `"composition"`.
+fn fusion_value_known(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    cx.ops
+        .iter()
+        .filter_map(|(spec, _)| {
+            let value = spec.fusion.as_ref()?;
+            if FUSION_VALUES.contains(&value.value.as_str()) {
+                return None;
+            }
+            let hint = "write \"kernel\" (one deferred operation around the op's Cube kernel) or \"composition\" (the op's composition on `Fusion<B>`, fused by Burn)";
+            let help = match did_you_mean(&value.value, FUSION_VALUES) {
+                Some(s) => format!("did you mean \"{s}\"? {hint}"),
+                None => hint.to_owned(),
+            };
+            Some(
+                Diagnostic::new(
+                    value.span.clone(),
+                    key(spec),
+                    format!("unknown fusion mode \"{}\"", value.value),
+                )
+                .page(page::CUBE_METADATA)
+                .help(help),
+            )
+        })
+        .collect()
+}
+
+/// `fusion` chooses between two forms the op has: it is routed to Cube, not composite, and has
+/// the form it names (a `composition`, or output metadata for the deferred kernel).
+fn fusion_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        let Some(value) = spec.fusion.as_ref() else {
+            continue;
+        };
+        let diagnostic = |message: String, help: &str| {
+            Diagnostic::new(value.span.clone(), key(spec), message)
+                .page(page::CUBE_METADATA)
+                .help(help)
+        };
+        if op.composite.is_some() {
+            out.push(diagnostic(
+                format!("op `{}` is composite: its composition runs on every backend, `Fusion<B>` included, so `fusion` has nothing to choose", op.name),
+                "remove `fusion`",
+            ));
+        } else if !op.backends.iter().any(|b| b.name == BackendName::Cube) {
+            out.push(diagnostic(
+                format!(
+                    "op `{}` is not routed to Cube, so `fusion` has nothing to choose",
+                    op.name
+                ),
+                "add \"Cube\" to the op's `backends` (or `routing.backends`), or remove `fusion`",
+            ));
+        } else if value.value == "composition" && op.composition.is_none() {
+            out.push(diagnostic(
+                format!("op `{}` says it runs its composition on `Fusion<B>`, but has no `composition`", op.name),
+                "add `composition = \"path::to::fn\"` (the op written with backend primitives), or remove `fusion` to run the op's kernel as one deferred operation",
+            ));
+        } else if value.value == "kernel" && (op.asynchronous || !lazy_outputs(&op.output)) {
+            let (why, help) = if op.asynchronous {
+                (
+                    "is async, and the fusion stream cannot await a kernel",
+                    "remove `fusion`: an async op runs its composition on `Fusion<B>`",
+                )
+            } else {
+                (
+                    "does not declare its outputs' `shape` and `dtype`, which a deferred operation needs before its kernel runs",
+                    "declare `shape` and `dtype` on each output, or remove `fusion` (with a `composition`, the op runs it on `Fusion<B>`)",
+                )
+            };
+            out.push(diagnostic(
+                format!("op `{}` says it runs its kernel as one deferred operation on `Fusion<B>`, but {why}", op.name),
+                help,
+            ));
+        }
+    }
+    out
+}
