@@ -2,7 +2,7 @@
 //! buffer is uniquely owned and on every core when Flex runs on rayon (see [`crate::flex`]),
 //! and falls back to composing Flex's own ops for `f64`, broadcasting, or a last dimension
 //! that is not contiguous. Inputs that are all `f16` or all `bf16` run the same `f32` kernel
-//! ([`in_f32`]): widened to `f32` first, the output rounded once back to their dtype.
+//! (`in_f32`): widened to `f32` first, the output rounded once back to their dtype.
 
 use burn_backend::backend::ops::{FloatTensorOps, IntTensorOps};
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};

@@ -33,8 +33,9 @@
 //!    once with every input present, and once more for each optional input with that input
 //!    absent. Each [`Op::output_shape`] is checked against the output leaf it names.
 //! 2. **Values on the other backends**, against Flex's: `Cube` when this crate is built with
-//!    `wgpu` (`Device::wgpu(kind)`, the adapter [`WGPU_ADAPTER_ENV`] names: a CPU adapter
-//!    unless it says otherwise) or `cuda` (`Device::cuda(0)`); a remote device
+//!    `wgpu` (`Device::wgpu(kind)`, on the adapter that
+//!    [`WGPU_ADAPTER_ENV`](crate::check::WGPU_ADAPTER_ENV) names: a CPU adapter unless it says
+//!    otherwise) or `cuda` (`Device::cuda(0)`); a remote device
 //!    when built with `remote` and the environment variable [`REMOTE_ENV`] holds a server's
 //!    address (`ws://host:port`); and every device passed to [`run_on`]. Float leaves must agree
 //!    within [`Op::value_tolerance`], int and bool leaves exactly.
