@@ -163,10 +163,11 @@ fn index_tensor(values: Vec<i64>, shape: Shape, device: &FlexDevice) -> FlexTens
 
 impl RoutedOps for Flex {
     fn add_relu(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
-        let [lhs, rhs] = match in_f32([lhs, rhs], |[a, b]| Self::add_relu(a, b)) {
-            Ok(out) => return out,
-            Err(inputs) => inputs,
-        };
+        // In bf16, Flex's own add and relu (two light passes) beat widening, the kernel and
+        // narrowing (0.7x at 1K and 1M, BENCHMARKS.md): only f16 is widened.
+        if half_dtype(&[&lhs, &rhs]) == Some(FloatDType::F16) {
+            return narrow(Self::add_relu(widen(lhs), widen(rhs)), FloatDType::F16);
+        }
         // Broadcasting, a strided last dimension or another float dtype: Flex's own ops.
         zip_f32(lhs, rhs, Work::Light, arith::add_relu)
             .unwrap_or_else(|inputs| composed::add_relu::<Self>(inputs.0, inputs.1))
