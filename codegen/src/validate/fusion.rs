@@ -10,7 +10,7 @@
 use super::context::{Context, ManifestRule};
 use super::lower::lazy_outputs;
 use crate::diag::{Diagnostic, did_you_mean, page};
-use crate::ir::BackendName;
+use crate::ir::{BackendName, Output};
 use crate::model::OpSpec;
 
 /// The values of `fusion`.
@@ -84,12 +84,19 @@ fn fusion_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         } else if value.value == "kernel" && (op.asynchronous || !lazy_outputs(&op.output)) {
             let (why, help) = if op.asynchronous {
                 (
-                    "is async, and the fusion stream cannot await a kernel",
+                    "is async, and the fusion stream cannot await a kernel".to_owned(),
                     "remove `fusion`: an async op runs its composition on `Fusion<B>`",
+                )
+            } else if let Some(value) = not_a_tensor(&op.output) {
+                (
+                    format!(
+                        "returns {value}, which a deferred operation cannot return before its kernel runs"
+                    ),
+                    "return tensors only, or remove `fusion` (with a `composition`, the op runs it on `Fusion<B>`)",
                 )
             } else {
                 (
-                    "does not declare its outputs' `shape` and `dtype`, which a deferred operation needs before its kernel runs",
+                    "does not declare its outputs' `shape` and `dtype`, which a deferred operation needs before its kernel runs".to_owned(),
                     "declare `shape` and `dtype` on each output, or remove `fusion` (with a `composition`, the op runs it on `Fusion<B>`)",
                 )
             };
@@ -100,4 +107,21 @@ fn fusion_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// What in `output` is not a tensor a deferred operation can declare: a plain value, `()`, or a
+/// declared type inside a tuple or with plain fields.
+fn not_a_tensor(output: &Output) -> Option<String> {
+    match output {
+        Output::Unit => Some("`()`".to_owned()),
+        Output::Plain(ty) => Some(format!("a plain `{ty}`")),
+        Output::Tensor(_) => None,
+        Output::Declared {
+            name, tensors_only, ..
+        } => (!tensors_only).then(|| format!("declared type `{name}`, which holds plain fields")),
+        Output::Tuple(items) => items.iter().find_map(|item| match item {
+            Output::Declared { name, .. } => Some(format!("declared type `{name}` inside a tuple")),
+            other => not_a_tensor(other),
+        }),
+    }
 }
