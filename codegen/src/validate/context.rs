@@ -4,9 +4,9 @@
 use std::ops::Range;
 
 use super::lower::Routing;
-use crate::diag::{Diagnostic, LineIndex};
+use crate::diag::{Diagnostic, LineIndex, did_you_mean};
 use crate::ir::Op;
-use crate::model::{Manifest, OpSpec};
+use crate::model::{Manifest, OpSpec, Sp};
 
 /// What manifest-wide rules see.
 pub(super) struct Context<'a, 'm> {
@@ -22,3 +22,38 @@ pub(super) struct Context<'a, 'm> {
 
 /// A rule about the whole manifest.
 pub(super) type ManifestRule = fn(&Context<'_, '_>) -> Vec<Diagnostic>;
+
+/// An op key that names a mode (`remote`, `fusion`): the ops whose `key` (read by `value`) is
+/// none of `values`, each an "unknown `what` mode" error at the value, with a did-you-mean,
+/// `hint` (what each mode means) and the error page `page`.
+pub(super) fn unknown_modes(
+    cx: &Context<'_, '_>,
+    key: &str,
+    value: fn(&OpSpec) -> Option<&Sp<String>>,
+    values: &[&str],
+    hint: &str,
+    page: &'static str,
+) -> Vec<Diagnostic> {
+    cx.ops
+        .iter()
+        .filter_map(|(spec, _)| {
+            let mode = value(spec)?;
+            if values.contains(&mode.value.as_str()) {
+                return None;
+            }
+            let help = match did_you_mean(&mode.value, values) {
+                Some(s) => format!("did you mean \"{s}\"? {hint}"),
+                None => hint.to_owned(),
+            };
+            Some(
+                Diagnostic::new(
+                    mode.span.clone(),
+                    format!("op[{}].{key}", spec.index),
+                    format!("unknown {key} mode \"{}\"", mode.value),
+                )
+                .page(page)
+                .help(help),
+            )
+        })
+        .collect()
+}

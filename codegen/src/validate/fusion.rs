@@ -7,9 +7,9 @@
 //! metadata (which Remote still reads): Burn's fuser then fuses it with its neighbours, which an
 //! element-wise op gains more from than from its own kernel.
 
-use super::context::{Context, ManifestRule};
+use super::context::{Context, ManifestRule, unknown_modes};
 use super::lower::lazy_outputs;
-use crate::diag::{Diagnostic, did_you_mean, page};
+use crate::diag::{Diagnostic, page};
 use crate::ir::{BackendName, Output};
 use crate::model::OpSpec;
 
@@ -25,29 +25,14 @@ fn key(spec: &OpSpec) -> String {
 
 /// `fusion` is `"kernel"` or `"composition"`.
 fn fusion_value_known(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
-    cx.ops
-        .iter()
-        .filter_map(|(spec, _)| {
-            let value = spec.fusion.as_ref()?;
-            if FUSION_VALUES.contains(&value.value.as_str()) {
-                return None;
-            }
-            let hint = "write \"kernel\" (one deferred operation around the op's Cube kernel) or \"composition\" (the op's composition on `Fusion<B>`, fused by Burn)";
-            let help = match did_you_mean(&value.value, FUSION_VALUES) {
-                Some(s) => format!("did you mean \"{s}\"? {hint}"),
-                None => hint.to_owned(),
-            };
-            Some(
-                Diagnostic::new(
-                    value.span.clone(),
-                    key(spec),
-                    format!("unknown fusion mode \"{}\"", value.value),
-                )
-                .page(page::CUBE_METADATA)
-                .help(help),
-            )
-        })
-        .collect()
+    unknown_modes(
+        cx,
+        "fusion",
+        |spec| spec.fusion.as_ref(),
+        FUSION_VALUES,
+        "write \"kernel\" (one deferred operation around the op's Cube kernel) or \"composition\" (the op's composition on `Fusion<B>`, fused by Burn)",
+        page::CUBE_METADATA,
+    )
 }
 
 /// `fusion` chooses between two forms the op has: it is routed to Cube, not composite, and has

@@ -7,9 +7,9 @@
 //! exactly. An op that cannot run that way runs its `composition` on Remote, primitive by
 //! primitive, which it says with `remote = "composition"` (or by declaring no output metadata).
 
-use super::context::{Context, ManifestRule};
+use super::context::{Context, ManifestRule, unknown_modes};
 use super::lower::{declared_input, declared_output, metadata_function, remote_kernel_possible};
-use crate::diag::{Diagnostic, did_you_mean, page};
+use crate::diag::{Diagnostic, page};
 use crate::ir::{Arg, BackendName, Op, RemoteImpl};
 use crate::model::OpSpec;
 
@@ -31,29 +31,14 @@ fn key(spec: &OpSpec, rest: &str) -> String {
 
 /// `remote` is `"kernel"` or `"composition"`.
 fn remote_value_known(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
-    cx.ops
-        .iter()
-        .filter_map(|(spec, _)| {
-            let value = spec.remote.as_ref()?;
-            if REMOTE_VALUES.contains(&value.value.as_str()) {
-                return None;
-            }
-            let hint = "write \"kernel\" (one operation that the server runs with the op's kernel) or \"composition\" (the op's composition, primitive by primitive)";
-            let help = match did_you_mean(&value.value, REMOTE_VALUES) {
-                Some(s) => format!("did you mean \"{s}\"? {hint}"),
-                None => hint.to_owned(),
-            };
-            Some(
-                Diagnostic::new(
-                    value.span.clone(),
-                    key(spec, "remote"),
-                    format!("unknown remote mode \"{}\"", value.value),
-                )
-                .page(page::REMOTE)
-                .help(help),
-            )
-        })
-        .collect()
+    unknown_modes(
+        cx,
+        "remote",
+        |spec| spec.remote.as_ref(),
+        REMOTE_VALUES,
+        "write \"kernel\" (one operation that the server runs with the op's kernel) or \"composition\" (the op's composition, primitive by primitive)",
+        page::REMOTE,
+    )
 }
 
 /// `remote` says how an op runs on Remote: the op must be routed there, and have kernels.
