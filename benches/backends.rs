@@ -268,13 +268,7 @@ fn time_op(
     inputs: &Inputs,
     device: &Device,
 ) {
-    group.bench_function(id, |b| {
-        b.iter(|| {
-            let out = op(black_box(inputs));
-            device.sync().expect("the device runs the op");
-            out
-        });
-    });
+    time_calls(group, id, op, inputs, device, 1);
 }
 
 /// Calls of an op queued between two waits in the `gpu_` groups: a wait for the device costs
@@ -283,26 +277,25 @@ fn time_op(
 #[cfg(feature = "wgpu")]
 const GPU_CALLS: u32 = 32;
 
-/// The time of one call of `op` on `inputs`, `GPU_CALLS` calls queued per wait for `device`
+/// The time of one call of `op` on `inputs`, with `calls` calls queued per wait for `device`
 /// (their outputs kept alive until it has finished them).
-#[cfg(feature = "wgpu")]
-fn time_queued(
+fn time_calls(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     id: &str,
     op: Op,
     inputs: &Inputs,
     device: &Device,
+    calls: u32,
 ) {
     group.bench_function(id, |b| {
         b.iter_custom(|iters| {
             let start = std::time::Instant::now();
             for _ in 0..iters {
-                let outs: Vec<Box<dyn Any>> =
-                    (0..GPU_CALLS).map(|_| op(black_box(inputs))).collect();
+                let outs: Vec<Box<dyn Any>> = (0..calls).map(|_| op(black_box(inputs))).collect();
                 device.sync().expect("the device runs the op");
                 drop(outs);
             }
-            start.elapsed() / GPU_CALLS
+            start.elapsed() / calls
         });
     });
 }
@@ -354,7 +347,7 @@ fn op_named(table: &[(&str, Op)], name: &str) -> Op {
 /// routed op) against its composition with Burn's `Tensor` API (`composition`), in each float
 /// dtype the device stores (one it does not is skipped, and the reason printed), `[256, 256]`
 /// (64K) and `[4096, 256]` (1M) inputs: the time of one call, with [`GPU_CALLS`] calls queued
-/// per `device.sync()` (see [`time_queued`]). `<config>` is
+/// per `device.sync()` (see [`time_calls`]). `<config>` is
 /// `plain` when `Cube` is `CubeBackend` and `fusion` when it is `Fusion<CubeBackend>` (build
 /// with `--features wgpu,burn-tensor/fusion`): there `kernel` is one deferred operation and
 /// `composition` is what Burn's fuser makes of the composition.
@@ -381,13 +374,21 @@ fn gpu_kernels(c: &mut Criterion) {
             gpu.sync().expect("the wgpu device is up");
             for name in KERNELS {
                 let mut group = c.benchmark_group(format!("gpu_{config}/{label}/{name}/{size}"));
-                time_queued(&mut group, "kernel", op_named(ROUTED, name), &inputs, &gpu);
-                time_queued(
+                time_calls(
+                    &mut group,
+                    "kernel",
+                    op_named(ROUTED, name),
+                    &inputs,
+                    &gpu,
+                    GPU_CALLS,
+                );
+                time_calls(
                     &mut group,
                     "composition",
                     op_named(DIRECT, name),
                     &inputs,
                     &gpu,
+                    GPU_CALLS,
                 );
                 group.finish();
             }
