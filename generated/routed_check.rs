@@ -20,6 +20,14 @@ fn add_relu() {
                 &check::spec(check::TensorKind::Float, &[2, 3]),
                 &check::spec(check::TensorKind::Float, &[2, 3]),
             ),
+        )
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
         );
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_add_relu(args.float(0), args.float(1))?;
@@ -40,7 +48,7 @@ fn add_relu() {
     );
 }
 
-/// `scale` (ops.toml:44): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `scale` (ops.toml:47): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn scale() {
     let op = check::Op::differentiable("scale")
@@ -67,7 +75,7 @@ fn scale() {
     );
 }
 
-/// `argmax_last` (ops.toml:59): values, policy, gradients and backends, by
+/// `argmax_last` (ops.toml:62): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn argmax_last() {
@@ -94,7 +102,7 @@ fn argmax_last() {
     );
 }
 
-/// `round_half_even` (ops.toml:65): values, policy, gradients and backends, by
+/// `round_half_even` (ops.toml:68): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn round_half_even() {
@@ -122,7 +130,7 @@ fn round_half_even() {
     );
 }
 
-/// `axpby` (ops.toml:79): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `axpby` (ops.toml:82): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn axpby() {
     let op = check::Op::differentiable("axpby")
@@ -130,7 +138,15 @@ fn axpby() {
         .backend(check::BackendId::Cube, cfg!(burn_route_cube))
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
-        .input(check::Input::optional_float("y", &[2, 3]));
+        .input(check::Input::optional_float("y", &[2, 3]))
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_axpby(
             args.float(0),
@@ -164,7 +180,8 @@ fn axpby() {
     );
 }
 
-/// `sum_all` (ops.toml:96): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `sum_all` (ops.toml:101): values, policy, gradients and backends, by
+/// `burn_route_runtime::check`.
 #[test]
 fn sum_all() {
     let op = check::Op::differentiable("sum_all")
@@ -178,7 +195,7 @@ fn sum_all() {
     });
 }
 
-/// `split_last` (ops.toml:106): values, policy, gradients and backends, by
+/// `split_last` (ops.toml:111): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn split_last() {
@@ -193,7 +210,7 @@ fn split_last() {
     });
 }
 
-/// `softplus` (ops.toml:121): values, policy, gradients and backends, by
+/// `softplus` (ops.toml:126): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn softplus() {
@@ -208,7 +225,7 @@ fn softplus() {
     });
 }
 
-/// `masked_fill_count` (ops.toml:135): values, policy, gradients and backends, by
+/// `masked_fill_count` (ops.toml:140): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn masked_fill_count() {
@@ -254,7 +271,7 @@ fn masked_fill_count() {
     );
 }
 
-/// `nan_to_num` (ops.toml:148): values, policy, gradients and backends, by
+/// `nan_to_num` (ops.toml:153): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn nan_to_num() {
@@ -296,13 +313,13 @@ fn nan_to_num() {
     );
 }
 
-/// `dequantize_relu` (ops.toml:158): values, policy, gradients and backends, by
+/// `dequantize_relu` (ops.toml:163): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 #[ignore = "the op check does not generate quantized inputs"]
 fn dequantize_relu() {}
 
-/// `iota` (ops.toml:165): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `iota` (ops.toml:170): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn iota() {
     let op = check::Op::reject("iota").backend(check::BackendId::Flex, true);
@@ -312,7 +329,7 @@ fn iota() {
     });
 }
 
-/// `ramp` (ops.toml:177): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `ramp` (ops.toml:182): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn ramp() {
     let op = check::Op::reject("ramp")
@@ -325,7 +342,7 @@ fn ramp() {
     });
 }
 
-/// `bias_gelu` (ops.toml:196): values, policy, gradients and backends, by
+/// `bias_gelu` (ops.toml:201): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn bias_gelu() {
@@ -335,7 +352,15 @@ fn bias_gelu() {
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("bias", &[3]))
-        .output_shape(0, &[2, 3]);
+        .output_shape(0, &[2, 3])
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_bias_gelu(args.float(0), args.float(1))?;
         Ok(vec![check::Value::float(__out_0)])
@@ -357,7 +382,7 @@ fn bias_gelu() {
     );
 }
 
-/// `swiglu` (ops.toml:215): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `swiglu` (ops.toml:222): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn swiglu() {
     let op = check::Op::differentiable("swiglu")
@@ -372,6 +397,14 @@ fn swiglu() {
                 &check::spec(check::TensorKind::Float, &[2, 3]),
                 &check::spec(check::TensorKind::Float, &[2, 3]),
             ),
+        )
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
         );
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_swiglu(args.float(0), args.float(1))?;
@@ -392,7 +425,7 @@ fn swiglu() {
     );
 }
 
-/// `rms_norm` (ops.toml:234): values, policy, gradients and backends, by
+/// `rms_norm` (ops.toml:243): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn rms_norm() {
@@ -402,14 +435,39 @@ fn rms_norm() {
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("weight", &[3]))
-        .output_shape(0, &[2, 3]);
+        .output_shape(0, &[2, 3])
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_rms_norm(args.float(0), args.float(1), 0.5_f32)?;
         Ok(vec![check::Value::float(__out_0)])
     });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 =
+                ::burn_route::dispatch::try_rms_norm(args.float(0), args.float(1), 0.5_f32)?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::kernels::composed::rms_norm::<Dispatch>(
+                args.float(0),
+                args.float(1),
+                0.5_f32,
+            );
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
 }
 
-/// `layer_norm` (ops.toml:249): values, policy, gradients and backends, by
+/// `layer_norm` (ops.toml:261): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn layer_norm() {
@@ -420,7 +478,15 @@ fn layer_norm() {
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("gamma", &[3]))
         .input(check::Input::float("beta", &[3]))
-        .output_shape(0, &[2, 3]);
+        .output_shape(0, &[2, 3])
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_layer_norm(
             args.float(0),
@@ -430,9 +496,31 @@ fn layer_norm() {
         )?;
         Ok(vec![check::Value::float(__out_0)])
     });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_layer_norm(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                0.5_f32,
+            )?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::kernels::composed::layer_norm::<Dispatch>(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                0.5_f32,
+            );
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
 }
 
-/// `softmax_last` (ops.toml:263): values, policy, gradients and backends, by
+/// `softmax_last` (ops.toml:278): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn softmax_last() {
@@ -441,14 +529,34 @@ fn softmax_last() {
         .backend(check::BackendId::Cube, cfg!(burn_route_cube))
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
-        .output_shape(0, &[2, 3]);
+        .output_shape(0, &[2, 3])
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_softmax_last(args.float(0))?;
         Ok(vec![check::Value::float(__out_0)])
     });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_softmax_last(args.float(0))?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::kernels::composed::softmax_last::<Dispatch>(args.float(0));
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
 }
 
-/// `cross_entropy_logits` (ops.toml:276): values, policy, gradients and backends, by
+/// `cross_entropy_logits` (ops.toml:294): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn cross_entropy_logits() {
@@ -465,14 +573,38 @@ fn cross_entropy_logits() {
                 &check::spec(check::TensorKind::Float, &[2, 3]),
                 &check::spec(check::TensorKind::Int, &[2]),
             ),
+        )
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
         );
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_cross_entropy_logits(args.float(0), args.int(1))?;
         Ok(vec![check::Value::float(__out_0)])
     });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 =
+                ::burn_route::dispatch::try_cross_entropy_logits(args.float(0), args.int(1))?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::kernels::composed::cross_entropy_logits::<Dispatch>(
+                args.float(0),
+                args.int(1),
+            );
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
 }
 
-/// `dropout` (ops.toml:293): values, policy, gradients and backends, by
+/// `dropout` (ops.toml:314): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn dropout() {
@@ -482,7 +614,15 @@ fn dropout() {
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .output_shape(0, &[2, 3])
-        .output_shape(1, &[2, 3]);
+        .output_shape(1, &[2, 3])
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
     check::run(&op, |args: &mut check::Args| {
         let (__out_0, __out_1) =
             ::burn_route::dispatch::try_dropout(args.float(0), 0.5_f32, 1_u64)?;
@@ -491,9 +631,29 @@ fn dropout() {
             check::Value::bool(__out_1),
         ])
     });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let (__out_0, __out_1) =
+                ::burn_route::dispatch::try_dropout(args.float(0), 0.5_f32, 1_u64)?;
+            Ok(vec![
+                check::Value::float(__out_0),
+                check::Value::bool(__out_1),
+            ])
+        },
+        |args: &mut check::Args| {
+            let (__out_0, __out_1) =
+                ::burn_route::kernels::composed::dropout::<Dispatch>(args.float(0), 0.5_f32, 1_u64);
+            Ok(vec![
+                check::Value::float(__out_0),
+                check::Value::bool(__out_1),
+            ])
+        },
+    );
 }
 
-/// `clamp_ste` (ops.toml:312): values, policy, gradients and backends, by
+/// `clamp_ste` (ops.toml:336): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn clamp_ste() {
@@ -501,7 +661,8 @@ fn clamp_ste() {
         .backend(check::BackendId::Flex, true)
         .backend(check::BackendId::Cube, cfg!(burn_route_cube))
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
-        .input(check::Input::float("x", &[2, 3]));
+        .input(check::Input::float("x", &[2, 3]))
+        .dtypes(&[check::FloatDType::F32], check::OtherDtypes::Composition);
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_clamp_ste(args.float(0), -10.0, 10.0)?;
         Ok(vec![check::Value::float(__out_0)])
@@ -521,7 +682,7 @@ fn clamp_ste() {
     );
 }
 
-/// `topk_last` (ops.toml:332): values, policy, gradients and backends, by
+/// `topk_last` (ops.toml:358): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn topk_last() {
@@ -529,7 +690,8 @@ fn topk_last() {
         .backend(check::BackendId::Flex, true)
         .backend(check::BackendId::Cube, cfg!(burn_route_cube))
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
-        .input(check::Input::float("x", &[2, 3]));
+        .input(check::Input::float("x", &[2, 3]))
+        .dtypes(&[check::FloatDType::F32], check::OtherDtypes::Composition);
     check::run(&op, |args: &mut check::Args| {
         let (__out_0, __out_1) = ::burn_route::dispatch::try_topk_last(&args.float(0), 1_usize)?;
         Ok(vec![
@@ -559,7 +721,7 @@ fn topk_last() {
     );
 }
 
-/// `affine` (ops.toml:357): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `affine` (ops.toml:385): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn affine() {
     let op = check::Op::differentiable("affine")
@@ -601,7 +763,7 @@ fn affine() {
     );
 }
 
-/// `moments` (ops.toml:381): values, policy, gradients and backends, by
+/// `moments` (ops.toml:409): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn moments() {
@@ -637,7 +799,7 @@ fn moments() {
     );
 }
 
-/// `fill_where` (ops.toml:401): values, policy, gradients and backends, by
+/// `fill_where` (ops.toml:429): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn fill_where() {
@@ -676,7 +838,7 @@ fn fill_where() {
     );
 }
 
-/// `count_nonfinite` (ops.toml:419): values, policy, gradients and backends, by
+/// `count_nonfinite` (ops.toml:447): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn count_nonfinite() {

@@ -273,6 +273,15 @@ fn route_add_relu<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         Some(&__REMOTE_ADD_RELU),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:41",
     );
     use self::__run_add_relu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -311,6 +320,30 @@ fn route_add_relu<F: __rt::OnError>(
                     rhs,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::add_relu::<rt::Flex>,
+                lhs,
+                rhs,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::composed::add_relu::<AutodiffFlex>,
+                    lhs,
+                    rhs,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::composed::add_relu::<BalancedFlex>,
+                    lhs,
+                    rhs,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::add_relu, lhs, rhs)
@@ -333,6 +366,31 @@ fn route_add_relu<F: __rt::OnError>(
                     rhs,
                 )
             }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::add_relu::<rt::Cube>,
+                lhs,
+                rhs,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::composed::add_relu::<AutodiffCube>,
+                    lhs,
+                    rhs,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::composed::add_relu::<BalancedCube>,
+                    lhs,
+                    rhs,
+                )
+            }
             #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::add_relu, lhs, rhs)
@@ -351,6 +409,31 @@ fn route_add_relu<F: __rt::OnError>(
                 __run::<BalancedRemote>(
                     &__route,
                     autodiff::add_relu::<rt::Remote, rt::BalancedCheckpointing>,
+                    lhs,
+                    rhs,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::add_relu::<rt::Remote>,
+                lhs,
+                rhs,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::composed::add_relu::<AutodiffRemote>,
+                    lhs,
+                    rhs,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::composed::add_relu::<BalancedRemote>,
                     lhs,
                     rhs,
                 )
@@ -428,7 +511,7 @@ fn route_scale<F: __rt::OnError>(x: rt::DispatchTensor, alpha: f32) -> F::Out<rt
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "scale",
         rt::Policy::Differentiable,
-        "ops.toml:44",
+        "ops.toml:47",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -577,7 +660,7 @@ fn route_argmax_last<F: __rt::OnError>(x: &rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "argmax_last",
         rt::Policy::Detach,
-        "ops.toml:59",
+        "ops.toml:62",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -670,7 +753,7 @@ fn route_round_half_even<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "round_half_even",
         rt::Policy::Reject,
-        "ops.toml:65",
+        "ops.toml:68",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -776,7 +859,7 @@ fn route_axpby<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "axpby",
         rt::Policy::Differentiable,
-        "ops.toml:79",
+        "ops.toml:82",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -795,6 +878,15 @@ fn route_axpby<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         None,
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:93",
     );
     use self::__run_axpby as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -839,6 +931,36 @@ fn route_axpby<F: __rt::OnError>(
                     beta,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::axpby::<rt::Flex>,
+                x,
+                y,
+                alpha,
+                beta,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::composed::axpby::<AutodiffFlex>,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::composed::axpby::<BalancedFlex>,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::axpby, x, y, alpha, beta)
@@ -859,6 +981,37 @@ fn route_axpby<F: __rt::OnError>(
                 __run::<BalancedCube>(
                     &__route,
                     autodiff::axpby::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::axpby::<rt::Cube>,
+                x,
+                y,
+                alpha,
+                beta,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::composed::axpby::<AutodiffCube>,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::composed::axpby::<BalancedCube>,
                     x,
                     y,
                     alpha,
@@ -896,6 +1049,37 @@ fn route_axpby<F: __rt::OnError>(
                     beta,
                 )
             }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::axpby::<rt::Remote>,
+                x,
+                y,
+                alpha,
+                beta,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::composed::axpby::<AutodiffRemote>,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::composed::axpby::<BalancedRemote>,
+                    x,
+                    y,
+                    alpha,
+                    beta,
+                )
+            }
             _ => __route.unrouted(),
         })
     }
@@ -903,7 +1087,7 @@ fn route_axpby<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "ops.toml:82",
+            "ops.toml:85",
             ("y", y.as_ref()),
             ("x", Some(&x)),
         )],
@@ -974,7 +1158,7 @@ fn route_sum_all<F: __rt::OnError>(xs: Vec<rt::DispatchTensor>) -> F::Out<rt::Di
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "sum_all",
         rt::Policy::Differentiable,
-        "ops.toml:96",
+        "ops.toml:101",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1107,7 +1291,7 @@ fn route_split_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "split_last",
         rt::Policy::Differentiable,
-        "ops.toml:106",
+        "ops.toml:111",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1282,7 +1466,7 @@ fn route_softplus<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softplus",
         rt::Policy::Differentiable,
-        "ops.toml:121",
+        "ops.toml:126",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1467,7 +1651,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "masked_fill_count",
         rt::Policy::Detach,
-        "ops.toml:135",
+        "ops.toml:140",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1531,7 +1715,7 @@ fn route_masked_fill_count<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::SameAs,
-            "ops.toml:138",
+            "ops.toml:143",
             ("mask", Some(mask)),
             ("x", Some(&x)),
         )],
@@ -1620,7 +1804,7 @@ fn route_nan_to_num<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "nan_to_num",
         rt::Policy::Detach,
-        "ops.toml:148",
+        "ops.toml:153",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1740,7 +1924,7 @@ fn route_dequantize_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dequantize_relu",
         rt::Policy::Reject,
-        "ops.toml:158",
+        "ops.toml:163",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -1839,8 +2023,8 @@ fn route_iota<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "iota",
         rt::Policy::Reject,
-        "ops.toml:165",
-        "ops.toml:169",
+        "ops.toml:170",
+        "ops.toml:174",
         &[(rt::BackendId::Flex, true, "")],
         false,
         "burn_route_autodiff",
@@ -1913,7 +2097,7 @@ fn route_ramp<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "ramp",
         rt::Policy::Reject,
-        "ops.toml:177",
+        "ops.toml:182",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2034,7 +2218,7 @@ fn route_bias_gelu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "bias_gelu",
         rt::Policy::Differentiable,
-        "ops.toml:196",
+        "ops.toml:201",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2053,6 +2237,15 @@ fn route_bias_gelu<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         Some(&__REMOTE_BIAS_GELU),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:213",
     );
     use self::__run_bias_gelu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2091,6 +2284,30 @@ fn route_bias_gelu<F: __rt::OnError>(
                     bias,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::bias_gelu::<rt::Flex>,
+                x,
+                bias,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::composed::bias_gelu::<AutodiffFlex>,
+                    x,
+                    bias,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::composed::bias_gelu::<BalancedFlex>,
+                    x,
+                    bias,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::bias_gelu, x, bias)
@@ -2109,6 +2326,31 @@ fn route_bias_gelu<F: __rt::OnError>(
                 __run::<BalancedCube>(
                     &__route,
                     autodiff::bias_gelu::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    bias,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::bias_gelu::<rt::Cube>,
+                x,
+                bias,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::composed::bias_gelu::<AutodiffCube>,
+                    x,
+                    bias,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::composed::bias_gelu::<BalancedCube>,
                     x,
                     bias,
                 )
@@ -2135,6 +2377,31 @@ fn route_bias_gelu<F: __rt::OnError>(
                     bias,
                 )
             }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::bias_gelu::<rt::Remote>,
+                x,
+                bias,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::composed::bias_gelu::<AutodiffRemote>,
+                    x,
+                    bias,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::composed::bias_gelu::<BalancedRemote>,
+                    x,
+                    bias,
+                )
+            }
             _ => __route.unrouted(),
         })
     }
@@ -2142,7 +2409,7 @@ fn route_bias_gelu<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LastDimOf,
-            "ops.toml:199",
+            "ops.toml:204",
             ("bias", Some(&bias)),
             ("x", Some(&x)),
         )],
@@ -2215,7 +2482,7 @@ fn route_swiglu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "swiglu",
         rt::Policy::Differentiable,
-        "ops.toml:215",
+        "ops.toml:222",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2234,6 +2501,15 @@ fn route_swiglu<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         Some(&__REMOTE_SWIGLU),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:234",
     );
     use self::__run_swiglu as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2272,6 +2548,30 @@ fn route_swiglu<F: __rt::OnError>(
                     up,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::swiglu::<rt::Flex>,
+                gate,
+                up,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::composed::swiglu::<AutodiffFlex>,
+                    gate,
+                    up,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::composed::swiglu::<BalancedFlex>,
+                    gate,
+                    up,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::swiglu, gate, up)
@@ -2290,6 +2590,31 @@ fn route_swiglu<F: __rt::OnError>(
                 __run::<BalancedCube>(
                     &__route,
                     autodiff::swiglu::<rt::Cube, rt::BalancedCheckpointing>,
+                    gate,
+                    up,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::swiglu::<rt::Cube>,
+                gate,
+                up,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::composed::swiglu::<AutodiffCube>,
+                    gate,
+                    up,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::composed::swiglu::<BalancedCube>,
                     gate,
                     up,
                 )
@@ -2316,6 +2641,31 @@ fn route_swiglu<F: __rt::OnError>(
                     up,
                 )
             }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::swiglu::<rt::Remote>,
+                gate,
+                up,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::composed::swiglu::<AutodiffRemote>,
+                    gate,
+                    up,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::composed::swiglu::<BalancedRemote>,
+                    gate,
+                    up,
+                )
+            }
             _ => __route.unrouted(),
         })
     }
@@ -2323,7 +2673,7 @@ fn route_swiglu<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "ops.toml:218",
+            "ops.toml:225",
             ("up", Some(&up)),
             ("gate", Some(&gate)),
         )],
@@ -2399,7 +2749,7 @@ fn route_rms_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "rms_norm",
         rt::Policy::Differentiable,
-        "ops.toml:234",
+        "ops.toml:243",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2418,6 +2768,15 @@ fn route_rms_norm<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         Some(&__REMOTE_RMS_NORM),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:252",
     );
     use self::__run_rms_norm as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2459,6 +2818,33 @@ fn route_rms_norm<F: __rt::OnError>(
                     eps,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::rms_norm::<rt::Flex>,
+                x,
+                weight,
+                eps,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::composed::rms_norm::<AutodiffFlex>,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::composed::rms_norm::<BalancedFlex>,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::rms_norm, x, weight, eps)
@@ -2478,6 +2864,34 @@ fn route_rms_norm<F: __rt::OnError>(
                 __run::<BalancedCube>(
                     &__route,
                     autodiff::rms_norm::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::rms_norm::<rt::Cube>,
+                x,
+                weight,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::composed::rms_norm::<AutodiffCube>,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::composed::rms_norm::<BalancedCube>,
                     x,
                     weight,
                     eps,
@@ -2511,6 +2925,34 @@ fn route_rms_norm<F: __rt::OnError>(
                     eps,
                 )
             }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::rms_norm::<rt::Remote>,
+                x,
+                weight,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::composed::rms_norm::<AutodiffRemote>,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::composed::rms_norm::<BalancedRemote>,
+                    x,
+                    weight,
+                    eps,
+                )
+            }
             _ => __route.unrouted(),
         })
     }
@@ -2518,7 +2960,7 @@ fn route_rms_norm<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LastDimOf,
-            "ops.toml:237",
+            "ops.toml:246",
             ("weight", Some(&weight)),
             ("x", Some(&x)),
         )],
@@ -2607,7 +3049,7 @@ fn route_layer_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "layer_norm",
         rt::Policy::Differentiable,
-        "ops.toml:249",
+        "ops.toml:261",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2626,6 +3068,15 @@ fn route_layer_norm<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         Some(&__REMOTE_LAYER_NORM),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:272",
     );
     use self::__run_layer_norm as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2676,6 +3127,36 @@ fn route_layer_norm<F: __rt::OnError>(
                     eps,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::layer_norm::<rt::Flex>,
+                x,
+                gamma,
+                beta,
+                eps,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::composed::layer_norm::<AutodiffFlex>,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::composed::layer_norm::<BalancedFlex>,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
                 &__route,
@@ -2701,6 +3182,37 @@ fn route_layer_norm<F: __rt::OnError>(
                 __run::<BalancedCube>(
                     &__route,
                     autodiff::layer_norm::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::layer_norm::<rt::Cube>,
+                x,
+                gamma,
+                beta,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::composed::layer_norm::<AutodiffCube>,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::composed::layer_norm::<BalancedCube>,
                     x,
                     gamma,
                     beta,
@@ -2738,6 +3250,37 @@ fn route_layer_norm<F: __rt::OnError>(
                     eps,
                 )
             }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::layer_norm::<rt::Remote>,
+                x,
+                gamma,
+                beta,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::composed::layer_norm::<AutodiffRemote>,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::composed::layer_norm::<BalancedRemote>,
+                    x,
+                    gamma,
+                    beta,
+                    eps,
+                )
+            }
             _ => __route.unrouted(),
         })
     }
@@ -2746,13 +3289,13 @@ fn route_layer_norm<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:252",
+                "ops.toml:264",
                 ("gamma", Some(&gamma)),
                 ("x", Some(&x)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:253",
+                "ops.toml:265",
                 ("beta", Some(&beta)),
                 ("x", Some(&x)),
             ),
@@ -2821,7 +3364,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softmax_last",
         rt::Policy::Differentiable,
-        "ops.toml:263",
+        "ops.toml:278",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2840,6 +3383,15 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         Some(&__REMOTE_SOFTMAX_LAST),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:284",
     );
     use self::__run_round_half_even as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -2867,6 +3419,27 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
                     x,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::softmax_last::<rt::Flex>,
+                x,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::composed::softmax_last::<AutodiffFlex>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::composed::softmax_last::<BalancedFlex>,
+                    x,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::softmax_last, x)
@@ -2887,6 +3460,28 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
                     x,
                 )
             }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::softmax_last::<rt::Cube>,
+                x,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::composed::softmax_last::<AutodiffCube>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::composed::softmax_last::<BalancedCube>,
+                    x,
+                )
+            }
             #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::softmax_last, x)
@@ -2904,6 +3499,28 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
                 __run::<BalancedRemote>(
                     &__route,
                     autodiff::softmax_last::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::softmax_last::<rt::Remote>,
+                x,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::composed::softmax_last::<AutodiffRemote>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::composed::softmax_last::<BalancedRemote>,
                     x,
                 )
             }
@@ -2970,7 +3587,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "cross_entropy_logits",
         rt::Policy::Differentiable,
-        "ops.toml:276",
+        "ops.toml:294",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2989,6 +3606,15 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         Some(&__REMOTE_CROSS_ENTROPY_LOGITS),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:304",
     );
     use self::__run_cross_entropy_logits as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3030,6 +3656,30 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
                     targets,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::cross_entropy_logits::<rt::Flex>,
+                logits,
+                targets,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::composed::cross_entropy_logits::<AutodiffFlex>,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::composed::cross_entropy_logits::<BalancedFlex>,
+                    logits,
+                    targets,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
                 &__route,
@@ -3051,6 +3701,31 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
                 __run::<BalancedCube>(
                     &__route,
                     autodiff::cross_entropy_logits::<rt::Cube, rt::BalancedCheckpointing>,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::cross_entropy_logits::<rt::Cube>,
+                logits,
+                targets,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::composed::cross_entropy_logits::<AutodiffCube>,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::composed::cross_entropy_logits::<BalancedCube>,
                     logits,
                     targets,
                 )
@@ -3080,6 +3755,31 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
                     targets,
                 )
             }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::cross_entropy_logits::<rt::Remote>,
+                logits,
+                targets,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::composed::cross_entropy_logits::<AutodiffRemote>,
+                    logits,
+                    targets,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::composed::cross_entropy_logits::<BalancedRemote>,
+                    logits,
+                    targets,
+                )
+            }
             _ => __route.unrouted(),
         })
     }
@@ -3087,7 +3787,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LeadingDimsOf,
-            "ops.toml:279",
+            "ops.toml:297",
             ("targets", Some(&targets)),
             ("logits", Some(&logits)),
         )],
@@ -3176,7 +3876,7 @@ fn route_dropout<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dropout",
         rt::Policy::Differentiable,
-        "ops.toml:293",
+        "ops.toml:314",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3195,6 +3895,15 @@ fn route_dropout<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         Some(&__REMOTE_DROPOUT),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:328",
     );
     use self::__run_dropout as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3230,6 +3939,33 @@ fn route_dropout<F: __rt::OnError>(
                     seed,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::dropout::<rt::Flex>,
+                x,
+                p,
+                seed,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::composed::dropout::<AutodiffFlex>,
+                    x,
+                    p,
+                    seed,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::composed::dropout::<BalancedFlex>,
+                    x,
+                    p,
+                    seed,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::dropout, x, p, seed)
@@ -3254,6 +3990,34 @@ fn route_dropout<F: __rt::OnError>(
                     seed,
                 )
             }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::dropout::<rt::Cube>,
+                x,
+                p,
+                seed,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::composed::dropout::<AutodiffCube>,
+                    x,
+                    p,
+                    seed,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::composed::dropout::<BalancedCube>,
+                    x,
+                    p,
+                    seed,
+                )
+            }
             #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::dropout, x, p, seed)
@@ -3273,6 +4037,34 @@ fn route_dropout<F: __rt::OnError>(
                 __run::<BalancedRemote>(
                     &__route,
                     autodiff::dropout::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                    p,
+                    seed,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::dropout::<rt::Remote>,
+                x,
+                p,
+                seed,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::composed::dropout::<AutodiffRemote>,
+                    x,
+                    p,
+                    seed,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::composed::dropout::<BalancedRemote>,
                     x,
                     p,
                     seed,
@@ -3342,7 +4134,7 @@ fn route_clamp_ste<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "clamp_ste",
         rt::Policy::Differentiable,
-        "ops.toml:312",
+        "ops.toml:336",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3361,6 +4153,11 @@ fn route_clamp_ste<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         None,
+    )
+    .with_dtypes(
+        &[rt::FloatDType::F32],
+        rt::OtherDtypes::Composition,
+        "ops.toml:350",
     );
     use self::__run_clamp_ste as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3396,6 +4193,33 @@ fn route_clamp_ste<F: __rt::OnError>(
                     hi,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::clamp_ste::<rt::Flex>,
+                x,
+                lo,
+                hi,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::composed::clamp_ste::<AutodiffFlex>,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::composed::clamp_ste::<BalancedFlex>,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
@@ -3420,6 +4244,34 @@ fn route_clamp_ste<F: __rt::OnError>(
                     hi,
                 )
             }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::clamp_ste::<rt::Cube>,
+                x,
+                lo,
+                hi,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::composed::clamp_ste::<AutodiffCube>,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::composed::clamp_ste::<BalancedCube>,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
             #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
@@ -3439,6 +4291,34 @@ fn route_clamp_ste<F: __rt::OnError>(
                 __run::<BalancedRemote>(
                     &__route,
                     autodiff::clamp_ste::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::clamp_ste::<rt::Remote>,
+                x,
+                lo,
+                hi,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::composed::clamp_ste::<AutodiffRemote>,
+                    x,
+                    lo,
+                    hi,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::composed::clamp_ste::<BalancedRemote>,
                     x,
                     lo,
                     hi,
@@ -3507,7 +4387,7 @@ fn route_topk_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
-        "ops.toml:332",
+        "ops.toml:358",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3526,6 +4406,11 @@ fn route_topk_last<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         None,
+    )
+    .with_dtypes(
+        &[rt::FloatDType::F32],
+        rt::OtherDtypes::Composition,
+        "ops.toml:365",
     );
     use self::__run_topk_last as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3540,14 +4425,34 @@ fn route_topk_last<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Concrete) => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::topk_last, x, k)
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::composed::topk_last::<rt::Flex>,
+                x,
+                k,
+            ),
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::topk_last, x, k)
             }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::composed::topk_last::<rt::Cube>,
+                x,
+                k,
+            ),
             #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::topk_last, x, k)
             }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::composed::topk_last::<rt::Remote>,
+                x,
+                k,
+            ),
             _ => __route.unrouted(),
         })
     }
@@ -3610,7 +4515,7 @@ fn route_affine<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "affine",
         rt::Policy::Differentiable,
-        "ops.toml:357",
+        "ops.toml:385",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3777,7 +4682,7 @@ fn route_moments<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "moments",
         rt::Policy::Differentiable,
-        "ops.toml:381",
+        "ops.toml:409",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3927,7 +4832,7 @@ fn route_fill_where<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "fill_where",
         rt::Policy::Differentiable,
-        "ops.toml:401",
+        "ops.toml:429",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4087,7 +4992,7 @@ pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "count_nonfinite",
         rt::Policy::Detach,
-        "ops.toml:419",
+        "ops.toml:447",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),

@@ -6,7 +6,7 @@ use crate::rt;
 /// An elementwise scale and an optional shift. Each broadcasts to the input's shape as in Burn's
 /// `x * scale + shift` (same rank; each dimension equal to the input's or 1).
 ///
-/// Declared at `ops.toml:342`; `Affine` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:370`; `Affine` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 pub struct AffinePrimitive<B: rt::Backend> {
@@ -18,7 +18,7 @@ pub struct AffinePrimitive<B: rt::Backend> {
 
 /// The mean and the biased variance of a tensor along its last dimension, kept with size 1.
 ///
-/// Declared at `ops.toml:368`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:396`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 pub struct MomentsPrimitive<B: rt::Backend> {
@@ -30,7 +30,7 @@ pub struct MomentsPrimitive<B: rt::Backend> {
 
 /// What `fill_where` writes where its mask is set.
 ///
-/// Declared at `ops.toml:386`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:414`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
@@ -72,7 +72,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:44`.
+    /// - declared at `ops.toml:47`.
     #[must_use]
     fn scale(x: rt::FloatTensor<Self>, alpha: f32) -> rt::FloatTensor<Self> {
         crate::kernels::composed::scale::<Self>(x, alpha)
@@ -83,7 +83,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:59`.
+    /// - declared at `ops.toml:62`.
     #[must_use]
     fn argmax_last(x: &rt::FloatTensor<Self>) -> rt::IntTensor<Self> {
         crate::kernels::composed::argmax_last::<Self>(x)
@@ -96,7 +96,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:65`.
+    /// - declared at `ops.toml:68`.
     #[must_use]
     fn round_half_even(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::round_half_even::<Self>(x)
@@ -110,7 +110,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:79`.
+    /// - declared at `ops.toml:82`.
     #[must_use]
     fn axpby(
         x: rt::FloatTensor<Self>,
@@ -128,7 +128,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:135`.
+    /// - declared at `ops.toml:140`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn masked_fill_count(
@@ -143,7 +143,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:148`.
+    /// - declared at `ops.toml:153`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn nan_to_num(
@@ -158,7 +158,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:158`.
+    /// - declared at `ops.toml:163`.
     #[must_use]
     fn dequantize_relu(x: rt::QuantizedTensor<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::dequantize_relu::<Self>(x)
@@ -171,7 +171,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:196`.
+    /// - declared at `ops.toml:201`.
     #[must_use]
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::bias_gelu::<Self>(x, bias)
@@ -185,7 +185,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:215`.
+    /// - declared at `ops.toml:222`.
     #[must_use]
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::swiglu::<Self>(gate, up)
@@ -200,12 +200,15 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:234`.
+    /// - declared at `ops.toml:243`.
+    #[must_use]
     fn rms_norm(
         x: rt::FloatTensor<Self>,
         weight: rt::FloatTensor<Self>,
         eps: f32,
-    ) -> rt::FloatTensor<Self>;
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::rms_norm::<Self>(x, weight, eps)
+    }
     /// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + eps) * gamma + beta`
     /// (biased variance). `gamma` and `beta` have shape `[features]`, `x`'s last dimension; any
     /// other
@@ -215,21 +218,27 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:249`.
+    /// - declared at `ops.toml:261`.
+    #[must_use]
     fn layer_norm(
         x: rt::FloatTensor<Self>,
         gamma: rt::FloatTensor<Self>,
         beta: rt::FloatTensor<Self>,
         eps: f32,
-    ) -> rt::FloatTensor<Self>;
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::layer_norm::<Self>(x, gamma, beta, eps)
+    }
     /// Softmax over the last dimension, computed stably (the row maximum is subtracted first).
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:263`.
-    fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
+    /// - declared at `ops.toml:278`.
+    #[must_use]
+    fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::softmax_last::<Self>(x)
+    }
     /// Mean cross-entropy of `logits` (`[batch, classes]`) against integer class `targets`
     /// (`[batch]`): `mean(logsumexp(logits) - logits[target])`, as a one-element tensor. The
     /// gradient
@@ -240,11 +249,14 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:276`.
+    /// - declared at `ops.toml:294`.
+    #[must_use]
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
-    ) -> rt::FloatTensor<Self>;
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::composed::cross_entropy_logits::<Self>(logits, targets)
+    }
     /// Inverted dropout with a reproducible mask: zeroes each element with probability `p` (drawn
     /// from `seed` and the element's index, in steps of 2^-16) and scales the rest by `1 / (1 -
     /// p)`.
@@ -255,13 +267,16 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:293`.
+    /// - declared at `ops.toml:314`.
     #[allow(clippy::type_complexity)]
+    #[must_use]
     fn dropout(
         x: rt::FloatTensor<Self>,
         p: f32,
         seed: u64,
-    ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>);
+    ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
+        crate::kernels::composed::dropout::<Self>(x, p, seed)
+    }
     /// Clamps to `[lo, hi]` with a straight-through gradient: the backward pass lets the incoming
     /// gradient through unchanged, as quantisation-aware training wants.
     ///
@@ -269,7 +284,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:312`.
+    /// - declared at `ops.toml:336`.
     #[must_use]
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
         crate::kernels::composed::clamp_ste::<Self>(x, lo, hi)
@@ -280,7 +295,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:332`.
+    /// - declared at `ops.toml:358`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn topk_last(
@@ -297,7 +312,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:357`.
+    /// - declared at `ops.toml:385`.
     #[must_use]
     fn affine(x: rt::FloatTensor<Self>, p: AffinePrimitive<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::affine::<Self>(x, p)
@@ -309,7 +324,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:381`.
+    /// - declared at `ops.toml:409`.
     #[must_use]
     fn moments(x: rt::FloatTensor<Self>) -> MomentsPrimitive<Self> {
         crate::kernels::composed::moments::<Self>(x)
@@ -324,7 +339,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:401`.
+    /// - declared at `ops.toml:429`.
     #[must_use]
     fn fill_where(
         x: rt::FloatTensor<Self>,
@@ -343,7 +358,7 @@ pub trait RoutedOps: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - async: routed at the call (planning, shape contracts, unwrapping); the future runs the
     ///   kernel.
-    /// - declared at `ops.toml:419`.
+    /// - declared at `ops.toml:447`.
     fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
         crate::kernels::composed::count_nonfinite::<Self>(x)
     }
@@ -361,7 +376,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         weight: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("rms_norm", "ops.toml:240");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("rms_norm", "ops.toml:249");
         let __in_x = __lazy.input(x);
         let __in_weight = __lazy.input(weight);
         __lazy.scalar(eps);
@@ -391,7 +406,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         beta: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("layer_norm", "ops.toml:256");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("layer_norm", "ops.toml:268");
         let __in_x = __lazy.input(x);
         let __in_gamma = __lazy.input(gamma);
         let __in_beta = __lazy.input(beta);
@@ -418,7 +433,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
     }
 
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("softmax_last", "ops.toml:265");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("softmax_last", "ops.toml:280");
         let __in_x = __lazy.input(x);
         let __spec_x = __lazy.spec(&__in_x);
         let __out = __lazy.output(
@@ -440,7 +455,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("cross_entropy_logits", "ops.toml:281");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("cross_entropy_logits", "ops.toml:299");
         let __in_logits = __lazy.input(logits);
         let __in_targets = __lazy.input(targets);
         let __spec_logits = __lazy.spec(&__in_logits);
@@ -469,7 +484,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         p: f32,
         seed: u64,
     ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("dropout", "ops.toml:299");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("dropout", "ops.toml:320");
         let __in_x = __lazy.input(x);
         __lazy.scalar(p);
         __lazy.scalar(seed);
@@ -523,7 +538,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::sum_all` implements it on every backend.
-    /// - declared at `ops.toml:96`.
+    /// - declared at `ops.toml:101`.
     #[must_use]
     fn sum_all(xs: Vec<rt::FloatTensor<Self>>) -> rt::FloatTensor<Self> {
         crate::composite::sum_all::<Self>(xs)
@@ -537,7 +552,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::split_last` implements it on every backend.
-    /// - declared at `ops.toml:106`.
+    /// - declared at `ops.toml:111`.
     #[must_use]
     fn split_last(x: rt::FloatTensor<Self>, sizes: Vec<usize>) -> Vec<rt::FloatTensor<Self>> {
         crate::composite::split_last::<Self>(x, sizes)
@@ -550,7 +565,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::softplus` implements it on every backend.
-    /// - declared at `ops.toml:121`.
+    /// - declared at `ops.toml:126`.
     #[must_use]
     fn softplus(x: rt::FloatTensor<Self>, beta: f32) -> rt::FloatTensor<Self> {
         crate::composite::softplus::<Self>(x, beta)
@@ -563,7 +578,7 @@ pub trait RoutedOpsComposite: rt::Backend {
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex, Cube, Remote.
     /// - composite: `crate::composite::ramp` implements it on every backend.
-    /// - declared at `ops.toml:177`.
+    /// - declared at `ops.toml:182`.
     #[must_use]
     fn ramp(len: usize, device: &rt::DeviceOf<Self>) -> rt::FloatTensor<Self> {
         crate::composite::ramp::<Self>(len, device)
@@ -593,7 +608,7 @@ pub trait RoutedOpsFlex: rt::Backend {
     /// Routing:
     /// - autodiff policy `reject`: a tracked float input is an error.
     /// - backends: Flex.
-    /// - declared at `ops.toml:165`.
+    /// - declared at `ops.toml:170`.
     fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self>;
 }
 
@@ -654,7 +669,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::scale`](super::RoutedOps::scale), from its formulas
-    /// (ops.toml:51).
+    /// (ops.toml:54).
     ///
     /// - `x`: `grad * alpha`
     #[derive(Clone, Debug)]
@@ -716,7 +731,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::axpby`](super::RoutedOps::axpby), from its formulas
-    /// (ops.toml:88).
+    /// (ops.toml:91).
     ///
     /// - `x`: `grad * alpha`
     /// - `y`: `grad * beta`
@@ -797,7 +812,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::bias_gelu`](super::RoutedOps::bias_gelu), from its
-    /// function (ops.toml:207).
+    /// function (ops.toml:212).
     #[derive(Clone, Debug)]
     pub struct BiasGeluBackward;
 
@@ -844,7 +859,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::swiglu`](super::RoutedOps::swiglu), from its function
-    /// (ops.toml:226).
+    /// (ops.toml:233).
     #[derive(Clone, Debug)]
     pub struct SwigluBackward;
 
@@ -891,7 +906,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::rms_norm`](super::RoutedOps::rms_norm), from its function
-    /// (ops.toml:241).
+    /// (ops.toml:250).
     #[derive(Clone, Debug)]
     pub struct RmsNormBackward {
         eps: f32,
@@ -942,7 +957,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::layer_norm`](super::RoutedOps::layer_norm), from its
-    /// function (ops.toml:257).
+    /// function (ops.toml:269).
     #[derive(Clone, Debug)]
     pub struct LayerNormBackward {
         eps: f32,
@@ -995,7 +1010,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::softmax_last`](super::RoutedOps::softmax_last), from its
-    /// function (ops.toml:266).
+    /// function (ops.toml:281).
     #[derive(Clone, Debug)]
     pub struct SoftmaxLastBackward;
 
@@ -1041,7 +1056,7 @@ pub mod autodiff {
 
     /// The backward pass of
     /// [`RoutedOps::cross_entropy_logits`](super::RoutedOps::cross_entropy_logits), from its
-    /// function (ops.toml:282).
+    /// function (ops.toml:300).
     #[derive(Clone, Debug)]
     pub struct CrossEntropyLogitsBackward<B: rt::Backend> {
         targets: rt::IntTensor<B>,
@@ -1091,7 +1106,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::dropout`](super::RoutedOps::dropout), from its function
-    /// (ops.toml:304).
+    /// (ops.toml:325).
     #[derive(Clone, Debug)]
     pub struct DropoutBackward<B: rt::Backend> {
         __output_1: rt::BoolTensor<B>,
@@ -1149,7 +1164,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::clamp_ste`](super::RoutedOps::clamp_ste), from its
-    /// formulas (ops.toml:323).
+    /// formulas (ops.toml:347).
     ///
     /// - `x`: `grad`
     #[derive(Clone, Debug)]
@@ -1197,7 +1212,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::affine`](super::RoutedOps::affine), from its formulas
-    /// (ops.toml:364).
+    /// (ops.toml:392).
     ///
     /// - `x`: `grad * p.scale`
     /// - `p.scale`: `grad * x`

@@ -122,6 +122,9 @@ pub mod page {
     pub const SHAPE_CONTRACT: &str = "manifest-shape-contract";
     /// How an op runs on Remote (`remote`), and what running it there as one operation needs.
     pub const REMOTE: &str = "manifest-remote";
+    /// The float dtypes an op's kernels take (`dtypes`), and what runs for the others
+    /// (`other_dtypes`).
+    pub const DTYPES: &str = "manifest-dtypes";
 
     /// The section of the manifest area a key is in, for a diagnostic without a section of its
     /// own: a backward pass's keys, `[op.check]`, `[[type]]`, an input's shape contract.

@@ -367,6 +367,8 @@ pub struct Op {
     pub fusion: FusionImpl,
     /// How the op runs on `Remote`.
     pub remote: RemoteImpl,
+    /// The float dtypes its kernels take, when it declares them (`dtypes`).
+    pub dtypes: Option<Dtypes>,
     /// `manifest:LINE` of the op's `output`, for the output-metadata check's messages.
     pub output_location: String,
     /// What picks the backend of a call.
@@ -549,6 +551,60 @@ pub enum FusionImpl {
     Lazy,
     /// Its composition, on `Fusion<B>` directly, so that Burn fuses it.
     Composition,
+}
+
+/// The float dtypes an op's kernels take, and what runs for the others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dtypes {
+    /// In the manifest's order.
+    pub list: Vec<FloatDtype>,
+    /// `other_dtypes = "composition"`: another dtype runs the op's composition (else the call
+    /// fails with the runtime's `UnsupportedDtype`).
+    pub composition: bool,
+    /// `manifest:LINE` of `dtypes`, for runtime messages.
+    pub location: String,
+}
+
+/// A float dtype of `dtypes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloatDtype {
+    /// `f64`.
+    F64,
+    /// `f32`.
+    F32,
+    /// `flex32`: f32 storage with relaxed arithmetic on some GPUs.
+    Flex32,
+    /// `f16`.
+    F16,
+    /// `bf16`.
+    Bf16,
+}
+
+impl FloatDtype {
+    /// Every dtype, with its manifest spelling.
+    pub const ALL: [(&'static str, FloatDtype); 5] = [
+        ("f32", Self::F32),
+        ("f16", Self::F16),
+        ("bf16", Self::Bf16),
+        ("f64", Self::F64),
+        ("flex32", Self::Flex32),
+    ];
+
+    /// The dtype a manifest name spells.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, d)| *d)
+    }
+
+    /// Its variant of Burn's `FloatDType`.
+    pub fn variant(self) -> &'static str {
+        match self {
+            Self::F64 => "F64",
+            Self::F32 => "F32",
+            Self::Flex32 => "Flex32",
+            Self::F16 => "F16",
+            Self::Bf16 => "BF16",
+        }
+    }
 }
 
 /// How an op runs on `Remote`.

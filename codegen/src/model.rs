@@ -137,6 +137,12 @@ pub struct OpSpec {
     /// deferred operation around its Cube kernel; the default when its outputs declare their
     /// metadata) or `"composition"` (its composition on `Fusion<B>`, which Burn fuses).
     pub fusion: Option<Sp<String>>,
+    /// `dtypes`: the float dtypes the op's kernels take (`"f32"`, `"f16"`, ...); absent: every
+    /// dtype.
+    pub dtypes: Option<Sp<Vec<Sp<String>>>>,
+    /// `other_dtypes`: what a float input of another dtype runs: `"error"` (the default) or
+    /// `"composition"`.
+    pub other_dtypes: Option<Sp<String>>,
     /// `remote`: how the op runs on Remote: `"kernel"` (one custom operation that the server
     /// runs with its kernel; the default when its outputs declare their metadata) or
     /// `"composition"` (its composition, primitive by primitive).

@@ -42,6 +42,8 @@ pub const OP_KEYS: &[&str] = &[
     "composition",
     "async",
     "fusion",
+    "dtypes",
+    "other_dtypes",
     "remote",
     "backward",
     "save",
@@ -545,6 +547,8 @@ impl Parser {
         let composition = self.string(table, &path, "composition");
         let asynchronous = self.boolean(table, &path, "async");
         let fusion = self.string(table, &path, "fusion");
+        let dtypes = self.strings(table, &path, "dtypes", "float dtype names");
+        let other_dtypes = self.string(table, &path, "other_dtypes");
         let remote = self.string(table, &path, "remote");
         let backward = table
             .get("backward")
@@ -568,6 +572,8 @@ impl Parser {
             composition,
             asynchronous,
             fusion,
+            dtypes,
+            other_dtypes,
             remote,
             backward,
             save,

@@ -41,6 +41,8 @@ const CHECKPOINT_VALUES: &[&str] = &["keep", "recompute"];
 const REMOTE_VALUES: &[&str] = &["kernel", "composition"];
 /// The values of `fusion` (the validator's `FUSION_VALUES`).
 const FUSION_VALUES: &[&str] = &["kernel", "composition"];
+/// The values of `other_dtypes` (the validator's `OTHER_DTYPES_VALUES`).
+const OTHER_DTYPES_VALUES: &[&str] = &["error", "composition"];
 /// The plain types a formula reads as numbers (the validator's `NUMBER_TYPES`).
 const NUMBER_TYPES: &str = "f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize";
 
@@ -241,6 +243,17 @@ fn property(table: &str, key: &str) -> Value {
         ("op", "fusion") => json!({
             "description": "How the op runs on Fusion<B> (what Cube is when burn-cubecl's `fusion` feature is on). kernel (the default when every output is a tensor with `shape` and `dtype` declared): one deferred operation around the op's Cube kernel. composition (the default without output metadata; needs a `composition`): the op's composition on Fusion<B>, which Burn's fuser fuses with its neighbours; for element-wise ops that beats their own kernel on a GPU. Only for an op routed to Cube that is not composite.",
             "enum": FUSION_VALUES
+        }),
+        ("op", "dtypes") => json!({
+            "description": "The float dtypes the op's kernels take. A call with a float input of another dtype runs what `other_dtypes` says. Absent: the kernels take every dtype. Only for an op with a float tensor input that is not composite or async.",
+            "type": "array",
+            "items": { "enum": crate::ir::FloatDtype::ALL.iter().map(|(name, _)| *name).collect::<Vec<_>>() },
+            "minItems": 1,
+            "uniqueItems": true
+        }),
+        ("op", "other_dtypes") => json!({
+            "description": "What a call with a float input of a dtype `dtypes` does not list runs. error (the default): nothing; the call fails with a routing error (RouteError::UnsupportedDtype) naming the op, the input and the dtype. composition (needs a `composition`): the op's composition on the inputs' backend, and on Autodiff<B, C> for a tracked call of a differentiable op. Only with `dtypes`.",
+            "enum": OTHER_DTYPES_VALUES
         }),
         ("op", "remote") => json!({
             "description": "How the op runs on Remote. kernel (the default when every output is a tensor with `shape` and `dtype` declared): one custom operation, which the server runs with the op's kernel on its backend (the server registers the crate's ops with the generated `serve_remote_ops`); its plain arguments travel exactly as numbers (up to 64 bits), bool, char, and Option, Vec and tuples of them. composition (the default without output metadata): the op's `composition`, each primitive an operation on the server.",

@@ -56,7 +56,7 @@ fn unknown_key_with_suggestion() {
     assert_eq!(
         errors(&edited("output =", "outptu =")),
         [
-            "ops.toml:12:1: `op[0].outptu`: unknown key `outptu` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite, composition, async, fusion, remote, backward, save, checkpoint, no_gradient, check"
+            "ops.toml:12:1: `op[0].outptu`: unknown key `outptu` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite, composition, async, fusion, dtypes, other_dtypes, remote, backward, save, checkpoint, no_gradient, check"
         ]
     );
 }
@@ -246,7 +246,7 @@ fn every_error_is_reported_in_one_pass() {
         [
             "ops.toml:2:9: `routing.trait`: trait name `My Ops` contains whitespace; help: did you mean `MyOps`? names are UpperCamelCase: ASCII letters and digits, starting with an uppercase letter",
             "ops.toml:10:30: `op[0].inputs[1].tensor`: unknown tensor kind `double`; help: use one of: float, int, bool, quantized",
-            "ops.toml:12:1: `op[0].outptut`: unknown key `outptut` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite, composition, async, fusion, remote, backward, save, checkpoint, no_gradient, check",
+            "ops.toml:12:1: `op[0].outptut`: unknown key `outptut` in `op[0]`; help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite, composition, async, fusion, dtypes, other_dtypes, remote, backward, save, checkpoint, no_gradient, check",
         ]
     );
 }

@@ -206,6 +206,12 @@ fn backward() -> impl Strategy<Value = &'static str> {
         Just("fusion = \"composition\"\n"),
         Just("fusion = \"kernel\"\n"),
         Just("fusion = 1\n"),
+        Just("dtypes = [\"f32\", \"bf16\"]\nother_dtypes = \"composition\"\n"),
+        Just("dtypes = [\"f16\"]\n"),
+        Just("dtypes = [\"f32\", \"f23\", \"f32\"]\nother_dtypes = \"error\"\n"),
+        Just("dtypes = []\n"),
+        Just("dtypes = \"f32\"\nother_dtypes = \"compose\"\n"),
+        Just("other_dtypes = \"composition\"\n"),
     ]
 }
 

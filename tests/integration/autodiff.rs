@@ -181,11 +181,11 @@ fn detach_op_runs_on_tracked_input_and_adds_no_gradient() {
 }
 
 const TRACKED_MESSAGE: &str = "autodiff float input reached concrete dispatch: op `round_half_even` \
-got a tracked float input `x` on backend Flex, but ops.toml:65 declares the op `reject` (the \
+got a tracked float input `x` on backend Flex, but ops.toml:68 declares the op `reject` (the \
 default), which would silently drop its gradient. Fix: detach the input before the call \
 (`x.without_autodiff()`, or `x.detach()` on an intermediate result), or declare the op \
 `autodiff = \"detach\"` (runs without gradient) or `autodiff = \"differentiable\"` (and declare \
-its `backward` there) in ops.toml:65. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#tracked-input";
+its `backward` there) in ops.toml:68. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#tracked-input";
 
 #[test]
 fn reject_op_refuses_a_tracked_input_with_the_exact_message() {
@@ -199,7 +199,7 @@ fn reject_op_refuses_a_tracked_input_with_the_exact_message() {
             op: "round_half_even",
             input: InputName::new("x"),
             backend: BackendId::Flex,
-            location: "ops.toml:65"
+            location: "ops.toml:68"
         }
     );
     assert_eq!(err.to_string(), TRACKED_MESSAGE);

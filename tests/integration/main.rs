@@ -24,6 +24,7 @@ mod cube;
 mod cube_fusion;
 mod declared;
 mod declared_ops;
+mod dtypes;
 mod formulas;
 mod forward;
 mod fused_forward;

@@ -109,13 +109,13 @@ fn swiglu_refuses_shapes_that_do_not_broadcast() {
             ShapeRule::BroadcastWith,
             "gate",
             &[2, 4],
-            "ops.toml:218"
+            "ops.toml:225"
         )
     );
     assert_eq!(
         message,
         "op `swiglu` got a shape its contract refuses: input `up` (backend Flex) has shape [2, 3], \
-but its contract `broadcast_with` (ops.toml:218) expects a shape that broadcasts with `gate`'s \
+but its contract `broadcast_with` (ops.toml:225) expects a shape that broadcasts with `gate`'s \
 [2, 4]: rank 2, each dimension equal to `gate`'s, or 1 on either side. Fix: pass `up` with that \
 shape (reshape, slice or expand it first), or change the contract in the manifest if the op \
 supports it. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#shape-contract"
@@ -140,13 +140,13 @@ fn rms_norm_refuses_a_weight_of_one_element() {
             ShapeRule::LastDimOf,
             "x",
             &[2, 4],
-            "ops.toml:237"
+            "ops.toml:246"
         )
     );
     assert_eq!(
         message,
         "op `rms_norm` got a shape its contract refuses: input `weight` (backend Flex) has shape \
-[1], but its contract `last_dim_of` (ops.toml:237) expects [4], the last dimension of `x` (shape \
+[1], but its contract `last_dim_of` (ops.toml:246) expects [4], the last dimension of `x` (shape \
 [2, 4]). Fix: pass `weight` with that shape (reshape, slice or expand it first), or change the \
 contract in the manifest if the op supports it. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#shape-contract"
     );
@@ -193,7 +193,7 @@ fn bias_gelu_refuses_a_bias_of_one_element() {
             ShapeRule::LastDimOf,
             "x",
             &[2, 4],
-            "ops.toml:199"
+            "ops.toml:204"
         )
     );
 }
@@ -216,7 +216,7 @@ fn cross_entropy_refuses_targets_of_another_batch() {
             ShapeRule::LeadingDimsOf,
             "logits",
             &[2, 4],
-            "ops.toml:279"
+            "ops.toml:297"
         )
     );
     assert!(

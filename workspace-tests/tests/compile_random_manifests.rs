@@ -422,8 +422,21 @@ fn op(index: usize) -> impl Strategy<Value = String> {
                 0 if cube && meta && !asynchronous => "fusion = \"kernel\"\n",
                 _ => "",
             };
+            // The float dtypes its kernels take, and what the others run: its composition, or a
+            // routing error (on a synchronous op with kernels of its own and a float input).
+            let float_input = inputs
+                .iter()
+                .any(|(_, arg, _)| arg.starts_with("tensor = \"float\""));
+            let dtypes_key = match (backward, remote, composition.is_empty()) {
+                _ if asynchronous || !float_input || backends.contains("composite") => "",
+                (_, 1 | 3, false) => {
+                    "dtypes = [\"f32\", \"bf16\"]\nother_dtypes = \"composition\"\n"
+                }
+                (1 | 4, _, _) => "dtypes = [\"f16\"]\n",
+                _ => "",
+            };
             let mut text = format!(
-                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}{asynchronous_key}{composition}{fusion_key}{remote_key}inputs = [\n"
+                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}{asynchronous_key}{composition}{fusion_key}{remote_key}{dtypes_key}inputs = [\n"
             );
             // A contract relates a single or optional tensor to another one (validation refuses
             // the rest, and rank conflicts, which filters those manifests out).

@@ -911,32 +911,93 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
                     "(rt::BackendId::{}, {RT}::Mode::Autodiff(rt::Checkpointing::{strategy}))",
                     backend.name.key()
                 );
-                // A kernel path too long for its line in the call is bound first.
-                if w.fits(&Doc::Text(format!("        {kernel},"))) {
-                    w.arm(&pattern, run_call(&lane, &kernel));
-                } else {
-                    // (rustfmt would break the path's generics.)
-                    w.open(format!("{pattern} => {{"));
-                    w.line(format!(
-                        "use {}::{} as {};",
-                        names::AUTODIFF_MODULE,
-                        op.name,
-                        names::DERIVED
-                    ));
-                    let kernel = format!(
-                        "{}::<rt::{}, rt::{checkpointing}>",
+                bound_arm(
+                    w,
+                    &pattern,
+                    &kernel,
+                    (
+                        &format!("{}::{}", names::AUTODIFF_MODULE, op.name),
                         names::DERIVED,
-                        backend.name.key()
-                    );
-                    w.line(run_call(&lane, &kernel));
-                    w.close("}");
-                }
+                        &format!("<rt::{}, rt::{checkpointing}>", backend.name.key()),
+                    ),
+                    &|kernel| run_call(&lane, kernel),
+                );
             }
         }
+        composition_arms(ir, op, backend, w, run_call);
     }
     // Planning refuses every other backend and mode with the error that names the routing
     // input (`__OP` lists the compiled arms).
     w.line(format!("_ => {ROUTE}.unrouted(),"));
+}
+
+/// `pattern => run(kernel)`, where `kernel` is `path` with `generics` (`(path, alias,
+/// generics)`); a kernel too long for its line in the call is brought in by `use path as
+/// alias` first, in a block (rustfmt would break the path's generics).
+fn bound_arm(
+    w: &mut Writer,
+    pattern: &str,
+    kernel: &str,
+    (path, alias, generics): (&str, &str, &str),
+    run: &dyn Fn(&str) -> Doc,
+) {
+    if w.fits(&Doc::Text(format!("        {kernel},"))) {
+        w.arm(pattern, run(kernel));
+    } else {
+        w.open(format!("{pattern} => {{"));
+        w.line(format!("use {path} as {alias};"));
+        w.line(run(&format!("{alias}::{generics}")));
+        w.close("}");
+    }
+}
+
+/// The arms that run the op's composition on `backend` for a dtype its kernels do not take
+/// (`other_dtypes = "composition"`): on the concrete backend, and for a `differentiable` op on
+/// `Autodiff<B, C>` too, where Burn's autodiff differentiates the composition.
+fn composition_arms(
+    ir: &Ir,
+    op: &Op,
+    backend: &Backend,
+    w: &mut Writer,
+    run_call: &dyn Fn(&str, &str) -> Doc,
+) {
+    let (Some(dtypes), Some(composition)) = (&op.dtypes, &op.composition) else {
+        return;
+    };
+    if !dtypes.composition {
+        return;
+    }
+    let name = backend.name.key();
+    let mut lanes = vec![(
+        backend.cfg.clone(),
+        format!("(rt::BackendId::{name}, {RT}::Mode::Fallback)"),
+        format!("rt::{name}"),
+    )];
+    if op.policy == Policy::Differentiable {
+        let cfg = autodiff_backend_cfg(ir, backend);
+        for (strategy, lane) in [
+            ("Disabled", names::autodiff_alias(backend.name)),
+            ("Balanced", names::balanced_alias(backend.name)),
+        ] {
+            lanes.push((
+                Some(cfg.clone()),
+                format!(
+                    "(rt::BackendId::{name}, {RT}::Mode::AutodiffFallback(rt::Checkpointing::{strategy}))"
+                ),
+                lane,
+            ));
+        }
+    }
+    for (cfg, pattern, lane) in lanes {
+        w.cfg(cfg.as_deref());
+        bound_arm(
+            w,
+            &pattern,
+            &format!("{composition}::<{lane}>"),
+            (composition, names::COMPOSITION, &format!("<{lane}>")),
+            &|kernel| run_call(&lane, kernel),
+        );
+    }
 }
 
 /// The arm that calls `backend`'s concrete kernel, under the backend's cfg; `pattern` names the
@@ -999,6 +1060,7 @@ fn op_info(ir: &Ir, op: &Op, w: &mut Writer) {
     } else {
         "false".into()
     };
+    let chained = op.dtypes.is_some();
     w.assign(
         format!("static {OP_INFO}: {RT}::OpInfo = "),
         call(
@@ -1019,8 +1081,34 @@ fn op_info(ir: &Ir, op: &Op, w: &mut Writer) {
                 },
             ],
         ),
-        ";",
+        if chained { "" } else { ";" },
     );
+    // The float dtypes its kernels take, and what runs for the others.
+    if let Some(dtypes) = &op.dtypes {
+        let list = dtypes
+            .list
+            .iter()
+            .map(|d| Doc::from(format!("rt::FloatDType::{}", d.variant())))
+            .collect();
+        let other = if dtypes.composition {
+            "Composition"
+        } else {
+            "Error"
+        };
+        w.line(cat([
+            ".with_dtypes".into(),
+            args(
+                "(",
+                vec![
+                    cat(["&".into(), args("[", list, "]")]),
+                    format!("rt::OtherDtypes::{other}").into(),
+                    string_literal(&dtypes.location).into(),
+                ],
+                ")",
+            ),
+            ";".into(),
+        ]));
+    }
 }
 
 /// An async op's public `try_` function, behind the panicking `Dispatch` method too. Routing

@@ -792,6 +792,7 @@ impl Lowerer<'_> {
             asynchronous,
             fusion,
             remote,
+            dtypes: dtypes(spec, cx),
             output_location: format!("{}:{output_line}", cx.manifest_name),
             route_by,
             complex_types,
@@ -862,6 +863,24 @@ fn output_ranks(out: &Output, acc: &mut Vec<String>) {
         Output::Tuple(items) => items.iter().for_each(|o| output_ranks(o, acc)),
         _ => {}
     }
+}
+
+/// The op's `dtypes` and `other_dtypes`, when it declares them. A name that spells no dtype, or
+/// a mode that is neither, is `super::dtypes`'s to report; here it is left out.
+fn dtypes(spec: &OpSpec, cx: &OpContext<'_>) -> Option<crate::ir::Dtypes> {
+    let list = spec.dtypes.as_ref()?;
+    Some(crate::ir::Dtypes {
+        list: list
+            .value
+            .iter()
+            .filter_map(|name| crate::ir::FloatDtype::from_name(&name.value))
+            .collect(),
+        composition: spec
+            .other_dtypes
+            .as_ref()
+            .is_some_and(|o| o.value == "composition"),
+        location: format!("{}:{}", cx.manifest_name, cx.lines.line(list.span.start)),
+    })
 }
 
 /// How an op runs on `Fusion<B>`: through its composition when it says `fusion =

@@ -6,7 +6,7 @@
 //!   Names are checked by [`crate::names`], plain types by `types`, doc text by `text`.
 //! - `rules`: the rules that relate values to each other, one named function each, all
 //!   listed in `rules::OP_RULES`, `rules::MANIFEST_RULES`, `asynchrony::MANIFEST_RULES`,
-//!   `fusion::MANIFEST_RULES` and `remote::MANIFEST_RULES`.
+//!   `fusion::MANIFEST_RULES`, `dtypes::MANIFEST_RULES` and `remote::MANIFEST_RULES`.
 //!
 //! Builder options that change names (the trait override) enter here like manifest values, so
 //! they meet the same rules.
@@ -15,6 +15,7 @@ mod asynchrony;
 mod backward;
 mod check;
 mod context;
+mod dtypes;
 mod fusion;
 mod lower;
 mod remote;
@@ -91,6 +92,7 @@ pub fn validate_with(
         .iter()
         .chain(asynchrony::MANIFEST_RULES)
         .chain(fusion::MANIFEST_RULES)
+        .chain(dtypes::MANIFEST_RULES)
         .chain(remote::MANIFEST_RULES)
     {
         diags.extend(rule(&cx));

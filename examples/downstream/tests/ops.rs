@@ -73,11 +73,11 @@ fn an_op_not_routed_to_flex_names_the_backend_and_the_manifest_line() {
             op: "gpu_square",
             input: InputName::new("x"),
             backend: BackendId::Flex,
-            location: "ops.toml:38",
+            location: "ops.toml:43",
         }
     );
     let message = "op `gpu_square` is not routed to backend Flex: input `x` (which picks the backend) \
-is on Flex, but ops.toml:38 does not list Flex for the op (or this build does not compile that \
+is on Flex, but ops.toml:43 does not list Flex for the op (or this build does not compile that \
 backend in). Fix: add Flex to the op's backends in the manifest and implement its kernel, enable the \
 feature that compiles Flex in, or move the inputs to a listed backend. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#unlisted-backend";
     assert_eq!(err.to_string(), message);
@@ -147,7 +147,7 @@ fn add_bias_checks_its_shape_contract() {
     assert_eq!(
         err.to_string(),
         "op `add_bias` got a shape its contract refuses: input `bias` (backend Flex) has shape [2], \
-but its contract `last_dim_of` (ops.toml:63) expects [3], the last dimension of `x` (shape [2, 3]). \
+but its contract `last_dim_of` (ops.toml:68) expects [3], the last dimension of `x` (shape [2, 3]). \
 Fix: pass `bias` with that shape (reshape, slice or expand it first), or change the contract in \
 the manifest if the op supports it. See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#shape-contract"
     );
@@ -245,4 +245,31 @@ fn scale_shift_gradients_reach_the_fields_of_its_struct() {
     );
     assert_eq!(values(&weight.grad(&grads).unwrap()), [5.0, 7.0, 9.0]);
     assert_eq!(values(&bias.grad(&grads).unwrap()), [2.0, 2.0, 2.0]);
+}
+
+/// `cube_pow` declares `dtypes = ["f32"]` and no fallback: an `f64` call is refused before its
+/// kernel runs, naming the op, the input, the dtype and the line of `dtypes`.
+#[test]
+fn cube_pow_refuses_a_dtype_its_kernels_do_not_take() {
+    use burn_route_downstream::try_cube_pow;
+    use burn_route_runtime::rt::{FloatDType, RouteError};
+    let x = Tensor::<1>::from_data([1.0, 2.0], &Device::flex()).cast(FloatDType::F64);
+    let err = try_cube_pow(x.clone()).unwrap_err();
+    assert!(
+        matches!(err, RouteError::UnsupportedDtype { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "op `cube_pow` does not take f64 inputs: input `x` (backend Flex) is f64, but ops.toml:21 \
+         declares the op's kernels for f32 only, and no fallback for other dtypes \
+         (`other_dtypes = \"error\"`). Fix: cast `x` to a dtype the kernels take first \
+         (`.cast(FloatDType::F32)` on the tensor), or declare `other_dtypes = \"composition\"` in \
+         ops.toml:21 to run the op's composition for other dtypes, or add \"f64\" to `dtypes` once \
+         its kernels take it. See \
+         https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#unsupported-dtype"
+    );
+    // Cast to a declared dtype, it runs.
+    let out = try_cube_pow(x.cast(FloatDType::F32)).unwrap();
+    assert_eq!(values(&out), [1.0, 8.0]);
 }

@@ -13,6 +13,8 @@ pub(super) struct Checker<'a> {
     /// The device values, the policy and gradients are checked on (Flex when the op is routed
     /// to it).
     pub(super) reference: Device,
+    /// The dtype of the float inputs (`None`: the device's default).
+    pub(super) float_dtype: Option<FloatDType>,
 }
 
 impl<'a> Checker<'a> {
@@ -35,6 +37,88 @@ impl<'a> Checker<'a> {
             seed,
             inputs,
             reference,
+            float_dtype: None,
+        }
+    }
+
+    /// The same checker, with its float inputs in `dtype` (`None`: the device's default).
+    pub(super) fn in_dtype(self, dtype: Option<FloatDType>) -> Self {
+        Self {
+            float_dtype: dtype,
+            ..self
+        }
+    }
+
+    /// The declared dtypes against the default one (within [`dtype_tolerance`]), and a call in
+    /// an undeclared dtype refused with [`RouteError::UnsupportedDtype`] when the op declares
+    /// no fallback. (A fallback's values are [`compare_with`]'s to check.)
+    #[track_caller]
+    pub(super) fn dtypes<F>(&self, baseline: &[HostLeaf], f: &mut F)
+    where
+        F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
+    {
+        let op = self.op;
+        for &dtype in &op.dtypes {
+            let check = format!("values in {} on Flex", dtype_label(dtype));
+            let checker = self.clone_in(Some(dtype));
+            let actual = checker.values(&check, &self.reference, None, f);
+            let tol = op.value_tolerance.max(dtype_tolerance(dtype));
+            if let Err(mismatch) = compare_leaves(&actual, baseline, tol) {
+                let fix = mismatch.fix(
+                    &format!(
+                        "the op's kernel in {} disagrees with its values in the default dtype: \
+                         fix the kernel's {} path, or remove \"{}\" from `dtypes`",
+                        dtype_label(dtype),
+                        dtype_label(dtype),
+                        dtype_label(dtype)
+                    ),
+                    "the value tolerance (`Op::value_tolerance`)",
+                    tol,
+                );
+                fail(op.name, &check, &mismatch.detail, &fix)
+            }
+        }
+        if op.other_dtypes != OtherDtypes::Error {
+            return;
+        }
+        let Some(dtype) = op.undeclared_dtype() else {
+            return;
+        };
+        let check = format!("a call in {} on Flex", dtype_label(dtype));
+        let mut args = self
+            .clone_in(Some(dtype))
+            .args(&self.inputs, &self.reference, false, None);
+        match self.call(&check, f, &mut args) {
+            Err(RouteError::UnsupportedDtype { .. }) => {}
+            Err(other) => fail(
+                op.name,
+                &check,
+                &format!("the op returned another error than the refused dtype's: {other}"),
+                "route the call through the op's generated `try_` function, which refuses an \
+                 undeclared dtype before anything else",
+            ),
+            Ok(_) => fail(
+                op.name,
+                &check,
+                &format!(
+                    "the op ran with its float inputs in {}, which its `dtypes` do not list, \
+                     and it declares no fallback (`other_dtypes = \"error\"`)",
+                    dtype_label(dtype)
+                ),
+                "call the op through its generated `try_` function, or declare the op check's \
+                 dtypes as the manifest does",
+            ),
+        }
+    }
+
+    /// A checker with the same inputs, its floats in `dtype`.
+    fn clone_in(&self, dtype: Option<FloatDType>) -> Self {
+        Self {
+            op: self.op,
+            seed: self.seed,
+            inputs: self.inputs.clone(),
+            reference: self.reference.clone(),
+            float_dtype: dtype,
         }
     }
 
@@ -81,7 +165,7 @@ impl<'a> Checker<'a> {
                 let tensors = hosts
                     .iter()
                     .map(|host| {
-                        let tensor = upload(host, device);
+                        let tensor = upload(host, device, self.float_dtype);
                         #[cfg(feature = "autodiff")]
                         if track && input.kind == TensorKind::Float {
                             return Dispatch::float_set_require_grad(tensor, true);

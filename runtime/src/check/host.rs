@@ -133,14 +133,20 @@ pub(super) fn read(tensor: DispatchTensor, kind: TensorKind) -> Result<Host, Str
     Ok(Host { shape, data })
 }
 
-/// A host tensor on `device`, in the device's default dtype of its kind.
-pub(super) fn upload(host: &Host, device: &Device) -> DispatchTensor {
+/// A host tensor on `device`, in the device's default dtype of its kind (`float_dtype` for a
+/// float one, when given).
+pub(super) fn upload(
+    host: &Host,
+    device: &Device,
+    float_dtype: Option<FloatDType>,
+) -> DispatchTensor {
     let dispatch = device.as_dispatch();
     let settings = get_or_init_device_settings::<Dispatch>(dispatch);
     let shape = host.shape.clone();
     match &host.data {
         Data::Float(v) => Dispatch::float_from_data(
-            TensorData::new(v.clone(), shape).convert_dtype(settings.float_dtype.into()),
+            TensorData::new(v.clone(), shape)
+                .convert_dtype(float_dtype.unwrap_or(settings.float_dtype).into()),
             dispatch,
         ),
         Data::Int(v) => Dispatch::int_from_data(

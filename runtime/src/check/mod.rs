@@ -90,7 +90,7 @@ use burn_backend::{
     BoolStore, DType, TensorData, TensorMetadata, get_or_init_device_settings, read_sync,
 };
 
-pub use crate::rt::{BackendId, Policy, TensorKind};
+pub use crate::rt::{BackendId, FloatDType, OtherDtypes, Policy, TensorKind};
 use crate::rt::{Device, Dispatch, DispatchTensor, RouteError, TensorSpec};
 
 /// The environment variable that names a burn-remote server (`ws://host:port`) to check every op
@@ -137,6 +137,38 @@ pub const DEFAULT_TOLERANCE: f64 = 1e-2;
 /// The default [`Op::value_tolerance`]: `|actual - expected| <= tol * (1 + |expected|)` for
 /// float outputs compared across backends, and between a tracked forward pass and a plain one.
 pub const DEFAULT_VALUE_TOLERANCE: f64 = 1e-4;
+
+/// The value tolerance of a check in `dtype` (see [`Op::dtypes`]), at least
+/// [`Op::value_tolerance`]: the inputs are rounded to the dtype once, and a kernel that rounds
+/// its output once meets a composition that rounds after each primitive within a few units in
+/// the last place of the dtype: `1e-2` for `f16` (10 mantissa bits, a unit of about `1e-3`)
+/// and `5e-2` for `bf16` (7 bits, about `8e-3`); `f64`, `f32` and `flex32` keep the op's.
+pub fn dtype_tolerance(dtype: FloatDType) -> f64 {
+    match dtype {
+        FloatDType::F16 => 1e-2,
+        FloatDType::BF16 => 5e-2,
+        FloatDType::F64 | FloatDType::F32 | FloatDType::Flex32 => 0.0,
+    }
+}
+
+/// How the manifest spells a dtype.
+fn dtype_label(dtype: FloatDType) -> &'static str {
+    match dtype {
+        FloatDType::F64 => "f64",
+        FloatDType::F32 => "f32",
+        FloatDType::Flex32 => "flex32",
+        FloatDType::F16 => "f16",
+        FloatDType::BF16 => "bf16",
+    }
+}
+
+/// The dtypes a check tries beyond the declared ones: those Flex stores.
+const CHECKED_DTYPES: [FloatDType; 4] = [
+    FloatDType::F32,
+    FloatDType::F64,
+    FloatDType::F16,
+    FloatDType::BF16,
+];
 
 /// The default range of a float input: values uniform in `[-2, 2)`.
 pub const DEFAULT_FLOAT_RANGE: (f64, f64) = (-2.0, 2.0);
@@ -390,6 +422,9 @@ pub struct Op {
     tolerance: f64,
     value_tolerance: f64,
     gradients: bool,
+    /// The float dtypes the op's kernels take (empty: every dtype), and what the others run.
+    dtypes: Vec<FloatDType>,
+    other_dtypes: OtherDtypes,
 }
 
 impl Op {
@@ -404,7 +439,35 @@ impl Op {
             tolerance: DEFAULT_TOLERANCE,
             value_tolerance: DEFAULT_VALUE_TOLERANCE,
             gradients: true,
+            dtypes: Vec::new(),
+            other_dtypes: OtherDtypes::Error,
         }
+    }
+
+    /// The float dtypes the op's kernels take and what a call in another dtype runs (the
+    /// manifest's `dtypes` and `other_dtypes`). On Flex, [`run`] then also calls the op with
+    /// every float input in each declared dtype and compares with its values in the device's
+    /// default dtype (within [`dtype_tolerance`]), and checks that a call in an undeclared
+    /// dtype fails with [`RouteError::UnsupportedDtype`] when `other` is
+    /// [`OtherDtypes::Error`]; [`compare_with`] compares the kernel with the composition in
+    /// each declared dtype, and in an undeclared one when `other` is
+    /// [`OtherDtypes::Composition`].
+    #[must_use]
+    pub fn dtypes(mut self, dtypes: &[FloatDType], other: OtherDtypes) -> Self {
+        self.dtypes = dtypes.to_vec();
+        self.other_dtypes = other;
+        self
+    }
+
+    /// The first dtype Flex stores that the op's kernels do not take, if it declares its
+    /// dtypes.
+    fn undeclared_dtype(&self) -> Option<FloatDType> {
+        if self.dtypes.is_empty() {
+            return None;
+        }
+        CHECKED_DTYPES
+            .into_iter()
+            .find(|d| !self.dtypes.contains(d))
     }
 
     /// The backends the op is routed to: the check runs on the first of them this build has
@@ -904,6 +967,11 @@ where
     // 3. The autodiff policy.
     #[cfg(feature = "autodiff")]
     checker.policy(&baselines[0], &mut f);
+
+    // 4. The declared dtypes, and what another dtype does (on Flex, which stores them all).
+    if checker.reference == Device::flex() {
+        checker.dtypes(&baselines[0], &mut f);
+    }
 }
 
 /// Runs `kernel` and `reference` (the op's composition, called with the same arguments) on the
@@ -923,24 +991,48 @@ where
     let Some(device) = devices_of(op).into_iter().next() else {
         return;
     };
-    let checker = Checker::new(op, device.clone());
-    for absent in checker.variants() {
-        let check = checker.variant_check(
-            &format!("kernel against its {what} on {}", checker.reference_name()),
-            absent,
-        );
-        let actual = checker.values(&check, &device, absent, &mut kernel);
-        let expected = checker.values(&check, &device, absent, &mut reference);
-        if let Err(mismatch) = compare_leaves(&actual, &expected, op.value_tolerance) {
-            let fix = mismatch.fix(
+    // The device's default dtype; on Flex, each declared dtype and, when another dtype runs the
+    // composition, one of those too.
+    let mut dtypes = vec![None];
+    if device == Device::flex() {
+        dtypes.extend(op.dtypes.iter().copied().map(Some));
+        if op.other_dtypes == OtherDtypes::Composition {
+            dtypes.extend(op.undeclared_dtype().map(Some));
+        }
+    }
+    for dtype in dtypes {
+        let checker = Checker::new(op, device.clone()).in_dtype(dtype);
+        let tol = dtype.map_or(op.value_tolerance, |d| {
+            op.value_tolerance.max(dtype_tolerance(d))
+        });
+        let in_dtype = match dtype {
+            Some(d) if !op.dtypes.contains(&d) => {
+                format!(" in {} (its fallback)", dtype_label(d))
+            }
+            Some(d) => format!(" in {}", dtype_label(d)),
+            None => String::new(),
+        };
+        for absent in checker.variants() {
+            let check = checker.variant_check(
                 &format!(
-                    "the op's Flex kernel disagrees with its {what}: fix whichever is wrong (run \
-                     both on these inputs)"
+                    "kernel against its {what}{in_dtype} on {}",
+                    checker.reference_name()
                 ),
-                "the value tolerance (`Op::value_tolerance`)",
-                op.value_tolerance,
+                absent,
             );
-            fail(op.name, &check, &mismatch.detail, &fix)
+            let actual = checker.values(&check, &device, absent, &mut kernel);
+            let expected = checker.values(&check, &device, absent, &mut reference);
+            if let Err(mismatch) = compare_leaves(&actual, &expected, tol) {
+                let fix = mismatch.fix(
+                    &format!(
+                        "the op's Flex kernel disagrees with its {what}: fix whichever is wrong \
+                         (run both on these inputs)"
+                    ),
+                    "the value tolerance (`Op::value_tolerance`)",
+                    tol,
+                );
+                fail(op.name, &check, &mismatch.detail, &fix)
+            }
         }
     }
 }

@@ -2,9 +2,11 @@
 
 use core::fmt;
 
+use burn_backend::{DType, FloatDType};
+
 use super::Checkpointing;
 use super::ShapeRule;
-use super::op::{BackendId, InputName, TensorKind};
+use super::op::{BackendId, InputName, TensorKind, dtype_name};
 use super::spec::{OutputName, TensorSpec};
 use super::words::{Dims, describe_rule};
 
@@ -170,6 +172,22 @@ pub enum RouteError {
         /// What the server answered.
         problem: RemoteProblem,
     },
+    /// A float input has a dtype the op's kernels do not take (`dtypes` in the manifest), and
+    /// the op declares `other_dtypes = "error"` (the default).
+    UnsupportedDtype {
+        /// The op.
+        op: &'static str,
+        /// The first float input of an undeclared dtype.
+        input: InputName,
+        /// Its dtype.
+        dtype: DType,
+        /// Its backend.
+        backend: BackendId,
+        /// The dtypes the op's kernels take.
+        declared: &'static [FloatDType],
+        /// `manifest:LINE` of `dtypes`.
+        location: &'static str,
+    },
     /// An enabled autodiff context reached routing in a build without the `autodiff` feature.
     AutodiffFeatureOff {
         /// The op.
@@ -313,6 +331,7 @@ impl RouteError {
             Self::ShapeContract { .. } => "shape-contract",
             Self::OutputMetadata { .. } | Self::OutputPresence { .. } => "output-metadata",
             Self::AutodiffFeatureOff { .. } => "autodiff-feature-off",
+            Self::UnsupportedDtype { .. } => "unsupported-dtype",
             Self::RemoteNotServed { problem, .. } => match problem {
                 RemoteProblem::NotServed(_) => "remote-not-served",
                 RemoteProblem::Missing => "remote-op-missing",
@@ -531,6 +550,38 @@ impl RouteError {
                      `{krate}`, whose `{serve}` the server calls). "
                 ),
             },
+            Self::UnsupportedDtype {
+                op,
+                input,
+                dtype,
+                backend,
+                declared,
+                location,
+            } => {
+                let names: Vec<String> = declared
+                    .iter()
+                    .map(|d| dtype_name(DType::from(*d)))
+                    .collect();
+                let cast = match declared.first() {
+                    Some(first) => format!(
+                        "cast `{input}` to a dtype the kernels take first (`.cast(FloatDType::{first:?})` \
+                         on the tensor)"
+                    ),
+                    None => format!("cast `{input}` first"),
+                };
+                write!(
+                    f,
+                    "op `{op}` does not take {} inputs: input `{input}` (backend {backend}) is {}, \
+                     but {location} declares the op's kernels for {} only, and no fallback for \
+                     other dtypes (`other_dtypes = \"error\"`). Fix: {cast}, or declare \
+                     `other_dtypes = \"composition\"` in {location} to run the op's composition \
+                     for other dtypes, or add \"{}\" to `dtypes` once its kernels take it. ",
+                    dtype_name(*dtype),
+                    dtype_name(*dtype),
+                    names.join(", "),
+                    dtype_name(*dtype),
+                )
+            }
             Self::AutodiffFeatureOff { op, input, backend } => write!(
                 f,
                 "autodiff context requires the `autodiff` feature: input `{input}` of op `{op}` (backend \

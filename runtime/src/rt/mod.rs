@@ -45,7 +45,7 @@ pub use burn_route_core::ShapeRule;
 /// generated docs name.
 pub use burn_route_core::errors;
 pub use error::{Malformed, RemoteProblem, RouteError};
-pub use op::{BackendId, InputName, Policy, TensorKind};
+pub use op::{BackendId, InputName, OtherDtypes, Policy, TensorKind};
 pub use pending::{Async, Pending, PendingResult, Planned};
 pub use spec::{OutputName, TensorSpec};
 
@@ -74,7 +74,7 @@ pub use burn_backend as backend;
 pub use burn_backend::tensor::{
     BoolTensor, Device as DeviceOf, FloatTensor, IntTensor, QuantizedTensor,
 };
-pub use burn_backend::{Backend, DType, Shape};
+pub use burn_backend::{Backend, DType, FloatDType, Shape};
 /// burn-cubecl, for writing `CubeBackend` kernels: its tensor helpers (`ops::numeric`,
 /// `kernel::into_contiguous`) and the `cubecl` it is built with.
 #[cfg(feature = "cube")]

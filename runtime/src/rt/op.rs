@@ -4,6 +4,8 @@
 
 use core::fmt;
 
+use burn_backend::{DType, FloatDType};
+
 pub use burn_route_core::{BackendId, Policy};
 
 /// The static facts of an op's custom operation on Remote (an op that runs on the server as one
@@ -57,6 +59,51 @@ pub struct OpInfo {
     pub(crate) krate: &'static str,
     /// The op's custom operation on Remote, when it runs there as one.
     pub(crate) remote: Option<&'static RemoteOp>,
+    /// The float dtypes its kernels take (`dtypes` in the manifest), one bit each
+    /// ([`dtype_bit`]); 0 when it declares none, so its kernels take every dtype.
+    pub(crate) dtypes: u8,
+    /// The same dtypes, in the manifest's order, for messages.
+    pub(crate) declared_dtypes: &'static [FloatDType],
+    /// What a float input of another dtype runs (`other_dtypes`).
+    pub(crate) other_dtypes: OtherDtypes,
+    /// `manifest:LINE` of `dtypes`.
+    pub(crate) dtypes_location: &'static str,
+}
+
+/// What a call whose float inputs include a dtype the op's kernels do not take runs: the
+/// manifest's `other_dtypes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OtherDtypes {
+    /// The op's `composition`, on the inputs' backend (and on `Autodiff<B, C>` for tracked
+    /// inputs of a `differentiable` op, which Burn's autodiff then differentiates).
+    Composition,
+    /// Nothing: the call fails with [`RouteError::UnsupportedDtype`](super::RouteError).
+    Error,
+}
+
+/// The bit of a float dtype in [`OpInfo`]'s dtype set; 0 for a dtype that is not a float.
+#[inline]
+pub(crate) const fn dtype_bit(dtype: DType) -> u8 {
+    match dtype {
+        DType::F64 => 1,
+        DType::F32 => 1 << 1,
+        DType::Flex32 => 1 << 2,
+        DType::F16 => 1 << 3,
+        DType::BF16 => 1 << 4,
+        _ => 0,
+    }
+}
+
+/// How the manifest spells a dtype (`f32`, `bf16`), for messages; Burn's name for the others.
+pub(crate) fn dtype_name(dtype: DType) -> String {
+    match dtype {
+        DType::F64 => "f64".to_owned(),
+        DType::F32 => "f32".to_owned(),
+        DType::Flex32 => "flex32".to_owned(),
+        DType::F16 => "f16".to_owned(),
+        DType::BF16 => "bf16".to_owned(),
+        other => format!("{other:?}"),
+    }
 }
 
 impl OpInfo {
@@ -98,7 +145,51 @@ impl OpInfo {
             autodiff_cfg,
             krate,
             remote,
+            dtypes: 0,
+            declared_dtypes: &[],
+            other_dtypes: OtherDtypes::Error,
+            dtypes_location: "",
         }
+    }
+
+    /// The facts of an op that declares the float dtypes its kernels take (`dtypes`, declared
+    /// at `location`), and what a float input of any other dtype runs (`other`): planning sends
+    /// such a call to the op's composition, or refuses it.
+    #[must_use]
+    pub const fn with_dtypes(
+        mut self,
+        dtypes: &'static [FloatDType],
+        other: OtherDtypes,
+        location: &'static str,
+    ) -> Self {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < dtypes.len() {
+            bits |= dtype_bit(match dtypes[i] {
+                FloatDType::F64 => DType::F64,
+                FloatDType::F32 => DType::F32,
+                FloatDType::Flex32 => DType::Flex32,
+                FloatDType::F16 => DType::F16,
+                FloatDType::BF16 => DType::BF16,
+            });
+            i += 1;
+        }
+        self.dtypes = bits;
+        self.declared_dtypes = dtypes;
+        self.other_dtypes = other;
+        self.dtypes_location = location;
+        self
+    }
+
+    /// Whether the op's kernels take a float input of `dtype` (every dtype, when the op
+    /// declares none; and any non-float dtype, which other checks refuse).
+    #[inline]
+    pub(crate) fn takes(&self, dtype: impl FnOnce() -> DType) -> bool {
+        if self.dtypes == 0 {
+            return true;
+        }
+        let bit = dtype_bit(dtype());
+        bit == 0 || self.dtypes & bit != 0
     }
 
     /// Whether a call on `backend` must first be known to be served (an op that runs on Remote as

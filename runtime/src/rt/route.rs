@@ -8,7 +8,7 @@ use burn_dispatch::{
 
 use super::Checkpointing;
 use super::error::{Malformed, RouteError};
-use super::op::{BackendId, InputName, OpInfo, Policy, TensorKind};
+use super::op::{BackendId, InputName, OpInfo, OtherDtypes, Policy, TensorKind};
 
 /// The tensors of one parameter as planning sees them: one, an optional one, or a `Vec`.
 /// Generated code passes an op's groups to [`Group::all`] when it has `Option` or `Vec` inputs
@@ -157,6 +157,13 @@ pub enum Mode {
     Concrete,
     /// The `Autodiff<B, C>` kernel, with `C` given by the checkpointing strategy.
     Autodiff(Checkpointing),
+    /// The op's composition on the concrete backend, its fallback: a float input has a dtype
+    /// the op's kernels do not take (`dtypes`), and the op declares
+    /// `other_dtypes = "composition"`.
+    Fallback,
+    /// The op's composition on `Autodiff<B, C>` (a `differentiable` op's tracked call with a
+    /// dtype its kernels do not take): Burn's autodiff differentiates it.
+    AutodiffFallback(Checkpointing),
 }
 
 /// A planned op call: the op, its backend, the implementation, and the autodiff context the
@@ -363,6 +370,10 @@ impl Route {
             if kind != input.kind || *backend.get_or_insert(found.backend) != found.backend {
                 return None;
             }
+            // A dtype the kernels do not take is the full planner's to route or refuse.
+            if kind == TensorKind::Float && !op.takes(|| input.tensor.dtype()) {
+                return None;
+            }
         }
         let backend = backend?;
         (op.is_routed(backend) && !op.asks_server(backend))
@@ -478,6 +489,7 @@ impl Route {
         let mut context_from: Option<InputName> = None;
         let mut tracked: Option<InputName> = None;
 
+        let inputs_again = inputs.clone();
         for input in inputs {
             let found = describe(&input.tensor.kind);
             check_input(op, &input, found)?;
@@ -577,11 +589,45 @@ impl Route {
             }
             _ => Mode::Concrete,
         };
+        let mode = Self::by_dtype(op, inputs_again, routed.backend, mode)?;
         let route = Self::routed(op, router.name, routed.backend, mode, context)?;
         if op.asks_server(routed.backend) {
             check_served(op, &router.tensor.kind.device())?;
         }
         Ok(route)
+    }
+
+    /// `mode`, or its composition when a float input has a dtype the op's kernels do not take
+    /// and the op runs its composition for other dtypes.
+    ///
+    /// # Errors
+    ///
+    /// [`RouteError::UnsupportedDtype`] for such an input of an op that refuses other dtypes.
+    fn by_dtype<'a>(
+        op: &'static OpInfo,
+        mut inputs: impl Iterator<Item = Input<'a>>,
+        backend: BackendId,
+        mode: Mode,
+    ) -> Result<Mode, RouteError> {
+        let Some(input) = inputs
+            .find(|input| input.kind == TensorKind::Float && !op.takes(|| input.tensor.dtype()))
+        else {
+            return Ok(mode);
+        };
+        match (op.other_dtypes, mode) {
+            (OtherDtypes::Composition, Mode::Autodiff(strategy)) => {
+                Ok(Mode::AutodiffFallback(strategy))
+            }
+            (OtherDtypes::Composition, _) => Ok(Mode::Fallback),
+            (OtherDtypes::Error, _) => Err(RouteError::UnsupportedDtype {
+                op: op.name,
+                input: input.name,
+                dtype: input.tensor.dtype(),
+                backend,
+                declared: op.declared_dtypes,
+                location: op.dtypes_location,
+            }),
+        }
     }
 
     /// The route, if the op has a compiled arm for it.
@@ -593,7 +639,7 @@ impl Route {
         context: DispatchAutodiffContext,
     ) -> Result<Self, RouteError> {
         Self::check_backend(op, router, backend)?;
-        if matches!(mode, Mode::Autodiff(_)) && !op.autodiff {
+        if matches!(mode, Mode::Autodiff(_) | Mode::AutodiffFallback(_)) && !op.autodiff {
             return Err(RouteError::AutodiffCompiledOut {
                 op: op.name,
                 input: router,

@@ -4,6 +4,7 @@ use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Int, Tensor};
 
 use super::*;
+use crate::rt::{FloatDType, OtherDtypes};
 
 /// Every dispatch tensor shape the planner distinguishes on Flex, with a label.
 fn tensors() -> Vec<(&'static str, DispatchTensor)> {
@@ -262,4 +263,121 @@ fn the_device_fast_paths_agree_with_the_full_planner() {
         }
     }
     assert!(fast_routes > 0);
+}
+
+/// An op listing Flex whose kernels take `f32` and `f16` only, with `other` for the rest.
+fn f32_op(policy: Policy, other: OtherDtypes) -> &'static OpInfo {
+    let op = OpInfo::new(
+        "my_norm",
+        policy,
+        "ops.toml:1",
+        "ops.toml:2",
+        &[(BackendId::Flex, true, "")],
+        true,
+        "burn_route_autodiff",
+        "test",
+        None,
+    )
+    .with_dtypes(&[FloatDType::F32, FloatDType::F16], other, "ops.toml:9");
+    Box::leak(Box::new(op))
+}
+
+fn float_in(dtype: burn_backend::DType, device: &Device) -> DispatchTensor {
+    Tensor::<1>::from_data([1.0, -2.0], device)
+        .cast(dtype)
+        .into_dispatch()
+}
+
+/// A declared dtype takes the fast path to the kernel; an undeclared one leaves it, and the
+/// planner sends the call to the composition or refuses it, as the op declares.
+#[test]
+fn dtypes_route_to_the_kernel_the_composition_or_an_error() {
+    use burn_backend::DType;
+    let flex = Device::flex();
+    let composed = f32_op(Policy::Reject, OtherDtypes::Composition);
+    let refused = f32_op(Policy::Reject, OtherDtypes::Error);
+    for dtype in [DType::F32, DType::F16] {
+        let x = float_in(dtype, &flex);
+        for op in [composed, refused] {
+            let route = Route::fast(op, [input(TensorKind::Float, "x", &x)]).expect("fast");
+            assert_eq!(route.target(), (BackendId::Flex, Mode::Concrete));
+            let planned = Route::plan(op, [input(TensorKind::Float, "x", &x)]).unwrap();
+            assert_eq!(planned.target(), (BackendId::Flex, Mode::Concrete));
+        }
+    }
+    let f32 = float_in(DType::F32, &flex);
+    for dtype in [DType::F64, DType::BF16] {
+        let x = float_in(dtype, &flex);
+        // The first float input of an undeclared dtype decides, whichever position it has.
+        let inputs = || {
+            [
+                input(TensorKind::Float, "y", &f32),
+                input(TensorKind::Float, "x", &x),
+            ]
+        };
+        assert!(Route::fast(composed, inputs()).is_none());
+        assert!(Route::fast(refused, inputs()).is_none());
+        let route = Route::plan(composed, inputs()).unwrap();
+        assert_eq!(route.target(), (BackendId::Flex, Mode::Fallback));
+        let err = Route::plan(refused, inputs()).unwrap_err();
+        assert_eq!(
+            err,
+            RouteError::UnsupportedDtype {
+                op: "my_norm",
+                input: InputName::new("x"),
+                dtype,
+                backend: BackendId::Flex,
+                declared: &[FloatDType::F32, FloatDType::F16],
+                location: "ops.toml:9",
+            }
+        );
+    }
+    let x = float_in(DType::F64, &flex);
+    assert_eq!(
+        Route::plan(refused, [input(TensorKind::Float, "x", &x)])
+            .unwrap_err()
+            .to_string(),
+        "op `my_norm` does not take f64 inputs: input `x` (backend Flex) is f64, but ops.toml:9 \
+         declares the op's kernels for f32, f16 only, and no fallback for other dtypes \
+         (`other_dtypes = \"error\"`). Fix: cast `x` to a dtype the kernels take first \
+         (`.cast(FloatDType::F32)` on the tensor), or declare `other_dtypes = \"composition\"` in \
+         ops.toml:9 to run the op's composition for other dtypes, or add \"f64\" to `dtypes` once \
+         its kernels take it. See \
+         https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#unsupported-dtype"
+    );
+    // Int inputs have no float dtype to check.
+    let ints = Tensor::<1, Int>::from_data([1, 2], &flex).into_dispatch();
+    let route = Route::fast(
+        refused,
+        [
+            input(TensorKind::Float, "x", &f32),
+            input(TensorKind::Int, "i", &ints),
+        ],
+    );
+    assert!(route.is_some());
+}
+
+/// A tracked call of a `differentiable` op in an undeclared dtype runs the composition on
+/// `Autodiff<B, C>`, with the caller's checkpointing; a `detach` op's runs it concretely.
+#[cfg(feature = "autodiff")]
+#[test]
+fn an_undeclared_dtype_under_autodiff_runs_the_composition_there() {
+    use burn_backend::DType;
+    let ad = Device::flex().autodiff();
+    let x = Tensor::<1>::from_data([1.0, -2.0], &ad)
+        .cast(DType::F64)
+        .require_grad()
+        .into_dispatch();
+    let differentiable = f32_op(Policy::Differentiable, OtherDtypes::Composition);
+    let route = Route::plan(differentiable, [input(TensorKind::Float, "x", &x)]).unwrap();
+    assert_eq!(
+        route.target(),
+        (
+            BackendId::Flex,
+            Mode::AutodiffFallback(Checkpointing::Disabled)
+        )
+    );
+    let detach = f32_op(Policy::Detach, OtherDtypes::Composition);
+    let route = Route::plan(detach, [input(TensorKind::Float, "x", &x)]).unwrap();
+    assert_eq!(route.target(), (BackendId::Flex, Mode::Fallback));
 }
