@@ -18,6 +18,8 @@
 //!   its composition with Burn's `Tensor` API, on Cube, in `f32`, `f16` and `bf16` (each where
 //!   the device stores it), 64K and 1M elements, the time of one call with 32 queued per wait;
 //!   `plain` or `fusion` after what `Cube` is in the build (see [`gpu_kernels`]).
+//! - `gpu_eager/<op>/<size>` (features `wgpu,burn-tensor/fusion`): an op as one deferred
+//!   operation against the same kernel run eagerly (no output metadata), see [`gpu_eager`].
 //!
 //! On a machine with a GPU, `BURN_ROUTE_WGPU_ADAPTER=gpu` runs the Cube groups on the first
 //! discrete GPU instead of a CPU adapter (`scripts/gpu-check` does).
@@ -26,6 +28,7 @@
 //! cargo bench --features wgpu,remote --bench backends      # both tables (a few minutes)
 //! cargo bench --features wgpu --bench backends -- gpu_      # kernels vs compositions, fusion off
 //! cargo bench --features wgpu,burn-tensor/fusion --bench backends -- gpu_   # fusion on
+//! cargo bench --features wgpu,burn-tensor/fusion --bench backends -- gpu_eager  # eager vs lazy
 //! cargo bench --features cuda --bench backends -- gpu_      # the same on an NVIDIA GPU
 //! cargo bench --features wgpu --bench backends -- cube/     # Cube against Flex only
 //! cargo bench --features remote --bench backends -- remote/ # loopback latency only
@@ -46,6 +49,27 @@ mod common;
 #[cfg(feature = "wgpu")]
 #[path = "../tests/support/adapter.rs"]
 mod adapter;
+
+/// `tests/eager/ops.toml`'s generated modules: ops without output metadata, which run eagerly on
+/// `Fusion<B>` (`gpu_eager`).
+#[cfg(feature = "wgpu")]
+#[allow(dead_code)]
+mod eager {
+    pub mod ops {
+        include!("../tests/eager/generated/routed_ops.rs");
+    }
+    pub mod dispatch {
+        include!("../tests/eager/generated/routed_dispatch.rs");
+    }
+    pub mod tensor {
+        include!("../tests/eager/generated/routed_tensor.rs");
+    }
+}
+
+#[cfg(feature = "wgpu")]
+#[allow(dead_code)]
+#[path = "../tests/eager/kernels.rs"]
+mod eager_kernels;
 
 use std::any::Any;
 use std::hint::black_box;
@@ -396,6 +420,52 @@ fn gpu_kernels(c: &mut Criterion) {
     }
 }
 
+/// `gpu_eager/<op>/<size>` (fusion on only): burn-route's `rms_norm` kernel as one deferred
+/// operation (`lazy`, the op as shipped, with output metadata) and as an eager call
+/// (`eager`: `tests/eager/ops.toml`'s `rms_norm`, the same kernel without metadata), `f32`,
+/// 64K and 1M elements, alone and between Burn ops (`*_chain`: `rms_norm(x * 2 + 1) * 3`),
+/// the time of one call with [`GPU_CALLS`] queued per wait. An eager call waits for the
+/// stream to compute its inputs, so it pays a wait per call where the lazy one queues.
+#[cfg(feature = "wgpu")]
+fn gpu_eager(c: &mut Criterion) {
+    if !std::any::type_name::<burn_route::rt::Cube>().contains("Fusion") {
+        eprintln!(
+            "gpu_eager/*: skipped, `Cube` is not `Fusion<CubeBackend>` in this build (add `burn-tensor/fusion`)"
+        );
+        return;
+    }
+    let gpu = Device::wgpu(adapter::device_kind());
+    let lazy: Op = |i| Box::new(burn_route::rms_norm(i.x.clone(), i.weight.clone(), 1e-5));
+    let eager: Op = |i| Box::new(eager::tensor::rms_norm(i.x.clone(), i.weight.clone(), 1e-5));
+    let lazy_chain: Op = |i| {
+        let x = i.x.clone() * 2.0 + 1.0;
+        Box::new(burn_route::rms_norm(x, i.weight.clone(), 1e-5) * 3.0)
+    };
+    let eager_chain: Op = |i| {
+        let x = i.x.clone() * 2.0 + 1.0;
+        Box::new(eager::tensor::rms_norm(x, i.weight.clone(), 1e-5) * 3.0)
+    };
+    for (rows, size) in [(256, "64K"), (4096, "1M")] {
+        let inputs = Inputs::new_in(rows, &gpu, burn_tensor::FloatDType::F32);
+        gpu.sync().expect("the wgpu device is up");
+        let mut group = c.benchmark_group(format!("gpu_eager/rms_norm/{size}"));
+        for (id, op) in [
+            ("lazy", lazy),
+            ("eager", eager),
+            ("lazy_chain", lazy_chain),
+            ("eager_chain", eager_chain),
+        ] {
+            time_calls(&mut group, id, op, &inputs, &gpu, GPU_CALLS);
+        }
+        group.finish();
+    }
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn gpu_eager(_: &mut Criterion) {
+    eprintln!("gpu_eager/*: skipped, build with `--features wgpu,burn-tensor/fusion`");
+}
+
 #[cfg(not(feature = "wgpu"))]
 fn gpu_kernels(_: &mut Criterion) {
     eprintln!("gpu_*/*: skipped, build with `--features wgpu`");
@@ -509,6 +579,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = backends;
     config = config();
-    targets = cube, gpu_kernels, remote, remote_ops
+    targets = cube, gpu_kernels, gpu_eager, remote, remote_ops
 }
 criterion_main!(backends);

@@ -2,7 +2,7 @@
 //!
 //! - `generated/`: the shipped ops' modules, as `build.rs` rendered them for this build, and
 //!   their op check (`routed_check.rs`, included by `tests/op_check.rs`);
-//! - `tests/{lazy,formulas,declared,remote}/generated/`: the test-only manifests, which no build script
+//! - `tests/{lazy,eager,formulas,declared,remote}/generated/`: the test-only manifests, which no build script
 //!   renders (a crate that depends on burn-route never pays for them): the integration tests
 //!   include these copies.
 //!
@@ -78,6 +78,12 @@ fn test_manifest(name: &str, op_check: Option<&str>) {
 #[test]
 fn the_lazy_forms_are_fresh() {
     test_manifest("lazy", None);
+}
+
+/// Every form of the eager `Fusion<B>` implementation (`tests/integration/eager_forms.rs`).
+#[test]
+fn the_eager_forms_are_fresh() {
+    test_manifest("eager", None);
 }
 
 /// Ops with formula backward passes (`tests/integration/formulas.rs`).

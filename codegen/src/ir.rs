@@ -551,6 +551,10 @@ pub enum FusionImpl {
     Lazy,
     /// Its composition, on `Fusion<B>` directly, so that Burn fuses it.
     Composition,
+    /// At the call: its inputs resolved from the fusion stream, the inner backend's kernel run
+    /// at once, its outputs handed back to the stream (an op without output metadata or
+    /// composition, which cannot be deferred).
+    Eager,
 }
 
 /// The float dtypes an op's kernels take, and what runs for the others.

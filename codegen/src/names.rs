@@ -81,6 +81,9 @@ pub const OUT: &str = "__out";
 
 /// The deferred call being built, a local of a lazy `Fusion<B>` method.
 pub const LAZY: &str = "__lazy";
+/// The eager call, a local of an eager `Fusion<B>` method: it resolves the inputs and hands the
+/// outputs back to the fusion stream.
+pub const EAGER: &str = "__eager";
 /// The lazy outputs of a registered deferred call.
 pub const OUTPUTS: &str = "__outputs";
 /// The handles a deferred call's kernel reads and publishes, the closure's parameter.

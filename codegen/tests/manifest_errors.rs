@@ -669,3 +669,55 @@ fn the_error_reference_lists_every_known_key() {
         .collect();
     assert_eq!(items, expected);
 }
+
+/// An op routed to Cube with a kernel of its own and no output metadata (nor composition) runs
+/// eagerly on `Fusion<B>`: the build succeeds with one warning for it, which names the keys that
+/// would make it one deferred operation.
+#[test]
+fn an_op_without_metadata_on_cube_runs_eagerly_with_a_warning() {
+    let source = r#"[routing]
+trait = "MyOps"
+backends = ["Flex", "Cube"]
+
+[[op]]
+name = "count_pairs"
+inputs = [{ name = "x", tensor = "float" }]
+output = [{ tensor = "float", shape = "x" }, { tensor = "int", dims = 1 }]
+
+[[op]]
+name = "lazy"
+inputs = [{ name = "x", tensor = "float" }]
+output = { tensor = "float", shape = "x", dtype = "x" }
+"#;
+    let dir = std::env::temp_dir().join(format!("burn-route-eager-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ops.toml");
+    std::fs::write(&path, source).unwrap();
+    let (files, report) = Builder::new(&path)
+        .manifest_name("ops.toml")
+        .render_with_warnings()
+        .expect("an eager op is valid");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let report = report.expect("a warning");
+    let lines: Vec<String> = report
+        .diagnostics
+        .iter()
+        .map(|d| d.render_line(&report.file, &report.source))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "ops.toml:8:10: `op[0].output`: op `count_pairs` runs eagerly on `Fusion<B>` (what `Cube` is when fusion is on): each call waits for the fusion stream to compute its inputs, runs its Cube kernel at once and fuses with nothing around it; help: declare `op[0].output[0].dtype`, `op[0].output[1].shape`, `op[0].output[1].dtype` (an input's name, e.g. `shape = \"x\", dtype = \"x\"`, or a function path) to make each call one deferred operation, or give the op `composition = \"path::to::fn\"` to run its composition there, which Burn fuses"
+        ]
+    );
+    let ops = files
+        .iter()
+        .find(|f| f.name == "routed_ops.rs")
+        .expect("the ops module");
+    assert!(
+        ops.contents
+            .contains("let __eager = rt::fusion::Eager::<B>::new(\"count_pairs\");"),
+        "{}",
+        ops.contents
+    );
+}

@@ -25,6 +25,7 @@ mod cube_fusion;
 mod declared;
 mod declared_ops;
 mod dtypes;
+mod eager_forms;
 mod formulas;
 mod forward;
 mod fused_forward;

@@ -14,7 +14,7 @@ use crate::ir::{
     TraitGroup,
 };
 use crate::ir::{Leaf, Step};
-use crate::names::{self, HANDLES, LAZY, OUTPUTS, RESULT};
+use crate::names::{self, EAGER, HANDLES, LAZY, OUTPUTS, RESULT};
 
 /// Plain types recorded as scalars of the deferred operation (Burn's `Scalar` takes them).
 const SCALARS: &[&str] = &[
@@ -31,7 +31,7 @@ pub(super) fn impls(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
     };
     let lazy: Vec<&Op> = ir
         .ops_of(index)
-        .filter(|op| op.fusion == FusionImpl::Lazy)
+        .filter(|op| matches!(op.fusion, FusionImpl::Lazy | FusionImpl::Eager))
         .collect();
     w.blank();
     w.doc(&[
@@ -44,7 +44,8 @@ pub(super) fn impls(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
             .to_owned(),
         "fusion stream executes; an op with a `composition` runs it on `Fusion<B>`, which Burn"
             .to_owned(),
-        "fuses.".to_owned(),
+        "fuses; any other op runs `B`'s kernel at the call, on inputs read from the stream."
+            .to_owned(),
     ]);
     w.cfg(cube.cfg.as_deref());
     w.impl_block(
@@ -62,7 +63,11 @@ pub(super) fn impls(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
         if i > 0 {
             w.blank();
         }
-        method(group, op, w);
+        if op.fusion == FusionImpl::Eager {
+            eager_method(group, op, w);
+        } else {
+            method(group, op, w);
+        }
     }
     w.close("}");
     keep_functions_used(&lazy, cube.cfg.as_deref(), w);
@@ -170,6 +175,79 @@ pub(super) fn kind_variant(kind: TensorKind) -> &'static str {
         TensorKind::Int => "rt::TensorKind::Int",
         TensorKind::Bool => "rt::TensorKind::Bool",
         TensorKind::Quantized => "rt::TensorKind::Quantized",
+    }
+}
+
+/// An op without output metadata or composition: its inputs resolved from the fusion stream,
+/// `B`'s kernel run at the call, its tensor outputs handed back to the stream
+/// (`rt::fusion::Eager`).
+fn eager_method(group: &TraitGroup, op: &Op, w: &mut Writer) {
+    allow_complex_output(op, w);
+    w.open(signature(
+        format!("fn {}", op.name),
+        params(op, "Self"),
+        primitive_returns(&op.output, "Self", " {"),
+    ));
+    w.assign(
+        format!("let {EAGER} = "),
+        call(
+            "rt::fusion::Eager::<B>::new",
+            [super::string_literal(&op.name)],
+        ),
+        ";",
+    );
+    let kernel_args: Vec<Doc> = op
+        .inputs
+        .iter()
+        .map(|input| match &input.arg {
+            Arg::Tensor(t) => {
+                let kind = kind_fn(t.kind);
+                let name = &input.name;
+                match (t.container, t.borrowed) {
+                    (Container::One, false) => format!("{EAGER}.{kind}({name})"),
+                    (Container::One, true) => format!("&{EAGER}.{kind}_ref({name})"),
+                    (Container::Option, false) => format!("{EAGER}.{kind}_option({name})"),
+                    (Container::Option, true) => {
+                        format!("{EAGER}.{kind}_option_ref({name}).as_ref()")
+                    }
+                    (Container::Vec, _) => format!("{EAGER}.{kind}_vec({name})"),
+                }
+                .into()
+            }
+            Arg::Plain(_) | Arg::Device => input.name.as_str().into(),
+            Arg::Declared { .. } => unreachable!("validation: declared types are not eager"),
+        })
+        .collect();
+    let kernel = call(format!("<B as {}>::{}", group.name, op.name), kernel_args);
+    // Plain values and `()` come back as they are; tensors go back to the stream.
+    if !has_tensor_output(&op.output) {
+        w.line(kernel);
+        w.close("}");
+        return;
+    }
+    w.assign(format!("let {RESULT} = "), kernel, ";");
+    w.line(super::output_expr(
+        &op.output,
+        RESULT,
+        &|t, value| {
+            let suffix = match t.container {
+                Container::One => "",
+                Container::Option => "_option",
+                Container::Vec => "_vec",
+            };
+            call(format!("{EAGER}.{}_out{suffix}", kind_fn(t.kind)), [value])
+        },
+        &|_, _| unreachable!("validation: declared types are not eager"),
+    ));
+    w.close("}");
+}
+
+/// Whether `out` holds a tensor.
+fn has_tensor_output(out: &Output) -> bool {
+    match out {
+        Output::Tensor(_) | Output::Declared { .. } => true,
+        Output::Tuple(items) => items.iter().any(has_tensor_output),
+        Output::Unit | Output::Plain(_) => false,
     }
 }
 

@@ -10,7 +10,7 @@
 use super::context::{Context, ManifestRule, unknown_modes};
 use super::lower::lazy_outputs;
 use crate::diag::{Diagnostic, page};
-use crate::ir::{BackendName, Output};
+use crate::ir::{BackendName, FusionImpl, Output};
 use crate::model::OpSpec;
 
 /// The values of `fusion`.
@@ -92,6 +92,70 @@ fn fusion_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// A warning for each op that runs eagerly on `Fusion<B>` (routed to Cube with a kernel of its
+/// own, and neither output metadata nor a `composition`): it works, but each call waits for the
+/// fusion stream and fuses with nothing. It names the keys that would make it one deferred
+/// operation.
+pub(super) fn eager_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    cx.ops
+        .iter()
+        .filter(|(_, op)| op.fusion == FusionImpl::Eager)
+        .map(|(spec, op)| {
+            let mut keys = Vec::new();
+            missing_metadata(&op.output, format!("op[{}].output", spec.index), &mut keys);
+            let keys = keys
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let help = match not_a_tensor(&op.output) {
+                Some(value) if keys.is_empty() => format!(
+                    "the op returns {value}, which a deferred operation cannot return, so it stays eager; give it `composition = \"path::to::fn\"` to run its composition on `Fusion<B>` instead"
+                ),
+                None => format!(
+                    "declare {keys} (an input's name, e.g. `shape = \"x\", dtype = \"x\"`, or a function path) to make each call one deferred operation, or give the op `composition = \"path::to::fn\"` to run its composition there, which Burn fuses"
+                ),
+                Some(value) => format!(
+                    "the op returns {value}, which a deferred operation cannot return before its kernel runs: return tensors only and declare {keys} to make each call one deferred operation, or give the op `composition = \"path::to::fn\"`"
+                ),
+            };
+            Diagnostic::new(
+                spec.output
+                    .as_ref()
+                    .map_or_else(|| spec.name_span(), crate::model::OutputSpec::span),
+                key(spec).replace(".fusion", ".output"),
+                format!(
+                    "op `{}` runs eagerly on `Fusion<B>` (what `Cube` is when fusion is on): each call waits for the fusion stream to compute its inputs, runs its Cube kernel at once and fuses with nothing around it",
+                    op.name
+                ),
+            )
+            .page(page::CUBE_METADATA)
+            .help(help)
+            .warning()
+        })
+        .collect()
+}
+
+/// The metadata keys `output` lacks, under `path` (`op[2].output[1].shape`).
+fn missing_metadata(output: &Output, path: String, keys: &mut Vec<String>) {
+    match output {
+        Output::Tensor(t) => {
+            if t.meta.shape.is_none() {
+                keys.push(format!("{path}.shape"));
+            }
+            if t.meta.dtype.is_none() {
+                keys.push(format!("{path}.dtype"));
+            }
+        }
+        Output::Tuple(items) => {
+            for (i, item) in items.iter().enumerate() {
+                missing_metadata(item, format!("{path}[{i}]"), keys);
+            }
+        }
+        Output::Unit | Output::Plain(_) | Output::Declared { .. } => {}
+    }
 }
 
 /// What in `output` is not a tensor a deferred operation can declare: a plain value, `()`, or a

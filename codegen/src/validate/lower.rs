@@ -756,8 +756,17 @@ impl Lowerer<'_> {
             asynchronous,
             &output,
         );
-        // A declared-type input has no lazy form yet: its op runs its composition.
-        let fusion = if fusion == FusionImpl::Lazy
+        // A declared-type input has no lazy form yet: its op runs its composition. Nor has it an
+        // eager one, nor has a quantized input (the fusion stream resolves float, int and bool
+        // tensors only).
+        let fusion = if fusion == FusionImpl::Eager
+            && inputs.iter().any(|i| match &i.arg {
+                Arg::Declared { .. } => true,
+                Arg::Tensor(t) => t.kind == TensorKind::Quantized,
+                Arg::Plain(_) | Arg::Device => false,
+            }) {
+            FusionImpl::None
+        } else if fusion == FusionImpl::Lazy
             && inputs.iter().any(|i| matches!(i.arg, Arg::Declared { .. }))
         {
             if composition.is_some() {
@@ -906,8 +915,23 @@ fn fusion_impl(
         FusionImpl::Lazy
     } else if composition {
         FusionImpl::Composition
+    } else if !asynchronous && mode != Some("kernel") && eager_outputs(output) {
+        // (Declared-type and quantized inputs are checked by the caller.)
+        FusionImpl::Eager
     } else {
         FusionImpl::None
+    }
+}
+
+/// Whether an eager call on `Fusion<B>` can hand `output` back to the fusion stream: tensors
+/// (float, int or bool, in any container) and plain values, in tuples; not a declared type,
+/// nor a quantized tensor.
+fn eager_outputs(output: &Output) -> bool {
+    match output {
+        Output::Tensor(t) => t.kind != TensorKind::Quantized,
+        Output::Tuple(items) => items.iter().all(eager_outputs),
+        Output::Unit | Output::Plain(_) => true,
+        Output::Declared { .. } => false,
     }
 }
 

@@ -102,6 +102,7 @@ pub fn validate_with(
     let used = rules::declared_uses(&lowered.ops);
     let mut warnings = lower::unused(manifest, &lowered.declared, &used);
     warnings.extend(remote::hand_written_warnings(&cx));
+    warnings.extend(fusion::eager_warnings(&cx));
     match lowered.routing {
         Some(routing) if diags.is_empty() && lowered.complete => {
             let mut ir = lower::finish(

@@ -829,8 +829,9 @@ fn shape_return(container: Container) -> &'static str {
 }
 
 /// An op routed to `Cube` with its own kernel runs lazily on `Fusion<B>` (what `Cube` is when
-/// fusion is on), which needs every output's shape and dtype before the kernel runs; an op
-/// whose Cube kernel is its composition says so instead.
+/// fusion is on) when every output declares its shape and dtype, and eagerly otherwise; an op
+/// whose Cube kernel is its composition says so instead. This reports the ops that can do
+/// neither: a declared type among the inputs or outputs, a quantized tensor, no stream.
 fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for (spec, op) in cx.ops {
@@ -838,11 +839,13 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         // An op nothing can route is reported as that.
         let unroutable = matches!(op.route_by, RouteBy::Fixed(_)) && op.backends.len() > 1;
         // (An async op never runs lazily: `super::asynchrony` reports one without a composition.)
+        // (An op that runs eagerly there gets a warning instead: `super::fusion`.)
         if !on_cube
             || unroutable
             || op.composite.is_some()
             || op.composition.is_some()
             || op.asynchronous
+            || op.fusion == FusionImpl::Eager
         {
             continue;
         }

@@ -512,6 +512,218 @@ impl<B: FusionBackend> Handles<'_, B> {
     }
 }
 
+/// One eager call of an op on `Fusion<B>`: an op routed to Cube with a kernel of its own and no
+/// output metadata, which therefore cannot be deferred. Each input is resolved from the fusion
+/// stream (the operations queued before it run first, as a read does), `B`'s kernel runs at
+/// once on the resolved primitives, and each output is handed back to the stream as a fusion
+/// tensor, so Burn ops before and after the call see its values in order. Fusion cannot cross
+/// the call: declare the outputs' `shape` and `dtype` to make it one deferred operation.
+///
+/// ```ignore
+/// // fn my_op(x: FloatTensor<Self>, mask: &BoolTensor<Self>) -> FloatTensor<Self>, on Fusion<B>:
+/// let eager = Eager::<B>::new("my_op");
+/// let result = B::my_op(eager.float(x), &eager.bool_ref(mask));
+/// eager.float_out(result)
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Eager<B: FusionBackend> {
+    op: &'static str,
+    backend: core::marker::PhantomData<fn() -> B>,
+}
+
+impl<B: FusionBackend> Eager<B> {
+    /// An eager call of `op`.
+    pub fn new(op: &'static str) -> Self {
+        Self {
+            op,
+            backend: core::marker::PhantomData,
+        }
+    }
+
+    /// Panics for an input the stream could not produce (an operation before it failed).
+    fn resolved<T>(&self, kind: &str, resolved: Result<T, ExecutionError>) -> T {
+        resolved.unwrap_or_else(|err| {
+            panic!(
+                "op `{}` runs eagerly on `Fusion<B>`, and a {kind} input could not be read \
+                 from the fusion stream: {err:?}",
+                self.op
+            )
+        })
+    }
+
+    /// A float input, resolved.
+    pub fn float(&self, tensor: Lazily<B>) -> B::FloatTensorPrimitive {
+        let client = tensor.client.clone();
+        self.resolved("float", client.resolve_tensor_float::<B>(tensor))
+    }
+
+    /// An int input, resolved.
+    pub fn int(&self, tensor: Lazily<B>) -> B::IntTensorPrimitive {
+        let client = tensor.client.clone();
+        self.resolved("int", client.resolve_tensor_int::<B>(tensor))
+    }
+
+    /// A bool input, resolved.
+    pub fn bool(&self, tensor: Lazily<B>) -> B::BoolTensorPrimitive {
+        let client = tensor.client.clone();
+        self.resolved("bool", client.resolve_tensor_bool::<B>(tensor))
+    }
+
+    /// A borrowed float input, resolved from a clone (which shares its storage).
+    pub fn float_ref(&self, tensor: &Lazily<B>) -> B::FloatTensorPrimitive {
+        self.float(tensor.clone())
+    }
+
+    /// A borrowed int input.
+    pub fn int_ref(&self, tensor: &Lazily<B>) -> B::IntTensorPrimitive {
+        self.int(tensor.clone())
+    }
+
+    /// A borrowed bool input.
+    pub fn bool_ref(&self, tensor: &Lazily<B>) -> B::BoolTensorPrimitive {
+        self.bool(tensor.clone())
+    }
+
+    /// An `option` float input.
+    pub fn float_option(&self, tensor: Option<Lazily<B>>) -> Option<B::FloatTensorPrimitive> {
+        tensor.map(|t| self.float(t))
+    }
+
+    /// An `option` int input.
+    pub fn int_option(&self, tensor: Option<Lazily<B>>) -> Option<B::IntTensorPrimitive> {
+        tensor.map(|t| self.int(t))
+    }
+
+    /// An `option` bool input.
+    pub fn bool_option(&self, tensor: Option<Lazily<B>>) -> Option<B::BoolTensorPrimitive> {
+        tensor.map(|t| self.bool(t))
+    }
+
+    /// A borrowed `option` float input.
+    pub fn float_option_ref(&self, tensor: Option<&Lazily<B>>) -> Option<B::FloatTensorPrimitive> {
+        tensor.map(|t| self.float_ref(t))
+    }
+
+    /// A borrowed `option` int input.
+    pub fn int_option_ref(&self, tensor: Option<&Lazily<B>>) -> Option<B::IntTensorPrimitive> {
+        tensor.map(|t| self.int_ref(t))
+    }
+
+    /// A borrowed `option` bool input.
+    pub fn bool_option_ref(&self, tensor: Option<&Lazily<B>>) -> Option<B::BoolTensorPrimitive> {
+        tensor.map(|t| self.bool_ref(t))
+    }
+
+    /// A `vec` float input.
+    pub fn float_vec(&self, tensors: Vec<Lazily<B>>) -> Vec<B::FloatTensorPrimitive> {
+        tensors.into_iter().map(|t| self.float(t)).collect()
+    }
+
+    /// A `vec` int input.
+    pub fn int_vec(&self, tensors: Vec<Lazily<B>>) -> Vec<B::IntTensorPrimitive> {
+        tensors.into_iter().map(|t| self.int(t)).collect()
+    }
+
+    /// A `vec` bool input.
+    pub fn bool_vec(&self, tensors: Vec<Lazily<B>>) -> Vec<B::BoolTensorPrimitive> {
+        tensors.into_iter().map(|t| self.bool(t)).collect()
+    }
+
+    /// Hands a computed primitive to the fusion stream of its device: one operation, without
+    /// inputs, that publishes it under the new tensor's id when the stream runs it.
+    fn output<P, F>(&self, primitive: P, publish: F) -> Lazily<B>
+    where
+        P: TensorMetadata<Device = B::Device> + Send + 'static,
+        F: Fn(&mut Container<B>, &TensorId, P) + Send + Sync + 'static,
+    {
+        let client = burn_fusion::get_client::<B>(&primitive.device());
+        let id = client.create_empty_handle();
+        let description = CustomOpIr {
+            id: format!("burn-route::{}::eager", self.op),
+            inputs: Vec::new(),
+            outputs: vec![TensorIr::uninit(id, primitive.shape(), primitive.dtype())],
+            scalars: Vec::new(),
+        };
+        // The stream runs an operation once; `Fn` is what it takes.
+        let held = std::sync::Mutex::new(Some(primitive));
+        let op = self.op;
+        let operation = OperationFn(move |handles: &mut Container<B>| {
+            let primitive = held
+                .lock()
+                .map_err(|_| ExecutionError::with_context(format!("op `{op}`: a poisoned output")))?
+                .take()
+                .ok_or_else(|| {
+                    ExecutionError::with_context(format!("op `{op}`: its eager output ran twice"))
+                })?;
+            publish(handles, &id, primitive);
+            Ok(())
+        });
+        client
+            .register(
+                StreamId::current(),
+                OperationIr::Custom(description),
+                operation,
+            )
+            .into_iter()
+            .next()
+            .expect("one output")
+    }
+
+    /// A float output, as a tensor of the fusion stream.
+    pub fn float_out(&self, primitive: B::FloatTensorPrimitive) -> Lazily<B> {
+        self.output(primitive, |handles, id, p| {
+            handles.register_float_tensor::<B>(id, p);
+        })
+    }
+
+    /// An int output.
+    pub fn int_out(&self, primitive: B::IntTensorPrimitive) -> Lazily<B> {
+        self.output(primitive, |handles, id, p| {
+            handles.register_int_tensor::<B>(id, p);
+        })
+    }
+
+    /// A bool output.
+    pub fn bool_out(&self, primitive: B::BoolTensorPrimitive) -> Lazily<B> {
+        self.output(primitive, |handles, id, p| {
+            handles.register_bool_tensor::<B>(id, p);
+        })
+    }
+
+    /// An `option` float output.
+    pub fn float_out_option(
+        &self,
+        primitive: Option<B::FloatTensorPrimitive>,
+    ) -> Option<Lazily<B>> {
+        primitive.map(|p| self.float_out(p))
+    }
+
+    /// An `option` int output.
+    pub fn int_out_option(&self, primitive: Option<B::IntTensorPrimitive>) -> Option<Lazily<B>> {
+        primitive.map(|p| self.int_out(p))
+    }
+
+    /// An `option` bool output.
+    pub fn bool_out_option(&self, primitive: Option<B::BoolTensorPrimitive>) -> Option<Lazily<B>> {
+        primitive.map(|p| self.bool_out(p))
+    }
+
+    /// A `vec` float output.
+    pub fn float_out_vec(&self, primitives: Vec<B::FloatTensorPrimitive>) -> Vec<Lazily<B>> {
+        primitives.into_iter().map(|p| self.float_out(p)).collect()
+    }
+
+    /// A `vec` int output.
+    pub fn int_out_vec(&self, primitives: Vec<B::IntTensorPrimitive>) -> Vec<Lazily<B>> {
+        primitives.into_iter().map(|p| self.int_out(p)).collect()
+    }
+
+    /// A `vec` bool output.
+    pub fn bool_out_vec(&self, primitives: Vec<B::BoolTensorPrimitive>) -> Vec<Lazily<B>> {
+        primitives.into_iter().map(|p| self.bool_out(p)).collect()
+    }
+}
+
 /// A clone of a plain argument for each run of a deferred kernel (which may not move it out).
 pub fn cloned<T: Clone>(value: &T) -> T {
     value.clone()

@@ -492,7 +492,7 @@ pub trait FormulaOps: rt::Backend {
 ///
 /// Each op with output metadata is one deferred operation that runs `B`'s kernel when the
 /// fusion stream executes; an op with a `composition` runs it on `Fusion<B>`, which Burn
-/// fuses.
+/// fuses; any other op runs `B`'s kernel at the call, on inputs read from the stream.
 #[cfg(burn_route_cube)]
 impl<B: rt::fusion::FusionBackend + FormulaOps> FormulaOps for rt::fusion::Fusion<B> {}
 
