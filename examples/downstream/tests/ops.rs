@@ -265,8 +265,8 @@ fn cube_pow_refuses_a_dtype_its_kernels_do_not_take() {
          declares the op's kernels for f32 only, and no fallback for other dtypes \
          (`other_dtypes = \"error\"`). Fix: cast `x` to a dtype the kernels take first \
          (`.cast(FloatDType::F32)` on the tensor), or declare `other_dtypes = \"composition\"` in \
-         ops.toml:21 to run the op's composition for other dtypes, or add \"f64\" to `dtypes` once \
-         its kernels take it. See \
+         ops.toml:21 (with a `composition`) to run the op's composition for other dtypes, or add \
+         \"f64\" to `dtypes` once its kernels take it. See \
          https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#unsupported-dtype"
     );
     // Cast to a declared dtype, it runs.

@@ -574,8 +574,9 @@ impl RouteError {
                     "op `{op}` does not take {} inputs: input `{input}` (backend {backend}) is {}, \
                      but {location} declares the op's kernels for {} only, and no fallback for \
                      other dtypes (`other_dtypes = \"error\"`). Fix: {cast}, or declare \
-                     `other_dtypes = \"composition\"` in {location} to run the op's composition \
-                     for other dtypes, or add \"{}\" to `dtypes` once its kernels take it. ",
+                     `other_dtypes = \"composition\"` in {location} (with a `composition`) to \
+                     run the op's composition for other dtypes, or add \"{}\" to `dtypes` once \
+                     its kernels take it. ",
                     dtype_name(*dtype),
                     dtype_name(*dtype),
                     names.join(", "),

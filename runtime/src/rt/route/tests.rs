@@ -341,8 +341,8 @@ fn dtypes_route_to_the_kernel_the_composition_or_an_error() {
          declares the op's kernels for f32, f16 only, and no fallback for other dtypes \
          (`other_dtypes = \"error\"`). Fix: cast `x` to a dtype the kernels take first \
          (`.cast(FloatDType::F32)` on the tensor), or declare `other_dtypes = \"composition\"` in \
-         ops.toml:9 to run the op's composition for other dtypes, or add \"f64\" to `dtypes` once \
-         its kernels take it. See \
+         ops.toml:9 (with a `composition`) to run the op's composition for other dtypes, or add \
+         \"f64\" to `dtypes` once its kernels take it. See \
          https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#unsupported-dtype"
     );
     // Int inputs have no float dtype to check.
