@@ -683,8 +683,9 @@ publish = false
 [features]
 default = ["autodiff"]
 autodiff = ["burn-route-runtime/autodiff"]
-# Named by the manifests' Cube backend cfg; left off (the Cube runtime is not built here).
-cube = []
+# Named by the manifests' Cube backend cfg: the Cube routes and their `Fusion<B>` forms (lazy,
+# eager, composition), checked in a run of their own with the wgpu runtime.
+cube = ["burn-route-runtime/wgpu"]
 # The Remote route (client calls, server registration), checked in a run of its own.
 remote = ["burn-route-runtime/remote"]
 
@@ -833,6 +834,7 @@ fn random_valid_manifests_compile_with_the_runtime() {
         &[][..],
         &["--no-default-features"][..],
         &["--features", "remote"][..],
+        &["--features", "cube"][..],
     ] {
         let output = lint(scratch.path(), features);
         if output.status.success() {
