@@ -8,6 +8,10 @@ impl CompareOps for Flex {
     fn identity(x: FloatTensor<Self>) -> FloatTensor<Self> {
         x
     }
+
+    fn identity_f32(x: FloatTensor<Self>) -> FloatTensor<Self> {
+        x
+    }
 }
 
 #[cfg(feature = "autodiff")]

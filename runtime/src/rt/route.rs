@@ -353,7 +353,10 @@ impl Route {
     pub fn fast<'a, I>(op: &'static OpInfo, inputs: I) -> Option<Self>
     where
         I: IntoIterator<Item = Input<'a>>,
+        I::IntoIter: Clone,
     {
+        let inputs = inputs.into_iter();
+        let dtyped = inputs.clone();
         let mut backend = None;
         for input in inputs {
             if input.tensor.autodiff != DispatchAutodiffContext::Disabled {
@@ -370,14 +373,22 @@ impl Route {
             if kind != input.kind || *backend.get_or_insert(found.backend) != found.backend {
                 return None;
             }
-            // A dtype the kernels do not take is the full planner's to route or refuse.
-            if kind == TensorKind::Float && !op.takes(|| input.tensor.dtype()) {
-                return None;
-            }
         }
         let backend = backend?;
+        // A dtype the kernels do not take is the full planner's to route or refuse.
+        if op.dtypes != 0 && !Self::takes_all(op, dtyped) {
+            return None;
+        }
         (op.is_routed(backend) && !op.asks_server(backend))
             .then_some(Self::plain_route(op, backend))
+    }
+
+    /// Whether the op's kernels take the dtype of every float input (read only for an op that
+    /// declares its dtypes, out of the common loop).
+    #[cold]
+    #[inline(never)]
+    fn takes_all<'a>(op: &'static OpInfo, mut inputs: impl Iterator<Item = Input<'a>>) -> bool {
+        inputs.all(|input| input.kind != TensorKind::Float || op.takes(|| input.tensor.dtype()))
     }
 
     /// [`Route::fast`] for an op that also takes a device: the device must be a plain
@@ -390,6 +401,7 @@ impl Route {
     ) -> Option<Self>
     where
         I: IntoIterator<Item = Input<'a>>,
+        I::IntoIter: Clone,
     {
         Self::fast(op, inputs).filter(|route| {
             describe_device(device) == (route.backend, DispatchAutodiffContext::Disabled)
