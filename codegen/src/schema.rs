@@ -241,7 +241,7 @@ fn property(table: &str, key: &str) -> Value {
             "type": "boolean"
         }),
         ("op", "fusion") => json!({
-            "description": "How the op runs on Fusion<B> (what Cube is when burn-cubecl's `fusion` feature is on). kernel (the default when every output is a tensor with `shape` and `dtype` declared): one deferred operation around the op's Cube kernel. composition (the default without output metadata; needs a `composition`): the op's composition on Fusion<B>, which Burn's fuser fuses with its neighbours; for element-wise ops that beats their own kernel on a GPU. Only for an op routed to Cube that is not composite.",
+            "description": "How the op runs on Fusion<B> (what Cube is when burn-cubecl's `fusion` feature is on). kernel (the default when every output is a tensor with `shape` and `dtype` declared): one deferred operation around the op's Cube kernel. composition (the default without output metadata; needs a `composition`): the op's composition on Fusion<B>, which Burn's fuser fuses with its neighbours; for element-wise ops that beats their own kernel on a GPU. An op with neither metadata nor a composition runs its kernel eagerly on Fusion<B> (a build warning). Only for an op routed to Cube that is not composite.",
             "enum": FUSION_VALUES
         }),
         ("op", "dtypes") => json!({
@@ -252,7 +252,7 @@ fn property(table: &str, key: &str) -> Value {
             "uniqueItems": true
         }),
         ("op", "other_dtypes") => json!({
-            "description": "What a call with a float input of a dtype `dtypes` does not list runs. error (the default): nothing; the call fails with a routing error (RouteError::UnsupportedDtype) naming the op, the input and the dtype. composition (needs a `composition`): the op's composition on the inputs' backend, and on Autodiff<B, C> for a tracked call of a differentiable op. Only with `dtypes`.",
+            "description": "What a call with a float input of a dtype `dtypes` does not list runs. error (the default): nothing; the call fails with a routing error (RouteError::UnsupportedDtype) naming the op, the input and the dtype. composition (needs a `composition`): the op's composition on the inputs' backend, and on Autodiff<B, C> for a differentiable op under an enabled autodiff context (gradients from the composition, not from `backward`). Only with `dtypes`.",
             "enum": OTHER_DTYPES_VALUES
         }),
         ("op", "remote") => json!({

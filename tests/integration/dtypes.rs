@@ -113,3 +113,22 @@ fn f64_gradients_come_from_the_composition() {
         "d loss / d weight",
     );
 }
+
+/// `clamp_ste` declares no `dtypes`: its straight-through gradient (`grad`, even outside the
+/// bounds) is not its composition's (`clamp`'s, zero there), so no dtype may fall back to the
+/// composition under autodiff. In f16 and f64 the gradient stays straight-through.
+#[cfg(feature = "autodiff")]
+#[test]
+fn clamp_ste_keeps_its_straight_through_gradient_in_every_dtype() {
+    let device = Device::flex().autodiff();
+    for dtype in [FloatDType::F16, FloatDType::F32, FloatDType::F64] {
+        let x = Tensor::<2>::from_data([[-3.0, 0.5, 4.0]], &device)
+            .cast(dtype)
+            .require_grad();
+        let out = burn_route::clamp_ste(x.clone(), -1.0, 1.0);
+        assert_eq!(values(&out), [-1.0, 0.5, 1.0], "{dtype:?}");
+        let grads = out.sum().backward();
+        let grad = x.grad(&grads).unwrap();
+        assert_eq!(values(&grad), [1.0, 1.0, 1.0], "{dtype:?}: straight through");
+    }
+}

@@ -602,23 +602,8 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         chain.push(link("tolerance", vec![number_text(t).into()]));
     }
     if let Some(dtypes) = &op.dtypes {
-        let list = dtypes
-            .list
-            .iter()
-            .map(|d| Doc::from(format!("check::FloatDType::{}", d.variant())))
-            .collect();
-        let other = if dtypes.composition {
-            "Composition"
-        } else {
-            "Error"
-        };
-        chain.push(link(
-            "dtypes",
-            vec![
-                super::code::cat(["&".into(), super::code::args("[", list, "]")]),
-                format!("check::OtherDtypes::{other}").into(),
-            ],
-        ));
+        let (list, other) = super::dtype_args(dtypes, "check");
+        chain.push(link("dtypes", vec![list, other]));
     }
     // A differentiable op without a float output has no gradient to check.
     let float_output = leaves.iter().any(|l| match l {

@@ -911,17 +911,22 @@ fn full_arms(ir: &Ir, op: &Op, w: &mut Writer, run_call: &dyn Fn(&str, &str) -> 
                     "(rt::BackendId::{}, {RT}::Mode::Autodiff(rt::Checkpointing::{strategy}))",
                     backend.name.key()
                 );
-                bound_arm(
-                    w,
-                    &pattern,
-                    &kernel,
-                    (
-                        &format!("{}::{}", names::AUTODIFF_MODULE, op.name),
-                        names::DERIVED,
-                        &format!("<rt::{}, rt::{checkpointing}>", backend.name.key()),
-                    ),
-                    &|kernel| run_call(&lane, kernel),
-                );
+                if op.generated_autodiff() {
+                    bound_arm(
+                        w,
+                        &pattern,
+                        &kernel,
+                        (
+                            &format!("{}::{}", names::AUTODIFF_MODULE, op.name),
+                            names::DERIVED,
+                            &format!("<rt::{}, rt::{checkpointing}>", backend.name.key()),
+                        ),
+                        &|kernel| run_call(&lane, kernel),
+                    );
+                } else {
+                    // (A trait method's path has no `use` form to shorten it by.)
+                    w.arm(&pattern, run_call(&lane, &kernel));
+                }
             }
         }
         composition_arms(ir, op, backend, w, run_call);
@@ -1085,25 +1090,12 @@ fn op_info(ir: &Ir, op: &Op, w: &mut Writer) {
     );
     // The float dtypes its kernels take, and what runs for the others.
     if let Some(dtypes) = &op.dtypes {
-        let list = dtypes
-            .list
-            .iter()
-            .map(|d| Doc::from(format!("rt::FloatDType::{}", d.variant())))
-            .collect();
-        let other = if dtypes.composition {
-            "Composition"
-        } else {
-            "Error"
-        };
+        let (list, other) = super::dtype_args(dtypes, "rt");
         w.line(cat([
             ".with_dtypes".into(),
             args(
                 "(",
-                vec![
-                    cat(["&".into(), args("[", list, "]")]),
-                    format!("rt::OtherDtypes::{other}").into(),
-                    string_literal(&dtypes.location).into(),
-                ],
+                vec![list, other, string_literal(&dtypes.location).into()],
                 ")",
             ),
             ";".into(),

@@ -70,11 +70,17 @@ pub(super) fn impls(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
         }
     }
     w.close("}");
-    keep_functions_used(&lazy, cube.cfg.as_deref(), w);
+    let (eager, lazy): (Vec<&Op>, Vec<&Op>) =
+        lazy.into_iter().partition(|op| op.fusion == FusionImpl::Eager);
+    if let Some(cfg) = cube.cfg.as_deref() {
+        keep_functions_used(&lazy, Some(&format!("not({cfg})")), w);
+    }
+    // An eager op's partial metadata (a `shape` without its `dtype`) is called by nothing.
+    keep_functions_used(&eager, None, w);
 }
 
-/// Metadata functions are called only where `Cube` is compiled in; elsewhere this keeps them
-/// from being dead code.
+/// Keeps the metadata functions of `ops` from being dead code under `cfg` (`None`: in every
+/// build): a lazy op's are called only where `Cube` is compiled in, an eager op's never.
 fn keep_functions_used(ops: &[&Op], cfg: Option<&str>, w: &mut Writer) {
     let mut functions: Vec<&str> = Vec::new();
     for op in ops {
@@ -88,13 +94,16 @@ fn keep_functions_used(ops: &[&Op], cfg: Option<&str>, w: &mut Writer) {
             }
         }
     }
-    let Some(cfg) = cfg else { return };
     if functions.is_empty() {
         return;
     }
     w.blank();
-    w.line("// The output metadata functions, which only the impl above calls.");
-    w.cfg(Some(&format!("not({cfg})")));
+    w.line(if cfg.is_some() {
+        "// The output metadata functions, which only the impl above calls."
+    } else {
+        "// The partial output metadata of the ops above that run eagerly, which nothing calls."
+    });
+    w.cfg(cfg);
     w.open("const _: () = {");
     for f in functions {
         w.line(format!("let _ = {f};"));

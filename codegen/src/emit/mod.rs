@@ -703,6 +703,25 @@ fn output_expr(
     }
 }
 
+/// An op's `dtypes` as arguments: `&[{module}::FloatDType::F32, ...]` and
+/// `{module}::OtherDtypes::...` (`rt` in the routing, `check` in the op check).
+fn dtype_args(dtypes: &crate::ir::Dtypes, module: &str) -> (Doc, Doc) {
+    let list = dtypes
+        .list
+        .iter()
+        .map(|d| Doc::from(format!("{module}::FloatDType::{}", d.variant())))
+        .collect();
+    let other = if dtypes.composition {
+        "Composition"
+    } else {
+        "Error"
+    };
+    (
+        code::cat(["&".into(), code::args("[", list, "]")]),
+        format!("{module}::OtherDtypes::{other}").into(),
+    )
+}
+
 /// The const generics used by an op's `Tensor<D>`-level signature, in first-use order.
 fn const_generics(op: &Op) -> Vec<String> {
     fn visit_out(out: &Output, acc: &mut Vec<String>) {

@@ -77,12 +77,12 @@ fn fusion_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     format!(
                         "returns {value}, which a deferred operation cannot return before its kernel runs"
                     ),
-                    "return tensors only, or remove `fusion` (with a `composition`, the op runs it on `Fusion<B>`)",
+                    "return tensors only, or remove `fusion` (the op then runs its `composition` on `Fusion<B>`, or without one its kernel eagerly)",
                 )
             } else {
                 (
                     "does not declare its outputs' `shape` and `dtype`, which a deferred operation needs before its kernel runs".to_owned(),
-                    "declare `shape` and `dtype` on each output, or remove `fusion` (with a `composition`, the op runs it on `Fusion<B>`)",
+                    "declare `shape` and `dtype` on each output, or remove `fusion` (the op then runs its `composition` on `Fusion<B>`, or without one its kernel eagerly)",
                 )
             };
             out.push(diagnostic(

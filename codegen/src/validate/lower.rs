@@ -894,9 +894,11 @@ fn dtypes(spec: &OpSpec, cx: &OpContext<'_>) -> Option<crate::ir::Dtypes> {
 
 /// How an op runs on `Fusion<B>`: through its composition when it says `fusion =
 /// "composition"`, else lazily when every output is a tensor with its shape and dtype
-/// declared, else through its composition. (An op routed to Cube with neither is
-/// [`super::rules`]'s to report.) An async op never runs lazily: the fusion stream runs its
-/// operations synchronously, so only its composition can run on `Fusion<B>`
+/// declared, else through its composition, else eagerly when its outputs can be handed back to
+/// the fusion stream (the caller rules out its inputs that cannot). (An op routed to Cube that
+/// can do none of these is [`super::rules`]'s to report.) An async op never runs lazily nor
+/// eagerly: the fusion stream runs its operations synchronously, so only its composition can
+/// run on `Fusion<B>`
 /// ([`super::asynchrony`] reports one without).
 fn fusion_impl(
     mode: Option<&str>,

@@ -74,8 +74,10 @@ pub struct OpInfo {
 /// manifest's `other_dtypes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OtherDtypes {
-    /// The op's `composition`, on the inputs' backend (and on `Autodiff<B, C>` for tracked
-    /// inputs of a `differentiable` op, which Burn's autodiff then differentiates).
+    /// The op's `composition`, on the inputs' backend (and on `Autodiff<B, C>` for a
+    /// `differentiable` op under an enabled autodiff context, which Burn's autodiff then
+    /// differentiates: its gradients are the composition's, not those of a declared
+    /// `backward`).
     Composition,
     /// Nothing: the call fails with [`RouteError::UnsupportedDtype`](super::RouteError).
     Error,

@@ -161,8 +161,9 @@ pub enum Mode {
     /// the op's kernels do not take (`dtypes`), and the op declares
     /// `other_dtypes = "composition"`.
     Fallback,
-    /// The op's composition on `Autodiff<B, C>` (a `differentiable` op's tracked call with a
-    /// dtype its kernels do not take): Burn's autodiff differentiates it.
+    /// The op's composition on `Autodiff<B, C>` (a `differentiable` op's call under an enabled
+    /// autodiff context, with a dtype its kernels do not take): Burn's autodiff differentiates
+    /// it.
     AutodiffFallback(Checkpointing),
 }
 
@@ -344,6 +345,9 @@ impl Route {
     /// autodiff disabled. Its route is the concrete kernel under a disabled context, whatever
     /// the policy.
     ///
+    /// An op that declares the float dtypes its kernels take (`dtypes`) takes this path only when
+    /// every float input has one of them.
+    ///
     /// Generated code tries this first and calls its kernels straight from the answer. `None`
     /// (also for a call without any tensor input) sends the call to the full planner
     /// ([`Route::plan`], or [`Route::plan_with_device`] and [`Route::plan_by_device`] for the
@@ -385,7 +389,6 @@ impl Route {
 
     /// Whether the op's kernels take the dtype of every float input (read only for an op that
     /// declares its dtypes, out of the common loop).
-    #[cold]
     #[inline(never)]
     fn takes_all<'a>(op: &'static OpInfo, mut inputs: impl Iterator<Item = Input<'a>>) -> bool {
         inputs.all(|input| input.kind != TensorKind::Float || op.takes(|| input.tensor.dtype()))
@@ -441,7 +444,10 @@ impl Route {
     /// merged (a disabled context is a constant next to an enabled one; two enabled contexts
     /// must agree on the checkpointing strategy). Then the op's policy decides:
     /// `differentiable` runs the `Autodiff<B, C>` kernel under an enabled context; `detach` and
-    /// `reject` run the concrete kernel, `reject` only if no float input is tracked.
+    /// `reject` run the concrete kernel, `reject` only if no float input is tracked. Last, a
+    /// float input of a dtype the op's kernels do not take (`dtypes`) turns the route into the
+    /// op's composition ([`Mode::Fallback`], [`Mode::AutodiffFallback`]), or into
+    /// [`RouteError::UnsupportedDtype`], as the op declares (`other_dtypes`).
     ///
     /// # Errors
     ///
@@ -603,7 +609,10 @@ impl Route {
         };
         let mode = Self::by_dtype(op, inputs_again, routed.backend, mode)?;
         let route = Self::routed(op, router.name, routed.backend, mode, context)?;
-        if op.asks_server(routed.backend) {
+        // (The fallback is the composition, primitive by primitive: nothing for the server to
+        // serve.)
+        let fallback = matches!(mode, Mode::Fallback | Mode::AutodiffFallback(_));
+        if op.asks_server(routed.backend) && !fallback {
             check_served(op, &router.tensor.kind.device())?;
         }
         Ok(route)
