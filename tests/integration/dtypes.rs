@@ -129,6 +129,10 @@ fn clamp_ste_keeps_its_straight_through_gradient_in_every_dtype() {
         assert_eq!(values(&out), [-1.0, 0.5, 1.0], "{dtype:?}");
         let grads = out.sum().backward();
         let grad = x.grad(&grads).unwrap();
-        assert_eq!(values(&grad), [1.0, 1.0, 1.0], "{dtype:?}: straight through");
+        assert_eq!(
+            values(&grad),
+            [1.0, 1.0, 1.0],
+            "{dtype:?}: straight through"
+        );
     }
 }

@@ -70,8 +70,9 @@ pub(super) fn impls(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
         }
     }
     w.close("}");
-    let (eager, lazy): (Vec<&Op>, Vec<&Op>) =
-        lazy.into_iter().partition(|op| op.fusion == FusionImpl::Eager);
+    let (eager, lazy): (Vec<&Op>, Vec<&Op>) = lazy
+        .into_iter()
+        .partition(|op| op.fusion == FusionImpl::Eager);
     if let Some(cfg) = cube.cfg.as_deref() {
         keep_functions_used(&lazy, Some(&format!("not({cfg})")), w);
     }

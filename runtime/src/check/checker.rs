@@ -89,10 +89,10 @@ impl<'a> Checker<'a> {
             return;
         };
         let check = format!("a call in {} on Flex", dtype_label(dtype));
-        let mut args = self
-            .clone()
-            .in_dtype(Some(dtype))
-            .args(&self.inputs, &self.reference, false, None);
+        let mut args =
+            self.clone()
+                .in_dtype(Some(dtype))
+                .args(&self.inputs, &self.reference, false, None);
         match self.call(&check, f, &mut args) {
             Err(RouteError::UnsupportedDtype { .. }) => {}
             Err(other) => fail(

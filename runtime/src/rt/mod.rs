@@ -45,8 +45,8 @@ pub use burn_route_core::ShapeRule;
 /// generated docs name.
 pub use burn_route_core::errors;
 pub use error::{Malformed, RemoteProblem, RouteError};
-pub use op::{BackendId, InputName, OtherDtypes, Policy, TensorKind};
 pub(crate) use op::dtype_name;
+pub use op::{BackendId, InputName, OtherDtypes, Policy, TensorKind};
 pub use pending::{Async, Pending, PendingResult, Planned};
 pub use spec::{OutputName, TensorSpec};
 
