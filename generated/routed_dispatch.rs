@@ -4153,11 +4153,6 @@ fn route_clamp_ste<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         None,
-    )
-    .with_dtypes(
-        &[rt::FloatDType::F32],
-        rt::OtherDtypes::Composition,
-        "ops.toml:350",
     );
     use self::__run_clamp_ste as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4193,33 +4188,6 @@ fn route_clamp_ste<F: __rt::OnError>(
                     hi,
                 )
             }
-            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
-                &__route,
-                crate::kernels::composed::clamp_ste::<rt::Flex>,
-                x,
-                lo,
-                hi,
-            ),
-            #[cfg(burn_route_autodiff)]
-            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffFlex>(
-                    &__route,
-                    crate::kernels::composed::clamp_ste::<AutodiffFlex>,
-                    x,
-                    lo,
-                    hi,
-                )
-            }
-            #[cfg(burn_route_autodiff)]
-            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedFlex>(
-                    &__route,
-                    crate::kernels::composed::clamp_ste::<BalancedFlex>,
-                    x,
-                    lo,
-                    hi,
-                )
-            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => {
                 __run::<rt::Cube>(&__route, <rt::Cube as RoutedOps>::clamp_ste, x, lo, hi)
@@ -4244,34 +4212,6 @@ fn route_clamp_ste<F: __rt::OnError>(
                     hi,
                 )
             }
-            #[cfg(burn_route_cube)]
-            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
-                &__route,
-                crate::kernels::composed::clamp_ste::<rt::Cube>,
-                x,
-                lo,
-                hi,
-            ),
-            #[cfg(all(burn_route_autodiff, burn_route_cube))]
-            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffCube>(
-                    &__route,
-                    crate::kernels::composed::clamp_ste::<AutodiffCube>,
-                    x,
-                    lo,
-                    hi,
-                )
-            }
-            #[cfg(all(burn_route_autodiff, burn_route_cube))]
-            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedCube>(
-                    &__route,
-                    crate::kernels::composed::clamp_ste::<BalancedCube>,
-                    x,
-                    lo,
-                    hi,
-                )
-            }
             #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => {
                 __run::<rt::Remote>(&__route, <rt::Remote as RoutedOps>::clamp_ste, x, lo, hi)
@@ -4291,34 +4231,6 @@ fn route_clamp_ste<F: __rt::OnError>(
                 __run::<BalancedRemote>(
                     &__route,
                     autodiff::clamp_ste::<rt::Remote, rt::BalancedCheckpointing>,
-                    x,
-                    lo,
-                    hi,
-                )
-            }
-            #[cfg(burn_route_remote)]
-            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
-                &__route,
-                crate::kernels::composed::clamp_ste::<rt::Remote>,
-                x,
-                lo,
-                hi,
-            ),
-            #[cfg(all(burn_route_autodiff, burn_route_remote))]
-            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
-                __run::<AutodiffRemote>(
-                    &__route,
-                    crate::kernels::composed::clamp_ste::<AutodiffRemote>,
-                    x,
-                    lo,
-                    hi,
-                )
-            }
-            #[cfg(all(burn_route_autodiff, burn_route_remote))]
-            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
-                __run::<BalancedRemote>(
-                    &__route,
-                    crate::kernels::composed::clamp_ste::<BalancedRemote>,
                     x,
                     lo,
                     hi,
@@ -4387,7 +4299,7 @@ fn route_topk_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
-        "ops.toml:358",
+        "ops.toml:356",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4410,7 +4322,7 @@ fn route_topk_last<F: __rt::OnError>(
     .with_dtypes(
         &[rt::FloatDType::F32],
         rt::OtherDtypes::Composition,
-        "ops.toml:365",
+        "ops.toml:363",
     );
     use self::__run_topk_last as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4515,7 +4427,7 @@ fn route_affine<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "affine",
         rt::Policy::Differentiable,
-        "ops.toml:385",
+        "ops.toml:383",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4682,7 +4594,7 @@ fn route_moments<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "moments",
         rt::Policy::Differentiable,
-        "ops.toml:409",
+        "ops.toml:407",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4832,7 +4744,7 @@ fn route_fill_where<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "fill_where",
         rt::Policy::Differentiable,
-        "ops.toml:429",
+        "ops.toml:427",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4992,7 +4904,7 @@ pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "count_nonfinite",
         rt::Policy::Detach,
-        "ops.toml:447",
+        "ops.toml:445",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),

@@ -6,7 +6,7 @@ use crate::rt;
 /// An elementwise scale and an optional shift. Each broadcasts to the input's shape as in Burn's
 /// `x * scale + shift` (same rank; each dimension equal to the input's or 1).
 ///
-/// Declared at `ops.toml:370`; `Affine` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:368`; `Affine` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 pub struct AffinePrimitive<B: rt::Backend> {
@@ -18,7 +18,7 @@ pub struct AffinePrimitive<B: rt::Backend> {
 
 /// The mean and the biased variance of a tensor along its last dimension, kept with size 1.
 ///
-/// Declared at `ops.toml:396`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:394`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 pub struct MomentsPrimitive<B: rt::Backend> {
@@ -30,7 +30,7 @@ pub struct MomentsPrimitive<B: rt::Backend> {
 
 /// What `fill_where` writes where its mask is set.
 ///
-/// Declared at `ops.toml:414`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:412`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
@@ -295,7 +295,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:358`.
+    /// - declared at `ops.toml:356`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn topk_last(
@@ -312,7 +312,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:385`.
+    /// - declared at `ops.toml:383`.
     #[must_use]
     fn affine(x: rt::FloatTensor<Self>, p: AffinePrimitive<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::affine::<Self>(x, p)
@@ -324,7 +324,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:409`.
+    /// - declared at `ops.toml:407`.
     #[must_use]
     fn moments(x: rt::FloatTensor<Self>) -> MomentsPrimitive<Self> {
         crate::kernels::composed::moments::<Self>(x)
@@ -339,7 +339,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:429`.
+    /// - declared at `ops.toml:427`.
     #[must_use]
     fn fill_where(
         x: rt::FloatTensor<Self>,
@@ -358,7 +358,7 @@ pub trait RoutedOps: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - async: routed at the call (planning, shape contracts, unwrapping); the future runs the
     ///   kernel.
-    /// - declared at `ops.toml:447`.
+    /// - declared at `ops.toml:445`.
     fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
         crate::kernels::composed::count_nonfinite::<Self>(x)
     }
@@ -1212,7 +1212,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::affine`](super::RoutedOps::affine), from its formulas
-    /// (ops.toml:392).
+    /// (ops.toml:390).
     ///
     /// - `x`: `grad * p.scale`
     /// - `p.scale`: `grad * x`
