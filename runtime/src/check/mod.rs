@@ -67,6 +67,9 @@
 //! against its composition.
 //!
 //! [`run`]: crate::check::run
+//! [`Op::dtypes`]: crate::check::Op::dtypes
+//! [`dtype_tolerance`]: crate::check::dtype_tolerance
+//! [`RouteError::UnsupportedDtype`]: crate::rt::RouteError::UnsupportedDtype
 //! [`run_on`]: crate::check::run_on
 //! [`compare`]: crate::check::compare
 //! [`Op`]: crate::check::Op
