@@ -79,6 +79,10 @@ pub const OUTPUT: &str = "output";
 /// The whole formula of a float input that gets no gradient.
 pub const NONE: &str = "none";
 
+/// The internal function a tensor times `relu_mask(m)` becomes, `relu_gate(m, tensor)`: not
+/// a name a formula can write (it is not in [`FUNCTIONS`]).
+pub const RELU_GATE: &str = "relu_gate";
+
 /// What a function's parameter accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Param {
@@ -172,7 +176,7 @@ pub const FUNCTIONS: &[Function] = &[
     Function {
         name: "relu_mask",
         params: &[T],
-        doc: "1 where x > 0, else 0",
+        doc: "0 where x <= 0, else 1 (NaN included, as Burn's relu backward)",
     },
     Function {
         name: "gt",

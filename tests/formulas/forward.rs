@@ -107,6 +107,10 @@ pub fn relu<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     B::relu(x)
 }
 
+pub fn relu_scale<B: Backend>(x: FloatTensor<B>, s: FloatTensor<B>) -> FloatTensor<B> {
+    B::float_mul(x, B::relu(s))
+}
+
 pub fn leaky_relu<B: Backend>(x: FloatTensor<B>, slope: f64) -> FloatTensor<B> {
     B::leaky_relu(x, s(slope))
 }

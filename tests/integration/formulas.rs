@@ -195,6 +195,11 @@ fn cases(seed: u64) -> Vec<Case> {
             ops::base_pow(t[0].clone(), 0.5)
         }),
         case("relu", vec![away(r, S, -2.0, 2.0, &[0.0])], one(ops::relu)),
+        case(
+            "relu_scale",
+            vec![input(r, S, -2.0, 2.0), away(r, [1, 1, 4], -2.0, 2.0, &[0.0])],
+            |t| ops::relu_scale(t[0].clone(), t[1].clone()),
+        ),
         case("leaky_relu", vec![away(r, S, -2.0, 2.0, &[0.0])], |t| {
             ops::leaky_relu(t[0].clone(), 0.1)
         }),
@@ -498,6 +503,23 @@ fn broadcast_gradients_are_summed_back_to_each_input() {
     }
     assert_close(&values(&gx), &ex, 1e-6, "d/dx");
     assert_close(&values(&gy), &ey, 1e-6, "d/dy");
+}
+
+/// `grad * relu_mask(x)` runs Burn's relu backward: the same gradient as Burn's own `relu`,
+/// NaN inputs included (the gradient passes there, as Burn's mask is `x <= 0`).
+#[test]
+fn a_relu_mask_product_gives_burns_relu_gradient() {
+    let device = Device::flex().autodiff();
+    let data = [1.5, -2.0, 0.0, f32::NAN, -0.0, 3.0];
+    let weights = Tensor::<1>::from_data([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &device);
+    let x = Tensor::<1>::from_data(data, &device).require_grad();
+    let grads = (ops::relu(x.clone()) * weights.clone()).sum().backward();
+    let ours = values(&x.grad(&grads).expect("x's gradient"));
+    let y = Tensor::<1>::from_data(data, &device).require_grad();
+    let grads = (burn_tensor::activation::relu(y.clone()) * weights).sum().backward();
+    let burns = values(&y.grad(&grads).expect("y's gradient"));
+    assert_eq!(ours, [1.0, 0.0, 0.0, 4.0, 0.0, 6.0]);
+    assert_eq!(ours, burns);
 }
 
 /// A `none` formula: the input is tracked, its value is used, and it gets no gradient at all.

@@ -1322,6 +1322,10 @@ fn function(name: &str, args: &[Term], cx: &mut Cx<'_>, formula: &str) -> Emitte
             text(format!("{}.powf({})", wrap(a, 3), flat(&b.doc)), 3)
         }
         ("relu_mask", _) => helper("relu_mask", vec![e.remove(0).doc]),
+        (crate::formula::RELU_GATE, _) => {
+            let (mask, value) = (e.remove(0), e.remove(0));
+            helper(crate::formula::RELU_GATE, vec![mask.doc, value.doc])
+        }
         ("gt" | "ge" | "lt" | "le", _) => {
             let (a, b) = (e.remove(0), e.remove(0));
             compare(name, kinds[0], kinds[1], a, b)

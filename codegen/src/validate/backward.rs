@@ -1066,10 +1066,7 @@ impl<'a> Check<'a> {
                 let a = self.term(a, text, key);
                 let b = self.term(b, text, key);
                 let (a, b) = (a?, b?);
-                Some(Term {
-                    tensor: a.tensor || b.tensor,
-                    node: TermNode::Binary(*op, Box::new(a), Box::new(b)),
-                })
+                Some(gate_or_binary(*op, a, b))
             }
             ExprKind::Call {
                 name,
@@ -1373,5 +1370,26 @@ pub(crate) fn leaf_at<'a>(out: &'a Output, path: &[usize]) -> Option<&'a Output>
             Output::Tuple(items) => items.get(*i).and_then(|o| leaf_at(o, rest)),
             _ => None,
         },
+    }
+}
+
+/// `a op b`, except a tensor times `relu_mask(m)` (either order), which becomes the internal
+/// call `relu_gate(m, tensor)`: Burn's `relu_backward`, one masked pass where the product would
+/// be a comparison, its cast to floats and a multiplication (`rt::grad::relu_gate`).
+fn gate_or_binary(op: formula::BinOp, a: Term, b: Term) -> Term {
+    let is_mask = |t: &Term| matches!(&t.node, TermNode::Call("relu_mask", _));
+    if op == formula::BinOp::Mul && a.tensor && b.tensor && (is_mask(&a) || is_mask(&b)) {
+        let (mask, value) = if is_mask(&b) { (b, a) } else { (a, b) };
+        let TermNode::Call(_, mut args) = mask.node else {
+            unreachable!("checked to be a relu_mask call")
+        };
+        return Term {
+            tensor: true,
+            node: TermNode::Call(formula::RELU_GATE, vec![args.remove(0), value]),
+        };
+    }
+    Term {
+        tensor: a.tensor || b.tensor,
+        node: TermNode::Binary(op, Box::new(a), Box::new(b)),
     }
 }

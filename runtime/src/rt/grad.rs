@@ -619,9 +619,24 @@ pub fn compare_tensors<B: Backend>(
     compare::<B>(B::float_sub(lhs, rhs), 0.0, how)
 }
 
-/// `relu_mask(x)`: `1` where `x > 0`, `0` elsewhere.
+/// `relu_mask(x)`: `0` where `x <= 0`, `1` elsewhere, NaN included: the gradient passes
+/// where Burn's relu backward passes it (its mask is `output <= 0`, false for NaN).
 pub fn relu_mask<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
-    compare::<B>(x, 0.0, Compare::Greater)
+    let dtype = FloatDType::from(x.dtype());
+    let blocked = compare_mask::<B>(x, 0.0, Compare::LowerEqual);
+    as_float::<B>(B::bool_not(blocked), dtype)
+}
+
+/// `value * relu_mask(mask)`, which a formula's product becomes: Burn's `relu_backward`
+/// (one masked pass on backends with their own, Flex's among them) when the two tensors have
+/// one shape, else the product, which broadcasts. The two differ only where `value` is
+/// infinite and `mask <= 0`: the masked pass gives 0 there, the product NaN.
+pub fn relu_gate<B: Backend>(mask: FloatTensor<B>, value: FloatTensor<B>) -> FloatTensor<B> {
+    if mask.shape() == value.shape() {
+        B::relu_backward(mask, value)
+    } else {
+        B::float_mul(value, relu_mask::<B>(mask))
+    }
 }
 
 /// One side of `where`: a tensor or a number.

@@ -122,6 +122,11 @@ impl FormulaOps for rt::Dispatch {
     fn relu(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         self::route_relu::<__rt::Panic>(x)
     }
+    /// Routes like [`try_relu_scale`](fn@try_relu_scale), and panics with its error.
+    #[inline]
+    fn relu_scale(x: rt::FloatTensor<Self>, s: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        self::route_relu_scale::<__rt::Panic>(x, s)
+    }
     /// Routes like [`try_leaky_relu`](fn@try_leaky_relu), and panics with its error.
     #[inline]
     fn leaky_relu(x: rt::FloatTensor<Self>, slope: f64) -> rt::FloatTensor<Self> {
@@ -2571,6 +2576,182 @@ fn route_relu<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTen
     }
 }
 
+/// The kernel call of [`try_relu_scale`](fn@try_relu_scale): unwraps the inputs for backend `B`,
+/// calls the kernel, wraps the outputs. Shared by the op with the same inputs and output:
+/// `stop_scale`.
+#[allow(clippy::type_complexity)]
+fn __run_relu_scale<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    s: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let s = B::float(__route, "s", s);
+    let __out = __kernel(x, s);
+    B::float_out(__route, __out)
+}
+
+/// [`FormulaOps::relu_scale`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_relu_scale(
+    x: rt::DispatchTensor,
+    s: rt::DispatchTensor,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_relu_scale::<__rt::Fallible>(x, s)
+}
+
+/// The routing of [`try_relu_scale`](fn@try_relu_scale) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_relu_scale<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    s: rt::DispatchTensor,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "relu_scale",
+        rt::Policy::Differentiable,
+        "tests/formulas/ops.toml:198",
+        "tests/formulas/ops.toml:10",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_relu_scale as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        s: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            [__rt::Input::float("x", &x), __rt::Input::float("s", &s)],
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::relu_scale, x, s)
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::relu_scale::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::relu_scale::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::relu_scale, x, s)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::relu_scale::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::relu_scale::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::relu_scale, x, s)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::relu_scale::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::relu_scale::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                    s,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [__rt::ShapeCheck::new(
+            rt::ShapeRule::BroadcastWith,
+            "tests/formulas/ops.toml:201",
+            ("s", Some(&s)),
+            ("x", Some(&x)),
+        )],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
+    match __rt::Route::fast(
+        &__OP,
+        [__rt::Input::float("x", &x), __rt::Input::float("s", &s)],
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::relu_scale, x, s)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::relu_scale, x, s)
+            }
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::relu_scale, x, s)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x, s)),
+    }
+}
+
 /// The kernel call of [`try_leaky_relu`](fn@try_leaky_relu): unwraps the inputs for backend `B`,
 /// calls the kernel, wraps the outputs.
 #[allow(clippy::type_complexity)]
@@ -2610,7 +2791,7 @@ fn route_leaky_relu<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "leaky_relu",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:198",
+        "tests/formulas/ops.toml:210",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2766,7 +2947,7 @@ fn route_soft_shrink<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "soft_shrink",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:207",
+        "tests/formulas/ops.toml:219",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -2908,7 +3089,7 @@ fn route_maximum<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "maximum",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:216",
+        "tests/formulas/ops.toml:228",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3013,7 +3194,7 @@ fn route_maximum<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "tests/formulas/ops.toml:219",
+            "tests/formulas/ops.toml:231",
             ("y", Some(&y)),
             ("x", Some(&x)),
         )],
@@ -3085,7 +3266,7 @@ fn route_hardtanh<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "hardtanh",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:228",
+        "tests/formulas/ops.toml:240",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3251,7 +3432,7 @@ fn route_clamp_square<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "clamp_square",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:241",
+        "tests/formulas/ops.toml:253",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3402,7 +3583,7 @@ fn route_softmax<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dispatch
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softmax",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:257",
+        "tests/formulas/ops.toml:269",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3529,7 +3710,7 @@ fn route_center<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchT
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "center",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:266",
+        "tests/formulas/ops.toml:278",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3652,7 +3833,7 @@ fn route_center_first<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "center_first",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:275",
+        "tests/formulas/ops.toml:287",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3808,7 +3989,7 @@ fn route_mix<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "mix",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:286",
+        "tests/formulas/ops.toml:298",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4022,7 +4203,7 @@ fn route_number_functions<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "number_functions",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:301",
+        "tests/formulas/ops.toml:313",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4136,21 +4317,6 @@ fn route_number_functions<F: __rt::OnError>(
     }
 }
 
-/// The kernel call of [`try_stop_scale`](fn@try_stop_scale): unwraps the inputs for backend `B`,
-/// calls the kernel, wraps the outputs.
-#[allow(clippy::type_complexity)]
-fn __run_stop_scale<B: __rt::Target>(
-    __route: &__rt::Route,
-    __kernel: fn(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
-    x: rt::DispatchTensor,
-    s: rt::DispatchTensor,
-) -> rt::DispatchTensor {
-    let x = B::float(__route, "x", x);
-    let s = B::float(__route, "s", s);
-    let __out = __kernel(x, s);
-    B::float_out(__route, __out)
-}
-
 /// [`FormulaOps::stop_scale`] for `Dispatch` primitives, returning the routing error instead of
 /// panicking.
 ///
@@ -4176,7 +4342,7 @@ fn route_stop_scale<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "stop_scale",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:312",
+        "tests/formulas/ops.toml:324",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4196,7 +4362,7 @@ fn route_stop_scale<F: __rt::OnError>(
         env!("CARGO_PKG_NAME"),
         None,
     );
-    use self::__run_stop_scale as __run;
+    use self::__run_relu_scale as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
     /// contract violations): planned with the whole routing contract checked.
     #[inline(never)]
@@ -4281,7 +4447,7 @@ fn route_stop_scale<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::SameAs,
-            "tests/formulas/ops.toml:315",
+            "tests/formulas/ops.toml:327",
             ("s", Some(&s)),
             ("x", Some(&x)),
         )],
@@ -4359,7 +4525,7 @@ fn route_fma<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "fma",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:324",
+        "tests/formulas/ops.toml:336",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4476,13 +4642,13 @@ fn route_fma<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::SameAs,
-                "tests/formulas/ops.toml:327",
+                "tests/formulas/ops.toml:339",
                 ("w", Some(&w)),
                 ("x", Some(&x)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::BroadcastTo,
-                "tests/formulas/ops.toml:328",
+                "tests/formulas/ops.toml:340",
                 ("bias", bias.as_ref()),
                 ("x", Some(&x)),
             ),
@@ -4557,7 +4723,7 @@ fn route_borrowed_mul<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "borrowed_mul",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:337",
+        "tests/formulas/ops.toml:349",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4662,7 +4828,7 @@ fn route_borrowed_mul<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::BroadcastWith,
-            "tests/formulas/ops.toml:340",
+            "tests/formulas/ops.toml:352",
             ("w", Some(w)),
             ("x", Some(&x)),
         )],
@@ -4730,7 +4896,7 @@ fn route_exp_argmax<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "exp_argmax",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:350",
+        "tests/formulas/ops.toml:362",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4879,7 +5045,7 @@ fn route_scaled_softmax<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "scaled_softmax",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:361",
+        "tests/formulas/ops.toml:373",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5032,7 +5198,7 @@ fn route_exp_argmax_recomputed<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "exp_argmax_recomputed",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:371",
+        "tests/formulas/ops.toml:383",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5165,7 +5331,7 @@ fn route_counted_square<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::D
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "counted_square",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:383",
+        "tests/formulas/ops.toml:395",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5292,7 +5458,7 @@ fn route_counted_exp<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Disp
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "counted_exp",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:393",
+        "tests/formulas/ops.toml:405",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5420,7 +5586,7 @@ fn route_counted_exp_kept<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt:
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "counted_exp_kept",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:403",
+        "tests/formulas/ops.toml:415",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5570,7 +5736,7 @@ fn route_wrong_gradient_shape<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "wrong_gradient_shape",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:415",
+        "tests/formulas/ops.toml:427",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5731,7 +5897,7 @@ fn route_wrong_dimension<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "wrong_dimension",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:427",
+        "tests/formulas/ops.toml:439",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5864,7 +6030,7 @@ fn route_scaled_by<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "scaled_by",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:438",
+        "tests/formulas/ops.toml:450",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5969,7 +6135,7 @@ fn route_scaled_by<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::SameAs,
-            "tests/formulas/ops.toml:441",
+            "tests/formulas/ops.toml:453",
             ("w", Some(&w)),
             ("x", Some(&x)),
         )],
@@ -6049,7 +6215,7 @@ fn route_recomputed_with_args<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "recomputed_with_args",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:454",
+        "tests/formulas/ops.toml:466",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),

@@ -210,13 +210,24 @@ pub trait FormulaOps: rt::Backend {
     fn relu(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::relu::<Self>(x)
     }
-    /// `x` where `x > 0`, else `slope * x`.
+    /// `x * max(s, 0)`, `s` broadcasting: a relu mask of another shape than the gradient.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
     /// - declared at `tests/formulas/ops.toml:198`.
+    #[must_use]
+    fn relu_scale(x: rt::FloatTensor<Self>, s: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::formulas::forward::relu_scale::<Self>(x, s)
+    }
+    /// `x` where `x > 0`, else `slope * x`.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/formulas/ops.toml:210`.
     #[must_use]
     fn leaky_relu(x: rt::FloatTensor<Self>, slope: f64) -> rt::FloatTensor<Self> {
         crate::formulas::forward::leaky_relu::<Self>(x, slope)
@@ -227,7 +238,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:207`.
+    /// - declared at `tests/formulas/ops.toml:219`.
     #[must_use]
     fn soft_shrink(x: rt::FloatTensor<Self>, lambda: f32) -> rt::FloatTensor<Self> {
         crate::formulas::forward::soft_shrink::<Self>(x, lambda)
@@ -238,7 +249,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:216`.
+    /// - declared at `tests/formulas/ops.toml:228`.
     #[must_use]
     fn maximum(x: rt::FloatTensor<Self>, y: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::maximum::<Self>(x, y)
@@ -249,7 +260,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:228`.
+    /// - declared at `tests/formulas/ops.toml:240`.
     #[must_use]
     fn hardtanh(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
         crate::formulas::forward::hardtanh::<Self>(x, lo, hi)
@@ -260,7 +271,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:241`.
+    /// - declared at `tests/formulas/ops.toml:253`.
     #[must_use]
     fn clamp_square(x: rt::FloatTensor<Self>, lo: f64, hi: f64) -> rt::FloatTensor<Self> {
         crate::formulas::forward::clamp_square::<Self>(x, lo, hi)
@@ -271,7 +282,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:257`.
+    /// - declared at `tests/formulas/ops.toml:269`.
     #[must_use]
     fn softmax(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::softmax::<Self>(x)
@@ -282,7 +293,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:266`.
+    /// - declared at `tests/formulas/ops.toml:278`.
     #[must_use]
     fn center(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::center::<Self>(x)
@@ -293,7 +304,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:275`.
+    /// - declared at `tests/formulas/ops.toml:287`.
     #[must_use]
     fn center_first(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::center_first::<Self>(x)
@@ -304,7 +315,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:286`.
+    /// - declared at `tests/formulas/ops.toml:298`.
     #[must_use]
     fn mix(
         x: rt::FloatTensor<Self>,
@@ -321,7 +332,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:301`.
+    /// - declared at `tests/formulas/ops.toml:313`.
     #[must_use]
     fn number_functions(x: rt::FloatTensor<Self>, a: f64) -> rt::FloatTensor<Self> {
         crate::formulas::forward::number_functions::<Self>(x, a)
@@ -332,7 +343,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:312`.
+    /// - declared at `tests/formulas/ops.toml:324`.
     #[must_use]
     fn stop_scale(x: rt::FloatTensor<Self>, s: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::stop_scale::<Self>(x, s)
@@ -343,7 +354,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:324`.
+    /// - declared at `tests/formulas/ops.toml:336`.
     #[must_use]
     fn fma(
         x: rt::FloatTensor<Self>,
@@ -358,7 +369,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:337`.
+    /// - declared at `tests/formulas/ops.toml:349`.
     #[must_use]
     fn borrowed_mul(x: rt::FloatTensor<Self>, w: &rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::borrowed_mul::<Self>(x, w)
@@ -369,7 +380,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:350`.
+    /// - declared at `tests/formulas/ops.toml:362`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn exp_argmax(x: rt::FloatTensor<Self>) -> (rt::FloatTensor<Self>, rt::IntTensor<Self>) {
@@ -381,7 +392,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:361`.
+    /// - declared at `tests/formulas/ops.toml:373`.
     #[must_use]
     fn scaled_softmax(x: rt::FloatTensor<Self>, t: f32) -> rt::FloatTensor<Self> {
         crate::formulas::forward::scaled_softmax::<Self>(x, t)
@@ -392,7 +403,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:371`.
+    /// - declared at `tests/formulas/ops.toml:383`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn exp_argmax_recomputed(
@@ -406,7 +417,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:383`.
+    /// - declared at `tests/formulas/ops.toml:395`.
     #[must_use]
     fn counted_square(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::counted_square::<Self>(x)
@@ -417,7 +428,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:393`.
+    /// - declared at `tests/formulas/ops.toml:405`.
     #[must_use]
     fn counted_exp(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::counted_exp::<Self>(x)
@@ -428,7 +439,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:403`.
+    /// - declared at `tests/formulas/ops.toml:415`.
     #[must_use]
     fn counted_exp_kept(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::counted_exp_kept::<Self>(x)
@@ -439,7 +450,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:415`.
+    /// - declared at `tests/formulas/ops.toml:427`.
     #[must_use]
     fn wrong_gradient_shape(
         x: rt::FloatTensor<Self>,
@@ -453,7 +464,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:427`.
+    /// - declared at `tests/formulas/ops.toml:439`.
     #[must_use]
     fn wrong_dimension(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::identity::<Self>(x)
@@ -464,7 +475,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:438`.
+    /// - declared at `tests/formulas/ops.toml:450`.
     #[must_use]
     fn scaled_by(x: rt::FloatTensor<Self>, w: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::mul::<Self>(x, w)
@@ -475,7 +486,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:454`.
+    /// - declared at `tests/formulas/ops.toml:466`.
     #[must_use]
     fn recomputed_with_args(
         x: rt::FloatTensor<Self>,
@@ -1393,7 +1404,7 @@ pub mod autodiff {
             let x = __saved.input(0);
             let mut __grads = [None];
             if __tracked[0] {
-                __grads[0] = Some(B::float_mul(grad, __grad::relu_mask::<B>(x)));
+                __grads[0] = Some(__grad::relu_gate::<B>(x, grad));
             }
             __grads
         }
@@ -1413,8 +1424,70 @@ pub mod autodiff {
         __tape.finish::<C, _>(__derivative, __output)
     }
 
+    /// The backward pass of [`FormulaOps::relu_scale`](super::FormulaOps::relu_scale), from its
+    /// formulas (tests/formulas/ops.toml:205).
+    ///
+    /// - `x`: `grad * relu_mask(s) * s`
+    /// - `s`: `grad * x * relu_mask(s)`
+    #[derive(Clone, Debug)]
+    pub struct ReluScaleBackward;
+
+    impl<B> __grad::Derivative<B, 2> for ReluScaleBackward
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "relu_scale";
+        const INPUTS: [&'static str; 2] = ["x", "s"];
+        const GRADIENTS: [bool; 2] = [true, true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 2>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 2],
+        ) -> [Option<rt::FloatTensor<B>>; 2] {
+            let x = __saved.input(0);
+            let s = __saved.input(1);
+            let mut s = __grad::Reused::new(s);
+            let mut grad = __grad::Reused::new(grad);
+            let mut __grads = [None, None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul(
+                    __grad::relu_gate::<B>(s.get(), grad.give(__tracked[1])),
+                    s.give(__tracked[1]),
+                ));
+            }
+            if __tracked[1] {
+                __grads[1] = Some(__grad::relu_gate::<B>(
+                    s.give(false),
+                    B::float_mul(grad.give(false), x),
+                ));
+            }
+            __grads
+        }
+    }
+
+    /// [`FormulaOps::relu_scale`](super::FormulaOps::relu_scale) on `Autodiff<B, C>`: the forward
+    /// pass on `B`, and [`ReluScaleBackward`] as its backward pass.
+    pub fn relu_scale<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        s: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::FormulaOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x), Some(s)], [true, true]);
+        let x = __tape.input(0);
+        let s = __tape.input(1);
+        let __output = <B as super::FormulaOps>::relu_scale(x, s);
+        let __derivative = ReluScaleBackward;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
     /// The backward pass of [`FormulaOps::leaky_relu`](super::FormulaOps::leaky_relu), from its
-    /// formulas (tests/formulas/ops.toml:202).
+    /// formulas (tests/formulas/ops.toml:214).
     ///
     /// - `x`: `grad * (gt(x, 0) + slope * le(x, 0))`
     #[derive(Clone, Debug)]
@@ -1475,7 +1548,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::soft_shrink`](super::FormulaOps::soft_shrink), from its
-    /// formulas (tests/formulas/ops.toml:211).
+    /// formulas (tests/formulas/ops.toml:223).
     ///
     /// - `x`: `grad * (gt(x, lambda) + lt(x, -lambda))`
     #[derive(Clone, Debug)]
@@ -1532,7 +1605,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::maximum`](super::FormulaOps::maximum), from its formulas
-    /// (tests/formulas/ops.toml:223).
+    /// (tests/formulas/ops.toml:235).
     ///
     /// - `x`: `grad * ge(x, y)`
     /// - `y`: `grad * lt(x, y)`
@@ -1603,7 +1676,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::hardtanh`](super::FormulaOps::hardtanh), from its
-    /// formulas (tests/formulas/ops.toml:236).
+    /// formulas (tests/formulas/ops.toml:248).
     ///
     /// - `x`: `where(ge(x, lo) * le(x, hi), grad, 0)`
     #[derive(Clone, Debug)]
@@ -1665,7 +1738,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::clamp_square`](super::FormulaOps::clamp_square), from its
-    /// formulas (tests/formulas/ops.toml:250).
+    /// formulas (tests/formulas/ops.toml:262).
     ///
     /// - `x`: `grad * 2 * clamp(x, lo, hi) * where(gt(hi, x) * lt(lo, x), 1, 0)`
     #[derive(Clone, Debug)]
@@ -1734,7 +1807,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::softmax`](super::FormulaOps::softmax), from its formulas
-    /// (tests/formulas/ops.toml:261).
+    /// (tests/formulas/ops.toml:273).
     ///
     /// - `x`: `output * (grad - sum_dim(grad * output, -1))`
     #[derive(Clone, Debug)]
@@ -1791,7 +1864,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::center`](super::FormulaOps::center), from its formulas
-    /// (tests/formulas/ops.toml:270).
+    /// (tests/formulas/ops.toml:282).
     ///
     /// - `x`: `grad - mean_dim(grad, -1)`
     #[derive(Clone, Debug)]
@@ -1844,7 +1917,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::center_first`](super::FormulaOps::center_first), from its
-    /// formulas (tests/formulas/ops.toml:279).
+    /// formulas (tests/formulas/ops.toml:291).
     ///
     /// - `x`: `grad - mean_dim(grad, 0)`
     #[derive(Clone, Debug)]
@@ -1897,7 +1970,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::mix`](super::FormulaOps::mix), from its formulas
-    /// (tests/formulas/ops.toml:296).
+    /// (tests/formulas/ops.toml:308).
     ///
     /// - `x`: `grad * (alpha * 2 - beta) * k / n`
     #[derive(Clone, Debug)]
@@ -1969,7 +2042,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::number_functions`](super::FormulaOps::number_functions),
-    /// from its formulas (tests/formulas/ops.toml:305).
+    /// from its formulas (tests/formulas/ops.toml:317).
     ///
     /// - `x`: `grad * (exp(a) + log(a) + sqrt(a) + tanh(a) + sigmoid(a) + abs(-a) + sin(a) +
     ///   cos(a) + recip(a) + powf(a, a - 1) + gt(a, 1) + ge(a, 1) + lt(a, 1) + le(a, 1) - a / 2)`
@@ -2031,7 +2104,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::stop_scale`](super::FormulaOps::stop_scale), from its
-    /// formulas (tests/formulas/ops.toml:319).
+    /// formulas (tests/formulas/ops.toml:331).
     ///
     /// - `x`: `grad * s`
     /// - `s`: `none`
@@ -2081,7 +2154,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::fma`](super::FormulaOps::fma), from its formulas
-    /// (tests/formulas/ops.toml:332).
+    /// (tests/formulas/ops.toml:344).
     ///
     /// - `x`: `grad * w`
     /// - `w`: `grad * x`
@@ -2142,7 +2215,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::borrowed_mul`](super::FormulaOps::borrowed_mul), from its
-    /// formulas (tests/formulas/ops.toml:344).
+    /// formulas (tests/formulas/ops.toml:356).
     ///
     /// - `x`: `grad * w`
     /// - `w`: `grad * (x + 1)`
@@ -2213,7 +2286,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::exp_argmax`](super::FormulaOps::exp_argmax), from its
-    /// formulas (tests/formulas/ops.toml:354).
+    /// formulas (tests/formulas/ops.toml:366).
     ///
     /// - `x`: `grad * output`
     #[derive(Clone, Debug)]
@@ -2265,7 +2338,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::scaled_softmax`](super::FormulaOps::scaled_softmax), from
-    /// its formulas (tests/formulas/ops.toml:365).
+    /// its formulas (tests/formulas/ops.toml:377).
     ///
     /// - `x`: `t * output * (grad - sum_dim(grad * output, -1))`
     #[derive(Clone, Debug)]
@@ -2339,7 +2412,7 @@ pub mod autodiff {
 
     /// The backward pass of
     /// [`FormulaOps::exp_argmax_recomputed`](super::FormulaOps::exp_argmax_recomputed), from its
-    /// formulas (tests/formulas/ops.toml:375).
+    /// formulas (tests/formulas/ops.toml:387).
     ///
     /// - `x`: `grad * output`
     #[derive(Clone, Debug)]
@@ -2405,7 +2478,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::counted_square`](super::FormulaOps::counted_square), from
-    /// its formulas (tests/formulas/ops.toml:387).
+    /// its formulas (tests/formulas/ops.toml:399).
     ///
     /// - `x`: `grad * 2 * x`
     #[derive(Clone, Debug)]
@@ -2468,7 +2541,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::counted_exp`](super::FormulaOps::counted_exp), from its
-    /// formulas (tests/formulas/ops.toml:397).
+    /// formulas (tests/formulas/ops.toml:409).
     ///
     /// - `x`: `grad * output`
     #[derive(Clone, Debug)]
@@ -2527,7 +2600,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::counted_exp_kept`](super::FormulaOps::counted_exp_kept),
-    /// from its formulas (tests/formulas/ops.toml:407).
+    /// from its formulas (tests/formulas/ops.toml:419).
     ///
     /// - `x`: `grad * output`
     #[derive(Clone, Debug)]
@@ -2575,7 +2648,7 @@ pub mod autodiff {
 
     /// The backward pass of
     /// [`FormulaOps::wrong_gradient_shape`](super::FormulaOps::wrong_gradient_shape), from its
-    /// formulas (tests/formulas/ops.toml:422).
+    /// formulas (tests/formulas/ops.toml:434).
     ///
     /// - `x`: `w`
     /// - `w`: `none`
@@ -2626,7 +2699,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::wrong_dimension`](super::FormulaOps::wrong_dimension),
-    /// from its formulas (tests/formulas/ops.toml:431).
+    /// from its formulas (tests/formulas/ops.toml:443).
     ///
     /// - `x`: `sum_dim(grad, 5)`
     #[derive(Clone, Debug)]
@@ -2676,7 +2749,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::scaled_by`](super::FormulaOps::scaled_by), from its
-    /// function (tests/formulas/ops.toml:445).
+    /// function (tests/formulas/ops.toml:457).
     #[derive(Clone, Debug)]
     pub struct ScaledByBackward;
 
@@ -2719,7 +2792,7 @@ pub mod autodiff {
 
     /// The backward pass of
     /// [`FormulaOps::recomputed_with_args`](super::FormulaOps::recomputed_with_args), from its
-    /// formulas (tests/formulas/ops.toml:465).
+    /// formulas (tests/formulas/ops.toml:477).
     ///
     /// - `x`: `grad * exp(gt(k, 1)) * where(gt(x, -100), 1, 0)`
     #[derive(Clone, Debug)]

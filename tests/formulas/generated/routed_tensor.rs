@@ -419,6 +419,31 @@ pub fn try_relu<const D: usize>(x: rt::Tensor<D>) -> Result<rt::Tensor<D>, rt::R
     Ok(rt::Tensor::from_dispatch(__out))
 }
 
+/// [`FormulaOps::relu_scale`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_relu_scale`](fn@try_relu_scale) returns the error instead.
+#[must_use]
+pub fn relu_scale<const D: usize>(x: rt::Tensor<D>, s: rt::Tensor<D>) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as FormulaOps>::relu_scale(x.into_dispatch(), s.into_dispatch());
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`relu_scale`](fn@relu_scale), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_relu_scale<const D: usize>(
+    x: rt::Tensor<D>,
+    s: rt::Tensor<D>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_relu_scale(x.into_dispatch(), s.into_dispatch())?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
 /// [`FormulaOps::leaky_relu`] on `Tensor`s, routed to the backend of its inputs.
 ///
 /// # Panics
