@@ -421,6 +421,12 @@ pub struct Backward {
     pub fields: Vec<Field>,
     /// Path (tuple indices) of the float output within the op's output.
     pub output_path: Vec<usize>,
+    /// For an op returning a declared struct: the field names down to the float field this
+    /// pass differentiates (`mean`, `stats.mean`); empty otherwise.
+    pub member: Vec<String>,
+    /// The passes of the declared output's other float fields, one node each in Burn's graph
+    /// (empty but for the first field's pass).
+    pub siblings: Vec<Backward>,
     /// Traits the backend must implement (`routing.backward_bounds`).
     pub bounds: Vec<String>,
     /// `manifest:LINE` of `backward`, for docs.
@@ -431,6 +437,16 @@ impl Backward {
     /// The slot of float input `name` of `op`.
     pub fn slot(op: &Op, name: &str) -> Option<usize> {
         op.float_slots().position(|slot| slot.name == name)
+    }
+
+    /// This pass and its siblings: one per float output node.
+    pub fn nodes(&self) -> impl Iterator<Item = &Backward> {
+        std::iter::once(self).chain(&self.siblings)
+    }
+
+    /// Whether float input (slot) `slot` gets a gradient from any node.
+    pub fn gives_gradient(&self, slot: usize) -> bool {
+        self.nodes().any(|b| b.gradients[slot])
     }
 }
 
@@ -485,6 +501,9 @@ pub enum TermNode {
     Input(String),
     /// A numeric plain input (a field of the derivative value), by name.
     Scalar(String),
+    /// A float tensor the derivative value holds, by name: another float field of the op's
+    /// declared output (`output.var`, read by the backward pass of `output.mean`).
+    Kept(String),
     /// `-x`.
     Neg(Box<Term>),
     /// `a op b`.
@@ -538,6 +557,8 @@ pub enum FieldSource {
     },
     /// The output leaf at this tuple path (not the float output).
     Output(Vec<usize>),
+    /// A float field of the declared output (not the pass's own), by the field names down to it.
+    OutputMember(Vec<String>),
 }
 
 /// How an op runs on `Fusion<B>`.

@@ -35,6 +35,12 @@ struct Check<'a> {
     diags: Vec<Diagnostic>,
     source: &'a str,
     types: &'a [TypeDef],
+    /// The float fields of the op's declared output (field names down to each), one node of
+    /// the backward pass each; empty when the output is not a declared struct.
+    members: Vec<Vec<String>>,
+    /// Typing one node's formula (the other outputs' gradients already set to zero): `grad` and
+    /// `output` are the node's own, and a diagnostic would repeat one already given.
+    node_pass: bool,
 }
 
 /// What a dotted name (`p.scale`, `p.inner.eps`) reaches in a declared struct input.
@@ -65,6 +71,8 @@ pub(super) fn lower(
         diags: Vec::new(),
         source: cx.source,
         types: cx.types,
+        members: Vec::new(),
+        node_pass: false,
     };
     let result = c.backward(cx);
     if c.diags.is_empty() {
@@ -163,18 +171,12 @@ impl<'a> Check<'a> {
             return None;
         }
         self.declared_inputs(&backward_span)?;
-        if super::lower::declared_output(&op.output) {
-            self.push(
-                Diagnostic::new(
-                    backward_span,
-                    self.key("backward"),
-                    format!("op `{}` returns a declared type, which a declared backward pass cannot differentiate yet", op.name),
-                )
-                .help(format!("remove `backward`: with a `composition`, the generated `Autodiff<B, C>` kernel runs it on `Autodiff<B, C>` and gradients flow through the declared type's tensor fields; or set `backward = \"hand-written\"` and implement `{}` for `Autodiff<B, C>` by hand (the companion `...Autodiff` trait)", op.name)),
-            );
-            return None;
-        }
-        let output_path = self.float_output(&backward_span)?;
+        self.members = self.output_members(&backward_span, backward)?;
+        let output_path = if self.members.is_empty() {
+            self.float_output(&backward_span)?
+        } else {
+            Vec::new()
+        };
         self.float_inputs_are_slots(&backward_span)?;
         // (An unknown mode is reported; the rest is still checked.)
         let recompute = self.checkpoint().unwrap_or(false);
@@ -195,12 +197,26 @@ impl<'a> Check<'a> {
             );
             return None;
         }
+        if recompute && !self.members.is_empty() {
+            let span = self
+                .spec
+                .checkpoint
+                .as_ref()
+                .map_or(backward_span.clone(), |c| c.span.clone());
+            self.push(
+                Diagnostic::new(span, self.key("checkpoint"), format!("op `{}` returns a declared type, and `checkpoint = \"recompute\"` does not run an op again for one of its fields yet", op.name))
+                    .help("remove `checkpoint` (the backward pass keeps what it reads)"),
+            );
+            return None;
+        }
         let save = self.save(&output_path);
         let mut reads = vec![false; op.float_slots().count()];
         let mut reads_output = false;
         let mut fields: Vec<Field> = Vec::new();
         let mut bounds = cx.bounds.to_vec();
         let mut gradients = vec![true; reads.len()];
+        let mut member: Vec<String> = Vec::new();
+        let mut siblings: Vec<Backward> = Vec::new();
         let form = match backward {
             BackwardSpec::Function(path) => {
                 let path = self.function_path(path)?;
@@ -239,20 +255,7 @@ impl<'a> Check<'a> {
             BackwardSpec::HandWritten(_) => unreachable!("a hand-written kernel returned above"),
             BackwardSpec::Formulas { span, entries } => {
                 let save = save?;
-                let formulas = self.formulas(span, entries)?;
-                let mut read_names: Vec<String> = Vec::new();
-                for f in formulas.iter().flatten() {
-                    term_names(&f.expr, &mut read_names);
-                }
-                for name in &read_names {
-                    if name == formula::OUTPUT {
-                        reads_output = true;
-                    } else if let Some(i) = Backward::slot(op, name) {
-                        reads[i] = true;
-                    } else {
-                        fields.push(self.field(name, &output_path));
-                    }
-                }
+                let (nodes, read_names) = self.formulas(span, entries)?;
                 if let Some(save) = save {
                     self.save_matches_reads(&save, &read_names)?;
                 }
@@ -263,8 +266,55 @@ impl<'a> Check<'a> {
                     );
                     return None;
                 }
-                gradients = formulas.iter().map(Option::is_some).collect();
-                BackwardForm::Formulas(formulas)
+                // One node per float output: the first is this pass, the others its siblings.
+                let mut passes = Vec::new();
+                for (k, formulas) in nodes.into_iter().enumerate() {
+                    let mut node_reads = vec![false; reads.len()];
+                    let mut node_output = false;
+                    let mut node_fields: Vec<Field> = Vec::new();
+                    let mut names: Vec<String> = Vec::new();
+                    for f in formulas.iter().flatten() {
+                        term_names(&f.expr, &mut names);
+                    }
+                    for name in &names {
+                        if name == formula::OUTPUT {
+                            node_output = true;
+                        } else if let Some(i) = Backward::slot(op, name) {
+                            node_reads[i] = true;
+                        } else {
+                            node_fields.push(self.field(name, &output_path));
+                        }
+                    }
+                    let node_gradients = formulas.iter().map(Option::is_some).collect();
+                    passes.push(Backward {
+                        form: BackwardForm::Formulas(formulas),
+                        recompute: false,
+                        reads: node_reads,
+                        reads_output: node_output,
+                        gradients: node_gradients,
+                        fields: node_fields,
+                        output_path: Vec::new(),
+                        member: self.members.get(k).cloned().unwrap_or_default(),
+                        siblings: Vec::new(),
+                        bounds: Vec::new(),
+                        location: String::new(),
+                    });
+                }
+                let mut passes = passes.into_iter();
+                let first = passes.next().expect("a backward pass has a node");
+                reads = first.reads;
+                reads_output = first.reads_output;
+                fields = first.fields;
+                gradients = first.gradients;
+                member = first.member;
+                siblings = passes
+                    .map(|b| Backward {
+                        bounds: bounds.clone(),
+                        location: cx.location.clone(),
+                        ..b
+                    })
+                    .collect();
+                first.form
             }
         };
         if recompute {
@@ -279,7 +329,13 @@ impl<'a> Check<'a> {
                 }
             }
         }
-        self.fields_are_owned(&fields, recompute)?;
+        let mut all_fields = fields.clone();
+        for f in siblings.iter().flat_map(|s| &s.fields) {
+            if !all_fields.contains(f) {
+                all_fields.push(f.clone());
+            }
+        }
+        self.fields_are_owned(&all_fields, recompute)?;
         Some(Backward {
             form,
             recompute,
@@ -288,6 +344,8 @@ impl<'a> Check<'a> {
             gradients,
             fields,
             output_path,
+            member,
+            siblings,
             bounds,
             location: cx.location.clone(),
         })
@@ -369,6 +427,97 @@ impl<'a> Check<'a> {
                 None
             }
         }
+    }
+
+    /// The float fields of a declared struct output, each a node of the backward pass (empty
+    /// when the output is not a declared type).
+    fn output_members(
+        &mut self,
+        at: &Range<usize>,
+        backward: &BackwardSpec,
+    ) -> Option<Vec<Vec<String>>> {
+        let op = self.op;
+        let Output::Declared {
+            name: ty, leaves, ..
+        } = &op.output
+        else {
+            if super::lower::declared_output(&op.output) {
+                self.push(
+                    Diagnostic::new(at.clone(), self.key("backward"), format!("op `{}` returns a tuple holding a declared type, which a declared backward pass cannot differentiate", op.name))
+                        .help(format!("return the declared struct alone (its float fields are then `grad.field` and `output.field` in formulas), or remove `backward`: with a `composition`, the generated `Autodiff<B, C>` kernel runs it on `Autodiff<B, C>`; or set `backward = \"hand-written\"` and implement `{}` for `Autodiff<B, C>` by hand", op.name)),
+                );
+                return None;
+            }
+            return Some(Vec::new());
+        };
+        let fallback = "remove `backward`: with a `composition`, the generated `Autodiff<B, C>` kernel runs it on `Autodiff<B, C>` and gradients flow through the declared type's tensor fields; or set `backward = \"hand-written\"`";
+        let problem = if let Some(enum_ty) = self.enum_within(ty) {
+            let what = if enum_ty == *ty {
+                format!("declared enum `{ty}`")
+            } else {
+                format!("declared type `{ty}`, which holds enum `{enum_ty}`")
+            };
+            Some(format!("op `{}` returns {what}; a declared backward pass differentiates the float fields of a struct", op.name))
+        } else if let Some(leaf) = leaves
+            .iter()
+            .find(|l| l.tensor.kind == TensorKind::Float && l.tensor.container != Container::One)
+        {
+            Some(format!(
+                "field `output.{}` of op `{}` is {}; a declared backward pass differentiates single float tensor fields",
+                leaf.label(),
+                op.name,
+                if leaf.tensor.container == Container::Option {
+                    "an optional float tensor"
+                } else {
+                    "a `vec` of float tensors"
+                }
+            ))
+        } else if matches!(backward, BackwardSpec::Function(_)) {
+            Some(format!("op `{}` returns declared type `{ty}`, whose float fields a backward function cannot be given the gradients of yet", op.name))
+        } else {
+            None
+        };
+        if let Some(message) = problem {
+            let help = if matches!(backward, BackwardSpec::Function(_)) && self.enum_within(ty).is_none() {
+                "write the backward pass as formulas, which name each field's incoming gradient and value (`grad.mean`, `output.mean`), or remove `backward` (with a `composition`, the generated `Autodiff<B, C>` kernel runs it)"
+            } else {
+                fallback
+            };
+            self.push(Diagnostic::new(at.clone(), self.key("backward"), message).help(help));
+            return None;
+        }
+        let members: Vec<Vec<String>> = leaves
+            .iter()
+            .filter(|l| l.tensor.kind == TensorKind::Float)
+            .map(|l| {
+                l.path
+                    .iter()
+                    .map(|step| match step {
+                        crate::ir::Step::Field { field, .. }
+                        | crate::ir::Step::Variant { field, .. } => field.clone(),
+                    })
+                    .collect()
+            })
+            .collect();
+        if members.is_empty() {
+            self.push(
+                Diagnostic::new(at.clone(), self.key("backward"), format!("op `{}` declares a backward pass but its declared output `{ty}` has no float tensor field to differentiate", op.name))
+                    .help("remove `backward`: an op without a float output has no gradient to propagate"),
+            );
+            return None;
+        }
+        // Each field's generated local (`__output_mean`) must be its own.
+        let locals: Vec<String> = members.iter().map(|m| m.join("_")).collect();
+        for (i, local) in locals.iter().enumerate() {
+            if let Some(j) = locals[..i].iter().position(|l| l == local) {
+                self.push(
+                    Diagnostic::new(at.clone(), self.key("backward"), format!("fields `output.{}` and `output.{}` of op `{}` would share the generated local `__output_{local}`", members[j].join("."), members[i].join("."), op.name))
+                        .help("rename one of the fields"),
+                );
+                return None;
+            }
+        }
+        Some(members)
     }
 
     /// A declared backward pass reaches into declared struct inputs taken by value: their float
@@ -688,6 +837,21 @@ impl<'a> Check<'a> {
         rest: &str,
         output_path: &[usize],
     ) -> Option<SavedValue> {
+        if !self.members.is_empty() {
+            if self.members.iter().any(|m| m.join(".") == rest) {
+                return Some(SavedValue::Field(entry.value.trim().to_owned()));
+            }
+            let fields: Vec<String> = self
+                .members
+                .iter()
+                .map(|m| format!("`output.{}`", m.join(".")))
+                .collect();
+            self.push(
+                Diagnostic::new(entry.span.clone(), key, format!("`{}` is not a float tensor field of op `{}`'s output", entry.value.trim(), self.op.name))
+                    .help(format!("the formulas read the output's float fields: {}", fields.join(", "))),
+            );
+            return None;
+        }
         let path: Option<Vec<usize>> = rest.split('.').map(|p| p.parse().ok()).collect();
         let leaf = path.as_ref().and_then(|p| leaf_at(&self.op.output, p));
         match (path, leaf) {
@@ -770,6 +934,14 @@ impl<'a> Check<'a> {
     }
 
     fn field(&self, name: &str, _output_path: &[usize]) -> Field {
+        if !self.members.is_empty()
+            && let Some(rest) = name.strip_prefix("output.")
+        {
+            return Field {
+                name: name.to_owned(),
+                source: FieldSource::OutputMember(rest.split('.').map(str::to_owned).collect()),
+            };
+        }
         if let Some(Ok(Member::Plain(ty))) = self.member(name) {
             let mut parts = name.split('.');
             let input = parts.next().unwrap_or_default().to_owned();
@@ -867,14 +1039,19 @@ impl<'a> Check<'a> {
         None
     }
 
+    /// Each float input's formula, per node (one per float field of a declared output, else
+    /// one), and every name the formulas read as written (for `save`).
+    #[allow(clippy::type_complexity)] // (private, and used once)
     fn formulas(
         &mut self,
         span: &Range<usize>,
         entries: &[(Sp<String>, Sp<String>)],
-    ) -> Option<Vec<Option<Formula>>> {
+    ) -> Option<(Vec<Vec<Option<Formula>>>, Vec<String>)> {
         let op = self.op;
         let slots: Vec<String> = op.float_slots().map(|slot| slot.name).collect();
-        let mut out: Vec<Option<Formula>> = vec![None; slots.len()];
+        let mut out: Vec<Vec<Option<Formula>>> =
+            vec![vec![None; slots.len()]; self.members.len().max(1)];
+        let mut read_names: Vec<String> = Vec::new();
         let mut given = vec![false; slots.len()];
         let mut ok = true;
         for clash in op
@@ -996,10 +1173,30 @@ impl<'a> Check<'a> {
                 }
                 Ok(expr) => match self.term(&expr, text, &key_path) {
                     Some(term) if term.tensor => {
-                        out[slot] = Some(Formula {
-                            text: trimmed.to_owned(),
-                            expr: term,
-                        });
+                        if self.members.len() > 1
+                            && let Err(e) = super::linear::check(&expr)
+                        {
+                            let grads: Vec<String> = self
+                                .members
+                                .iter()
+                                .map(|m| format!("`grad.{}`", m.join(".")))
+                                .collect();
+                            self.push(
+                                Diagnostic::new(self.at(text, &e.span), key_path, format!("the formula for `{}` {}, but a gradient is linear in the incoming gradients ({})", key.value, e.problem, grads.join(", ")))
+                                    .help("write a sum of terms that each multiply exactly one incoming gradient, e.g. \"grad.mean / 4 + grad.var * x\""),
+                            );
+                            ok = false;
+                            continue;
+                        }
+                        term_names(&term, &mut read_names);
+                        match self.node_formulas(&expr, term, text, &key_path) {
+                            Some(per_node) => {
+                                for (node, f) in out.iter_mut().zip(per_node) {
+                                    node[slot] = f;
+                                }
+                            }
+                            None => ok = false,
+                        }
                     }
                     Some(_) => {
                         self.push(
@@ -1027,7 +1224,49 @@ impl<'a> Check<'a> {
                 ok = false;
             }
         }
-        ok.then_some(out)
+        ok.then_some((out, read_names))
+    }
+
+    /// A checked formula (`term`, from `expr`) as each node's: the whole formula for an op with
+    /// one float output; for a declared struct output, one per float field, the other fields'
+    /// incoming gradients set to zero (`None` where nothing is left).
+    fn node_formulas(
+        &mut self,
+        expr: &Expr,
+        term: Term,
+        text: &Sp<String>,
+        key: &str,
+    ) -> Option<Vec<Option<Formula>>> {
+        let formula = |expr| Formula {
+            text: text.value.trim().to_owned(),
+            expr,
+        };
+        if self.members.is_empty() {
+            return Some(vec![Some(formula(term))]);
+        }
+        let mut out = Vec::new();
+        for member in self.members.clone() {
+            let own = super::linear::node_formula(expr, &member.join("."));
+            if matches!(own.kind, ExprKind::Number(v) if v == 0.0) {
+                out.push(None);
+                continue;
+            }
+            // (Every name was resolved, and reported, with the whole formula.)
+            self.node_pass = true;
+            let before = self.diags.len();
+            let typed = self.term(&own, text, key);
+            self.diags.truncate(before);
+            self.node_pass = false;
+            let Some(typed) = typed.filter(|t| t.tensor) else {
+                self.push(
+                    Diagnostic::new(text.span.clone(), key, format!("the formula for field `output.{}` could not be split out of `{}`", member.join("."), text.value.trim()))
+                        .help("this is a burn-route bug: please report it with the formula; meanwhile, remove `backward` (with a `composition`, the generated kernel runs it)"),
+                );
+                return None;
+            };
+            out.push(Some(formula(typed)));
+        }
+        Some(out)
     }
 
     /// The span of `rel` (bytes of the formula text) in the manifest: exact when the string is
@@ -1164,6 +1403,77 @@ impl<'a> Check<'a> {
         }
     }
 
+    /// `grad`, `output` and their fields in a formula of an op returning a declared struct:
+    /// `None` when `name` is none of them.
+    fn output_name(
+        &mut self,
+        name: &str,
+        span: &Range<usize>,
+        text: &Sp<String>,
+        key: &str,
+    ) -> Option<Option<Term>> {
+        let tensor = |node| Some(Some(Term { tensor: true, node }));
+        let op = self.op;
+        let ty = match &op.output {
+            Output::Declared { name, .. } => name.as_str(),
+            _ => "",
+        };
+        let (head, rest) = match name.split_once('.') {
+            Some((head, rest)) => (head, Some(rest)),
+            None => (name, None),
+        };
+        if head != formula::GRAD && head != formula::OUTPUT {
+            return None;
+        }
+        if self.node_pass {
+            // Only the other fields' values are left dotted.
+            return match rest {
+                Some(_) => tensor(TermNode::Kept(name.to_owned())),
+                None if head == formula::GRAD => tensor(TermNode::Grad),
+                None => tensor(TermNode::Output),
+            };
+        }
+        let fields: Vec<String> = self.members.iter().map(|m| m.join(".")).collect();
+        let listed = |head: &str| {
+            fields
+                .iter()
+                .map(|f| format!("`{head}.{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (message, help) = match rest {
+            Some(rest) if fields.iter().any(|f| f == rest) => {
+                return if head == formula::GRAD {
+                    tensor(TermNode::Grad)
+                } else {
+                    tensor(TermNode::Kept(name.to_owned()))
+                };
+            }
+            // One float field: `grad` is its incoming gradient.
+            None if head == formula::GRAD && fields.len() == 1 => return tensor(TermNode::Grad),
+            None if head == formula::GRAD => (
+                format!("op `{}` returns declared struct `{ty}`, whose float fields each have an incoming gradient: `grad` alone names none of them", op.name),
+                format!("write {}", listed(head)),
+            ),
+            None => (
+                format!("`output` of op `{}` is declared struct `{ty}`, not one tensor", op.name),
+                format!("read a float field: {}", listed(head)),
+            ),
+            Some(rest) => {
+                let hint = match did_you_mean(rest, &fields.iter().map(String::as_str).collect::<Vec<_>>()) {
+                    Some(s) => format!("did you mean `{head}.{s}`? "),
+                    None => String::new(),
+                };
+                (
+                    format!("`{name}` is not a float tensor field of the output of op `{}` (declared struct `{ty}`)", op.name),
+                    format!("{hint}formulas read the output's float fields: {}", listed(head)),
+                )
+            }
+        };
+        self.push(Diagnostic::new(self.at(text, span), key, message).help(help));
+        Some(None)
+    }
+
     fn name(
         &mut self,
         name: &str,
@@ -1172,6 +1482,11 @@ impl<'a> Check<'a> {
         key: &str,
     ) -> Option<Term> {
         let tensor = |node| Some(Term { tensor: true, node });
+        if !self.members.is_empty() {
+            if let Some(found) = self.output_name(name, span, text, key) {
+                return found;
+            }
+        }
         if name == formula::GRAD {
             return tensor(TermNode::Grad);
         }
@@ -1336,7 +1651,7 @@ fn term_names(term: &Term, acc: &mut Vec<String>) {
     };
     match &term.node {
         TermNode::Output => push(formula::OUTPUT),
-        TermNode::Input(n) | TermNode::Scalar(n) => push(n),
+        TermNode::Input(n) | TermNode::Scalar(n) | TermNode::Kept(n) => push(n),
         TermNode::Number(_) | TermNode::Dim(_) | TermNode::Grad => {}
         TermNode::Neg(inner) => term_names(inner, acc),
         TermNode::Binary(_, a, b) => {

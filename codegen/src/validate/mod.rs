@@ -17,6 +17,7 @@ mod check;
 mod context;
 mod dtypes;
 mod fusion;
+mod linear;
 mod lower;
 mod remote;
 

@@ -295,9 +295,9 @@ fn gradient_shape_panic(op: &str, input: &str, have: &Shape, shape: &Shape) -> !
 /// nodes, shapes and what the backward pass keeps of them.
 #[derive(Debug)]
 pub struct Tape<B: Backend, const N: usize> {
-    /// The guards `prepare` takes; an absent optional input borrows a present input's node
-    /// (its gradient is never computed). `None` when no float input is present.
-    guards: Option<[NodeGuard; N]>,
+    /// The guards `prepare` takes, one set per output node still to register; an absent
+    /// optional input stands in as a fresh untracked leaf. Empty when no float input is present.
+    guards: Vec<[NodeGuard; N]>,
     shapes: [Shape; N],
     present: [bool; N],
     primitives: [Option<FloatTensor<B>>; N],
@@ -312,7 +312,15 @@ impl<B: Backend, const N: usize> Tape<B, N> {
     /// Takes the float inputs apart. `reads` are the inputs whose values the backward pass
     /// needs: a tracked call keeps those.
     pub fn new(inputs: [Option<AutodiffTensor<B>>; N], reads: [bool; N]) -> Self {
-        Self::with(inputs, reads, false)
+        Self::with(inputs, reads, false, 1)
+    }
+
+    /// [`Tape::new`] for an op with `outputs` float outputs (the float fields of a declared
+    /// struct it returns): each is a node of its own in Burn's graph, with the same parents,
+    /// registered by [`Tape::finish_part`]. Their backward passes add up in the inputs'
+    /// gradients.
+    pub fn split(inputs: [Option<AutodiffTensor<B>>; N], reads: [bool; N], outputs: usize) -> Self {
+        Self::with(inputs, reads, false, outputs)
     }
 
     /// [`Tape::new`] for an op declared `checkpoint = "recompute"`, under checkpoint strategy
@@ -329,27 +337,37 @@ impl<B: Backend, const N: usize> Tape<B, N> {
         inputs: [Option<AutodiffTensor<B>>; N],
         reads: [bool; N],
     ) -> Self {
-        Self::with(inputs, reads, checkpoints::<C>())
+        Self::with(inputs, reads, checkpoints::<C>(), 1)
     }
 
-    fn with(inputs: [Option<AutodiffTensor<B>>; N], reads: [bool; N], all: bool) -> Self {
+    fn with(
+        inputs: [Option<AutodiffTensor<B>>; N],
+        reads: [bool; N],
+        all: bool,
+        outputs: usize,
+    ) -> Self {
         let present = inputs.each_ref().map(Option::is_some);
         let shapes = inputs
             .each_ref()
             .map(|t| t.as_ref().map_or_else(|| Shape::new([0; 0]), |t| t.shape()));
         let tracked = inputs.iter().flatten().any(AutodiffTensor::is_tracked);
         // An absent optional input stands in the node's parents as a fresh untracked leaf.
-        let guards = inputs.iter().flatten().next().map(|anchor| {
-            inputs.each_ref().map(|t| match t {
-                Some(t) => t.node(),
-                None => AutodiffTensor::<B>::new(B::float_empty(
-                    Shape::new([0]),
-                    &anchor.primitive().device(),
-                    FloatDType::from(anchor.primitive().dtype()),
-                ))
-                .node(),
-            })
-        });
+        let guards = match inputs.iter().flatten().next() {
+            None => Vec::new(),
+            Some(anchor) => (0..outputs)
+                .map(|_| {
+                    inputs.each_ref().map(|t| match t {
+                        Some(t) => t.node(),
+                        None => AutodiffTensor::<B>::new(B::float_empty(
+                            Shape::new([0]),
+                            &anchor.primitive().device(),
+                            FloatDType::from(anchor.primitive().dtype()),
+                        ))
+                        .node(),
+                    })
+                })
+                .collect(),
+        };
         // A recomputed op hands every input to the checkpointer, tracked or not (an untracked
         // parent makes it compute-bound, as Burn's own ops do).
         let mut kept = [const { None }; N];
@@ -381,7 +399,17 @@ impl<B: Backend, const N: usize> Tape<B, N> {
 
     /// Registers the node of an op whose backward pass keeps its tensors; returns the output.
     pub fn finish<C: CheckpointStrategy, D: Derivative<B, N>>(
-        self,
+        mut self,
+        derivative: D,
+        output: FloatTensor<B>,
+    ) -> AutodiffTensor<B> {
+        self.finish_part::<C, D>(derivative, output)
+    }
+
+    /// Registers the node of one float output of a [`Tape::split`] tape, with its own backward
+    /// pass; returns the output.
+    pub fn finish_part<C: CheckpointStrategy, D: Derivative<B, N>>(
+        &mut self,
         derivative: D,
         output: FloatTensor<B>,
     ) -> AutodiffTensor<B> {
@@ -389,11 +417,11 @@ impl<B: Backend, const N: usize> Tape<B, N> {
     }
 
     fn finish_kept<C: CheckpointStrategy>(
-        self,
+        &mut self,
         derivative: Boxed<B, N>,
         output: FloatTensor<B>,
     ) -> AutodiffTensor<B> {
-        let Some(guards) = self.guards else {
+        let Some(guards) = self.guards.pop() else {
             return AutodiffTensor::new(output);
         };
         match Node::<false>
@@ -402,7 +430,13 @@ impl<B: Backend, const N: usize> Tape<B, N> {
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                let inputs = self.kept.map(|t| t.map(AutodiffTensor::into_primitive));
+                // The last node takes the kept inputs; an earlier one (of a split tape) copies.
+                let kept = if self.guards.is_empty() {
+                    core::mem::replace(&mut self.kept, [const { None }; N])
+                } else {
+                    self.kept.clone()
+                };
+                let inputs = kept.map(|t| t.map(AutodiffTensor::into_primitive));
                 let kept_output = derivative.0.reads_output().then(|| output.clone());
                 let state = State {
                     derivative,
@@ -410,7 +444,7 @@ impl<B: Backend, const N: usize> Tape<B, N> {
                         inputs,
                         output: kept_output,
                     },
-                    shapes: self.shapes,
+                    shapes: self.shapes.clone(),
                     present: self.present,
                 };
                 prep.finish(state, output)
@@ -431,11 +465,11 @@ impl<B: Backend, const N: usize> Tape<B, N> {
     }
 
     fn finish_memory_bound<C: CheckpointStrategy>(
-        self,
+        mut self,
         derivative: Boxed<B, N>,
         output: FloatTensor<B>,
     ) -> AutodiffTensor<B> {
-        let Some(guards) = self.guards else {
+        let Some(guards) = self.guards.pop() else {
             return AutodiffTensor::new(output);
         };
         // The retro-forward recomputes the output from every input; the backward pass gets back
