@@ -150,6 +150,22 @@ pub fn derivative_structs<'a>(ops: impl Iterator<Item = (usize, &'a str)>) -> Ve
     out
 }
 
+/// The derivative value of one float field of an op's declared output (`member`: the field
+/// names down to it), from the op's derivative name `ty`: `MomentsBackwardMean`.
+pub fn member_derivative(ty: &str, member: &[String]) -> String {
+    format!("{ty}{}", upper_camel(&member.join("_")))
+}
+
+/// The local holding the derivative value of a declared output's float field (`__derivative_mean`).
+pub fn member_derivative_local(member: &[String]) -> String {
+    format!("{DERIVATIVE}_{}", member.join("_"))
+}
+
+/// The local holding a declared output's float field on `Autodiff<B, C>` (`__output_mean`).
+pub fn member_output_local(member: &[String]) -> String {
+    format!("{OUTPUT_LOCAL}_{}", member.join("_"))
+}
+
 /// `snake_case` → `UpperCamelCase`.
 fn upper_camel(snake: &str) -> String {
     snake

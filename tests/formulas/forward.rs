@@ -239,3 +239,23 @@ pub fn counted_exp_kept<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     KEPT_RUNS.fetch_add(1, Ordering::SeqCst);
     B::float_exp(x)
 }
+
+pub fn sin_cos<B: Backend>(x: FloatTensor<B>) -> crate::formulas::routed::ops::SinCosPrimitive<B> {
+    crate::formulas::routed::ops::SinCosPrimitive {
+        sin: B::float_sin(x.clone()),
+        cos: B::float_cos(x),
+    }
+}
+
+pub fn row_sums<B: Backend>(
+    x: FloatTensor<B>,
+    scale: f32,
+) -> crate::formulas::routed::ops::RowSumsPrimitive<B> {
+    let rows = x.shape()[0];
+    let dim = last::<B>(&x);
+    crate::formulas::routed::ops::RowSumsPrimitive {
+        total: B::float_mul_scalar(B::float_sum_dim(x.clone(), dim), s(f64::from(scale))),
+        squares: B::float_mul(x.clone(), x),
+        rows,
+    }
+}

@@ -149,6 +149,16 @@ fn cases(seed: u64) -> Vec<Case> {
             |t| ops::mul(t[0].clone(), t[1].clone()),
         ),
         case("exp", vec![input(r, S, -2.0, 2.0)], one(ops::exp)),
+        // A declared struct output: one node per float field, its outputs side by side.
+        case("sin_cos", vec![input(r, S, -3.0, 3.0)], |t| {
+            let out = ops::sin_cos(t[0].clone());
+            Tensor::cat(vec![out.sin, out.cos], 2)
+        }),
+        case("row_sums", vec![input(r, S, -2.0, 2.0)], |t| {
+            let out = ops::row_sums(t[0].clone(), 0.5);
+            assert_eq!(out.rows, 2, "the plain field moves through");
+            Tensor::cat(vec![out.total, out.squares], 2)
+        }),
         case("log", vec![input(r, S, 0.2, 3.0)], one(ops::log)),
         case("xlogx", vec![input(r, S, 0.2, 3.0)], one(ops::xlogx)),
         case("sqrt", vec![input(r, S, 0.2, 3.0)], one(ops::sqrt)),
@@ -280,10 +290,12 @@ fn cases(seed: u64) -> Vec<Case> {
 }
 
 /// The cases that also run on Cube and through Remote: broadcasting, `none`, an optional and a
-/// borrowed input, a reduction, a tuple output and the recomputed ops.
+/// borrowed input, a reduction, a tuple output, a declared struct output and the recomputed
+/// ops.
 #[cfg(any(feature = "wgpu", feature = "remote"))]
 const SUBSET: &[&str] = &[
     "mul",
+    "sin_cos",
     "erf",
     "pow",
     "hardtanh",

@@ -199,6 +199,7 @@ pub(super) fn field_type_on(op: &Op, source: &FieldSource, backend: &str) -> Str
             }
         }
         FieldSource::Member { ty, .. } => ty.clone(),
+        FieldSource::OutputMember(_) => format!("rt::FloatTensor<{backend}>"),
         FieldSource::Output(path) => match crate::validate::leaf_at(&op.output, path) {
             Some(Output::Tensor(t)) => owned_contained(t, &primitive(t.kind, backend)),
             Some(Output::Plain(ty)) => ty.clone(),
@@ -225,6 +226,82 @@ fn uses_backend(op: &Op, backward: &Backward) -> bool {
 
 fn op_items(ir: &Ir, op: &Op, group: &str, ty: &str, w: &mut Writer) {
     let backward = op.backward.as_ref().expect("an op with a backward pass");
+    let ty = ty.to_owned();
+    let bound = bounds(group, backward);
+    if backward.member.is_empty() {
+        derivative_items(op, group, backward, &ty, &bound, w);
+    } else {
+        // One node per float field of the declared output, each with its own derivative.
+        for node in backward.nodes() {
+            derivative_items(
+                op,
+                group,
+                node,
+                &names::member_derivative(&ty, &node.member),
+                &bound,
+                w,
+            );
+        }
+    }
+
+    // The op on `Autodiff<B, C>`.
+    w.blank();
+    let passes = if backward.member.is_empty() {
+        format!("[`{ty}`] as its backward pass")
+    } else {
+        let list: Vec<String> = backward
+            .nodes()
+            .map(|n| format!("[`{}`]", names::member_derivative(&ty, &n.member)))
+            .collect();
+        format!(
+            "{} as its backward passes, one node per float field",
+            list.join(", ")
+        )
+    };
+    let mut doc = vec![format!(
+        "[`{group}::{op}`](super::{group}::{op}) on `Autodiff<B, C>`: the forward pass on `B`, and \
+         {passes}.",
+        op = op.name
+    )];
+    if backward.recompute {
+        doc.push(String::new());
+        doc.push(
+            "Memory-bound (`checkpoint = \"recompute\"`): with gradient checkpointing, its output is"
+                .to_owned(),
+        );
+        doc.push("recomputed when the backward pass needs it instead of being kept.".to_owned());
+    }
+    w.doc(&doc);
+    allow_complex_output(op, w);
+    allow_many_arguments(op.inputs.len(), w);
+    let autodiff = "rt::Autodiff<B, C>";
+    let params = super::params(op, autodiff);
+    w.line(signature(
+        format!("pub fn {}<B, C>", op.name),
+        params,
+        super::primitive_returns(&op.output, autodiff, ""),
+    ));
+    where_clause(
+        &[
+            format!("B: {bound}"),
+            "C: rt::CheckpointStrategy".to_owned(),
+        ],
+        w,
+    );
+    autodiff_body(ir, op, group, backward, &ty, w);
+    w.close("}");
+}
+
+/// The derivative value of `backward` (named `ty`) and its `Derivative` (and `Recompute`)
+/// implementation: the whole backward pass, or one node's of an op returning a declared struct.
+fn derivative_items(
+    op: &Op,
+    group: &str,
+    backward: &Backward,
+    ty: &str,
+    bound: &str,
+    w: &mut Writer,
+) {
     let n = backward.reads.len();
     let ty = ty.to_owned();
     let generic = uses_backend(op, backward);
@@ -233,7 +310,6 @@ fn op_items(ir: &Ir, op: &Op, group: &str, ty: &str, w: &mut Writer) {
     } else {
         ty.clone()
     };
-    let bound = bounds(group, backward);
 
     // The derivative value.
     w.blank();
@@ -246,6 +322,13 @@ fn op_items(ir: &Ir, op: &Op, group: &str, ty: &str, w: &mut Writer) {
         backward.location,
         op = op.name
     )];
+    if !backward.member.is_empty() {
+        let field = backward.member.join(".");
+        doc.push(String::new());
+        doc.push(format!(
+            "The node of `output.{field}`: the part of each formula that reads `grad.{field}`."
+        ));
+    }
     if let BackwardForm::Formulas(formulas) = &backward.form {
         doc.push(String::new());
         for (slot, f) in op.float_slots().zip(formulas) {
@@ -280,7 +363,7 @@ fn op_items(ir: &Ir, op: &Op, group: &str, ty: &str, w: &mut Writer) {
     // user's trait shadows one (an op named `sigmoid`).
     let derivative_bound = match backward.form {
         BackwardForm::Formulas(_) => "rt::Backend".to_owned(),
-        BackwardForm::Function { .. } => bound.clone(),
+        BackwardForm::Function { .. } => bound.to_owned(),
     };
     impl_head(
         &format!("{G}::Derivative<B, {n}>"),
@@ -322,41 +405,6 @@ fn op_items(ir: &Ir, op: &Op, group: &str, ty: &str, w: &mut Writer) {
         recompute_forward(op, group, n, w);
         w.close("}");
     }
-
-    // The op on `Autodiff<B, C>`.
-    w.blank();
-    let mut doc = vec![format!(
-        "[`{group}::{op}`](super::{group}::{op}) on `Autodiff<B, C>`: the forward pass on `B`, and \
-         [`{ty}`] as its backward pass.",
-        op = op.name
-    )];
-    if backward.recompute {
-        doc.push(String::new());
-        doc.push(
-            "Memory-bound (`checkpoint = \"recompute\"`): with gradient checkpointing, its output is"
-                .to_owned(),
-        );
-        doc.push("recomputed when the backward pass needs it instead of being kept.".to_owned());
-    }
-    w.doc(&doc);
-    allow_complex_output(op, w);
-    allow_many_arguments(op.inputs.len(), w);
-    let autodiff = "rt::Autodiff<B, C>";
-    let params = super::params(op, autodiff);
-    w.line(signature(
-        format!("pub fn {}<B, C>", op.name),
-        params,
-        super::primitive_returns(&op.output, autodiff, ""),
-    ));
-    where_clause(
-        &[
-            format!("B: {bound}"),
-            "C: rt::CheckpointStrategy".to_owned(),
-        ],
-        w,
-    );
-    autodiff_body(ir, op, group, backward, &ty, w);
-    w.close("}");
 }
 
 /// `impl<B> Trait for Ty where B: bound {`, as rustfmt lays it out.
@@ -511,6 +559,12 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
             }
             if backward.reads_output {
                 w.line(format!("let output = {}.output();", names::SAVED));
+            }
+            // The declared output's other float fields the formulas read, kept in the value.
+            for field in &backward.fields {
+                if matches!(field.source, FieldSource::OutputMember(_)) {
+                    w.line(format!("let {0} = self.{0};", field.ident()));
+                }
             }
             // The numbers the formulas read (a recomputed op's value holds every argument).
             let mut scalars = Vec::new();
@@ -760,30 +814,31 @@ fn autodiff_body(ir: &Ir, op: &Op, group: &str, backward: &Backward, ty: &str, w
             .into()
         })
         .collect();
-    // A recomputed op that reads its output needs every input to recompute it.
-    let reads: Vec<Doc> = backward
-        .reads
-        .iter()
-        .map(|r| {
-            (*r || (backward.recompute && backward.reads_output))
+    // A recomputed op that reads its output needs every input to recompute it; the nodes of a
+    // declared output keep what any of them reads.
+    let reads: Vec<Doc> = (0..backward.reads.len())
+        .map(|i| {
+            (backward.nodes().any(|b| b.reads[i]) || (backward.recompute && backward.reads_output))
                 .to_string()
                 .into()
         })
         .collect();
-    let ctor = if backward.recompute {
-        "recomputed::<C>"
+    let nodes = backward.nodes().count();
+    let (ctor, mut tape_args) = if backward.recompute {
+        ("recomputed::<C>", Vec::new())
+    } else if backward.member.is_empty() {
+        ("new", Vec::new())
     } else {
-        "new"
+        ("split", vec![Doc::from(nodes.to_string())])
     };
+    let mut all_args = vec![
+        super::code::args("[", slots, "]"),
+        super::code::args("[", reads, "]"),
+    ];
+    all_args.append(&mut tape_args);
     w.assign(
         format!("let mut {} = ", names::TAPE),
-        call(
-            format!("{G}::Tape::{ctor}"),
-            [
-                super::code::args("[", slots, "]"),
-                super::code::args("[", reads, "]"),
-            ],
-        ),
+        call(format!("{G}::Tape::{ctor}"), all_args),
         ";",
     );
     let field_names: Vec<&str> = backward
@@ -845,6 +900,11 @@ fn autodiff_body(ir: &Ir, op: &Op, group: &str, backward: &Backward, ty: &str, w
         w,
     );
     let kernel = call(callee, args);
+    if !backward.member.is_empty() {
+        w.assign(format!("let {} = ", names::OUTPUT_LOCAL), kernel, ";");
+        member_nodes(ir, op, backward, ty, w);
+        return;
+    }
     let single = backward.output_path.is_empty();
     if single {
         w.assign(format!("let {} = ", names::OUTPUT_LOCAL), kernel, ";");
@@ -877,6 +937,9 @@ fn autodiff_body(ir: &Ir, op: &Op, group: &str, backward: &Backward, ty: &str, w
                     format!("{}: {G}::keep(&{})", f.name, out_name(path)).into()
                 }
                 FieldSource::Member { .. } => f.ident().into(),
+                FieldSource::OutputMember(_) => {
+                    unreachable!("validation: only a declared output's nodes keep its fields")
+                }
             })
             .collect();
         super::code::cat([format!("{ty} ").into(), super::code::struct_literal(items)])
@@ -907,6 +970,107 @@ fn autodiff_body(ir: &Ir, op: &Op, group: &str, backward: &Backward, ty: &str, w
         let whole = pattern(&op.output, &mut Vec::new(), &[], false);
         w.line(whole);
     }
+}
+
+/// The nodes of an op returning a declared struct (after its kernel's `__output`): each float
+/// field's derivative value (the kept arguments and the other fields it reads, copied before any
+/// field moves), each field registered as a node of its own, and the struct again on
+/// `Autodiff<B, C>`, its other fields moved.
+fn member_nodes(ir: &Ir, op: &Op, backward: &Backward, ty: &str, w: &mut Writer) {
+    let output = names::OUTPUT_LOCAL;
+    for node in backward.nodes() {
+        let node_ty = names::member_derivative(ty, &node.member);
+        let value: Doc = if node.fields.is_empty() {
+            node_ty.clone().into()
+        } else {
+            let items: Vec<Doc> = node
+                .fields
+                .iter()
+                .map(|f| match &f.source {
+                    FieldSource::Input(name) => {
+                        let input = op.inputs.iter().find(|i| &i.name == name).expect("input");
+                        let value = if is_reference(&input.arg) {
+                            name.clone()
+                        } else {
+                            format!("&{name}")
+                        };
+                        format!("{name}: {G}::keep({value})").into()
+                    }
+                    FieldSource::OutputMember(path) => {
+                        format!("{}: {G}::keep(&{output}.{})", f.ident(), path.join(".")).into()
+                    }
+                    FieldSource::Member { .. } => f.ident().into(),
+                    FieldSource::Output(_) => {
+                        unreachable!("validation: a declared output has no tuple elements")
+                    }
+                })
+                .collect();
+            super::code::cat([
+                format!("{node_ty} ").into(),
+                super::code::struct_literal(items),
+            ])
+        };
+        w.assign(
+            format!("let {} = ", names::member_derivative_local(&node.member)),
+            value,
+            ";",
+        );
+    }
+    for node in backward.nodes() {
+        w.assign(
+            format!("let {} = ", names::member_output_local(&node.member)),
+            call(
+                format!("{}.finish_part::<C, _>", names::TAPE),
+                [
+                    names::member_derivative_local(&node.member),
+                    format!("{output}.{}", node.member.join(".")),
+                ],
+            ),
+            ";",
+        );
+    }
+    let crate::ir::Output::Declared { name, .. } = &op.output else {
+        unreachable!("validation: nodes belong to a declared struct output")
+    };
+    w.line(rebuild_output(ir, name, output, &mut Vec::new(), backward));
+}
+
+/// Declared struct `ty` on `Autodiff<B, C>`, from `value` (the kernel's struct on `B`): each float
+/// field the node registered (its local), every other field moved.
+fn rebuild_output(
+    ir: &Ir,
+    ty: &str,
+    value: &str,
+    path: &mut Vec<String>,
+    backward: &Backward,
+) -> Doc {
+    let def = ir.type_def(ty);
+    let crate::ir::TypeBody::Struct(members) = &def.body else {
+        unreachable!("validation: a declared backward pass differentiates structs only")
+    };
+    let items: Vec<Doc> = members
+        .iter()
+        .map(|m| {
+            let field = m.name.as_deref().expect("a struct's fields are named");
+            path.push(field.to_owned());
+            let item = match &m.ty {
+                crate::ir::MemberType::Declared(inner) => super::code::cat([
+                    format!("{field}: ").into(),
+                    rebuild_output(ir, inner, value, path, backward),
+                ]),
+                _ if backward.nodes().any(|n| n.member == *path) => {
+                    format!("{field}: {}", names::member_output_local(path)).into()
+                }
+                _ => format!("{field}: {value}.{}", path.join(".")).into(),
+            };
+            path.pop();
+            item
+        })
+        .collect();
+    super::code::cat([
+        format!("{} ", names::primitive_type(ty)).into(),
+        super::code::struct_literal(items),
+    ])
 }
 
 /// Declared struct `ty` on `B`, rebuilt from `value` (the struct on `Autodiff<B, C>`): each
@@ -1205,7 +1369,7 @@ fn tensor_reads<'t>(t: &'t Term, shared: &'t [Shared<'t>], top: bool, acc: &mut 
     match &t.node {
         TermNode::Grad => acc.push(names::GRAD_LOCAL),
         TermNode::Output => acc.push("output"),
-        TermNode::Input(name) => acc.push(name),
+        TermNode::Input(name) | TermNode::Kept(name) => acc.push(name),
         TermNode::Neg(i) => tensor_reads(i, shared, false, acc),
         TermNode::Binary(_, a, b) => {
             tensor_reads(a, shared, false, acc);
@@ -1240,7 +1404,7 @@ fn term_inner(t: &Term, cx: &mut Cx<'_>) -> Emitted {
         TermNode::Dim(d) => text(d.to_string(), 3),
         TermNode::Grad => text(cx.read(names::GRAD_LOCAL), 3),
         TermNode::Output => text(cx.read("output"), 3),
-        TermNode::Input(name) => text(cx.read(name), 3),
+        TermNode::Input(name) | TermNode::Kept(name) => text(cx.read(name), 3),
         TermNode::Scalar(name) => text(names::formula_local(name), 3),
         TermNode::Neg(inner) => {
             let tensor = inner.tensor;

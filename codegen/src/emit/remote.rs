@@ -217,7 +217,7 @@ fn field_tensor<'a>(op: &'a Op, source: &FieldSource) -> Option<&'a TensorArg> {
             Arg::Tensor(t) => Some(t),
             _ => None,
         },
-        FieldSource::Member { .. } => None,
+        FieldSource::Member { .. } | FieldSource::OutputMember(_) => None,
         FieldSource::Output(path) => match crate::validate::leaf_at(&op.output, path)? {
             Output::Tensor(t) => Some(t),
             _ => None,

@@ -457,7 +457,10 @@ impl<'a> Check<'a> {
             } else {
                 format!("declared type `{ty}`, which holds enum `{enum_ty}`")
             };
-            Some(format!("op `{}` returns {what}; a declared backward pass differentiates the float fields of a struct", op.name))
+            Some(format!(
+                "op `{}` returns {what}; a declared backward pass differentiates the float fields of a struct",
+                op.name
+            ))
         } else if let Some(leaf) = leaves
             .iter()
             .find(|l| l.tensor.kind == TensorKind::Float && l.tensor.container != Container::One)
@@ -473,12 +476,17 @@ impl<'a> Check<'a> {
                 }
             ))
         } else if matches!(backward, BackwardSpec::Function(_)) {
-            Some(format!("op `{}` returns declared type `{ty}`, whose float fields a backward function cannot be given the gradients of yet", op.name))
+            Some(format!(
+                "op `{}` returns declared type `{ty}`, whose float fields a backward function cannot be given the gradients of yet",
+                op.name
+            ))
         } else {
             None
         };
         if let Some(message) = problem {
-            let help = if matches!(backward, BackwardSpec::Function(_)) && self.enum_within(ty).is_none() {
+            let help = if matches!(backward, BackwardSpec::Function(_))
+                && self.enum_within(ty).is_none()
+            {
                 "write the backward pass as formulas, which name each field's incoming gradient and value (`grad.mean`, `output.mean`), or remove `backward` (with a `composition`, the generated `Autodiff<B, C>` kernel runs it)"
             } else {
                 fallback
@@ -847,8 +855,19 @@ impl<'a> Check<'a> {
                 .map(|m| format!("`output.{}`", m.join(".")))
                 .collect();
             self.push(
-                Diagnostic::new(entry.span.clone(), key, format!("`{}` is not a float tensor field of op `{}`'s output", entry.value.trim(), self.op.name))
-                    .help(format!("the formulas read the output's float fields: {}", fields.join(", "))),
+                Diagnostic::new(
+                    entry.span.clone(),
+                    key,
+                    format!(
+                        "`{}` is not a float tensor field of op `{}`'s output",
+                        entry.value.trim(),
+                        self.op.name
+                    ),
+                )
+                .help(format!(
+                    "the formulas read the output's float fields: {}",
+                    fields.join(", ")
+                )),
             );
             return None;
         }
@@ -1452,21 +1471,36 @@ impl<'a> Check<'a> {
             // One float field: `grad` is its incoming gradient.
             None if head == formula::GRAD && fields.len() == 1 => return tensor(TermNode::Grad),
             None if head == formula::GRAD => (
-                format!("op `{}` returns declared struct `{ty}`, whose float fields each have an incoming gradient: `grad` alone names none of them", op.name),
+                format!(
+                    "op `{}` returns declared struct `{ty}`, whose float fields each have an incoming gradient: `grad` alone names none of them",
+                    op.name
+                ),
                 format!("write {}", listed(head)),
             ),
             None => (
-                format!("`output` of op `{}` is declared struct `{ty}`, not one tensor", op.name),
+                format!(
+                    "`output` of op `{}` is declared struct `{ty}`, not one tensor",
+                    op.name
+                ),
                 format!("read a float field: {}", listed(head)),
             ),
             Some(rest) => {
-                let hint = match did_you_mean(rest, &fields.iter().map(String::as_str).collect::<Vec<_>>()) {
+                let hint = match did_you_mean(
+                    rest,
+                    &fields.iter().map(String::as_str).collect::<Vec<_>>(),
+                ) {
                     Some(s) => format!("did you mean `{head}.{s}`? "),
                     None => String::new(),
                 };
                 (
-                    format!("`{name}` is not a float tensor field of the output of op `{}` (declared struct `{ty}`)", op.name),
-                    format!("{hint}formulas read the output's float fields: {}", listed(head)),
+                    format!(
+                        "`{name}` is not a float tensor field of the output of op `{}` (declared struct `{ty}`)",
+                        op.name
+                    ),
+                    format!(
+                        "{hint}formulas read the output's float fields: {}",
+                        listed(head)
+                    ),
                 )
             }
         };

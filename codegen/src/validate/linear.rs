@@ -74,9 +74,7 @@ fn degree(expr: &Expr) -> Result<Degree, NotLinear> {
                     (Degree::Linear, _) | (_, Degree::Linear) => Ok(Degree::Linear),
                     _ => Ok(Degree::Constant),
                 },
-                BinOp::Div if db == Degree::Linear => {
-                    fail(b, "divides by an incoming gradient")
-                }
+                BinOp::Div if db == Degree::Linear => fail(b, "divides by an incoming gradient"),
                 BinOp::Div => Ok(da),
             }
         }
@@ -86,10 +84,16 @@ fn degree(expr: &Expr) -> Result<Degree, NotLinear> {
                 // Linear in their tensor argument.
                 ("sum_dim" | "mean_dim", [d, _]) => Ok(*d),
                 ("where", [c, a, b]) if *c != Degree::Linear => sum(expr, *a, *b),
-                _ => match args.iter().zip(&degrees).find(|(_, d)| **d == Degree::Linear) {
+                _ => match args
+                    .iter()
+                    .zip(&degrees)
+                    .find(|(_, d)| **d == Degree::Linear)
+                {
                     Some((arg, _)) => fail(
                         arg,
-                        &format!("passes an incoming gradient through `{name}`, which is not linear"),
+                        &format!(
+                            "passes an incoming gradient through `{name}`, which is not linear"
+                        ),
                     ),
                     None => Ok(Degree::Constant),
                 },
@@ -200,7 +204,9 @@ mod tests {
     }
 
     fn problem(text: &str) -> String {
-        check(&parse(text).expect("parses")).expect_err("not linear").problem
+        check(&parse(text).expect("parses"))
+            .expect_err("not linear")
+            .problem
     }
 
     #[test]
@@ -230,7 +236,10 @@ mod tests {
 
     #[test]
     fn nonlinear_formulas_are_named() {
-        assert_eq!(problem("grad.a * grad.b"), "multiplies two incoming gradients");
+        assert_eq!(
+            problem("grad.a * grad.b"),
+            "multiplies two incoming gradients"
+        );
         assert_eq!(problem("x / grad.a"), "divides by an incoming gradient");
         assert_eq!(
             problem("exp(grad.a)"),
