@@ -35,6 +35,11 @@ mod forward;
 mod formulas {
     pub(crate) use super::{backward, forward};
 
+    /// The path the compositions name the declared types' primitives by, as in the tests.
+    pub mod routed {
+        pub use super::ops;
+    }
+
     pub mod ops {
         include!("../tests/formulas/generated/routed_ops.rs");
     }

@@ -798,7 +798,7 @@ fn moments() {
     );
 }
 
-/// `fill_where` (ops.toml:427): values, policy, gradients and backends, by
+/// `fill_where` (ops.toml:430): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn fill_where() {
@@ -837,7 +837,7 @@ fn fill_where() {
     );
 }
 
-/// `count_nonfinite` (ops.toml:445): values, policy, gradients and backends, by
+/// `count_nonfinite` (ops.toml:448): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn count_nonfinite() {

@@ -4744,7 +4744,7 @@ fn route_fill_where<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "fill_where",
         rt::Policy::Differentiable,
-        "ops.toml:427",
+        "ops.toml:430",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4904,7 +4904,7 @@ pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "count_nonfinite",
         rt::Policy::Detach,
-        "ops.toml:445",
+        "ops.toml:448",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),

@@ -30,7 +30,7 @@ pub struct MomentsPrimitive<B: rt::Backend> {
 
 /// What `fill_where` writes where its mask is set.
 ///
-/// Declared at `ops.toml:412`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:415`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
@@ -318,7 +318,7 @@ pub trait RoutedOps: rt::Backend {
         crate::kernels::composed::affine::<Self>(x, p)
     }
     /// The mean and the biased variance along the last dimension (kept with size 1), as one value.
-    /// Gradients flow back into `x` from both fields.
+    /// Gradients flow back into `x` from both fields, each field a node of its own.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
@@ -339,7 +339,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:427`.
+    /// - declared at `ops.toml:430`.
     #[must_use]
     fn fill_where(
         x: rt::FloatTensor<Self>,
@@ -358,7 +358,7 @@ pub trait RoutedOps: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - async: routed at the call (planning, shape contracts, unwrapping); the future runs the
     ///   kernel.
-    /// - declared at `ops.toml:445`.
+    /// - declared at `ops.toml:448`.
     fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
         crate::kernels::composed::count_nonfinite::<Self>(x)
     }
@@ -1276,19 +1276,117 @@ pub mod autodiff {
         __tape.finish::<C, _>(__derivative, __output)
     }
 
-    /// [`RoutedOps::moments`](super::RoutedOps::moments) on `Autodiff<B, C>`: its composition run
-    /// on `Autodiff<B, C>`, whose primitives give the gradients.
+    /// The backward pass of [`RoutedOps::moments`](super::RoutedOps::moments), from its formulas
+    /// (ops.toml:413).
     ///
-    /// (The op declares no `backward`; `backward = "hand-written"` would make this kernel the
-    /// companion `...Autodiff` trait's.)
+    /// The node of `output.mean`: the part of each formula that reads `grad.mean`.
+    ///
+    /// - `x`: `(grad.mean + grad.variance * 2 * (x - output.mean)) / dim_size(x, -1)`
+    #[derive(Clone, Debug)]
+    pub struct MomentsBackwardMean;
+
+    impl<B> __grad::Derivative<B, 1> for MomentsBackwardMean
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "moments";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let x = __saved.input(0);
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_div_scalar(
+                    grad,
+                    __grad::scalar(__grad::dim_size::<B>(
+                        x,
+                        -1,
+                        "op `moments`, input `x`: `(grad.mean + grad.variance * 2 * (x - output.mean)) / dim_size(x, -1)`",
+                    )),
+                ));
+            }
+            __grads
+        }
+    }
+
+    /// The backward pass of [`RoutedOps::moments`](super::RoutedOps::moments), from its formulas
+    /// (ops.toml:413).
+    ///
+    /// The node of `output.variance`: the part of each formula that reads `grad.variance`.
+    ///
+    /// - `x`: `(grad.mean + grad.variance * 2 * (x - output.mean)) / dim_size(x, -1)`
+    #[derive(Clone, Debug)]
+    pub struct MomentsBackwardVariance<B: rt::Backend> {
+        __output_mean: rt::FloatTensor<B>,
+    }
+
+    impl<B> __grad::Derivative<B, 1> for MomentsBackwardVariance<B>
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "moments";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        #[allow(clippy::approx_constant)]
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let x = __saved.input(0);
+            let __output_mean = self.__output_mean;
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_div_scalar(
+                    B::float_mul(
+                        B::float_mul_scalar(grad, __grad::scalar(2.0_f64)),
+                        B::float_sub(x.clone(), __output_mean),
+                    ),
+                    __grad::scalar(__grad::dim_size::<B>(
+                        x,
+                        -1,
+                        "op `moments`, input `x`: `(grad.mean + grad.variance * 2 * (x - output.mean)) / dim_size(x, -1)`",
+                    )),
+                ));
+            }
+            __grads
+        }
+    }
+
+    /// [`RoutedOps::moments`](super::RoutedOps::moments) on `Autodiff<B, C>`: the forward pass on
+    /// `B`, and [`MomentsBackwardMean`], [`MomentsBackwardVariance`] as its backward passes, one
+    /// node per float field.
     pub fn moments<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
     ) -> MomentsPrimitive<rt::Autodiff<B, C>>
     where
-        B: rt::Backend,
+        B: super::RoutedOps,
         C: rt::CheckpointStrategy,
     {
-        crate::kernels::composed::moments::<rt::Autodiff<B, C>>(x)
+        let mut __tape = __grad::Tape::split([Some(x)], [true], 2);
+        let x = __tape.input(0);
+        let __output = <B as super::RoutedOps>::moments(x);
+        let __derivative_mean = MomentsBackwardMean;
+        let __derivative_variance = MomentsBackwardVariance {
+            __output_mean: __grad::keep(&__output.mean),
+        };
+        let __output_mean = __tape.finish_part::<C, _>(__derivative_mean, __output.mean);
+        let __output_variance =
+            __tape.finish_part::<C, _>(__derivative_variance, __output.variance);
+        MomentsPrimitive {
+            mean: __output_mean,
+            variance: __output_variance,
+        }
     }
 
     /// [`RoutedOps::fill_where`](super::RoutedOps::fill_where) on `Autodiff<B, C>`: its composition

@@ -82,7 +82,7 @@ impl<const D: usize> Moments<D> {
 
 /// What `fill_where` writes where its mask is set.
 ///
-/// Declared at `ops.toml:412`; `FillPrimitive` is its backend-level form, which
+/// Declared at `ops.toml:415`; `FillPrimitive` is its backend-level form, which
 /// [`into_primitive`](Fill::into_primitive) and [`from_primitive`](Fill::from_primitive) convert to
 /// and from.
 #[derive(Clone, Debug)]

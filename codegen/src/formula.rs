@@ -107,6 +107,14 @@ pub struct Function {
     pub doc: &'static str,
 }
 
+impl Function {
+    /// Whether its value is a number whatever its arguments are (`dim_size`); the others are
+    /// tensors when any argument is one.
+    pub fn returns_number(&self) -> bool {
+        self.name == "dim_size"
+    }
+}
+
 const T: Param = Param::Tensor;
 const N: Param = Param::Number;
 const E: Param = Param::Either;
@@ -217,6 +225,11 @@ pub const FUNCTIONS: &[Function] = &[
         name: "mean_dim",
         params: &[T, Param::Dim],
         doc: "mean over a dimension, kept with size 1",
+    },
+    Function {
+        name: "dim_size",
+        params: &[T, Param::Dim],
+        doc: "the size of dimension `dim` of x, as a number",
     },
 ];
 

@@ -184,6 +184,14 @@ fn backward() -> impl Strategy<Value = &'static str> {
         Just("backward = { \"a.f0\" = \"grad * a.f1 * output.f0\", b = \"grad * a\" }\n"),
         Just("backward = \"crate::g::f\"\nsave = [\"a.x\", \"a\", \"a.Dense.0\", \"b.c.d\"]\n"),
         Just("backward = { \"a.f0\" = \"grad\" }\ncheckpoint = \"recompute\"\n"),
+        // Declared struct outputs by path: linear and not, unknown fields, a bare `grad`, and
+        // `dim_size` of an input, of a gradient and with a dimension that is not a literal.
+        Just(
+            "backward = { a = \"(grad.f0 + grad.f1 * a) / dim_size(a, -1)\", b = \"grad.f0 * grad.f1 + output.zz\" }\n"
+        ),
+        Just(
+            "backward = { a = \"grad * dim_size(grad.f0, 0) + dim_size(a, b) + dim_size(2, -1)\" }\n"
+        ),
         Just(
             "check = { shapes = { a = [2, 3], b = [[1], [2]] }, ranges = { a = [1, 0] }, args = { a = \"1 +\" }, tolerance = 0, gradients = 1 }\n"
         ),

@@ -207,7 +207,10 @@ fn cases(seed: u64) -> Vec<Case> {
         case("relu", vec![away(r, S, -2.0, 2.0, &[0.0])], one(ops::relu)),
         case(
             "relu_scale",
-            vec![input(r, S, -2.0, 2.0), away(r, [1, 1, 4], -2.0, 2.0, &[0.0])],
+            vec![
+                input(r, S, -2.0, 2.0),
+                away(r, [1, 1, 4], -2.0, 2.0, &[0.0]),
+            ],
             |t| ops::relu_scale(t[0].clone(), t[1].clone()),
         ),
         case("leaky_relu", vec![away(r, S, -2.0, 2.0, &[0.0])], |t| {
@@ -528,7 +531,9 @@ fn a_relu_mask_product_gives_burns_relu_gradient() {
     let grads = (ops::relu(x.clone()) * weights.clone()).sum().backward();
     let ours = values(&x.grad(&grads).expect("x's gradient"));
     let y = Tensor::<1>::from_data(data, &device).require_grad();
-    let grads = (burn_tensor::activation::relu(y.clone()) * weights).sum().backward();
+    let grads = (burn_tensor::activation::relu(y.clone()) * weights)
+        .sum()
+        .backward();
     let burns = values(&y.grad(&grads).expect("y's gradient"));
     assert_eq!(ours, [1.0, 0.0, 0.0, 4.0, 0.0, 6.0]);
     assert_eq!(ours, burns);

@@ -401,7 +401,7 @@ fn derivative_items(
 
     if backward.recompute {
         w.blank();
-        impl_head(&format!("{G}::Recompute<B, {n}>"), &ty_b, &bound, w);
+        impl_head(&format!("{G}::Recompute<B, {n}>"), &ty_b, bound, w);
         recompute_forward(op, group, n, w);
         w.close("}");
     }
@@ -1389,12 +1389,25 @@ fn term(t: &Term, cx: &mut Cx<'_>) -> Emitted {
         return text(cx.read(&name), 3);
     }
     let e = term_inner(t, cx);
-    if t.tensor || flat(&e.doc).len() <= 40 {
+    // (A number that reads a tensor, `dim_size(x, -1)`, stays in place: a binding would run
+    // before the reads to its left, which may move the tensor it reads.)
+    if t.tensor || flat(&e.doc).len() <= 40 || term_reads_tensor(t) {
         return e;
     }
     let local = names::number_local(cx.bindings.len());
     cx.bindings.push(format!("let {local} = {};", flat(&e.doc)));
     text(local, 3)
+}
+
+/// Whether `t` reads a tensor local (the incoming gradient, the output, a float input).
+fn term_reads_tensor(t: &Term) -> bool {
+    match &t.node {
+        TermNode::Grad | TermNode::Output | TermNode::Input(_) => true,
+        TermNode::Neg(i) => term_reads_tensor(i),
+        TermNode::Binary(_, a, b) => term_reads_tensor(a) || term_reads_tensor(b),
+        TermNode::Call(_, args) => args.iter().any(term_reads_tensor),
+        _ => false,
+    }
 }
 
 fn term_inner(t: &Term, cx: &mut Cx<'_>) -> Emitted {
@@ -1507,6 +1520,13 @@ fn function(name: &str, args: &[Term], cx: &mut Cx<'_>, formula: &str) -> Emitte
         ("clamp", _) => {
             let (x, lo, hi) = (e.remove(0), e.remove(0), e.remove(0));
             prim("float_clamp", vec![x.doc, scalar(lo), scalar(hi)])
+        }
+        ("dim_size", _) => {
+            let (x, d) = (e.remove(0), e.remove(0));
+            helper(
+                name,
+                vec![x.doc, d.doc, super::string_literal(formula).into()],
+            )
         }
         ("sum_dim" | "mean_dim", _) => {
             let (x, d) = (e.remove(0), e.remove(0));

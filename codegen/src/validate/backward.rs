@@ -1412,8 +1412,9 @@ impl<'a> Check<'a> {
                 if !ok {
                     return None;
                 }
-                // `where` is a tensor through its condition; the others through any argument.
-                let tensor = terms.iter().any(|t| t.tensor);
+                // `where` is a tensor through its condition; the others through any argument,
+                // but for `dim_size`, a number.
+                let tensor = !f.returns_number() && terms.iter().any(|t| t.tensor);
                 Some(Term {
                     tensor,
                     node: TermNode::Call(f.name, terms),
@@ -1516,10 +1517,10 @@ impl<'a> Check<'a> {
         key: &str,
     ) -> Option<Term> {
         let tensor = |node| Some(Term { tensor: true, node });
-        if !self.members.is_empty() {
-            if let Some(found) = self.output_name(name, span, text, key) {
-                return found;
-            }
+        if !self.members.is_empty()
+            && let Some(found) = self.output_name(name, span, text, key)
+        {
+            return found;
         }
         if name == formula::GRAD {
             return tensor(TermNode::Grad);

@@ -76,6 +76,15 @@ pub fn extent<B: Backend>(x: FloatTensor<B>) -> crate::ops::ExtentPrimitive<B> {
     }
 }
 
+/// `sum(x)` and `sum(x * x)` over the last dimension, with Burn's primitives on any backend.
+pub fn power_sums<B: Backend>(x: FloatTensor<B>) -> crate::ops::PowerSumsPrimitive<B> {
+    let last = x.shape().num_dims() - 1;
+    crate::ops::PowerSumsPrimitive {
+        first: B::float_sum_dim(x.clone(), last),
+        second: B::float_sum_dim(B::float_mul(x.clone(), x), last),
+    }
+}
+
 /// The shape of `extent`'s fields, from `x`'s spec: one element each.
 pub fn one_element(_x: &burn_route_runtime::rt::TensorSpec) -> Shape {
     Shape::new([1])

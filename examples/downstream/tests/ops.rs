@@ -4,7 +4,7 @@ use burn_route_downstream::{
     Extent, add_bias, clamp_count, cube_pow, extent, fill_like, try_add_bias,
 };
 #[cfg(feature = "autodiff")]
-use burn_route_downstream::{ScaleShift, scale_shift};
+use burn_route_downstream::{PowerSums, ScaleShift, power_sums, scale_shift};
 use burn_route_runtime::rt::{Device, Int, Tensor};
 
 fn values<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
@@ -272,4 +272,31 @@ fn cube_pow_refuses_a_dtype_its_kernels_do_not_take() {
     // Cast to a declared dtype, it runs.
     let out = try_cube_pow(x.cast(FloatDType::F32)).unwrap();
     assert_eq!(values(&out), [1.0, 8.0]);
+}
+
+/// `power_sums` returns a struct: its backward formula names each field's incoming gradient
+/// (`grad.first`, `grad.second`), and each field is a node of its own, so a loss over one field
+/// or both gets the right gradient.
+#[cfg(feature = "autodiff")]
+#[test]
+fn power_sums_gradients_come_from_each_field() {
+    let device = Device::flex().autodiff();
+    let data = [[1.0, -2.0, 3.0], [0.5, 0.0, -1.5]];
+    let x = Tensor::<2>::from_data(data, &device).require_grad();
+    let PowerSums { first, second } = power_sums(x.clone());
+    assert_eq!(values(&first), [2.0, -1.0]);
+    assert_eq!(values(&second), [14.0, 2.5]);
+    // loss = 3 * first + second: d/dx = 3 + 2 x.
+    let grads = (first * 3.0 + second).sum().backward();
+    assert_eq!(
+        values(&x.grad(&grads).unwrap()),
+        [5.0, -1.0, 9.0, 4.0, 3.0, 0.0]
+    );
+    // One field alone: d(sum of second)/dx = 2 x, and `first`'s node adds nothing.
+    let x = Tensor::<2>::from_data(data, &device).require_grad();
+    let grads = power_sums(x.clone()).second.sum().backward();
+    assert_eq!(
+        values(&x.grad(&grads).unwrap()),
+        [2.0, -4.0, 6.0, 1.0, 0.0, -3.0]
+    );
 }

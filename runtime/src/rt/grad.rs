@@ -732,6 +732,16 @@ pub fn mean_dim<B: Backend>(x: FloatTensor<B>, at: i64, formula: &str) -> FloatT
     B::float_mean_dim(x, d)
 }
 
+/// `dim_size(x, dim)`: the size of dimension `dim` of `x`, as a formula's number.
+///
+/// # Panics
+///
+/// As [`dim`]: when `x` has no such dimension.
+pub fn dim_size<B: Backend>(x: FloatTensor<B>, at: i64, formula: &str) -> f64 {
+    let shape = x.shape();
+    shape[dim(at, shape.num_dims(), formula)] as f64
+}
+
 /// `number - x`.
 pub fn rsub<B: Backend>(number: f64, x: FloatTensor<B>) -> FloatTensor<B> {
     B::float_add_scalar(B::float_neg(x), scalar(number))

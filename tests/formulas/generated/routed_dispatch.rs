@@ -2,6 +2,8 @@
 // Do not edit. Change tests/formulas/ops.toml and rebuild; bless the snapshot with `BLESS=1 cargo test --test generated`.
 
 use super::ops::FormulaOps;
+use super::ops::RowSumsPrimitive;
+use super::ops::SinCosPrimitive;
 #[cfg(burn_route_autodiff)]
 use super::ops::autodiff;
 use ::burn_route::rt;
@@ -265,6 +267,16 @@ impl FormulaOps for rt::Dispatch {
         unused: f64,
     ) -> rt::FloatTensor<Self> {
         self::route_recomputed_with_args::<__rt::Panic>(x, targets, flag, k, unused)
+    }
+    /// Routes like [`try_sin_cos`](fn@try_sin_cos), and panics with its error.
+    #[inline]
+    fn sin_cos(x: rt::FloatTensor<Self>) -> SinCosPrimitive<Self> {
+        self::route_sin_cos::<__rt::Panic>(x)
+    }
+    /// Routes like [`try_row_sums`](fn@try_row_sums), and panics with its error.
+    #[inline]
+    fn row_sums(x: rt::FloatTensor<Self>, scale: f32) -> RowSumsPrimitive<Self> {
+        self::route_row_sums::<__rt::Panic>(x, scale)
     }
 }
 
@@ -6398,6 +6410,327 @@ fn route_recomputed_with_args<F: __rt::OnError>(
             _ => __route.unrouted(),
         }),
         None => F::result(__plan_and_run(x, targets, flag, k, unused)),
+    }
+}
+
+/// The kernel call of [`try_sin_cos`](fn@try_sin_cos): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_sin_cos<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>) -> SinCosPrimitive<B>,
+    x: rt::DispatchTensor,
+) -> SinCosPrimitive<rt::Dispatch> {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x);
+    __out.__wrap(__route)
+}
+
+/// [`FormulaOps::sin_cos`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_sin_cos(x: rt::DispatchTensor) -> Result<SinCosPrimitive<rt::Dispatch>, rt::RouteError> {
+    self::route_sin_cos::<__rt::Fallible>(x)
+}
+
+/// The routing of [`try_sin_cos`](fn@try_sin_cos) and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_sin_cos<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<SinCosPrimitive<rt::Dispatch>> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "sin_cos",
+        rt::Policy::Differentiable,
+        "tests/formulas/ops.toml:494",
+        "tests/formulas/ops.toml:10",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_sin_cos as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+    ) -> Result<SinCosPrimitive<rt::Dispatch>, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::sin_cos, x)
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::sin_cos::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::sin_cos::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::sin_cos, x)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::sin_cos::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::sin_cos::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::sin_cos, x)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::sin_cos::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::sin_cos::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::sin_cos, x)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::sin_cos, x)
+            }
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::sin_cos, x)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x)),
+    }
+}
+
+/// The kernel call of [`try_row_sums`](fn@try_row_sums): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_row_sums<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, f32) -> RowSumsPrimitive<B>,
+    x: rt::DispatchTensor,
+    scale: f32,
+) -> RowSumsPrimitive<rt::Dispatch> {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x, scale);
+    __out.__wrap(__route)
+}
+
+/// [`FormulaOps::row_sums`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_row_sums(
+    x: rt::DispatchTensor,
+    scale: f32,
+) -> Result<RowSumsPrimitive<rt::Dispatch>, rt::RouteError> {
+    self::route_row_sums::<__rt::Fallible>(x, scale)
+}
+
+/// The routing of [`try_row_sums`](fn@try_row_sums) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_row_sums<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    scale: f32,
+) -> F::Out<RowSumsPrimitive<rt::Dispatch>> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "row_sums",
+        rt::Policy::Differentiable,
+        "tests/formulas/ops.toml:512",
+        "tests/formulas/ops.toml:10",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_row_sums as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        scale: f32,
+    ) -> Result<RowSumsPrimitive<rt::Dispatch>, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::row_sums, x, scale)
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::row_sums::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                    scale,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::row_sums::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                    scale,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::row_sums, x, scale)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::row_sums::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                    scale,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::row_sums::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    scale,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::row_sums, x, scale)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::row_sums::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                    scale,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::row_sums::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                    scale,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::row_sums, x, scale)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::row_sums, x, scale)
+            }
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::row_sums, x, scale)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x, scale)),
+    }
+}
+
+impl<B: __rt::Target> SinCosPrimitive<B> {
+    /// Wraps every tensor of a kernel's result as a `Dispatch` tensor, under the route's autodiff
+    /// context.
+    fn __wrap(self, __route: &__rt::Route) -> SinCosPrimitive<rt::Dispatch> {
+        SinCosPrimitive {
+            sin: B::float_out(__route, self.sin),
+            cos: B::float_out(__route, self.cos),
+        }
+    }
+}
+
+impl<B: __rt::Target> RowSumsPrimitive<B> {
+    /// Wraps every tensor of a kernel's result as a `Dispatch` tensor, under the route's autodiff
+    /// context.
+    fn __wrap(self, __route: &__rt::Route) -> RowSumsPrimitive<rt::Dispatch> {
+        RowSumsPrimitive {
+            total: B::float_out(__route, self.total),
+            squares: B::float_out(__route, self.squares),
+            rows: self.rows,
+        }
     }
 }
 

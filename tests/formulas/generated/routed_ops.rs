@@ -3,6 +3,34 @@
 
 use ::burn_route::rt;
 
+/// `sin(x)` and `cos(x)`.
+///
+/// Declared at `tests/formulas/ops.toml:483`; `SinCos` is its `Tensor<D>` form. Kernels take and
+/// return it with their backend's primitives; `Dispatch` routes it by its tensors, in declaration
+/// order.
+#[derive(Clone, Debug)]
+pub struct SinCosPrimitive<B: rt::Backend> {
+    /// `sin(x)`.
+    pub sin: rt::FloatTensor<B>,
+    /// `cos(x)`.
+    pub cos: rt::FloatTensor<B>,
+}
+
+/// The sums of a tensor's rows and its squares.
+///
+/// Declared at `tests/formulas/ops.toml:500`; `RowSums` is its `Tensor<D>` form. Kernels take and
+/// return it with their backend's primitives; `Dispatch` routes it by its tensors, in declaration
+/// order.
+#[derive(Clone, Debug)]
+pub struct RowSumsPrimitive<B: rt::Backend> {
+    /// The sum along the last dimension, kept with size 1.
+    pub total: rt::FloatTensor<B>,
+    /// `x * x`.
+    pub squares: rt::FloatTensor<B>,
+    /// How many rows were summed.
+    pub rows: usize,
+}
+
 /// Routed ops declared in `tests/formulas/ops.toml`.
 ///
 /// Implement it for `Flex`, `CubeBackend`, `Remote`; `Dispatch` gets a generated implementation
@@ -497,6 +525,29 @@ pub trait FormulaOps: rt::Backend {
     ) -> rt::FloatTensor<Self> {
         crate::formulas::forward::recomputed_with_args::<Self>(x, targets, flag, k, unused)
     }
+    /// `sin(x)` and `cos(x)` as one value: each field's gradient reads the other field.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/formulas/ops.toml:494`.
+    #[must_use]
+    fn sin_cos(x: rt::FloatTensor<Self>) -> SinCosPrimitive<Self> {
+        crate::formulas::forward::sin_cos::<Self>(x)
+    }
+    /// `sum_dim(x, -1)` and `x * x`, with a plain field: one field's gradient broadcasts back to
+    /// `x`.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/formulas/ops.toml:512`.
+    #[must_use]
+    fn row_sums(x: rt::FloatTensor<Self>, scale: f32) -> RowSumsPrimitive<Self> {
+        crate::formulas::forward::row_sums::<Self>(x, scale)
+    }
 }
 
 /// [`FormulaOps`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.
@@ -512,6 +563,8 @@ impl<B: rt::fusion::FusionBackend + FormulaOps> FormulaOps for rt::fusion::Fusio
 /// written from it: the generated `Dispatch` routing calls them for tracked inputs.
 #[cfg(burn_route_autodiff)]
 pub mod autodiff {
+    use super::RowSumsPrimitive;
+    use super::SinCosPrimitive;
     use super::rt;
     use rt::__private::grad as __grad;
 
@@ -2885,5 +2938,201 @@ pub mod autodiff {
             unused,
         };
         __tape.finish_recomputed::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`FormulaOps::sin_cos`](super::FormulaOps::sin_cos), from its formulas
+    /// (tests/formulas/ops.toml:498).
+    ///
+    /// The node of `output.sin`: the part of each formula that reads `grad.sin`.
+    ///
+    /// - `x`: `grad.sin * output.cos - grad.cos * output.sin`
+    #[derive(Clone, Debug)]
+    pub struct SinCosBackwardSin<B: rt::Backend> {
+        __output_cos: rt::FloatTensor<B>,
+    }
+
+    impl<B> __grad::Derivative<B, 1> for SinCosBackwardSin<B>
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "sin_cos";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            _: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let __output_cos = self.__output_cos;
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul(grad, __output_cos));
+            }
+            __grads
+        }
+    }
+
+    /// The backward pass of [`FormulaOps::sin_cos`](super::FormulaOps::sin_cos), from its formulas
+    /// (tests/formulas/ops.toml:498).
+    ///
+    /// The node of `output.cos`: the part of each formula that reads `grad.cos`.
+    ///
+    /// - `x`: `grad.sin * output.cos - grad.cos * output.sin`
+    #[derive(Clone, Debug)]
+    pub struct SinCosBackwardCos<B: rt::Backend> {
+        __output_sin: rt::FloatTensor<B>,
+    }
+
+    impl<B> __grad::Derivative<B, 1> for SinCosBackwardCos<B>
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "sin_cos";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            _: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let __output_sin = self.__output_sin;
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_neg(B::float_mul(grad, __output_sin)));
+            }
+            __grads
+        }
+    }
+
+    /// [`FormulaOps::sin_cos`](super::FormulaOps::sin_cos) on `Autodiff<B, C>`: the forward pass on
+    /// `B`, and [`SinCosBackwardSin`], [`SinCosBackwardCos`] as its backward passes, one node per
+    /// float field.
+    pub fn sin_cos<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> SinCosPrimitive<rt::Autodiff<B, C>>
+    where
+        B: super::FormulaOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::split([Some(x)], [false], 2);
+        let x = __tape.input(0);
+        let __output = <B as super::FormulaOps>::sin_cos(x);
+        let __derivative_sin = SinCosBackwardSin {
+            __output_cos: __grad::keep(&__output.cos),
+        };
+        let __derivative_cos = SinCosBackwardCos {
+            __output_sin: __grad::keep(&__output.sin),
+        };
+        let __output_sin = __tape.finish_part::<C, _>(__derivative_sin, __output.sin);
+        let __output_cos = __tape.finish_part::<C, _>(__derivative_cos, __output.cos);
+        SinCosPrimitive {
+            sin: __output_sin,
+            cos: __output_cos,
+        }
+    }
+
+    /// The backward pass of [`FormulaOps::row_sums`](super::FormulaOps::row_sums), from its
+    /// formulas (tests/formulas/ops.toml:516).
+    ///
+    /// The node of `output.total`: the part of each formula that reads `grad.total`.
+    ///
+    /// - `x`: `grad.total * scale + grad.squares * 2 * x`
+    #[derive(Clone, Debug)]
+    pub struct RowSumsBackwardTotal {
+        scale: f32,
+    }
+
+    impl<B> __grad::Derivative<B, 1> for RowSumsBackwardTotal
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "row_sums";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            _: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let scale = __grad::number(&self.scale);
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul_scalar(grad, __grad::scalar(scale)));
+            }
+            __grads
+        }
+    }
+
+    /// The backward pass of [`FormulaOps::row_sums`](super::FormulaOps::row_sums), from its
+    /// formulas (tests/formulas/ops.toml:516).
+    ///
+    /// The node of `output.squares`: the part of each formula that reads `grad.squares`.
+    ///
+    /// - `x`: `grad.total * scale + grad.squares * 2 * x`
+    #[derive(Clone, Debug)]
+    pub struct RowSumsBackwardSquares;
+
+    impl<B> __grad::Derivative<B, 1> for RowSumsBackwardSquares
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "row_sums";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        #[allow(clippy::approx_constant)]
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let x = __saved.input(0);
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul(
+                    B::float_mul_scalar(grad, __grad::scalar(2.0_f64)),
+                    x,
+                ));
+            }
+            __grads
+        }
+    }
+
+    /// [`FormulaOps::row_sums`](super::FormulaOps::row_sums) on `Autodiff<B, C>`: the forward pass
+    /// on `B`, and [`RowSumsBackwardTotal`], [`RowSumsBackwardSquares`] as its backward passes, one
+    /// node per float field.
+    pub fn row_sums<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        scale: f32,
+    ) -> RowSumsPrimitive<rt::Autodiff<B, C>>
+    where
+        B: super::FormulaOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::split([Some(x)], [true], 2);
+        let x = __tape.input(0);
+        let __output = <B as super::FormulaOps>::row_sums(x, __grad::keep(&scale));
+        let __derivative_total = RowSumsBackwardTotal {
+            scale: __grad::keep(&scale),
+        };
+        let __derivative_squares = RowSumsBackwardSquares;
+        let __output_total = __tape.finish_part::<C, _>(__derivative_total, __output.total);
+        let __output_squares = __tape.finish_part::<C, _>(__derivative_squares, __output.squares);
+        RowSumsPrimitive {
+            total: __output_total,
+            squares: __output_squares,
+            rows: __output.rows,
+        }
     }
 }

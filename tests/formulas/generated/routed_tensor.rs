@@ -3,8 +3,82 @@
 
 use super::dispatch;
 use super::ops::FormulaOps;
+use super::ops::RowSumsPrimitive;
+use super::ops::SinCosPrimitive;
 use ::burn_route::rt;
 use ::burn_route::rt::__private as __rt;
+
+/// `sin(x)` and `cos(x)`.
+///
+/// Declared at `tests/formulas/ops.toml:483`; `SinCosPrimitive` is its backend-level form, which
+/// [`into_primitive`](SinCos::into_primitive) and [`from_primitive`](SinCos::from_primitive)
+/// convert to and from.
+#[derive(Clone, Debug)]
+pub struct SinCos<const D: usize> {
+    /// `sin(x)`.
+    pub sin: rt::Tensor<D>,
+    /// `cos(x)`.
+    pub cos: rt::Tensor<D>,
+}
+
+impl<const D: usize> SinCos<D> {
+    /// The value as `Dispatch` primitives: what the `Dispatch` methods and the `try_` functions of
+    /// the dispatch module take.
+    #[must_use]
+    pub fn into_primitive(self) -> SinCosPrimitive<rt::Dispatch> {
+        SinCosPrimitive {
+            sin: self.sin.into_dispatch(),
+            cos: self.cos.into_dispatch(),
+        }
+    }
+
+    /// A value of `Dispatch` primitives (what the dispatch module returns) as `Tensor`s.
+    #[must_use]
+    pub fn from_primitive(__value: SinCosPrimitive<rt::Dispatch>) -> Self {
+        SinCos {
+            sin: rt::Tensor::from_dispatch(__value.sin),
+            cos: rt::Tensor::from_dispatch(__value.cos),
+        }
+    }
+}
+
+/// The sums of a tensor's rows and its squares.
+///
+/// Declared at `tests/formulas/ops.toml:500`; `RowSumsPrimitive` is its backend-level form, which
+/// [`into_primitive`](RowSums::into_primitive) and [`from_primitive`](RowSums::from_primitive)
+/// convert to and from.
+#[derive(Clone, Debug)]
+pub struct RowSums<const D: usize> {
+    /// The sum along the last dimension, kept with size 1.
+    pub total: rt::Tensor<D>,
+    /// `x * x`.
+    pub squares: rt::Tensor<D>,
+    /// How many rows were summed.
+    pub rows: usize,
+}
+
+impl<const D: usize> RowSums<D> {
+    /// The value as `Dispatch` primitives: what the `Dispatch` methods and the `try_` functions of
+    /// the dispatch module take.
+    #[must_use]
+    pub fn into_primitive(self) -> RowSumsPrimitive<rt::Dispatch> {
+        RowSumsPrimitive {
+            total: self.total.into_dispatch(),
+            squares: self.squares.into_dispatch(),
+            rows: self.rows,
+        }
+    }
+
+    /// A value of `Dispatch` primitives (what the dispatch module returns) as `Tensor`s.
+    #[must_use]
+    pub fn from_primitive(__value: RowSumsPrimitive<rt::Dispatch>) -> Self {
+        RowSums {
+            total: rt::Tensor::from_dispatch(__value.total),
+            squares: rt::Tensor::from_dispatch(__value.squares),
+            rows: __value.rows,
+        }
+    }
+}
 
 /// [`FormulaOps::mul`] on `Tensor`s, routed to the backend of its inputs.
 ///
@@ -1073,4 +1147,51 @@ pub fn try_recomputed_with_args<const D: usize>(
         unused,
     )?;
     Ok(rt::Tensor::from_dispatch(__out))
+}
+
+/// [`FormulaOps::sin_cos`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_sin_cos`](fn@try_sin_cos) returns the error instead.
+#[must_use]
+pub fn sin_cos<const D: usize>(x: rt::Tensor<D>) -> SinCos<D> {
+    let __out = <rt::Dispatch as FormulaOps>::sin_cos(x.into_dispatch());
+    SinCos::from_primitive(__out)
+}
+
+/// [`sin_cos`](fn@sin_cos), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_sin_cos<const D: usize>(x: rt::Tensor<D>) -> Result<SinCos<D>, rt::RouteError> {
+    let __out = dispatch::try_sin_cos(x.into_dispatch())?;
+    Ok(SinCos::from_primitive(__out))
+}
+
+/// [`FormulaOps::row_sums`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_row_sums`](fn@try_row_sums) returns the error instead.
+#[must_use]
+pub fn row_sums<const D: usize>(x: rt::Tensor<D>, scale: f32) -> RowSums<D> {
+    let __out = <rt::Dispatch as FormulaOps>::row_sums(x.into_dispatch(), scale);
+    RowSums::from_primitive(__out)
+}
+
+/// [`row_sums`](fn@row_sums), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_row_sums<const D: usize>(
+    x: rt::Tensor<D>,
+    scale: f32,
+) -> Result<RowSums<D>, rt::RouteError> {
+    let __out = dispatch::try_row_sums(x.into_dispatch(), scale)?;
+    Ok(RowSums::from_primitive(__out))
 }
