@@ -721,126 +721,137 @@ fn lanes_sum(values: &[f32]) -> f32 {
 }
 
 /// A compute-floor pass of an element-wise op of two inputs: `f` over `a` and `b` into a buffer
-/// of its own. (Generic over `f`, so that it is inlined into the pass: through a function
-/// pointer the loop stays scalar.)
-fn zip_pass(a: Vec<f32>, b: Vec<f32>, f: impl Fn(f32, f32) -> f32) -> impl FnMut() {
-    let mut out = vec![0.0_f32; a.len()];
-    move || {
-        out.iter_mut()
-            .zip(a.iter().zip(&b))
-            .for_each(|(o, (a, b))| *o = f(*a, *b));
-        black_box(&mut out);
-    }
+/// of its own. (A macro, so that the pass is a closure written in `compute`, compiled for its
+/// instruction set; and `f` is inlined into it: through a function pointer the loop stays
+/// scalar.)
+macro_rules! zip_pass {
+    ($a:expr, $b:expr, $f:expr) => {{
+        let (a, b, f): (Vec<f32>, Vec<f32>, _) = ($a, $b, $f);
+        let mut out = vec![0.0_f32; a.len()];
+        move || {
+            out.iter_mut()
+                .zip(a.iter().zip(&b))
+                .for_each(|(o, (a, b))| *o = f(*a, *b));
+            black_box(&mut out);
+        }
+    }};
 }
 
-/// The compute floor of each fused op, `compute/<op>/<size>`: the op's arithmetic (the same
-/// `burn_route::kernels::arith` functions its Flex kernel calls) over `size` elements, as
-/// passes over [`L1`]-float buffers that stay in the cache, on one thread, compiled for AVX2
-/// where the CPU has it like the kernels (`flex::vectorized`). Element-wise ops
-/// write into a buffer of their own; row-wise ops copy their inputs into one (in L1) and work in
-/// place there, as their kernels do (applied to its own output again, a norm would shrink the
-/// rows its weights scale down into subnormals); cross-entropy only reads. What is left of an op's time
-/// above the larger of its two floors is memory traffic the op could overlap, and overhead.
-fn compute(c: &mut Criterion) {
-    use burn_route::kernels::arith;
+burn_route::flex::simd_fn! {
+    /// The compute floor of each fused op, `compute/<op>/<size>`: the op's arithmetic (the same
+    /// `burn_route::kernels::arith` functions its Flex kernel calls) over `size` elements, as
+    /// passes over [`L1`]-float buffers that stay in the cache, on one thread, compiled for the
+    /// widest instruction set the CPU has, as the kernels are (`flex::simd_fn!`). Element-wise ops
+    /// write into a buffer of their own; row-wise ops copy their inputs into one (in L1) and work in
+    /// place there, as their kernels do (applied to its own output again, a norm would shrink the
+    /// rows its weights scale down into subnormals); cross-entropy only reads. What is left of an op's time
+    /// above the larger of its two floors is memory traffic the op could overlap, and overhead.
+    fn compute(c: &mut Criterion) {
+        use burn_route::kernels::arith;
 
-    let a = uniform(L1, 17, -3.0, 3.0);
-    let b = uniform(L1, 18, -3.0, 3.0);
-    let bias = uniform(WIDTH, 19, -1.0, 1.0);
-    let gamma = uniform(WIDTH, 20, 0.5, 1.5);
-    let beta = uniform(WIDTH, 21, -0.5, 0.5);
-    let classes: Vec<usize> = (0..L1 / CLASSES).map(|i| (i * 37 + 11) % CLASSES).collect();
-    let scale = 1.0 / (1.0 - P);
+        let a = uniform(L1, 17, -3.0, 3.0);
+        let b = uniform(L1, 18, -3.0, 3.0);
+        let bias = uniform(WIDTH, 19, -1.0, 1.0);
+        let gamma = uniform(WIDTH, 20, 0.5, 1.5);
+        let beta = uniform(WIDTH, 21, -0.5, 0.5);
+        let classes: Vec<usize> = (0..L1 / CLASSES).map(|i| (i * 37 + 11) % CLASSES).collect();
+        let scale = 1.0 / (1.0 - P);
 
-    // `pass` runs once per L1 buffer's worth of `n` elements, as one piece of
-    // `flex::map_pieces`: the way the kernels' loops run, compiled for AVX2 where the CPU has
-    // it (`flex::vectorized`). (The lock is taken once per iteration, outside the passes.)
-    fn run(c: &mut Criterion, name: &str, pass: impl FnMut() + Send) {
-        let pass = std::sync::Mutex::new(pass);
-        let mut group = c.benchmark_group(format!("compute/{name}"));
-        for (n, label) in &SIZES[1..] {
-            group.throughput(Throughput::Elements(*n as u64));
-            group.bench_function(BenchmarkId::from_parameter(label), |bench| {
-                bench.iter(|| {
-                    burn_route::flex::map_pieces(1, 1, burn_route::flex::Work::Light, |_, _| {
-                        let mut pass = pass.lock().expect("one benchmark at a time");
-                        for _ in 0..n / L1 {
-                            pass();
-                        }
-                    })
+        // `pass` runs once per L1 buffer's worth of `n` elements, as one piece of
+        // `flex::map_pieces`: the way the kernels' loops run. (The lock is taken once per
+        // iteration, outside the passes.)
+        fn run(c: &mut Criterion, name: &str, pass: impl FnMut() + Send) {
+            let pass = std::sync::Mutex::new(pass);
+            let mut group = c.benchmark_group(format!("compute/{name}"));
+            for (n, label) in &SIZES[1..] {
+                group.throughput(Throughput::Elements(*n as u64));
+                group.bench_function(BenchmarkId::from_parameter(label), |bench| {
+                    bench.iter(|| {
+                        burn_route::flex::map_pieces(1, 1, burn_route::flex::Work::Light, |_, _| {
+                            let mut pass = pass.lock().expect("one benchmark at a time");
+                            for _ in 0..n / L1 {
+                                pass();
+                            }
+                        })
+                    });
                 });
-            });
+            }
+            group.finish();
         }
-        group.finish();
+        let out = vec![0.0_f32; L1];
+        // (Each closure owns its buffers.)
+        // The element-wise ops of two inputs, into a buffer of their own.
+        run(
+            c,
+            "add_relu",
+            zip_pass!(a.clone(), b.clone(), arith::add_relu),
+        );
+        run(
+            c,
+            "axpby",
+            zip_pass!(a.clone(), b.clone(), |x, y| arith::axpby(x, y, ALPHA, BETA)),
+        );
+        run(c, "swiglu", zip_pass!(a.clone(), b.clone(), arith::swiglu));
+        let (a4, bias4) = (a.clone(), bias.clone());
+        let mut o4 = out.clone();
+        run(c, "bias_gelu", move || {
+            // (A copy of the inputs, then the kernel's own row function in place.)
+            o4.copy_from_slice(&a4);
+            for row in o4.chunks_exact_mut(WIDTH) {
+                arith::bias_gelu_row(row, &bias4);
+            }
+            black_box(&mut o4);
+        });
+        let (a5, g5) = (a.clone(), gamma.clone());
+        let mut x5 = out.clone();
+        run(c, "rms_norm", move || {
+            x5.copy_from_slice(&a5);
+            for row in x5.chunks_exact_mut(WIDTH) {
+                arith::rms_norm_row(row, &g5, EPS);
+            }
+            black_box(&mut x5);
+        });
+        let (a6, g6, b6) = (a.clone(), gamma.clone(), beta.clone());
+        let mut x6 = out.clone();
+        run(c, "layer_norm", move || {
+            x6.copy_from_slice(&a6);
+            for row in x6.chunks_exact_mut(WIDTH) {
+                arith::layer_norm_row(row, &g6, &b6, EPS);
+            }
+            black_box(&mut x6);
+        });
+        let a7 = a.clone();
+        let mut x7 = out.clone();
+        run(c, "softmax_last", move || {
+            x7.copy_from_slice(&a7);
+            for row in x7.chunks_exact_mut(WIDTH) {
+                arith::softmax_row(row);
+            }
+            black_box(&mut x7);
+        });
+        let x8 = a.clone();
+        run(c, "cross_entropy_logits", move || {
+            let loss: f64 = (0..L1 / CLASSES)
+                .map(|r| arith::cross_entropy_row(&x8[r * CLASSES..][..CLASSES], classes[r]))
+                .sum();
+            black_box(loss);
+        });
+        let mut x9 = a.clone();
+        let mut keep = vec![std::mem::MaybeUninit::<bool>::uninit(); L1];
+        let mut start = 0;
+        run(c, "dropout", move || {
+            burn_route::kernels::composed::dropout_keep_into(&mut keep, start, P, SEED);
+            start += L1;
+            // SAFETY: `dropout_keep_into` wrote every element of `keep`.
+            let kept = unsafe { std::slice::from_raw_parts(keep.as_ptr().cast::<bool>(), L1) };
+            arith::dropout_apply(&mut x9, kept, scale);
+            // (Kept values grow by `scale` each pass: start over from the inputs now and then.)
+            if start % (64 * L1) == 0 {
+                x9.copy_from_slice(&a);
+            }
+            black_box(&mut x9);
+        });
     }
-    let out = vec![0.0_f32; L1];
-    // (Each closure owns its buffers.)
-    // The element-wise ops of two inputs, into a buffer of their own.
-    run(
-        c,
-        "add_relu",
-        zip_pass(a.clone(), b.clone(), arith::add_relu),
-    );
-    run(
-        c,
-        "axpby",
-        zip_pass(a.clone(), b.clone(), |x, y| arith::axpby(x, y, ALPHA, BETA)),
-    );
-    run(c, "swiglu", zip_pass(a.clone(), b.clone(), arith::swiglu));
-    let (a4, bias4) = (a.clone(), bias.clone());
-    let mut o4 = out.clone();
-    run(c, "bias_gelu", move || {
-        // (A copy of the inputs, then the kernel's own row function in place.)
-        o4.copy_from_slice(&a4);
-        o4.chunks_exact_mut(WIDTH)
-            .for_each(|row| arith::bias_gelu_row(row, &bias4));
-        black_box(&mut o4);
-    });
-    let (a5, g5) = (a.clone(), gamma.clone());
-    let mut x5 = out.clone();
-    run(c, "rms_norm", move || {
-        x5.copy_from_slice(&a5);
-        x5.chunks_exact_mut(WIDTH)
-            .for_each(|row| arith::rms_norm_row(row, &g5, EPS));
-        black_box(&mut x5);
-    });
-    let (a6, g6, b6) = (a.clone(), gamma.clone(), beta.clone());
-    let mut x6 = out.clone();
-    run(c, "layer_norm", move || {
-        x6.copy_from_slice(&a6);
-        x6.chunks_exact_mut(WIDTH)
-            .for_each(|row| arith::layer_norm_row(row, &g6, &b6, EPS));
-        black_box(&mut x6);
-    });
-    let a7 = a.clone();
-    let mut x7 = out.clone();
-    run(c, "softmax_last", move || {
-        x7.copy_from_slice(&a7);
-        x7.chunks_exact_mut(WIDTH).for_each(arith::softmax_row);
-        black_box(&mut x7);
-    });
-    let x8 = a.clone();
-    run(c, "cross_entropy_logits", move || {
-        let loss: f64 = (0..L1 / CLASSES)
-            .map(|r| arith::cross_entropy_row(&x8[r * CLASSES..][..CLASSES], classes[r]))
-            .sum();
-        black_box(loss);
-    });
-    let mut x9 = a.clone();
-    let mut keep = vec![std::mem::MaybeUninit::<bool>::uninit(); L1];
-    let mut start = 0;
-    run(c, "dropout", move || {
-        burn_route::kernels::composed::dropout_keep_into(&mut keep, start, P, SEED);
-        start += L1;
-        // SAFETY: `dropout_keep_into` wrote every element of `keep`.
-        let kept = unsafe { std::slice::from_raw_parts(keep.as_ptr().cast::<bool>(), L1) };
-        arith::dropout_apply(&mut x9, kept, scale);
-        // (Kept values grow by `scale` each pass: start over from the inputs now and then.)
-        if start % (64 * L1) == 0 {
-            x9.copy_from_slice(&a);
-        }
-        black_box(&mut x9);
-    });
 }
 
 // --- Both variants compute the same thing (checked once, at 1K elements, before timing). ---

@@ -9,9 +9,10 @@
 //!   that buffer is uniquely owned and dense, as Burn's own float ops do; otherwise into a fresh
 //!   buffer that is never zero-filled: each piece starts as a copy of the target's values, made
 //!   just before the kernel updates it, so the copy is still in cache.
-//! - **AVX2 where the CPU has it.** Each piece of work runs inside [`vectorized`], so the
-//!   kernels' loops over [`math`] use eight lanes on an AVX2 CPU instead of SSE2's four, picked
-//!   at run time; the results are the same bits on every instruction set.
+//! - **AVX2 or AVX-512 where the CPU has it.** Each piece of work runs inside [`vectorized`],
+//!   so the kernels' loops over [`math`] use eight lanes on an AVX2 CPU instead of SSE2's four;
+//!   a kernel written inside [`simd_fn!`] gets sixteen on an AVX-512 CPU. Picked at run time
+//!   ([`isa`]); the results are the same bits on every instruction set.
 //! - **Parallel when Flex is.** When Flex runs its own loops on rayon ([`PARALLEL`]), large
 //!   tensors are cut into pieces of whole rows that rayon's pool runs on every core; small ones
 //!   stay on the calling thread ([`Work`] says from what size, per kind of kernel). The pieces
@@ -36,7 +37,8 @@
 pub mod math;
 mod vector;
 
-pub use vector::vectorized;
+pub use crate::simd_fn;
+pub use vector::{Isa, isa, vectorized};
 
 use std::mem::MaybeUninit;
 
@@ -534,7 +536,7 @@ const LANES: usize = 8;
 /// one long dependency chain the compiler may not reorder (float addition is not associative),
 /// so it runs at one addition per few cycles; lanes let it vectorise. The order of additions is
 /// fixed, so the result is the same on every run.
-#[inline]
+#[inline(always)]
 pub fn sum_by(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut lanes = [0.0_f32; LANES];
     let mut chunks = xs.chunks_exact(LANES);
@@ -548,7 +550,7 @@ pub fn sum_by(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
 }
 
 /// `sum(f(a, b))` over `a` and `b` side by side, in lanes like [`sum_by`].
-#[inline]
+#[inline(always)]
 pub fn sum_by2(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f32 {
     let mut lanes = [0.0_f32; LANES];
     let (mut ca, mut cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
@@ -567,7 +569,7 @@ pub fn sum_by2(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f32 {
 }
 
 /// `sum(f(a, b, c))` over three slices side by side, in lanes like [`sum_by`].
-#[inline]
+#[inline(always)]
 pub fn sum_by3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32) -> f32 {
     let mut lanes = [0.0_f32; LANES];
     let (mut ca, mut cb, mut cc) = (
@@ -591,7 +593,7 @@ pub fn sum_by3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32
 }
 
 /// The largest number of `xs` (`-inf` when empty or all NaN), in lanes like [`sum_by`].
-#[inline]
+#[inline(always)]
 pub fn max_of(xs: &[f32]) -> f32 {
     let mut lanes = [f32::NEG_INFINITY; LANES];
     let mut chunks = xs.chunks_exact(LANES);

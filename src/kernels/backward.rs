@@ -16,8 +16,8 @@ use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_r
 use super::flex::{grads_in_f32, in_f32};
 use crate::flex::math::sigmoid;
 use crate::flex::{
-    Rows, Work, keep_if, max_of, sum_by, sum_by2, sum_by3, tensor, update_many, update_rows,
-    update_rows_with,
+    Rows, Work, keep_if, max_of, simd_fn, sum_by, sum_by2, sum_by3, tensor, update_many,
+    update_rows, update_rows_with,
 };
 
 /// The mean over the last dimension, kept with size 1.
@@ -161,7 +161,7 @@ fn row_inputs<'a>(
 
 #[inline(always)]
 fn gelu_derivative(z: f32) -> f32 {
-    let cdf = 0.5 * (1.0 + super::arith::gelu_erf(z * std::f32::consts::FRAC_1_SQRT_2));
+    let cdf = 0.5 * (1.0 + crate::flex::math::erf(z * std::f32::consts::FRAC_1_SQRT_2));
     let pdf = crate::flex::math::exp(-0.5 * z * z) * 0.398_942_3; // 1 / sqrt(2 pi)
     cdf + z * pdf
 }
@@ -185,25 +185,7 @@ impl BackwardKernels for Flex {
         };
         let (w, [_, want_bias]) = (b.len(), wanted);
         // `dx` over the incoming gradient's buffer when it is ours.
-        let (dx, partials) = update_rows_with(
-            grad,
-            Work::Heavy,
-            || vec![0.0_f32; if want_bias { w } else { 0 }],
-            |db, first, rows| {
-                xs.zip(first, rows, |d, xs| {
-                    for (d, x) in d.chunks_exact_mut(w).zip(xs.chunks_exact(w)) {
-                        d.iter_mut()
-                            .zip(x)
-                            .zip(b)
-                            .for_each(|((d, x), b)| *d *= gelu_derivative(x + b));
-                        if want_bias {
-                            db.iter_mut().zip(d.iter()).for_each(|(s, d)| *s += d);
-                        }
-                    }
-                });
-            },
-        )
-        .unwrap_or_else(|_| unreachable!("the gradient has rows"));
+        let (dx, partials) = bias_gelu_grads(grad, &xs, b, want_bias);
         [Some(dx), want_bias.then(|| total(partials, w))]
     }
 
@@ -231,45 +213,12 @@ impl BackwardKernels for Flex {
             // Both in one pass: `dgate` over the gradient's buffer and `dup` over `gate`'s,
             // each when it is ours.
             [true, true] => {
-                let ([d_gate, d_up], _) = update_many(
-                    [grad, gate],
-                    Work::Heavy,
-                    || (),
-                    |(), first, [d, g]| {
-                        up_rows.stretches(first, d.len(), |offset, u| {
-                            let (d, g) = (
-                                &mut d[offset..offset + u.len()],
-                                &mut g[offset..offset + u.len()],
-                            );
-                            for ((d, g), u) in d.iter_mut().zip(g.iter_mut()).zip(u) {
-                                let s = sigmoid(*g);
-                                let silu = *g * s;
-                                *g = *d * silu;
-                                *d *= u * (s + silu * (1.0 - s));
-                            }
-                        });
-                    },
-                )
-                .unwrap_or_else(|_| unreachable!("checked above"));
+                let [d_gate, d_up] = swiglu_grads(grad, gate, &up_rows);
                 [Some(d_gate), Some(d_up)]
             }
             [want_gate, _] => {
                 let gate_rows = Rows::of(&gate).expect("checked above");
-                let d = update_rows(grad, Work::Heavy, |first, d| {
-                    gate_rows.stretches2(&up_rows, first, d.len(), |offset, g, u| {
-                        let d = &mut d[offset..offset + g.len()];
-                        for ((d, g), u) in d.iter_mut().zip(g).zip(u) {
-                            let s = sigmoid(*g);
-                            let silu = g * s;
-                            *d *= if want_gate {
-                                u * (s + silu * (1.0 - s))
-                            } else {
-                                silu
-                            };
-                        }
-                    });
-                })
-                .unwrap_or_else(|_| unreachable!("the gradient has rows"));
+                let d = swiglu_grad(grad, &gate_rows, &up_rows, want_gate);
                 if want_gate {
                     [Some(d), None]
                 } else {
@@ -403,16 +352,7 @@ impl BackwardKernels for Flex {
         let (Some(ys), true) = (Rows::of(&y), grad.shape() == y.shape()) else {
             return generic::softmax_last_backward::<Self>(y, grad);
         };
-        let width = ys.width();
-        update_rows(grad, Work::Moderate, |first, rows| {
-            ys.zip(first, rows, |d, ys| {
-                for (d, y) in d.chunks_exact_mut(width).zip(ys.chunks_exact(width)) {
-                    let dot = sum_by2(y, d, |y, g| y * g);
-                    d.iter_mut().zip(y).for_each(|(d, y)| *d = y * (*d - dot));
-                }
-            });
-        })
-        .unwrap_or_else(|_| unreachable!("the gradient has rows"))
+        softmax_grad(grad, &ys)
     }
 
     fn add_relu_backward(
@@ -484,6 +424,125 @@ impl BackwardKernels for Flex {
         let class_of_row = super::composed::target_classes::<Self>(&targets, batch, classes);
         let per_row = scale / batch as f32;
         // Over the logits' own buffer when it is ours (the saved logits are not needed after).
+        cross_entropy_grad(logits, &class_of_row, per_row)
+            .unwrap_or_else(|logits| generic::cross_entropy_backward::<Self>(logits, targets, grad))
+    }
+}
+
+// The loops of the transcendental kernels above, each compiled per instruction set (see
+// `simd_fn!`).
+
+simd_fn! {
+    /// `grad * gelu'(x + b)` over the gradient's buffer when it is ours, and per piece of rows
+    /// the partial sums of that product over the rows (the bias gradient) when `want_bias`.
+    fn bias_gelu_grads(
+        grad: FlexTensor,
+        xs: &Rows<'_>,
+        b: &[f32],
+        want_bias: bool,
+    ) -> (FlexTensor, Vec<Vec<f32>>) {
+        let w = b.len();
+        update_rows_with(
+            grad,
+            Work::Heavy,
+            || vec![0.0_f32; if want_bias { w } else { 0 }],
+            |db, first, rows| {
+                xs.zip(first, rows, |d, xs| {
+                    for (d, x) in d.chunks_exact_mut(w).zip(xs.chunks_exact(w)) {
+                        d.iter_mut()
+                            .zip(x)
+                            .zip(b)
+                            .for_each(|((d, x), b)| *d *= gelu_derivative(x + b));
+                        if want_bias {
+                            db.iter_mut().zip(d.iter()).for_each(|(s, d)| *s += d);
+                        }
+                    }
+                });
+            },
+        )
+        .unwrap_or_else(|_| unreachable!("the gradient has rows"))
+    }
+}
+
+simd_fn! {
+    /// Both gradients of `swiglu` in one pass: `dgate` over the gradient's buffer and `dup` over
+    /// `gate`'s, each when it is ours.
+    fn swiglu_grads(grad: FlexTensor, gate: FlexTensor, up_rows: &Rows<'_>) -> [FlexTensor; 2] {
+        let ([d_gate, d_up], _) = update_many(
+            [grad, gate],
+            Work::Heavy,
+            || (),
+            |(), first, [d, g]| {
+                up_rows.stretches(first, d.len(), |offset, u| {
+                    let (d, g) = (
+                        &mut d[offset..offset + u.len()],
+                        &mut g[offset..offset + u.len()],
+                    );
+                    for ((d, g), u) in d.iter_mut().zip(g.iter_mut()).zip(u) {
+                        let s = sigmoid(*g);
+                        let silu = *g * s;
+                        *g = *d * silu;
+                        *d *= u * (s + silu * (1.0 - s));
+                    }
+                });
+            },
+        )
+        .unwrap_or_else(|_| unreachable!("the caller checked the shapes and rows"));
+        [d_gate, d_up]
+    }
+}
+
+simd_fn! {
+    /// One gradient of `swiglu`: `dgate` when `want_gate`, else `dup`.
+    fn swiglu_grad(
+        grad: FlexTensor,
+        gate_rows: &Rows<'_>,
+        up_rows: &Rows<'_>,
+        want_gate: bool,
+    ) -> FlexTensor {
+        update_rows(grad, Work::Heavy, |first, d| {
+            gate_rows.stretches2(up_rows, first, d.len(), |offset, g, u| {
+                let d = &mut d[offset..offset + g.len()];
+                for ((d, g), u) in d.iter_mut().zip(g).zip(u) {
+                    let s = sigmoid(*g);
+                    let silu = g * s;
+                    *d *= if want_gate {
+                        u * (s + silu * (1.0 - s))
+                    } else {
+                        silu
+                    };
+                }
+            });
+        })
+        .unwrap_or_else(|_| unreachable!("the gradient has rows"))
+    }
+}
+
+simd_fn! {
+    /// `y * (grad - sum(y * grad))` per row, over the gradient's buffer when it is ours.
+    fn softmax_grad(grad: FlexTensor, ys: &Rows<'_>) -> FlexTensor {
+        let width = ys.width();
+        update_rows(grad, Work::Moderate, |first, rows| {
+            ys.zip(first, rows, |d, ys| {
+                for (d, y) in d.chunks_exact_mut(width).zip(ys.chunks_exact(width)) {
+                    let dot = sum_by2(y, d, |y, g| y * g);
+                    d.iter_mut().zip(y).for_each(|(d, y)| *d = y * (*d - dot));
+                }
+            });
+        })
+        .unwrap_or_else(|_| unreachable!("the gradient has rows"))
+    }
+}
+
+simd_fn! {
+    /// `(softmax(row) - one_hot(class)) * per_row` for each row of `logits`, over its buffer
+    /// when it is ours.
+    fn cross_entropy_grad(
+        logits: FlexTensor,
+        class_of_row: &[usize],
+        per_row: f32,
+    ) -> Result<FlexTensor, FlexTensor> {
+        let classes = logits.shape()[1];
         update_rows(logits, Work::Heavy, |first, rows| {
             for (k, row) in rows.chunks_exact_mut(classes).enumerate() {
                 let max = max_of(row);
@@ -495,7 +554,6 @@ impl BackwardKernels for Flex {
                 row[class_of_row[first + k]] -= per_row;
             }
         })
-        .unwrap_or_else(|logits| generic::cross_entropy_backward::<Self>(logits, targets, grad))
     }
 }
 
