@@ -737,64 +737,65 @@ macro_rules! zip_pass {
     }};
 }
 
+/// `compute/<name>`: `pass` once per L1 buffer's worth of `n` elements, as one piece of
+/// `flex::map_pieces`, the way the kernels' loops run: a pass written in [`compute`] is compiled
+/// per instruction set with it, one written in [`compute_on_avx2`] runs inside
+/// `flex::vectorized`, on AVX2. (The lock is taken once per iteration, outside the passes.)
+fn compute_group(c: &mut Criterion, name: &str, pass: impl FnMut() + Send) {
+    let pass = std::sync::Mutex::new(pass);
+    let mut group = c.benchmark_group(format!("compute/{name}"));
+    for (n, label) in &SIZES[1..] {
+        group.throughput(Throughput::Elements(*n as u64));
+        group.bench_function(BenchmarkId::from_parameter(label), |bench| {
+            bench.iter(|| {
+                burn_route::flex::map_pieces(1, 1, burn_route::flex::Work::Light, |_, _| {
+                    let mut pass = pass.lock().expect("one benchmark at a time");
+                    for _ in 0..n / L1 {
+                        pass();
+                    }
+                })
+            });
+        });
+    }
+    group.finish();
+}
+
 burn_route::flex::simd_fn! {
-    /// The compute floor of each fused op, `compute/<op>/<size>`: the op's arithmetic (the same
-    /// `burn_route::kernels::arith` functions its Flex kernel calls) over `size` elements, as
-    /// passes over [`L1`]-float buffers that stay in the cache, on one thread, compiled for the
-    /// widest instruction set the CPU has, as the kernels are (`flex::simd_fn!`). Element-wise ops
-    /// write into a buffer of their own; row-wise ops copy their inputs into one (in L1) and work in
-    /// place there, as their kernels do (applied to its own output again, a norm would shrink the
-    /// rows its weights scale down into subnormals); cross-entropy only reads. What is left of an op's time
-    /// above the larger of its two floors is memory traffic the op could overlap, and overhead.
+    /// The compute floor of each fused op, `compute/<op>/<size>`: the op's arithmetic (the
+    /// same `burn_route::kernels::arith` functions its Flex kernel calls) over `size` elements,
+    /// as passes over [`L1`]-float buffers that stay in the cache, on one thread, compiled for
+    /// the instruction set its kernel runs on: the widest the CPU has for the ops whose kernels
+    /// are written in `flex::simd_fn!` (here), AVX2 for the others ([`compute_on_avx2`]).
+    /// Element-wise ops write into a buffer of their own; row-wise ops copy their inputs into
+    /// one (in L1) and work in place there, as their kernels do (applied to its own output
+    /// again, a norm would shrink the rows its weights scale down into subnormals);
+    /// cross-entropy only reads. What is left of an op's time above the larger of its two
+    /// floors is memory traffic the op could overlap, and overhead.
     fn compute(c: &mut Criterion) {
         use burn_route::kernels::arith;
 
         let a = uniform(L1, 17, -3.0, 3.0);
         let b = uniform(L1, 18, -3.0, 3.0);
         let bias = uniform(WIDTH, 19, -1.0, 1.0);
-        let gamma = uniform(WIDTH, 20, 0.5, 1.5);
-        let beta = uniform(WIDTH, 21, -0.5, 0.5);
         let classes: Vec<usize> = (0..L1 / CLASSES).map(|i| (i * 37 + 11) % CLASSES).collect();
-        let scale = 1.0 / (1.0 - P);
 
-        // `pass` runs once per L1 buffer's worth of `n` elements, as one piece of
-        // `flex::map_pieces`: the way the kernels' loops run. (The lock is taken once per
-        // iteration, outside the passes.)
-        fn run(c: &mut Criterion, name: &str, pass: impl FnMut() + Send) {
-            let pass = std::sync::Mutex::new(pass);
-            let mut group = c.benchmark_group(format!("compute/{name}"));
-            for (n, label) in &SIZES[1..] {
-                group.throughput(Throughput::Elements(*n as u64));
-                group.bench_function(BenchmarkId::from_parameter(label), |bench| {
-                    bench.iter(|| {
-                        burn_route::flex::map_pieces(1, 1, burn_route::flex::Work::Light, |_, _| {
-                            let mut pass = pass.lock().expect("one benchmark at a time");
-                            for _ in 0..n / L1 {
-                                pass();
-                            }
-                        })
-                    });
-                });
-            }
-            group.finish();
-        }
         let out = vec![0.0_f32; L1];
         // (Each closure owns its buffers.)
         // The element-wise ops of two inputs, into a buffer of their own.
-        run(
+        compute_group(
             c,
             "add_relu",
             zip_pass!(a.clone(), b.clone(), arith::add_relu),
         );
-        run(
+        compute_group(
             c,
             "axpby",
             zip_pass!(a.clone(), b.clone(), |x, y| arith::axpby(x, y, ALPHA, BETA)),
         );
-        run(c, "swiglu", zip_pass!(a.clone(), b.clone(), arith::swiglu));
+        compute_group(c, "swiglu", zip_pass!(a.clone(), b.clone(), arith::swiglu));
         let (a4, bias4) = (a.clone(), bias.clone());
         let mut o4 = out.clone();
-        run(c, "bias_gelu", move || {
+        compute_group(c, "bias_gelu", move || {
             // (A copy of the inputs, then the kernel's own row function in place.)
             o4.copy_from_slice(&a4);
             for row in o4.chunks_exact_mut(WIDTH) {
@@ -802,27 +803,9 @@ burn_route::flex::simd_fn! {
             }
             black_box(&mut o4);
         });
-        let (a5, g5) = (a.clone(), gamma.clone());
-        let mut x5 = out.clone();
-        run(c, "rms_norm", move || {
-            x5.copy_from_slice(&a5);
-            for row in x5.chunks_exact_mut(WIDTH) {
-                arith::rms_norm_row(row, &g5, EPS);
-            }
-            black_box(&mut x5);
-        });
-        let (a6, g6, b6) = (a.clone(), gamma.clone(), beta.clone());
-        let mut x6 = out.clone();
-        run(c, "layer_norm", move || {
-            x6.copy_from_slice(&a6);
-            for row in x6.chunks_exact_mut(WIDTH) {
-                arith::layer_norm_row(row, &g6, &b6, EPS);
-            }
-            black_box(&mut x6);
-        });
         let a7 = a.clone();
         let mut x7 = out.clone();
-        run(c, "softmax_last", move || {
+        compute_group(c, "softmax_last", move || {
             x7.copy_from_slice(&a7);
             for row in x7.chunks_exact_mut(WIDTH) {
                 arith::softmax_row(row);
@@ -830,28 +813,58 @@ burn_route::flex::simd_fn! {
             black_box(&mut x7);
         });
         let x8 = a.clone();
-        run(c, "cross_entropy_logits", move || {
+        compute_group(c, "cross_entropy_logits", move || {
             let loss: f64 = (0..L1 / CLASSES)
                 .map(|r| arith::cross_entropy_row(&x8[r * CLASSES..][..CLASSES], classes[r]))
                 .sum();
             black_box(loss);
         });
-        let mut x9 = a.clone();
-        let mut keep = vec![std::mem::MaybeUninit::<bool>::uninit(); L1];
-        let mut start = 0;
-        run(c, "dropout", move || {
-            burn_route::kernels::composed::dropout_keep_into(&mut keep, start, P, SEED);
-            start += L1;
-            // SAFETY: `dropout_keep_into` wrote every element of `keep`.
-            let kept = unsafe { std::slice::from_raw_parts(keep.as_ptr().cast::<bool>(), L1) };
-            arith::dropout_apply(&mut x9, kept, scale);
-            // (Kept values grow by `scale` each pass: start over from the inputs now and then.)
-            if start % (64 * L1) == 0 {
-                x9.copy_from_slice(&a);
-            }
-            black_box(&mut x9);
-        });
     }
+}
+
+/// The compute floors of the ops whose kernels run on AVX2 (`flex::vectorized`, not
+/// `flex::simd_fn!`): the norms and dropout. See [`compute`].
+fn compute_on_avx2(c: &mut Criterion) {
+    use burn_route::kernels::arith;
+
+    let a = uniform(L1, 17, -3.0, 3.0);
+    let gamma = uniform(WIDTH, 20, 0.5, 1.5);
+    let beta = uniform(WIDTH, 21, -0.5, 0.5);
+    let scale = 1.0 / (1.0 - P);
+    let out = vec![0.0_f32; L1];
+    let (a5, g5) = (a.clone(), gamma.clone());
+    let mut x5 = out.clone();
+    compute_group(c, "rms_norm", move || {
+        x5.copy_from_slice(&a5);
+        for row in x5.chunks_exact_mut(WIDTH) {
+            arith::rms_norm_row(row, &g5, EPS);
+        }
+        black_box(&mut x5);
+    });
+    let (a6, g6, b6) = (a.clone(), gamma.clone(), beta.clone());
+    let mut x6 = out.clone();
+    compute_group(c, "layer_norm", move || {
+        x6.copy_from_slice(&a6);
+        for row in x6.chunks_exact_mut(WIDTH) {
+            arith::layer_norm_row(row, &g6, &b6, EPS);
+        }
+        black_box(&mut x6);
+    });
+    let mut x9 = a.clone();
+    let mut keep = vec![std::mem::MaybeUninit::<bool>::uninit(); L1];
+    let mut start = 0;
+    compute_group(c, "dropout", move || {
+        burn_route::kernels::composed::dropout_keep_into(&mut keep, start, P, SEED);
+        start += L1;
+        // SAFETY: `dropout_keep_into` wrote every element of `keep`.
+        let kept = unsafe { std::slice::from_raw_parts(keep.as_ptr().cast::<bool>(), L1) };
+        arith::dropout_apply(&mut x9, kept, scale);
+        // (Kept values grow by `scale` each pass: start over from the inputs now and then.)
+        if start % (64 * L1) == 0 {
+            x9.copy_from_slice(&a);
+        }
+        black_box(&mut x9);
+    });
 }
 
 // --- Both variants compute the same thing (checked once, at 1K elements, before timing). ---
@@ -989,14 +1002,14 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, floor, floors, compute, elementwise, rowwise, views, backward, views_backward, half
+    targets = same_values, floor, floors, compute, compute_on_avx2, elementwise, rowwise, views, backward, views_backward, half
 }
 
 #[cfg(not(feature = "autodiff"))]
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, floor, floors, compute, elementwise, rowwise, views, half
+    targets = same_values, floor, floors, compute, compute_on_avx2, elementwise, rowwise, views, half
 }
 
 criterion_main!(benches);

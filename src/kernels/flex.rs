@@ -94,8 +94,8 @@ simd_fn! {
         work: Work,
         f: impl Fn(f32, f32) -> f32 + Sync,
     ) -> Result<FlexTensor, Box<(FlexTensor, FlexTensor)>> {
-        if a.layout().shape() != b.layout().shape() || Rows::of(&a).is_none() || Rows::of(&b).is_none()
-        {
+        let same_shape = a.layout().shape() == b.layout().shape();
+        if !same_shape || Rows::of(&a).is_none() || Rows::of(&b).is_none() {
             return Err(Box::new((a, b)));
         }
         if !is_writable(&a) && !is_writable(&b) {

@@ -134,7 +134,9 @@ unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
 /// closure) inside. The results are the same bits on every path (see the module's docs).
 ///
 /// The function takes named arguments (no patterns, no generic parameters; `impl Trait`
-/// arguments are fine); attributes and docs above it are kept.
+/// arguments are fine); attributes and docs above it are kept. The expansion calls the
+/// AVX-512 and AVX2 builds in an `unsafe` block (the CPU's support is checked first), so a crate
+/// that forbids `unsafe_code` cannot use it.
 ///
 /// ```
 /// use burn_route_runtime::flex::{Work, math, tensor, update_rows};
@@ -165,22 +167,24 @@ macro_rules! simd_fn {
     ) => {
         $(#[$attr])*
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            // (`__`-prefixed: items, unlike local variables, are not hygienic, and the body
+            // may call a function of its own crate.)
+            fn __simd_baseline($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f")]
-                fn avx512($($arg: $ty),*) $(-> $ret)? $body
-                #[target_feature(enable = "avx2")]
-                fn avx2($($arg: $ty),*) $(-> $ret)? $body
-                match $crate::flex::isa() {
-                    // SAFETY: the CPU has AVX-512F (`isa` never exceeds what it detected).
-                    $crate::flex::Isa::Avx512 => return unsafe { avx512($($arg),*) },
-                    // SAFETY: the CPU has AVX2 (as above).
-                    $crate::flex::Isa::Avx2 => return unsafe { avx2($($arg),*) },
-                    $crate::flex::Isa::Baseline => {}
-                }
+            #[target_feature(enable = "avx512f")]
+            fn __simd_avx512($($arg: $ty),*) $(-> $ret)? $body
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            fn __simd_avx2($($arg: $ty),*) $(-> $ret)? $body
+            match $crate::flex::isa() {
+                // SAFETY: the CPU has AVX-512F (`isa` never exceeds what it detected).
+                #[cfg(target_arch = "x86_64")]
+                $crate::flex::Isa::Avx512 => unsafe { __simd_avx512($($arg),*) },
+                // SAFETY: the CPU has AVX2 (as above).
+                #[cfg(target_arch = "x86_64")]
+                $crate::flex::Isa::Avx2 => unsafe { __simd_avx2($($arg),*) },
+                _ => __simd_baseline($($arg),*),
             }
-            fn baseline($($arg: $ty),*) $(-> $ret)? $body
-            baseline($($arg),*)
         }
     };
 }
