@@ -14,8 +14,7 @@
 //!   a kernel written inside [`simd_fn!`] gets sixteen on an AVX-512 CPU. Picked at run time
 //!   ([`isa`]); the results are the same bits on every instruction set.
 //! - **Parallel when Flex is.** When Flex runs its own loops on rayon ([`PARALLEL`]), large
-//!   tensors are cut into pieces of whole rows that the calling thread and rayon's pool share
-//!   on every core, the caller working from the start rather than waiting asleep; small ones
+//!   tensors are cut into pieces of whole rows that rayon's pool runs on every core; small ones
 //!   stay on the calling thread ([`Work`] says from what size, per kind of kernel). The pieces
 //!   depend on the tensor's size only, so reductions (parameter gradients) add the same partial
 //!   sums in the same order with or without threads.
@@ -36,7 +35,6 @@
 //! ```
 
 pub mod math;
-mod pool;
 mod vector;
 
 pub use crate::simd_fn;
@@ -46,6 +44,7 @@ use std::mem::MaybeUninit;
 
 use burn_backend::{DType, Shape, TensorData, TensorMetadata};
 use burn_dispatch::backends::flex::FlexTensor;
+use rayon::prelude::*;
 
 /// Whether Flex runs its loops on rayon in this build: burn-flex's `rayon` feature, which the
 /// application turns on directly or through feature unification (a default `burn` or
@@ -355,7 +354,7 @@ fn run<const K: usize, A: Send>(
         })
         .collect();
     if PARALLEL && len >= work_kind.parallel_from() {
-        pool::share(pieces, |index, piece| run_piece((index, piece)))
+        pieces.into_par_iter().enumerate().map(run_piece).collect()
     } else {
         pieces.into_iter().enumerate().map(run_piece).collect()
     }
@@ -498,8 +497,9 @@ pub fn fill_pieces<T: Send>(
     let (piece_rows, _) = rows_per(width.max(1));
     let piece = piece_rows * width.max(1);
     if PARALLEL && buf.len() >= work.parallel_from() {
-        let parts: Vec<&mut [T]> = buf.chunks_mut(piece).collect();
-        pool::share(parts, |i, part| vectorized(|| fill(i * piece_rows, part)));
+        buf.par_chunks_mut(piece)
+            .enumerate()
+            .for_each(|(i, part)| vectorized(|| fill(i * piece_rows, part)));
     } else {
         buf.chunks_mut(piece)
             .enumerate()
@@ -522,7 +522,7 @@ pub fn map_pieces<R: Send>(
         vectorized(|| f(first, piece_rows.min(count - first)))
     };
     if PARALLEL && count * width >= work.parallel_from() {
-        pool::share((0..pieces).collect(), |_, i| run(i))
+        (0..pieces).into_par_iter().map(run).collect()
     } else {
         (0..pieces).map(run).collect()
     }
