@@ -73,15 +73,14 @@ pub(crate) fn grads_in_f32<const K: usize, const M: usize>(
     }
 }
 
-simd_fn! {
-    /// Applies `f` to every element: in place when `x`'s buffer is ours, any row stride (see
-    /// [`update_rows`]). Gives `x` back when it is not `f32` with a contiguous last dimension
-    /// (the caller composes Flex's ops instead).
-    fn map_f32(x: FlexTensor, f: impl Fn(f32) -> f32 + Sync) -> Result<FlexTensor, FlexTensor> {
-        update_rows(x, Work::Light, |_, values| {
-            values.iter_mut().for_each(|v| *v = f(*v));
-        })
-    }
+/// Applies `f` to every element: in place when `x`'s buffer is ours, any row stride (see
+/// [`update_rows`]). Gives `x` back when it is not `f32` with a contiguous last dimension
+/// (the caller composes Flex's ops instead). On AVX2 (`update_rows`), not in `simd_fn!`: its
+/// ops are a few operations per element, bound by memory, where AVX-512 measured no faster.
+fn map_f32(x: FlexTensor, f: impl Fn(f32) -> f32 + Sync) -> Result<FlexTensor, FlexTensor> {
+    update_rows(x, Work::Light, |_, values| {
+        values.iter_mut().for_each(|v| *v = f(*v));
+    })
 }
 
 simd_fn! {
