@@ -129,9 +129,12 @@ unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
 
 /// Defines a function whose body is compiled once per instruction set of [`isa`] (AVX-512,
 /// AVX2 and the baseline on x86-64; once elsewhere) and runs the one [`isa`] picks. Every
-/// closure written in the body, and every `#[inline]` function it calls, is compiled for that
-/// instruction set too: write the kernel's loop (its [`update_rows`](super::update_rows)
-/// closure) inside. The results are the same bits on every path (see the module's docs).
+/// closure written in the body is compiled for that instruction set too: write the kernel's
+/// loop (its [`update_rows`](super::update_rows) closure) inside. A function the body calls is
+/// compiled for it only where it is inlined: mark row functions `#[inline(always)]` and write
+/// their loops as `for` loops (a closure written in such a function and passed to `for_each`
+/// is one function shared by every caller, which may stay out of line, compiled for the
+/// baseline). The results are the same bits on every path (see the module's docs).
 ///
 /// The function takes named arguments (no patterns, no generic parameters; `impl Trait`
 /// arguments are fine); attributes and docs above it are kept. The expansion calls the
