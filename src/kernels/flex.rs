@@ -135,32 +135,6 @@ simd_fn! {
     }
 }
 
-/// Each row of `x` normalised to mean square 1 and scaled by `weight` (one row). (AVX2 through
-/// `update_rows`, not `simd_fn!`: its AVX-512 build measured no faster, and the layer norm's 10 %
-/// slower; a division and a square root per row, the rest a few operations per element.)
-fn rms_norm_rows(x: FlexTensor, weight: &[f32], eps: f32) -> Result<FlexTensor, FlexTensor> {
-    update_rows(x, Work::Moderate, |_, rows| {
-        for row in rows.chunks_exact_mut(weight.len()) {
-            rms_norm_row(row, weight, eps);
-        }
-    })
-}
-
-/// Each row of `x` standardised, scaled by `gamma` and shifted by `beta` (one row each). (AVX2,
-/// as `rms_norm_rows`.)
-fn layer_norm_rows(
-    x: FlexTensor,
-    gamma: &[f32],
-    beta: &[f32],
-    eps: f32,
-) -> Result<FlexTensor, FlexTensor> {
-    update_rows(x, Work::Moderate, |_, rows| {
-        for row in rows.chunks_exact_mut(gamma.len()) {
-            layer_norm_row(row, gamma, beta, eps);
-        }
-    })
-}
-
 simd_fn! {
     /// The softmax of each row of `x` (rows of `width`).
     fn softmax_rows(x: FlexTensor, width: usize) -> Result<FlexTensor, FlexTensor> {
@@ -323,8 +297,15 @@ impl RoutedOps for Flex {
         let Some(wt) = row_param(&x, &weight) else {
             return composed::rms_norm::<Self>(x, weight, eps);
         };
-        rms_norm_rows(x, wt, eps)
-            .unwrap_or_else(|x| composed::rms_norm::<Self>(x, weight.clone(), eps))
+        // (On AVX2 through `update_rows`, not in `simd_fn!`: the norms' AVX-512 builds measured no
+        // faster, the layer norm's 10 % slower; a square root per row, a few operations per
+        // element.)
+        update_rows(x, Work::Moderate, |_, rows| {
+            for row in rows.chunks_exact_mut(wt.len()) {
+                rms_norm_row(row, wt, eps);
+            }
+        })
+        .unwrap_or_else(|x| composed::rms_norm::<Self>(x, weight.clone(), eps))
     }
 
     fn layer_norm(
@@ -341,8 +322,13 @@ impl RoutedOps for Flex {
         let (Some(g), Some(b)) = (row_param(&x, &gamma), row_param(&x, &beta)) else {
             return composed::layer_norm::<Self>(x, gamma, beta, eps);
         };
-        layer_norm_rows(x, g, b, eps)
-            .unwrap_or_else(|x| composed::layer_norm::<Self>(x, gamma.clone(), beta.clone(), eps))
+        // (On AVX2, as `rms_norm`.)
+        update_rows(x, Work::Moderate, |_, rows| {
+            for row in rows.chunks_exact_mut(g.len()) {
+                layer_norm_row(row, g, b, eps);
+            }
+        })
+        .unwrap_or_else(|x| composed::layer_norm::<Self>(x, gamma.clone(), beta.clone(), eps))
     }
 
     fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
