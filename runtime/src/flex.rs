@@ -14,9 +14,10 @@
 //!   a kernel written inside [`simd_fn!`] gets sixteen on an AVX-512 CPU. Picked at run time
 //!   ([`isa`]); the results are the same bits on every instruction set.
 //! - **Parallel when Flex is.** When Flex runs its own loops on rayon ([`PARALLEL`]), large
-//!   tensors are cut into pieces of whole rows that rayon's pool runs on every core; small ones
-//!   stay on the calling thread ([`Work`] says from what size, per kind of kernel). The pieces
-//!   depend on the tensor's size only, so reductions (parameter gradients) add the same partial
+//!   tensors are cut into pieces of whole rows that the calling thread and rayon's pool share
+//!   on every core, the caller working from the start rather than asleep; small ones stay on
+//!   the calling thread ([`Work`] says from what size, per kind of kernel). The pieces depend
+//!   on the tensor's size only, so reductions (parameter gradients) add the same partial
 //!   sums in the same order with or without threads.
 //!
 //! For a crate's own Flex kernels (also re-exported as `burn_route::flex`):
@@ -35,6 +36,7 @@
 //! ```
 
 pub mod math;
+mod share;
 mod vector;
 
 pub use crate::simd_fn;
@@ -44,7 +46,6 @@ use std::mem::MaybeUninit;
 
 use burn_backend::{DType, Shape, TensorData, TensorMetadata};
 use burn_dispatch::backends::flex::FlexTensor;
-use rayon::prelude::*;
 
 /// Whether Flex runs its loops on rayon in this build: burn-flex's `rayon` feature, which the
 /// application turns on directly or through feature unification (a default `burn` or
@@ -55,21 +56,24 @@ pub const PARALLEL: bool = size_of::<gemm::Parallelism>() > 0;
 
 /// How much a kernel computes per element, which decides from what size splitting it across
 /// threads pays (below its threshold a fused loop stays on the calling thread). Measured with
-/// `benches/ops.rs` on the 2-core machine of BENCHMARKS.md, where handing work to rayon's
-/// threads and waiting for them costs some 20 to 30 microseconds per call.
+/// `benches/ops.rs` on the 2-vCPU machine of BENCHMARKS.md, where a sleeping rayon worker
+/// starts on a piece some 45 µs after the call hands it one, and works on inputs the calling
+/// thread wrote from the other core's cache (a third to twice as slow per piece as the caller).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Work {
     /// A few arithmetic operations per element (`relu(a + b)`, `alpha * x`, a clamp, a mask):
-    /// bound by memory bandwidth, which one core nearly saturates while the data fits the
-    /// caches. Two threads were slower than one at 1M elements and twice as fast from 4M.
+    /// bound by memory bandwidth. Two threads were 1.36x faster than one at 1M elements
+    /// (`add_relu`, 300 µs to 221 µs), the threshold.
     Light,
     /// A reduction and a few operations per element of each row (RMS and layer normalisation,
-    /// forward and backward), or a hash per few elements: two threads were slower than one at
-    /// 64K elements (by 30 to 100 %) and faster at 1M; the threshold sits between, at 512K.
+    /// forward and backward), or a hash per few elements: at 64K elements (25 µs) the call is
+    /// over before the helper starts; faster on two threads at 1M; the threshold sits between,
+    /// at 512K.
     Moderate,
-    /// A transcendental function per element (`exp`, `erf`) or a selection: bound by arithmetic.
-    /// Two threads were faster at 64K elements and at 1M (up to 1.9x); at 32K, the threshold,
-    /// each thread still gets some 50 µs of `exp` to compute.
+    /// A transcendental function per element (`exp`, `erf`) or a selection: bound by
+    /// arithmetic. From 64K elements, the threshold, two threads were faster (`bias_gelu` 73 µs
+    /// to 46 µs, `cross_entropy_logits` 69 µs to 42 µs); at 32K the call is about over when the
+    /// helper starts.
     Heavy,
 }
 
@@ -77,9 +81,9 @@ impl Work {
     /// Elements from which the loop runs on rayon's pool (when [`PARALLEL`]).
     pub fn parallel_from(self) -> usize {
         match self {
-            Self::Light => 1 << 22,
+            Self::Light => 1 << 20,
             Self::Moderate => 1 << 19,
-            Self::Heavy => 1 << 15,
+            Self::Heavy => 1 << 16,
         }
     }
 }
@@ -354,7 +358,7 @@ fn run<const K: usize, A: Send>(
         })
         .collect();
     if PARALLEL && len >= work_kind.parallel_from() {
-        pieces.into_par_iter().enumerate().map(run_piece).collect()
+        share::share(pieces, |index, piece| run_piece((index, piece)))
     } else {
         pieces.into_iter().enumerate().map(run_piece).collect()
     }
@@ -497,9 +501,8 @@ pub fn fill_pieces<T: Send>(
     let (piece_rows, _) = rows_per(width.max(1));
     let piece = piece_rows * width.max(1);
     if PARALLEL && buf.len() >= work.parallel_from() {
-        buf.par_chunks_mut(piece)
-            .enumerate()
-            .for_each(|(i, part)| vectorized(|| fill(i * piece_rows, part)));
+        let parts: Vec<&mut [T]> = buf.chunks_mut(piece).collect();
+        share::share(parts, |i, part| vectorized(|| fill(i * piece_rows, part)));
     } else {
         buf.chunks_mut(piece)
             .enumerate()
@@ -522,7 +525,7 @@ pub fn map_pieces<R: Send>(
         vectorized(|| f(first, piece_rows.min(count - first)))
     };
     if PARALLEL && count * width >= work.parallel_from() {
-        (0..pieces).into_par_iter().map(run).collect()
+        share::share((0..pieces).collect(), |_, i| run(i))
     } else {
         (0..pieces).map(run).collect()
     }
