@@ -798,6 +798,65 @@ fn clamp_ste_matches_clamp() {
     check_clamp(&mut rng, [2, 3, 7]);
 }
 
+/// The light element-wise kernels (`Work::Light`) above the size from which they split across
+/// threads when Flex runs on rayon (1M elements; CI runs this file in that build too), with
+/// a row count that leaves a short last piece: every element of the output is written, by
+/// whichever thread, with the composition's value (the same `f32` operations: bit for bit).
+#[test]
+fn light_kernels_above_their_parallel_threshold() {
+    let shape = [4099, 256];
+    let mut rng = Rng::new(111);
+    let n = shape[0] * shape[1];
+    let (xd, yd): (Vec<f64>, Vec<f64>) = (
+        rng.vec(n, -3.0, 3.0).into_iter().map(f64::from).collect(),
+        rng.vec(n, -3.0, 3.0).into_iter().map(f64::from).collect(),
+    );
+    let x = || make(xd.clone(), shape, DType::F32, &Device::flex());
+    let y = || make(yd.clone(), shape, DType::F32, &Device::flex());
+    let same = |what: &str, out: Tensor<2>, expected: Tensor<2>| {
+        assert_eq!(out.dims(), shape, "{what}: shape");
+        let (out, expected) = (values(&out), values(&expected));
+        let wrong = out
+            .iter()
+            .zip(&expected)
+            .position(|(o, e)| o.to_bits() != e.to_bits());
+        if let Some(i) = wrong {
+            panic!(
+                "{what}: element {i}: got {}, expected {}",
+                out[i], expected[i]
+            );
+        }
+    };
+    // Fresh inputs are uniquely owned (the output is written over the first one's buffer);
+    // with a clone held elsewhere, the output goes to a fresh buffer.
+    for shared in [false, true] {
+        let (a, b) = (x(), y());
+        let held = shared.then(|| (a.clone(), b.clone()));
+        same(
+            &format!("add_relu, inputs shared: {shared}"),
+            burn_route::add_relu(a, b),
+            burn_tensor::activation::relu(x() + y()),
+        );
+        drop(held);
+        let (a, b) = (x(), y());
+        let held = shared.then(|| (a.clone(), b.clone()));
+        same(
+            &format!("axpby, inputs shared: {shared}"),
+            burn_route::axpby(a, Some(b), 0.5, -2.0),
+            x() * 0.5 + y() * -2.0,
+        );
+        drop(held);
+        let a = x();
+        let held = shared.then(|| a.clone());
+        same(
+            &format!("clamp_ste, input shared: {shared}"),
+            clamp_ste(a, -1.0, 1.0),
+            x().clamp(-1.0, 1.0),
+        );
+        drop(held);
+    }
+}
+
 #[test]
 fn clamp_ste_leaves_nan_as_nan_and_rejects_lo_above_hi() {
     let device = Device::flex();
