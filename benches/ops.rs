@@ -737,20 +737,59 @@ macro_rules! zip_pass {
     }};
 }
 
-/// `compute/<name>`: `pass` once per L1 buffer's worth of `n` elements, as one piece of
-/// `flex::map_pieces`, the way the kernels' loops run: a pass written in [`compute`] is compiled
-/// per instruction set with it, one written in [`compute_on_avx2`] runs inside
-/// `flex::vectorized`, on AVX2. (The lock is taken once per iteration, outside the passes.)
-fn compute_group(c: &mut Criterion, name: &str, pass: impl FnMut() + Send) {
-    let pass = std::sync::Mutex::new(pass);
+/// Elements of one piece of a compute floor on threads: the kernels' pieces (`flex`'s
+/// `PIECE`), eight L1 passes.
+const PIECE: usize = 1 << 14;
+
+/// `compute/<name>`: a pass made by `make`, run once per L1 buffer's worth of `n` elements, as
+/// one piece of `flex::map_pieces`, the way the kernels' loops run: a pass written in
+/// [`compute`] is compiled per instruction set with it, one written in [`compute_on_avx2`] runs
+/// inside `flex::vectorized`, on AVX2. (The lock is taken once per iteration, outside the
+/// passes.)
+///
+/// `compute_threads/<name>`, when Flex runs on rayon: the same passes cut into the kernels'
+/// pieces and run by `flex::map_pieces` on the calling thread and rayon's pool, each
+/// participant on a pass of its own (its own L1 buffers): what this machine's threads can do
+/// for the op's arithmetic, hand-off included, with none of the kernel's memory traffic.
+fn compute_group<P: FnMut() + Send>(c: &mut Criterion, name: &str, make: impl Fn() -> P) {
+    use burn_route::flex::{PARALLEL, Work, map_pieces};
+    use std::sync::Mutex;
+
+    let pass = Mutex::new(make());
     let mut group = c.benchmark_group(format!("compute/{name}"));
     for (n, label) in &SIZES[1..] {
         group.throughput(Throughput::Elements(*n as u64));
         group.bench_function(BenchmarkId::from_parameter(label), |bench| {
             bench.iter(|| {
-                burn_route::flex::map_pieces(1, 1, burn_route::flex::Work::Light, |_, _| {
+                map_pieces(1, 1, Work::Light, |_, _| {
                     let mut pass = pass.lock().expect("one benchmark at a time");
                     for _ in 0..n / L1 {
+                        pass();
+                    }
+                })
+            });
+        });
+    }
+    group.finish();
+    if !PARALLEL {
+        return;
+    }
+    // One pass per participant: the caller and at most one helper per other pool thread.
+    let passes: Vec<Mutex<P>> = (0..rayon::current_num_threads())
+        .map(|_| Mutex::new(make()))
+        .collect();
+    let mut group = c.benchmark_group(format!("compute_threads/{name}"));
+    for (n, label) in &SIZES[1..] {
+        group.throughput(Throughput::Elements(*n as u64));
+        group.bench_function(BenchmarkId::from_parameter(label), |bench| {
+            bench.iter(|| {
+                // One row of PIECE elements per piece; `Work::Heavy` splits from 64K.
+                map_pieces(n / PIECE, PIECE, Work::Heavy, |_, rows| {
+                    let mut pass = passes
+                        .iter()
+                        .find_map(|pass| pass.try_lock().ok())
+                        .expect("a pass per participant");
+                    for _ in 0..rows * PIECE / L1 {
                         pass();
                     }
                 })
@@ -763,7 +802,8 @@ fn compute_group(c: &mut Criterion, name: &str, pass: impl FnMut() + Send) {
 burn_route::flex::simd_fn! {
     /// The compute floor of each fused op, `compute/<op>/<size>`: the op's arithmetic (the
     /// same `burn_route::kernels::arith` functions its Flex kernel calls) over `size` elements,
-    /// as passes over [`L1`]-float buffers that stay in the cache, on one thread, compiled for
+    /// as passes over [`L1`]-float buffers that stay in the cache, on one thread (and on every
+    /// thread, `compute_threads/`, when Flex runs on rayon: see [`compute_group`]), compiled for
     /// the instruction set its kernel runs on: the widest the CPU has for the ops whose kernels
     /// are written in `flex::simd_fn!` (here), AVX2 for the others ([`compute_on_avx2`]).
     /// Element-wise ops write into a buffer of their own; row-wise ops copy their inputs into
@@ -779,92 +819,123 @@ burn_route::flex::simd_fn! {
         let bias = uniform(WIDTH, 19, -1.0, 1.0);
         let classes: Vec<usize> = (0..L1 / CLASSES).map(|i| (i * 37 + 11) % CLASSES).collect();
 
-        let out = vec![0.0_f32; L1];
-        // (Each closure owns its buffers.)
+        // (Each pass owns its buffers.)
         // The element-wise ops of two inputs, into a buffer of their own.
-        compute_group(
-            c,
-            "add_relu",
-            zip_pass!(a.clone(), b.clone(), arith::add_relu),
-        );
-        compute_group(
-            c,
-            "axpby",
-            zip_pass!(a.clone(), b.clone(), |x, y| arith::axpby(x, y, ALPHA, BETA)),
-        );
-        compute_group(c, "swiglu", zip_pass!(a.clone(), b.clone(), arith::swiglu));
-        let (a4, bias4) = (a.clone(), bias.clone());
-        let mut o4 = out.clone();
-        compute_group(c, "bias_gelu", move || {
-            // (A copy of the inputs, then the kernel's own row function in place.)
-            o4.copy_from_slice(&a4);
-            for row in o4.chunks_exact_mut(WIDTH) {
-                arith::bias_gelu_row(row, &bias4);
-            }
-            black_box(&mut o4);
+        compute_group(c, "add_relu", || {
+            zip_pass!(a.clone(), b.clone(), arith::add_relu)
         });
-        let a7 = a.clone();
-        let mut x7 = out.clone();
-        compute_group(c, "softmax_last", move || {
-            x7.copy_from_slice(&a7);
-            for row in x7.chunks_exact_mut(WIDTH) {
-                arith::softmax_row(row);
-            }
-            black_box(&mut x7);
+        compute_group(c, "axpby", || {
+            zip_pass!(a.clone(), b.clone(), |x, y| arith::axpby(x, y, ALPHA, BETA))
         });
-        let x8 = a.clone();
-        compute_group(c, "cross_entropy_logits", move || {
-            let loss: f64 = (0..L1 / CLASSES)
-                .map(|r| arith::cross_entropy_row(&x8[r * CLASSES..][..CLASSES], classes[r]))
-                .sum();
-            black_box(loss);
+        compute_group(c, "swiglu", || {
+            zip_pass!(a.clone(), b.clone(), arith::swiglu)
+        });
+        compute_group(c, "bias_gelu", || {
+            let (x, bias, mut out) = (a.clone(), bias.clone(), vec![0.0_f32; L1]);
+            move || {
+                // (A copy of the inputs, then the kernel's own row function in place.)
+                out.copy_from_slice(&x);
+                for row in out.chunks_exact_mut(WIDTH) {
+                    arith::bias_gelu_row(row, &bias);
+                }
+                black_box(&mut out);
+            }
+        });
+        compute_group(c, "softmax_last", || {
+            let (x, mut out) = (a.clone(), vec![0.0_f32; L1]);
+            move || {
+                out.copy_from_slice(&x);
+                for row in out.chunks_exact_mut(WIDTH) {
+                    arith::softmax_row(row);
+                }
+                black_box(&mut out);
+            }
+        });
+        compute_group(c, "cross_entropy_logits", || {
+            let (x, classes) = (a.clone(), classes.clone());
+            move || {
+                let loss: f64 = (0..L1 / CLASSES)
+                    .map(|r| arith::cross_entropy_row(&x[r * CLASSES..][..CLASSES], classes[r]))
+                    .sum();
+                black_box(loss);
+            }
         });
     }
 }
 
 /// The compute floors of the ops whose kernels run on AVX2 (`flex::vectorized`, not
-/// `flex::simd_fn!`): the norms and dropout. See [`compute`].
+/// `flex::simd_fn!`): the norms and dropout. See [`compute`]. Their passes are written in a
+/// function compiled for AVX2 (where the CPU has it, as `flex::vectorized` picks), so that they
+/// run on it whether or not they are inlined: each pass is called from two places (`compute/`
+/// and `compute_threads/`), and a closure compiled on its own gets the baseline otherwise.
 fn compute_on_avx2(c: &mut Criterion) {
-    use burn_route::kernels::arith;
+    #[cfg(target_arch = "x86_64")]
+    if burn_route::flex::isa() >= burn_route::flex::Isa::Avx2 {
+        // SAFETY: the CPU has AVX2 (`isa` never exceeds what it detected).
+        unsafe { avx2_floors_on_avx2(c) };
+        return;
+    }
+    avx2_floors_on_baseline(c);
+}
 
-    let a = uniform(L1, 17, -3.0, 3.0);
-    let gamma = uniform(WIDTH, 20, 0.5, 1.5);
-    let beta = uniform(WIDTH, 21, -0.5, 0.5);
-    let scale = 1.0 / (1.0 - P);
-    let out = vec![0.0_f32; L1];
-    let (a5, g5) = (a.clone(), gamma.clone());
-    let mut x5 = out.clone();
-    compute_group(c, "rms_norm", move || {
-        x5.copy_from_slice(&a5);
-        for row in x5.chunks_exact_mut(WIDTH) {
-            arith::rms_norm_row(row, &g5, EPS);
-        }
-        black_box(&mut x5);
-    });
-    let (a6, g6, b6) = (a.clone(), gamma.clone(), beta.clone());
-    let mut x6 = out.clone();
-    compute_group(c, "layer_norm", move || {
-        x6.copy_from_slice(&a6);
-        for row in x6.chunks_exact_mut(WIDTH) {
-            arith::layer_norm_row(row, &g6, &b6, EPS);
-        }
-        black_box(&mut x6);
-    });
-    let mut x9 = a.clone();
-    let mut keep = vec![std::mem::MaybeUninit::<bool>::uninit(); L1];
-    let mut start = 0;
-    compute_group(c, "dropout", move || {
-        burn_route::kernels::composed::dropout_keep_into(&mut keep, start, P, SEED);
-        start += L1;
-        // SAFETY: `dropout_keep_into` wrote every element of `keep`.
-        let kept = unsafe { std::slice::from_raw_parts(keep.as_ptr().cast::<bool>(), L1) };
-        arith::dropout_apply(&mut x9, kept, scale);
-        // (Kept values grow by `scale` each pass: start over from the inputs now and then.)
-        if start % (64 * L1) == 0 {
-            x9.copy_from_slice(&a);
-        }
-        black_box(&mut x9);
-    });
+/// The body of [`compute_on_avx2`], compiled twice.
+macro_rules! avx2_floors {
+    ($c:ident) => {{
+        let c: &mut Criterion = $c;
+        use burn_route::kernels::arith;
+
+        let a = uniform(L1, 17, -3.0, 3.0);
+        let gamma = uniform(WIDTH, 20, 0.5, 1.5);
+        let beta = uniform(WIDTH, 21, -0.5, 0.5);
+        let scale = 1.0 / (1.0 - P);
+        compute_group(c, "rms_norm", || {
+            let (x, g, mut out) = (a.clone(), gamma.clone(), vec![0.0_f32; L1]);
+            move || {
+                out.copy_from_slice(&x);
+                for row in out.chunks_exact_mut(WIDTH) {
+                    arith::rms_norm_row(row, &g, EPS);
+                }
+                black_box(&mut out);
+            }
+        });
+        compute_group(c, "layer_norm", || {
+            let (x, g, b, mut out) = (a.clone(), gamma.clone(), beta.clone(), vec![0.0_f32; L1]);
+            move || {
+                out.copy_from_slice(&x);
+                for row in out.chunks_exact_mut(WIDTH) {
+                    arith::layer_norm_row(row, &g, &b, EPS);
+                }
+                black_box(&mut out);
+            }
+        });
+        compute_group(c, "dropout", || {
+            let (x, mut out) = (a.clone(), a.clone());
+            let mut keep = vec![std::mem::MaybeUninit::<bool>::uninit(); L1];
+            let mut start = 0;
+            move || {
+                burn_route::kernels::composed::dropout_keep_into(&mut keep, start, P, SEED);
+                start += L1;
+                // SAFETY: `dropout_keep_into` wrote every element of `keep`.
+                let kept = unsafe { std::slice::from_raw_parts(keep.as_ptr().cast::<bool>(), L1) };
+                arith::dropout_apply(&mut out, kept, scale);
+                // (Kept values grow by `scale` each pass: start over from the inputs now and then.)
+                if start % (64 * L1) == 0 {
+                    out.copy_from_slice(&x);
+                }
+                black_box(&mut out);
+            }
+        });
+    }};
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn avx2_floors_on_avx2(c: &mut Criterion) {
+    avx2_floors!(c);
+}
+
+fn avx2_floors_on_baseline(c: &mut Criterion) {
+    avx2_floors!(c);
 }
 
 // --- Both variants compute the same thing (checked once, at 1K elements, before timing). ---
