@@ -13,10 +13,11 @@
 //! late (some 45 µs after the call on that machine) only claims fewer pieces. The caller claims
 //! from the back, where the inputs it wrote last are most likely still in its cache, the
 //! helpers from the front (at 1M elements this took `layer_norm` from 295 µs to 255 µs and
-//! `cross_entropy_logits` from 635 µs to 585 µs against claiming in one direction). The caller never waits for a helper to start: it waits only
-//! for pieces a helper has already claimed, at most one each. A helper job that runs after the
-//! call has returned finds nothing to claim and stops without touching the call's data (see
-//! [`Shared`] for why that is sound). Each piece's result lands in its own slot, so the
+//! `cross_entropy_logits` from 635 µs to 585 µs against claiming in one direction). The
+//! caller never waits for a helper to start: it waits only for pieces a helper has already
+//! claimed, at most one each. A helper job that runs after the call has returned finds nothing
+//! to claim and stops without touching the call's data (see [`Shared`] for why that is
+//! sound). Each piece's result lands in its own slot, so the
 //! results come back in piece order whoever computed them, and a reduction over them adds in
 //! the same order with or without threads.
 
@@ -30,9 +31,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 ///
 /// Soundness: the pointer is dereferenced only by a participant that has claimed a piece index
 /// (taken it out of `unclaimed`), and only until it has counted that piece in `done`. The
-/// caller returns (and the borrowed data may go) only once `done` counts every piece, after which every
-/// index is claimed, so no later claim succeeds and no one dereferences the pointer again. A
-/// helper running late touches only the counters, which live here.
+/// caller returns (and the borrowed data may go) only once `done` counts every piece, after
+/// which every index is claimed, so no later claim succeeds and no one dereferences the
+/// pointer again. A helper running late touches only the counters, which live here.
 struct Shared {
     /// The unclaimed pieces, `front..back`: the low 32 bits hold `front` (helpers claim there),
     /// the high 32 bits `back` (the caller claims below it).
@@ -94,7 +95,8 @@ impl Shared {
 
 /// `work(index, item)` for every item, on the calling thread and up to
 /// `rayon::current_num_threads() - 1` helper jobs of rayon's pool, each participant claiming
-/// the next item in order; returns the results in item order.
+/// the next unclaimed item (the caller from the back, helpers from the front); returns the
+/// results in item order.
 ///
 /// # Panics
 ///
@@ -116,7 +118,8 @@ pub(crate) fn share<I: Send, R: Send>(
     };
     let piece: &(dyn Fn(usize) + Sync) = &piece;
     // SAFETY: only the lifetime is erased; `Shared` says why no one uses the pointer after
-    // this function returns (it waits below until `done` counts every piece, even when one panics).
+    // this function returns (it waits below until `done` counts every piece, even when one
+    // panics).
     let piece: *const (dyn Fn(usize) + Sync + 'static) = unsafe { std::mem::transmute(piece) };
     let shared = Arc::new(Shared {
         unclaimed: AtomicU64::new(u64::from(pieces) << 32),
