@@ -17,9 +17,9 @@
 //! caller never waits for a helper to start: it waits only for pieces a helper has already
 //! claimed, at most one each. A helper job that runs after the call has returned finds nothing
 //! to claim and stops without touching the call's data (see [`Shared`] for why that is
-//! sound). Each piece's result lands in its own slot, so the
-//! results come back in piece order whoever computed them, and a reduction over them adds in
-//! the same order with or without threads.
+//! sound). Each piece's result lands in its own slot, so the results come back in piece order
+//! whoever computed them, and a reduction over them adds in the same order with or without
+//! threads.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
