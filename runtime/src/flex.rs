@@ -88,7 +88,7 @@ impl Work {
     }
 }
 
-/// Elements of one piece of work (whole rows, at least one): the unit rayon distributes, and
+/// Elements of one piece of work (whole rows, at least one): the unit the threads share, and
 /// the span of one partial sum in reductions.
 const PIECE: usize = 1 << 14;
 
