@@ -12,6 +12,8 @@
 //! (or `a` and `b`) sliced out of one `[rows, 512]` projection along the last dimension, and a
 //! sequence-first `[seq, 2, 256]` tensor swapped to batch-first. `floor/in_place/<size>` is the
 //! memory-bandwidth floor: one in-place pass over a fresh buffer of as many floats.
+//! `fwd_chained/<op>` times the compute-bound ops at 1M on inputs as a previous fused op of a
+//! model leaves them (see [`chained`]), where `fwd/<op>` is an op called alone.
 //!
 //! Both variants of a benchmark get fresh, uniquely owned copies of the same input values from
 //! `iter_batched`'s untimed setup (the Flex kernels of both work in place on a buffer they own),
@@ -642,6 +644,84 @@ fn views_backward(c: &mut Criterion) {
     );
 }
 
+// --- Ops in a chain: inputs as a previous fused op leaves them. ---
+
+/// `fwd_chained/<op>/burn_route/1M`: the forward pass of the compute-bound ops (and `rms_norm`)
+/// at 1M elements, burn-route only, on inputs as the previous op of a model leaves them rather
+/// than as the calling thread has just written them (`fwd/<op>`). In the untimed setup every
+/// input of 1M floats goes through `clamp_ste` over the whole `f32` range, a fused op that
+/// keeps its values: with Flex on rayon, the calling thread and a pool thread each wrote their
+/// share of its pieces (the same pieces each claims first in the timed op) and the pool thread
+/// is still awake when the op starts. On one thread this is `fwd/<op>` with one more pass in the
+/// setup. `fwd/<op>` is the other end, the first op after the data is loaded: the pool thread
+/// wakes during the call and reads every input from the calling thread's cache.
+fn chained(c: &mut Criterion) {
+    let flex = Device::flex();
+    let d = &flex;
+    let n = 1 << 20;
+    let chain = |x: &TensorData| burn_route::clamp_ste(float::<2>(x, d), f32::MIN, f32::MAX);
+    chained_op(
+        c,
+        "bias_gelu",
+        with_bias(n),
+        |(x, b, _)| (chain(x), float::<1>(b, d)),
+        |(x, b)| burn_route::bias_gelu(x, b),
+    );
+    chained_op(
+        c,
+        "swiglu",
+        two(n),
+        |(g, u)| (chain(g), chain(u)),
+        |(g, u)| burn_route::swiglu(g, u),
+    );
+    chained_op(
+        c,
+        "rms_norm",
+        norm(n),
+        |(x, w, _, _)| (chain(x), float::<1>(w, d)),
+        |(x, w)| burn_route::rms_norm(x, w, EPS),
+    );
+    chained_op(
+        c,
+        "layer_norm",
+        norm(n),
+        |(x, g, b, _)| (chain(x), float::<1>(g, d), float::<1>(b, d)),
+        |(x, g, b)| burn_route::layer_norm(x, g, b, EPS),
+    );
+    chained_op(c, "softmax_last", one(n), chain, burn_route::softmax_last);
+    chained_op(
+        c,
+        "cross_entropy_logits",
+        logits(n),
+        |(l, t)| (chain(l), Tensor::<1, Int>::from_data(t.clone(), d)),
+        |(l, t)| burn_route::cross_entropy_logits(l, t),
+    );
+    chained_op(c, "dropout", one(n), chain, |x| {
+        burn_route::dropout(x, P, SEED)
+    });
+}
+
+/// One `fwd_chained/<name>` group at 1M elements: `fresh(&values)` makes the op's inputs
+/// (untimed), `op` consumes them (timed).
+fn chained_op<P, I, O>(
+    c: &mut Criterion,
+    name: &str,
+    values: P,
+    fresh: impl Fn(&P) -> I,
+    op: impl Fn(I) -> O,
+) {
+    let mut group = c.benchmark_group(format!("fwd_chained/{name}"));
+    group.throughput(Throughput::Elements(1 << 20));
+    group.bench_function(BenchmarkId::new("burn_route", "1M"), |b| {
+        b.iter_batched(
+            || fresh(&values),
+            |inputs| op(black_box(inputs)),
+            batch_size(1 << 20),
+        );
+    });
+    group.finish();
+}
+
 // --- The memory-bandwidth floor: one in-place pass over `n` floats. ---
 
 /// `floor/<size>`: multiplies every element of a fresh (uniquely owned, already written)
@@ -1073,14 +1153,14 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, floor, floors, compute, compute_on_avx2, elementwise, rowwise, views, backward, views_backward, half
+    targets = same_values, floor, floors, compute, compute_on_avx2, elementwise, rowwise, chained, views, backward, views_backward, half
 }
 
 #[cfg(not(feature = "autodiff"))]
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, floor, floors, compute, compute_on_avx2, elementwise, rowwise, views, half
+    targets = same_values, floor, floors, compute, compute_on_avx2, elementwise, rowwise, chained, views, half
 }
 
 criterion_main!(benches);
