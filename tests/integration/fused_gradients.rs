@@ -6,7 +6,8 @@
 //! a step-2 slice): the gradient is always checked on the leaf.
 //!
 //! Also: the straight-through gradient of `clamp_ste`, the mask gradient of `dropout`, the
-//! detached `topk_last`, partially tracked inputs and gradient checkpointing.
+//! detached `topk_last`, partially tracked inputs, gradient checkpointing, and (when Flex runs on
+//! rayon) the same bits from a chain of the ops on one thread and on two.
 
 use crate::common;
 
@@ -857,5 +858,82 @@ fn chained_fused_ops_match_burns_autodiff_of_the_composition() {
         .zip(&burn)
     {
         assert_close(ours, burn, REF_TOL, &format!("chain d/d{name}"));
+    }
+}
+
+/// The chain above, forward and backward, at a size where every kernel of it splits into pieces
+/// shared by the threads when Flex runs on rayon ([`burn_route::flex::PARALLEL`]): run on a pool
+/// of one thread and on a pool of two, the loss and every gradient agree bit for bit (each piece
+/// computes the same values whoever claims it, and reductions add the pieces' partial sums in
+/// piece order). Without rayon every kernel runs on the calling thread, so there is nothing to
+/// compare.
+#[test]
+fn chained_fused_ops_agree_bit_for_bit_on_one_thread_and_on_two() {
+    if !burn_route::flex::PARALLEL {
+        return;
+    }
+    // 4,099 rows of 256: above every `Work` class's threshold (1M elements), a short last piece.
+    let (batch, features) = (4099, 256);
+    let mut rng = Rng::new(311);
+    let x_data = rng.vec(batch * features, -2.0, 2.0);
+    let gamma_data = rng.vec(features, 0.5, 1.5);
+    let beta_data = rng.vec(features, -0.5, 0.5);
+    let bias_data = rng.vec(features, -0.5, 0.5);
+    let weight_data = rng.vec(features, 0.5, 1.5);
+    let target_data: Vec<i64> = (0..batch).map(|i| (i * 37 % features) as i64).collect();
+
+    let run = || {
+        let device = Device::flex().autodiff();
+        let x = tensor(&x_data, [batch, features], &device).require_grad();
+        let gamma = tensor(&gamma_data, [features], &device).require_grad();
+        let beta = tensor(&beta_data, [features], &device).require_grad();
+        let bias = tensor(&bias_data, [features], &device).require_grad();
+        let weight = tensor(&weight_data, [features], &device).require_grad();
+        let targets =
+            Tensor::<1, Int>::from_data(TensorData::new(target_data.clone(), [batch]), &device);
+        let h = layer_norm(x.clone(), gamma.clone(), beta.clone(), 1e-5);
+        let h = bias_gelu(h, bias.clone());
+        let h = swiglu(h.clone(), h);
+        let h = rms_norm(h, weight.clone(), 1e-5);
+        let (h, _mask) = dropout(h, 0.25, 7);
+        let h = softmax_last(h) * 8.0;
+        let loss = cross_entropy_logits(h, targets);
+        let grads = loss.backward();
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<u32>>();
+        let grad1 = |t: &Tensor<1>| bits(values(&t.grad(&grads).expect("grad")));
+        [
+            bits(values(&loss)),
+            bits(values(&x.grad(&grads).expect("grad"))),
+            grad1(&gamma),
+            grad1(&beta),
+            grad1(&bias),
+            grad1(&weight),
+        ]
+    };
+    let on = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a pool")
+            .install(run)
+    };
+    let (one, two) = (on(1), on(2));
+    let names = [
+        "loss",
+        "d/dx",
+        "d/dgamma",
+        "d/dbeta",
+        "d/dbias",
+        "d/dweight",
+    ];
+    for ((name, one), two) in names.iter().zip(&one).zip(&two) {
+        assert!(one.iter().any(|&b| b != 0), "{name}: all zero");
+        if let Some(i) = one.iter().zip(two).position(|(a, b)| a != b) {
+            panic!(
+                "{name}: element {i}: {} on one thread, {} on two",
+                f32::from_bits(one[i]),
+                f32::from_bits(two[i])
+            );
+        }
     }
 }
