@@ -651,10 +651,11 @@ fn views_backward(c: &mut Criterion) {
 /// than as the calling thread has just written them (`fwd/<op>`). In the untimed setup every
 /// input of 1M floats goes through `clamp_ste` over the whole `f32` range, a fused op that
 /// keeps its values: with Flex on rayon, the calling thread and a pool thread each wrote their
-/// share of its pieces (each claims from the same end again in the timed op: the caller from the
-/// back, the helper from the front) and the pool thread is still awake when the op starts. On one thread this is `fwd/<op>` with one more pass in the
-/// setup. `fwd/<op>` is the other end, the first op after the data is loaded: the pool thread
-/// wakes during the call and reads every input from the calling thread's cache.
+/// share of its pieces (each claims from the same end again in the timed op: the caller from
+/// the back, the helper from the front) and the pool thread is still awake when the op starts.
+/// On one thread this is `fwd/<op>` with one more pass in the setup. `fwd/<op>` is the other
+/// end, the first op after the data is loaded: the pool thread wakes during the call and reads
+/// every input from the calling thread's cache.
 fn chained(c: &mut Criterion) {
     let flex = Device::flex();
     let d = &flex;
