@@ -219,7 +219,7 @@ impl Diagnostic {
             span,
             page: page::of_area(&key).unwrap_or(page::MANIFEST),
             key,
-            message: message.into(),
+            message: cut_code(&message.into()),
             help: None,
             warning: false,
         }
@@ -247,7 +247,7 @@ impl Diagnostic {
     /// Adds the fix.
     #[must_use]
     pub fn help(mut self, help: impl Into<String>) -> Self {
-        self.help = Some(help.into());
+        self.help = Some(cut_code(&help.into()));
         self
     }
 
@@ -264,7 +264,11 @@ impl Diagnostic {
     /// [`Diagnostic::render_line`] with the source's line index built once.
     pub fn render_line_with(&self, file: &str, source: &str, lines: &LineIndex) -> String {
         let (line, col) = lines.line_col(source, at_end_of_last_line(source, self.span.start));
-        let mut out = format!("{file}:{line}:{col}: `{}`: {}", self.key, self.message);
+        let mut out = format!(
+            "{file}:{line}:{col}: `{}`: {}",
+            cut(&self.key),
+            self.message
+        );
         if let Some(help) = &self.help {
             out.push_str("; help: ");
             out.push_str(help);
@@ -294,7 +298,7 @@ impl Diagnostic {
         let from = lines.start_of(first);
         let to = lines.end_of(last, source);
         let excerpt = &source[from..to.max(from)];
-        let label = format!("`{}`", self.key);
+        let label = format!("`{}`", cut(&self.key));
         let span = (start - from)..(end.min(to) - from);
         let level = if self.warning {
             Level::WARNING
@@ -585,4 +589,41 @@ mod page_tests {
             );
         }
     }
+}
+
+/// The longest value (in characters) a message or help repeats whole; a longer one is cut in
+/// the middle (the source snippet shows it).
+pub const SHOWN_CHARS: usize = 60;
+
+/// `value` as a message shows it: whole up to [`SHOWN_CHARS`] characters, else its first 40 and
+/// last 16 around `…`.
+pub fn cut(value: &str) -> String {
+    let count = value.chars().count();
+    if count <= SHOWN_CHARS {
+        return value.to_owned();
+    }
+    let head: String = value.chars().take(SHOWN_CHARS - 20).collect();
+    let tail: String = value.chars().skip(count - 16).collect();
+    format!("{head}…{tail}")
+}
+
+/// `text` with each code span (between backticks) longer than [`SHOWN_CHARS`] [`cut`]: a
+/// message repeats what the manifest says, and a 200 KB value must not make a 200 KB line.
+pub fn cut_code(text: &str) -> String {
+    let mut parts = text.split('`');
+    let mut out = String::with_capacity(text.len().min(4096));
+    if let Some(first) = parts.next() {
+        out.push_str(first);
+    }
+    let rest: Vec<&str> = parts.collect();
+    for (i, part) in rest.iter().enumerate() {
+        out.push('`');
+        // Odd parts are inside backticks, when a closing one follows.
+        if i % 2 == 0 && i + 1 < rest.len() {
+            out.push_str(&cut(part));
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
 }

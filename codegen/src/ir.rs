@@ -400,6 +400,9 @@ pub struct Check {
     pub tolerance: Option<f64>,
     /// Whether the kernels are compared with the op's composition.
     pub composition: bool,
+    /// The shape each input gets, by input index (tensor inputs only; one per element for a
+    /// `vec` input): `shapes`, else one its contract or rank generic implies.
+    pub input_shapes: Vec<Option<Vec<Vec<usize>>>>,
 }
 
 /// A backward pass declared in the manifest (`backward`, `save`, `checkpoint`).

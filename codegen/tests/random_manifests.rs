@@ -91,6 +91,8 @@ fn field() -> impl Strategy<Value = String> {
             Just("device = true".to_owned()),
             Just("tensor = \"float\", type = \"f32\"".to_owned()),
             Just("tensor = \"float\", shape = \"x\"".to_owned()),
+            Just("tensor = \"float\", shape = \"a\", dtype = \"a\"".to_owned()),
+            Just("tensor = \"float\", dtype = \"a\"".to_owned()),
             Just(String::new()),
         ],
     ]
@@ -150,6 +152,9 @@ fn output() -> impl Strategy<Value = String> {
         Just(String::new()),
         kind().prop_map(|k| format!("output = {{ tensor = \"{k}\" }}\n")),
         Just("output = { type = \"usize\" }\n".to_owned()),
+        Just("output = { tensor = \"float\", dtype = \"a\" }\n".to_owned()),
+        Just("output = { tensor = \"float\", shape = \"a\", dtype = \"a\" }\n".to_owned()),
+        Just("output = { type = \"Pair\" }\n".to_owned()),
         (kind(), kind()).prop_map(|(a, b)| format!("output = [{{ tensor = \"{a}\" }}, [{{ tensor = \"{b}\", container = \"option\" }}, {{ type = \"u8\" }}]]\n")),
         Just("output = []\n".to_owned()),
         Just("output = 3\n".to_owned()),
@@ -220,6 +225,14 @@ fn backward() -> impl Strategy<Value = &'static str> {
         Just("dtypes = []\n"),
         Just("dtypes = \"f32\"\nother_dtypes = \"compose\"\n"),
         Just("other_dtypes = \"composition\"\n"),
+        // Check keys the op's declaration decides: bounds the check cannot draw from, shapes
+        // that break a contract or a rank generic, keys with nothing to act on.
+        Just(
+            "check = { ranges = { a = [0, inf], b = [nan, 1] }, gradients = false, tolerance = 0.1 }\n"
+        ),
+        Just("check = { ranges = { a = [1e39, 2e39], b = [0, 3e9] }, composition = false }\n"),
+        Just("check = { shapes = { a = [2, 3], b = [2, 3, 4] } }\n"),
+        Just("dtypes = [\"f32\"]\nfusion = \"composition\"\ncomposition = \"crate::k::f\"\n"),
     ]
 }
 

@@ -418,7 +418,10 @@ fn op(index: usize) -> impl Strategy<Value = String> {
             // out, where the routing does not list it).
             let cube = backends.is_empty() || backends.contains("Cube");
             let fusion_key = match remote {
-                3 if cube && !composition.is_empty() => "fusion = \"composition\"\n",
+                // (Only where the op also has a deferred kernel form to choose against.)
+                3 if cube && !composition.is_empty() && meta && !asynchronous => {
+                    "fusion = \"composition\"\n"
+                }
                 0 if cube && meta && !asynchronous => "fusion = \"kernel\"\n",
                 _ => "",
             };

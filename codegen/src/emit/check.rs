@@ -4,7 +4,7 @@
 use super::code::{Doc, Writer, call};
 use crate::ir::{
     Arg, Backward, Container, Input, Ir, MemberType, MetaSource, Op, Output, Policy, Rank,
-    ShapeRule, TensorArg, TensorKind, TypeBody, VariantKind,
+    TensorArg, TensorKind, TypeBody, VariantKind,
 };
 use crate::names;
 
@@ -172,51 +172,6 @@ fn in_test_crate(ty: &str, config: &CheckConfig) -> String {
     } else {
         ty.replace("crate::", &format!("{}::", config.crate_path))
     }
-}
-
-/// The shape each tensor input gets: `[op.check] shapes`, else one its shape contract allows.
-fn shapes(op: &Op) -> Vec<Option<Vec<Vec<usize>>>> {
-    let base = |rank: usize| -> Vec<usize> { (0..rank).map(|i| i + 2).collect() };
-    let mut out: Vec<Option<Vec<Vec<usize>>>> = vec![None; op.inputs.len()];
-    for (i, input) in op.inputs.iter().enumerate() {
-        if let Some((_, s)) = op.check.shapes.iter().find(|(n, _)| n == &input.name) {
-            out[i] = Some(s.clone());
-        }
-    }
-    // Contracts refer to other inputs: resolve in rounds.
-    for _ in 0..=op.inputs.len() {
-        for (i, input) in op.inputs.iter().enumerate() {
-            if out[i].is_some() {
-                continue;
-            }
-            let Arg::Tensor(t) = &input.arg else { continue };
-            let rank = match t.rank {
-                Rank::Fixed(r) => r,
-                Rank::Generic(_) => 2,
-            };
-            let shape = match &input.shape {
-                None => Some(base(rank)),
-                Some(c) => {
-                    let other = op.inputs.iter().position(|o| o.name == c.of);
-                    other
-                        .and_then(|o| out[o].as_ref())
-                        .and_then(|s| s.first())
-                        .map(|of| match c.rule {
-                            ShapeRule::SameAs
-                            | ShapeRule::BroadcastTo
-                            | ShapeRule::BroadcastWith => of.clone(),
-                            ShapeRule::LastDimOf => vec![*of.last().unwrap_or(&1)],
-                            ShapeRule::LeadingDimsOf => of[..of.len().saturating_sub(1)].to_vec(),
-                        })
-                }
-            };
-            if let Some(shape) = shape {
-                let n = if t.container == Container::Vec { 2 } else { 1 };
-                out[i] = Some(vec![shape; n]);
-            }
-        }
-    }
-    out
 }
 
 fn dims_text(shape: &[usize]) -> String {
@@ -508,7 +463,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         return;
     }
     w.open(format!("fn {}() {{", op.name));
-    let shapes = shapes(op);
+    let shapes = op.check.input_shapes.clone();
     let plan = CallPlan::new(ir, op, &shapes, config);
     let policy = op.policy.variant();
     // `check::Op::new(..)` and a link per fact, as rustfmt lays out a chain: one per line.

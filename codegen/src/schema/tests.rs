@@ -68,7 +68,7 @@ save = ["x", "y", "k", "output.1"]
 [op.check]
 shapes = { xs = [[2], [2]], x = [2], y = [2] }
 ranges = { xs = [0, 3] }
-composition = false
+gradients = false
 "#;
 
 fn errors(source: &str) -> Vec<String> {

@@ -7,7 +7,7 @@ use crate::diag::{Diagnostic, did_you_mean};
 use crate::formula::{self, Expr, ExprKind, Param};
 use crate::ir::{
     Arg, Backward, BackwardForm, Container, Field, FieldSource, Formula, MemberType, Op, Output,
-    Policy, SavedValue, TensorKind, Term, TermNode, TypeBody, TypeDef,
+    Policy, Rank, SavedValue, TensorArg, TensorKind, Term, TermNode, TypeBody, TypeDef,
 };
 use crate::model::{BackwardSpec, OpSpec, Sp};
 use crate::parse::HAND_WRITTEN;
@@ -1202,7 +1202,7 @@ impl<'a> Check<'a> {
                                 .collect();
                             self.push(
                                 Diagnostic::new(self.at(text, &e.span), key_path, format!("the formula for `{}` {}, but a gradient is linear in the incoming gradients ({})", key.value, e.problem, grads.join(", ")))
-                                    .help("write a sum of terms that each multiply exactly one incoming gradient, e.g. \"grad.mean / 4 + grad.var * x\""),
+                                    .help(format!("write a sum of terms that each multiply exactly one incoming gradient, e.g. \"{} * 2 + {} * {}\"", grads[0].trim_matches('`'), grads[1].trim_matches('`'), key.value)),
                             );
                             ok = false;
                             continue;
@@ -1412,6 +1412,27 @@ impl<'a> Check<'a> {
                 if !ok {
                     return None;
                 }
+                if let (Some(TermNode::Dim(d)), Some(rank)) = (
+                    terms.get(1).map(|t| &t.node),
+                    terms.first().and_then(|t| self.fixed_rank(t)),
+                ) && !(-(rank as i64)..rank as i64).contains(d)
+                {
+                    let tensor = self
+                        .source
+                        .get(self.at(text, &args[0].span))
+                        .unwrap_or("its tensor")
+                        .to_owned();
+                    let tensor = crate::diag::cut(&tensor);
+                    self.push(
+                        Diagnostic::new(
+                            self.at(text, &args[1].span),
+                            key,
+                            format!("`{name}` names dimension {d} of `{tensor}`, which has rank {rank} as the manifest declares it: every backward pass would panic"),
+                        )
+                        .help(format!("name a dimension in {}..{rank}: 0 to {} from the front, -1 to -{rank} from the end", -(rank as i64), rank - 1)),
+                    );
+                    return None;
+                }
                 // `where` is a tensor through its condition; the others through any argument,
                 // but for `dim_size`, a number.
                 let tensor = !f.returns_number() && terms.iter().any(|t| t.tensor);
@@ -1419,6 +1440,36 @@ impl<'a> Check<'a> {
                     tensor,
                     node: TermNode::Call(f.name, terms),
                 })
+            }
+        }
+    }
+
+    /// The rank of `term` when the manifest fixes it (`dims = 2` on the inputs and output it
+    /// reads); `None` for a number, or when a rank generic decides it.
+    fn fixed_rank(&self, term: &Term) -> Option<usize> {
+        let fixed = |t: &TensorArg| match t.rank {
+            Rank::Fixed(r) => Some(r),
+            Rank::Generic(_) => None,
+        };
+        match &term.node {
+            TermNode::Input(name) => self
+                .op
+                .float_slots()
+                .find(|slot| &slot.name == name)
+                .and_then(|slot| fixed(slot.tensor)),
+            TermNode::Output | TermNode::Grad => match &self.op.output {
+                Output::Tensor(t) => fixed(t),
+                _ => None,
+            },
+            TermNode::Neg(inner) => self.fixed_rank(inner),
+            TermNode::Binary(_, a, b) => self.fixed_rank(a).max(self.fixed_rank(b)),
+            TermNode::Call(name, args) => match *name {
+                "dim_size" => None,
+                "sum_dim" | "mean_dim" => args.first().and_then(|a| self.fixed_rank(a)),
+                _ => args.iter().filter_map(|a| self.fixed_rank(a)).max(),
+            },
+            TermNode::Number(_) | TermNode::Dim(_) | TermNode::Scalar(_) | TermNode::Kept(_) => {
+                None
             }
         }
     }

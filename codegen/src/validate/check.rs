@@ -1,8 +1,11 @@
 //! An op's `[op.check]` table → [`Check`]: what the generated op check passes the op.
 
+use burn_route_core::ShapeRule;
+
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::ir::{
-    Arg, Check, Container, MemberType, Op, Rank, Step, TensorArg, TensorKind, TypeDef,
+    Arg, Check, Container, MemberType, Op, Output, Policy, Rank, Step, TensorArg, TensorKind,
+    TypeDef,
 };
 use crate::model::OpSpec;
 
@@ -64,11 +67,14 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
         ..Check::default()
     };
     let Some(table) = &spec.check else {
+        check.input_shapes = input_shapes(op, &[]);
         return Ok(check);
     };
     let path = format!("op[{}].check", spec.index);
     let mut diags = Vec::new();
     let targets = targets(op, types);
+    // The span of each `shapes` entry that lowered, by name.
+    let mut given: Vec<(String, std::ops::Range<usize>)> = Vec::new();
     let find = |key: &str| targets.iter().find(|(n, _)| n == key).map(|(_, t)| t);
     let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
     let unknown = |key: &crate::model::Sp<String>, sub: &str, what: &str| {
@@ -175,6 +181,7 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
             }
             continue;
         }
+        given.push((key.value.clone(), shapes.span.clone()));
         check.shapes.push((
             key.value.clone(),
             shapes
@@ -183,6 +190,9 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
                 .map(|s| s.iter().map(|d| usize::try_from(*d).unwrap_or(0)).collect())
                 .collect(),
         ));
+    }
+    if diags.is_empty() {
+        diags.extend(shapes_agree(op, &check.shapes, &given, &path));
     }
     for (key, range) in &table.ranges {
         let Some(target) = find(&key.value) else {
@@ -211,29 +221,8 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
         }
         let (lo, hi) = (range.value[0], range.value[1]);
         let int = matches!(target, Target::Tensor(t) if t.kind == TensorKind::Int);
-        if int && lo.is_finite() && hi.is_finite() && lo.ceil() >= hi {
-            diags.push(
-                Diagnostic::new(
-                    range.span.clone(),
-                    key_path,
-                    format!(
-                        "the range of int input `{}` holds no integer: [{lo}, {hi})",
-                        key.value
-                    ),
-                )
-                .help("write `[lo, hi]` with an integer lo < hi (ints are drawn in [lo, hi))"),
-            );
-            continue;
-        }
-        if !(lo.is_finite() && hi.is_finite() && lo < hi) {
-            diags.push(
-                Diagnostic::new(
-                    range.span.clone(),
-                    key_path,
-                    format!("the range of `{}` is empty: [{lo}, {hi}]", key.value),
-                )
-                .help("write `[lo, hi]` with lo < hi (values are drawn in [lo, hi))"),
-            );
+        if let Some((message, help)) = range_problem(&key.value, lo, hi, int) {
+            diags.push(Diagnostic::new(range.span.clone(), key_path, message).help(help));
             continue;
         }
         check.ranges.push((key.value.clone(), (lo, hi)));
@@ -269,20 +258,61 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
             ),
         }
     }
+    // Why the op check compares no gradients of the op, whatever `gradients` says.
+    let no_gradients = if op.policy != Policy::Differentiable {
+        Some(format!(
+            "op `{}` is `{}`, not `differentiable`: the op check compares no gradients of it",
+            op.name, op.policy
+        ))
+    } else if !float_output(&op.output, types) {
+        Some(format!(
+            "op `{}` returns no float tensor: the op check has no gradient of it to compare",
+            op.name
+        ))
+    } else {
+        None
+    };
     if let Some(g) = &table.gradients {
-        check.gradients = g.value;
+        match &no_gradients {
+            Some(why) => diags.push(
+                Diagnostic::new(
+                    g.span.clone(),
+                    format!("{path}.gradients"),
+                    format!("{why}, so `gradients` changes nothing"),
+                )
+                .help("remove `gradients` from `check`"),
+            ),
+            None => check.gradients = g.value,
+        }
     }
     if let Some(c) = &table.composition {
-        if c.value && check.composition != c.value {
+        if op.composition.is_none() || op.composite.is_some() {
             diags.push(
                 Diagnostic::new(c.span.clone(), format!("{path}.composition"), format!("op `{}` has no `composition` (besides its kernels) to compare its kernels with", op.name))
-                    .help("remove `composition` from `check`, or give the op a `composition`"),
+                    .help(if c.value { "remove `composition` from `check`, or give the op a `composition`" } else { "remove `composition` from `check`: without a `composition` the op check compares nothing with it already" }),
             );
         }
         check.composition &= c.value;
     }
     if let Some(t) = &table.tolerance {
-        if t.value.is_finite() && t.value > 0.0 {
+        let why = no_gradients.clone().or_else(|| {
+            (!check.gradients)
+                .then(|| "`gradients = false` turns the gradient check off".to_owned())
+        });
+        if let Some(why) = why {
+            diags.push(
+                Diagnostic::new(
+                    t.span.clone(),
+                    format!("{path}.tolerance"),
+                    format!(
+                        "{why}, and `tolerance` is the gradient check's, so it changes nothing"
+                    ),
+                )
+                .help(
+                    "remove `tolerance` (values are compared within the runtime's value tolerance)",
+                ),
+            );
+        } else if t.value.is_finite() && t.value > 0.0 {
             check.tolerance = Some(t.value);
         } else {
             diags.push(
@@ -296,8 +326,300 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
         }
     }
     if diags.is_empty() {
+        check.input_shapes = input_shapes(op, &check.shapes);
         Ok(check)
     } else {
         Err(diags)
+    }
+}
+
+/// The shape each tensor input of the op check gets (one per element for a `vec` input):
+/// `[op.check] shapes`, else one its shape contract allows against the other input's, else that
+/// of the first input sharing its rank generic whose shape is given, else `[2, 3, ..]` of its
+/// rank (a generic rank is 2).
+pub(crate) fn input_shapes(
+    op: &Op,
+    given: &[(String, Vec<Vec<usize>>)],
+) -> Vec<Option<Vec<Vec<usize>>>> {
+    let base = |rank: usize| -> Vec<usize> { (0..rank).map(|i| i + 2).collect() };
+    let mut out: Vec<Option<Vec<Vec<usize>>>> = vec![None; op.inputs.len()];
+    for (i, input) in op.inputs.iter().enumerate() {
+        if let Some((_, s)) = given.iter().find(|(n, _)| n == &input.name) {
+            out[i] = Some(s.clone());
+        }
+    }
+    // A rank generic's shape, from the first input naming it whose shape is given.
+    let generic_shape = |rank: &Rank| -> Option<Vec<usize>> {
+        let Rank::Generic(g) = rank else { return None };
+        op.inputs.iter().find_map(|input| match &input.arg {
+            Arg::Tensor(t) if t.rank == Rank::Generic(g.clone()) => given
+                .iter()
+                .find(|(n, _)| n == &input.name)
+                .and_then(|(_, s)| s.first().cloned()),
+            _ => None,
+        })
+    };
+    // Contracts refer to other inputs: resolve in rounds.
+    for _ in 0..=op.inputs.len() {
+        for (i, input) in op.inputs.iter().enumerate() {
+            if out[i].is_some() {
+                continue;
+            }
+            let Arg::Tensor(t) = &input.arg else { continue };
+            let rank = match t.rank {
+                Rank::Fixed(r) => r,
+                Rank::Generic(_) => 2,
+            };
+            let shape = match &input.shape {
+                None => Some(generic_shape(&t.rank).unwrap_or_else(|| base(rank))),
+                Some(c) => {
+                    let other = op.inputs.iter().position(|o| o.name == c.of);
+                    other
+                        .and_then(|o| out[o].as_ref())
+                        .and_then(|s| s.first())
+                        .map(|of| match c.rule {
+                            ShapeRule::SameAs
+                            | ShapeRule::BroadcastTo
+                            | ShapeRule::BroadcastWith => of.clone(),
+                            ShapeRule::LastDimOf => vec![*of.last().unwrap_or(&1)],
+                            ShapeRule::LeadingDimsOf => of[..of.len().saturating_sub(1)].to_vec(),
+                        })
+                }
+            };
+            if let Some(shape) = shape {
+                let n = if t.container == Container::Vec { 2 } else { 1 };
+                out[i] = Some(vec![shape; n]);
+            }
+        }
+    }
+    out
+}
+
+fn shown(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// `[op.check] shapes` describe a call the routing accepts: the shapes the check gives its tensor
+/// inputs meet every shape contract, and tensors sharing a rank generic (the elements of a `vec`
+/// input included) have the same rank. A check that breaks them would test a call that cannot
+/// happen (the routing refuses it, or it does not type-check).
+fn shapes_agree(
+    op: &Op,
+    shapes: &[(String, Vec<Vec<usize>>)],
+    given: &[(String, std::ops::Range<usize>)],
+    path: &str,
+) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    let span_of = |name: &str| {
+        given
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s.clone())
+    };
+    let resolved = input_shapes(op, shapes);
+    let shape_of = |name: &str| {
+        op.inputs
+            .iter()
+            .position(|i| i.name == name)
+            .and_then(|i| resolved[i].as_ref())
+            .and_then(|s| s.first())
+    };
+    // Rank generics: every tensor naming one, in input order (declared members by path too).
+    let mut ranks: Vec<(&str, &str, usize)> = Vec::new();
+    let position = |name: &str| {
+        op.inputs.iter().position(|i| {
+            name == i.name
+                || name
+                    .strip_prefix(i.name.as_str())
+                    .is_some_and(|r| r.starts_with('.'))
+        })
+    };
+    let mut ordered: Vec<&(String, Vec<Vec<usize>>)> = shapes.iter().collect();
+    ordered.sort_by_key(|(name, _)| position(name));
+    for (name, list) in ordered {
+        let Some(t) = tensor_named(op, name) else {
+            continue;
+        };
+        let Rank::Generic(g) = &t.rank else { continue };
+        for shape in list {
+            if let Some((first, _, rank)) = ranks.iter().find(|(_, gg, _)| gg == g)
+                && *rank != shape.len()
+            {
+                let span = span_of(name).unwrap_or_default();
+                let same = if first == name {
+                    format!(
+                        "the elements of `{name}` share rank `{g}`, but its shapes have {rank} and {} dimensions",
+                        shape.len()
+                    )
+                } else {
+                    format!(
+                        "`{first}` and `{name}` share rank `{g}`, but their shapes have {rank} and {} dimensions",
+                        shape.len()
+                    )
+                };
+                diags.push(
+                    Diagnostic::new(
+                        span,
+                        format!("{path}.shapes.{name}"),
+                        format!("{same}: no call of `{}` can take them", op.name),
+                    )
+                    .help(format!(
+                        "give `{name}` a shape of {rank} dimensions, as `{first}`'s"
+                    )),
+                );
+                break;
+            }
+            ranks.push((name.as_str(), g.as_str(), shape.len()));
+        }
+    }
+    if !diags.is_empty() {
+        return diags;
+    }
+    for input in &op.inputs {
+        let Some(contract) = &input.shape else {
+            continue;
+        };
+        let (Some(shape), Some(of)) = (shape_of(&input.name), shape_of(&contract.of)) else {
+            continue;
+        };
+        if contract.rule.holds(shape, of) {
+            continue;
+        }
+        // Point at the constrained input's entry when it is given, else at the other's.
+        let (key, span) = match span_of(&input.name) {
+            Some(span) => (input.name.as_str(), span),
+            None => (
+                contract.of.as_str(),
+                span_of(&contract.of).unwrap_or_default(),
+            ),
+        };
+        let fix = match contract.rule.implied(of) {
+            Some(implied) if key == input.name => format!(
+                "give `{}` the shape {} (or remove it from `shapes`: the check then derives it from `{}`'s)",
+                input.name,
+                shown(implied),
+                contract.of
+            ),
+            _ => format!(
+                "give `{}` and `{}` shapes that meet `{} = \"{}\"`",
+                input.name, contract.of, contract.rule, contract.of
+            ),
+        };
+        diags.push(
+            Diagnostic::new(
+                span,
+                format!("{path}.shapes.{key}"),
+                format!(
+                    "the op check would call `{}` with `{}` of shape {} and `{}` of shape {}, which breaks `{}`'s shape contract `{} = \"{}\"`: the routing refuses that call",
+                    op.name,
+                    input.name,
+                    shown(shape),
+                    contract.of,
+                    shown(of),
+                    input.name,
+                    contract.rule,
+                    contract.of
+                ),
+            )
+            .help(fix),
+        );
+    }
+    diags
+}
+
+/// The tensor input (or tensor member of a declared input, by path) `name` names.
+fn tensor_named<'a>(op: &'a Op, name: &str) -> Option<&'a TensorArg> {
+    op.inputs.iter().find_map(|input| match &input.arg {
+        Arg::Tensor(t) if input.name == name => Some(t),
+        Arg::Declared { leaves, .. } => leaves
+            .iter()
+            .find(|l| format!("{}.{}", input.name, l.label()) == name)
+            .map(|l| &l.tensor),
+        _ => None,
+    })
+}
+
+/// What is wrong with the range `[lo, hi]` of input `name` (values are drawn in `[lo, hi)`):
+/// each way a range can fail has its own message, and its own fix.
+fn range_problem(name: &str, lo: f64, hi: f64, int: bool) -> Option<(String, String)> {
+    let bound = |v: f64| {
+        if v.is_nan() {
+            "NaN".to_owned()
+        } else if v.is_finite() && v.abs() >= 1e16 {
+            format!("{v:e}")
+        } else {
+            format!("{v}")
+        }
+    };
+    let shown = format!("[{}, {}]", bound(lo), bound(hi));
+    let problem = if lo.is_nan() || hi.is_nan() {
+        (
+            format!("the range of `{name}` has a NaN bound: {shown}"),
+            "give both bounds as finite numbers, such as `[-1, 1]`".to_owned(),
+        )
+    } else if lo.is_infinite() || hi.is_infinite() {
+        (
+            format!(
+                "the range of `{name}` has an infinite bound: {shown}; the op check draws values uniformly, which needs finite bounds"
+            ),
+            "give both bounds as finite numbers, such as `[-1e6, 1e6]` for a wide range".to_owned(),
+        )
+    } else if !int && lo.abs().max(hi.abs()) > f64::from(f32::MAX) {
+        (
+            format!(
+                "the range of `{name}` goes beyond what an `f32` holds: {shown}; the op check draws its values as `f32`, where such a bound is infinite"
+            ),
+            "keep both bounds within ±3.4e38, such as `[-1e6, 1e6]` for a wide range".to_owned(),
+        )
+    } else if int && lo.abs().max(hi.abs()) > f64::from(i32::MAX) {
+        (
+            format!(
+                "the range of int input `{name}` goes beyond what an `i32` holds: {shown}; the op check's ints must fit every backend's int dtype"
+            ),
+            "keep both bounds within ±2147483647".to_owned(),
+        )
+    } else if lo > hi {
+        (
+            format!(
+                "the range of `{name}` is reversed: {shown}, its low bound is above its high bound"
+            ),
+            format!("swap the bounds: `[{}, {}]`", bound(hi), bound(lo)),
+        )
+    } else if lo == hi {
+        (
+            format!(
+                "the range of `{name}` is empty: {shown} (values are drawn in [lo, hi), which holds nothing when lo = hi)"
+            ),
+            format!(
+                "give a high bound above the low one, such as `[{}, {}]`",
+                bound(lo),
+                bound(lo + 1.0)
+            ),
+        )
+    } else if int && lo.ceil() >= hi {
+        (
+            format!("the range of int input `{name}` holds no integer: [{lo}, {hi})"),
+            format!(
+                "write `[lo, hi]` with an integer lo < hi (ints are drawn in [lo, hi)), such as `[{}, {}]`",
+                lo.ceil(),
+                lo.ceil() + 1.0
+            ),
+        )
+    } else {
+        return None;
+    };
+    Some(problem)
+}
+
+/// Whether `output` holds a float tensor (in a tuple, or a field of a declared type).
+fn float_output(output: &Output, types: &[TypeDef]) -> bool {
+    match output {
+        Output::Tensor(t) => t.kind == TensorKind::Float,
+        Output::Tuple(items) => items.iter().any(|o| float_output(o, types)),
+        Output::Declared { name, .. } => crate::ir::leaves(types, name)
+            .iter()
+            .any(|l| l.tensor.kind == TensorKind::Float),
+        Output::Unit | Output::Plain(_) => false,
     }
 }

@@ -9,8 +9,9 @@
 
 use super::context::{Context, ManifestRule, unknown_modes};
 use super::lower::lazy_outputs;
+use super::rules::first_undeclared;
 use crate::diag::{Diagnostic, page};
-use crate::ir::{BackendName, FusionImpl, Output};
+use crate::ir::{Arg, BackendName, FusionImpl, Output};
 use crate::model::OpSpec;
 
 /// The values of `fusion`.
@@ -66,32 +67,87 @@ fn fusion_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 format!("op `{}` says it runs its composition on `Fusion<B>`, but has no `composition`", op.name),
                 "add `composition = \"path::to::fn\"` (the op written with backend primitives), or remove `fusion` to run the op's kernel as one deferred operation",
             ));
+        } else if value.value == "composition"
+            && let Some(why) = no_kernel_form(op)
+        {
+            out.push(diagnostic(
+                format!("op `{}` {why}, so it runs its composition on `Fusion<B>` already: `fusion = \"composition\"` has nothing to choose", op.name),
+                "remove `fusion`",
+            ));
+        } else if value.value == "kernel"
+            && let Some(input) = op
+                .inputs
+                .iter()
+                .find(|i| matches!(i.arg, Arg::Declared { .. }))
+        {
+            out.push(diagnostic(
+                format!("op `{}` says it runs its kernel as one deferred operation on `Fusion<B>`, but its input `{}` is a declared type, which has no lazy form on `Fusion<B>` yet: its `composition` would run there instead", op.name, input.name),
+                "remove `fusion` (the op then runs its `composition` on `Fusion<B>`, which Burn fuses; output `shape` and `dtype` stay for Remote)",
+            ));
         } else if value.value == "kernel" && (op.asynchronous || !lazy_outputs(&op.output)) {
             let (why, help) = if op.asynchronous {
                 (
                     "is async, and the fusion stream cannot await a kernel".to_owned(),
-                    "remove `fusion`: an async op runs its composition on `Fusion<B>`",
+                    "remove `fusion`: an async op runs its composition on `Fusion<B>`".to_owned(),
                 )
             } else if let Some(value) = not_a_tensor(&op.output) {
                 (
                     format!(
                         "returns {value}, which a deferred operation cannot return before its kernel runs"
                     ),
-                    "return tensors only, or remove `fusion` (the op then runs its `composition` on `Fusion<B>`, or without one its kernel eagerly)",
+                    "return tensors only, or remove `fusion` (the op then runs its `composition` on `Fusion<B>`, or without one its kernel eagerly)".to_owned(),
                 )
             } else {
+                let base = format!("op[{}].output", spec.index);
+                let why = first_undeclared(&op.output, base).map_or_else(
+                    || "an output declares no `shape` or `dtype`".to_owned(),
+                    |(_, why)| why,
+                );
                 (
-                    "does not declare its outputs' `shape` and `dtype`, which a deferred operation needs before its kernel runs".to_owned(),
-                    "declare `shape` and `dtype` on each output, or remove `fusion` (the op then runs its `composition` on `Fusion<B>`, or without one its kernel eagerly)",
+                    format!(
+                        "{why}, and a deferred operation needs every output's `shape` and `dtype` before its kernel runs"
+                    ),
+                    format!(
+                        "declare `shape` and `dtype` there{}, or remove `fusion` (the op then runs its `composition` on `Fusion<B>`, or without one its kernel eagerly)",
+                        if matches!(op.output, Output::Declared { .. }) {
+                            " (in the `[[type]]` entry's field)"
+                        } else {
+                            ""
+                        }
+                    ),
                 )
             };
             out.push(diagnostic(
                 format!("op `{}` says it runs its kernel as one deferred operation on `Fusion<B>`, but {why}", op.name),
-                help,
+                &help,
             ));
         }
     }
     out
+}
+
+/// Why `op` has no deferred kernel form on `Fusion<B>`, if it has none: async, a declared-type
+/// input, or outputs whose metadata a deferred operation cannot declare.
+fn no_kernel_form(op: &crate::ir::Op) -> Option<String> {
+    if op.asynchronous {
+        Some("is async (the fusion stream cannot await a kernel)".to_owned())
+    } else if let Some(input) = op
+        .inputs
+        .iter()
+        .find(|i| matches!(i.arg, Arg::Declared { .. }))
+    {
+        Some(format!(
+            "has a declared-type input (`{}`), which has no lazy form yet",
+            input.name
+        ))
+    } else if !lazy_outputs(&op.output) {
+        Some(
+            "does not declare every output's `shape` and `dtype`, which a deferred kernel needs"
+                .to_owned(),
+        )
+    } else {
+        None
+    }
 }
 
 /// A warning for each op that runs eagerly on `Fusion<B>` (routed to Cube with a kernel of its

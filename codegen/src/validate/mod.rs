@@ -6,7 +6,8 @@
 //!   Names are checked by [`crate::names`], plain types by `types`, doc text by `text`.
 //! - `rules`: the rules that relate values to each other, one named function each, all
 //!   listed in `rules::OP_RULES`, `rules::MANIFEST_RULES`, `asynchrony::MANIFEST_RULES`,
-//!   `fusion::MANIFEST_RULES`, `dtypes::MANIFEST_RULES` and `remote::MANIFEST_RULES`.
+//!   `fusion::MANIFEST_RULES`, `dtypes::MANIFEST_RULES`, `remote::MANIFEST_RULES` and
+//!   `effect::MANIFEST_RULES`.
 //!
 //! Builder options that change names (the trait override) enter here like manifest values, so
 //! they meet the same rules.
@@ -16,7 +17,9 @@ mod backward;
 mod check;
 mod context;
 mod dtypes;
+mod effect;
 mod fusion;
+mod gradients;
 mod linear;
 mod lower;
 mod remote;
@@ -95,6 +98,7 @@ pub fn validate_with(
         .chain(fusion::MANIFEST_RULES)
         .chain(dtypes::MANIFEST_RULES)
         .chain(remote::MANIFEST_RULES)
+        .chain(effect::MANIFEST_RULES)
     {
         diags.extend(rule(&cx));
     }
@@ -104,6 +108,7 @@ pub fn validate_with(
     let mut warnings = lower::unused(manifest, &lowered.declared, &used);
     warnings.extend(remote::hand_written_warnings(&cx));
     warnings.extend(fusion::eager_warnings(&cx));
+    warnings.extend(gradients::no_gradient_warnings(&cx));
     match lowered.routing {
         Some(routing) if diags.is_empty() && lowered.complete => {
             let mut ir = lower::finish(

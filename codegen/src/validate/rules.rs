@@ -632,7 +632,7 @@ fn declared_outputs<'a>(
 }
 
 /// The first output that is not a tensor with its shape and dtype declared: its key and why.
-fn first_undeclared(out: &Output, key: String) -> Option<(String, String)> {
+pub(super) fn first_undeclared(out: &Output, key: String) -> Option<(String, String)> {
     match out {
         Output::Unit => Some((key, "it returns nothing".to_owned())),
         Output::Plain(ty) => Some((

@@ -1,0 +1,324 @@
+//! Advice that leads out: for each error, applying the fix its help names makes that error go
+//! away, and what is left (nothing, here) never asks to undo the fix.
+
+use burn_route_codegen::{Builder, Error};
+
+/// The `(key, help)` of each error of `source`; empty when it renders.
+fn errors(source: &str) -> Vec<(String, String)> {
+    match Builder::new("ops.toml").op_check().render_str(source) {
+        Ok(_) => Vec::new(),
+        Err(Error::Manifest(report)) => report
+            .diagnostics
+            .iter()
+            .filter(|d| !d.warning)
+            .map(|d| (d.key.clone(), d.help.clone().unwrap_or_default()))
+            .collect(),
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}
+
+/// `source` fails at `key` with a help that says `advice`; replacing `from` by `to` (doing what
+/// it says) renders.
+#[track_caller]
+fn follow(source: &str, key: &str, advice: &str, from: &str, to: &str) {
+    let before = errors(source);
+    let Some((_, help)) = before.iter().find(|(k, _)| k == key) else {
+        panic!("no error at `{key}`: {before:?}\n{source}");
+    };
+    assert!(
+        help.contains(advice),
+        "the help at `{key}` is `{help}`, not `{advice}`"
+    );
+    assert!(source.contains(from), "`{from}` is not in the manifest");
+    let fixed = source.replacen(from, to, 1);
+    let after = errors(&fixed);
+    assert!(after.is_empty(), "after `{advice}`: {after:?}\n{fixed}");
+}
+
+const HEAD: &str = "[routing]\ntrait = \"MyOps\"\nbackends = [\"Flex\"]\n\n";
+
+fn manifest(routing_backends: &str, body: &str) -> String {
+    HEAD.replace("[\"Flex\"]", routing_backends) + body
+}
+
+const PAIR: &str = "[[type]]\nname = \"Pair\"\nfields = [{ name = \"a\", tensor = \"float\" }, { name = \"s\", type = \"f32\" }]\n\n";
+
+#[test]
+fn a_declared_input_op_on_cube_with_fusion_kernel_leads_out_both_ways() {
+    // Routed to Cube only: the output's metadata has no reader, and `fusion = "kernel"` has no
+    // lazy form. Each help, followed alone, leaves the other error, which never asks to put the
+    // first fix back; followed together, the manifest renders.
+    let op = "[[op]]\nname = \"scaled\"\nautodiff = \"detach\"\ninputs = [{ name = \"p\", type = \"Pair\" }, { name = \"x\", tensor = \"float\" }]\noutput = { tensor = \"float\", shape = \"x\", dtype = \"x\" }\ncomposition = \"crate::c::scaled\"\nfusion = \"kernel\"\n";
+    let source = manifest("[\"Cube\"]", &format!("{PAIR}{op}"));
+    let keys: Vec<String> = errors(&source).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["op[0].output", "op[0].fusion"]);
+    let without_metadata = source.replace(", shape = \"x\", dtype = \"x\"", "");
+    let left = errors(&without_metadata);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].0, "op[0].fusion");
+    assert!(
+        !left[0].1.contains("declare `shape`"),
+        "asks to undo: {left:?}"
+    );
+    let without_fusion = source.replace("fusion = \"kernel\"\n", "");
+    let left = errors(&without_fusion);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].0, "op[0].output");
+    follow(
+        &without_fusion,
+        "op[0].output",
+        "remove `shape` and `dtype`",
+        ", shape = \"x\", dtype = \"x\"",
+        "",
+    );
+    // On every backend, the metadata is for Remote, and only `fusion` goes.
+    let source = manifest("[\"Flex\", \"Cube\", \"Remote\"]", &format!("{PAIR}{op}"));
+    follow(
+        &source,
+        "op[0].fusion",
+        "remove `fusion`",
+        "fusion = \"kernel\"\n",
+        "",
+    );
+}
+
+#[test]
+fn ranges_lead_out() {
+    let op = |range: &str| {
+        manifest(
+            "[\"Flex\"]",
+            &format!(
+                "[[op]]\nname = \"f\"\ninputs = [{{ name = \"x\", tensor = \"float\" }}, {{ name = \"i\", tensor = \"int\" }}]\noutput = {{ tensor = \"float\" }}\ncheck = {{ ranges = {{ {range} }} }}\n"
+            ),
+        )
+    };
+    follow(
+        &op("x = [2, 1]"),
+        "op[0].check.ranges.x",
+        "swap the bounds: `[1, 2]`",
+        "[2, 1]",
+        "[1, 2]",
+    );
+    follow(
+        &op("x = [1, 1]"),
+        "op[0].check.ranges.x",
+        "`[1, 2]`",
+        "[1, 1]",
+        "[1, 2]",
+    );
+    follow(
+        &op("x = [0, inf]"),
+        "op[0].check.ranges.x",
+        "`[-1e6, 1e6]`",
+        "[0, inf]",
+        "[-1e6, 1e6]",
+    );
+    follow(
+        &op("x = [nan, 1]"),
+        "op[0].check.ranges.x",
+        "`[-1, 1]`",
+        "[nan, 1]",
+        "[-1, 1]",
+    );
+    follow(
+        &op("i = [0.5, 1]"),
+        "op[0].check.ranges.i",
+        "`[1, 2]`",
+        "[0.5, 1]",
+        "[1, 2]",
+    );
+    follow(
+        &op("i = [0, 3e9]"),
+        "op[0].check.ranges.i",
+        "±2147483647",
+        "3e9",
+        "2147483647",
+    );
+}
+
+#[test]
+fn check_shapes_lead_out() {
+    let source = manifest(
+        "[\"Flex\"]",
+        "[[op]]\nname = \"norm\"\ninputs = [{ name = \"x\", tensor = \"float\" }, { name = \"w\", tensor = \"float\", dims = 1, shape = { last_dim_of = \"x\" } }, { name = \"y\", tensor = \"float\" }]\noutput = { tensor = \"float\" }\ncheck = { shapes = { x = [2, 3], w = [4] } }\n",
+    );
+    follow(
+        &source,
+        "op[0].check.shapes.w",
+        "give `w` the shape [3]",
+        "w = [4]",
+        "w = [3]",
+    );
+    follow(
+        &source,
+        "op[0].check.shapes.w",
+        "remove it from `shapes`",
+        ", w = [4]",
+        "",
+    );
+    let ranks = source.replace("w = [4]", "y = [2, 3, 4]");
+    follow(
+        &ranks,
+        "op[0].check.shapes.y",
+        "a shape of 2 dimensions",
+        "[2, 3, 4]",
+        "[4, 5]",
+    );
+}
+
+#[test]
+fn formula_dimensions_lead_out() {
+    let source = manifest(
+        "[\"Flex\"]",
+        "[[op]]\nname = \"f\"\nautodiff = \"differentiable\"\ninputs = [{ name = \"x\", tensor = \"float\", dims = 2 }]\noutput = { tensor = \"float\", dims = 2 }\nbackward = { x = \"grad / dim_size(x, 2)\" }\n",
+    );
+    follow(
+        &source,
+        "op[0].backward.x",
+        "-1 to -2 from the end",
+        "dim_size(x, 2)",
+        "dim_size(x, -1)",
+    );
+}
+
+#[test]
+fn keys_without_effect_lead_out() {
+    let detach = manifest(
+        "[\"Flex\"]",
+        "[[op]]\nname = \"f\"\nautodiff = \"detach\"\ninputs = [{ name = \"x\", tensor = \"float\" }]\noutput = { tensor = \"float\" }\ncheck = { gradients = false }\n",
+    );
+    follow(
+        &detach,
+        "op[0].check.gradients",
+        "remove `gradients`",
+        "check = { gradients = false }\n",
+        "",
+    );
+    let tolerance = detach.replace("gradients = false", "tolerance = 0.1");
+    follow(
+        &tolerance,
+        "op[0].check.tolerance",
+        "remove `tolerance`",
+        "check = { tolerance = 0.1 }\n",
+        "",
+    );
+    let dtype = detach
+        .replace(
+            "output = { tensor = \"float\" }",
+            "output = { tensor = \"float\", dtype = \"x\" }",
+        )
+        .replace("check = { gradients = false }\n", "");
+    follow(
+        &dtype,
+        "op[0].output.dtype",
+        "add `shape`",
+        "dtype = \"x\"",
+        "shape = \"x\", dtype = \"x\"",
+    );
+    follow(
+        &dtype,
+        "op[0].output.dtype",
+        "remove `dtype`",
+        ", dtype = \"x\"",
+        "",
+    );
+    let field = manifest(
+        "[\"Flex\"]",
+        "[[type]]\nname = \"Pair\"\nfields = [{ name = \"a\", tensor = \"float\", shape = \"x\" }]\n\n[[op]]\nname = \"f\"\ninputs = [{ name = \"p\", type = \"Pair\" }, { name = \"x\", tensor = \"float\" }]\noutput = { tensor = \"float\" }\n",
+    );
+    follow(
+        &field,
+        "type[0].fields[0].shape",
+        "remove `shape`",
+        ", shape = \"x\"",
+        "",
+    );
+    let asynchronous = manifest(
+        "[\"Flex\", \"Cube\"]",
+        "[[op]]\nname = \"f\"\nasync = true\ninputs = [{ name = \"x\", tensor = \"float\" }]\noutput = { tensor = \"float\" }\ncomposition = \"crate::c::f\"\nfusion = \"composition\"\n",
+    );
+    follow(
+        &asynchronous,
+        "op[0].fusion",
+        "remove `fusion`",
+        "fusion = \"composition\"\n",
+        "",
+    );
+}
+
+#[test]
+fn a_formula_that_is_not_linear_is_shown_one_that_is_in_the_ops_own_names() {
+    let source = manifest(
+        "[\"Flex\"]",
+        "[[type]]\nname = \"Moments\"\nfields = [{ name = \"first\", tensor = \"float\" }, { name = \"second\", tensor = \"float\" }]\n\n[[op]]\nname = \"moments\"\nautodiff = \"differentiable\"\ninputs = [{ name = \"x\", tensor = \"float\" }]\noutput = { type = \"Moments\" }\nbackward = { x = \"grad.first * grad.second\" }\n",
+    );
+    follow(
+        &source,
+        "op[0].backward.x",
+        "\"grad.first * 2 + grad.second * x\"",
+        "grad.first * grad.second",
+        "grad.first * 2 + grad.second * x",
+    );
+}
+
+#[test]
+fn long_values_are_cut_in_messages() {
+    let long = "a".repeat(200_000);
+    let source = manifest(
+        "[\"Flex\"]",
+        &format!(
+            "[[op]]\nname = \"f\"\nautodiff = \"{long}\"\ninputs = [{{ name = \"x\", tensor = \"float\" }}]\n"
+        ),
+    );
+    let Err(err) = Builder::new("ops.toml").render_str(&source) else {
+        panic!("an unknown policy is an error");
+    };
+    let lines = burn_route_codegen::error_lines(&err);
+    assert_eq!(
+        lines,
+        [format!(
+            "ops.toml:7:12: `op[0].autodiff`: unknown autodiff policy `{}…{}`; help: use one of: differentiable, detach, reject",
+            "a".repeat(40),
+            "a".repeat(16)
+        )]
+    );
+}
+
+#[test]
+fn an_op_that_gives_no_gradient_is_warned() {
+    let source = manifest(
+        "[\"Flex\"]",
+        "[[op]]\nname = \"f\"\nautodiff = \"differentiable\"\ninputs = [{ name = \"x\", tensor = \"float\" }]\noutput = { tensor = \"float\" }\nbackward = { x = \"none\" }\n",
+    );
+    let dir = std::env::temp_dir().join(format!("burn-route-no-gradient-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ops.toml");
+    std::fs::write(&path, &source).unwrap();
+    let (_, report) = Builder::new(&path)
+        .manifest_name("ops.toml")
+        .render_with_warnings()
+        .expect("the op is valid");
+    let report = report.expect("a warning");
+    let lines: Vec<String> = report
+        .diagnostics
+        .iter()
+        .map(|d| d.render_line(&report.file, &report.source))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "ops.toml:10:12: `op[0].backward`: op `f` is `differentiable`, but its backward pass gives no float input a gradient (every formula is \"none\"): no gradient ever flows through it; help: write `autodiff = \"detach\"` and remove `backward` (what the op does now: its output carries no gradient back), or give the inputs that have a gradient one"
+        ]
+    );
+    // Following it renders without the warning.
+    let fixed = source
+        .replace("\"differentiable\"", "\"detach\"")
+        .replace("backward = { x = \"none\" }\n", "");
+    std::fs::write(&path, &fixed).unwrap();
+    let (_, report) = Builder::new(&path)
+        .manifest_name("ops.toml")
+        .render_with_warnings()
+        .expect("the op is valid");
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(report.is_none(), "{report:?}");
+}
