@@ -670,8 +670,8 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
                         .collect();
                     let expr = term(&f.expr, &mut cx).doc;
                     w.open(format!("if {}[{i}] {{", names::TRACKED));
-                    for binding in bindings {
-                        w.line(binding);
+                    for (name, value) in bindings {
+                        w.assign(format!("let {name} = "), value, ";");
                     }
                     for (name, value) in locals {
                         w.assign(format!("let {name} = "), value, ";");
@@ -1152,6 +1152,16 @@ fn wrap(e: Emitted, at_least: u8) -> String {
     }
 }
 
+/// [`wrap`] as a doc: a number expression that holds a call (`dim_size(x, 0)`, which carries
+/// its formula's text) stays breakable, so that rustfmt's layout of calls applies inside it.
+fn wrap_doc(e: Emitted, at_least: u8) -> Doc {
+    match e.doc {
+        doc if e.prec >= at_least => doc,
+        doc if !doc.breakable() => Doc::Text(format!("({})", flat(&doc))),
+        doc => Doc::Cat(vec![Doc::Text("(".into()), doc, Doc::Text(")".into())]),
+    }
+}
+
 fn prim(name: &str, args: Vec<Doc>) -> Emitted {
     Emitted {
         doc: call(format!("B::{name}"), args),
@@ -1229,7 +1239,7 @@ fn term_uses_grad(t: &Term) -> bool {
 /// read.
 struct Cx<'a> {
     formula: &'a str,
-    bindings: &'a mut Vec<String>,
+    bindings: &'a mut Vec<(String, Doc)>,
     /// The reads of each tensor local this formula has still to emit.
     left: Vec<(&'a str, usize)>,
     /// Each `Reused` local (read by several formulas) and the later formulas that read it.
@@ -1395,7 +1405,7 @@ fn term(t: &Term, cx: &mut Cx<'_>) -> Emitted {
         return e;
     }
     let local = names::number_local(cx.bindings.len());
-    cx.bindings.push(format!("let {local} = {};", flat(&e.doc)));
+    cx.bindings.push((local.clone(), e.doc));
     text(local, 3)
 }
 
@@ -1425,7 +1435,13 @@ fn term_inner(t: &Term, cx: &mut Cx<'_>) -> Emitted {
             if tensor {
                 prim("float_neg", vec![inner.doc])
             } else {
-                text(format!("-{}", wrap(inner, 3)), 2)
+                Emitted {
+                    doc: match wrap_doc(inner, 3) {
+                        Doc::Text(t) => Doc::Text(format!("-{t}")),
+                        doc => Doc::Cat(vec![Doc::Text("-".into()), doc]),
+                    },
+                    prec: 2,
+                }
             }
         }
         TermNode::Binary(op, a, b) => binary(*op, a, b, cx),
@@ -1458,9 +1474,12 @@ fn binary(op: BinOp, a: &Term, b: &Term, cx: &mut Cx<'_>) -> Emitted {
                 BinOp::Mul | BinOp::Div => 2,
             };
             // Left-associative: the right operand binds tighter to keep the written grouping.
-            let lhs = wrap(ea, prec);
-            let rhs = wrap(eb, prec + 1);
-            text(format!("{lhs} {} {rhs}", op.symbol()), prec)
+            let lhs = wrap_doc(ea, prec);
+            let rhs = wrap_doc(eb, prec + 1);
+            Emitted {
+                doc: super::code::infix(lhs, op.symbol(), rhs),
+                prec,
+            }
         }
     }
 }
@@ -1469,13 +1488,37 @@ fn function(name: &str, args: &[Term], cx: &mut Cx<'_>, formula: &str) -> Emitte
     let kinds: Vec<bool> = args.iter().map(|a| a.tensor).collect();
     let mut e: Vec<Emitted> = args.iter().map(|a| term(a, cx)).collect();
     let unary_tensor = |stem: &str, e: Emitted| prim(stem, vec![e.doc]);
-    let method = |m: &str, e: Emitted| text(format!("{}.{m}()", wrap(e, 3)), 3);
+    // A method of `f64`; on an operand that may break (it holds a call), called as a function
+    // (`f64::exp(..)`), which breaks as calls do.
+    let method = |m: &str, e: Emitted| {
+        if e.doc.breakable() {
+            Emitted {
+                doc: call(format!("f64::{m}"), [e.doc]),
+                prec: 3,
+            }
+        } else {
+            text(format!("{}.{m}()", wrap(e, 3)), 3)
+        }
+    };
     match (name, kinds.as_slice()) {
         ("sigmoid", [true]) => unary_tensor("sigmoid", e.remove(0)),
-        ("sigmoid", [false]) => text(
-            format!("1.0 / (1.0 + (-{}).exp())", wrap(e.remove(0), 3)),
-            2,
-        ),
+        ("sigmoid", [false]) => match e.remove(0) {
+            x if !x.doc.breakable() => text(format!("1.0 / (1.0 + (-{}).exp())", wrap(x, 3)), 2),
+            // An operand that may break: the same expression, with `f64::exp` called as a function.
+            x => {
+                let negated = Doc::Cat(vec![Doc::Text("-".into()), wrap_doc(x, 3)]);
+                let sum =
+                    super::code::infix(Doc::Text("1.0".into()), "+", call("f64::exp", [negated]));
+                Emitted {
+                    doc: super::code::infix(
+                        Doc::Text("1.0".into()),
+                        "/",
+                        Doc::Cat(vec![Doc::Text("(".into()), sum, Doc::Text(")".into())]),
+                    ),
+                    prec: 2,
+                }
+            }
+        },
         ("log", [false]) => method("ln", e.remove(0)),
         (
             "exp" | "log" | "sqrt" | "tanh" | "abs" | "sin" | "cos" | "recip" | "sign" | "erf",
@@ -1496,7 +1539,14 @@ fn function(name: &str, args: &[Term], cx: &mut Cx<'_>, formula: &str) -> Emitte
         }
         ("powf", [false, false]) => {
             let (a, b) = (e.remove(0), e.remove(0));
-            text(format!("{}.powf({})", wrap(a, 3), flat(&b.doc)), 3)
+            if a.doc.breakable() || b.doc.breakable() {
+                Emitted {
+                    doc: call("f64::powf", [a.doc, b.doc]),
+                    prec: 3,
+                }
+            } else {
+                text(format!("{}.powf({})", wrap(a, 3), flat(&b.doc)), 3)
+            }
         }
         ("relu_mask", _) => helper("relu_mask", vec![e.remove(0).doc]),
         (crate::formula::RELU_GATE, _) => {
