@@ -179,6 +179,20 @@ fn formula_dimensions_lead_out() {
         "dim_size(x, 2)",
         "dim_size(x, -1)",
     );
+    // A formula for an input of another rank than the output.
+    let ranks = source
+        .replace(
+            "output = { tensor = \"float\", dims = 2 }",
+            "output = { tensor = \"float\" }",
+        )
+        .replace("grad / dim_size(x, 2)", "grad");
+    follow(
+        &ranks,
+        "op[0].backward.x",
+        "give `x` and the output the same `dims`",
+        "output = { tensor = \"float\" }",
+        "output = { tensor = \"float\", dims = 2 }",
+    );
 }
 
 #[test]

@@ -1191,6 +1191,11 @@ impl<'a> Check<'a> {
                     ok = false;
                 }
                 Ok(expr) => match self.term(&expr, text, &key_path) {
+                    Some(term)
+                        if term.tensor && !self.ranks_agree(slot, &term, text, &key_path) =>
+                    {
+                        ok = false;
+                    }
                     Some(term) if term.tensor => {
                         if self.members.len() > 1
                             && let Err(e) = super::linear::check(&expr)
@@ -1442,6 +1447,68 @@ impl<'a> Check<'a> {
                 })
             }
         }
+    }
+
+    /// Formulas work on tensors of the output's rank: Burn's primitives broadcast dimensions of
+    /// size 1, not missing ones, and a gradient is reduced to its input's shape dimension by
+    /// dimension. Where the manifest fixes both ranks, an input of another rank (the one the
+    /// formula is for, or one it reads) is refused here rather than panicking in every backward
+    /// pass. Returns whether they agree.
+    fn ranks_agree(&mut self, slot: usize, term: &Term, text: &Sp<String>, key: &str) -> bool {
+        let Output::Tensor(out) = &self.op.output else {
+            return true;
+        };
+        let shown = |rank: &Rank| match rank {
+            Rank::Fixed(r) => format!("rank {r} (`dims = {r}`)"),
+            Rank::Generic(g) => format!("rank `{g}`"),
+        };
+        let slots: Vec<(String, Rank)> = self
+            .op
+            .float_slots()
+            .map(|s| (s.name.clone(), s.tensor.rank.clone()))
+            .collect();
+        let mut names = Vec::new();
+        term_names(term, &mut names);
+        let own = std::iter::once(slots[slot].0.clone());
+        // Ranks that may differ at a call: two different fixed ranks, or a fixed rank and a
+        // generic (the call decides the generic, and only one value of it could run).
+        let differ = |rank: &Rank| match (rank, &out.rank) {
+            (Rank::Fixed(a), Rank::Fixed(b)) => a != b,
+            (Rank::Fixed(_), Rank::Generic(_)) | (Rank::Generic(_), Rank::Fixed(_)) => true,
+            (Rank::Generic(_), Rank::Generic(_)) => false,
+        };
+        let offending = own.chain(names).find_map(|name| {
+            let (_, rank) = slots.iter().find(|(n, _)| *n == name)?;
+            differ(rank).then(|| (name, rank.clone()))
+        });
+        let Some((name, rank)) = offending else {
+            return true;
+        };
+        let which = if name == slots[slot].0 {
+            format!("the formula for `{name}` gives a gradient to an input")
+        } else {
+            format!(
+                "the formula for `{}` reads `{name}`, an input",
+                slots[slot].0
+            )
+        };
+        self.push(
+            Diagnostic::new(
+                text.span.clone(),
+                key,
+                format!(
+                    "{which} of {}, but the output of op `{}` has {}: formulas work on tensors of the output's rank (Burn's primitives broadcast dimensions of size 1, not missing ones), so a backward pass at another rank would panic",
+                    shown(&rank),
+                    self.op.name,
+                    shown(&out.rank)
+                ),
+            )
+            .help(format!(
+                "give `{name}` and the output the same `dims`, or write the backward pass as a function (`backward = \"path::to::{}_backward\"`), which reduces `{name}`'s gradient to its shape itself",
+                self.op.name
+            )),
+        );
+        false
     }
 
     /// The rank of `term` when the manifest fixes it (`dims = 2` on the inputs and output it

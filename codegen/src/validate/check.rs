@@ -335,8 +335,8 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
 
 /// The shape each tensor input of the op check gets (one per element for a `vec` input):
 /// `[op.check] shapes`, else one its shape contract allows against the other input's, else that
-/// of the first input sharing its rank generic whose shape is given, else `[2, 3, ..]` of its
-/// rank (a generic rank is 2).
+/// of the first input of the same rank (generic or fixed) whose shape is given, else
+/// `[2, 3, ..]` of its rank (a generic rank is 2).
 pub(crate) fn input_shapes(
     op: &Op,
     given: &[(String, Vec<Vec<usize>>)],
@@ -348,11 +348,12 @@ pub(crate) fn input_shapes(
             out[i] = Some(s.clone());
         }
     }
-    // A rank generic's shape, from the first input naming it whose shape is given.
-    let generic_shape = |rank: &Rank| -> Option<Vec<usize>> {
-        let Rank::Generic(g) = rank else { return None };
+    // The shape of the first input of the same rank (the same generic, or the same fixed rank)
+    // whose shape is given: inputs without a contract between them are most often combined
+    // element by element.
+    let same_rank_shape = |rank: &Rank| -> Option<Vec<usize>> {
         op.inputs.iter().find_map(|input| match &input.arg {
-            Arg::Tensor(t) if t.rank == Rank::Generic(g.clone()) => given
+            Arg::Tensor(t) if t.rank == *rank => given
                 .iter()
                 .find(|(n, _)| n == &input.name)
                 .and_then(|(_, s)| s.first().cloned()),
@@ -371,7 +372,7 @@ pub(crate) fn input_shapes(
                 Rank::Generic(_) => 2,
             };
             let shape = match &input.shape {
-                None => Some(generic_shape(&t.rank).unwrap_or_else(|| base(rank))),
+                None => Some(same_rank_shape(&t.rank).unwrap_or_else(|| base(rank))),
                 Some(c) => {
                     let other = op.inputs.iter().position(|o| o.name == c.of);
                     other
