@@ -511,6 +511,10 @@ fn backward_keys<C>(op: &str, inputs: &[(String, String, C)], kind: u8, recomput
                             format!("where(gt({x}, 0), grad, -grad) * sum_dim(output, -1)")
                         }
                         (3, _, _) => "none".to_owned(),
+                        // A number that reads a tensor (laid out as rustfmt lays it out).
+                        (1, _, None) => {
+                            "grad / dim_size(grad, -1) * (2 + dim_size(grad, 0))".to_owned()
+                        }
                         _ => "grad".to_owned(),
                     };
                     format!("{input} = \"{formula}\"")
