@@ -336,3 +336,168 @@ fn an_op_that_gives_no_gradient_is_warned() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(report.is_none(), "{report:?}");
 }
+
+/// The two kinds of help every fixture can follow mechanically, over all of `tests/ui`: "did
+/// you mean `X`" (the name at the span replaced by `X`) and "remove `KEY`" on a diagnostic at
+/// that key (the `KEY = value` pair deleted). After the edit, that error is gone, and no error
+/// asks to put back what was removed.
+#[test]
+fn every_did_you_mean_and_remove_help_of_the_ui_fixtures_leads_out() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui");
+    let mut fixtures: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/ui")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    fixtures.sort();
+    let (mut followed, mut problems) = (0, Vec::new());
+    for path in fixtures {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        // (A fixture of bytes that are not UTF-8 has nothing to follow.)
+        let Ok(source) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Err(Error::Manifest(report)) = Builder::new("ops.toml").op_check().render_str(&source)
+        else {
+            continue;
+        };
+        for d in report.diagnostics.iter().filter(|d| !d.warning) {
+            let help = d.help.clone().unwrap_or_default();
+            let Some(fixed) = mechanical_fix(&source, d, &help) else {
+                continue;
+            };
+            followed += 1;
+            let after = match Builder::new("ops.toml").op_check().render_str(&fixed) {
+                Ok(_) => Vec::new(),
+                Err(Error::Manifest(r)) => {
+                    r.diagnostics.into_iter().filter(|d| !d.warning).collect()
+                }
+                Err(other) => panic!("{file}: {other}"),
+            };
+            if let Some(same) = after
+                .iter()
+                .find(|a| a.key == d.key && a.message == d.message)
+            {
+                problems.push(format!(
+                    "{file}: `{}`: following `{help}` leaves `{}`",
+                    d.key, same.message
+                ));
+            }
+            // A new error of the same op or type (other entries may report only once this one
+            // is fixed) that asks for the removed key.
+            let entity = |key: &str| key.split('.').next().unwrap_or_default().to_owned();
+            if let Some(removed) = removed_key(d, &help)
+                && let Some(back) = after.iter().find(|a| {
+                    let h = a.help.clone().unwrap_or_default();
+                    entity(&a.key) == entity(&d.key)
+                        && !report
+                            .diagnostics
+                            .iter()
+                            .any(|b| b.key == a.key && b.message == a.message)
+                        && (h.contains(&format!("add `{removed}"))
+                            || h.contains(&format!("declare `{removed}")))
+                })
+            {
+                problems.push(format!(
+                    "{file}: `{}`: removing `{removed}` as its help says brings `{}` asking for it back: {}",
+                    d.key,
+                    back.key,
+                    back.help.clone().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    assert!(
+        followed >= 40,
+        "only {followed} helps followed: the fixtures changed?"
+    );
+    assert!(
+        problems.is_empty(),
+        "{} of {followed} helps do not lead out:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// The key a "remove `KEY`" help removes, when the diagnostic stands at that key.
+fn removed_key(d: &burn_route_codegen::Diagnostic, help: &str) -> Option<String> {
+    let start = help.find("remove `")? + "remove `".len();
+    let key = &help[start..start + help[start..].find('`')?];
+    let last = d.key.rsplit('.').next()?;
+    (last == key && key.chars().all(|c| c.is_ascii_lowercase() || c == '_')).then(|| key.to_owned())
+}
+
+/// `source` with the help's edit made, for the two mechanical kinds.
+fn mechanical_fix(source: &str, d: &burn_route_codegen::Diagnostic, help: &str) -> Option<String> {
+    let at = d.span.clone();
+    let text = source.get(at.clone())?;
+    if let Some(start) = help.find("did you mean `") {
+        let start = start + "did you mean `".len();
+        let suggestion = &help[start..start + help[start..].find('`')?];
+        let replacement = if text.starts_with('"') {
+            format!("\"{suggestion}\"")
+        } else if text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            suggestion.to_owned()
+        } else {
+            return None;
+        };
+        let mut fixed = source.to_owned();
+        fixed.replace_range(at, &replacement);
+        return Some(fixed);
+    }
+    let key = removed_key(d, help)?;
+    // The pair: `key = value` with the span on the value (or on the key itself).
+    let line_start = source[..at.start].rfind('\n').map_or(0, |i| i + 1);
+    let before = &source[line_start..at.start];
+    let pair_start = line_start
+        + before
+            .rfind(&format!("{key} ="))
+            .or_else(|| (text == key).then_some(before.len()))?;
+    let value_end = if text == key {
+        // The span is the key: the value runs to the next `,`, `}` or line end at depth 0.
+        let rest = &source[at.end..];
+        let mut depth = 0i32;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            match c {
+                '{' | '[' => depth += 1,
+                '}' | ']' if depth == 0 => {
+                    end = i;
+                    break;
+                }
+                '}' | ']' => depth -= 1,
+                ',' | '\n' if depth == 0 => {
+                    end = i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        at.end + end
+    } else {
+        at.end
+    };
+    let mut fixed = source.to_owned();
+    let prefix = &source[line_start..pair_start];
+    if prefix.trim().is_empty() {
+        // A line of its own (`key = value`): the line goes.
+        let line_end = source[value_end..]
+            .find('\n')
+            .map_or(source.len(), |i| value_end + i + 1);
+        fixed.replace_range(line_start..line_end, "");
+    } else if let Some(comma) = source[..pair_start]
+        .rfind(',')
+        .filter(|c| source[*c + 1..pair_start].trim().is_empty())
+    {
+        // Inside an inline table, after another pair: `, key = value` goes.
+        fixed.replace_range(comma..value_end, "");
+    } else {
+        // The first pair of an inline table: `key = value, ` goes.
+        let rest = &source[value_end..];
+        let skip = rest
+            .find(|c: char| c != ',' && c != ' ')
+            .unwrap_or(rest.len());
+        fixed.replace_range(pair_start..value_end + skip, "");
+    }
+    Some(fixed)
+}

@@ -64,8 +64,12 @@ fn dtype_needs_shape(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             output_tensors(output, format!("op[{}].output", spec.index), &mut tensors);
         }
     }
-    for (key, _, member) in type_members(cx) {
-        if let Some(ArgSpec::Tensor(t)) = &member.ty {
+    // (A field of a type no op returns gets `field_metadata_returned`'s error instead.)
+    let returned = returned_types(cx);
+    for (key, ty, member) in type_members(cx) {
+        if let Some(ArgSpec::Tensor(t)) = &member.ty
+            && ty.is_some_and(|ty| returned.iter().any(|r| r == ty))
+        {
             tensors.push((key, t));
         }
     }
