@@ -71,10 +71,6 @@ impl Context {
         }
         s
     }
-
-    fn has(&self, key: &str) -> bool {
-        self.op.iter().any(|(k, _)| k == key)
-    }
 }
 
 /// Adds `key = value` inside the inline table `table` (`{ ... }`).
@@ -130,7 +126,11 @@ const CASES: &[Case] = &[
         &["[\"crate::k::Extra\"]"],
     ),
     case(Place::Op, "doc", &["\"Does f.\""]),
-    case(Place::Op, "autodiff", &["\"differentiable\"", "\"detach\""]),
+    case(
+        Place::Op,
+        "autodiff",
+        &["\"differentiable\"", "\"detach\"", "\"reject\""],
+    ),
     case(
         Place::Op,
         "backends",
@@ -139,8 +139,16 @@ const CASES: &[Case] = &[
             "[\"Flex\", { name = \"Cube\", cfg = 'feature = \"wgpu\"' }]",
         ],
     ),
-    case(Place::Op, "composite", &["\"crate::c::f\""]),
-    case(Place::Op, "composition", &["\"crate::c::f\""]),
+    case(
+        Place::Op,
+        "composite",
+        &["\"crate::c::f\"", "\"crate::c::g\""],
+    ),
+    case(
+        Place::Op,
+        "composition",
+        &["\"crate::c::f\"", "\"crate::c::g\""],
+    ),
     case(Place::Op, "async", &["true"]),
     case(Place::Op, "fusion", &["\"kernel\"", "\"composition\""]),
     case(Place::Op, "dtypes", &["[\"f32\"]", "[\"f32\", \"f16\"]"]),
@@ -297,10 +305,12 @@ fn with(cx: &Context, place: Place, key: &str, value: &str) -> Option<(Context, 
             format!("routing.{key}")
         }
         Place::Op => {
-            if cx.has(key) {
-                return None;
+            // A key the context has already gets the other value instead.
+            match out.op.iter_mut().find(|(k, _)| k == key) {
+                Some((_, v)) if v == value => return None,
+                Some((_, v)) => *v = value.to_owned(),
+                None => out.op.push((key.to_owned(), value.to_owned())),
             }
-            out.op.push((key.to_owned(), value.to_owned()));
             format!("op[0].{key}")
         }
         Place::Input(i) => {
