@@ -251,6 +251,16 @@ fn contexts() -> Vec<Context> {
             &[x, y, s],
         ),
         Context::new(
+            "differentiable op with a composition and dtypes",
+            "[\"Flex\"]",
+            &[
+                ("autodiff", "\"differentiable\""),
+                ("composition", "\"crate::c::f\""),
+                ("dtypes", "[\"f32\"]"),
+            ],
+            &[x, y, s],
+        ),
+        Context::new(
             "composite op",
             "[\"Flex\", \"Cube\"]",
             &[("autodiff", "\"differentiable\""), ("composite", "\"crate::c::f\"")],
@@ -455,7 +465,7 @@ fn assertion_keys_refuse_disagreement() {
         );
     }
     // `remote = "kernel"` on an op that cannot run as one operation (a declared output).
-    let cx = &contexts()[8];
+    let cx = &contexts()[9];
     let (edited, _) =
         with(cx, Place::Op, "backends", "[\"Flex\", \"Remote\"]").expect("no `backends` yet");
     let (edited, _) = with(&edited, Place::Op, "remote", "\"kernel\"").expect("no `remote` yet");
