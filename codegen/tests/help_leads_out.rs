@@ -501,3 +501,18 @@ fn mechanical_fix(source: &str, d: &burn_route_codegen::Diagnostic, help: &str) 
     }
     Some(fixed)
 }
+
+#[test]
+fn metadata_examples_name_the_ops_own_inputs() {
+    let source = manifest(
+        "[\"Flex\", \"Remote\"]",
+        "[[op]]\nname = \"f\"\ninputs = [{ name = \"logits\", tensor = \"float\" }]\noutput = { tensor = \"float\" }\nremote = \"kernel\"\n",
+    );
+    follow(
+        &source,
+        "op[0].remote",
+        "(e.g. `shape = \"logits\", dtype = \"logits\"`)",
+        "output = { tensor = \"float\" }",
+        "output = { tensor = \"float\", shape = \"logits\", dtype = \"logits\" }",
+    );
+}

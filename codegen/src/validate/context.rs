@@ -57,3 +57,14 @@ pub(super) fn unknown_modes(
         })
         .collect()
 }
+
+/// The name a help's example gives a metadata key (`shape = "x"`): the op's first single tensor
+/// input, so that the example is one the user can paste; `x` when it has none.
+pub(super) fn example_input(op: &Op) -> &str {
+    op.inputs
+        .iter()
+        .find(|i| {
+            matches!(&i.arg, crate::ir::Arg::Tensor(t) if t.container == crate::ir::Container::One)
+        })
+        .map_or("x", |i| i.name.as_str())
+}

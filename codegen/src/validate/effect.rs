@@ -3,8 +3,9 @@
 //! op returns (only an op's outputs declare their metadata). Each is refused at the key, so no
 //! key is accepted without effect.
 
-use super::context::{Context, ManifestRule};
+use super::context::{Context, ManifestRule, example_input};
 use crate::diag::{Diagnostic, page};
+use crate::ir::Output;
 use crate::model::{ArgSpec, MemberSpec, OutputSpec, TensorSpec};
 
 /// The rules about metadata keys without effect, checked with the other manifest rules.
@@ -58,24 +59,31 @@ fn type_members<'a>(cx: &Context<'a, '_>) -> Vec<(String, Option<&'a str>, &'a M
 
 /// An output's (or a field's) `dtype` comes with its `shape`: what reads one reads both.
 fn dtype_needs_shape(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
-    let mut tensors = Vec::new();
-    for (spec, _) in cx.ops {
+    // Each tensor with the input name its help's example uses.
+    let mut tensors: Vec<(String, &TensorSpec, &str)> = Vec::new();
+    for (spec, op) in cx.ops {
         if let Some(output) = &spec.output {
-            output_tensors(output, format!("op[{}].output", spec.index), &mut tensors);
+            let mut found = Vec::new();
+            output_tensors(output, format!("op[{}].output", spec.index), &mut found);
+            tensors.extend(found.into_iter().map(|(k, t)| (k, t, example_input(op))));
         }
     }
     // (A field of a type no op returns gets `field_metadata_returned`'s error instead.)
     let returned = returned_types(cx);
     for (key, ty, member) in type_members(cx) {
         if let Some(ArgSpec::Tensor(t)) = &member.ty
-            && ty.is_some_and(|ty| returned.iter().any(|r| r == ty))
+            && let Some(ty) = ty.filter(|ty| returned.iter().any(|r| r == ty))
         {
-            tensors.push((key, t));
+            let returning = cx
+                .ops
+                .iter()
+                .find(|(_, op)| matches!(&op.output, Output::Declared { name, .. } if name == ty));
+            tensors.push((key, t, returning.map_or("x", |(_, op)| example_input(op))));
         }
     }
     tensors
         .into_iter()
-        .filter_map(|(key, t)| {
+        .filter_map(|(key, t, x)| {
             let meta = t.meta.as_ref()?;
             let dtype = meta.dtype.as_ref().filter(|_| meta.shape.is_none())?;
             Some(
@@ -85,7 +93,7 @@ fn dtype_needs_shape(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     "`dtype` without `shape` changes nothing: the deferred `Fusion<B>` operation and the Remote operation that read output metadata need both",
                 )
                 .page(page::OUTPUT_METADATA)
-                .help("add `shape` beside it (an input's name, e.g. `shape = \"x\"`, or a function path), or remove `dtype`"),
+                .help(format!("add `shape` beside it (an input's name, e.g. `shape = \"{x}\"`, or a function path), or remove `dtype`")),
             )
         })
         .collect()

@@ -171,7 +171,8 @@ pub(super) fn eager_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     "the op returns {value}, which a deferred operation cannot return, so it stays eager; give it `composition = \"path::to::fn\"` to run its composition on `Fusion<B>` instead"
                 ),
                 None => format!(
-                    "declare {keys} (an input's name, e.g. `shape = \"x\", dtype = \"x\"`, or a function path) to make each call one deferred operation, or give the op `composition = \"path::to::fn\"` to run its composition there, which Burn fuses"
+                    "declare {keys} (an input's name, e.g. `shape = \"{x}\", dtype = \"{x}\"`, or a function path) to make each call one deferred operation, or give the op `composition = \"path::to::fn\"` to run its composition there, which Burn fuses",
+                    x = super::context::example_input(op)
                 ),
                 Some(value) => format!(
                     "the op returns {value}, which a deferred operation cannot return before its kernel runs: return tensors only and declare {keys} to make each call one deferred operation, or give the op `composition = \"path::to::fn\"`"

@@ -132,16 +132,17 @@ impl Obstacle {
     }
 
     /// What the op would change to be one.
-    fn fix(&self) -> &'static str {
+    fn fix(&self, op: &Op) -> String {
+        let x = super::context::example_input(op);
         match self {
-            Self::Async => "remove `async = true`",
-            Self::DeclaredOutput => "return tensors instead of the declared type",
-            Self::MetadataFunction => {
-                "declare the outputs' `shape` and `dtype` by input name (e.g. `shape = \"x\", dtype = \"x\"`) instead of with a function"
-            }
-            Self::Metadata => {
-                "give every tensor output `shape` and `dtype` (e.g. `shape = \"x\", dtype = \"x\"`)"
-            }
+            Self::Async => "remove `async = true`".to_owned(),
+            Self::DeclaredOutput => "return tensors instead of the declared type".to_owned(),
+            Self::MetadataFunction => format!(
+                "declare the outputs' `shape` and `dtype` by input name (e.g. `shape = \"{x}\", dtype = \"{x}\"`) instead of with a function"
+            ),
+            Self::Metadata => format!(
+                "give every tensor output `shape` and `dtype` (e.g. `shape = \"{x}\", dtype = \"{x}\"`)"
+            ),
         }
     }
 }
@@ -171,7 +172,7 @@ fn remote_ops_can_run(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 ),
             )
             .page(page::REMOTE)
-            .help(format!("{}, or write `remote = \"composition\"` to run the op's composition on Remote primitive by primitive", Obstacle::of(op).fix())),
+            .help(format!("{}, or write `remote = \"composition\"` to run the op's composition on Remote primitive by primitive", Obstacle::of(op).fix(op))),
         );
     }
     out
@@ -218,7 +219,7 @@ fn remote_kernel_beside_hand_written(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             .help(format!(
                 "for op `{}`, {} or add a `composition`; or give one of the two ops a `backends` list of its own so they land in different traits",
                 other.name,
-                Obstacle::of(other).fix()
+                Obstacle::of(other).fix(other)
             )),
         );
     }
@@ -246,7 +247,7 @@ pub(super) fn hand_written_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 ),
             )
             .page(page::REMOTE)
-            .help(format!("{}, or add `composition = \"path::to::fn\"`, and the generator writes the Remote implementation", Obstacle::of(op).fix()))
+            .help(format!("{}, or add `composition = \"path::to::fn\"`, and the generator writes the Remote implementation", Obstacle::of(op).fix(op)))
             .warning()
         })
         .collect()

@@ -919,7 +919,7 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 ),
             )
             .page(page::CUBE_METADATA)
-            .help("give every tensor output `shape` and `dtype` (an input's name, e.g. `shape = \"x\", dtype = \"x\"`, or a function path; `dtype = \"default\"` for the device's default), or `composition = \"path::to::fn\"` when the op's Cube kernel is its composition"),
+            .help(format!("give every tensor output `shape` and `dtype` (an input's name, e.g. `shape = \"{x}\", dtype = \"{x}\"`, or a function path; `dtype = \"default\"` for the device's default), or `composition = \"path::to::fn\"` when the op's Cube kernel is its composition", x = super::context::example_input(op))),
         );
     }
     out
@@ -948,8 +948,9 @@ fn declared_on_cube(
     .help(if why.contains("declares") {
         // A struct of tensors only has a lazy form once its fields declare their metadata.
         format!(
-            "give every tensor field of the type `shape` and `dtype` (in its `[[type]]` entry, e.g. `shape = \"x\", dtype = \"x\"`), or give the op `composition = \"path::to::{}\"`",
-            op.name
+            "give every tensor field of the type `shape` and `dtype` (in its `[[type]]` entry, e.g. `shape = \"{x}\", dtype = \"{x}\"`), or give the op `composition = \"path::to::{}\"`",
+            op.name,
+            x = super::context::example_input(op)
         )
     } else {
         format!(
