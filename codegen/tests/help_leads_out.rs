@@ -340,7 +340,7 @@ fn an_op_that_gives_no_gradient_is_warned() {
 /// The kinds of help every fixture can follow mechanically, over all of `tests/ui`: "did you
 /// mean `X`" (the name at the span replaced by `X`), and "remove `KEY`" on a diagnostic at that
 /// key, "remove this key", "remove this formula" and "remove it" (the `KEY = value` pair
-/// deleted). After the edit, that error is gone, and no error
+/// deleted), and "set/add/write `KEY = VALUE`" for a key of the op (set under its header). After the edit, that error is gone, and no error
 /// asks to put back what was removed.
 #[test]
 fn every_did_you_mean_and_remove_help_of_the_ui_fixtures_leads_out() {
@@ -406,9 +406,8 @@ fn every_did_you_mean_and_remove_help_of_the_ui_fixtures_leads_out() {
                     back.help.clone().unwrap_or_default()
                 ));
             }
-            // The same for a key the help adds: nothing new asks to remove it.
-            if fixed.len() > source.len()
-                && fixed.contains("composition = \"crate::c::f\"")
+            // The same for a key the help sets: nothing new asks to remove it.
+            if let Some((set, _)) = op_key_edit(&help)
                 && let Some(back) = after.iter().find(|a| {
                     entity(&a.key) == entity(&d.key)
                         && !report
@@ -417,11 +416,11 @@ fn every_did_you_mean_and_remove_help_of_the_ui_fixtures_leads_out() {
                             .any(|b| b.key == a.key && b.message == a.message)
                         && a.help
                             .as_deref()
-                            .is_some_and(|h| h.contains("remove `composition`"))
+                            .is_some_and(|h| h.contains(&format!("remove `{set}`")))
                 })
             {
                 problems.push(format!(
-                    "{file}: `{}`: adding `composition` as its help says brings `{}` asking to remove it",
+                    "{file}: `{}`: setting `{set}` as its help says brings `{}` asking to remove it",
                     d.key, back.key
                 ));
             }
@@ -465,24 +464,21 @@ fn removed_key(d: &burn_route_codegen::Diagnostic, help: &str) -> Option<String>
 fn mechanical_fix(source: &str, d: &burn_route_codegen::Diagnostic, help: &str) -> Option<String> {
     let at = d.span.clone();
     let text = source.get(at.clone())?;
-    // "add `composition = ...`" / "give the op `composition = ...`" on an op without one: the
-    // key goes under the op's `[[op]]` header.
-    if (help.starts_with("add `composition = ") || help.contains("give the op `composition = "))
+    // "set/add/write `KEY = VALUE`" (or "give the op `composition = ...`") for a key of the op
+    // at fault: the key set to that value under its `[[op]]` header (replacing the line that
+    // sets it, if any).
+    if let Some((key, value)) = op_key_edit(help)
         && let Some(index) = d
             .key
             .strip_prefix("op[")
             .and_then(|rest| rest.split(']').next())
             .and_then(|n| n.parse::<usize>().ok())
     {
-        let header = source.match_indices("[[op]]\n").nth(index)?.0 + "[[op]]\n".len();
-        let end = source[header..]
-            .find("\n[[")
-            .map_or(source.len(), |e| header + e);
-        if source[header..end].contains("composition = ") {
-            return None;
+        let mut fixed = set_op_key(source, index, key, &value)?;
+        // "(with a `composition`)": the key needs one too.
+        if help.contains("(with a `composition`)") {
+            fixed = set_op_key(&fixed, index, "composition", "\"crate::c::f\"")?;
         }
-        let mut fixed = source.to_owned();
-        fixed.insert_str(header, "composition = \"crate::c::f\"\n");
         return Some(fixed);
     }
     if let Some(start) = help.find("did you mean `") {
@@ -569,4 +565,60 @@ fn metadata_examples_name_the_ops_own_inputs() {
         "output = { tensor = \"float\" }",
         "output = { tensor = \"float\", shape = \"logits\", dtype = \"logits\" }",
     );
+}
+
+/// The op key and value a help sets: "set `backward = \"hand-written\"`", "add `remote = ...`",
+/// "write `other_dtypes = ...`", "add `composition = \"path::to::fn\"`" (a placeholder path
+/// becomes `crate::c::f`).
+fn op_key_edit(help: &str) -> Option<(&'static str, String)> {
+    const KEYS: &[&str] = &[
+        "composition",
+        "remote",
+        "backward",
+        "autodiff",
+        "other_dtypes",
+    ];
+    for verb in ["set `", "add `", "write `", "give the op `"] {
+        let Some(start) = help.find(verb).map(|i| i + verb.len()) else {
+            continue;
+        };
+        let snippet = &help[start..start + help[start..].find('`')?];
+        let (key, value) = snippet.split_once(" = ")?;
+        let key = KEYS.iter().find(|k| **k == key)?;
+        let value = if value.contains("path::to::") {
+            "\"crate::c::f\"".to_owned()
+        } else {
+            value.to_owned()
+        };
+        return Some((key, value));
+    }
+    None
+}
+
+/// `source` with `key = value` under the `index`th `[[op]]` header, replacing the line that sets
+/// it, if any.
+fn set_op_key(source: &str, index: usize, key: &str, value: &str) -> Option<String> {
+    let header = source.match_indices("[[op]]\n").nth(index)?.0 + "[[op]]\n".len();
+    let end = source[header..]
+        .find("\n[[")
+        .map_or(source.len(), |e| header + e);
+    let line = format!("{key} = {value}\n");
+    let mut fixed = source.to_owned();
+    match source[header..end].find(&format!("\n{key} = ")) {
+        Some(at) => {
+            let start = header + at + 1;
+            let stop = source[start..]
+                .find('\n')
+                .map_or(source.len(), |e| start + e + 1);
+            fixed.replace_range(start..stop, &line);
+        }
+        None if source[header..].starts_with(&format!("{key} = ")) => {
+            let stop = source[header..]
+                .find('\n')
+                .map_or(source.len(), |e| header + e + 1);
+            fixed.replace_range(header..stop, &line);
+        }
+        None => fixed.insert_str(header, &line),
+    }
+    Some(fixed)
 }
