@@ -164,6 +164,18 @@ fn check_shapes_lead_out() {
         "[2, 3, 4]",
         "[4, 5]",
     );
+    // A broadcast rule allows several shapes: the help names one.
+    let broadcast = manifest(
+        "[\"Flex\"]",
+        "[[op]]\nname = \"scaled\"\ninputs = [{ name = \"x\", tensor = \"float\" }, { name = \"w\", tensor = \"float\", shape = { broadcast_to = \"x\" } }]\noutput = { tensor = \"float\" }\ncheck = { shapes = { x = [3, 4], w = [2, 4] } }\n",
+    );
+    follow(
+        &broadcast,
+        "op[0].check.shapes.w",
+        "such as [1, 4]",
+        "w = [2, 4]",
+        "w = [1, 4]",
+    );
 }
 
 #[test]

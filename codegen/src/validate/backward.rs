@@ -1451,9 +1451,10 @@ impl<'a> Check<'a> {
 
     /// Formulas work on tensors of the output's rank: Burn's primitives broadcast dimensions of
     /// size 1, not missing ones, and a gradient is reduced to its input's shape dimension by
-    /// dimension. Where the manifest fixes both ranks, an input of another rank (the one the
-    /// formula is for, or one it reads) is refused here rather than panicking in every backward
-    /// pass. Returns whether they agree.
+    /// dimension. An input whose declared rank is not the output's (another fixed rank, or
+    /// another generic), the one the formula is for or one it reads, is refused here rather than
+    /// panicking in the backward passes of the calls where they differ. Returns whether they
+    /// agree.
     fn ranks_agree(&mut self, slot: usize, term: &Term, text: &Sp<String>, key: &str) -> bool {
         let Output::Tensor(out) = &self.op.output else {
             return true;
@@ -1470,13 +1471,10 @@ impl<'a> Check<'a> {
         let mut names = Vec::new();
         term_names(term, &mut names);
         let own = std::iter::once(slots[slot].0.clone());
-        // Ranks that may differ at a call: two different fixed ranks, or a fixed rank and a
-        // generic (the call decides the generic, and only one value of it could run).
-        let differ = |rank: &Rank| match (rank, &out.rank) {
-            (Rank::Fixed(a), Rank::Fixed(b)) => a != b,
-            (Rank::Fixed(_), Rank::Generic(_)) | (Rank::Generic(_), Rank::Fixed(_)) => true,
-            (Rank::Generic(_), Rank::Generic(_)) => false,
-        };
+        // Ranks that may differ at a call: two different fixed ranks, a fixed rank and a
+        // generic, or two different generics (the call decides a generic, and only calls that
+        // make them equal could run).
+        let differ = |rank: &Rank| rank != &out.rank;
         let offending = own.chain(names).find_map(|name| {
             let (_, rank) = slots.iter().find(|(n, _)| *n == name)?;
             differ(rank).then(|| (name, rank.clone()))

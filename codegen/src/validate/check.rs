@@ -495,11 +495,37 @@ fn shapes_agree(
                 span_of(&contract.of).unwrap_or_default(),
             ),
         };
+        // The broadcast rules allow several shapes: the given one with each dimension that
+        // breaks the rule set to 1 (or the other's shape, at another rank).
+        let broadcast = || -> Vec<usize> {
+            if shape.len() != of.len() {
+                return of.clone();
+            }
+            shape
+                .iter()
+                .zip(of)
+                .map(|(&d, &o)| {
+                    if d == o || d == 1 || (contract.rule == ShapeRule::BroadcastWith && o == 1) {
+                        d
+                    } else {
+                        1
+                    }
+                })
+                .collect()
+        };
         let fix = match contract.rule.implied(of) {
             Some(implied) if key == input.name => format!(
                 "give `{}` the shape {} (or remove it from `shapes`: the check then derives it from `{}`'s)",
                 input.name,
                 shown(implied),
+                contract.of
+            ),
+            None if key == input.name => format!(
+                "give `{}` a shape that meets `{} = \"{}\"`, such as {} (or remove it from `shapes`: the check then derives it from `{}`'s)",
+                input.name,
+                contract.rule,
+                contract.of,
+                shown(&broadcast()),
                 contract.of
             ),
             _ => format!(
