@@ -247,7 +247,8 @@ impl Diagnostic {
     /// Adds the fix.
     #[must_use]
     pub fn help(mut self, help: impl Into<String>) -> Self {
-        self.help = Some(cut_code(&help.into()));
+        // (Not cut: a help's code is meant to be pasted, and it names what the generator knows.)
+        self.help = Some(help.into());
         self
     }
 

@@ -772,6 +772,13 @@ impl Writer {
         {
             return false;
         }
+        // A negated call (`-f(..)`) overflows as the call does, one column further.
+        if let Doc::Cat(parts) = item
+            && let [Doc::Text(minus), call] = parts.as_slice()
+            && minus == "-"
+        {
+            return self.nested_call_fits(call, around + 1);
+        }
         let head = match item {
             Doc::Cat(parts) => match parts.split_last() {
                 Some((Doc::List { open, .. }, callee)) if open.ends_with('(') => {

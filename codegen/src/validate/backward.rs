@@ -6,8 +6,8 @@ use std::ops::Range;
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::formula::{self, Expr, ExprKind, Param};
 use crate::ir::{
-    Arg, Backward, BackwardForm, Container, Field, FieldSource, Formula, MemberType, Op, Output,
-    Policy, Rank, SavedValue, TensorArg, TensorKind, Term, TermNode, TypeBody, TypeDef,
+    Arg, BackendName, Backward, BackwardForm, Container, Field, FieldSource, Formula, MemberType,
+    Op, Output, Policy, Rank, SavedValue, TensorArg, TensorKind, Term, TermNode, TypeBody, TypeDef,
 };
 use crate::model::{BackwardSpec, OpSpec, Sp};
 use crate::parse::HAND_WRITTEN;
@@ -1468,12 +1468,18 @@ impl<'a> Check<'a> {
             .float_slots()
             .map(|s| (s.name.clone(), s.tensor.rank.clone()))
             .collect();
+        // The tensors it computes with (a `dim_size` argument only gives a number), which must
+        // have the output's rank where the op may run on Cube (whose primitives need equal
+        // ranks; Flex's broadcast missing leading dimensions).
         let mut names = Vec::new();
-        term_names(term, &mut names);
+        if self.op.backends.iter().any(|b| b.name != BackendName::Flex) {
+            tensor_operands(term, &mut names);
+        }
         let own = std::iter::once(slots[slot].0.clone());
         // Ranks that may differ at a call: two different fixed ranks, a fixed rank and a
         // generic, or two different generics (the call decides a generic, and only calls that
-        // make them equal could run).
+        // make them equal could run). The gradient itself is reduced to its input's shape
+        // dimension by dimension on every backend, so its rank must match everywhere.
         let differ = |rank: &Rank| rank != &out.rank;
         let offending = own.chain(names).find_map(|name| {
             let (_, rank) = slots.iter().find(|(n, _)| *n == name)?;
@@ -1482,12 +1488,18 @@ impl<'a> Check<'a> {
         let Some((name, rank)) = offending else {
             return true;
         };
-        let which = if name == slots[slot].0 {
-            format!("the formula for `{name}` gives a gradient to an input")
+        let (which, why) = if name == slots[slot].0 {
+            (
+                format!("the formula for `{name}` gives a gradient to an input"),
+                "a gradient is reduced to its input's shape dimension by dimension, at the output's rank",
+            )
         } else {
-            format!(
-                "the formula for `{}` reads `{name}`, an input",
-                slots[slot].0
+            (
+                format!(
+                    "the formula for `{}` reads `{name}`, an input",
+                    slots[slot].0
+                ),
+                "the op may run on Cube, whose primitives compute with tensors of one rank",
             )
         };
         self.push(
@@ -1495,16 +1507,35 @@ impl<'a> Check<'a> {
                 text.span.clone(),
                 key,
                 format!(
-                    "{which} of {}, but the output of op `{}` has {}: formulas work on tensors of the output's rank (Burn's primitives broadcast dimensions of size 1, not missing ones), so a backward pass at another rank would panic",
+                    "{which} of {}, but the output of op `{}` has {}: {why}, so a backward pass at another rank would panic",
                     shown(&rank),
                     self.op.name,
                     shown(&out.rank)
                 ),
             )
-            .help(format!(
-                "give `{name}` and the output the same `dims`, or write the backward pass as a function (`backward = \"path::to::{}_backward\"`), which reduces `{name}`'s gradient to its shape itself",
-                self.op.name
-            )),
+            .help({
+                // A contract that fixes the input's rank (`last_dim_of`, `leading_dims_of`)
+                // leaves only the function form.
+                let contracted = self.op.inputs.iter().any(|i| {
+                    i.name == name
+                        && i.shape.as_ref().is_some_and(|c| {
+                            matches!(
+                                c.rule,
+                                burn_route_core::ShapeRule::LastDimOf
+                                    | burn_route_core::ShapeRule::LeadingDimsOf
+                            )
+                        })
+                });
+                let function = format!(
+                    "write the backward pass as a function (`backward = \"path::to::{}_backward\"`), which reduces `{name}`'s gradient to its shape itself",
+                    self.op.name
+                );
+                if contracted {
+                    function
+                } else {
+                    format!("give `{name}` and the output the same `dims`, or {function}")
+                }
+            }),
         );
         false
     }
@@ -1810,6 +1841,21 @@ fn term_names(term: &Term, acc: &mut Vec<String>) {
             term_names(b, acc);
         }
         TermNode::Call(_, args) => args.iter().for_each(|a| term_names(a, acc)),
+    }
+}
+
+/// The tensors `term` computes with: the names it reads, but for the arguments of
+/// `dim_size`, which only give a number.
+fn tensor_operands(term: &Term, acc: &mut Vec<String>) {
+    match &term.node {
+        TermNode::Call("dim_size", _) => {}
+        TermNode::Call(_, args) => args.iter().for_each(|a| tensor_operands(a, acc)),
+        TermNode::Neg(inner) => tensor_operands(inner, acc),
+        TermNode::Binary(_, a, b) => {
+            tensor_operands(a, acc);
+            tensor_operands(b, acc);
+        }
+        _ => term_names(term, acc),
     }
 }
 

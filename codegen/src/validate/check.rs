@@ -487,6 +487,21 @@ fn shapes_agree(
         if contract.rule.holds(shape, of) {
             continue;
         }
+        // A contract the declared ranks make impossible has an error of its own (at the
+        // contract); a shape here could not meet it.
+        let fixed = |name: &str| match tensor_named(op, name).map(|t| &t.rank) {
+            Some(Rank::Fixed(r)) => Some(*r),
+            _ => None,
+        };
+        let same_rank = matches!(
+            contract.rule,
+            ShapeRule::SameAs | ShapeRule::BroadcastTo | ShapeRule::BroadcastWith
+        );
+        if let (Some(a), Some(b)) = (fixed(&input.name), fixed(&contract.of))
+            && ((same_rank && a != b) || (contract.rule == ShapeRule::LastDimOf && a != 1))
+        {
+            continue;
+        }
         // Point at the constrained input's entry when it is given, else at the other's.
         let (key, span) = match span_of(&input.name) {
             Some(span) => (input.name.as_str(), span),
@@ -599,12 +614,13 @@ fn range_problem(name: &str, lo: f64, hi: f64, int: bool) -> Option<(String, Str
             ),
             "keep both bounds within ±3.4e38, such as `[-1e6, 1e6]` for a wide range".to_owned(),
         )
-    } else if int && lo.abs().max(hi.abs()) > f64::from(i32::MAX) {
+    } else if int && (lo < f64::from(i32::MIN) || hi > f64::from(i32::MAX) + 1.0) {
         (
             format!(
                 "the range of int input `{name}` goes beyond what an `i32` holds: {shown}; the op check's ints must fit every backend's int dtype"
             ),
-            "keep both bounds within ±2147483647".to_owned(),
+            "keep both bounds within [-2147483648, 2147483648] (ints are drawn below the high bound)"
+                .to_owned(),
         )
     } else if lo > hi {
         (
@@ -621,7 +637,7 @@ fn range_problem(name: &str, lo: f64, hi: f64, int: bool) -> Option<(String, Str
             format!(
                 "give a high bound above the low one, such as `[{}, {}]`",
                 bound(lo),
-                bound(lo + 1.0)
+                bound(above(lo))
             ),
         )
     } else if int && lo.ceil() >= hi {
@@ -648,5 +664,17 @@ fn float_output(output: &Output, types: &[TypeDef]) -> bool {
             .iter()
             .any(|l| l.tensor.kind == TensorKind::Float),
         Output::Unit | Output::Plain(_) => false,
+    }
+}
+
+/// A number above `v` that `f64` tells apart from it: `v + 1`, or where that rounds back to `v`,
+/// twice `v` (positive) or 0 (negative).
+fn above(v: f64) -> f64 {
+    if v + 1.0 > v {
+        v + 1.0
+    } else if v > 0.0 {
+        v * 2.0
+    } else {
+        0.0
     }
 }

@@ -58,13 +58,18 @@ pub(super) fn unknown_modes(
         .collect()
 }
 
-/// The name a help's example gives a metadata key (`shape = "x"`): the op's first single tensor
-/// input, so that the example is one the user can paste; `x` when it has none.
+/// The name a help's example gives a metadata key (`shape = "x"`): the op's first single float
+/// tensor input (else its first single tensor input), so that the example is one the user can paste; `x` when it has none.
 pub(super) fn example_input(op: &Op) -> &str {
-    op.inputs
-        .iter()
-        .find(|i| {
-            matches!(&i.arg, crate::ir::Arg::Tensor(t) if t.container == crate::ir::Container::One)
+    let single = |float: bool| {
+        op.inputs.iter().find(|i| {
+            matches!(&i.arg, crate::ir::Arg::Tensor(t)
+                if t.container == crate::ir::Container::One
+                    && (!float || t.kind == crate::ir::TensorKind::Float))
         })
+    };
+    // A float one first: the output it is an example for is most often a float tensor.
+    single(true)
+        .or_else(|| single(false))
         .map_or("x", |i| i.name.as_str())
 }

@@ -71,7 +71,9 @@ fn dtype_needs_shape(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     // (A field of a type no op returns gets `field_metadata_returned`'s error instead.)
     let returned = returned_types(cx);
     for (key, ty, member) in type_members(cx) {
+        // (Metadata in an enum variant has an error of its own.)
         if let Some(ArgSpec::Tensor(t)) = &member.ty
+            && !key.contains(".variants[")
             && let Some(ty) = ty.filter(|ty| returned.iter().any(|r| r == ty))
         {
             let returning = cx

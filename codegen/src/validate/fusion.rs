@@ -81,7 +81,16 @@ fn fusion_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 .find(|i| matches!(i.arg, Arg::Declared { .. }))
         {
             out.push(diagnostic(
-                format!("op `{}` says it runs its kernel as one deferred operation on `Fusion<B>`, but its input `{}` is a declared type, which has no lazy form on `Fusion<B>` yet: its `composition` would run there instead", op.name, input.name),
+                format!(
+                    "op `{}` says it runs its kernel as one deferred operation on `Fusion<B>`, but its input `{}` is a declared type, which has no lazy form on `Fusion<B>` yet{}",
+                    op.name,
+                    input.name,
+                    if op.composition.is_some() {
+                        ": its `composition` would run there instead"
+                    } else {
+                        ""
+                    }
+                ),
                 "remove `fusion` (the op then runs its `composition` on `Fusion<B>`, which Burn fuses; output `shape` and `dtype` stay for Remote)",
             ));
         } else if value.value == "kernel" && (op.asynchronous || !lazy_outputs(&op.output)) {
