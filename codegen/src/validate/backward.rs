@@ -6,8 +6,8 @@ use std::ops::Range;
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::formula::{self, Expr, ExprKind, Param};
 use crate::ir::{
-    Arg, BackendName, Backward, BackwardForm, Container, Field, FieldSource, Formula, MemberType,
-    Op, Output, Policy, Rank, SavedValue, TensorArg, TensorKind, Term, TermNode, TypeBody, TypeDef,
+    Arg, Backward, BackwardForm, Container, Field, FieldSource, Formula, MemberType, Op, Output,
+    Policy, SavedValue, TensorKind, Term, TermNode, TypeBody, TypeDef,
 };
 use crate::model::{BackwardSpec, OpSpec, Sp};
 use crate::parse::HAND_WRITTEN;
@@ -1417,24 +1417,14 @@ impl<'a> Check<'a> {
                 if !ok {
                     return None;
                 }
-                if let (Some(TermNode::Dim(d)), Some(rank)) = (
-                    terms.get(1).map(|t| &t.node),
-                    terms.first().and_then(|t| self.fixed_rank(t)),
-                ) && !(-(rank as i64)..rank as i64).contains(d)
+                if let Some((message, help)) =
+                    super::ranks::dim_problem(self.op, name, &terms, || {
+                        let tensor = self.source.get(self.at(text, &args[0].span));
+                        crate::diag::cut(tensor.unwrap_or("its tensor"))
+                    })
                 {
-                    let tensor = self
-                        .source
-                        .get(self.at(text, &args[0].span))
-                        .unwrap_or("its tensor")
-                        .to_owned();
-                    let tensor = crate::diag::cut(&tensor);
                     self.push(
-                        Diagnostic::new(
-                            self.at(text, &args[1].span),
-                            key,
-                            format!("`{name}` names dimension {d} of `{tensor}`, which has rank {rank} as the manifest declares it: every backward pass would panic"),
-                        )
-                        .help(format!("name a dimension in {}..{rank}: 0 to {} from the front, -1 to -{rank} from the end", -(rank as i64), rank - 1)),
+                        Diagnostic::new(self.at(text, &args[1].span), key, message).help(help),
                     );
                     return None;
                 }
@@ -1449,123 +1439,14 @@ impl<'a> Check<'a> {
         }
     }
 
-    /// Formulas work on tensors of the output's rank: Burn's primitives broadcast dimensions of
-    /// size 1, not missing ones, and a gradient is reduced to its input's shape dimension by
-    /// dimension. An input whose declared rank is not the output's (another fixed rank, or
-    /// another generic), the one the formula is for or one it reads, is refused here rather than
-    /// panicking in the backward passes of the calls where they differ. Returns whether they
-    /// agree.
+    /// [`super::ranks::rank_problem`] for the formula of float input `slot`, pushed at the
+    /// formula. Returns whether the ranks agree.
     fn ranks_agree(&mut self, slot: usize, term: &Term, text: &Sp<String>, key: &str) -> bool {
-        let Output::Tensor(out) = &self.op.output else {
-            return true;
-        };
-        let shown = |rank: &Rank| match rank {
-            Rank::Fixed(r) => format!("rank {r} (`dims = {r}`)"),
-            Rank::Generic(g) => format!("rank `{g}`"),
-        };
-        let slots: Vec<(String, Rank)> = self
-            .op
-            .float_slots()
-            .map(|s| (s.name.clone(), s.tensor.rank.clone()))
-            .collect();
-        // The tensors it computes with (a `dim_size` argument only gives a number), which must
-        // have the output's rank where the op may run on Cube (whose primitives need equal
-        // ranks; Flex's broadcast missing leading dimensions).
-        let mut names = Vec::new();
-        if self.op.backends.iter().any(|b| b.name != BackendName::Flex) {
-            tensor_operands(term, &mut names);
-        }
-        let own = std::iter::once(slots[slot].0.clone());
-        // Ranks that may differ at a call: two different fixed ranks, a fixed rank and a
-        // generic, or two different generics (the call decides a generic, and only calls that
-        // make them equal could run). The gradient itself is reduced to its input's shape
-        // dimension by dimension on every backend, so its rank must match everywhere.
-        let differ = |rank: &Rank| rank != &out.rank;
-        let offending = own.chain(names).find_map(|name| {
-            let (_, rank) = slots.iter().find(|(n, _)| *n == name)?;
-            differ(rank).then(|| (name, rank.clone()))
-        });
-        let Some((name, rank)) = offending else {
-            return true;
-        };
-        let (which, why) = if name == slots[slot].0 {
-            (
-                format!("the formula for `{name}` gives a gradient to an input"),
-                "a gradient is reduced to its input's shape dimension by dimension, at the output's rank",
-            )
-        } else {
-            (
-                format!(
-                    "the formula for `{}` reads `{name}`, an input",
-                    slots[slot].0
-                ),
-                "the op may run on Cube, whose primitives compute with tensors of one rank",
-            )
-        };
-        self.push(
-            Diagnostic::new(
-                text.span.clone(),
-                key,
-                format!(
-                    "{which} of {}, but the output of op `{}` has {}: {why}, so a backward pass at another rank would panic",
-                    shown(&rank),
-                    self.op.name,
-                    shown(&out.rank)
-                ),
-            )
-            .help({
-                // A contract that fixes the input's rank (`last_dim_of`, `leading_dims_of`)
-                // leaves only the function form.
-                let contracted = self.op.inputs.iter().any(|i| {
-                    i.name == name
-                        && i.shape.as_ref().is_some_and(|c| {
-                            matches!(
-                                c.rule,
-                                burn_route_core::ShapeRule::LastDimOf
-                                    | burn_route_core::ShapeRule::LeadingDimsOf
-                            )
-                        })
-                });
-                let function = format!(
-                    "write the backward pass as a function (`backward = \"path::to::{}_backward\"`), which reduces `{name}`'s gradient to its shape itself",
-                    self.op.name
-                );
-                if contracted {
-                    function
-                } else {
-                    format!("give `{name}` and the output the same `dims`, or {function}")
-                }
-            }),
-        );
-        false
-    }
-
-    /// The rank of `term` when the manifest fixes it (`dims = 2` on the inputs and output it
-    /// reads); `None` for a number, or when a rank generic decides it.
-    fn fixed_rank(&self, term: &Term) -> Option<usize> {
-        let fixed = |t: &TensorArg| match t.rank {
-            Rank::Fixed(r) => Some(r),
-            Rank::Generic(_) => None,
-        };
-        match &term.node {
-            TermNode::Input(name) => self
-                .op
-                .float_slots()
-                .find(|slot| &slot.name == name)
-                .and_then(|slot| fixed(slot.tensor)),
-            TermNode::Output | TermNode::Grad => match &self.op.output {
-                Output::Tensor(t) => fixed(t),
-                _ => None,
-            },
-            TermNode::Neg(inner) => self.fixed_rank(inner),
-            TermNode::Binary(_, a, b) => self.fixed_rank(a).max(self.fixed_rank(b)),
-            TermNode::Call(name, args) => match *name {
-                "dim_size" => None,
-                "sum_dim" | "mean_dim" => args.first().and_then(|a| self.fixed_rank(a)),
-                _ => args.iter().filter_map(|a| self.fixed_rank(a)).max(),
-            },
-            TermNode::Number(_) | TermNode::Dim(_) | TermNode::Scalar(_) | TermNode::Kept(_) => {
-                None
+        match super::ranks::rank_problem(self.op, slot, term) {
+            None => true,
+            Some((message, help)) => {
+                self.push(Diagnostic::new(text.span.clone(), key, message).help(help));
+                false
             }
         }
     }
@@ -1841,21 +1722,6 @@ fn term_names(term: &Term, acc: &mut Vec<String>) {
             term_names(b, acc);
         }
         TermNode::Call(_, args) => args.iter().for_each(|a| term_names(a, acc)),
-    }
-}
-
-/// The tensors `term` computes with: the names it reads, but for the arguments of
-/// `dim_size`, which only give a number.
-fn tensor_operands(term: &Term, acc: &mut Vec<String>) {
-    match &term.node {
-        TermNode::Call("dim_size", _) => {}
-        TermNode::Call(_, args) => args.iter().for_each(|a| tensor_operands(a, acc)),
-        TermNode::Neg(inner) => tensor_operands(inner, acc),
-        TermNode::Binary(_, a, b) => {
-            tensor_operands(a, acc);
-            tensor_operands(b, acc);
-        }
-        _ => term_names(term, acc),
     }
 }
 

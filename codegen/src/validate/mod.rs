@@ -26,6 +26,7 @@ mod remote;
 
 pub(crate) use backward::leaf_at;
 pub(crate) use lower::is_well_known_cfg;
+mod ranks;
 mod rules;
 pub(crate) mod text;
 mod types;

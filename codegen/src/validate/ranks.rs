@@ -1,0 +1,158 @@
+//! What the declared ranks (`dims`) decide about backward formulas, checked at build time
+//! rather than panicking in every backward pass: a dimension a function names must exist, and
+//! formulas work on tensors of the output's rank.
+
+use burn_route_core::ShapeRule;
+
+use crate::ir::{BackendName, Op, Output, Rank, TensorArg, Term, TermNode};
+
+fn fixed(t: &TensorArg) -> Option<usize> {
+    match t.rank {
+        Rank::Fixed(r) => Some(r),
+        Rank::Generic(_) => None,
+    }
+}
+
+/// The rank of `term` when the manifest fixes it (`dims = 2` on the inputs and output it
+/// reads); `None` for a number, or when a rank generic decides it.
+fn fixed_rank(op: &Op, term: &Term) -> Option<usize> {
+    match &term.node {
+        TermNode::Input(name) => op
+            .float_slots()
+            .find(|slot| &slot.name == name)
+            .and_then(|slot| fixed(slot.tensor)),
+        TermNode::Output | TermNode::Grad => match &op.output {
+            Output::Tensor(t) => fixed(t),
+            _ => None,
+        },
+        TermNode::Neg(inner) => fixed_rank(op, inner),
+        TermNode::Binary(_, a, b) => fixed_rank(op, a).max(fixed_rank(op, b)),
+        TermNode::Call(name, args) => match *name {
+            "dim_size" => None,
+            "sum_dim" | "mean_dim" => args.first().and_then(|a| fixed_rank(op, a)),
+            _ => args.iter().filter_map(|a| fixed_rank(op, a)).max(),
+        },
+        TermNode::Number(_) | TermNode::Dim(_) | TermNode::Scalar(_) | TermNode::Kept(_) => None,
+    }
+}
+
+/// The message and help when function `name` (`dim_size`, `sum_dim`, `mean_dim`), called with
+/// `args`, names a dimension its tensor cannot have at the rank the manifest fixes; `tensor`
+/// gives the tensor argument's text.
+pub(super) fn dim_problem(
+    op: &Op,
+    name: &str,
+    args: &[Term],
+    tensor: impl FnOnce() -> String,
+) -> Option<(String, String)> {
+    let (Some(TermNode::Dim(d)), Some(rank)) = (
+        args.get(1).map(|t| &t.node),
+        args.first().and_then(|t| fixed_rank(op, t)),
+    ) else {
+        return None;
+    };
+    let rank = i64::try_from(rank).ok()?;
+    if (-rank..rank).contains(d) {
+        return None;
+    }
+    Some((
+        format!(
+            "`{name}` names dimension {d} of `{}`, which has rank {rank} as the manifest declares it: every backward pass would panic",
+            tensor()
+        ),
+        format!(
+            "name a dimension in {}..{rank}: 0 to {} from the front, -1 to -{rank} from the end",
+            -rank,
+            rank - 1
+        ),
+    ))
+}
+
+/// The names of the tensors `term` computes with: what it reads, but for the arguments of
+/// `dim_size`, which only give a number.
+fn tensor_operands(term: &Term, acc: &mut Vec<String>) {
+    let mut push = |n: &str| {
+        if !acc.iter().any(|a| a == n) {
+            acc.push(n.to_owned());
+        }
+    };
+    match &term.node {
+        TermNode::Call("dim_size", _) => {}
+        TermNode::Call(_, args) => args.iter().for_each(|a| tensor_operands(a, acc)),
+        TermNode::Neg(inner) => tensor_operands(inner, acc),
+        TermNode::Binary(_, a, b) => {
+            tensor_operands(a, acc);
+            tensor_operands(b, acc);
+        }
+        TermNode::Output => push(crate::formula::OUTPUT),
+        TermNode::Input(n) | TermNode::Kept(n) => push(n),
+        TermNode::Number(_) | TermNode::Dim(_) | TermNode::Grad | TermNode::Scalar(_) => {}
+    }
+}
+
+/// Formulas work on tensors of the output's rank: a gradient is reduced to its input's shape
+/// dimension by dimension, at the output's rank, on every backend; and Cube's primitives
+/// compute with tensors of one rank (Flex's broadcast missing leading dimensions). The message
+/// and help when the formula `term` of float input `slot` gives a gradient to, or (where the op
+/// may run on Cube) computes with, an input whose declared rank is not the output's: another
+/// fixed rank, a fixed rank against a generic, or another generic (only calls that make them
+/// equal could run).
+pub(super) fn rank_problem(op: &Op, slot: usize, term: &Term) -> Option<(String, String)> {
+    let Output::Tensor(out) = &op.output else {
+        return None;
+    };
+    let shown = |rank: &Rank| match rank {
+        Rank::Fixed(r) => format!("rank {r} (`dims = {r}`)"),
+        Rank::Generic(g) => format!("rank `{g}`"),
+    };
+    let slots: Vec<(String, Rank)> = op
+        .float_slots()
+        .map(|s| (s.name.clone(), s.tensor.rank.clone()))
+        .collect();
+    let own = slots.get(slot)?.0.clone();
+    let mut operands = Vec::new();
+    if op.backends.iter().any(|b| b.name != BackendName::Flex) {
+        tensor_operands(term, &mut operands);
+    }
+    let (name, rank) = std::iter::once(own.clone())
+        .chain(operands)
+        .find_map(|name| {
+            let (_, rank) = slots.iter().find(|(n, _)| *n == name)?;
+            (rank != &out.rank).then(|| (name, rank.clone()))
+        })?;
+    let (which, why) = if name == own {
+        (
+            format!("the formula for `{name}` gives a gradient to an input"),
+            "a gradient is reduced to its input's shape dimension by dimension, at the output's rank",
+        )
+    } else {
+        (
+            format!("the formula for `{own}` reads `{name}`, an input"),
+            "the op may run on Cube, whose primitives compute with tensors of one rank",
+        )
+    };
+    let message = format!(
+        "{which} of {}, but the output of op `{}` has {}: {why}, so a backward pass at another rank would panic",
+        shown(&rank),
+        op.name,
+        shown(&out.rank)
+    );
+    let function = format!(
+        "write the backward pass as a function (`backward = \"path::to::{}_backward\"`), which reduces `{name}`'s gradient to its shape itself",
+        op.name
+    );
+    // A contract that fixes the input's rank (`last_dim_of`, `leading_dims_of`) leaves only the
+    // function form.
+    let contracted = op.inputs.iter().any(|i| {
+        i.name == name
+            && i.shape
+                .as_ref()
+                .is_some_and(|c| matches!(c.rule, ShapeRule::LastDimOf | ShapeRule::LeadingDimsOf))
+    });
+    let help = if contracted {
+        function
+    } else {
+        format!("give `{name}` and the output the same `dims`, or {function}")
+    };
+    Some((message, help))
+}
