@@ -570,16 +570,12 @@ fn shapes_agree(
     diags
 }
 
-/// The tensor input (or tensor member of a declared input, by path) `name` names.
+/// The tensor input (or tensor member of a declared input, by path) `name` names, as routing
+/// names them ([`Op::routing_tensors`]).
 fn tensor_named<'a>(op: &'a Op, name: &str) -> Option<&'a TensorArg> {
-    op.inputs.iter().find_map(|input| match &input.arg {
-        Arg::Tensor(t) if input.name == name => Some(t),
-        Arg::Declared { leaves, .. } => leaves
-            .iter()
-            .find(|l| format!("{}.{}", input.name, l.label()) == name)
-            .map(|l| &l.tensor),
-        _ => None,
-    })
+    op.routing_tensors()
+        .into_iter()
+        .find_map(|(n, _, t, _)| (n == name).then_some(t))
 }
 
 /// What is wrong with the range `[lo, hi]` of input `name` (values are drawn in `[lo, hi)`):
