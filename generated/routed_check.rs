@@ -21,6 +21,7 @@ fn add_relu() {
                 &check::spec(check::TensorKind::Float, &[2, 3]),
             ),
         )
+        .output_dtype(0, check::OutputDtype::Input("lhs"))
         .dtypes(
             &[
                 check::FloatDType::F32,
@@ -353,6 +354,7 @@ fn bias_gelu() {
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("bias", &[3]))
         .output_shape(0, &[2, 3])
+        .output_dtype(0, check::OutputDtype::Input("x"))
         .dtypes(
             &[
                 check::FloatDType::F32,
@@ -398,6 +400,7 @@ fn swiglu() {
                 &check::spec(check::TensorKind::Float, &[2, 3]),
             ),
         )
+        .output_dtype(0, check::OutputDtype::Input("gate"))
         .dtypes(
             &[
                 check::FloatDType::F32,
@@ -436,6 +439,7 @@ fn rms_norm() {
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("weight", &[3]))
         .output_shape(0, &[2, 3])
+        .output_dtype(0, check::OutputDtype::Input("x"))
         .dtypes(
             &[
                 check::FloatDType::F32,
@@ -479,6 +483,7 @@ fn layer_norm() {
         .input(check::Input::float("gamma", &[3]))
         .input(check::Input::float("beta", &[3]))
         .output_shape(0, &[2, 3])
+        .output_dtype(0, check::OutputDtype::Input("x"))
         .dtypes(
             &[
                 check::FloatDType::F32,
@@ -530,6 +535,7 @@ fn softmax_last() {
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .output_shape(0, &[2, 3])
+        .output_dtype(0, check::OutputDtype::Input("x"))
         .dtypes(
             &[
                 check::FloatDType::F32,
@@ -574,6 +580,7 @@ fn cross_entropy_logits() {
                 &check::spec(check::TensorKind::Int, &[2]),
             ),
         )
+        .output_dtype(0, check::OutputDtype::Input("logits"))
         .dtypes(
             &[
                 check::FloatDType::F32,
@@ -614,7 +621,9 @@ fn dropout() {
         .backend(check::BackendId::Remote, cfg!(burn_route_remote))
         .input(check::Input::float("x", &[2, 3]))
         .output_shape(0, &[2, 3])
+        .output_dtype(0, check::OutputDtype::Input("x"))
         .output_shape(1, &[2, 3])
+        .output_dtype(1, check::OutputDtype::Default)
         .dtypes(
             &[
                 check::FloatDType::F32,
@@ -730,7 +739,8 @@ fn affine() {
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::float("p.scale", &[2, 3]))
         .input(check::Input::optional_float("p.shift", &[2, 3]))
-        .output_shape(0, &[2, 3]);
+        .output_shape(0, &[2, 3])
+        .output_dtype(0, check::OutputDtype::Input("x"));
     check::run(&op, |args: &mut check::Args| {
         let __arg_1_0 = ::burn_route::ops::AffinePrimitive::<Dispatch> {
             scale: args.float(1),
@@ -809,7 +819,8 @@ fn fill_where() {
         .input(check::Input::float("x", &[2, 3]))
         .input(check::Input::bool("mask", &[2, 3]))
         .input(check::Input::float("fill.From.0", &[2, 3]))
-        .output_shape(0, &[2, 3]);
+        .output_shape(0, &[2, 3])
+        .output_dtype(0, check::OutputDtype::Input("x"));
     check::run(&op, |args: &mut check::Args| {
         let __arg_2_0 = ::burn_route::ops::FillPrimitive::<Dispatch>::From(args.float(2));
         let __out_0 =

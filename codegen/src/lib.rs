@@ -383,7 +383,16 @@ impl Builder {
     /// Parses and validates manifest text into the IR, with every problem in one report.
     fn lower(&self, source: &str) -> Result<ir::Ir, Error> {
         let name = self.display_name();
-        let report = |diagnostics| {
+        let report = |mut diagnostics: Vec<Diagnostic>| {
+            // An unterminated string swallows the rest of the file: what validation says about
+            // the manifest after it is only its consequence (e.g. a key it swallowed is
+            // "missing"), so only the syntax errors are reported.
+            if diagnostics
+                .iter()
+                .any(|d| d.key == parse::SYNTAX_KEY && d.message.contains("unterminated string"))
+            {
+                diagnostics.retain(|d| d.key == parse::SYNTAX_KEY);
+            }
             Error::Manifest(Report {
                 file: name.clone(),
                 source: source.to_owned(),

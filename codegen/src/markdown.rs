@@ -270,7 +270,12 @@ fn lint_footnotes(lines: &[&str], kinds: &[Kind]) -> Option<(usize, &'static str
             let Some(end) = after.find(']') else { break };
             let label = &after[..end];
             let definition = after[end..].starts_with("]:");
-            if !definition && !label.is_empty() && !defined.contains(&label) {
+            // As clippy reads it: an escaped `\[` or one inside inline code is text, and only a
+            // numeric label looks like a footnote.
+            let escaped = rest[..at].ends_with('\\');
+            let in_code = line[..line.len() - rest.len() + at].matches('`').count() % 2 == 1;
+            let numeric = !label.is_empty() && label.chars().all(|c| c.is_ascii_digit());
+            if !definition && numeric && !escaped && !in_code && !defined.contains(&label) {
                 return Some((
                     i,
                     "doc has a footnote reference without its definition, which clippy refuses (`doc_suspicious_footnotes`)",

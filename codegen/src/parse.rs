@@ -97,6 +97,9 @@ pub const FIELD_KEYS: &[&str] = &[
     "shape",
     "dtype",
 ];
+/// The keys that say what an input is, of which an entry has exactly one (an output has no
+/// `device`, the last).
+const ARG_KINDS: &[&str] = &["tensor", "type", "device"];
 /// Keys of a table in an op's `output`.
 pub const OUTPUT_KEYS: &[&str] = &["tensor", "type", "dims", "container", "shape", "dtype"];
 
@@ -334,7 +337,17 @@ impl Parser {
             } else {
                 format!("in `{path}`")
             };
-            let help = match did_you_mean(name, known) {
+            // A key the table already has, or one of a set the table already has one of
+            // (`tensor`/`type`/`device`), is not what was meant: renaming to it would clash.
+            let present = |k: &str| {
+                table.iter().any(|(other, _)| other.get_ref() == k)
+                    || (ARG_KINDS.contains(&k)
+                        && ARG_KINDS
+                            .iter()
+                            .any(|a| table.iter().any(|(other, _)| other.get_ref() == *a)))
+            };
+            let candidates: Vec<&str> = known.iter().copied().filter(|k| !present(k)).collect();
+            let help = match did_you_mean(name, &candidates) {
                 Some(close) => format!("did you mean `{close}`? known keys: {}", known.join(", ")),
                 None => format!("remove it; known keys: {}", known.join(", ")),
             };
@@ -361,7 +374,7 @@ impl Parser {
                 ),
             )
             .page(page::WRONG_TYPE)
-            .help(format!("write `{path}` as {expected}")),
+            .help(wrong_type_help(value, path, expected)),
         );
     }
 
@@ -927,11 +940,7 @@ impl Parser {
             (meta.shape.is_some() || meta.dtype.is_some()).then(|| Box::new(meta))
         };
         // `device` outside an input is an unknown key, reported as such.
-        let kinds: &[&str] = if is_input {
-            &["tensor", "type", "device"]
-        } else {
-            &["tensor", "type"]
-        };
+        let kinds: &[&str] = if is_input { ARG_KINDS } else { &ARG_KINDS[..2] };
         let present: Vec<&str> = kinds
             .iter()
             .copied()
@@ -1067,7 +1076,7 @@ impl Parser {
                         join(path, second),
                         format!("`{path}` has both `{first}` and `{second}`"),
                     )
-                    .help("give one contract per input; relate the other input to this one in its own `shape`"),
+                    .help(format!("keep one contract (e.g. remove `{second}`); to relate another input too, give that input a `shape` of its own")),
                 );
                 None
             }
@@ -1102,4 +1111,40 @@ impl Parser {
             }
         }
     }
+}
+
+/// The help for a value of the wrong type: for a string, the value it holds quoted (a number or
+/// a boolean), or the one string inside a one-entry table or array, which is what the key
+/// takes (`shape = { same_as = "x" }` on an output becomes `shape = "x"`).
+fn wrong_type_help(value: &Spanned<DeValue<'_>>, path: &str, expected: &str) -> String {
+    let key = path.rsplit('.').next().unwrap_or(path);
+    let key = key.split('[').next().unwrap_or(key);
+    let quoted = |text: &str| format!("write `{key} = \"{text}\"`");
+    if expected == "a string" {
+        match value.get_ref() {
+            DeValue::Integer(i) => return quoted(i.as_str()),
+            DeValue::Float(f) => return quoted(f.as_str()),
+            DeValue::Boolean(b) => return quoted(&b.to_string()),
+            DeValue::Table(table) if table.len() == 1 => {
+                if let Some((_, inner)) = table.iter().next()
+                    && let DeValue::String(text) = inner.get_ref()
+                {
+                    return quoted(text);
+                }
+            }
+            DeValue::Array(array) if array.len() == 1 => {
+                if let DeValue::String(text) = array[0].get_ref() {
+                    return quoted(text);
+                }
+            }
+            _ => {}
+        }
+    }
+    // An input's `shape` naming another input: the contract that says "the same shape".
+    if expected.contains("one contract")
+        && let DeValue::String(text) = value.get_ref()
+    {
+        return format!("write `{key} = {{ same_as = \"{text}\" }}`");
+    }
+    format!("write `{path}` as {expected}")
 }

@@ -48,8 +48,7 @@ fn number() -> impl Strategy<Value = String> {
 }
 
 fn tensor() -> impl Strategy<Value = String> {
-    let atom =
-        prop_oneof![Just("grad"), Just("x"), Just("y"), Just("output")].prop_map(String::from);
+    let atom = prop_oneof![Just("x"), Just("y"), Just("output")].prop_map(String::from);
     atom.prop_recursive(2, 8, 2, |inner| {
         prop_oneof![
             (inner.clone(), number()).prop_map(|(a, n)| format!("{a} * ({n})")),
@@ -66,7 +65,7 @@ fn manifest() -> impl Strategy<Value = String> {
         let mut s = "[routing]\ntrait = \"MyOps\"\nbackends = [\"Flex\"]\n".to_owned();
         for (i, (a, n, b)) in ops.into_iter().enumerate() {
             s.push_str(&format!(
-                "\n[[op]]\nname = \"o{i}\"\nautodiff = \"differentiable\"\ninputs = [{{ name = \"x\", tensor = \"float\" }}, {{ name = \"y\", tensor = \"float\" }}, {{ name = \"s\", type = \"f32\" }}, {{ name = \"t\", type = \"f64\" }}]\noutput = {{ tensor = \"float\" }}\nbackward = {{ x = \"grad * {a}\", y = \"grad / ({n}) + {b}\" }}\n"
+                "\n[[op]]\nname = \"o{i}\"\nautodiff = \"differentiable\"\ninputs = [{{ name = \"x\", tensor = \"float\" }}, {{ name = \"y\", tensor = \"float\" }}, {{ name = \"s\", type = \"f32\" }}, {{ name = \"t\", type = \"f64\" }}]\noutput = {{ tensor = \"float\" }}\nbackward = {{ x = \"grad * ({a})\", y = \"grad / ({n}) + grad * ({b})\" }}\n"
             ));
         }
         s

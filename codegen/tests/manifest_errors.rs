@@ -66,7 +66,7 @@ fn unknown_top_level_key() {
     assert_eq!(
         errors(&format!("[rooting]\nx = 1\n{VALID}")),
         [
-            "ops.toml:1:2: `rooting`: unknown key `rooting` at the top level; help: did you mean `routing`? known keys: routing, op, type"
+            "ops.toml:1:2: `rooting`: unknown key `rooting` at the top level; help: remove it; known keys: routing, op, type"
         ]
     );
 }
@@ -189,7 +189,7 @@ fn unknown_policy_wrong_type_and_reserved_name() {
     assert_eq!(
         errors(&edited("name = \"add\"", "name = 3")),
         [
-            "ops.toml:6:8: `op[0].name`: `op[0].name` must be a string, found integer; help: write `op[0].name` as a string"
+            "ops.toml:6:8: `op[0].name`: `op[0].name` must be a string, found integer; help: write `name = \"3\"`"
         ]
     );
 }
@@ -707,7 +707,7 @@ output = { tensor = "float", shape = "x", dtype = "x" }
     assert_eq!(
         lines,
         [
-            "ops.toml:8:10: `op[0].output`: op `count_pairs` runs eagerly on `Fusion<B>` (what `Cube` is when fusion is on): each call waits for the fusion stream to compute its inputs, runs its Cube kernel at once and fuses with nothing around it; help: declare `op[0].output[0].dtype`, `op[0].output[1].shape`, `op[0].output[1].dtype` (an input's name, e.g. `shape = \"x\", dtype = \"x\"`, or a function path) to make each call one deferred operation, or give the op `composition = \"path::to::fn\"` to run its composition there, which Burn fuses"
+            "ops.toml:8:10: `op[0].output`: op `count_pairs` runs eagerly on `Fusion<B>` (what `Cube` is when fusion is on): each call waits for the fusion stream to compute its inputs, runs its Cube kernel at once and fuses with nothing around it; help: declare `op[0].output[0].dtype`, `op[0].output[1].shape`, `op[0].output[1].dtype` (an input's name, e.g. `shape = \"x\", dtype = \"x\"`, or a function path; `dtype = \"default\"` for an int or bool output) to make each call one deferred operation, or give the op `composition = \"path::to::fn\"` to run its composition there, which Burn fuses"
         ]
     );
     let ops = files
@@ -719,5 +719,36 @@ output = { tensor = "float", shape = "x", dtype = "x" }
             .contains("let __eager = rt::fusion::Eager::<B>::new(\"count_pairs\");"),
         "{}",
         ops.contents
+    );
+}
+
+#[test]
+fn footnote_like_text_is_refused_only_where_clippy_refuses_it() {
+    // Clippy's `doc_suspicious_footnotes` reads a numeric `[^1]` in text as a footnote; an
+    // escaped `\[`, inline code and a word label are text.
+    let with_doc = |doc: &str| {
+        edited(
+            "name = \"add\"\n",
+            &format!("name = \"add\"\ndoc = '{doc}'\n"),
+        )
+    };
+    for accepted in [
+        r"See the paper\[^1].",
+        "See `[^1]` in the code.",
+        "See the note[^note].",
+        "See the paper[^1].\n\n[^1]: The paper.",
+    ] {
+        let source = with_doc(accepted)
+            .replace("doc = '", "doc = '''")
+            .replace("'\n", "'''\n");
+        Builder::new("ops.toml")
+            .render_str(&source)
+            .unwrap_or_else(|e| panic!("`{accepted}` refused: {e}"));
+    }
+    let lines = errors(&with_doc("See the paper[^1]."));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("doc has a footnote reference without its definition"),
+        "{lines:?}"
     );
 }

@@ -344,6 +344,36 @@ fn a_wrong_output_shape_fails() {
     );
 }
 
+#[test]
+fn a_declared_output_dtype_is_checked_in_every_call() {
+    // `dtype = "x"` on an op that returns int indices: every call returns an int tensor, never
+    // the float input's dtype.
+    let op = Op::new("argmax_last", Policy::Detach)
+        .input(Input::float("x", &[3, 4]))
+        .output_dtype(0, check::OutputDtype::Input("x"));
+    let message = panic_message(|| {
+        check::run(&op, |args| {
+            Ok(vec![Value::int(dispatch::try_argmax_last(&args.float(0))?)])
+        });
+    });
+    assert_mentions(
+        &message,
+        &[
+            "op `argmax_last`",
+            "values on Flex",
+            "output leaf 0 (output 0) has dtype",
+            "but the manifest declares input `x`'s dtype, f32",
+        ],
+    );
+    // `dtype = "default"`: the device's default int dtype, which it is.
+    let op = Op::new("argmax_last", Policy::Detach)
+        .input(Input::float("x", &[3, 4]))
+        .output_dtype(0, check::OutputDtype::Default);
+    check::run(&op, |args| {
+        Ok(vec![Value::int(dispatch::try_argmax_last(&args.float(0))?)])
+    });
+}
+
 #[cfg(feature = "autodiff")]
 #[test]
 fn a_wrong_policy_fails() {

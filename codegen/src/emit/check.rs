@@ -521,10 +521,18 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         if t.container == Container::Vec {
             break;
         }
-        if t.container != Container::One {
-            continue;
-        }
+        // An input's dtype, or the default: the runtime checks it in each call (a function's
+        // dtype depends on the call's input dtypes, which the emitted check does not know).
+        let dtype = match &t.meta.dtype {
+            Some(MetaSource::Input(name)) => Some(format!(
+                "check::OutputDtype::Input({})",
+                super::string_literal(name)
+            )),
+            Some(MetaSource::Default) => Some("check::OutputDtype::Default".to_owned()),
+            Some(MetaSource::Function(_)) | None => None,
+        };
         match &t.meta.shape {
+            _ if t.container != Container::One => {}
             Some(MetaSource::Input(name)) => {
                 let at = op.inputs.iter().position(|i| &i.name == name);
                 if let Some(shape) = at.and_then(|at| shapes[at].as_ref()) {
@@ -551,6 +559,12 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
                 ));
             }
             _ => {}
+        }
+        if let Some(dtype) = dtype {
+            chain.push(link(
+                "output_dtype",
+                vec![leaf.to_string().into(), dtype.into()],
+            ));
         }
     }
     if let Some(t) = op.check.tolerance {

@@ -116,7 +116,11 @@ impl<'a> Check<'a> {
                             self.op.name
                         ),
                     )
-                    .help(help),
+                    .help(if key == "no_gradient" && help.starts_with("add `backward`") {
+                        "add `backward = \"path::to::fn\"` (a function computing the gradients; formulas say `x = \"none\"` instead), or remove this key"
+                    } else {
+                        help
+                    }),
                 );
             }
         }
@@ -262,7 +266,14 @@ impl<'a> Check<'a> {
                 if let Some(list) = &spec.no_gradient {
                     self.push(
                         Diagnostic::new(list.span.clone(), self.key("no_gradient"), format!("op `{}` declares its backward pass as formulas: an input without a gradient is written there", op.name))
-                            .help("write `x = \"none\"` in `backward` for each such input, and remove `no_gradient`"),
+                            .help(format!(
+                                "write {} in `backward`, and remove `no_gradient`",
+                                list.value
+                                    .iter()
+                                    .map(|n| format!("`{} = \"none\"`", formula_key(&n.value)))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )),
                     );
                     return None;
                 }
@@ -550,7 +561,7 @@ impl<'a> Check<'a> {
                         input.name, op.name
                     ),
                     format!(
-                        "take `{}` by value (remove `borrowed`), or remove `backward` (with a `composition`, the generated `Autodiff<B, C>` kernel runs it)",
+                        "take `{}` by value (`type = \"{ty}\"`, without `&` or `borrowed`), or remove `backward` (with a `composition`, the generated `Autodiff<B, C>` kernel runs it)",
                         input.name
                     ),
                 ))
@@ -673,6 +684,54 @@ impl<'a> Check<'a> {
                 }
             }
         }
+    }
+
+    /// The dotted names a formula reads, in declaration order: the single float tensor fields
+    /// and the number fields of the declared struct inputs, to any depth.
+    fn readable_members(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack: Vec<(String, &str)> = self
+            .op
+            .inputs
+            .iter()
+            .rev()
+            .filter_map(|i| match &i.arg {
+                Arg::Declared { name, .. } => Some((i.name.clone(), name.as_str())),
+                _ => None,
+            })
+            .collect();
+        while let Some((path, ty)) = stack.pop() {
+            let Some(TypeBody::Struct(members)) =
+                self.types.iter().find(|d| d.name == ty).map(|d| &d.body)
+            else {
+                continue;
+            };
+            let mut nested = Vec::new();
+            for m in members {
+                let Some(field) = m.name.as_deref() else {
+                    continue;
+                };
+                let at = format!("{path}.{field}");
+                match &m.ty {
+                    MemberType::Declared(inner) => nested.push((at, inner.as_str())),
+                    _ => match self.member(&at) {
+                        Some(Ok(Member::Slot(i)))
+                            if self
+                                .op
+                                .float_slots()
+                                .nth(i)
+                                .is_some_and(|s| s.tensor.container == Container::One) =>
+                        {
+                            out.push(at);
+                        }
+                        Some(Ok(Member::Plain(ty))) if NUMBER_TYPES.contains(&ty) => out.push(at),
+                        _ => {}
+                    },
+                }
+            }
+            stack.extend(nested.into_iter().rev());
+        }
+        out
     }
 
     /// The float fields (slots) and plain fields of declared struct input `input`, in
@@ -1149,7 +1208,14 @@ impl<'a> Check<'a> {
                             "`backward` gives a formula for `{}`, which is not an input of op `{}`",
                             key.value, op.name
                         ),
-                        match did_you_mean(&key.value, &slot_names) {
+                        match did_you_mean(
+                            &key.value,
+                            &slot_names
+                                .iter()
+                                .copied()
+                                .filter(|n| entries.iter().all(|(k, _)| k.value != *n))
+                                .collect::<Vec<_>>(),
+                        ) {
                             Some(s) => format!(
                                 "did you mean `{s}`? formulas are keyed by float input: {}",
                                 slot_names.join(", ")
@@ -1197,17 +1263,28 @@ impl<'a> Check<'a> {
                         ok = false;
                     }
                     Some(term) if term.tensor => {
-                        if self.members.len() > 1
-                            && let Err(e) = super::linear::check(&expr)
-                        {
-                            let grads: Vec<String> = self
-                                .members
-                                .iter()
-                                .map(|m| format!("`grad.{}`", m.join(".")))
-                                .collect();
+                        if let Err(e) = super::linear::check(&expr, self.members.len() > 1) {
+                            let grads: Vec<String> = if self.members.len() > 1 {
+                                self.members
+                                    .iter()
+                                    .map(|m| format!("`grad.{}`", m.join(".")))
+                                    .collect()
+                            } else {
+                                vec![format!("`{}`", crate::formula::GRAD)]
+                            };
+                            let example = match grads.as_slice() {
+                                [one] => format!("{} * {}", one.trim_matches('`'), key.value),
+                                [first, second, ..] => format!(
+                                    "{} * 2 + {} * {}",
+                                    first.trim_matches('`'),
+                                    second.trim_matches('`'),
+                                    key.value
+                                ),
+                                [] => unreachable!("one incoming gradient at least"),
+                            };
                             self.push(
                                 Diagnostic::new(self.at(text, &e.span), key_path, format!("the formula for `{}` {}, but a gradient is linear in the incoming gradients ({})", key.value, e.problem, grads.join(", ")))
-                                    .help(format!("write a sum of terms that each multiply exactly one incoming gradient, e.g. \"{} * 2 + {} * {}\"", grads[0].trim_matches('`'), grads[1].trim_matches('`'), key.value)),
+                                    .help(format!("write a sum of terms that each multiply exactly one incoming gradient, e.g. \"{example}\"")),
                             );
                             ok = false;
                             continue;
@@ -1596,10 +1673,24 @@ impl<'a> Check<'a> {
                     format!("unknown name `{head}` in a formula of op `{}`", op.name)
                 }
             };
-            self.push(
-                Diagnostic::new(self.at(text, span), key, problem)
-                    .help("a dotted name reads a field of a declared struct input: `p.scale` (a float tensor) or `p.eps` (a number)"),
-            );
+            let readable = self.readable_members();
+            let help = if readable.is_empty() {
+                format!(
+                    "a dotted name reads a float tensor or number field of a declared struct input, and op `{}` has none: write the formula with its inputs",
+                    op.name
+                )
+            } else {
+                format!(
+                    "a dotted name reads a float tensor or number field of a declared struct input; op `{}` has {}",
+                    op.name,
+                    readable
+                        .iter()
+                        .map(|r| format!("`{r}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            self.push(Diagnostic::new(self.at(text, span), key, problem).help(help));
             return None;
         }
         let Some(input) = op.inputs.iter().find(|i| i.name == name) else {
@@ -1769,5 +1860,14 @@ fn gate_or_binary(op: formula::BinOp, a: Term, b: Term) -> Term {
     Term {
         tensor: a.tensor || b.tensor,
         node: TermNode::Binary(op, Box::new(a), Box::new(b)),
+    }
+}
+
+/// How a formula table keys `name`: bare, or quoted when dotted (`"p.scale"`).
+fn formula_key(name: &str) -> String {
+    if name.contains('.') {
+        format!("\"{name}\"")
+    } else {
+        name.to_owned()
     }
 }

@@ -77,8 +77,19 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
     let mut given: Vec<(String, std::ops::Range<usize>)> = Vec::new();
     let find = |key: &str| targets.iter().find(|(n, _)| n == key).map(|(_, t)| t);
     let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
-    let unknown = |key: &crate::model::Sp<String>, sub: &str, what: &str| {
-        let help = match did_you_mean(&key.value, &names) {
+    // A suggestion is a name of the right kind that the table does not key already (renaming
+    // to one it keys would clash).
+    let unknown = |key: &crate::model::Sp<String>,
+                   sub: &str,
+                   what: &str,
+                   fits: &dyn Fn(&Target<'_>) -> bool,
+                   keyed: &[&str]| {
+        let candidates: Vec<&str> = targets
+            .iter()
+            .filter(|(n, t)| fits(t) && !keyed.contains(&n.as_str()))
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let help = match did_you_mean(&key.value, &candidates) {
             Some(s) => format!("did you mean `{s}`? `{sub}` is keyed by {what}"),
             None => format!("`{sub}` is keyed by {what}: {}", names.join(", ")),
         };
@@ -110,7 +121,14 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
     };
     for (key, shapes) in &table.shapes {
         let Some(target) = find(&key.value) else {
-            diags.push(unknown(key, "shapes", "tensor input"));
+            let keyed: Vec<&str> = table.shapes.iter().map(|(k, _)| k.value.as_str()).collect();
+            diags.push(unknown(
+                key,
+                "shapes",
+                "tensor input",
+                &|t| matches!(t, Target::Tensor(_)),
+                &keyed,
+            ));
             continue;
         };
         if let Some(d) = unbuilt(key, "shapes", target) {
@@ -196,7 +214,16 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
     }
     for (key, range) in &table.ranges {
         let Some(target) = find(&key.value) else {
-            diags.push(unknown(key, "ranges", "float or int tensor input"));
+            let keyed: Vec<&str> = table.ranges.iter().map(|(k, _)| k.value.as_str()).collect();
+            diags.push(unknown(
+                key,
+                "ranges",
+                "float or int tensor input",
+                &|t| {
+                    matches!(t, Target::Tensor(t) if matches!(t.kind, TensorKind::Float | TensorKind::Int))
+                },
+                &keyed,
+            ));
             continue;
         };
         if let Some(d) = unbuilt(key, "ranges", target) {
@@ -229,7 +256,14 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
     }
     for (key, expr) in &table.args {
         let Some(target) = find(&key.value) else {
-            diags.push(unknown(key, "args", "plain input"));
+            let keyed: Vec<&str> = table.args.iter().map(|(k, _)| k.value.as_str()).collect();
+            diags.push(unknown(
+                key,
+                "args",
+                "plain input",
+                &|t| matches!(t, Target::Plain),
+                &keyed,
+            ));
             continue;
         };
         if let Some(d) = unbuilt(key, "args", target) {
@@ -321,7 +355,7 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
                     format!("{path}.tolerance"),
                     format!("tolerance {} is not a positive number", t.value),
                 )
-                .help("write a relative tolerance such as `1e-2`"),
+                .help("write a relative tolerance such as `1e-2` (the gradient check's: with `gradients = false`, remove `tolerance` instead)"),
             );
         }
     }

@@ -5,11 +5,15 @@
 
 use super::context::{Context, ManifestRule, example_input};
 use crate::diag::{Diagnostic, page};
-use crate::ir::Output;
+use crate::ir::{FusionImpl, Output, RemoteImpl};
 use crate::model::{ArgSpec, MemberSpec, OutputSpec, TensorSpec};
 
 /// The rules about metadata keys without effect, checked with the other manifest rules.
-pub(super) const MANIFEST_RULES: &[ManifestRule] = &[dtype_needs_shape, field_metadata_returned];
+pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
+    dtype_needs_shape,
+    field_metadata_returned,
+    dtype_function_read,
+];
 
 /// Every tensor spec of `output`, with its key.
 fn output_tensors<'a>(
@@ -62,6 +66,16 @@ fn dtype_needs_shape(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     // Each tensor with the input name its help's example uses.
     let mut tensors: Vec<(String, &TensorSpec, &str)> = Vec::new();
     for (spec, op) in cx.ops {
+        // An op with a declared-type input that does not run on Remote as one operation is
+        // told to remove its output metadata altogether (`declared_inputs_have_no_metadata`):
+        // "add `shape`" here would contradict it.
+        let declared_input = op
+            .inputs
+            .iter()
+            .any(|i| matches!(i.arg, crate::ir::Arg::Declared { .. }));
+        if declared_input && op.remote != RemoteImpl::Kernel {
+            continue;
+        }
         if let Some(output) = &spec.output {
             let mut found = Vec::new();
             output_tensors(output, format!("op[{}].output", spec.index), &mut found);
@@ -171,7 +185,56 @@ fn field_metadata_returned(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     format!("no op returns `{ty}`, and a field's `{which}` is what an op returning its type declares about its output: here it changes nothing"),
                 )
                 .page(page::DECLARED_TYPE)
-                .help(format!("remove `{which}` (an input's shape is checked by a shape contract on the op's input instead)")),
+                .help(if which == "shape" {
+                    "remove `shape` (an input's shape is checked by a shape contract on the op's input instead)".to_owned()
+                } else {
+                    "remove `dtype`".to_owned()
+                }),
+            );
+        }
+    }
+    out
+}
+
+/// A `dtype` function is called by the deferred `Fusion<B>` operation and the Remote operation
+/// only (the op check verifies an input's dtype or the default, but cannot call a function
+/// with each call's dtypes): on an op that runs as neither, nothing calls it.
+fn dtype_function_read(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        if op.fusion == FusionImpl::Lazy || op.remote == RemoteImpl::Kernel {
+            continue;
+        }
+        let Some(output) = &spec.output else { continue };
+        let mut found = Vec::new();
+        output_tensors(output, format!("op[{}].output", spec.index), &mut found);
+        for (key, t) in found {
+            // (Without `shape`, `dtype_needs_shape` refuses it.)
+            let Some(dtype) = t
+                .meta
+                .as_ref()
+                .filter(|m| m.shape.is_some())
+                .and_then(|m| m.dtype.as_ref())
+            else {
+                continue;
+            };
+            if !dtype.value.contains("::") {
+                continue;
+            }
+            let x = example_input(op);
+            out.push(
+                Diagnostic::new(
+                    dtype.span.clone(),
+                    format!("{key}.dtype"),
+                    format!(
+                        "op `{}` runs neither as one deferred operation on `Fusion<B>` nor as one operation on Remote, the only callers of a `dtype` function: this one is never called",
+                        op.name
+                    ),
+                )
+                .page(page::OUTPUT_METADATA)
+                .help(format!(
+                    "name the input whose dtype the output has (e.g. `dtype = \"{x}\"`), which the op check verifies, or remove `dtype`"
+                )),
             );
         }
     }

@@ -60,7 +60,20 @@ fn fusion_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     "op `{}` is not routed to Cube, so `fusion` has nothing to choose",
                     op.name
                 ),
-                "add \"Cube\" to the op's `backends` (or `routing.backends`), or remove `fusion`",
+                // Routed to Cube, would the op have the form `fusion` names? Else adding Cube
+                // only leads to the next error about `fusion`.
+                if (value.value == "composition"
+                    && op.composition.is_some()
+                    && no_kernel_form(op).is_none())
+                    || (value.value == "kernel"
+                        && !op.asynchronous
+                        && lazy_outputs(&op.output)
+                        && !op.inputs.iter().any(|i| matches!(i.arg, Arg::Declared { .. })))
+                {
+                    "add \"Cube\" to the op's `backends` (or `routing.backends`), or remove `fusion`"
+                } else {
+                    "remove `fusion` (it chooses how the op runs on Cube)"
+                },
             ));
         } else if value.value == "composition" && op.composition.is_none() {
             out.push(diagnostic(
@@ -180,8 +193,13 @@ pub(super) fn eager_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     "the op returns {value}, which a deferred operation cannot return, so it stays eager; give it `composition = \"path::to::fn\"` to run its composition on `Fusion<B>` instead"
                 ),
                 None => format!(
-                    "declare {keys} (an input's name, e.g. `shape = \"{x}\", dtype = \"{x}\"`, or a function path) to make each call one deferred operation, or give the op `composition = \"path::to::fn\"` to run its composition there, which Burn fuses",
-                    x = super::context::example_input(op)
+                    "declare {keys} (an input's name, e.g. `shape = \"{x}\", dtype = \"{x}\"`, or a function path{other}) to make each call one deferred operation, or give the op `composition = \"path::to::fn\"` to run its composition there, which Burn fuses",
+                    x = super::context::example_input(op),
+                    other = if non_float_output(&op.output) {
+                        "; `dtype = \"default\"` for an int or bool output"
+                    } else {
+                        ""
+                    }
                 ),
                 Some(value) => format!(
                     "the op returns {value}, which a deferred operation cannot return before its kernel runs: return tensors only and declare {keys} to make each call one deferred operation, or give the op `composition = \"path::to::fn\"`"
@@ -238,5 +256,14 @@ fn not_a_tensor(output: &Output) -> Option<String> {
             Output::Declared { name, .. } => Some(format!("declared type `{name}` inside a tuple")),
             other => not_a_tensor(other),
         }),
+    }
+}
+
+/// Whether `output` has an int or bool tensor, whose dtype no float input gives.
+fn non_float_output(output: &Output) -> bool {
+    match output {
+        Output::Tensor(t) => t.kind != crate::ir::TensorKind::Float,
+        Output::Tuple(items) => items.iter().any(non_float_output),
+        Output::Unit | Output::Plain(_) | Output::Declared { .. } => false,
     }
 }

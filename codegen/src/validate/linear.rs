@@ -39,8 +39,11 @@ fn is_grad(name: &str) -> bool {
 /// # Errors
 ///
 /// The first subexpression that is not.
-pub(super) fn check(expr: &Expr) -> Result<(), NotLinear> {
-    match degree(expr)? {
+/// With `split` (an op with several float outputs), a size of an incoming gradient
+/// (`dim_size(grad.mean, 0)`) counts as reading it: splitting sets it to `0`, a tensor of no
+/// size. With one output, it is a number like any other.
+pub(super) fn check(expr: &Expr, split: bool) -> Result<(), NotLinear> {
+    match degree(expr, split)? {
         Degree::Zero | Degree::Linear => Ok(()),
         Degree::Constant => Err(NotLinear {
             span: expr.span.clone(),
@@ -49,7 +52,8 @@ pub(super) fn check(expr: &Expr) -> Result<(), NotLinear> {
     }
 }
 
-fn degree(expr: &Expr) -> Result<Degree, NotLinear> {
+fn degree(expr: &Expr, split: bool) -> Result<Degree, NotLinear> {
+    let degree = |e: &Expr| degree(e, split);
     let fail = |e: &Expr, problem: &str| {
         Err(NotLinear {
             span: e.span.clone(),
@@ -85,6 +89,7 @@ fn degree(expr: &Expr) -> Result<Degree, NotLinear> {
                 ("sum_dim" | "mean_dim", [d, _]) => Ok(*d),
                 // A size: no gradient is passed through.
                 ("dim_size", [Degree::Constant, _]) => Ok(Degree::Constant),
+                ("dim_size", [_, _]) if !split => Ok(Degree::Constant),
                 ("where", [c, a, b]) if *c != Degree::Linear => sum(expr, *a, *b),
                 _ => match args
                     .iter()
@@ -206,7 +211,7 @@ mod tests {
     }
 
     fn problem(text: &str) -> String {
-        check(&parse(text).expect("parses"))
+        check(&parse(text).expect("parses"), true)
             .expect_err("not linear")
             .problem
     }
@@ -231,8 +236,29 @@ mod tests {
             "0",
             "-(grad.a + grad.b) / sqrt(x)",
         ] {
-            check(&parse(f).expect("parses")).expect(f);
+            check(&parse(f).expect("parses"), true).expect(f);
         }
+    }
+
+    #[test]
+    fn one_output_reads_its_gradients_size_as_a_number() {
+        let one = |f: &str| check(&parse(f).expect("parses"), false);
+        one("grad / dim_size(grad, 0)").expect("a size is a number");
+        assert!(
+            check(
+                &parse("grad.a / dim_size(grad.a, 0)").expect("parses"),
+                true
+            )
+            .is_err()
+        );
+        assert_eq!(
+            one("exp(grad) * x").expect_err("not linear").problem,
+            "passes an incoming gradient through `exp`, which is not linear"
+        );
+        assert_eq!(
+            one("w").expect_err("not linear").problem,
+            "reads no incoming gradient"
+        );
     }
 
     #[test]

@@ -425,7 +425,7 @@ impl Lowerer<'_> {
                         format!("`{}` is not a cfg predicate: {err}", shown(&cfg.value)),
                     )
                     .page(page)
-                    .help("write what goes inside `#[cfg(...)]`, e.g. 'feature = \"cube\"'"),
+                    .help(cfg_help(&err.to_string())),
                 );
                 None
             }
@@ -680,7 +680,8 @@ impl Lowerer<'_> {
                     )
                     .page(page::OUTPUT_METADATA)
                     .help(format!(
-                        "write a tensor input's name (the output's {field} is that input's){sep} a function path such as \"crate::meta::out_{field}\"{default}"
+                        "write the name of a tensor input{of_kind} (the output's {field} is that input's){sep} a function path such as \"crate::meta::out_{field}\"{default}",
+                        of_kind = if field == "dtype" { " of the output's kind" } else { "" }
                     )),
                 );
                 None
@@ -1057,4 +1058,36 @@ fn route_by(inputs: &[Input], backends: &[Backend]) -> RouteBy {
         (false, true) => RouteBy::Device,
         (false, false) => RouteBy::Fixed(backends.first().map_or(BackendName::Flex, |b| b.name)),
     }
+}
+
+/// The fix for a cfg predicate rustc would refuse, from what is wrong with it: the suggested
+/// value, parentheses, a Cargo feature in place of an unstable cfg, or what a predicate is.
+fn cfg_help(problem: &str) -> String {
+    if let Some(start) = problem.find("did you mean `") {
+        let start = start + "did you mean `".len();
+        if let Some(len) = problem[start..].find('`') {
+            return format!("write `{}` in its place", &problem[start..start + len]);
+        }
+    }
+    if let Some(start) = problem.find("takes no value: write `") {
+        let start = start + "takes no value: write `".len();
+        if let Some(len) = problem[start..].find('`') {
+            return format!("write `{}` alone", &problem[start..start + len]);
+        }
+    }
+    if let Some(start) = problem.find("the value contains U+") {
+        let code = &problem[start + "the value contains ".len()..];
+        let code = code.split(',').next().unwrap_or(code);
+        return format!("remove {code} from the value");
+    }
+    if problem.contains("with a suffix") {
+        return "remove the suffix after the closing quote".to_owned();
+    }
+    if problem.contains("written with parentheses") {
+        return "write the list with parentheses, e.g. `all(unix, feature = \"cube\")`".to_owned();
+    }
+    if problem.contains("unstable cfg") {
+        return "name a Cargo feature of your crate instead (e.g. 'feature = \"atomics\"'), turned on where the unstable cfg would hold".to_owned();
+    }
+    "write what goes inside `#[cfg(...)]`, e.g. 'feature = \"cube\"'".to_owned()
 }

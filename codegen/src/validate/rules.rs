@@ -355,7 +355,13 @@ fn ranks_are_not_traits(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         format!("rank name `{rank}` is also the name of a generated trait"),
                     )
                     .page(page::INPUT_NAME_SCOPE)
-                    .help("rename the rank (e.g. `D`, `E`) or the trait"),
+                    .help(format!(
+                        "rename the rank (e.g. `{}`) or the trait",
+                        ["D", "E", "F", "R"]
+                            .into_iter()
+                            .find(|r| !traits.contains(r) && *r != rank)
+                            .unwrap_or("R2")
+                    )),
                 );
             }
         }
@@ -551,7 +557,10 @@ fn shape_contracts_can_hold(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     format!(
                         "`leading_dims_of` needs `{name}` to have one dimension fewer than `{of}`, but both have rank `{a}`"
                     ),
-                    format!("declare `{name}`'s rank with `dims` (one less than `{of}`'s)"),
+                    format!(
+                        "give `{name}` a rank generic of its own (`dims = \"{other}\"`; each call then checks it is one less than `{of}`'s), or fixed ranks (`dims = 2` on `{of}`, `dims = 1` on `{name}`)",
+                        other = if a.as_str() == "E" { "F" } else { "E" }
+                    ),
                 )),
                 _ => None,
             };

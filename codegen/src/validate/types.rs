@@ -133,7 +133,7 @@ fn clippy_shapes(ty: &syn::Type, position: Position) -> Result<(), Problem> {
             "Vec" => Some("&[T]"),
             "String" => Some("&str"),
             "PathBuf" => Some("&std::path::Path"),
-            "Cow" => Some("the borrowed form (`&str`, `&[T]`, ...)"),
+            "Cow" => Some("&str` for a `Cow<str>`, `&[T]` for a `Cow<[T]>"),
             _ => None,
         };
         if let Some(better) = better {
@@ -227,7 +227,9 @@ fn clippy_shapes(ty: &syn::Type, position: Position) -> Result<(), Problem> {
                     format!(
                         "keys a `{name}` by a type with interior mutability, which clippy refuses (`mutable_key_type`)"
                     ),
-                    "key it by an immutable type",
+                    format!(
+                        "key it by the value the cell holds, an immutable type (e.g. `{name}<u8>`, not `{name}<Cell<u8>>`)"
+                    ),
                 ))
             }
             _ => None,
@@ -241,7 +243,7 @@ fn clippy_shapes(ty: &syn::Type, position: Position) -> Result<(), Problem> {
         {
             found = Some(problem(
                 "names a path starting with `__`, which belongs to the generated code",
-                "name your own type",
+                "name a type of your own crate (e.g. `crate::ops::Panic`), or a library's",
             ));
         }
     };
@@ -362,7 +364,7 @@ fn sized(ty: &syn::Type) -> Result<(), Problem> {
     };
     Err(problem(
         format!("is {unsized_what}, which is unsized: it cannot be passed or returned by value"),
-        "use a reference (`&[usize]`, `&str`) in an input, or an owned type (`Vec<usize>`, `String`, `Box<dyn Fn(f32) -> f32>`)",
+        "replace the unsized part where it stands by a reference to it in an input (`&str`, `&[usize]`: `(u8, &str)`, not `&(u8, str)`), or by an owned type (`String`, `Vec<usize>`, `Box<dyn Fn(f32) -> f32>`)",
     ))
 }
 
@@ -463,9 +465,23 @@ impl Checker<'_> {
             );
             if !has_lifetime {
                 let (owner, fix) = self.position.owner_and_fix();
+                // The type's own arguments after the lifetime: `Ref<'static, u8>`.
+                let more: String = match &path.segments.last().expect("a segment").arguments {
+                    syn::PathArguments::AngleBracketed(args) => args
+                        .args
+                        .iter()
+                        .map(|a| match a {
+                            syn::GenericArgument::Type(t) => {
+                                format!(", {}", crate::canon::type_text(t))
+                            }
+                            _ => ", ..".to_owned(),
+                        })
+                        .collect(),
+                    _ => String::new(),
+                };
                 self.report(problem(
                     format!("uses `{last}`, which borrows (it has a lifetime parameter), but {owner} has nothing to borrow from"),
-                    format!("give it a `'static` lifetime (`{last}<'static, ..>`) or {fix}"),
+                    format!("give it a `'static` lifetime (`{last}<'static{more}>`) or {fix}"),
                 ));
                 return;
             }
@@ -483,7 +499,7 @@ impl Checker<'_> {
             if first_text == "Self" || names::GENERICS.contains(&first_text.as_str()) {
                 self.report(problem(
                     format!("uses `{first_text}`, which means something different at each level of the generated API (or nothing)"),
-                    "use a concrete type; backend-specific types are not plain types",
+                    "use a concrete type (e.g. `usize`): backend-specific types are not plain types; for the device, declare the input `{ name = \"device\", device = true }`",
                 ));
                 return;
             }
@@ -500,6 +516,10 @@ impl Checker<'_> {
                         .to_string()
                         .as_str(),
                 )
+                // `std::io::Error` and `std::fmt::Error` are structs: the trait is
+                // `std::error::Error`.
+                && !(path.segments.last().expect("a segment").ident == "Error"
+                    && path.segments[path.segments.len() - 2].ident != "error")
             {
                 self.report(problem(
                     format!(

@@ -274,8 +274,89 @@ impl<'a> Checker<'a> {
         F: FnMut(&mut Args) -> Result<Vec<Value>, RouteError>,
     {
         let mut args = self.args(&self.inputs, device, false, absent);
+        // Read before the call, which may take the tensors.
+        let inputs: Vec<(&str, Option<DType>)> = args
+            .slots
+            .iter()
+            .map(|s| {
+                (
+                    s.name,
+                    s.tensors.first().filter(|_| s.present).map(|t| t.dtype()),
+                )
+            })
+            .collect();
         let values = self.call_ok(check, f, &mut args);
-        self.read_all(check, flatten(values))
+        let leaves = self.read_all(check, flatten(values));
+        self.check_output_dtypes(check, device, &inputs, &leaves);
+        leaves
+    }
+
+    /// Each [`Op::output_dtype`] against the leaf the call returned: the named input's dtype in
+    /// the call (not checked when it is absent), or the device's default of the leaf's kind.
+    #[track_caller]
+    fn check_output_dtypes(
+        &self,
+        check: &str,
+        device: &Device,
+        inputs: &[(&str, Option<DType>)],
+        leaves: &[HostLeaf],
+    ) {
+        let op = self.op;
+        let settings = get_or_init_device_settings::<Dispatch>(device.as_dispatch());
+        for (leaf, source) in &op.output_dtypes {
+            let Some(found) = leaves.get(*leaf) else {
+                fail(
+                    op.name,
+                    check,
+                    &format!(
+                        "`output_dtype({leaf}, ..)` names output leaf {leaf}, but the op returned \
+                         {} leaves",
+                        leaves.len()
+                    ),
+                    "number the leaves from 0 over the returned values flattened in order (one \
+                     per tensor or optional tensor, one per `Vec` element)",
+                );
+            };
+            let Some(got) = found.dtype else { continue };
+            let (expected, from) = match source {
+                OutputDtype::Input(name) => match inputs.iter().find(|(n, _)| n == name) {
+                    Some((_, Some(dtype))) => (*dtype, format!("input `{name}`'s")),
+                    Some((_, None)) => continue,
+                    None => fail(
+                        op.name,
+                        check,
+                        &format!(
+                            "`output_dtype({leaf}, OutputDtype::Input({name:?}))` names no \
+                                 tensor input of the check"
+                        ),
+                        "name one of the op's tensor inputs",
+                    ),
+                },
+                OutputDtype::Default => (
+                    match found.kind {
+                        TensorKind::Float | TensorKind::Quantized => settings.float_dtype.into(),
+                        TensorKind::Int => settings.int_dtype.into(),
+                        TensorKind::Bool => settings.bool_dtype.into(),
+                    },
+                    "the device's default".to_owned(),
+                ),
+            };
+            if got != expected {
+                fail(
+                    op.name,
+                    check,
+                    &format!(
+                        "output leaf {leaf} ({}) has dtype {}, but the manifest declares \
+                         {from} dtype, {}",
+                        found.name,
+                        crate::rt::dtype_name(got),
+                        crate::rt::dtype_name(expected)
+                    ),
+                    "fix the op's dtype (its kernel, or its manifest `dtype`), or the declared \
+                     dtype if it is the one that is wrong",
+                );
+            }
+        }
     }
 
     #[track_caller]

@@ -32,6 +32,8 @@ pub(super) struct Leaf {
 pub(super) struct HostLeaf {
     pub(super) name: String,
     pub(super) kind: TensorKind,
+    /// The dtype the op returned it in (`None` for an absent tensor or a variant).
+    pub(super) dtype: Option<DType>,
     pub(super) value: Option<Host>,
     pub(super) variant: Option<&'static str>,
 }
@@ -74,6 +76,7 @@ pub(super) fn flatten(values: Vec<Value>) -> Vec<Leaf> {
 }
 
 pub(super) fn read_leaf(leaf: Leaf) -> Result<HostLeaf, String> {
+    let dtype = leaf.tensor.as_ref().map(DispatchTensor::dtype);
     let value = match leaf.tensor {
         None => None,
         Some(tensor) => Some(read(tensor, leaf.kind).map_err(|e| format!("{}: {e}", leaf.name))?),
@@ -81,6 +84,7 @@ pub(super) fn read_leaf(leaf: Leaf) -> Result<HostLeaf, String> {
     Ok(HostLeaf {
         name: leaf.name,
         kind: leaf.kind,
+        dtype,
         value,
         variant: leaf.variant,
     })

@@ -159,6 +159,16 @@ pub fn dtype_tolerance(dtype: FloatDType) -> f64 {
     }
 }
 
+/// Where an output's dtype comes from (the manifest's output `dtype`), for
+/// [`Op::output_dtype`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputDtype {
+    /// The dtype of this input in the same call (`dtype = "x"`).
+    Input(&'static str),
+    /// The device's default dtype of the output's kind (`dtype = "default"`).
+    Default,
+}
+
 /// How the manifest spells a dtype.
 fn dtype_label(dtype: FloatDType) -> String {
     crate::rt::dtype_name(DType::from(dtype))
@@ -421,6 +431,7 @@ pub struct Op {
     backends: Option<Vec<BackendId>>,
     inputs: Vec<Input>,
     output_shapes: Vec<(usize, Vec<usize>)>,
+    output_dtypes: Vec<(usize, OutputDtype)>,
     tolerance: f64,
     value_tolerance: f64,
     gradients: bool,
@@ -438,6 +449,7 @@ impl Op {
             backends: None,
             inputs: Vec::new(),
             output_shapes: Vec::new(),
+            output_dtypes: Vec::new(),
             tolerance: DEFAULT_TOLERANCE,
             value_tolerance: DEFAULT_VALUE_TOLERANCE,
             gradients: true,
@@ -591,6 +603,16 @@ impl Op {
     pub fn output_shape(mut self, leaf: usize, shape: &[usize]) -> Self {
         self.output_shapes.retain(|(l, _)| *l != leaf);
         self.output_shapes.push((leaf, shape.to_vec()));
+        self
+    }
+
+    /// Declares the dtype of output leaf `leaf` (numbered as for [`Op::output_shape`]), checked
+    /// against the dtype the op returns in every call of the values checks: on every backend,
+    /// and in each dtype of [`Op::dtypes`].
+    #[must_use]
+    pub fn output_dtype(mut self, leaf: usize, dtype: OutputDtype) -> Self {
+        self.output_dtypes.retain(|(l, _)| *l != leaf);
+        self.output_dtypes.push((leaf, dtype));
         self
     }
 

@@ -2703,7 +2703,7 @@ pub mod autodiff {
     /// [`FormulaOps::wrong_gradient_shape`](super::FormulaOps::wrong_gradient_shape), from its
     /// formulas (tests/formulas/ops.toml:434).
     ///
-    /// - `x`: `w`
+    /// - `x`: `sum_dim(grad, 0) * w`
     /// - `w`: `none`
     #[derive(Clone, Debug)]
     pub struct WrongGradientShapeBackward;
@@ -2720,13 +2720,20 @@ pub mod autodiff {
         fn backward(
             self,
             mut __saved: __grad::Saved<B, 2>,
-            _: rt::FloatTensor<B>,
+            grad: rt::FloatTensor<B>,
             __tracked: [bool; 2],
         ) -> [Option<rt::FloatTensor<B>>; 2] {
             let w = __saved.input(1);
             let mut __grads = [None, None];
             if __tracked[0] {
-                __grads[0] = Some(w);
+                __grads[0] = Some(B::float_mul(
+                    __grad::sum_dim::<B>(
+                        grad,
+                        0,
+                        "op `wrong_gradient_shape`, input `x`: `sum_dim(grad, 0) * w`",
+                    ),
+                    w,
+                ));
             }
             __grads
         }
