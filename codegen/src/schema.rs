@@ -34,17 +34,9 @@ const INPUT_PATH: &str = "^_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?(\\._?[a-z][a-z0-9]*(_
 /// `output`, or `output.N` (`output.N.M` in nested tuples).
 const SAVED_VALUE: &str =
     "^(output(\\.[0-9]+)*|_?[a-z][a-z0-9]*(_[a-z0-9]+)*_?(\\._?[a-z][a-z0-9]*(_[a-z0-9]+)*_?)*)$";
-/// The values of `checkpoint` (the validator's `CHECKPOINT_VALUES`; a unit test checks that
-/// each one is accepted).
-const CHECKPOINT_VALUES: &[&str] = &["keep", "recompute"];
-/// The values of `remote` (the validator's `REMOTE_VALUES`).
-const REMOTE_VALUES: &[&str] = &["kernel", "composition"];
-/// The values of `fusion` (the validator's `FUSION_VALUES`).
-const FUSION_VALUES: &[&str] = &["kernel", "composition"];
-/// The values of `other_dtypes` (the validator's `OTHER_DTYPES_VALUES`).
-const OTHER_DTYPES_VALUES: &[&str] = &["error", "composition"];
-/// The plain types a formula reads as numbers (the validator's `NUMBER_TYPES`).
-const NUMBER_TYPES: &str = "f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize";
+use crate::validate::{
+    CHECKPOINT_VALUES, FUSION_VALUES, NUMBER_TYPES, OTHER_DTYPES_VALUES, REMOTE_VALUES,
+};
 
 fn backend_names() -> Vec<&'static str> {
     BackendName::ALL.iter().map(|b| b.key()).collect()
@@ -89,7 +81,8 @@ fn function_entry(f: &Function) -> String {
 fn formula_description() -> String {
     let functions: Vec<String> = FUNCTIONS.iter().map(function_entry).collect();
     format!(
-        "The input's gradient, as a formula (or \"{NONE}\": no gradient flows to it). Names: `{GRAD}` (the incoming gradient of the op's float output), `{OUTPUT}` (the op's float output), the op's single (not optional) float tensor inputs, and its plain inputs of a numeric type ({NUMBER_TYPES}), read as numbers; the fields of a declared struct input taken by value, by path (`p.scale`: a float tensor field, or a numeric one read as a number). Number literals (`2`, `0.5`, `1e-3`), `+ - * /` (a tensor with a number: elementwise), unary `-` and parentheses. Functions: {}. The formula must evaluate to a tensor: of the output's shape or the input's, or one that broadcasts between them (it is summed back to the input's shape, or expanded over dimensions a reduction kept at 1).",
+        "The input's gradient, as a formula (or \"{NONE}\": no gradient flows to it). Names: `{GRAD}` (the incoming gradient of the op's float output), `{OUTPUT}` (the op's float output), the op's single (not optional) float tensor inputs, and its plain inputs of a numeric type ({}), read as numbers; the fields of a declared struct input taken by value, by path (`p.scale`: a float tensor field, or a numeric one read as a number). Number literals (`2`, `0.5`, `1e-3`), `+ - * /` (a tensor with a number: elementwise), unary `-` and parentheses. Functions: {}. The formula must evaluate to a tensor: of the output's shape or the input's, or one that broadcasts between them (it is summed back to the input's shape, or expanded over dimensions a reduction kept at 1).",
+        NUMBER_TYPES.join(", "),
         functions.join("; ")
     )
 }

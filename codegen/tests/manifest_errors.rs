@@ -752,3 +752,26 @@ fn footnote_like_text_is_refused_only_where_clippy_refuses_it() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn bare_grad_is_the_one_float_field_of_a_declared_output() {
+    // `grad` alone, for a struct with one float field, is that field's incoming gradient: the
+    // formula reaches the backward pass (it was zeroed, with a warning that no input gets a
+    // gradient).
+    let source = "[routing]\ntrait = \"MyOps\"\nbackends = [\"Flex\"]\n\n[[type]]\nname = \"Nested\"\nfields = [{ name = \"b\", tensor = \"float\" }]\n\n[[op]]\nname = \"declared_out\"\nautodiff = \"differentiable\"\ninputs = [{ name = \"x\", tensor = \"float\" }]\noutput = { type = \"Nested\" }\nbackward = { x = \"grad * 2\" }\n";
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("ops.toml");
+    std::fs::write(&path, source).expect("write");
+    let (files, warnings) = Builder::new(&path).render_with_warnings().expect("renders");
+    assert!(warnings.is_none(), "{}", warnings.unwrap().render());
+    let ops = files
+        .iter()
+        .find(|f| f.name == "routed_ops.rs")
+        .expect("the ops module");
+    assert!(
+        ops.contents
+            .contains("__grads[0] = Some(B::float_mul_scalar(grad, __grad::scalar(2.0_f64)));"),
+        "{}",
+        ops.contents
+    );
+}

@@ -133,7 +133,10 @@ pub(super) fn node_formula(expr: &Expr, own: &str) -> Expr {
     let is_zero = |e: &Expr| matches!(e.kind, ExprKind::Number(v) if v == 0.0);
     let kind = match &expr.kind {
         ExprKind::Name(name) if is_grad(name) => {
-            if name.strip_prefix(GRAD).and_then(|r| r.strip_prefix('.')) == Some(own) {
+            // A bare `grad` is the one float field's (validation refuses it beside others).
+            if name == GRAD
+                || name.strip_prefix(GRAD).and_then(|r| r.strip_prefix('.')) == Some(own)
+            {
                 ExprKind::Name(GRAD.to_owned())
             } else {
                 return zero();

@@ -31,6 +31,12 @@ mod rules;
 pub(crate) mod text;
 mod types;
 
+// The values of the manifest's enumerated keys, which the JSON Schema reads.
+pub(crate) use backward::{CHECKPOINT_VALUES, NUMBER_TYPES};
+pub(crate) use dtypes::OTHER_DTYPES_VALUES;
+pub(crate) use fusion::FUSION_VALUES;
+pub(crate) use remote::REMOTE_VALUES;
+
 use crate::diag::{Diagnostic, LineIndex};
 use crate::ir::Ir;
 use crate::model::Manifest;
