@@ -48,6 +48,9 @@ pub struct TypeSpec {
     pub fields: Option<Sp<Vec<MemberSpec>>>,
     /// `variants`: an enum's variants.
     pub variants: Option<Sp<Vec<VariantSpec>>>,
+    /// Whether the parser reported a problem in the entry (an unknown key such as `feilds`,
+    /// `fields` of the wrong type), which a missing `fields` may only be the consequence of.
+    pub reported: bool,
 }
 
 /// One variant of an enum `[[type]]`.

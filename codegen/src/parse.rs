@@ -779,6 +779,7 @@ impl Parser {
     /// both, is validation's call.
     fn type_spec(&mut self, value: &Spanned<DeValue<'_>>, index: usize) -> Option<TypeSpec> {
         let path = format!("type[{index}]");
+        let reported_before = self.diags.len();
         let table = self.as_table(value, &path, TYPE_KEYS)?;
         let name = self.string(table, &path, "name");
         let name = self.required(name, table, value.span(), &path, "name", "\"Detections\"");
@@ -791,12 +792,26 @@ impl Parser {
             let (array, span) = self.as_array(
                 v,
                 &variants_path,
-                "an array of variants such as `{ name = \"Empty\" }`",
+                "an array of variants such as `[{ name = \"Dense\", fields = [{ tensor = \"float\" }] }, { name = \"Empty\" }]`",
             )?;
+            // The names the variants already have, so that a name suggested for one that
+            // lacks it is free.
+            let taken: Vec<String> = array
+                .iter()
+                .filter_map(|item| match item.get_ref() {
+                    DeValue::Table(t) => match t.get("name").map(Spanned::get_ref) {
+                        Some(DeValue::String(s)) => Some(s.to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect();
             let items = array
                 .iter()
                 .enumerate()
-                .filter_map(|(i, item)| self.variant(item, &format!("{variants_path}[{i}]")))
+                .filter_map(|(i, item)| {
+                    self.variant(item, &format!("{variants_path}[{i}]"), &taken)
+                })
                 .collect();
             Some(Sp::new(items, span))
         });
@@ -807,13 +822,30 @@ impl Parser {
             doc,
             fields,
             variants,
+            reported: self.diags.len() > reported_before,
         })
     }
 
-    fn variant(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<VariantSpec> {
+    fn variant(
+        &mut self,
+        value: &Spanned<DeValue<'_>>,
+        path: &str,
+        taken: &[String],
+    ) -> Option<VariantSpec> {
         let table = self.as_table(value, path, VARIANT_KEYS)?;
         let name = self.string(table, path, "name");
-        let name = self.required(name, table, value.span(), path, "name", "\"Dense\"");
+        let example = ["Dense", "Sparse", "Empty", "Other"]
+            .into_iter()
+            .find(|n| !taken.iter().any(|t| t == n))
+            .unwrap_or("Variant");
+        let name = self.required(
+            name,
+            table,
+            value.span(),
+            path,
+            "name",
+            &format!("\"{example}\""),
+        );
         let doc = self.string(table, path, "doc");
         let fields = table
             .get("fields")

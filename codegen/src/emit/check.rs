@@ -542,7 +542,14 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
                     ));
                 }
             }
-            Some(MetaSource::Function(path)) => {
+            // (A function of a declared-type input, which runs on Remote, is called with the
+            // value itself, which the check builds only inside the closure.)
+            Some(MetaSource::Function(path))
+                if !op
+                    .inputs
+                    .iter()
+                    .any(|i| matches!(i.arg, Arg::Declared { .. })) =>
+            {
                 let args: Vec<Doc> = op
                     .inputs
                     .iter()

@@ -108,7 +108,7 @@ fn every_checkpoint_mode_the_schema_lists_is_accepted() {
 
 #[test]
 fn every_numeric_type_the_schema_lists_is_read_as_a_number() {
-    for ty in super::NUMBER_TYPES.split(", ") {
+    for ty in super::NUMBER_TYPES {
         let source = MANIFEST.replace("type = \"f32\"", &format!("type = \"{ty}\""));
         assert!(renders(&source), "a formula cannot read a `{ty}`");
     }

@@ -137,7 +137,7 @@ fn dtypes_keys_apply(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     "op `{}` is async, and routing by dtype is not supported for async ops yet",
                     op.name
                 ),
-                "remove `dtypes`, and have the op's kernels handle (or convert) every dtype they are given",
+                "remove `dtypes` (and `other_dtypes`), and have the op's kernels handle (or convert) every dtype they are given",
             ));
         } else if let Some(other) = spec.other_dtypes.as_ref()
             && other.value == "composition"

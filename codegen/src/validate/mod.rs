@@ -32,9 +32,13 @@ pub(crate) mod text;
 mod types;
 
 // The values of the manifest's enumerated keys, which the JSON Schema reads.
+#[cfg(feature = "schema")]
 pub(crate) use backward::{CHECKPOINT_VALUES, NUMBER_TYPES};
+#[cfg(feature = "schema")]
 pub(crate) use dtypes::OTHER_DTYPES_VALUES;
+#[cfg(feature = "schema")]
 pub(crate) use fusion::FUSION_VALUES;
+#[cfg(feature = "schema")]
 pub(crate) use remote::REMOTE_VALUES;
 
 use crate::diag::{Diagnostic, LineIndex};

@@ -129,7 +129,7 @@ impl Lowerer<'_> {
                             format!("{path}.variants"),
                             "a declared enum without variants has no value",
                         )
-                        .help("add variants such as `{ name = \"Dense\", fields = [{ tensor = \"float\" }] }`"),
+                        .help("add variants such as `{ name = \"Dense\", fields = [{ tensor = \"float\" }] }, { name = \"Empty\" }` (one variant would be a struct)"),
                     );
                     return None;
                 }
@@ -158,6 +158,9 @@ impl Lowerer<'_> {
                 );
                 None
             }
+            // (Already reported by the parser: a misspelt or mistyped `fields` or `variants`,
+            // whose fix would clash with adding it.)
+            (None, None) if spec.reported => None,
             (None, None) => {
                 self.push(
                     Diagnostic::new(
