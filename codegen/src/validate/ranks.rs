@@ -21,8 +21,13 @@ fn fixed_rank(op: &Op, term: &Term) -> Option<usize> {
             .float_slots()
             .find(|slot| &slot.name == name)
             .and_then(|slot| fixed(slot.tensor)),
-        TermNode::Output | TermNode::Grad => match &op.output {
-            Output::Tensor(t) => fixed(t),
+        TermNode::Output | TermNode::Grad => output_rank(&op.output),
+        // `output.var`: a float field of the declared struct output.
+        TermNode::Kept(name) => match (&op.output, name.split_once('.')) {
+            (Output::Declared { leaves, .. }, Some((_, field))) => leaves
+                .iter()
+                .find(|leaf| leaf.label() == field)
+                .and_then(|leaf| fixed(&leaf.tensor)),
             _ => None,
         },
         TermNode::Neg(inner) => fixed_rank(op, inner),
@@ -32,7 +37,33 @@ fn fixed_rank(op: &Op, term: &Term) -> Option<usize> {
             "sum_dim" | "mean_dim" => args.first().and_then(|a| fixed_rank(op, a)),
             _ => args.iter().filter_map(|a| fixed_rank(op, a)).max(),
         },
-        TermNode::Number(_) | TermNode::Dim(_) | TermNode::Scalar(_) | TermNode::Kept(_) => None,
+        TermNode::Number(_) | TermNode::Dim(_) | TermNode::Scalar(_) => None,
+    }
+}
+
+/// The fixed rank of the float output a formula's `grad` and `output` stand for: the tensor, the
+/// one float tensor of a tuple, or the float fields of a declared struct when they all have the
+/// same one (`grad.mean` is resolved to `grad` before this is asked).
+fn output_rank(output: &Output) -> Option<usize> {
+    fn floats<'a>(output: &'a Output, acc: &mut Vec<&'a TensorArg>) {
+        match output {
+            Output::Tensor(t) if t.kind == crate::ir::TensorKind::Float => acc.push(t),
+            Output::Tuple(items) => items.iter().for_each(|i| floats(i, acc)),
+            Output::Declared { leaves, .. } => acc.extend(
+                leaves
+                    .iter()
+                    .filter(|l| l.tensor.kind == crate::ir::TensorKind::Float)
+                    .map(|l| &l.tensor),
+            ),
+            Output::Tensor(_) | Output::Unit | Output::Plain(_) => {}
+        }
+    }
+    let mut acc = Vec::new();
+    floats(output, &mut acc);
+    let ranks: Vec<Option<usize>> = acc.iter().map(|t| fixed(t)).collect();
+    match ranks.first() {
+        Some(Some(r)) if ranks.iter().all(|x| *x == Some(*r)) => Some(*r),
+        _ => None,
     }
 }
 
