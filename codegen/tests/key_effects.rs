@@ -291,7 +291,8 @@ fn contexts() -> Vec<Context> {
     ]
 }
 
-fn render(source: &str) -> Result<Vec<String>, Vec<String>> {
+/// The files, or each error's key and message.
+fn render(source: &str) -> Result<Vec<String>, Vec<(String, String)>> {
     // With the op check: `[op.check]` keys change only its file.
     match Builder::new("ops.toml").op_check().render_str(source) {
         Ok(files) => Ok(files.into_iter().map(|f| f.contents).collect()),
@@ -299,7 +300,7 @@ fn render(source: &str) -> Result<Vec<String>, Vec<String>> {
             .diagnostics
             .iter()
             .filter(|d| !d.warning)
-            .map(|d| d.key.clone())
+            .map(|d| (d.key.clone(), d.message.clone()))
             .collect()),
         Err(other) => panic!("unexpected error: {other}"),
     }
@@ -397,6 +398,7 @@ fn every_key_is_tried() {
 #[test]
 fn no_key_is_accepted_without_effect() {
     let mut silent = Vec::new();
+    let mut unnamed = Vec::new();
     let mut table: Vec<String> = Vec::new();
     for cx in contexts() {
         let base = render(&cx.text()).unwrap_or_else(|e| {
@@ -410,8 +412,26 @@ fn no_key_is_accepted_without_effect() {
                     continue;
                 };
                 let outcome = match render(&edited.text()) {
-                    // A key that conflicts with another may be refused at either.
-                    Err(keys) => format!("refused at {}", keys.join(", ")),
+                    // Refused at the key (or below it), or, for a key that conflicts with
+                    // another, at the other with a message that names this key or its value.
+                    Err(errors) => {
+                        let named = errors.iter().any(|(k, m)| {
+                            k == &at
+                                || k.starts_with(&format!("{at}."))
+                                || k.starts_with(&format!("{at}["))
+                                || m.contains(case.key)
+                                || m.contains(&format!("`{}`", value.trim_matches('"')))
+                                || m.contains(&format!("{}`", value.trim_matches('"')))
+                        });
+                        if !named {
+                            unnamed.push(format!(
+                                "{} + {:?} `{}` = {value}: refused without naming the key: {errors:?}",
+                                cx.name, case.place, case.key
+                            ));
+                        }
+                        let keys: Vec<&str> = errors.iter().map(|(k, _)| k.as_str()).collect();
+                        format!("refused at {}", keys.join(", "))
+                    }
                     Ok(files) => {
                         accepted = true;
                         if files == base {
@@ -454,6 +474,11 @@ fn no_key_is_accepted_without_effect() {
         "keys accepted without effect (no accepted value changes the generated code):\n{}",
         silent.join("\n")
     );
+    assert!(
+        unnamed.is_empty(),
+        "keys refused by errors that neither stand at them nor name them:\n{}",
+        unnamed.join("\n")
+    );
 }
 
 #[test]
@@ -471,9 +496,9 @@ fn assertion_keys_refuse_disagreement() {
     let (edited, _) = with(&edited, Place::Op, "remote", "\"kernel\"").expect("no `remote` yet");
     let keys =
         render(&edited.text()).expect_err("a declared output cannot be one Remote operation");
-    assert!(keys.iter().any(|k| k == "op[0].remote"), "{keys:?}");
+    assert!(keys.iter().any(|(k, _)| k == "op[0].remote"), "{keys:?}");
     let cx = &contexts()[1];
     let (edited, _) = with(cx, Place::Op, "save", "[\"x\"]").expect("no `save` yet");
     let keys = render(&edited.text()).expect_err("formulas read `x` and `y`: `save` must say so");
-    assert!(keys.iter().any(|k| k == "op[0].save"), "{keys:?}");
+    assert!(keys.iter().any(|(k, _)| k == "op[0].save"), "{keys:?}");
 }

@@ -1648,7 +1648,9 @@ impl<'a> Check<'a> {
                     if slot.tensor.container == Container::One {
                         return tensor(TermNode::Input(name.to_owned()));
                     }
-                    format!("`{name}` is optional (it may be absent), which a formula cannot read")
+                    format!(
+                        "`{name}` is optional (`container = \"option\"`: it may be absent), which a formula cannot read"
+                    )
                 }
                 Some(Ok(Member::Plain(ty))) if NUMBER_TYPES.contains(&ty) => {
                     return Some(Term {
@@ -1727,7 +1729,7 @@ impl<'a> Check<'a> {
             Arg::Tensor(t) if t.kind == TensorKind::Float => format!(
                 "`{name}` is {}, which a formula cannot read",
                 if t.container == Container::Option {
-                    "optional (it may be absent)"
+                    "optional (`container = \"option\"`: it may be absent)"
                 } else {
                     "a `vec` of tensors"
                 }

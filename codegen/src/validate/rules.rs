@@ -1068,8 +1068,18 @@ fn declared_inputs_have_no_metadata(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     span,
                     format!("op[{}].output", spec.index),
                     format!(
-                        "op `{}` declares output metadata, which only its lazy `Fusion<B>` form and its one operation on Remote read, but an op with a declared-type input (`{}`) has no lazy form yet, and this one does not run on Remote as one operation",
-                        op.name, input.name
+                        "op `{}` declares output metadata, which only its lazy `Fusion<B>` form and its one operation on Remote read, but an op with a declared-type input (`{}`) has no lazy form yet, and this one does not run on Remote as one operation ({})",
+                        op.name,
+                        input.name,
+                        if !op.backends.iter().any(|b| b.name == crate::ir::BackendName::Remote) {
+                            "its `backends` do not include Remote"
+                        } else if op.asynchronous {
+                            "it is `async`"
+                        } else if spec.remote.as_ref().is_some_and(|r| r.value == "composition") {
+                            "`remote = \"composition\"`"
+                        } else {
+                            "see `remote`"
+                        }
                     ),
                 )
                 .page(crate::diag::page::DECLARED_TYPE)
