@@ -535,14 +535,6 @@ pub struct Field {
     pub source: FieldSource,
 }
 
-impl Field {
-    /// Its Rust name in the derivative value and as a local: the input's name, or
-    /// `__p_eps` for member `p.eps`.
-    pub fn ident(&self) -> String {
-        crate::names::formula_local(&self.name)
-    }
-}
-
 /// Where a field's value comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FieldSource {
@@ -705,17 +697,10 @@ impl Op {
 
     /// Whether an input or the output is a declared type.
     pub fn uses_declared(&self) -> bool {
-        fn output(out: &Output) -> bool {
-            match out {
-                Output::Declared { .. } => true,
-                Output::Tuple(items) => items.iter().any(output),
-                Output::Unit | Output::Tensor(_) | Output::Plain(_) => false,
-            }
-        }
         self.inputs
             .iter()
             .any(|i| matches!(i.arg, Arg::Declared { .. }))
-            || output(&self.output)
+            || self.output.has_declared()
     }
 
     /// Whether the op's `Autodiff<B, C>` kernel is written by hand: a differentiable op that is
@@ -813,11 +798,6 @@ pub struct Slot<'a> {
 }
 
 impl Slot<'_> {
-    /// The Rust local that holds it in generated code.
-    pub fn local(&self) -> String {
-        crate::names::slot_local(&self.input.name, &self.fields)
-    }
-
     /// Its shape contract: a tensor input's own (a field has none).
     pub fn shape(&self) -> Option<&ShapeContract> {
         if self.fields.is_empty() {
@@ -888,6 +868,17 @@ pub struct OutputMeta {
     pub shape: Option<MetaSource>,
     /// `dtype`.
     pub dtype: Option<MetaSource>,
+}
+
+impl Output {
+    /// Whether it is a declared type, or a tuple holding one at any depth.
+    pub fn has_declared(&self) -> bool {
+        match self {
+            Output::Declared { .. } => true,
+            Output::Tuple(items) => items.iter().any(Output::has_declared),
+            Output::Unit | Output::Tensor(_) | Output::Plain(_) => false,
+        }
+    }
 }
 
 impl OutputMeta {

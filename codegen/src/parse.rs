@@ -236,7 +236,9 @@ fn syntax_diagnostic(source: &str, span: Range<usize>, message: &str) -> Diagnos
     }
     Diagnostic::new(span, SYNTAX_KEY, format!("TOML syntax error: {message}"))
         .page(page::SYNTAX)
-        .help("fix the TOML syntax at this position (see https://toml.io)")
+        .help(format!(
+            "write what TOML expects at this position ({message}; see https://toml.io)"
+        ))
 }
 
 /// The opening quote of the string still open at the end of the line holding `at`.

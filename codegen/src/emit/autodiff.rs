@@ -350,7 +350,7 @@ fn derivative_items(
         for field in &backward.fields {
             w.line(format!(
                 "{}: {},",
-                field.ident(),
+                crate::names::formula_local(&field.name),
                 field_type(op, &field.source)
             ));
         }
@@ -552,7 +552,7 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
                 if read.contains(&slot.name.as_str()) {
                     w.line(format!(
                         "let {} = {}.input({i});",
-                        slot.local(),
+                        crate::names::slot_local(&slot.input.name, &slot.fields),
                         names::SAVED
                     ));
                 }
@@ -563,7 +563,10 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
             // The declared output's other float fields the formulas read, kept in the value.
             for field in &backward.fields {
                 if matches!(field.source, FieldSource::OutputMember(_)) {
-                    w.line(format!("let {0} = self.{0};", field.ident()));
+                    w.line(format!(
+                        "let {0} = self.{0};",
+                        crate::names::formula_local(&field.name)
+                    ));
                 }
             }
             // The numbers the formulas read (a recomputed op's value holds every argument).
@@ -579,7 +582,7 @@ fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
                 w.line(format!(
                     "let {} = {G}::number(&self.{});",
                     names::formula_local(&field.name),
-                    field.ident()
+                    crate::names::formula_local(&field.name)
                 ));
             }
             // Each tensor local is moved into its last read, so the last primitive that reads
@@ -852,7 +855,7 @@ fn autodiff_body(ir: &Ir, op: &Op, group: &str, backward: &Backward, ty: &str, w
         if let FieldSource::Member { input, fields, .. } = &field.source {
             w.line(format!(
                 "let {} = {G}::keep(&{input}.{});",
-                field.ident(),
+                crate::names::formula_local(&field.name),
                 fields.join(".")
             ));
         }
@@ -936,7 +939,7 @@ fn autodiff_body(ir: &Ir, op: &Op, group: &str, backward: &Backward, ty: &str, w
                 FieldSource::Output(path) => {
                     format!("{}: {G}::keep(&{})", f.name, out_name(path)).into()
                 }
-                FieldSource::Member { .. } => f.ident().into(),
+                FieldSource::Member { .. } => crate::names::formula_local(&f.name).into(),
                 FieldSource::OutputMember(_) => {
                     unreachable!("validation: only a declared output's nodes keep its fields")
                 }
@@ -996,10 +999,13 @@ fn member_nodes(ir: &Ir, op: &Op, backward: &Backward, ty: &str, w: &mut Writer)
                         };
                         format!("{name}: {G}::keep({value})").into()
                     }
-                    FieldSource::OutputMember(path) => {
-                        format!("{}: {G}::keep(&{output}.{})", f.ident(), path.join(".")).into()
-                    }
-                    FieldSource::Member { .. } => f.ident().into(),
+                    FieldSource::OutputMember(path) => format!(
+                        "{}: {G}::keep(&{output}.{})",
+                        crate::names::formula_local(&f.name),
+                        path.join(".")
+                    )
+                    .into(),
+                    FieldSource::Member { .. } => crate::names::formula_local(&f.name).into(),
                     FieldSource::Output(_) => {
                         unreachable!("validation: a declared output has no tuple elements")
                     }

@@ -760,3 +760,16 @@ fn const_generics(op: &Op) -> Vec<String> {
     visit_out(&op.output, &mut acc);
     acc
 }
+
+/// [`any_cfg`] of each distinct predicate once.
+pub(super) fn any_distinct(mut cfgs: Vec<Option<String>>) -> Option<String> {
+    let mut seen = Vec::new();
+    cfgs.retain(|c| {
+        let new = !seen.contains(c);
+        if new {
+            seen.push(c.clone());
+        }
+        new
+    });
+    any_cfg(cfgs.iter().map(Option::as_deref))
+}

@@ -27,15 +27,6 @@ fn remote_backend(op: &Op) -> Option<&Backend> {
 
 /// The text a client and a server must agree on for one op: its name, each input's name and
 /// form, and its output's form. Its hash is part of the operation's id.
-/// How a container reads in a declaration's text: `?` for an option, `[]` for a vec.
-pub(super) fn container_mark(container: Container) -> &'static str {
-    match container {
-        Container::One => "",
-        Container::Option => "?",
-        Container::Vec => "[]",
-    }
-}
-
 fn declaration(ir: &Ir, op: &Op) -> String {
     let inputs: Vec<String> = op
         .inputs
@@ -45,7 +36,7 @@ fn declaration(ir: &Ir, op: &Op) -> String {
                 Arg::Tensor(t) => format!(
                     "{}{}{}",
                     t.kind.key(),
-                    container_mark(t.container),
+                    super::remote_types::container_mark(t.container),
                     if t.borrowed { "&" } else { "" }
                 ),
                 Arg::Plain(ty) => format!("={ty}"),
@@ -63,7 +54,11 @@ fn declaration(ir: &Ir, op: &Op) -> String {
         match out {
             Output::Unit => "()".to_owned(),
             Output::Plain(ty) => format!("={ty}"),
-            Output::Tensor(t) => format!("{}{}", t.kind.key(), container_mark(t.container)),
+            Output::Tensor(t) => format!(
+                "{}{}",
+                t.kind.key(),
+                super::remote_types::container_mark(t.container)
+            ),
             Output::Declared { name, .. } => format!("type {name}"),
             Output::Tuple(items) => {
                 let items: Vec<String> = items.iter().map(output).collect();
@@ -171,7 +166,11 @@ impl BackwardKernel<'_> {
                     } else {
                         ("rt::FloatTensor<Self>", SavedKind::Float(*i))
                     };
-                    (slot.local(), ty.to_owned(), kind)
+                    (
+                        crate::names::slot_local(&slot.input.name, &slot.fields),
+                        ty.to_owned(),
+                        kind,
+                    )
                 }
                 SavedValue::Output => (
                     names::SAVED_OUTPUT.to_owned(),
@@ -373,7 +372,7 @@ fn remote_static(name: &str, op: &str, declaration: &str, w: &mut Writer) {
 /// default bodies (primitives, each an operation on the server).
 fn backward_impls(ir: &Ir, kernels: &[BackwardKernel<'_>], w: &mut Writer) {
     for (trait_path, cfgs) in backward_traits(ir) {
-        let cfg = any_distinct(cfgs);
+        let cfg = super::any_distinct(cfgs);
         let methods: Vec<&BackwardKernel<'_>> = kernels
             .iter()
             .filter(|k| k.trait_path == trait_path)
@@ -938,7 +937,7 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
     if remotes.is_empty() {
         return;
     }
-    let serve_cfg = any_distinct(remotes.iter().map(|b| b.cfg.clone()).collect());
+    let serve_cfg = super::any_distinct(remotes.iter().map(|b| b.cfg.clone()).collect());
     // The ops a server backend runs, each with the cfg its registration needs (its Remote's
     // and that backend's), and where the backend's registration is compiled in.
     // Each registration: the operation's static, its handler, its cfg.
@@ -983,7 +982,7 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
         } else if cfgs.is_empty() {
             // No trait is routed to both: a server of that backend answers the handshake
             // alone, where Remote and the backend are both compiled in.
-            let anywhere = any_distinct(
+            let anywhere = super::any_distinct(
                 ir.groups
                     .iter()
                     .filter_map(|g| g.backends.iter().find(|b| b.name == backend))
@@ -992,7 +991,7 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
             );
             all_cfg(serve_cfg.as_deref(), anywhere.as_deref())
         } else {
-            any_distinct(cfgs)
+            super::any_distinct(cfgs)
         };
         (ops, cfg)
     };
@@ -1090,19 +1089,6 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
         w.line(format!("{SERVE}.finish()"));
         w.close("}");
     }
-}
-
-/// [`super::any_cfg`] of each distinct predicate once.
-pub(super) fn any_distinct(mut cfgs: Vec<Option<String>>) -> Option<String> {
-    let mut seen = Vec::new();
-    cfgs.retain(|c| {
-        let new = !seen.contains(c);
-        if new {
-            seen.push(c.clone());
-        }
-        new
-    });
-    super::any_cfg(cfgs.iter().map(Option::as_deref))
 }
 
 /// The cfg an item inside code compiled under `outer` needs for `inner`: none when they are

@@ -17,11 +17,7 @@ pub(super) fn declaration(ir: &Ir, name: &str) -> String {
     let def = ir.type_def(name);
     let member = |m: &Member| -> String {
         let form = match &m.ty {
-            MemberType::Tensor(t) => format!(
-                "{}{}",
-                t.kind.key(),
-                super::remote::container_mark(t.container)
-            ),
+            MemberType::Tensor(t) => format!("{}{}", t.kind.key(), container_mark(t.container)),
             MemberType::Plain(ty) => format!("={ty}"),
             MemberType::Declared(inner) => declaration(ir, inner),
         };
@@ -104,7 +100,7 @@ fn reaches(ir: &Ir, from: &str, to: &str) -> bool {
 /// Remote as one operation takes.
 pub(super) fn emit(ir: &Ir, kernels: &[&Op], w: &mut Writer) {
     for (def, cfgs) in sent_types(ir, kernels) {
-        let cfg = super::remote::any_distinct(cfgs);
+        let cfg = super::any_distinct(cfgs);
         let primitive = names::primitive_type(&def.name);
         w.blank();
         w.cfg(cfg.as_deref());
@@ -292,5 +288,14 @@ fn receive_body(def: &TypeDef, primitive: &str, w: &mut Writer) {
             ));
             w.close("}");
         }
+    }
+}
+
+/// How a container reads in a declaration's text: `?` for an option, `[]` for a vec.
+pub(super) fn container_mark(container: Container) -> &'static str {
+    match container {
+        Container::One => "",
+        Container::Option => "?",
+        Container::Vec => "[]",
     }
 }

@@ -452,7 +452,7 @@ impl<'a> Check<'a> {
             name: ty, leaves, ..
         } = &op.output
         else {
-            if super::lower::declared_output(&op.output) {
+            if op.output.has_declared() {
                 self.push(
                     Diagnostic::new(at.clone(), self.key("backward"), format!("op `{}` returns a tuple holding a declared type, which a declared backward pass cannot differentiate", op.name))
                         .help(format!("return the declared struct alone (its float fields are then `grad.field` and `output.field` in formulas), or remove `backward`: with a `composition`, the generated `Autodiff<B, C>` kernel runs it on `Autodiff<B, C>`; or set `backward = \"hand-written\"` and implement `{}` for `Autodiff<B, C>` by hand", op.name)),
@@ -593,7 +593,7 @@ impl<'a> Check<'a> {
         let slots: Vec<(String, String)> = op
             .float_slots()
             .filter(|s| !s.fields.is_empty())
-            .map(|s| (s.local(), s.name))
+            .map(|s| (crate::names::slot_local(&s.input.name, &s.fields), s.name))
             .collect();
         for (i, (local, name)) in slots.iter().enumerate() {
             if let Some((_, other)) = slots[..i].iter().find(|(l, _)| l == local) {
@@ -924,7 +924,7 @@ impl<'a> Check<'a> {
                     ),
                 )
                 .help(format!(
-                    "the formulas read the output's float fields: {}",
+                    "list the float fields of the output the formulas read, by path ({})",
                     fields.join(", ")
                 )),
             );

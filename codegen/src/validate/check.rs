@@ -158,7 +158,7 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
                         key.value
                     ),
                 )
-                .help("an array of shapes is for a `vec` input"),
+                .help("keep one shape (an array of shapes is for a `vec` input)"),
             );
             continue;
         }

@@ -989,18 +989,9 @@ pub(super) fn remote_kernel_possible(
     output: &Output,
 ) -> bool {
     let obstacle = asynchronous
-        || declared_output(output)
+        || output.has_declared()
         || (declared_input(inputs) && metadata_function(output));
     !obstacle && lazy_outputs(output)
-}
-
-/// Whether an output is, or holds in a tuple, a declared type.
-pub(super) fn declared_output(output: &Output) -> bool {
-    match output {
-        Output::Declared { .. } => true,
-        Output::Tuple(items) => items.iter().any(declared_output),
-        Output::Tensor(_) | Output::Unit | Output::Plain(_) => false,
-    }
 }
 
 /// Whether an op takes a declared-type input.

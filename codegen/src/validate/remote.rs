@@ -8,7 +8,7 @@
 //! primitive, which it says with `remote = "composition"` (or by declaring no output metadata).
 
 use super::context::{Context, ManifestRule, unknown_modes};
-use super::lower::{declared_input, declared_output, metadata_function, remote_kernel_possible};
+use super::lower::{declared_input, metadata_function, remote_kernel_possible};
 use crate::diag::{Diagnostic, page};
 use crate::ir::{Arg, BackendName, Op, RemoteImpl};
 use crate::model::OpSpec;
@@ -106,7 +106,7 @@ impl Obstacle {
     fn of(op: &Op) -> Self {
         if op.asynchronous {
             Self::Async
-        } else if declared_output(&op.output) {
+        } else if op.output.has_declared() {
             Self::DeclaredOutput
         } else if declared_input(&op.inputs) && metadata_function(&op.output) {
             Self::MetadataFunction

@@ -918,6 +918,14 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             spec.output.as_ref().map(OutputSpec::span)
         };
         let span = at.unwrap_or_else(|| spec.name_span());
+        let help = if key.ends_with("inputs") {
+            "add a `{ name = \"device\", device = true }` input (the device names the stream), or `composition = \"path::to::fn\"` when the op's Cube kernel is its composition".to_owned()
+        } else {
+            format!(
+                "give every tensor output `shape` and `dtype` (an input's name, e.g. `shape = \"{x}\", dtype = \"{x}\"`, or a function path; `dtype = \"default\"` for the device's default), or `composition = \"path::to::fn\"` when the op's Cube kernel is its composition",
+                x = super::context::example_input(op)
+            )
+        };
         out.push(
             Diagnostic::new(
                 span,
@@ -928,7 +936,7 @@ fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 ),
             )
             .page(page::CUBE_METADATA)
-            .help(format!("give every tensor output `shape` and `dtype` (an input's name, e.g. `shape = \"{x}\", dtype = \"{x}\"`, or a function path; `dtype = \"default\"` for the device's default), or `composition = \"path::to::fn\"` when the op's Cube kernel is its composition", x = super::context::example_input(op))),
+            .help(help),
         );
     }
     out

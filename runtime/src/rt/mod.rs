@@ -19,6 +19,7 @@
 //! ```
 
 mod convert;
+mod device;
 mod error;
 #[cfg(feature = "autodiff")]
 #[doc(hidden)]

@@ -1022,7 +1022,7 @@ fn run<B: BackendIr>(
 /// `None` for an empty list or one this build cannot name.
 pub fn backend_of(devices: &[super::Device]) -> Option<BackendId> {
     let device = devices.first()?;
-    let (backend, _) = super::route::describe_device(device.as_dispatch());
+    let (backend, _) = super::device::describe_device(device.as_dispatch());
     Some(backend)
 }
 
