@@ -207,6 +207,21 @@ macro_rules! display_key {
 
 display_key!(Policy, TensorKind, ShapeRule);
 
+/// FNV-1a over `text`: the hash of an op's declaration that the generator writes into the op's
+/// Remote operation id, and that the Remote runtime compares in its handshake. One function for
+/// both sides, which must agree; stable across builds and platforms.
+pub const fn hash(text: &str) -> u64 {
+    let bytes = text.as_bytes();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash ^= bytes[i] as u64;
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        i += 1;
+    }
+    hash
+}
+
 pub mod errors;
 
 #[cfg(test)]

@@ -69,16 +69,6 @@ fn declaration(ir: &Ir, op: &Op) -> String {
     format!("{}({}){}", op.name, inputs.join(","), output(&op.output))
 }
 
-/// FNV-1a, as the runtime's `remote::hash`.
-fn hash(text: &str) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
-
 /// Everything Remote in the dispatch file: the ops' operation facts, the client impls, the
 /// server's kernel calls and `serve_remote_ops`. Nothing when no op runs on Remote as one
 /// operation and no trait is routed there.
@@ -353,7 +343,7 @@ fn remote_static(name: &str, op: &str, declaration: &str, w: &mut Writer) {
         w.open(head);
     }
     w.line(format!("op: {},", string_literal(op)));
-    let digits = format!("{:016x}", hash(declaration));
+    let digits = format!("{:016x}", burn_route_core::hash(declaration));
     let grouped: Vec<&str> = (0..4).map(|i| &digits[i * 4..i * 4 + 4]).collect();
     w.line(format!("hash: 0x{},", grouped.join("_")));
     w.line("krate: env!(\"CARGO_PKG_NAME\"),");

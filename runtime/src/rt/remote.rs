@@ -216,18 +216,8 @@ tuple_arg!(A, B, C, D);
 
 // --- Ids ---
 
-/// FNV-1a over `text`: the hashes the handshake compares (stable across builds and platforms).
-pub const fn hash(text: &str) -> u64 {
-    let bytes = text.as_bytes();
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut i = 0;
-    while i < bytes.len() {
-        hash ^= bytes[i] as u64;
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        i += 1;
-    }
-    hash
-}
+/// FNV-1a over `text`: the hashes the handshake compares (core's, which the generator uses too).
+pub use burn_route_core::hash;
 
 /// The id of the handshake of the manifest whose dispatch code `module` includes:
 /// `burn-route/MODULE/handshake`.
@@ -1099,8 +1089,8 @@ mod tests {
 
     #[test]
     fn hashes_are_fnv1a() {
-        // The generator hashes each op's declaration with the same function (its emitter's
-        // `hash`); these are FNV-1a's published test values.
+        // The generator hashes each op's declaration with the same function (core's `hash`);
+        // these are FNV-1a's published test values.
         assert_eq!(hash(""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(hash("a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(hash("foobar"), 0x8594_4171_f739_67e8);
