@@ -17,7 +17,7 @@ const BLESS_COMMAND: &str = "BLESS=1 cargo test --test generated";
 const HINT: &str = "bless the snapshot with `BLESS=1 cargo test --test generated`";
 
 fn bless() -> bool {
-    std::env::var_os("BLESS").is_some_and(|v| v == "1")
+    burn_route_codegen::bless_requested()
 }
 
 fn root() -> &'static Path {

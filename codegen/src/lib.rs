@@ -849,6 +849,13 @@ fn cfg_atoms(meta: &syn::Meta, out: &mut Vec<(String, Option<String>)>) {
     }
 }
 
+/// The one bless switch of the snapshot and fixture tests (the checked-in renders, the UI
+/// fixtures, the schema, the docs' listings): `BLESS=1` rewrites what they compare with; any
+/// other value, or none, only compares.
+pub fn bless_requested() -> bool {
+    std::env::var_os("BLESS").is_some_and(|v| v == "1")
+}
+
 /// Every problem rendered like rustc ([`Diagnostic::render_snippet`]), as non-blank lines.
 pub fn rendered_lines(err: &Error) -> Vec<String> {
     let text = match err {

@@ -15,7 +15,7 @@ use burn_route_codegen::{Builder, Error};
 #[test]
 fn every_fixture_fails_with_its_stderr() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui");
-    let bless = std::env::var_os("BLESS").is_some_and(|v| v == "1");
+    let bless = burn_route_codegen::bless_requested();
     let mut cases: Vec<_> = std::fs::read_dir(&dir)
         .expect("tests/ui")
         .map(|e| e.expect("entry").path())

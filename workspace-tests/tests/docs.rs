@@ -179,7 +179,7 @@ fn read(path: &str) -> String {
 
 #[test]
 fn listings_are_the_files_they_name() {
-    let bless = std::env::var_os("BLESS").is_some();
+    let bless = burn_route_codegen::bless_requested();
     let mut stale = Vec::new();
     for path in documents() {
         let mut doc = read(&path);

@@ -12,7 +12,7 @@ const DECLARED_OPS_TOML: &str = include_str!("../../tests/declared/ops.toml");
 #[test]
 fn the_checked_in_schema_is_fresh() {
     let fresh = json_schema_text();
-    if std::env::var_os("BLESS").is_some_and(|v| v == "1") {
+    if burn_route_codegen::bless_requested() {
         std::fs::write(SCHEMA_FILE, &fresh).unwrap();
     }
     let checked_in = std::fs::read_to_string(SCHEMA_FILE).unwrap_or_default();
