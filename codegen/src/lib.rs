@@ -955,6 +955,18 @@ output = { tensor = "float", shape = "x", dtype = "x" }
     }
 
     #[test]
+    fn both_fixes_of_an_undeclared_feature_lead_out() {
+        let cargo = "[package]\nname = \"my-ops\"\n\n[features]\ngpu = []\nremote = []\n";
+        // "did you mean `remote`?": the cfg fixed.
+        let fixed = MANIFEST.replace("remoet", "remote");
+        let ir = Builder::new("ops.toml").lower(&fixed).unwrap();
+        assert!(undeclared_features(&ir, cargo, &fixed).is_empty());
+        // "or add `remoet = [...]` to [features]": the Cargo.toml fixed.
+        let with_feature = format!("{cargo}remoet = []\n");
+        assert!(undeclared(&with_feature).is_empty());
+    }
+
+    #[test]
     fn build_script_reports_an_unused_declared_type_as_cargo_warnings() {
         let dir = tempfile::tempdir().unwrap();
         let manifest = dir.path().join("ops.toml");
