@@ -49,8 +49,9 @@ fn check_prints_every_error_rustc_style_and_exits_1() {
     assert_eq!(
         text(&out.stderr),
         "error: unknown tensor kind `flaot`\n --> ops.toml:7:34\n  |\n7 | inputs = [{ name = \"x\", tensor = \"flaot\" }]\n  |                                  ^^^^^^^ `op[0].inputs[0].tensor`\n  |\n  = help: did you mean `float`? tensor kinds: float, int, bool, quantized\n  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-unknown-kind\n\n\
-error: unknown key `outptu` in `op[0]`\n --> ops.toml:8:1\n  |\n8 | outptu = { tensor = \"float\" }\n  | ^^^^^^ `op[0].outptu`\n  |\n  = help: did you mean `output`? known keys: name, doc, autodiff, inputs, output, backends, composite, composition, async, fusion, dtypes, other_dtypes, remote, backward, save, checkpoint, no_gradient, check\n  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-unknown-key\n\n\
+error: unknown key `outptu` in `op[0]`\n --> ops.toml:8:1\n  |\n8 | outptu = { tensor = \"float\" }\n  | ^^^^^^ `op[0].outptu`\n  |\n  = help: did you mean `output`? known keys: OP_KEYS\n  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-unknown-key\n\n\
 2 errors in ops.toml\n"
+            .replace("OP_KEYS", &burn_route_codegen::keys::Table::Op.names().join(", "))
     );
 }
 

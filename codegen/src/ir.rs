@@ -5,7 +5,7 @@
 //! (`Vec<usize>`, `feature = "cube"`). Emitters only print this.
 
 /// The words the manifest and the runtime share, defined once in `burn-route-core`.
-pub use burn_route_core::{BackendId as BackendName, Policy, ShapeRule, TensorKind};
+pub use burn_route_core::{BackendId as BackendName, FloatDtype, Policy, ShapeRule, TensorKind};
 
 /// A validated manifest.
 #[derive(Clone, Debug)]
@@ -341,6 +341,8 @@ pub struct Op {
     pub name: String,
     /// Doc lines from the manifest.
     pub doc: Vec<String>,
+    /// `deprecated`: the note of the `#[deprecated]` on the op's public functions.
+    pub deprecated: Option<String>,
     /// Autodiff policy.
     pub policy: Policy,
     /// `manifest:LINE` of the line to edit to change the policy, for runtime messages.
@@ -583,48 +585,6 @@ pub struct Dtypes {
     pub composition: bool,
     /// `manifest:LINE` of `dtypes`, for runtime messages.
     pub location: String,
-}
-
-/// A float dtype of `dtypes`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FloatDtype {
-    /// `f64`.
-    F64,
-    /// `f32`.
-    F32,
-    /// `flex32`: f32 storage with relaxed arithmetic on some GPUs.
-    Flex32,
-    /// `f16`.
-    F16,
-    /// `bf16`.
-    Bf16,
-}
-
-impl FloatDtype {
-    /// Every dtype, with its manifest spelling.
-    pub const ALL: [(&'static str, FloatDtype); 5] = [
-        ("f32", Self::F32),
-        ("f16", Self::F16),
-        ("bf16", Self::Bf16),
-        ("f64", Self::F64),
-        ("flex32", Self::Flex32),
-    ];
-
-    /// The dtype a manifest name spells.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, d)| *d)
-    }
-
-    /// Its variant of Burn's `FloatDType`.
-    pub fn variant(self) -> &'static str {
-        match self {
-            Self::F64 => "F64",
-            Self::F32 => "F32",
-            Self::Flex32 => "Flex32",
-            Self::F16 => "F16",
-            Self::Bf16 => "BF16",
-        }
-    }
 }
 
 /// How an op runs on `Remote`.

@@ -28,6 +28,7 @@ pub mod diag;
 pub mod emit;
 pub mod formula;
 pub mod ir;
+pub mod keys;
 mod markdown;
 pub mod model;
 pub mod names;

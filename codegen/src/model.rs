@@ -120,6 +120,8 @@ pub struct OpSpec {
     pub name: Option<Sp<String>>,
     /// `doc`.
     pub doc: Option<Sp<String>>,
+    /// `deprecated`: the note of the op's functions' `#[deprecated]`.
+    pub deprecated: Option<Sp<String>>,
     /// `autodiff`: the policy name as written.
     pub autodiff: Option<Sp<String>>,
     /// `inputs`.

@@ -5,103 +5,22 @@
 
 use std::ops::Range;
 
-use burn_route_core::ShapeRule;
 use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue};
 
 use crate::diag::{Diagnostic, did_you_mean, page};
+use crate::keys::{Need, Table};
 use crate::model::{
     ArgSpec, BackendSpec, BackwardSpec, CheckSpec, Dims, InputSpec, Manifest, MemberSpec, MetaSpec,
     OpSpec, OutputSpec, Routing, ShapeSpec, Sp, TensorSpec, TypeSpec, VariantSpec,
 };
 
-/// Keys of the top level of the manifest.
-pub const TOP_KEYS: &[&str] = &["routing", "op", "type"];
-
 /// The `backward` value of an op whose `Autodiff<B, C>` kernel is written by hand.
-pub const HAND_WRITTEN: &str = "hand-written";
-/// Keys of the `[routing]` table.
-pub const ROUTING_KEYS: &[&str] = &[
-    "trait",
-    "autodiff_trait",
-    "backends",
-    "autodiff_cfg",
-    "backward_bounds",
-];
-/// Keys of a table entry in `backends`.
-pub const BACKEND_KEYS: &[&str] = &["name", "cfg"];
-/// Keys of an `[[op]]` entry.
-pub const OP_KEYS: &[&str] = &[
-    "name",
-    "doc",
-    "autodiff",
-    "inputs",
-    "output",
-    "backends",
-    "composite",
-    "composition",
-    "async",
-    "fusion",
-    "dtypes",
-    "other_dtypes",
-    "remote",
-    "backward",
-    "save",
-    "checkpoint",
-    "no_gradient",
-    "check",
-];
-/// Keys of an op's `check` table.
-pub const CHECK_KEYS: &[&str] = &[
-    "shapes",
-    "ranges",
-    "args",
-    "gradients",
-    "tolerance",
-    "composition",
-];
-/// Keys of an entry in an op's `inputs`.
-pub const INPUT_KEYS: &[&str] = &[
-    "name",
-    "tensor",
-    "type",
-    "device",
-    "borrowed",
-    "dims",
-    "container",
-    "shape",
-];
-/// Keys of an input's `shape` table: the shape contracts ([`ShapeRule::key`]). Exactly one is
-/// given.
-pub const SHAPE_KEYS: &[&str] = &{
-    let mut keys = [""; ShapeRule::ALL.len()];
-    let mut i = 0;
-    while i < keys.len() {
-        keys[i] = ShapeRule::ALL[i].key();
-        i += 1;
-    }
-    keys
-};
-/// Keys of a `[[type]]` entry.
-pub const TYPE_KEYS: &[&str] = &["name", "doc", "fields", "variants"];
-/// Keys of an entry in an enum type's `variants`.
-pub const VARIANT_KEYS: &[&str] = &["name", "doc", "fields"];
-/// Keys of an entry in a type's or a variant's `fields`.
-pub const FIELD_KEYS: &[&str] = &[
-    "name",
-    "doc",
-    "tensor",
-    "type",
-    "dims",
-    "container",
-    "shape",
-    "dtype",
-];
+pub use crate::keys::HAND_WRITTEN;
+
 /// The keys that say what an input is, of which an entry has exactly one (an output has no
 /// `device`, the last).
 const ARG_KINDS: &[&str] = &["tensor", "type", "device"];
-/// Keys of a table in an op's `output`.
-pub const OUTPUT_KEYS: &[&str] = &["tensor", "type", "dims", "container", "shape", "dtype"];
 
 /// Parses manifest text. Returns the model (as complete as the text allows) and every problem
 /// found on the way; the model is only meaningful when the list is empty.
@@ -114,7 +33,7 @@ pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
     }
     let root_span = root.span();
     let root = root.into_inner();
-    p.unknown_keys(&root, "", TOP_KEYS);
+    p.unknown_keys(&root, "", Table::Top);
 
     let routing = match root.get("routing") {
         Some(value) => p.routing(value),
@@ -328,7 +247,8 @@ fn join(path: &str, key: &str) -> String {
 }
 
 impl Parser {
-    fn unknown_keys(&mut self, table: &DeTable<'_>, path: &str, known: &[&str]) {
+    fn unknown_keys(&mut self, table: &DeTable<'_>, path: &str, keys: Table) {
+        let known = keys.names();
         for (key, _) in table.iter() {
             let name: &str = key.get_ref();
             if known.contains(&name) {
@@ -341,12 +261,10 @@ impl Parser {
             };
             // A key the table already has, or one of a set the table already has one of
             // (`tensor`/`type`/`device`), is not what was meant: renaming to it would clash.
+            let has = |k: &str| table.iter().any(|(other, _)| other.get_ref() == k);
             let present = |k: &str| {
-                table.iter().any(|(other, _)| other.get_ref() == k)
-                    || (ARG_KINDS.contains(&k)
-                        && ARG_KINDS
-                            .iter()
-                            .any(|a| table.iter().any(|(other, _)| other.get_ref() == *a)))
+                has(k)
+                    || matches!(keys.key(k).need, Need::OneOf(group) if group.iter().any(|g| has(g)))
             };
             let candidates: Vec<&str> = known.iter().copied().filter(|k| !present(k)).collect();
             let help = match did_you_mean(name, &candidates) {
@@ -384,7 +302,7 @@ impl Parser {
         &mut self,
         value: &'a Spanned<DeValue<'i>>,
         path: &str,
-        known: &[&str],
+        known: Table,
     ) -> Option<&'a DeTable<'i>> {
         match value.get_ref() {
             DeValue::Table(table) => {
@@ -469,7 +387,7 @@ impl Parser {
             autodiff_cfg: None,
             backward_bounds: None,
         };
-        let Some(table) = self.as_table(value, path, ROUTING_KEYS) else {
+        let Some(table) = self.as_table(value, path, Table::Routing) else {
             return routing;
         };
         let name = self.string(table, path, "trait");
@@ -507,7 +425,7 @@ impl Parser {
                     cfg: None,
                 }),
                 DeValue::Table(_) => {
-                    let Some(table) = self.as_table(item, &item_path, BACKEND_KEYS) else {
+                    let Some(table) = self.as_table(item, &item_path, Table::Backend) else {
                         continue;
                     };
                     let name = self.string(table, &item_path, "name");
@@ -529,10 +447,11 @@ impl Parser {
 
     fn op(&mut self, value: &Spanned<DeValue<'_>>, index: usize) -> Option<OpSpec> {
         let path = format!("op[{index}]");
-        let table = self.as_table(value, &path, OP_KEYS)?;
+        let table = self.as_table(value, &path, Table::Op)?;
         let name = self.string(table, &path, "name");
         let name = self.required(name, table, value.span(), &path, "name", "\"my_op\"");
         let doc = self.string(table, &path, "doc");
+        let deprecated = self.string(table, &path, "deprecated");
         let autodiff = self.string(table, &path, "autodiff");
         let inputs = table.get("inputs").and_then(|v| {
             let inputs_path = join(&path, "inputs");
@@ -579,6 +498,7 @@ impl Parser {
             span: value.span(),
             name,
             doc,
+            deprecated,
             autodiff,
             inputs,
             output,
@@ -600,7 +520,7 @@ impl Parser {
 
     /// `[op.check]`.
     fn check(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<CheckSpec> {
-        let table = self.as_table(value, path, CHECK_KEYS)?;
+        let table = self.as_table(value, path, Table::Check)?;
         let mut spec = CheckSpec {
             span: value.span(),
             ..CheckSpec::default()
@@ -782,7 +702,7 @@ impl Parser {
     fn type_spec(&mut self, value: &Spanned<DeValue<'_>>, index: usize) -> Option<TypeSpec> {
         let path = format!("type[{index}]");
         let reported_before = self.diags.len();
-        let table = self.as_table(value, &path, TYPE_KEYS)?;
+        let table = self.as_table(value, &path, Table::Type)?;
         let name = self.string(table, &path, "name");
         let name = self.required(name, table, value.span(), &path, "name", "\"Detections\"");
         let doc = self.string(table, &path, "doc");
@@ -834,7 +754,7 @@ impl Parser {
         path: &str,
         taken: &[String],
     ) -> Option<VariantSpec> {
-        let table = self.as_table(value, path, VARIANT_KEYS)?;
+        let table = self.as_table(value, path, Table::Variant)?;
         let name = self.string(table, path, "name");
         let example = ["Dense", "Sparse", "Empty", "Other"]
             .into_iter()
@@ -872,7 +792,7 @@ impl Parser {
             .enumerate()
             .filter_map(|(i, item)| {
                 let item_path = format!("{path}[{i}]");
-                let table = self.as_table(item, &item_path, FIELD_KEYS)?;
+                let table = self.as_table(item, &item_path, Table::Field)?;
                 let name = self.string(table, &item_path, "name");
                 let doc = self.string(table, &item_path, "doc");
                 let ty = self.arg(table, item.span(), &item_path, false);
@@ -888,7 +808,7 @@ impl Parser {
     }
 
     fn input(&mut self, value: &Spanned<DeValue<'_>>, path: &str) -> Option<InputSpec> {
-        let table = self.as_table(value, path, INPUT_KEYS)?;
+        let table = self.as_table(value, path, Table::Input)?;
         let name = self.string(table, path, "name");
         let name = self.required(name, table, value.span(), path, "name", "\"x\"");
         let ty = self.arg(table, value.span(), path, true);
@@ -913,7 +833,7 @@ impl Parser {
                 })
             }
             DeValue::Table(_) => {
-                let table = self.as_table(value, path, OUTPUT_KEYS)?;
+                let table = self.as_table(value, path, Table::Output)?;
                 let ty = self.arg(table, value.span(), path, false)?;
                 Some(OutputSpec::Single {
                     span: value.span(),
@@ -1071,8 +991,9 @@ impl Parser {
             self.wrong_type(value, path, EXAMPLE);
             return None;
         };
-        self.unknown_keys(table, path, SHAPE_KEYS);
-        let given: Vec<&str> = SHAPE_KEYS
+        self.unknown_keys(table, path, Table::Shape);
+        let rules = Table::Shape.names();
+        let given: Vec<&str> = rules
             .iter()
             .copied()
             .filter(|k| table.get(*k).is_some())
@@ -1085,7 +1006,7 @@ impl Parser {
                         Diagnostic::new(value.span(), path, format!("`{path}` is empty"))
                             .help(format!(
                                 "give one contract: {} (each names another input), or remove `shape`",
-                                SHAPE_KEYS.join(", ")
+                                rules.join(", ")
                             )),
                     );
                 }

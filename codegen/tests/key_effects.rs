@@ -8,10 +8,7 @@
 //! (`save` next to formulas, which must list exactly what they read) are listed in
 //! [`ASSERTIONS`] with the reason, and must still be refused when they disagree.
 
-use burn_route_codegen::parse::{
-    BACKEND_KEYS, CHECK_KEYS, FIELD_KEYS, INPUT_KEYS, OP_KEYS, OUTPUT_KEYS, ROUTING_KEYS,
-    SHAPE_KEYS, TOP_KEYS, TYPE_KEYS, VARIANT_KEYS,
-};
+use burn_route_codegen::keys::Table;
 use burn_route_codegen::{Builder, Error};
 
 /// A manifest in parts: `[routing]` lines, `[[type]]` entries, and one `[[op]]` table whose
@@ -126,6 +123,7 @@ const CASES: &[Case] = &[
         &["[\"crate::k::Extra\"]"],
     ),
     case(Place::Op, "doc", &["\"Does f.\""]),
+    case(Place::Op, "deprecated", &["\"use `g` instead\""]),
     case(
         Place::Op,
         "autodiff",
@@ -369,21 +367,9 @@ fn with(cx: &Context, place: Place, key: &str, value: &str) -> Option<(Context, 
 #[test]
 fn every_key_is_tried() {
     let tried: Vec<&str> = CASES.iter().map(|c| c.key).collect();
-    for set in [
-        TOP_KEYS,
-        ROUTING_KEYS,
-        BACKEND_KEYS,
-        OP_KEYS,
-        CHECK_KEYS,
-        INPUT_KEYS,
-        SHAPE_KEYS,
-        TYPE_KEYS,
-        VARIANT_KEYS,
-        FIELD_KEYS,
-        OUTPUT_KEYS,
-    ] {
-        for key in set {
-            let shape_rule = SHAPE_KEYS.contains(key)
+    for &table in Table::ALL {
+        for key in &table.names() {
+            let shape_rule = table == Table::Shape
                 && CASES
                     .iter()
                     .any(|c| c.key == "shape" && c.values.iter().any(|v| v.contains(key)));

@@ -93,6 +93,8 @@ fn field() -> impl Strategy<Value = String> {
             Just("tensor = \"float\", shape = \"x\"".to_owned()),
             Just("tensor = \"float\", shape = \"a\", dtype = \"a\"".to_owned()),
             Just("tensor = \"float\", dtype = \"a\"".to_owned()),
+            Just("tensor = \"float\", doc = \"The scores.\"".to_owned()),
+            Just("type = \"f32\", doc = \"A\n\n```\"".to_owned()),
             Just(String::new()),
         ],
     ]
@@ -129,10 +131,11 @@ fn declared() -> impl Strategy<Value = String> {
     let variant = (
         prop_oneof![Just("Dense"), Just("Empty"), Just("Masked"), Just("bad_variant")],
         prop_oneof![2 => Just(None), 2 => fields(false).prop_map(Some), 2 => fields(true).prop_map(Some)],
+        prop_oneof![4 => Just(""), 1 => Just(", doc = \"A dense tensor.\""), 1 => Just(", doc = 1")],
     )
-        .prop_map(|(name, fields)| match fields {
-            None => format!("{{ name = \"{name}\" }}"),
-            Some(f) => format!("{{ name = \"{name}\", fields = {f} }}"),
+        .prop_map(|(name, fields, doc)| match fields {
+            None => format!("{{ name = \"{name}\"{doc} }}"),
+            Some(f) => format!("{{ name = \"{name}\", fields = {f}{doc} }}"),
         });
     (
         type_name(),
@@ -151,6 +154,8 @@ fn output() -> impl Strategy<Value = String> {
     prop_oneof![
         Just(String::new()),
         kind().prop_map(|k| format!("output = {{ tensor = \"{k}\" }}\n")),
+        prop_oneof![Just("2"), Just("\"D\""), Just("\"E\""), Just("0"), Just("\"d\"")]
+            .prop_map(|d| format!("output = {{ tensor = \"float\", dims = {d} }}\n")),
         Just("output = { type = \"usize\" }\n".to_owned()),
         Just("output = { tensor = \"float\", dtype = \"a\" }\n".to_owned()),
         Just("output = { tensor = \"float\", shape = \"a\", dtype = \"a\" }\n".to_owned()),
@@ -252,12 +257,28 @@ fn op() -> impl Strategy<Value = String> {
             1 => Just("doc = \"a\\u0000b\"\n"),
             1 => Just("doc = \"\"\"\n```\nx\n\"\"\"\n"),
             1 => Just("doc = \"a\\r\\nb\\tc\\n```\\nx\\n```\"\n"),
+            // Deprecation notes: good, empty, on two lines, with a control character, not text.
+            1 => Just("deprecated = \"use `fused` instead, \\\"soon\\\" \\\\ é\"\n"),
+            1 => Just("deprecated = \" \\t \"\n"),
+            1 => Just("deprecated = \"a\\nb\"\n"),
+            1 => Just("deprecated = \"a\\u202Eb\"\n"),
+            1 => Just("deprecated = 3\n"),
         ],
     )
         .prop_map(|(name, policy, inputs, output, extra, doc)| {
             let inputs: Vec<String> = inputs.into_iter().map(|(n, a)| format!("    {{ name = \"{n}\", {a} }},\n")).collect();
             format!("[[op]]\nname = \"{name}\"\n{doc}{policy}inputs = [\n{}]\n{output}{extra}", inputs.concat())
         })
+}
+
+/// The optional keys of `[routing]`, good and bad.
+fn routing_extras() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![3 => Just(""), 1 => Just("autodiff_trait = \"OpsGrad\"\n"), 1 => Just("autodiff_trait = \"Ops\"\n"), 1 => Just("autodiff_trait = \"bad name\"\n")],
+        prop_oneof![3 => Just(""), 1 => Just("autodiff_cfg = 'feature = \"autodiff\"'\n"), 1 => Just("autodiff_cfg = \"all(\"\n"), 1 => Just("autodiff_cfg = 'target_os = \"nope\"'\n")],
+        prop_oneof![3 => Just(""), 1 => Just("backward_bounds = [\"crate::kernels::MyBackward\"]\n"), 1 => Just("backward_bounds = [\"NoPath\"]\n"), 1 => Just("backward_bounds = [1]\n")],
+    )
+        .prop_map(|(a, b, c)| format!("{a}{b}{c}"))
 }
 
 fn manifest() -> impl Strategy<Value = String> {
@@ -270,10 +291,11 @@ fn manifest() -> impl Strategy<Value = String> {
         ],
         prop::collection::vec(op(), 0..5),
         prop::collection::vec(declared(), 0..4),
+        routing_extras(),
     )
-        .prop_map(|(backends, ops, types)| {
+        .prop_map(|(backends, ops, types, extras)| {
             format!(
-                "[routing]\ntrait = \"Ops\"\nbackends = {backends}\n\n{}\n{}",
+                "[routing]\ntrait = \"Ops\"\nbackends = {backends}\n{extras}\n{}\n{}",
                 types.join("\n"),
                 ops.join("\n")
             )
@@ -608,4 +630,38 @@ fn an_error_at_the_end_of_the_file_has_the_same_position_in_both_renderings() {
     check("[routing]\ntrait = \"\"\"\nbackends = [\"Flex\"]\n\n");
     check("[routing]\ntrait = \"\"\"\n");
     check("[routing]\ntrait = \"\"\"");
+}
+
+/// The generators, all together, write every key of the key table at least once: a key added
+/// to the table and forgotten here fails this test.
+#[test]
+fn the_generators_write_every_key_of_the_key_table() {
+    use burn_route_codegen::keys::{self, Table};
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, TestRunner};
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ),
+    );
+    let strategies = [
+        manifest().boxed(),
+        valid_declared_manifest().boxed(),
+        valid_member_backward_manifest().boxed(),
+        mutated().boxed(),
+    ];
+    let mut used = std::collections::BTreeSet::new();
+    for strategy in &strategies {
+        for _ in 0..400 {
+            let text = strategy.new_tree(&mut runner).expect("a value").current();
+            used.extend(keys::used_in(&text));
+        }
+    }
+    let missing: Vec<String> = keys::all()
+        .filter(|k| !used.contains(&(k.table, k.name.to_owned())))
+        .map(|k| format!("{}.{}", k.table.id(), k.name))
+        .collect();
+    assert!(missing.is_empty(), "keys no generator writes: {missing:?}");
+    let _ = Table::ALL;
 }

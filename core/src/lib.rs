@@ -1,6 +1,6 @@
 //! The words an `ops.toml` manifest and burn-route's runtime share, defined once: the backend
 //! selectors ([`BackendId`]), the autodiff policies ([`Policy`]), the tensor kinds
-//! ([`TensorKind`]) and the shape contracts ([`ShapeRule`]).
+//! ([`TensorKind`]), the float dtypes ([`FloatDtype`]) and the shape contracts ([`ShapeRule`]).
 //!
 //! The generator (`burn-route-codegen`) parses and documents manifest keys with
 //! [`Policy::key`], [`ShapeRule::key`], ...; the code it writes names the same values as Rust
@@ -31,6 +31,9 @@ macro_rules! vocabulary {
         impl $name {
             /// Every value, in the order the manifest reference lists them.
             pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// Every value as the manifest writes it, in the order of [`Self::ALL`].
+            pub const KEYS: &'static [&'static str] = &[$($key),+];
 
             /// The value as the manifest writes it.
             pub const fn key(self) -> &'static str {
@@ -99,6 +102,9 @@ impl BackendId {
     /// Every selector a manifest can name, in the order the manifest reference lists them.
     pub const ALL: &'static [Self] = &[Self::Flex, Self::Cube, Self::Remote];
 
+    /// Every selector as the manifest writes it, in the order of [`Self::ALL`].
+    pub const KEYS: &'static [&'static str] = &["Flex", "Cube", "Remote"];
+
     /// The selector as the manifest and Rust paths write it (`Other` for [`BackendId::Other`]).
     pub const fn key(self) -> &'static str {
         self.variant()
@@ -159,6 +165,35 @@ vocabulary! {
     }
 }
 
+vocabulary! {
+    /// A float dtype an op's kernels take (the manifest's `dtypes`).
+    FloatDtype {
+        /// 32-bit float.
+        F32 = "f32",
+        /// 16-bit float.
+        F16 = "f16",
+        /// bfloat16.
+        Bf16 = "bf16",
+        /// 64-bit float.
+        F64 = "f64",
+        /// f32 storage with relaxed arithmetic on some GPUs.
+        Flex32 = "flex32",
+    }
+}
+
+impl FloatDtype {
+    /// Its variant of Burn's `FloatDType` (and `DType`).
+    pub const fn burn_variant(self) -> &'static str {
+        match self {
+            Self::F32 => "F32",
+            Self::F16 => "F16",
+            Self::Bf16 => "BF16",
+            Self::F64 => "F64",
+            Self::Flex32 => "Flex32",
+        }
+    }
+}
+
 impl ShapeRule {
     /// The one shape the rule allows against `reference`, when it fixes one (`same_as`,
     /// `last_dim_of`, `leading_dims_of`; the broadcast rules allow several).
@@ -205,7 +240,7 @@ macro_rules! display_key {
     )+};
 }
 
-display_key!(Policy, TensorKind, ShapeRule);
+display_key!(Policy, TensorKind, ShapeRule, FloatDtype);
 
 /// FNV-1a over `text`: the hash of an op's declaration that the generator writes into the op's
 /// Remote operation id, and that the Remote runtime compares in its handshake. One function for
@@ -242,6 +277,13 @@ mod tests {
         for &r in ShapeRule::ALL {
             assert_eq!(ShapeRule::from_key(r.key()), Some(r));
         }
+        assert_eq!(Policy::KEYS, ["differentiable", "detach", "reject"]);
+        assert!(
+            BackendId::ALL
+                .iter()
+                .map(|b| b.key())
+                .eq(BackendId::KEYS.iter().copied())
+        );
         assert_eq!(Policy::from_key("Differentiable"), None);
         assert_eq!(ShapeRule::SameAs.variant(), "SameAs");
         assert_eq!(BackendId::Remote.to_string(), "Remote");

@@ -249,6 +249,21 @@ fn an_enum_input_runs_on_the_backend_of_its_tensor() {
     });
 }
 
+/// A `deprecated` op keeps routing and running as before; the generated code compiles without
+/// a warning (`-D warnings`), and a caller's only warning is the note (allowed here).
+#[test]
+#[allow(deprecated)]
+fn a_deprecated_op_still_runs_everywhere() {
+    each_device(|device| {
+        let t = tensor(&[1.0, 2.0, 3.0], [3], device);
+        let out = ops::pick_dense(Operand::Dense(t.clone()));
+        assert_eq!(values(&out), [1.0, 2.0, 3.0]);
+        assert_eq!(out.device(), *device);
+        let err = ops::try_pick_dense::<1>(Operand::Empty).unwrap_err();
+        assert_eq!(err, RouteError::NoRoutingTensor { op: "pick_dense" });
+    });
+}
+
 #[test]
 fn a_tensorless_variant_falls_through_to_a_later_tensor() {
     each_device(|device| {

@@ -380,8 +380,10 @@ fn op(index: usize) -> impl Strategy<Value = String> {
         // How the op runs on Remote: the default, `remote = "composition"` or `"kernel"`
         // (refused, and filtered out, where the op cannot).
         ((any::<bool>(), any::<bool>()), (0..6u8, any::<bool>()), prop::bool::weighted(0.25), 0..4u8),
+        // Deprecated now and then: the generated code calls its deprecated functions itself.
+        prop::bool::weighted(0.2),
     )
-        .prop_map(move |(name, policy, inputs, output, backends, doc, ((meta, composition), (backward, recompute), asynchronous, remote))| {
+        .prop_map(move |(name, policy, inputs, output, backends, doc, ((meta, composition), (backward, recompute), asynchronous, remote), deprecated)| {
             // An op with a declared type runs its composition on Cube (it has no lazy form),
             // so it takes no output metadata, and no declared backward pass.
             let declared = output.contains("@T") || inputs.iter().any(|(_, arg, _)| arg.contains("@T"));
@@ -438,8 +440,9 @@ fn op(index: usize) -> impl Strategy<Value = String> {
                 (1 | 4, _, _) => "dtypes = [\"f16\"]\n",
                 _ => "",
             };
+            let deprecated_key = if deprecated { "deprecated = \"use `other` instead\"\n" } else { "" };
             let mut text = format!(
-                "[[op]]\nname = \"{name}\"\ndoc = {doc}\nautodiff = \"{policy}\"\n{backends}{asynchronous_key}{composition}{fusion_key}{remote_key}{dtypes_key}inputs = [\n"
+                "[[op]]\nname = \"{name}\"\ndoc = {doc}\n{deprecated_key}autodiff = \"{policy}\"\n{backends}{asynchronous_key}{composition}{fusion_key}{remote_key}{dtypes_key}inputs = [\n"
             );
             // A contract relates a single or optional tensor to another one (validation refuses
             // the rest, and rank conflicts, which filters those manifests out).
@@ -817,6 +820,20 @@ fn random_valid_manifests_compile_with_the_runtime() {
         .into_iter()
         .chain(edge.iter().map(|(_, text)| text.clone()))
         .collect();
+    // Together they use every key of the key table, so every key is compiled and linted in
+    // some context: a key added to the table and forgotten here fails.
+    let used: std::collections::BTreeSet<_> = all
+        .iter()
+        .flat_map(|source| burn_route_codegen::keys::used_in(source))
+        .collect();
+    let missing: Vec<String> = burn_route_codegen::keys::all()
+        .filter(|k| !used.contains(&(k.table, k.name.to_owned())))
+        .map(|k| format!("{}.{}", k.table.id(), k.name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "keys no compiled manifest uses (add them to the generator or tests/edge_manifests): {missing:?}"
+    );
     let formatted = tempfile::tempdir().expect("temp dir");
     rustfmt_clean(formatted.path(), &all, &stubs(&all));
     let manifests: Vec<String> = all[..MANIFESTS]

@@ -18,7 +18,6 @@
 //! - Other TOML blocks must parse, and name the versions of the packages.
 //! - The manifest reference documents exactly the keys of the JSON Schema.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -405,128 +404,53 @@ fn every_other_toml_block_parses_and_names_the_right_versions() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// The keys documented in the manifest reference: per section, the backticked first cells of
-/// each table whose first header is `key` or `rule`, in order.
-fn documented_keys() -> Vec<(String, Vec<BTreeSet<String>>)> {
-    let doc = read("src/guide/manifest.md");
-    let mut sections: Vec<(String, Vec<BTreeSet<String>>)> = Vec::new();
-    let mut in_table = false;
-    for line in doc.lines() {
-        if let Some(title) = line.strip_prefix("# ") {
-            sections.push((title.to_owned(), Vec::new()));
-            in_table = false;
-            continue;
-        }
-        if !line.starts_with('|') {
-            in_table = false;
-            continue;
-        }
-        let first = line
-            .trim_matches('|')
-            .split('|')
-            .next()
-            .unwrap_or("")
-            .trim();
-        if !in_table {
-            in_table = true;
-            if matches!(first, "key" | "rule") {
-                if let Some((_, tables)) = sections.last_mut() {
-                    tables.push(BTreeSet::new());
-                }
-            } else {
-                // Not a key table: mark it with nothing to collect.
-                if let Some((_, tables)) = sections.last_mut() {
-                    tables.push(BTreeSet::from(["<not a key table>".to_owned()]));
-                }
-            }
-            continue;
-        }
-        if first.starts_with("---") {
-            continue;
-        }
-        if let Some((_, tables)) = sections.last_mut() {
-            let table = tables.last_mut().expect("a table");
-            if table.contains("<not a key table>") {
-                continue;
-            }
-            if let Some(key) = first.strip_prefix('`').and_then(|k| k.split('`').next()) {
-                table.insert(key.to_owned());
-            }
-        }
-    }
-    for (_, tables) in &mut sections {
-        tables.retain(|t| !t.contains("<not a key table>"));
-    }
-    sections
-}
-
+/// The manifest reference's key tables are the key table's
+/// ([`burn_route_codegen::keys::reference_table`]): each table of the manifest once, between
+/// `<!-- keys: ID -->` and `<!-- /keys -->`. With `BLESS=1` the blocks are rewritten.
 #[test]
-fn the_manifest_reference_documents_exactly_the_schema_keys() {
-    let schema: serde_json::Value =
-        serde_json::from_str(&read("ops.schema.json")).expect("ops.schema.json");
-    let keys = |definition: &str| -> BTreeSet<String> {
-        let def = &schema["definitions"][definition];
-        let mut keys: BTreeSet<String> = def["properties"]
-            .as_object()
-            .map(|o| o.keys().cloned().collect())
-            .unwrap_or_default();
-        for branch in ["oneOf", "anyOf"] {
-            for alt in def[branch].as_array().into_iter().flatten() {
-                if let Some(props) = alt["properties"].as_object() {
-                    keys.extend(props.keys().cloned());
-                }
-            }
-        }
-        keys
-    };
-    // (section title, table index) → the schema definitions whose keys the table documents.
-    let expected: &[(&str, usize, &[&str])] = &[
-        ("`[routing]`", 0, &["routing"]),
-        ("`[[op]]`", 0, &["op"]),
-        ("`[op.check]`", 0, &["check"]),
-        ("Inputs and outputs", 0, &["input", "output"]),
-        ("Inputs and outputs", 1, &["shape"]),
-        ("`[[type]]`: declared types", 0, &["type"]),
-        ("`[[type]]`: declared types", 1, &["variant"]),
-        ("`[[type]]`: declared types", 2, &["field"]),
-    ];
-    let sections = documented_keys();
-    let mut problems = Vec::new();
-    for (title, index, definitions) in expected {
-        let want: BTreeSet<String> = definitions.iter().flat_map(|d| keys(d)).collect();
-        assert!(
-            !want.is_empty(),
-            "the schema has no keys for {definitions:?}"
-        );
-        let got = sections
+fn the_manifest_reference_key_tables_are_the_key_table() {
+    use burn_route_codegen::keys::{Table, reference_table};
+    const OPEN: &str = "<!-- keys: ";
+    const CLOSE: &str = "<!-- /keys -->";
+    let path = "src/guide/manifest.md";
+    let doc = read(path);
+    let mut fresh = String::new();
+    let mut rest = doc.as_str();
+    let mut seen = Vec::new();
+    while let Some(start) = rest.find(OPEN) {
+        let (before, after) = rest.split_at(start);
+        fresh.push_str(before);
+        let line_end = after.find(" -->").expect("a marker ends with ` -->`");
+        let id = &after[OPEN.len()..line_end];
+        let table = *Table::ALL
             .iter()
-            .find(|(t, _)| t == title)
-            .and_then(|(_, tables)| tables.get(*index))
-            .cloned()
-            .unwrap_or_else(|| panic!("the reference has no key table {index} in `# {title}`"));
-        for missing in want.difference(&got) {
-            problems.push(format!(
-                "`# {title}`: the schema's `{missing}` is not documented"
-            ));
-        }
-        for extra in got.difference(&want) {
-            problems.push(format!(
-                "`# {title}`: `{extra}` is documented, not in the schema"
-            ));
-        }
+            .find(|t| t.id() == id)
+            .unwrap_or_else(|| panic!("{path}: `{OPEN}{id} -->` names no table of the key table"));
+        let end = after
+            .find(CLOSE)
+            .unwrap_or_else(|| panic!("{path}: `{OPEN}{id} -->` is not closed"));
+        fresh.push_str(&after[..line_end + " -->".len()]);
+        fresh.push('\n');
+        fresh.push_str(&reference_table(table));
+        fresh.push_str(CLOSE);
+        rest = &after[end + CLOSE.len()..];
+        seen.push(table);
     }
-    let top: BTreeSet<String> = schema["properties"]
-        .as_object()
-        .expect("top-level keys")
-        .keys()
-        .cloned()
-        .collect();
-    let covered = BTreeSet::from(["op".to_owned(), "routing".to_owned(), "type".to_owned()]);
+    fresh.push_str(rest);
+    seen.sort();
     assert_eq!(
-        top, covered,
-        "top-level tables: `[routing]`, `[[op]]`, `[[type]]`"
+        seen,
+        Table::ALL.to_vec(),
+        "{path}: every table of the manifest has one key table"
     );
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    if burn_route_codegen::bless_requested() {
+        fs::write(root().join(path), &fresh).expect("write");
+    } else {
+        assert!(
+            doc == fresh,
+            "{path}: the key tables differ from the key table (codegen/src/keys.rs); re-run with BLESS=1"
+        );
+    }
 }
 
 /// The variant of an error-reference example: its lines tagged `# wrong` or `# right` (and the

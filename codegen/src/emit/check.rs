@@ -462,6 +462,10 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         w.line(format!("fn {}() {{}}", op.name));
         return;
     }
+    if op.deprecated.is_some() {
+        // The check calls the op it checks, deprecated or not.
+        w.line("#[allow(deprecated)]");
+    }
     w.open(format!("fn {}() {{", op.name));
     let shapes = op.check.input_shapes.clone();
     let plan = CallPlan::new(ir, op, &shapes, config);

@@ -130,6 +130,10 @@ fn dispatch_method(op: &Op, w: &mut Writer) {
             "Routes like [`{try_name}`](fn@{try_name}), at the call, and panics there with its \
              error; the future runs the kernel."
         )]);
+        // (It calls the op's `try_` function, deprecated with the op.)
+        if op.deprecated.is_some() {
+            w.line("#[allow(deprecated)]");
+        }
         w.line("#[inline]");
         w.open(signature(
             format!("fn {}", op.name),
@@ -347,6 +351,7 @@ fn routing_fns(ir: &Ir, index: usize, runs: &Runs, w: &mut Writer) {
         .collect();
     let dispatch_tensor = Level::Dispatch;
     let result = |end: &str| result_returns(&op.output, dispatch_tensor, end);
+    super::deprecated(op, false, w);
     allow_complex_output(op, w);
     super::allow_many_arguments(op.inputs.len(), w);
     w.line("#[inline]");
@@ -1136,6 +1141,7 @@ fn async_routing_fns(ir: &Ir, op: &Op, w: &mut Writer) {
          (see [`rt::errors`]); [`rt::Planned::error`] has it at once."
             .to_owned(),
     ]);
+    super::deprecated(op, false, w);
     allow_complex_output(op, w);
     super::allow_many_arguments(op.inputs.len(), w);
     // When every backend of the op is behind a cfg, a build with none of them has no arm that

@@ -380,6 +380,18 @@ fn map_output_type(out: &Output, level: Level<'_>) -> String {
 
 /// `#[allow(clippy::too_many_arguments)]` before a function with more parameters than clippy's
 /// limit (7): the manifest decides how many inputs an op has.
+/// `#[deprecated = "note"]` on a public function of an op with `deprecated`. `calls_twin`: the
+/// function calls the op's `Dispatch`-level `try_` function, deprecated with it, which would
+/// warn inside the generated code.
+fn deprecated(op: &Op, calls_twin: bool, w: &mut Writer) {
+    if let Some(note) = &op.deprecated {
+        w.line(format!("#[deprecated = {note:?}]"));
+        if calls_twin {
+            w.line("#[allow(deprecated)]");
+        }
+    }
+}
+
 fn allow_many_arguments(count: usize, w: &mut Writer) {
     if count > 7 {
         w.line("#[allow(clippy::too_many_arguments)]");
@@ -709,7 +721,7 @@ fn dtype_args(dtypes: &crate::ir::Dtypes, module: &str) -> (Doc, Doc) {
     let list = dtypes
         .list
         .iter()
-        .map(|d| Doc::from(format!("{module}::FloatDType::{}", d.variant())))
+        .map(|d| Doc::from(format!("{module}::FloatDType::{}", d.burn_variant())))
         .collect();
     let other = if dtypes.composition {
         "Composition"

@@ -132,6 +132,7 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
     if super::must_use(&op.output) {
         w.line("#[must_use]");
     }
+    super::deprecated(op, false, w);
     allow_complex_output(op, w);
     super::allow_many_arguments(op.inputs.len(), w);
     w.open(signature(
@@ -159,6 +160,7 @@ fn tensor_fns(ir: &Ir, op: &Op, w: &mut Writer) {
 
     w.blank();
     try_doc(name, false, w);
+    super::deprecated(op, true, w);
     allow_complex_output(op, w);
     super::allow_many_arguments(op.inputs.len(), w);
     w.open(signature(
@@ -297,6 +299,7 @@ fn async_tensor_fns(
             "and the fix (see [`rt::errors`]). [`{try_name}`](fn@{try_name}) returns the error instead."
         ),
     ]);
+    super::deprecated(op, true, w);
     allow_complex_output(op, w);
     super::allow_many_arguments(op.inputs.len(), w);
     w.open(signature(
@@ -337,6 +340,7 @@ fn async_tensor_fns(
 
     w.blank();
     try_doc(name, true, w);
+    super::deprecated(op, true, w);
     allow_complex_output(op, w);
     super::allow_many_arguments(op.inputs.len(), w);
     w.open(signature(

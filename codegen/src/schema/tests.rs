@@ -1,33 +1,28 @@
 //! The JSON Schema against real and bad manifests.
 
 #[test]
-fn every_key_the_parser_accepts_is_described() {
-    // `property` panics for an undescribed key.
+fn every_key_of_the_key_table_is_a_property_with_its_doc_line() {
+    use crate::keys::Table;
     let schema = super::json_schema();
-    for (path, count) in [
-        ("/properties", super::TOP_KEYS.len()),
-        ("/definitions/routing/properties", super::ROUTING_KEYS.len()),
-        ("/definitions/op/properties", super::OP_KEYS.len()),
-        ("/definitions/check/properties", super::CHECK_KEYS.len()),
-        ("/definitions/input/properties", super::INPUT_KEYS.len()),
-        ("/definitions/type/properties", super::TYPE_KEYS.len()),
-        ("/definitions/variant/properties", super::VARIANT_KEYS.len()),
-        ("/definitions/field/properties", super::FIELD_KEYS.len()),
-        ("/definitions/shape/properties", super::SHAPE_KEYS.len()),
-        (
-            "/definitions/output/oneOf/0/properties",
-            super::OUTPUT_KEYS.len(),
-        ),
-        (
-            "/definitions/backend/oneOf/1/properties",
-            super::BACKEND_KEYS.len(),
-        ),
-    ] {
+    for &table in Table::ALL {
+        let path = match table {
+            Table::Top => "/properties".to_owned(),
+            Table::Output => "/definitions/output/oneOf/0/properties".to_owned(),
+            Table::Backend => "/definitions/backend/oneOf/1/properties".to_owned(),
+            other => format!("/definitions/{}/properties", other.id()),
+        };
         let properties = schema
-            .pointer(path)
+            .pointer(&path)
             .and_then(|v| v.as_object())
-            .expect(path);
-        assert_eq!(properties.len(), count, "{path}");
+            .expect(&path);
+        assert_eq!(properties.len(), table.keys().len(), "{path}");
+        for key in table.keys() {
+            assert_eq!(
+                properties[key.name]["description"], key.doc,
+                "{path} {}",
+                key.name
+            );
+        }
     }
 }
 
@@ -94,7 +89,7 @@ fn the_backward_keys_validate() {
 
 #[test]
 fn every_checkpoint_mode_the_schema_lists_is_accepted() {
-    for mode in super::CHECKPOINT_VALUES {
+    for mode in crate::keys::CHECKPOINT {
         let source = MANIFEST.replace("checkpoint = \"keep\"", &format!("checkpoint = \"{mode}\""));
         assert!(
             renders(&source),

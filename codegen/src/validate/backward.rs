@@ -17,9 +17,6 @@ pub(crate) const NUMBER_TYPES: &[&str] = &[
     "f32", "f64", "i8", "i16", "i32", "i64", "isize", "u8", "u16", "u32", "u64", "usize",
 ];
 
-/// The values of `checkpoint`.
-pub(crate) const CHECKPOINT_VALUES: &[&str] = &["keep", "recompute"];
-
 /// What lowering a backward pass needs besides the op.
 pub(super) struct Cx<'a> {
     pub source: &'a str,
@@ -782,7 +779,7 @@ impl<'a> Check<'a> {
             "keep" => Some(false),
             "recompute" => Some(true),
             other => {
-                let help = match did_you_mean(other, CHECKPOINT_VALUES) {
+                let help = match did_you_mean(other, crate::keys::CHECKPOINT) {
                     Some(s) => format!("did you mean \"{s}\"? write \"keep\" (the default: the backward pass keeps what it reads) or \"recompute\" (memory-bound: under gradient checkpointing the output is recomputed)"),
                     None => "write \"keep\" (the default: the backward pass keeps what it reads) or \"recompute\" (memory-bound: under gradient checkpointing the output is recomputed)".to_owned(),
                 };

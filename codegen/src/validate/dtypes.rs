@@ -6,9 +6,6 @@ use super::context::{Context, ManifestRule, unknown_modes};
 use crate::diag::{Diagnostic, did_you_mean, page};
 use crate::ir::FloatDtype;
 
-/// The values of `other_dtypes`.
-pub(crate) const OTHER_DTYPES_VALUES: &[&str] = &["error", "composition"];
-
 /// The rules about `dtypes` and `other_dtypes`, checked with the other manifest rules.
 pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     dtype_names_known,
@@ -18,7 +15,7 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
 
 /// Every name in `dtypes` spells a float dtype, once, and the list is not empty.
 fn dtype_names_known(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
-    let names: Vec<&str> = FloatDtype::ALL.iter().map(|(n, _)| *n).collect();
+    let names = FloatDtype::KEYS;
     let known = names
         .iter()
         .map(|n| format!("\"{n}\""))
@@ -46,8 +43,8 @@ fn dtype_names_known(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         }
         for (i, name) in list.value.iter().enumerate() {
             let item_key = format!("{key}[{i}]");
-            if FloatDtype::from_name(&name.value).is_none() {
-                let help = match did_you_mean(&name.value, &names) {
+            if FloatDtype::from_key(&name.value).is_none() {
+                let help = match did_you_mean(&name.value, names) {
                     Some(s) => format!("did you mean \"{s}\"? The float dtypes are {known}"),
                     None => format!("the float dtypes are {known}"),
                 };
@@ -82,7 +79,7 @@ fn other_dtypes_value_known(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         cx,
         "other_dtypes",
         |spec| spec.other_dtypes.as_ref(),
-        OTHER_DTYPES_VALUES,
+        crate::keys::OTHER_DTYPES,
         "write \"error\" (a call with another float dtype fails with a routing error naming the op, the input and the dtype) or \"composition\" (it runs the op's composition)",
         page::DTYPES,
     )

@@ -14,9 +14,6 @@ use crate::diag::{Diagnostic, page};
 use crate::ir::{Arg, BackendName, FusionImpl, Output};
 use crate::model::OpSpec;
 
-/// The values of `fusion`.
-pub(crate) const FUSION_VALUES: &[&str] = &["kernel", "composition"];
-
 /// The rules about `fusion`, checked with the other manifest rules.
 pub(super) const MANIFEST_RULES: &[ManifestRule] = &[fusion_value_known, fusion_key_applies];
 
@@ -30,7 +27,7 @@ fn fusion_value_known(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         cx,
         "fusion",
         |spec| spec.fusion.as_ref(),
-        FUSION_VALUES,
+        crate::keys::FUSION,
         "write \"kernel\" (one deferred operation around the op's Cube kernel) or \"composition\" (the op's composition on `Fusion<B>`, fused by Burn)",
         page::CUBE_METADATA,
     )

@@ -28,8 +28,8 @@ use crate::model::{
 };
 use crate::names::{self, NameKind};
 
-const KINDS: &[&str] = &["float", "int", "bool", "quantized"];
-const CONTAINERS: &[&str] = &["option", "vec"];
+const KINDS: &[&str] = crate::ir::TensorKind::KEYS;
+const CONTAINERS: &[&str] = crate::keys::CONTAINER;
 /// The deepest bracket nesting accepted in Rust text from the manifest (types, paths, cfgs).
 const MAX_NESTING: usize = 32;
 /// The deepest output tuple nesting accepted.
@@ -725,7 +725,20 @@ impl Lowerer<'_> {
                 }
             },
         };
+        let deprecated = match &spec.deprecated {
+            None => Some(None),
+            Some(note) => {
+                match text::deprecation_note(note, self.source, &format!("{path}.deprecated")) {
+                    Ok(note) => Some(Some(note)),
+                    Err(d) => {
+                        self.push(d);
+                        None
+                    }
+                }
+            }
+        };
         let (name, policy, inputs, output, doc) = (name?, policy?, inputs?, output?, doc?);
+        let deprecated = deprecated?;
         let (composite, composition) = (composite.ok()?, composition.ok()?);
         if !self.plain_types(spec, &path, &inputs, &output) {
             return None;
@@ -790,6 +803,7 @@ impl Lowerer<'_> {
         let mut op = Op {
             name,
             doc,
+            deprecated,
             policy,
             location: format!("{}:{line}", cx.manifest_name),
             inputs,
@@ -883,7 +897,7 @@ fn dtypes(spec: &OpSpec, cx: &OpContext<'_>) -> Option<crate::ir::Dtypes> {
         list: list
             .value
             .iter()
-            .filter_map(|name| crate::ir::FloatDtype::from_name(&name.value))
+            .filter_map(|name| crate::ir::FloatDtype::from_key(&name.value))
             .collect(),
         composition: spec
             .other_dtypes

@@ -4,10 +4,10 @@
 //!
 //! - `lower`: each value to its IR form (names, kinds, types, cfgs, docs), one op at a time.
 //!   Names are checked by [`crate::names`], plain types by `types`, doc text by `text`.
-//! - `rules`: the rules that relate values to each other, one named function each, all
-//!   listed in `rules::OP_RULES`, `rules::MANIFEST_RULES`, `asynchrony::MANIFEST_RULES`,
-//!   `fusion::MANIFEST_RULES`, `dtypes::MANIFEST_RULES`, `remote::MANIFEST_RULES` and
-//!   `effect::MANIFEST_RULES`.
+//! - `rules`: the rules that relate values to each other, one named function each, all of one
+//!   signature (`context::ManifestRule`), listed where they are defined: `rules::MANIFEST_RULES`,
+//!   `asynchrony::MANIFEST_RULES`, `fusion::MANIFEST_RULES`, `dtypes::MANIFEST_RULES`,
+//!   `remote::MANIFEST_RULES` and `effect::MANIFEST_RULES`.
 //!
 //! Builder options that change names (the trait override) enter here like manifest values, so
 //! they meet the same rules.
@@ -31,15 +31,9 @@ mod rules;
 pub(crate) mod text;
 mod types;
 
-// The values of the manifest's enumerated keys, which the JSON Schema reads.
+// The plain types a formula reads as numbers, which the JSON Schema's formula description lists.
 #[cfg(feature = "schema")]
-pub(crate) use backward::{CHECKPOINT_VALUES, NUMBER_TYPES};
-#[cfg(feature = "schema")]
-pub(crate) use dtypes::OTHER_DTYPES_VALUES;
-#[cfg(feature = "schema")]
-pub(crate) use fusion::FUSION_VALUES;
-#[cfg(feature = "schema")]
-pub(crate) use remote::REMOTE_VALUES;
+pub(crate) use backward::NUMBER_TYPES;
 
 use crate::diag::{Diagnostic, LineIndex};
 use crate::ir::Ir;
@@ -88,13 +82,6 @@ pub fn validate_with(
     let lines = LineIndex::new(source);
     let lowered = lower::lower(manifest, options, source, &lines);
     let mut diags = lowered.diags;
-    for rule in rules::OP_RULES {
-        for (spec, op) in &lowered.ops {
-            if let Some(d) = rule(spec, op, &lowered.defaults) {
-                diags.push(d);
-            }
-        }
-    }
     let cx = context::Context {
         manifest,
         ops: &lowered.ops,

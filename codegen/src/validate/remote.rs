@@ -13,9 +13,6 @@ use crate::diag::{Diagnostic, page};
 use crate::ir::{Arg, BackendName, Op, RemoteImpl};
 use crate::model::OpSpec;
 
-/// The values of `remote`.
-pub(crate) const REMOTE_VALUES: &[&str] = &["kernel", "composition"];
-
 /// The rules about ops on Remote, checked after [`super::asynchrony::MANIFEST_RULES`].
 pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     remote_value_known,
@@ -35,7 +32,7 @@ fn remote_value_known(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         cx,
         "remote",
         |spec| spec.remote.as_ref(),
-        REMOTE_VALUES,
+        crate::keys::REMOTE,
         "write \"kernel\" (one operation that the server runs with the op's kernel) or \"composition\" (the op's composition, primitive by primitive)",
         page::REMOTE,
     )

@@ -9,21 +9,17 @@ use super::lower::assign_groups;
 use crate::diag::did_you_mean;
 use crate::diag::{Diagnostic, page};
 use crate::ir::{
-    Arg, Backend, BackendName, Container, FusionImpl, Input, MetaSource, Op, Output, Policy, Rank,
-    RouteBy, ShapeRule, TensorArg, TensorKind, TraitGroup,
+    Arg, BackendName, Container, FusionImpl, Input, MetaSource, Op, Output, Policy, Rank, RouteBy,
+    ShapeRule, TensorArg, TensorKind, TraitGroup,
 };
 use crate::model::{ArgSpec, Manifest, MetaSpec, OpSpec, OutputSpec, ShapeSpec, Sp};
 use crate::names;
 
-/// A rule about one op.
-pub(super) type OpRule = fn(&OpSpec, &Op, &[Backend]) -> Option<Diagnostic>;
-
-/// Every rule about one op, in the order they are checked.
-pub(super) const OP_RULES: &[OpRule] = &[policy_needs_float_input, op_is_routable];
-
 /// Every manifest-wide rule of this module, in the order they are checked (the async rules
 /// follow, [`super::asynchrony::MANIFEST_RULES`]).
 pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
+    policy_needs_float_input,
+    op_is_routable,
     op_names_unique,
     try_names_free,
     autodiff_trait_differs,
@@ -63,7 +59,11 @@ pub(super) fn declared_uses(ops: &[(&OpSpec, Op)]) -> std::collections::BTreeSet
 
 /// `differentiable` and `detach` act on tracked floats: an op without a float input never sees
 /// one.
-fn policy_needs_float_input(spec: &OpSpec, op: &Op, _: &[Backend]) -> Option<Diagnostic> {
+fn policy_needs_float_input(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    each_op(cx, policy_of_one_op)
+}
+
+fn policy_of_one_op(spec: &OpSpec, op: &Op) -> Option<Diagnostic> {
     if op.policy == Policy::Reject || op.has_float_input() {
         return None;
     }
@@ -86,7 +86,19 @@ fn policy_needs_float_input(spec: &OpSpec, op: &Op, _: &[Backend]) -> Option<Dia
 }
 
 /// Something must pick the backend: a tensor, the device, or a single backend.
-fn op_is_routable(spec: &OpSpec, op: &Op, _: &[Backend]) -> Option<Diagnostic> {
+fn op_is_routable(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    each_op(cx, one_op_is_routable)
+}
+
+/// A rule about each op on its own, applied to every op.
+fn each_op(cx: &Context<'_, '_>, rule: fn(&OpSpec, &Op) -> Option<Diagnostic>) -> Vec<Diagnostic> {
+    cx.ops
+        .iter()
+        .filter_map(|(spec, op)| rule(spec, op))
+        .collect()
+}
+
+fn one_op_is_routable(spec: &OpSpec, op: &Op) -> Option<Diagnostic> {
     // (An empty backend list is reported on its own.)
     if !matches!(op.route_by, RouteBy::Fixed(_)) || op.backends.len() <= 1 {
         return None;

@@ -16,6 +16,54 @@ pub(crate) fn is_bidi(c: char) -> bool {
     BIDI.contains(&c)
 }
 
+/// The note of an op's `deprecated`, as its `#[deprecated]` attribute carries it: one line of
+/// text with something in it. Refused, at the offending character: line breaks, bidirectional
+/// and other control characters (a tab becomes a space); and an empty note, which would tell the
+/// caller nothing.
+pub(super) fn deprecation_note(
+    note: &Sp<String>,
+    source: &str,
+    key: &str,
+) -> Result<String, Diagnostic> {
+    for (at, c) in note.value.char_indices() {
+        let problem = if c == '\n' || c == '\r' {
+            Some((
+                "the note of `deprecated` has a line break".to_owned(),
+                "write it on one line: it is the one line the compiler prints beside each call"
+                    .to_owned(),
+            ))
+        } else if BIDI.contains(&c) || (c.is_control() && c != '\t') {
+            Some((
+                format!(
+                    "the note of `deprecated` contains the control character U+{:04X}",
+                    u32::from(c)
+                ),
+                "remove it: the note is text the compiler prints".to_owned(),
+            ))
+        } else {
+            None
+        };
+        if let Some((message, help)) = problem {
+            let pos = offset_in_source(note, source, at);
+            return Err(Diagnostic::new(pos..pos + 1, key, message)
+                .page(page::DOC_TEXT)
+                .help(help));
+        }
+    }
+    let text = note.value.replace('\t', " ");
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(Diagnostic::new(
+            note.span.clone(),
+            key,
+            "the note of `deprecated` is empty",
+        )
+        .page(page::DOC_TEXT)
+        .help("say what to use instead (`deprecated = \"use fused_gelu\"`), or remove `deprecated`"));
+    }
+    Ok(text.to_owned())
+}
+
 /// The doc's lines, with trailing whitespace removed and tabs expanded to four spaces; a `\r\n`
 /// line break counts as `\n`.
 /// Refused, at the offending character: bidirectional controls, a carriage return that is not

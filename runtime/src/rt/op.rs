@@ -5,6 +5,7 @@
 use core::fmt;
 
 use burn_backend::{DType, FloatDType};
+use burn_route_core::FloatDtype;
 
 pub use burn_route_core::{BackendId, Policy};
 
@@ -98,14 +99,15 @@ pub(crate) const fn dtype_bit(dtype: DType) -> u8 {
 
 /// How the manifest spells a dtype (`f32`, `bf16`), for messages; Burn's name for the others.
 pub(crate) fn dtype_name(dtype: DType) -> String {
-    match dtype {
-        DType::F64 => "f64".to_owned(),
-        DType::F32 => "f32".to_owned(),
-        DType::Flex32 => "flex32".to_owned(),
-        DType::F16 => "f16".to_owned(),
-        DType::BF16 => "bf16".to_owned(),
-        other => format!("{other:?}"),
-    }
+    let float = match dtype {
+        DType::F64 => FloatDtype::F64,
+        DType::F32 => FloatDtype::F32,
+        DType::Flex32 => FloatDtype::Flex32,
+        DType::F16 => FloatDtype::F16,
+        DType::BF16 => FloatDtype::Bf16,
+        other => return format!("{other:?}"),
+    };
+    float.key().to_owned()
 }
 
 impl OpInfo {

@@ -567,3 +567,37 @@ fn mul_pair_fn() {
         },
     );
 }
+
+/// `pick_dense` (tests/declared/ops.toml:193): values, policy, gradients and backends, by
+/// `burn_route::check`.
+#[test]
+#[allow(deprecated)]
+fn pick_dense() {
+    let op = check::Op::detach("pick_dense")
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
+        .input(check::Input::float("op.Dense.0", &[2, 3]));
+    check::run(&op, |args: &mut check::Args| {
+        let __arg_0_0 =
+            crate::declared::routed::ops::OperandPrimitive::<Dispatch>::Dense(args.float(0));
+        let __out_0 = crate::declared::routed::dispatch::try_pick_dense(__arg_0_0)?;
+        Ok(vec![check::Value::float(__out_0)])
+    });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __arg_0_0 =
+                crate::declared::routed::ops::OperandPrimitive::<Dispatch>::Dense(args.float(0));
+            let __out_0 = crate::declared::routed::dispatch::try_pick_dense(__arg_0_0)?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __arg_0_0 =
+                crate::declared::routed::ops::OperandPrimitive::<Dispatch>::Dense(args.float(0));
+            let __out_0 = crate::declared::forward::pick::<Dispatch>(__arg_0_0);
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
+}

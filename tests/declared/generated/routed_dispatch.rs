@@ -106,10 +106,16 @@ impl ExtensionOps for rt::Dispatch {
     fn mul_pair_fn(p: FloatPairPrimitive<Self>) -> rt::FloatTensor<Self> {
         self::route_mul_pair_fn::<__rt::Panic>(p)
     }
+    /// Routes like [`try_pick_dense`](fn@try_pick_dense), and panics with its error.
+    #[inline]
+    fn pick_dense(op: OperandPrimitive<Self>) -> rt::FloatTensor<Self> {
+        self::route_pick_dense::<__rt::Panic>(op)
+    }
 }
 
 /// The kernel call of [`try_pick`](fn@try_pick): unwraps the inputs for backend `B`, calls the
-/// kernel, wraps the outputs. Shared by the op with the same inputs and output: `pick_untracked`.
+/// kernel, wraps the outputs. Shared by the ops with the same inputs and output: `pick_untracked`
+/// and `pick_dense`.
 #[allow(clippy::type_complexity)]
 fn __run_pick<B: __rt::Target>(
     __route: &__rt::Route,
@@ -1769,6 +1775,98 @@ fn route_mul_pair_fn<F: __rt::OnError>(
             _ => __route.unrouted(),
         }),
         None => F::result(__plan_and_run(p)),
+    }
+}
+
+/// [`ExtensionOps::pick_dense`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[deprecated = "use `pick`, which takes the same operand"]
+#[inline]
+pub fn try_pick_dense(
+    op: OperandPrimitive<rt::Dispatch>,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_pick_dense::<__rt::Fallible>(op)
+}
+
+/// The routing of [`try_pick_dense`](fn@try_pick_dense) and of the panicking `Dispatch` method (`F`
+/// says how an error is reported). Inlined into both, the common call writes its outputs straight
+/// into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_pick_dense<F: __rt::OnError>(
+    op: OperandPrimitive<rt::Dispatch>,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "pick_dense",
+        rt::Policy::Detach,
+        "tests/declared/ops.toml:193",
+        "tests/declared/ops.toml:9",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        false,
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_pick as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        op: OperandPrimitive<rt::Dispatch>,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            __rt::Group::all([__rt::Group::float_opt("op.Dense.0", op.__leaf_0())]),
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as ExtensionOps>::pick_dense, op)
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as ExtensionOps>::pick_dense, op)
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as ExtensionOps>::pick_dense, op)
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(
+        &__OP,
+        __rt::Group::all([__rt::Group::float_opt("op.Dense.0", op.__leaf_0())]),
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as ExtensionOps>::pick_dense, op)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as ExtensionOps>::pick_dense, op)
+            }
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as ExtensionOps>::pick_dense, op)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(op)),
     }
 }
 

@@ -259,6 +259,16 @@ pub trait ExtensionOps: rt::Backend {
     fn mul_pair_fn(p: FloatPairPrimitive<Self>) -> rt::FloatTensor<Self> {
         crate::declared::forward::mul_pair::<Self>(p)
     }
+    /// `pick` under its old name, kept for callers that have not moved.
+    ///
+    /// Routing:
+    /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/declared/ops.toml:193`.
+    #[must_use]
+    fn pick_dense(op: OperandPrimitive<Self>) -> rt::FloatTensor<Self> {
+        crate::declared::forward::pick::<Self>(op)
+    }
 }
 
 /// `Autodiff<B, C>` kernels of the differentiable ops of [`ExtensionOps`].

@@ -633,3 +633,28 @@ pub fn try_mul_pair_fn<const D: usize>(p: FloatPair<D>) -> Result<rt::Tensor<D>,
     let __out = dispatch::try_mul_pair_fn(p.into_primitive())?;
     Ok(rt::Tensor::from_dispatch(__out))
 }
+
+/// [`ExtensionOps::pick_dense`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_pick_dense`](fn@try_pick_dense) returns the error instead.
+#[must_use]
+#[deprecated = "use `pick`, which takes the same operand"]
+pub fn pick_dense<const D: usize>(op: Operand<D>) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as ExtensionOps>::pick_dense(op.into_primitive());
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`pick_dense`](fn@pick_dense), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+#[deprecated = "use `pick`, which takes the same operand"]
+#[allow(deprecated)]
+pub fn try_pick_dense<const D: usize>(op: Operand<D>) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_pick_dense(op.into_primitive())?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
