@@ -1,7 +1,7 @@
 //! The manifest's keys, each declared once: its table, name, whether it is required, its value
 //! and its doc line.
 //!
-//! The parser takes its known keys from here, the JSON Schema ([`crate::schema`]) its
+//! The parser takes its known keys from here, the JSON Schema (`schema`, a feature) its
 //! properties, descriptions and value sets, the manifest reference its key tables
 //! ([`reference_table`], compared by a test), the error reference and the tests their lists of
 //! known keys, and the random-manifest generators the keys they must cover. Adding a key is a

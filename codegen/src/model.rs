@@ -285,7 +285,7 @@ pub struct MetaSpec {
 /// An input's `shape = { RULE = "other_input" }`: how its shape relates to another input's.
 #[derive(Clone, Debug)]
 pub struct ShapeSpec {
-    /// The rule key as written (one of [`crate::parse::SHAPE_KEYS`]).
+    /// The rule key as written (one of [`crate::keys::Table::Shape`]).
     pub rule: Sp<String>,
     /// The input it relates to, as written.
     pub of: Sp<String>,
