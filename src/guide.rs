@@ -6,6 +6,10 @@ pub mod using_the_ops {
     #![doc = include_str!("guide/using_the_ops.md")]
 }
 
+pub mod ops {
+    #![doc = include_str!("guide/ops.md")]
+}
+
 pub mod your_own_ops {
     #![doc = include_str!("guide/your_own_ops.md")]
 }
