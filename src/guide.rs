@@ -14,6 +14,10 @@ pub mod your_own_ops {
     #![doc = include_str!("guide/your_own_ops.md")]
 }
 
+pub mod migration {
+    #![doc = include_str!("guide/migration.md")]
+}
+
 pub mod gpu {
     #![doc = include_str!("guide/gpu.md")]
 }
