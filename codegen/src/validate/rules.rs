@@ -378,6 +378,40 @@ fn ranks_are_not_traits(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             }
         }
     }
+    // A declared type's rank generics are the const parameters of its `Tensor<D>`-level form,
+    // defined in the module that names the traits (the default rank `D` included).
+    for ty in cx.types {
+        let Some(spec) = cx
+            .manifest
+            .types
+            .iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.value == ty.name))
+        else {
+            continue;
+        };
+        for rank in &ty.ranks {
+            if traits.contains(&rank.as_str()) {
+                out.push(
+                    Diagnostic::new(
+                        spec.name.as_ref().map_or(spec.span.clone(), |n| n.span.clone()),
+                        format!("type[{}]", spec.index),
+                        format!(
+                            "rank name `{rank}` of type `{}` is also the name of a generated trait",
+                            ty.name
+                        ),
+                    )
+                    .page(page::INPUT_NAME_SCOPE)
+                    .help(format!(
+                        "rename the trait, or give the type's tensors another rank (`dims = \"{}\"`)",
+                        ["E", "F", "R", "D"]
+                            .into_iter()
+                            .find(|r| !traits.contains(r) && r != rank)
+                            .unwrap_or("R2")
+                    )),
+                );
+            }
+        }
+    }
     out
 }
 
