@@ -1,0 +1,450 @@
+//! Peak heap memory of burn-route's fused ops against what a Burn user gets, on Flex (which keeps
+//! every tensor buffer on the heap): for each op, the forward pass on `Device::flex()` and the
+//! forward and backward pass on `Device::flex().autodiff()` (every float input a
+//! `require_grad()` leaf), at 64K and 1M elements, with the inputs of `benches/ops.rs`
+//! (`[n / 256, 256]`, `[n / 128, 128]` logits, `[256]` per-feature parameters).
+//!
+//! A counting global allocator wraps the system's: the figure is the peak of live heap bytes
+//! above what was live when the measured call began (the inputs, built before, are not in it;
+//! what the call returns and what it frees before returning are). Each measurement is taken
+//! three times and the smallest kept (the first call of a kind may grow a pool or a cache), and
+//! the output is dropped before the next. Baselines are Burn's own op where Burn 0.23 has one
+//! (`module::layer_norm`, `activation::softmax`, `log_softmax`, `gelu`, `silu`), else the
+//! composition `burn::nn` writes (`RmsNorm`'s), as `benches/ops.rs` has them.
+//!
+//! Run: `cargo bench --bench memory` (prints a Markdown table; BENCHMARKS.md has the figures).
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use burn_tensor::activation::{gelu, log_softmax, relu, silu, softmax};
+use burn_tensor::{Device, Distribution, Int, Tensor, TensorData};
+use common::uniform;
+
+/// The system allocator, counting live bytes and their peak.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to `System` unchanged; only counters are updated beside it.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, forwarded.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            grow(layout.size());
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, forwarded.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            grow(layout.size());
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract, forwarded.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, forwarded.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+            grow(new_size);
+        }
+        new
+    }
+}
+
+fn grow(bytes: usize) {
+    let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK.fetch_max(live, Ordering::Relaxed);
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// The peak heap bytes above the start of `run` on inputs from `setup` (built before the
+/// start), the smallest of three runs.
+fn peak<I, O>(setup: impl Fn() -> I, run: impl Fn(I) -> O) -> usize {
+    (0..3)
+        .map(|_| {
+            let inputs = setup();
+            let start = LIVE.load(Ordering::Relaxed);
+            PEAK.store(start, Ordering::Relaxed);
+            let out = run(inputs);
+            let peak = PEAK.load(Ordering::Relaxed) - start;
+            drop(out);
+            peak
+        })
+        .min()
+        .expect("three runs")
+}
+
+const WIDTH: usize = 256;
+const CLASSES: usize = 128;
+const EPS: f32 = 1e-5;
+const P: f32 = 0.1;
+const SEED: u64 = 0x5EED;
+
+fn matrix(n: usize, width: usize, seed: u64) -> TensorData {
+    TensorData::new(uniform(n, seed, -2.0, 2.0), [n / width, width])
+}
+
+fn features(seed: u64, lo: f32, hi: f32) -> TensorData {
+    TensorData::new(uniform(WIDTH, seed, lo, hi), [WIDTH])
+}
+
+fn float<const D: usize>(data: &TensorData, device: &Device) -> Tensor<D> {
+    Tensor::from_data(data.clone(), device)
+}
+
+fn leaf<const D: usize>(data: &TensorData, device: &Device) -> Tensor<D> {
+    float::<D>(data, device).require_grad()
+}
+
+fn rms_norm_burn(x: Tensor<2>, weight: Tensor<1>) -> Tensor<2> {
+    // `burn::nn::RmsNorm`'s forward.
+    x.clone() / (x.square().mean_dim(1) + EPS).sqrt() * weight.unsqueeze::<2>()
+}
+
+fn layer_norm_burn(x: Tensor<2>, gamma: Tensor<1>, beta: Tensor<1>) -> Tensor<2> {
+    // What `burn::nn::LayerNorm` calls.
+    burn_tensor::module::layer_norm(x, gamma, Some(beta), f64::from(EPS))
+}
+
+fn cross_entropy_burn(logits: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
+    -log_softmax(logits, 1)
+        .gather(1, targets.unsqueeze_dim::<2>(1))
+        .mean()
+}
+
+fn dropout_burn(x: Tensor<2>) -> Tensor<2> {
+    let keep = x.random_like(Distribution::Bernoulli(f64::from(1.0 - P)));
+    x * keep / (1.0 - P)
+}
+
+fn targets(rows: usize) -> TensorData {
+    let t: Vec<i64> = (0..rows)
+        .map(|i| i64::try_from((i * 37 + 11) % CLASSES).expect("fits"))
+        .collect();
+    TensorData::new(t, [rows])
+}
+
+/// One row of the table: the op, the pass, the size, burn-route's and Burn's peaks.
+struct Row {
+    op: &'static str,
+    pass: &'static str,
+    size: &'static str,
+    ours: usize,
+    burn: usize,
+}
+
+#[allow(clippy::too_many_lines)]
+fn measure(n: usize, size: &'static str, rows: &mut Vec<Row>) {
+    let flex = Device::flex();
+    let ad = Device::flex().autodiff();
+    let (f, a) = (&flex, &ad);
+    let x = matrix(n, WIDTH, 1);
+    let y = matrix(n, WIDTH, 2);
+    let w = matrix(n, WIDTH, 3);
+    let bias = features(4, -1.0, 1.0);
+    let gamma = features(5, 0.5, 1.5);
+    let beta = features(6, -0.5, 0.5);
+    let logits = matrix(n, CLASSES, 7);
+    let t = targets(n / CLASSES);
+    let mut row = |op, pass, ours, burn| {
+        rows.push(Row {
+            op,
+            pass,
+            size,
+            ours,
+            burn,
+        });
+    };
+
+    // Forward.
+    let fwd = "fwd";
+    row(
+        "add_relu",
+        fwd,
+        peak(
+            || (float::<2>(&x, f), float::<2>(&y, f)),
+            |(x, y)| burn_route::add_relu(x, y),
+        ),
+        peak(
+            || (float::<2>(&x, f), float::<2>(&y, f)),
+            |(x, y)| relu(x + y),
+        ),
+    );
+    row(
+        "bias_gelu",
+        fwd,
+        peak(
+            || (float::<2>(&x, f), float::<1>(&bias, f)),
+            |(x, b)| burn_route::bias_gelu(x, b),
+        ),
+        peak(
+            || (float::<2>(&x, f), float::<1>(&bias, f)),
+            |(x, b)| gelu(x + b.unsqueeze::<2>()),
+        ),
+    );
+    row(
+        "swiglu",
+        fwd,
+        peak(
+            || (float::<2>(&x, f), float::<2>(&y, f)),
+            |(g, u)| burn_route::swiglu(g, u),
+        ),
+        peak(
+            || (float::<2>(&x, f), float::<2>(&y, f)),
+            |(g, u)| silu(g) * u,
+        ),
+    );
+    row(
+        "rms_norm",
+        fwd,
+        peak(
+            || (float::<2>(&x, f), float::<1>(&gamma, f)),
+            |(x, g)| burn_route::rms_norm(x, g, EPS),
+        ),
+        peak(
+            || (float::<2>(&x, f), float::<1>(&gamma, f)),
+            |(x, g)| rms_norm_burn(x, g),
+        ),
+    );
+    row(
+        "layer_norm",
+        fwd,
+        peak(
+            || {
+                (
+                    float::<2>(&x, f),
+                    float::<1>(&gamma, f),
+                    float::<1>(&beta, f),
+                )
+            },
+            |(x, g, b)| burn_route::layer_norm(x, g, b, EPS),
+        ),
+        peak(
+            || {
+                (
+                    float::<2>(&x, f),
+                    float::<1>(&gamma, f),
+                    float::<1>(&beta, f),
+                )
+            },
+            |(x, g, b)| layer_norm_burn(x, g, b),
+        ),
+    );
+    row(
+        "softmax_last",
+        fwd,
+        peak(|| float::<2>(&x, f), burn_route::softmax_last),
+        peak(|| float::<2>(&x, f), |x| softmax(x, 1)),
+    );
+    row(
+        "cross_entropy_logits",
+        fwd,
+        peak(
+            || {
+                (
+                    float::<2>(&logits, f),
+                    Tensor::<1, Int>::from_data(t.clone(), f),
+                )
+            },
+            |(l, t)| burn_route::cross_entropy_logits(l, t),
+        ),
+        peak(
+            || {
+                (
+                    float::<2>(&logits, f),
+                    Tensor::<1, Int>::from_data(t.clone(), f),
+                )
+            },
+            |(l, t)| cross_entropy_burn(l, t),
+        ),
+    );
+    row(
+        "dropout",
+        fwd,
+        peak(|| float::<2>(&x, f), |x| burn_route::dropout(x, P, SEED)),
+        peak(|| float::<2>(&x, f), dropout_burn),
+    );
+
+    // Forward and backward: the loss of `benches/ops.rs` (a weighted sum for the row-wise ops).
+    let bwd = "fwd+bwd";
+    row(
+        "add_relu",
+        bwd,
+        peak(
+            || (leaf::<2>(&x, a), leaf::<2>(&y, a)),
+            |(x, y)| burn_route::add_relu(x, y).sum().backward(),
+        ),
+        peak(
+            || (leaf::<2>(&x, a), leaf::<2>(&y, a)),
+            |(x, y)| relu(x + y).sum().backward(),
+        ),
+    );
+    row(
+        "bias_gelu",
+        bwd,
+        peak(
+            || (leaf::<2>(&x, a), leaf::<1>(&bias, a)),
+            |(x, b)| burn_route::bias_gelu(x, b).sum().backward(),
+        ),
+        peak(
+            || (leaf::<2>(&x, a), leaf::<1>(&bias, a)),
+            |(x, b)| gelu(x + b.unsqueeze::<2>()).sum().backward(),
+        ),
+    );
+    row(
+        "swiglu",
+        bwd,
+        peak(
+            || (leaf::<2>(&x, a), leaf::<2>(&y, a)),
+            |(g, u)| burn_route::swiglu(g, u).sum().backward(),
+        ),
+        peak(
+            || (leaf::<2>(&x, a), leaf::<2>(&y, a)),
+            |(g, u)| (silu(g) * u).sum().backward(),
+        ),
+    );
+    row(
+        "rms_norm",
+        bwd,
+        peak(
+            || (leaf::<2>(&x, a), leaf::<1>(&gamma, a), float::<2>(&w, a)),
+            |(x, g, w)| (burn_route::rms_norm(x, g, EPS) * w).sum().backward(),
+        ),
+        peak(
+            || (leaf::<2>(&x, a), leaf::<1>(&gamma, a), float::<2>(&w, a)),
+            |(x, g, w)| (rms_norm_burn(x, g) * w).sum().backward(),
+        ),
+    );
+    row(
+        "layer_norm",
+        bwd,
+        peak(
+            || {
+                (
+                    leaf::<2>(&x, a),
+                    leaf::<1>(&gamma, a),
+                    leaf::<1>(&beta, a),
+                    float::<2>(&w, a),
+                )
+            },
+            |(x, g, b, w)| (burn_route::layer_norm(x, g, b, EPS) * w).sum().backward(),
+        ),
+        peak(
+            || {
+                (
+                    leaf::<2>(&x, a),
+                    leaf::<1>(&gamma, a),
+                    leaf::<1>(&beta, a),
+                    float::<2>(&w, a),
+                )
+            },
+            |(x, g, b, w)| (layer_norm_burn(x, g, b) * w).sum().backward(),
+        ),
+    );
+    row(
+        "softmax_last",
+        bwd,
+        peak(
+            || (leaf::<2>(&x, a), float::<2>(&w, a)),
+            |(x, w)| (burn_route::softmax_last(x) * w).sum().backward(),
+        ),
+        peak(
+            || (leaf::<2>(&x, a), float::<2>(&w, a)),
+            |(x, w)| (softmax(x, 1) * w).sum().backward(),
+        ),
+    );
+    row(
+        "cross_entropy_logits",
+        bwd,
+        peak(
+            || {
+                (
+                    leaf::<2>(&logits, a),
+                    Tensor::<1, Int>::from_data(t.clone(), a),
+                )
+            },
+            |(l, t)| burn_route::cross_entropy_logits(l, t).backward(),
+        ),
+        peak(
+            || {
+                (
+                    leaf::<2>(&logits, a),
+                    Tensor::<1, Int>::from_data(t.clone(), a),
+                )
+            },
+            |(l, t)| cross_entropy_burn(l, t).backward(),
+        ),
+    );
+    row(
+        "dropout",
+        bwd,
+        peak(
+            || leaf::<2>(&x, a),
+            |x| burn_route::dropout(x, P, SEED).0.sum().backward(),
+        ),
+        peak(|| leaf::<2>(&x, a), |x| dropout_burn(x).sum().backward()),
+    );
+}
+
+/// Peaks below this on both sides are bookkeeping, not tensor buffers.
+const SMALL: usize = 64 * 1024;
+
+fn kib(bytes: usize) -> String {
+    let kib = bytes.div_ceil(1024);
+    let digits = kib.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter is not supported: every row is cheap.
+    let mut rows = Vec::new();
+    for (n, size) in [(1 << 16, "64K"), (1 << 20, "1M")] {
+        measure(n, size, &mut rows);
+    }
+    println!("| op | pass | size | burn-route, KiB | Burn, KiB | burn-route / Burn |");
+    println!("|---|---|---|---:|---:|---:|");
+    for r in &rows {
+        // Below 64 KiB on both sides the op ran in place (the figures are bookkeeping), and a
+        // ratio of two such figures says nothing.
+        #[allow(clippy::cast_precision_loss)]
+        let ratio = if r.ours.max(r.burn) < SMALL {
+            "both in place".to_owned()
+        } else if r.ours < SMALL {
+            "burn-route in place".to_owned()
+        } else {
+            format!("{:.2}x", r.ours as f64 / r.burn.max(1) as f64)
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {ratio} |",
+            r.op,
+            r.pass,
+            r.size,
+            kib(r.ours),
+            kib(r.burn)
+        );
+    }
+}
