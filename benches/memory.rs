@@ -12,7 +12,13 @@
 //! (`module::layer_norm`, `activation::softmax`, `log_softmax`, `gelu`, `silu`), else the
 //! composition `burn::nn` writes (`RmsNorm`'s), as `benches/ops.rs` has them.
 //!
-//! Run: `cargo bench --bench memory` (prints a Markdown table; BENCHMARKS.md has the figures).
+//! Then a training step of a small transformer-style block (embedding, attention scores through
+//! `softmax_last`, `rms_norm`, a SwiGLU MLP, `layer_norm`, `bias_gelu`, `cross_entropy_logits`;
+//! batch 32, sequence 16, width 64): forward, backward and a plain SGD update, written with
+//! burn-route's fused ops and with Burn's ops and compositions, each without and with
+//! `gradient_checkpointing()`; the peak is above the step's start (the parameters live before).
+//!
+//! Run: `cargo bench --bench memory` (prints Markdown tables; BENCHMARKS.md has the figures).
 
 mod common;
 
@@ -419,6 +425,194 @@ fn kib(bytes: usize) -> String {
     out
 }
 
+// --- A training step of a small transformer-style block. ---
+
+/// Batch, sequence, width, hidden width of the MLP, vocabulary.
+const BATCH: usize = 32;
+const SEQ: usize = 16;
+const MODEL: usize = 64;
+const HIDDEN: usize = 128;
+const VOCAB: usize = 128;
+
+/// The block's parameters: matrices (embedding, q, k, v, o, MLP gate/up/down, dense, output)
+/// and vectors (norm weights and biases).
+struct Block {
+    matrices: Vec<Tensor<2>>,
+    vectors: Vec<Tensor<1>>,
+}
+
+impl Block {
+    fn new(device: &Device) -> Self {
+        let shapes = [
+            (VOCAB, MODEL),
+            (MODEL, MODEL),
+            (MODEL, MODEL),
+            (MODEL, MODEL),
+            (MODEL, MODEL),
+            (MODEL, HIDDEN),
+            (MODEL, HIDDEN),
+            (HIDDEN, MODEL),
+            (MODEL, MODEL),
+            (MODEL, VOCAB),
+        ];
+        let matrices = shapes
+            .iter()
+            .zip(20u64..)
+            .map(|(&(r, c), seed)| {
+                Tensor::<2>::from_data(
+                    TensorData::new(uniform(r * c, seed, -0.1, 0.1), [r, c]),
+                    device,
+                )
+                .require_grad()
+            })
+            .collect();
+        let vectors = [(0.5, 1.5), (0.5, 1.5), (-0.1, 0.1), (-0.1, 0.1)]
+            .iter()
+            .zip(40u64..)
+            .map(|(&(lo, hi), seed)| {
+                Tensor::<1>::from_data(
+                    TensorData::new(uniform(MODEL, seed, lo, hi), [MODEL]),
+                    device,
+                )
+                .require_grad()
+            })
+            .collect();
+        Self { matrices, vectors }
+    }
+
+    /// The loss on `tokens` (and their next-token `targets`): with burn-route's fused ops, or
+    /// with what a Burn user writes.
+    fn loss(&self, tokens: Tensor<1, Int>, targets: Tensor<1, Int>, fused: bool) -> Tensor<1> {
+        let m = &self.matrices;
+        let v = &self.vectors;
+        let rows = BATCH * SEQ;
+        let x = m[0].clone().select(0, tokens);
+        let heads =
+            |w: &Tensor<2>, x: &Tensor<2>| x.clone().matmul(w.clone()).reshape([BATCH, SEQ, MODEL]);
+        let (q, k, val) = (heads(&m[1], &x), heads(&m[2], &x), heads(&m[3], &x));
+        #[allow(clippy::cast_precision_loss)]
+        let scores = q.matmul(k.swap_dims(1, 2)) * (1.0 / (MODEL as f32).sqrt());
+        let attn = if fused {
+            burn_route::softmax_last(scores)
+        } else {
+            softmax(scores, 2)
+        };
+        let a = attn.matmul(val).reshape([rows, MODEL]);
+        let x = x + a.matmul(m[4].clone());
+        let h = if fused {
+            burn_route::rms_norm(x.clone(), v[0].clone(), EPS)
+        } else {
+            rms_norm_burn(x.clone(), v[0].clone())
+        };
+        let (gate, up) = (h.clone().matmul(m[5].clone()), h.matmul(m[6].clone()));
+        let mlp = if fused {
+            burn_route::swiglu(gate, up)
+        } else {
+            silu(gate) * up
+        };
+        let x = x + mlp.matmul(m[7].clone());
+        let h = if fused {
+            burn_route::layer_norm(x.clone(), v[1].clone(), v[2].clone(), EPS)
+        } else {
+            layer_norm_burn(x.clone(), v[1].clone(), v[2].clone())
+        };
+        let z = h.matmul(m[8].clone());
+        let dense = if fused {
+            burn_route::bias_gelu(z, v[3].clone())
+        } else {
+            gelu(z + v[3].clone().unsqueeze::<2>())
+        };
+        let logits = (x + dense).matmul(m[9].clone());
+        if fused {
+            burn_route::cross_entropy_logits(logits, targets)
+        } else {
+            cross_entropy_burn(logits, targets)
+        }
+    }
+
+    /// One step: forward, backward, and a plain SGD update of every parameter.
+    fn step(self, tokens: Tensor<1, Int>, targets: Tensor<1, Int>, fused: bool) -> Self {
+        const LR: f32 = 0.1;
+        let grads = self.loss(tokens, targets, fused).backward();
+        // The updated parameter keeps the step's checkpointing strategy (a tensor made with
+        // `from_inner` gets the default one, which Burn refuses to mix).
+        let update2 = |p: Tensor<2>| {
+            let g = p.grad(&grads).expect("a gradient");
+            let strategy = p
+                .gradient_checkpointing_strategy()
+                .expect("a tracked parameter");
+            Tensor::<2>::from_inner(p.inner() - g * LR)
+                .require_grad()
+                .with_gradient_checkpointing_strategy(strategy)
+        };
+        let update1 = |p: Tensor<1>| {
+            let g = p.grad(&grads).expect("a gradient");
+            let strategy = p
+                .gradient_checkpointing_strategy()
+                .expect("a tracked parameter");
+            Tensor::<1>::from_inner(p.inner() - g * LR)
+                .require_grad()
+                .with_gradient_checkpointing_strategy(strategy)
+        };
+        let matrices = self.matrices.into_iter().map(update2).collect();
+        let vectors = self.vectors.into_iter().map(update1).collect();
+        Self { matrices, vectors }
+    }
+}
+
+/// The peak heap bytes of one training step above its start (the parameters live before it),
+/// the smallest of three steps after two warm-up steps.
+fn step_peak(device: &Device, fused: bool) -> usize {
+    let rows = BATCH * SEQ;
+    let ids = |offset: usize| {
+        let t: Vec<i64> = (0..rows)
+            .map(|i| i64::try_from((i * 31 + offset) % VOCAB).expect("fits"))
+            .collect();
+        Tensor::<1, Int>::from_data(TensorData::new(t, [rows]), device)
+    };
+    let mut block = Some(Block::new(device));
+    for _ in 0..2 {
+        block = Some(block.take().expect("a block").step(ids(3), ids(4), fused));
+    }
+    (0..3)
+        .map(|_| {
+            let (tokens, targets) = (ids(3), ids(4));
+            let current = block.take().expect("a block");
+            let start = LIVE.load(Ordering::Relaxed);
+            PEAK.store(start, Ordering::Relaxed);
+            let next = current.step(tokens, targets, fused);
+            let peak = PEAK.load(Ordering::Relaxed) - start;
+            block = Some(next);
+            peak
+        })
+        .min()
+        .expect("three steps")
+}
+
+fn training_step() {
+    println!();
+    println!(
+        "| training step | without checkpointing, KiB | with `gradient_checkpointing()`, KiB | with / without |"
+    );
+    println!("|---|---:|---:|---:|");
+    let plain = Device::flex().autodiff();
+    let checkpointed = Device::flex().autodiff().gradient_checkpointing();
+    for (name, fused) in [
+        ("Burn's ops and compositions", false),
+        ("burn-route's fused ops", true),
+    ] {
+        let without = step_peak(&plain, fused);
+        let with = step_peak(&checkpointed, fused);
+        #[allow(clippy::cast_precision_loss)]
+        let ratio = with as f64 / without as f64;
+        println!(
+            "| {name} | {} | {} | {ratio:.2}x |",
+            kib(without),
+            kib(with)
+        );
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter is not supported: every row is cheap.
     let mut rows = Vec::new();
@@ -447,4 +641,5 @@ fn main() {
             kib(r.burn)
         );
     }
+    training_step();
 }

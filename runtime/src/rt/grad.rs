@@ -99,8 +99,12 @@ enum Kept<B: Backend, const N: usize> {
         output: Option<FloatTensor<B>>,
     },
     /// The float inputs' node ids: the checkpointer gives the tensors back (recomputing them
-    /// when they were not kept), and the output is recomputed (`checkpoint = "recompute"`).
-    Checkpointed { ids: [Option<NodeId>; N] },
+    /// when they were not kept). The output is kept when given, else recomputed when the
+    /// backward pass reads it (`checkpoint = "recompute"`).
+    Checkpointed {
+        ids: [Option<NodeId>; N],
+        output: Option<FloatTensor<B>>,
+    },
 }
 
 /// A derivative behind a pointer: Burn's generic node machinery (`OpsPrep`, the step, the
@@ -215,12 +219,14 @@ impl<B: Backend, const N: usize, const R: bool> Backward<B, N> for Node<R> {
         let derivative = state.derivative.0;
         let saved = match state.kept {
             Kept::Tensors { inputs, output } => Saved { inputs, output },
-            Kept::Checkpointed { ids } => {
+            Kept::Checkpointed { ids, output } => {
                 let inputs = ids.map(|id| id.map(|id| checkpointer.retrieve_node_output(id)));
-                let output = derivative.reads_output().then(|| {
-                    derivative.forward(Saved {
-                        inputs: inputs.clone(),
-                        output: None,
+                let output = output.or_else(|| {
+                    derivative.reads_output().then(|| {
+                        derivative.forward(Saved {
+                            inputs: inputs.clone(),
+                            output: None,
+                        })
                     })
                 });
                 Saved { inputs, output }
@@ -429,6 +435,27 @@ impl<B: Backend, const N: usize> Tape<B, N> {
             .compute_bound()
             .stateful()
         {
+            // Under gradient checkpointing, the inputs go to the checkpointer, as Burn's own
+            // compute-bound ops do: one that a memory-bound op produced is then recomputed for
+            // the backward pass rather than kept alive beside what the checkpointer keeps to
+            // recompute it (which made a checkpointed training step heavier, not lighter).
+            OpsKind::Tracked(mut prep) if checkpoints::<C>() => {
+                let ids = self
+                    .kept
+                    .each_ref()
+                    .map(|t| t.as_ref().map(|t| prep.checkpoint(t)));
+                let kept_output = derivative.0.reads_output().then(|| output.clone());
+                let state = State {
+                    derivative,
+                    kept: Kept::Checkpointed {
+                        ids,
+                        output: kept_output,
+                    },
+                    shapes: self.shapes.clone(),
+                    present: self.present,
+                };
+                prep.finish(state, output)
+            }
             OpsKind::Tracked(prep) => {
                 // The last node takes the kept inputs; an earlier one (of a split tape) copies.
                 let kept = if self.guards.is_empty() {
@@ -503,7 +530,7 @@ impl<B: Backend, const N: usize> Tape<B, N> {
                 }
                 let state = State {
                     derivative,
-                    kept: Kept::Checkpointed { ids },
+                    kept: Kept::Checkpointed { ids, output: None },
                     shapes: self.shapes,
                     present: self.present,
                 };
