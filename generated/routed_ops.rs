@@ -812,7 +812,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::bias_gelu`](super::RoutedOps::bias_gelu), from its
-    /// function (ops.toml:212).
+    /// function (ops.toml:211).
     #[derive(Clone, Debug)]
     pub struct BiasGeluBackward;
 
@@ -840,8 +840,20 @@ pub mod autodiff {
         }
     }
 
+    impl<B> __grad::Recompute<B, 2> for BiasGeluBackward
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        fn forward(&self, mut __inputs: __grad::Saved<B, 2>) -> rt::FloatTensor<B> {
+            <B as super::RoutedOps>::bias_gelu(__inputs.input(0), __inputs.input(1))
+        }
+    }
+
     /// [`RoutedOps::bias_gelu`](super::RoutedOps::bias_gelu) on `Autodiff<B, C>`: the forward pass
     /// on `B`, and [`BiasGeluBackward`] as its backward pass.
+    ///
+    /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
+    /// recomputed when the backward pass needs it instead of being kept.
     pub fn bias_gelu<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
         bias: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -850,16 +862,16 @@ pub mod autodiff {
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::new([Some(x), Some(bias)], [true, true]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x), Some(bias)], [true, true]);
         let x = __tape.input(0);
         let bias = __tape.input(1);
         let __output = <B as super::RoutedOps>::bias_gelu(x, bias);
         let __derivative = BiasGeluBackward;
-        __tape.finish::<C, _>(__derivative, __output)
+        __tape.finish_recomputed::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::swiglu`](super::RoutedOps::swiglu), from its function
-    /// (ops.toml:233).
+    /// (ops.toml:232).
     #[derive(Clone, Debug)]
     pub struct SwigluBackward;
 
@@ -887,8 +899,20 @@ pub mod autodiff {
         }
     }
 
+    impl<B> __grad::Recompute<B, 2> for SwigluBackward
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        fn forward(&self, mut __inputs: __grad::Saved<B, 2>) -> rt::FloatTensor<B> {
+            <B as super::RoutedOps>::swiglu(__inputs.input(0), __inputs.input(1))
+        }
+    }
+
     /// [`RoutedOps::swiglu`](super::RoutedOps::swiglu) on `Autodiff<B, C>`: the forward pass on
     /// `B`, and [`SwigluBackward`] as its backward pass.
+    ///
+    /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
+    /// recomputed when the backward pass needs it instead of being kept.
     pub fn swiglu<B, C>(
         gate: rt::FloatTensor<rt::Autodiff<B, C>>,
         up: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -897,12 +921,12 @@ pub mod autodiff {
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::new([Some(gate), Some(up)], [true, true]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(gate), Some(up)], [true, true]);
         let gate = __tape.input(0);
         let up = __tape.input(1);
         let __output = <B as super::RoutedOps>::swiglu(gate, up);
         let __derivative = SwigluBackward;
-        __tape.finish::<C, _>(__derivative, __output)
+        __tape.finish_recomputed::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::rms_norm`](super::RoutedOps::rms_norm), from its function
