@@ -574,3 +574,31 @@ fn the_error_reference_examples_are_what_the_generator_says() {
     assert!(checked > 30, "only {checked} examples found");
     eprintln!("error-reference TOML examples checked: {checked}");
 }
+
+/// Every link into the error reference from the docs (`crate::errors#ID`,
+/// `super::errors#ID`, `burn_route::errors#ID`, ...) names a section it has.
+#[test]
+fn every_link_into_the_error_reference_names_a_section() {
+    let reference = read("core/src/errors.md");
+    let mut problems = Vec::new();
+    for path in documents() {
+        let doc = read(&path);
+        for (at, _) in doc.match_indices("errors#") {
+            let id: String = doc[at + "errors#".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            // The guide's own errors chapter (`super::errors#routeerror`) has headings of its own.
+            let chapter = doc[..at].ends_with("super::")
+                && read("src/guide/errors.md")
+                    .to_lowercase()
+                    .contains(&id.replace('-', " "));
+            if !chapter && !reference.contains(&format!("<a id=\"{id}\"></a>")) {
+                problems.push(format!(
+                    "{path}: `errors#{id}` names no section of the error reference"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
