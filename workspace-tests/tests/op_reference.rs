@@ -123,7 +123,11 @@ fn backward(op: &Op) -> String {
                 .map(|a| match a {
                     SavedValue::Float(i) => format!("`{}`", slots[*i]),
                     SavedValue::Output => "the output".to_owned(),
-                    SavedValue::Field(name) => format!("`{name}`"),
+                    // A generated field holding element N of a tuple output (`save = ["output.N"]`).
+                    SavedValue::Field(name) => match name.strip_prefix("__output_") {
+                        Some(n) => format!("`output.{}`", n.replace('_', ".")),
+                        None => format!("`{name}`"),
+                    },
                 })
                 .collect();
             format!(
