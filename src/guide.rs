@@ -42,6 +42,10 @@ pub mod errors {
     #![doc = include_str!("guide/errors.md")]
 }
 
+pub mod troubleshooting {
+    #![doc = include_str!("guide/troubleshooting.md")]
+}
+
 pub mod benchmarks {
     #![doc = include_str!("guide/benchmarks.md")]
     #![doc = ""]
