@@ -21,13 +21,19 @@
 //! Run: `cargo bench --bench memory` (prints Markdown tables; BENCHMARKS.md has the figures).
 
 mod common;
+#[path = "common/flex.rs"]
+mod flex;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use burn_tensor::activation::{gelu, log_softmax, relu, silu, softmax};
-use burn_tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn_tensor::activation::{gelu, relu, silu, softmax};
+use burn_tensor::{Device, Int, Tensor, TensorData};
 use common::uniform;
+use flex::{
+    CLASSES, EPS, P, WIDTH, cross_entropy_burn, dropout_burn, features, float, leaf, matrix,
+    rms_norm_burn,
+};
 
 /// The system allocator, counting live bytes and their peak.
 struct Counting;
@@ -97,47 +103,11 @@ fn peak<I, O>(setup: impl Fn() -> I, run: impl Fn(I) -> O) -> usize {
         .expect("three runs")
 }
 
-const WIDTH: usize = 256;
-const CLASSES: usize = 128;
-const EPS: f32 = 1e-5;
-const P: f32 = 0.1;
 const SEED: u64 = 0x5EED;
-
-fn matrix(n: usize, width: usize, seed: u64) -> TensorData {
-    TensorData::new(uniform(n, seed, -2.0, 2.0), [n / width, width])
-}
-
-fn features(seed: u64, lo: f32, hi: f32) -> TensorData {
-    TensorData::new(uniform(WIDTH, seed, lo, hi), [WIDTH])
-}
-
-fn float<const D: usize>(data: &TensorData, device: &Device) -> Tensor<D> {
-    Tensor::from_data(data.clone(), device)
-}
-
-fn leaf<const D: usize>(data: &TensorData, device: &Device) -> Tensor<D> {
-    float::<D>(data, device).require_grad()
-}
-
-fn rms_norm_burn(x: Tensor<2>, weight: Tensor<1>) -> Tensor<2> {
-    // `burn::nn::RmsNorm`'s forward.
-    x.clone() / (x.square().mean_dim(1) + EPS).sqrt() * weight.unsqueeze::<2>()
-}
 
 fn layer_norm_burn(x: Tensor<2>, gamma: Tensor<1>, beta: Tensor<1>) -> Tensor<2> {
     // What `burn::nn::LayerNorm` calls.
     burn_tensor::module::layer_norm(x, gamma, Some(beta), f64::from(EPS))
-}
-
-fn cross_entropy_burn(logits: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
-    -log_softmax(logits, 1)
-        .gather(1, targets.unsqueeze_dim::<2>(1))
-        .mean()
-}
-
-fn dropout_burn(x: Tensor<2>) -> Tensor<2> {
-    let keep = x.random_like(Distribution::Bernoulli(f64::from(1.0 - P)));
-    x * keep / (1.0 - P)
 }
 
 fn targets(rows: usize) -> TensorData {

@@ -43,24 +43,26 @@
 //! command line (`-- --sample-size 50 --measurement-time 5`).
 
 mod common;
+#[path = "common/flex.rs"]
+mod flex;
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use burn_tensor::activation::{gelu, log_softmax, relu, silu, softmax};
-use burn_tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn_tensor::activation::{gelu, relu, silu, softmax};
+use burn_tensor::{Device, Int, Tensor, TensorData};
 use common::uniform;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+#[cfg(feature = "autodiff")]
+use flex::leaf;
+use flex::{
+    CLASSES, EPS, P, WIDTH, cross_entropy_burn, dropout_burn, features, float, matrix,
+    rms_norm_burn,
+};
 
 /// Element counts of the inputs, with their labels in benchmark ids.
 const SIZES: [(usize, &str); 3] = [(1 << 10, "1K"), (1 << 16, "64K"), (1 << 20, "1M")];
-/// Last dimension of the inputs (`[n / WIDTH, WIDTH]`) and size of per-feature parameters.
-const WIDTH: usize = 256;
-/// Classes of the cross-entropy logits (`[n / CLASSES, CLASSES]`).
-const CLASSES: usize = 128;
-const EPS: f32 = 1e-5;
-/// Dropout probability and the routed op's mask seed.
-const P: f32 = 0.1;
+/// The routed dropout's mask seed.
 const SEED: u64 = 0x5EED;
 /// Clamp bounds (inputs are uniform in `[-3, 3)`).
 const LO: f32 = -1.0;
@@ -69,27 +71,6 @@ const ALPHA: f32 = 0.5;
 const BETA: f32 = -2.0;
 /// `k` of top-k along the last dimension.
 const K: usize = 8;
-
-/// `[n / width, width]` values uniform in `[-3, 3)`.
-fn matrix(n: usize, width: usize, seed: u64) -> TensorData {
-    TensorData::new(uniform(n, seed, -3.0, 3.0), [n / width, width])
-}
-
-/// `[WIDTH]` values uniform in `[lo, hi)`.
-fn features(seed: u64, lo: f32, hi: f32) -> TensorData {
-    TensorData::new(uniform(WIDTH, seed, lo, hi), [WIDTH])
-}
-
-/// A fresh tensor (its own buffer) with `data`'s values on `device`.
-fn float<const D: usize>(data: &TensorData, device: &Device) -> Tensor<D> {
-    Tensor::from_data(data.clone(), device)
-}
-
-/// A fresh gradient-tracked leaf with `data`'s values on the autodiff `device`.
-#[cfg(feature = "autodiff")]
-fn leaf<const D: usize>(data: &TensorData, device: &Device) -> Tensor<D> {
-    float(data, device).require_grad()
-}
 
 /// Small batches amortise the timer below 1M elements; at 1M one input at a time keeps a batch of
 /// prepared inputs from crowding the caches.
@@ -134,26 +115,11 @@ fn compare<P, I, O1, O2>(
     group.finish();
 }
 
-// --- Burn's `Tensor` API: what a user writes without burn-route. ---
-
-fn rms_norm_burn(x: Tensor<2>, weight: Tensor<1>) -> Tensor<2> {
-    x.clone() / (x.square().mean_dim(1) + EPS).sqrt() * weight.unsqueeze::<2>()
-}
+// --- Burn's `Tensor` API (the rest is in `common/flex.rs`). ---
 
 fn layer_norm_burn(x: Tensor<2>, gamma: Tensor<1>, beta: Tensor<1>) -> Tensor<2> {
     let (var, mean) = x.clone().var_mean_bias(1);
     (x - mean) / (var + EPS).sqrt() * gamma.unsqueeze::<2>() + beta.unsqueeze::<2>()
-}
-
-fn cross_entropy_burn(logits: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
-    -log_softmax(logits, 1)
-        .gather(1, targets.unsqueeze_dim::<2>(1))
-        .mean()
-}
-
-fn dropout_burn(x: Tensor<2>) -> Tensor<2> {
-    let keep = x.random_like(Distribution::Bernoulli(f64::from(1.0 - P)));
-    x * keep / (1.0 - P)
 }
 
 // --- Inputs. ---
