@@ -10,7 +10,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use burn_route_codegen::ir::{
-    Arg, BackwardForm, Container, FusionImpl, Ir, Op, Output, Policy, Rank, RemoteImpl, SavedValue,
+    Arg, BackendName, BackwardForm, Container, FusionImpl, Ir, Op, Output, Policy, Rank,
+    RemoteImpl, SavedValue, TensorKind,
 };
 use burn_route_codegen::{parse, validate};
 
@@ -154,9 +155,9 @@ fn backends(op: &Op, flex: &[String], cube: &[String]) -> Vec<(&'static str, Str
         .iter()
         .map(|backend| {
             let name = backend.name.key();
-            let how = match name {
-                "Flex" if flex.contains(&op.name) => "its own kernel".to_owned(),
-                "Cube" => match (op.fusion, cube.contains(&op.name)) {
+            let how = match backend.name {
+                BackendName::Flex if flex.contains(&op.name) => "its own kernel".to_owned(),
+                BackendName::Cube => match (op.fusion, cube.contains(&op.name)) {
                     (FusionImpl::Lazy, true) => {
                         "its own CubeCL kernel; with fusion on, one deferred operation".to_owned()
                     }
@@ -170,7 +171,7 @@ fn backends(op: &Op, flex: &[String], cube: &[String]) -> Vec<(&'static str, Str
                     (_, true) => "its own CubeCL kernel".to_owned(),
                     (_, false) => "its composition".to_owned(),
                 },
-                "Remote" => match op.remote {
+                BackendName::Remote => match op.remote {
                     RemoteImpl::Kernel => "one operation: the server runs its kernel".to_owned(),
                     _ => "its composition, primitive by primitive".to_owned(),
                 },
@@ -199,7 +200,7 @@ fn contracts(op: &Op) -> String {
 
 fn dtypes(op: &Op) -> String {
     let has_float = op.inputs.iter().any(|i| match &i.arg {
-        Arg::Tensor(t) => t.kind.key() == "float",
+        Arg::Tensor(t) => t.kind == TensorKind::Float,
         Arg::Declared { .. } => true,
         _ => false,
     });
