@@ -127,10 +127,17 @@ impl<'a> Check<'a> {
         let spec = self.spec;
         let op = self.op;
         let Some(backward) = &spec.backward else {
-            self.stray_keys(
-                "and the op declares none",
-                "add `backward` (formulas or a function path), or remove this key",
-            );
+            // Advice that leads out: `backward` is only an option where the op may declare one.
+            let help = if op.composite.is_some() {
+                "remove this key: a composite op's gradient comes from its composition"
+            } else if op.policy != Policy::Differentiable {
+                "remove this key: only a `differentiable` op has a backward pass"
+            } else if op.asynchronous {
+                "remove this key: an async op's backward pass is its `Autodiff<B, C>` kernel, written by hand"
+            } else {
+                "add `backward` (formulas or a function path), or remove this key"
+            };
+            self.stray_keys("and the op declares none", help);
             return None;
         };
         let backward_span = match backward {
