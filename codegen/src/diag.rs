@@ -99,6 +99,8 @@ pub mod page {
     pub const EMPTY_TUPLE: &str = "manifest-empty-tuple";
     /// `autodiff_trait must differ from trait`.
     pub const AUTODIFF_TRAIT_SAME: &str = "manifest-autodiff-trait-same";
+    /// `autodiff_trait names a trait that is not generated` / `backward_bounds bounds nothing`.
+    pub const ROUTING_KEY_UNUSED: &str = "manifest-routing-key-unused";
     /// `rank name ... is also the name of a generated trait`.
     pub const INPUT_NAME_SCOPE: &str = "manifest-input-name-scope";
     /// `plain type ...` (not in scope, lifetimes, unsized, `_`, `impl`, `!`, `Self`).
@@ -192,6 +194,7 @@ pub mod page {
         TRY_COLLISION,
         EMPTY_TUPLE,
         AUTODIFF_TRAIT_SAME,
+        ROUTING_KEY_UNUSED,
         INPUT_NAME_SCOPE,
         PLAIN_TYPE_SCOPE,
         DOC_TEXT,

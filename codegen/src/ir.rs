@@ -50,7 +50,7 @@ impl Ir {
     /// Whether group `group` has differentiable ops whose `Autodiff<B, C>` kernels are written
     /// by hand (and so needs its companion autodiff trait).
     pub fn needs_autodiff_trait(&self, group: usize) -> bool {
-        !self.groups[group].composite && self.ops_of(group).any(Op::hand_written_autodiff)
+        self.groups[group].needs_autodiff_trait(self.ops_of(group))
     }
 
     /// Whether any op gets a generated `Autodiff<B, C>` implementation (from its `backward`
@@ -323,6 +323,14 @@ pub struct TraitGroup {
     pub backends: Vec<Backend>,
     /// Methods have default bodies calling a composite function.
     pub composite: bool,
+}
+
+impl TraitGroup {
+    /// Whether the group, whose ops are `ops`, has differentiable ops with hand-written
+    /// `Autodiff<B, C>` kernels, and so a companion trait (named `autodiff_name`).
+    pub fn needs_autodiff_trait<'a>(&self, mut ops: impl Iterator<Item = &'a Op>) -> bool {
+        !self.composite && ops.any(Op::hand_written_autodiff)
+    }
 }
 
 /// A backend selector and the cfg that compiles it in.

@@ -188,7 +188,7 @@ const ROUTING: &[Key] = &[
     key(Table::Routing, "autodiff_trait", No, Value::Name(TRAIT_NAME), "Name of the trait of hand-written `Autodiff<B, C>` kernels (default: `trait` + `Autodiff`)."),
     key(Table::Routing, "backends", Yes, Value::Backends, "The backends ops are routed to, each with the cfg that compiles its routing in."),
     key(Table::Routing, "autodiff_cfg", No, Value::Cfg, "cfg predicate that compiles autodiff routing in (combined with `burn_route_autodiff`)."),
-    key(Table::Routing, "backward_bounds", No, Value::Paths, "Traits the backend of every generated `Autodiff<B, C>` implementation must implement."),
+    key(Table::Routing, "backward_bounds", No, Value::Paths, "Traits the backend must implement in the `Autodiff<B, C>` implementation of every op with a `backward`."),
 ];
 
 #[rustfmt::skip] // One row per key, as a table reads.

@@ -23,6 +23,8 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     op_names_unique,
     try_names_free,
     autodiff_trait_differs,
+    autodiff_trait_is_generated,
+    backward_bounds_are_used,
     generated_names_distinct,
     ranks_are_not_traits,
     shape_contracts_resolve,
@@ -202,6 +204,72 @@ fn autodiff_trait_differs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     ]
 }
 
+/// `autodiff_trait` names the main trait's companion, which holds the hand-written
+/// `Autodiff<B, C>` kernels of its differentiable ops: where it has none, the trait is not
+/// generated and the key would change nothing.
+fn autodiff_trait_is_generated(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let Some(a) = &cx.manifest.routing.autodiff_trait else {
+        return Vec::new();
+    };
+    // Equal to `trait`: `autodiff_trait_differs` says so.
+    if cx.routing.is_none_or(|r| r.trait_name == a.value) {
+        return Vec::new();
+    }
+    // With an op that failed to lower, the groups are not known.
+    let Some((ops, groups)) = grouped(cx).filter(|_| cx.ops.len() == cx.manifest.ops.len()) else {
+        return Vec::new();
+    };
+    let generated = groups.iter().enumerate().any(|(index, group)| {
+        group.autodiff_name == a.value
+            && group.needs_autodiff_trait(ops.iter().filter(|op| op.group == index))
+    });
+    if generated {
+        return Vec::new();
+    }
+    vec![
+        Diagnostic::new(
+            a.span.clone(),
+            "routing.autodiff_trait",
+            format!(
+                "`autodiff_trait` names a trait that is not generated: no differentiable op on \
+                 the default backends has hand-written `Autodiff<B, C>` kernels, so `{}` would \
+                 not exist",
+                a.value
+            ),
+        )
+        .page(page::ROUTING_KEY_UNUSED)
+        .help(
+            "remove the key: the trait exists only when a differentiable op on \
+             `routing.backends` has hand-written `Autodiff<B, C>` kernels \
+             (`backward = \"hand-written\"`, or none of `backward`, `composition`, `composite`)",
+        ),
+    ]
+}
+
+/// `backward_bounds` bounds the backend of the generated `Autodiff<B, C>` implementations of the
+/// ops with a declared backward pass: without one, the key would change nothing.
+fn backward_bounds_are_used(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let Some(bounds) = &cx.manifest.routing.backward_bounds else {
+        return Vec::new();
+    };
+    if cx.ops.len() < cx.manifest.ops.len() || cx.ops.iter().any(|(_, op)| op.backward.is_some()) {
+        return Vec::new();
+    }
+    vec![
+        Diagnostic::new(
+            bounds.span.clone(),
+            "routing.backward_bounds",
+            "`backward_bounds` bounds nothing: no op declares a `backward` pass (formulas or a \
+             function), the only generated code these traits bound",
+        )
+        .page(page::ROUTING_KEY_UNUSED)
+        .help(
+            "remove the key; list a trait here when a function named by an op's `backward` \
+             needs it from the backend",
+        ),
+    ]
+}
+
 /// The ops, each in its trait group, as the IR will have them (`None` without a valid
 /// `[routing]`).
 fn grouped(cx: &Context<'_, '_>) -> Option<(Vec<Op>, Vec<TraitGroup>)> {
@@ -225,11 +293,7 @@ fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     let mut defined: Vec<String> = Vec::new();
     for (index, group) in groups.iter().enumerate() {
         defined.push(group.name.clone());
-        let hand_written = !group.composite
-            && ops
-                .iter()
-                .any(|op| op.group == index && op.policy == Policy::Differentiable);
-        if hand_written {
+        if group.needs_autodiff_trait(ops.iter().filter(|op| op.group == index)) {
             defined.push(group.autodiff_name.clone());
         }
     }
