@@ -49,7 +49,17 @@ fn add_relu_gradients_match_finite_differences() {
         let rhs = tensor(&b, shape, &device).require_grad();
         let out = add_relu(lhs.clone(), rhs.clone());
         assert!(out.is_tracked(), "differentiable output must be tracked");
+        // The Flex backward pass writes over the saved output when nothing else holds it, and
+        // updates the incoming gradient when something does (here `held`): the same values.
+        let held = add_relu(lhs.clone(), rhs.clone());
+        let grads_held = (held.clone() * tensor(&w, shape, &device)).sum().backward();
         let grads = (out * tensor(&w, shape, &device)).sum().backward();
+        assert_eq!(
+            values(&lhs.grad(&grads_held).expect("lhs grad")),
+            values(&lhs.grad(&grads).expect("lhs grad")),
+            "a held output changes nothing"
+        );
+        drop(held);
         let fd_lhs = finite_difference(|x| loss(x, &b), &a, 1e-2);
         let fd_rhs = finite_difference(|x| loss(&a, x), &b, 1e-2);
         assert_close(
