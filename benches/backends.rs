@@ -261,12 +261,14 @@ const DIRECT: &[(&str, Op)] = &[
             x.clone() / (x.square().mean_dim(1) + EPS).sqrt() * i.weight.clone().unsqueeze::<2>(),
         )
     }),
+    // What `burn::nn::LayerNorm` calls: Burn's own op.
     ("layer_norm", |i| {
-        let (var, mean) = i.x.clone().var_mean_bias(1);
-        Box::new(
-            (i.x.clone() - mean) / (var + EPS).sqrt() * i.weight.clone().unsqueeze::<2>()
-                + i.bias.clone().unsqueeze::<2>(),
-        )
+        Box::new(burn_tensor::module::layer_norm(
+            i.x.clone(),
+            i.weight.clone(),
+            Some(i.bias.clone()),
+            f64::from(EPS),
+        ))
     }),
     ("softmax_last", |i| Box::new(softmax(i.x.clone(), 1))),
     ("cross_entropy_logits", |i| {

@@ -31,8 +31,8 @@ use burn_tensor::activation::{gelu, relu, silu, softmax};
 use burn_tensor::{Device, Int, Tensor, TensorData};
 use common::uniform;
 use flex::{
-    CLASSES, EPS, P, WIDTH, cross_entropy_burn, dropout_burn, features, float, leaf, matrix,
-    rms_norm_burn,
+    CLASSES, EPS, P, WIDTH, cross_entropy_burn, dropout_burn, features, float, layer_norm_burn,
+    leaf, matrix, rms_norm_burn,
 };
 
 /// The system allocator, counting live bytes and their peak.
@@ -104,11 +104,6 @@ fn peak<I, O>(setup: impl Fn() -> I, run: impl Fn(I) -> O) -> usize {
 }
 
 const SEED: u64 = 0x5EED;
-
-fn layer_norm_burn(x: Tensor<2>, gamma: Tensor<1>, beta: Tensor<1>) -> Tensor<2> {
-    // What `burn::nn::LayerNorm` calls.
-    burn_tensor::module::layer_norm(x, gamma, Some(beta), f64::from(EPS))
-}
 
 fn targets(rows: usize) -> TensorData {
     let t: Vec<i64> = (0..rows)

@@ -56,8 +56,8 @@ use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, 
 #[cfg(feature = "autodiff")]
 use flex::leaf;
 use flex::{
-    CLASSES, EPS, P, WIDTH, cross_entropy_burn, dropout_burn, features, float, matrix,
-    rms_norm_burn,
+    CLASSES, EPS, P, WIDTH, cross_entropy_burn, dropout_burn, features, float, layer_norm_burn,
+    matrix, rms_norm_burn,
 };
 
 /// Element counts of the inputs, with their labels in benchmark ids.
@@ -113,13 +113,6 @@ fn compare<P, I, O1, O2>(
         });
     }
     group.finish();
-}
-
-// --- Burn's `Tensor` API (the rest is in `common/flex.rs`). ---
-
-fn layer_norm_burn(x: Tensor<2>, gamma: Tensor<1>, beta: Tensor<1>) -> Tensor<2> {
-    let (var, mean) = x.clone().var_mean_bias(1);
-    (x - mean) / (var + EPS).sqrt() * gamma.unsqueeze::<2>() + beta.unsqueeze::<2>()
 }
 
 // --- Inputs. ---

@@ -876,3 +876,52 @@ fn count_nonfinite() {
         },
     );
 }
+
+/// `linear_cross_entropy` (ops.toml:468): values, policy, gradients and backends, by
+/// `burn_route_runtime::check`.
+#[test]
+fn linear_cross_entropy() {
+    let op = check::Op::differentiable("linear_cross_entropy")
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
+        .input(check::Input::float("x", &[2, 3]))
+        .input(check::Input::float("weight", &[4, 3]))
+        .input(check::Input::optional_float("bias", &[4]))
+        .input(check::Input::int("targets", &[2]))
+        .range(0.0, 4.0);
+    check::run(&op, |args: &mut check::Args| {
+        let __out_0 = ::burn_route::dispatch::try_linear_cross_entropy(
+            args.float(0),
+            args.float(1),
+            args.optional_float(2),
+            args.int(3),
+            <::burn_route::CrossEntropyOptions as Default>::default(),
+        )?;
+        Ok(vec![check::Value::float(__out_0)])
+    });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_linear_cross_entropy(
+                args.float(0),
+                args.float(1),
+                args.optional_float(2),
+                args.int(3),
+                <::burn_route::CrossEntropyOptions as Default>::default(),
+            )?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::kernels::linear_ce::composed::<Dispatch>(
+                args.float(0),
+                args.float(1),
+                args.optional_float(2),
+                args.int(3),
+                <::burn_route::CrossEntropyOptions as Default>::default(),
+            );
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
+}

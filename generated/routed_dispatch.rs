@@ -5,6 +5,8 @@ use super::ops::AffinePrimitive;
 use super::ops::FillPrimitive;
 use super::ops::MomentsPrimitive;
 use super::ops::RoutedOps;
+#[cfg(burn_route_autodiff)]
+use super::ops::RoutedOpsAutodiff;
 use super::ops::RoutedOpsComposite;
 use super::ops::RoutedOpsFlex;
 #[cfg(burn_route_autodiff)]
@@ -180,6 +182,18 @@ impl RoutedOps for rt::Dispatch {
     fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
         let __planned = self::try_count_nonfinite(x);
         __planned.or_panic()
+    }
+    /// Routes like [`try_linear_cross_entropy`](fn@try_linear_cross_entropy), and panics with its
+    /// error.
+    #[inline]
+    fn linear_cross_entropy(
+        x: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        targets: rt::IntTensor<Self>,
+        options: crate::CrossEntropyOptions,
+    ) -> rt::FloatTensor<Self> {
+        self::route_linear_cross_entropy::<__rt::Panic>(x, weight, bias, targets, options)
     }
 }
 
@@ -4944,6 +4958,274 @@ pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
         (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(__route, x),
         _ => __route.unrouted(),
     })
+}
+
+/// The kernel call of [`try_linear_cross_entropy`](fn@try_linear_cross_entropy): unwraps the inputs
+/// for backend `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_linear_cross_entropy<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        Option<rt::FloatTensor<B>>,
+        rt::IntTensor<B>,
+        crate::CrossEntropyOptions,
+    ) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+    targets: rt::DispatchTensor,
+    options: crate::CrossEntropyOptions,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let weight = B::float(__route, "weight", weight);
+    let bias = B::float_opt(__route, "bias", bias);
+    let targets = B::int(__route, "targets", targets);
+    let __out = __kernel(x, weight, bias, targets, options);
+    B::float_out(__route, __out)
+}
+
+/// [`RoutedOps::linear_cross_entropy`] for `Dispatch` primitives, returning the routing error
+/// instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_linear_cross_entropy(
+    x: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+    targets: rt::DispatchTensor,
+    options: crate::CrossEntropyOptions,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_linear_cross_entropy::<__rt::Fallible>(x, weight, bias, targets, options)
+}
+
+/// The routing of [`try_linear_cross_entropy`](fn@try_linear_cross_entropy) and of the panicking
+/// `Dispatch` method (`F` says how an error is reported). Inlined into both, the common call writes
+/// its outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_linear_cross_entropy<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+    targets: rt::DispatchTensor,
+    options: crate::CrossEntropyOptions,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "linear_cross_entropy",
+        rt::Policy::Differentiable,
+        "ops.toml:468",
+        "ops.toml:18",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_linear_cross_entropy as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        weight: rt::DispatchTensor,
+        bias: Option<rt::DispatchTensor>,
+        targets: rt::DispatchTensor,
+        options: crate::CrossEntropyOptions,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            __rt::Group::all([
+                __rt::Group::float("x", &x),
+                __rt::Group::float("weight", &weight),
+                __rt::Group::float_opt("bias", bias.as_ref()),
+                __rt::Group::int("targets", &targets),
+            ]),
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::linear_cross_entropy,
+                x,
+                weight,
+                bias,
+                targets,
+                options,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    <AutodiffFlex as RoutedOpsAutodiff>::linear_cross_entropy,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    <BalancedFlex as RoutedOpsAutodiff>::linear_cross_entropy,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::linear_cross_entropy,
+                x,
+                weight,
+                bias,
+                targets,
+                options,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    <AutodiffCube as RoutedOpsAutodiff>::linear_cross_entropy,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    <BalancedCube as RoutedOpsAutodiff>::linear_cross_entropy,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::linear_cross_entropy,
+                x,
+                weight,
+                bias,
+                targets,
+                options,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::linear_cross_entropy,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    <BalancedRemote as RoutedOpsAutodiff>::linear_cross_entropy,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LeadingDimsOf,
+                "ops.toml:472",
+                ("bias", bias.as_ref()),
+                ("weight", Some(&weight)),
+            ),
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LeadingDimsOf,
+                "ops.toml:473",
+                ("targets", Some(&targets)),
+                ("x", Some(&x)),
+            ),
+        ],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
+    match __rt::Route::fast(
+        &__OP,
+        __rt::Group::all([
+            __rt::Group::float("x", &x),
+            __rt::Group::float("weight", &weight),
+            __rt::Group::float_opt("bias", bias.as_ref()),
+            __rt::Group::int("targets", &targets),
+        ]),
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::linear_cross_entropy,
+                x,
+                weight,
+                bias,
+                targets,
+                options,
+            ),
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::linear_cross_entropy,
+                x,
+                weight,
+                bias,
+                targets,
+                options,
+            ),
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::linear_cross_entropy,
+                x,
+                weight,
+                bias,
+                targets,
+                options,
+            ),
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x, weight, bias, targets, options)),
+    }
 }
 
 impl AffinePrimitive<rt::Dispatch> {

@@ -362,6 +362,49 @@ pub trait RoutedOps: rt::Backend {
     fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
         crate::kernels::composed::count_nonfinite::<Self>(x)
     }
+    /// Cross-entropy of the logits `x @ weight^T + bias` (`x` `[rows, features]`, `weight`
+    /// `[classes, features]`, `bias` `[classes]`) against integer class `targets` (`[rows]`), as a
+    /// one-element tensor, without the `[rows, classes]` logits ever existing whole: the rows go in
+    /// chunks, and when an input is tracked each chunk's gradients of `x`, `weight` and `bias` are
+    /// formed in the forward pass, which the backward pass only scales. `options` sets the
+    /// reduction
+    /// (mean or sum), an ignored target, label smoothing and a z-loss term
+    /// (`CrossEntropyOptions::default()` is PyTorch's `cross_entropy(x @ weight.T + bias,
+    /// targets)`).
+    /// A target that is neither a class nor `ignore_index` panics with its row and value, as does a
+    /// `weight` whose rows are not `x`'s width.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:468`.
+    #[must_use]
+    fn linear_cross_entropy(
+        x: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        targets: rt::IntTensor<Self>,
+        options: crate::CrossEntropyOptions,
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::linear_ce::composed::<Self>(x, weight, bias, targets, options)
+    }
+}
+
+/// `Autodiff<B, C>` kernels of the differentiable ops of [`RoutedOps`].
+///
+/// Implement it for `Autodiff<B, C>`: the forward pass on `B` plus a backward pass. The
+/// generated `Dispatch` routing calls it when an input carries an enabled autodiff context.
+#[cfg(burn_route_autodiff)]
+pub trait RoutedOpsAutodiff: rt::Backend {
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::linear_cross_entropy`].
+    fn linear_cross_entropy(
+        x: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        targets: rt::IntTensor<Self>,
+        options: crate::CrossEntropyOptions,
+    ) -> rt::FloatTensor<Self>;
 }
 
 /// [`RoutedOps`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.

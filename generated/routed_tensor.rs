@@ -866,3 +866,51 @@ pub fn count_nonfinite<const D: usize>(x: &rt::Tensor<D>) -> rt::Pending<usize> 
 pub fn try_count_nonfinite<const D: usize>(x: &rt::Tensor<D>) -> rt::PendingResult<usize> {
     Box::pin(dispatch::try_count_nonfinite(&x.clone().into_dispatch()))
 }
+
+/// [`RoutedOps::linear_cross_entropy`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_linear_cross_entropy`](fn@try_linear_cross_entropy) returns the
+/// error instead.
+#[must_use]
+pub fn linear_cross_entropy(
+    x: rt::Tensor<2>,
+    weight: rt::Tensor<2>,
+    bias: Option<rt::Tensor<1>>,
+    targets: rt::Tensor<1, rt::Int>,
+    options: crate::CrossEntropyOptions,
+) -> rt::Tensor<1> {
+    let __out = <rt::Dispatch as RoutedOps>::linear_cross_entropy(
+        x.into_dispatch(),
+        weight.into_dispatch(),
+        __rt::into_dispatch_opt(bias),
+        targets.into_dispatch(),
+        options,
+    );
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`linear_cross_entropy`](fn@linear_cross_entropy), returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_linear_cross_entropy(
+    x: rt::Tensor<2>,
+    weight: rt::Tensor<2>,
+    bias: Option<rt::Tensor<1>>,
+    targets: rt::Tensor<1, rt::Int>,
+    options: crate::CrossEntropyOptions,
+) -> Result<rt::Tensor<1>, rt::RouteError> {
+    let __out = dispatch::try_linear_cross_entropy(
+        x.into_dispatch(),
+        weight.into_dispatch(),
+        __rt::into_dispatch_opt(bias),
+        targets.into_dispatch(),
+        options,
+    )?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}

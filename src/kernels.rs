@@ -23,4 +23,5 @@ pub mod cube;
 #[cfg(feature = "cube")]
 mod cube_routed;
 pub mod flex;
+pub mod linear_ce;
 pub mod meta;

@@ -54,5 +54,6 @@ pub mod tensor {
 /// rayon's threads when Flex itself runs on rayon ([`flex::PARALLEL`]: burn-flex's `rayon`
 /// feature, however the application turned it on). See the guide's "Your own ops", step 5.
 pub use burn_route_runtime::flex;
+pub use kernels::linear_ce::{CrossEntropyOptions, Reduction};
 pub use ops::*;
 pub use tensor::*;

@@ -42,6 +42,11 @@ pub fn rms_norm_burn(x: Tensor<2>, weight: Tensor<1>) -> Tensor<2> {
     x.clone() / (x.square().mean_dim(1) + EPS).sqrt() * weight.unsqueeze::<2>()
 }
 
+/// What `burn::nn::LayerNorm` calls: Burn's own `module::layer_norm` (one fused kernel on Flex).
+pub fn layer_norm_burn(x: Tensor<2>, gamma: Tensor<1>, beta: Tensor<1>) -> Tensor<2> {
+    burn_tensor::module::layer_norm(x, gamma, Some(beta), f64::from(EPS))
+}
+
 pub fn cross_entropy_burn(logits: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
     -log_softmax(logits, 1)
         .gather(1, targets.unsqueeze_dim::<2>(1))

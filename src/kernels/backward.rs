@@ -377,18 +377,19 @@ impl BackwardKernels for Flex {
         // every element is stored. Updated in place, the gradient would keep its value where the
         // output is positive, and the compiler makes that a masked store of the zeros, which
         // runs at half the speed of a plain store on AMD's Zen with AVX2.
-        if is_writable(&output) && grad.shape() == output.shape() {
-            if let Some(g) = Rows::of(&grad) {
-                let dx = update_rows(output, Work::Light, |first, rows| {
-                    g.zip(first, rows, |o, g| {
-                        o.iter_mut()
-                            .zip(g)
-                            .for_each(|(o, g)| *o = keep_if(*g, *o > 0.0));
-                    });
-                })
-                .unwrap_or_else(|_| unreachable!("a writable tensor has rows"));
-                return shared::<Self>(dx, tracked);
-            }
+        if is_writable(&output)
+            && grad.shape() == output.shape()
+            && let Some(g) = Rows::of(&grad)
+        {
+            let dx = update_rows(output, Work::Light, |first, rows| {
+                g.zip(first, rows, |o, g| {
+                    o.iter_mut()
+                        .zip(g)
+                        .for_each(|(o, g)| *o = keep_if(*g, *o > 0.0));
+                });
+            })
+            .unwrap_or_else(|_| unreachable!("a writable tensor has rows"));
+            return shared::<Self>(dx, tracked);
         }
         let grad = match Rows::of(&output) {
             Some(out) if grad.shape() == output.shape() => {

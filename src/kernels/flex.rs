@@ -344,6 +344,16 @@ impl RoutedOps for Flex {
         softmax_rows(x, w).unwrap_or_else(composed::softmax_last::<Self>)
     }
 
+    fn linear_cross_entropy(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        targets: IntTensor<Self>,
+        options: crate::CrossEntropyOptions,
+    ) -> FloatTensor<Self> {
+        super::linear_ce::flex_loss(x, weight, bias, targets, &options)
+    }
+
     fn cross_entropy_logits(
         logits: FloatTensor<Self>,
         targets: IntTensor<Self>,

@@ -33,6 +33,7 @@ mod fused_gradients;
 mod gradient_shapes;
 mod half_precision;
 mod lazy_forms;
+mod linear_ce;
 mod properties;
 mod remote;
 mod remote_forms;

@@ -1,0 +1,352 @@
+//! `linear_cross_entropy` against a reference written here in `f64` on the host: the loss with
+//! every option, the gradients of `x`, `weight` and `bias` against central finite differences
+//! of that reference, chunks that do not divide the rows, the half dtypes, and the errors.
+
+use crate::common::{Rng, assert_close, finite_difference, panic_message, tensor, values};
+use burn_route::kernels::linear_ce::chunk_rows;
+use burn_route::{CrossEntropyOptions, Reduction, linear_cross_entropy};
+use burn_tensor::{DType, Device, Int, Tensor, TensorData};
+
+/// The loss of `x @ weight^T + bias` against `targets`, in `f64`, one row at a time.
+fn reference(
+    (x, weight, bias): (&[f32], &[f32], Option<&[f32]>),
+    (rows, features, classes): (usize, usize, usize),
+    targets: &[i64],
+    o: &CrossEntropyOptions,
+) -> f64 {
+    let (eps, lambda) = (f64::from(o.label_smoothing), f64::from(o.z_loss));
+    let mut total = 0.0;
+    let mut counted = 0;
+    for r in 0..rows {
+        if Some(targets[r]) == o.ignore_index {
+            continue;
+        }
+        counted += 1;
+        let z: Vec<f64> = (0..classes)
+            .map(|c| {
+                let dot: f64 = (0..features)
+                    .map(|k| f64::from(x[r * features + k]) * f64::from(weight[c * features + k]))
+                    .sum();
+                dot + bias.map_or(0.0, |b| f64::from(b[c]))
+            })
+            .collect();
+        let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let lse = max + z.iter().map(|v| (v - max).exp()).sum::<f64>().ln();
+        let mean = z.iter().sum::<f64>() / classes as f64;
+        let t = usize::try_from(targets[r]).unwrap();
+        total += (1.0 - eps) * (lse - z[t]) + eps * (lse - mean) + lambda * lse * lse;
+    }
+    match o.reduction {
+        Reduction::Sum => total,
+        Reduction::Mean if counted == 0 => 0.0,
+        Reduction::Mean => total / f64::from(counted),
+    }
+}
+
+struct Case {
+    rows: usize,
+    features: usize,
+    classes: usize,
+    x: Vec<f32>,
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+    targets: Vec<i64>,
+}
+
+impl Case {
+    fn new(rows: usize, features: usize, classes: usize, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let classes_i = i64::try_from(classes).unwrap();
+        Self {
+            rows,
+            features,
+            classes,
+            x: rng.vec(rows * features, -1.0, 1.0),
+            weight: rng.vec(classes * features, -1.0, 1.0),
+            bias: rng.vec(classes, -0.5, 0.5),
+            targets: (0..rows)
+                .map(|r| (i64::try_from(r).unwrap() * 7 + 3) % classes_i)
+                .collect(),
+        }
+    }
+
+    fn dims(&self) -> (usize, usize, usize) {
+        (self.rows, self.features, self.classes)
+    }
+
+    fn targets(&self, device: &Device) -> Tensor<1, Int> {
+        Tensor::from_data(TensorData::new(self.targets.clone(), [self.rows]), device)
+    }
+
+    fn expected(&self, bias: bool, o: &CrossEntropyOptions) -> f64 {
+        let b = bias.then_some(self.bias.as_slice());
+        reference((&self.x, &self.weight, b), self.dims(), &self.targets, o)
+    }
+
+    /// The routed op's loss on `device` (untracked).
+    fn loss(&self, device: &Device, bias: bool, o: CrossEntropyOptions) -> f32 {
+        let out = linear_cross_entropy(
+            tensor(&self.x, [self.rows, self.features], device),
+            tensor(&self.weight, [self.classes, self.features], device),
+            bias.then(|| tensor(&self.bias, [self.classes], device)),
+            self.targets(device),
+            o,
+        );
+        assert_eq!(out.dims(), [1]);
+        values(&out)[0]
+    }
+}
+
+fn options() -> Vec<(&'static str, CrossEntropyOptions)> {
+    let base = CrossEntropyOptions::default();
+    vec![
+        ("mean", base),
+        (
+            "sum",
+            CrossEntropyOptions {
+                reduction: Reduction::Sum,
+                ..base
+            },
+        ),
+        (
+            "ignore 3",
+            CrossEntropyOptions {
+                ignore_index: Some(3),
+                ..base
+            },
+        ),
+        (
+            "smoothing 0.1",
+            CrossEntropyOptions {
+                label_smoothing: 0.1,
+                ..base
+            },
+        ),
+        (
+            "z-loss 1e-2",
+            CrossEntropyOptions {
+                z_loss: 1e-2,
+                ..base
+            },
+        ),
+        (
+            "all",
+            CrossEntropyOptions {
+                reduction: Reduction::Sum,
+                ignore_index: Some(0),
+                label_smoothing: 0.2,
+                z_loss: 1e-3,
+            },
+        ),
+    ]
+}
+
+#[test]
+fn the_loss_is_the_reference_with_every_option() {
+    let device = Device::flex();
+    let case = Case::new(9, 5, 7, 1);
+    for (what, o) in options() {
+        for bias in [true, false] {
+            let expected = case.expected(bias, &o);
+            let got = f64::from(case.loss(&device, bias, o));
+            assert!(
+                (got - expected).abs() <= 1e-5 * expected.abs().max(1.0),
+                "{what}, bias {bias}: {got} against {expected}"
+            );
+        }
+    }
+}
+
+#[test]
+fn chunks_that_do_not_divide_the_rows_give_the_same_loss() {
+    // 150 rows in chunks of 64: 64, 64 and 22 rows; 37 classes.
+    let case = Case::new(150, 8, 37, 2);
+    assert_eq!(chunk_rows(150, 8, 37), 64);
+    let o = CrossEntropyOptions {
+        label_smoothing: 0.05,
+        ..Default::default()
+    };
+    let expected = case.expected(true, &o);
+    let got = f64::from(case.loss(&Device::flex(), true, o));
+    assert!(
+        (got - expected).abs() <= 1e-5 * expected.abs(),
+        "{got} against {expected}"
+    );
+}
+
+#[cfg(feature = "autodiff")]
+/// The gradients of `x`, `weight` and `bias` against central finite differences of the
+/// reference, with the loss's incoming gradient 3 (the backward pass scales what the forward
+/// pass formed).
+fn check_gradients(case: &Case, o: CrossEntropyOptions) {
+    let device = Device::flex().autodiff();
+    let (rows, features, classes) = case.dims();
+    let x = tensor(&case.x, [rows, features], &device).require_grad();
+    let weight = tensor(&case.weight, [classes, features], &device).require_grad();
+    let bias = tensor(&case.bias, [classes], &device).require_grad();
+    let loss = linear_cross_entropy(
+        x.clone(),
+        weight.clone(),
+        Some(bias.clone()),
+        case.targets(&device),
+        o,
+    );
+    assert!(loss.is_tracked());
+    let grads = (loss * 3.0).backward();
+    let f = |x: &[f32], w: &[f32], b: &[f32]| {
+        3.0 * reference((x, w, Some(b)), case.dims(), &case.targets, &o)
+    };
+    let fd_x = finite_difference(|v| f(v, &case.weight, &case.bias), &case.x, 1e-2);
+    let fd_w = finite_difference(|v| f(&case.x, v, &case.bias), &case.weight, 1e-2);
+    let fd_b = finite_difference(|v| f(&case.x, &case.weight, v), &case.bias, 1e-2);
+    assert_close(
+        &values(&x.grad(&grads).expect("x grad")),
+        &fd_x,
+        1e-3,
+        "d/dx",
+    );
+    assert_close(
+        &values(&weight.grad(&grads).expect("weight grad")),
+        &fd_w,
+        1e-3,
+        "d/dweight",
+    );
+    assert_close(
+        &values(&bias.grad(&grads).expect("bias grad")),
+        &fd_b,
+        1e-3,
+        "d/dbias",
+    );
+}
+
+#[cfg(feature = "autodiff")]
+#[test]
+fn gradients_match_finite_differences_with_every_option() {
+    let case = Case::new(6, 4, 5, 3);
+    for (_, o) in options() {
+        check_gradients(&case, o);
+    }
+}
+
+#[cfg(feature = "autodiff")]
+#[test]
+fn gradients_over_several_chunks_match_finite_differences() {
+    // 70 rows: chunks of 64 and 6.
+    check_gradients(&Case::new(70, 3, 11, 4), CrossEntropyOptions::default());
+}
+
+#[cfg(feature = "autodiff")]
+#[test]
+fn only_tracked_inputs_get_gradients_and_no_bias_is_fine() {
+    let device = Device::flex().autodiff();
+    let case = Case::new(5, 3, 4, 5);
+    let x = tensor(&case.x, [5, 3], &device);
+    let weight = tensor(&case.weight, [4, 3], &device).require_grad();
+    let loss = linear_cross_entropy(
+        x.clone(),
+        weight.clone(),
+        None,
+        case.targets(&device),
+        Default::default(),
+    );
+    let grads = loss.backward();
+    assert!(x.grad(&grads).is_none());
+    let fd = finite_difference(
+        |w| {
+            reference(
+                (&case.x, w, None),
+                case.dims(),
+                &case.targets,
+                &Default::default(),
+            )
+        },
+        &case.weight,
+        1e-2,
+    );
+    assert_close(
+        &values(&weight.grad(&grads).expect("weight grad")),
+        &fd,
+        1e-3,
+        "d/dweight",
+    );
+}
+
+#[cfg(feature = "autodiff")]
+#[test]
+fn a_mean_over_ignored_rows_only_is_zero_with_zero_gradients() {
+    let device = Device::flex().autodiff();
+    let case = Case::new(3, 2, 3, 6);
+    let x = tensor(&case.x, [3, 2], &device).require_grad();
+    let targets = Tensor::<1, Int>::from_data(TensorData::new(vec![-100_i64; 3], [3]), &device);
+    let o = CrossEntropyOptions {
+        ignore_index: Some(-100),
+        ..Default::default()
+    };
+    let loss = linear_cross_entropy(
+        x.clone(),
+        tensor(&case.weight, [3, 2], &device),
+        None,
+        targets,
+        o,
+    );
+    assert_eq!(values(&loss), [0.0]);
+    let grads = loss.backward();
+    assert_eq!(values(&x.grad(&grads).expect("x grad")), [0.0; 6]);
+}
+
+#[test]
+fn half_dtypes_give_the_f32_loss_within_their_precision() {
+    let device = Device::flex();
+    let case = Case::new(8, 6, 10, 7);
+    let expected = case.loss(&device, true, CrossEntropyOptions::default());
+    for dtype in [DType::F16, DType::BF16] {
+        let out = linear_cross_entropy(
+            tensor(&case.x, [8, 6], &device).cast(dtype),
+            tensor(&case.weight, [10, 6], &device).cast(dtype),
+            Some(tensor(&case.bias, [10], &device).cast(dtype)),
+            case.targets(&device),
+            CrossEntropyOptions::default(),
+        );
+        assert_eq!(out.dtype(), dtype);
+        let got = values(&out.cast(DType::F32))[0];
+        assert!(
+            (got - expected).abs() <= 2e-2 * expected.abs(),
+            "{dtype:?}: {got} against {expected}"
+        );
+    }
+}
+
+#[test]
+fn a_target_outside_the_classes_and_a_weight_of_another_width_panic_with_what_is_wrong() {
+    let device = Device::flex();
+    let case = Case::new(2, 3, 4, 8);
+    let bad = Tensor::<1, Int>::from_data(TensorData::new(vec![1_i64, 4], [2]), &device);
+    let message = panic_message(|| {
+        let _ = linear_cross_entropy(
+            tensor(&case.x, [2, 3], &device),
+            tensor(&case.weight, [4, 3], &device),
+            None,
+            bad,
+            Default::default(),
+        );
+    });
+    assert!(
+        message.contains(
+            "linear_cross_entropy: target 4 of row 1 is outside 0..4 (and is not `ignore_index`)"
+        ),
+        "{message}"
+    );
+    let message = panic_message(|| {
+        let _ = linear_cross_entropy(
+            tensor(&case.x, [2, 3], &device),
+            tensor(&case.weight[..8], [4, 2], &device),
+            None,
+            case.targets(&device),
+            Default::default(),
+        );
+    });
+    assert!(
+        message.contains("linear_cross_entropy: weight has shape [4, 2], but x is [2, 3]"),
+        "{message}"
+    );
+}
