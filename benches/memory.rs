@@ -578,6 +578,84 @@ fn training_step() {
     }
 }
 
+/// The median of three wall times of `run` on inputs from `setup` (built before the clock).
+fn time<I, O>(setup: impl Fn() -> I, run: impl Fn(I) -> O) -> std::time::Duration {
+    let mut times: Vec<_> = (0..3)
+        .map(|_| {
+            let inputs = setup();
+            let start = std::time::Instant::now();
+            let out = run(inputs);
+            let took = start.elapsed();
+            drop(out);
+            took
+        })
+        .collect();
+    times.sort();
+    times[1]
+}
+
+/// `linear_cross_entropy` against `burn::nn::Linear` + cross-entropy at [`flex::LCE`]: peak
+/// heap and time, the loss alone and with the gradients of `x`, the weight and the bias.
+fn linear_cross_entropy() {
+    let (x, w, b, t) = flex::lce_inputs();
+    let plain = Device::flex();
+    let autodiff = Device::flex().autodiff();
+    println!();
+    println!(
+        "| linear_cross_entropy, {} x {} x {} | burn-route, KiB | Burn, KiB | ratio | burn-route, ms | Burn, ms | ratio |",
+        flex::LCE.0,
+        flex::LCE.1,
+        flex::LCE.2
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (pass, device, tracked) in [
+        ("loss", &plain, false),
+        ("loss + gradients", &autodiff, true),
+    ] {
+        let setup = || {
+            let f = |d: &TensorData| {
+                let t = float::<2>(d, device);
+                if tracked { t.require_grad() } else { t }
+            };
+            let bias = float::<1>(&b, device);
+            let bias = if tracked { bias.require_grad() } else { bias };
+            (
+                f(&x),
+                f(&w),
+                bias,
+                Tensor::<1, Int>::from_data(t.clone(), device),
+            )
+        };
+        let run = |fused: bool| {
+            move |(x, w, b, t): (Tensor<2>, Tensor<2>, Tensor<1>, Tensor<1, Int>)| {
+                let loss = if fused {
+                    flex::linear_ce_route(x, w, b, t)
+                } else {
+                    flex::linear_ce_burn(x, w, b, t)
+                };
+                if tracked {
+                    Some(loss.backward())
+                } else {
+                    drop(loss);
+                    None
+                }
+            }
+        };
+        let (ours, burn) = (peak(setup, run(true)), peak(setup, run(false)));
+        let (ours_t, burn_t) = (time(setup, run(true)), time(setup, run(false)));
+        #[allow(clippy::cast_precision_loss)]
+        let ratio = ours as f64 / burn as f64;
+        println!(
+            "| {pass} | {} | {} | {ratio:.2}x | {:.0} | {:.0} | {:.2}x |",
+            kib(ours),
+            kib(burn),
+            ours_t.as_secs_f64() * 1e3,
+            burn_t.as_secs_f64() * 1e3,
+            ours_t.as_secs_f64() / burn_t.as_secs_f64()
+        );
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter is not supported: every row is cheap.
     let mut rows = Vec::new();
@@ -607,4 +685,5 @@ fn main() {
         );
     }
     training_step();
+    linear_cross_entropy();
 }

@@ -365,6 +365,40 @@ fn rowwise(c: &mut Criterion) {
     );
 }
 
+/// `linear_cross_entropy` at `flex::LCE` (logits of 128 MiB) against `burn::nn::Linear` and
+/// cross-entropy: the loss with the gradients of `x`, the weight and the bias. Ten samples of
+/// one call each (a call takes seconds).
+#[cfg(feature = "autodiff")]
+fn linear_cross_entropy(c: &mut Criterion) {
+    let d = &Device::flex().autodiff();
+    let (x, w, b, t) = flex::lce_inputs();
+    let mut group = c.benchmark_group("fwd_bwd/linear_cross_entropy");
+    group.sample_size(10);
+    let inputs = || {
+        (
+            leaf::<2>(&x, d),
+            leaf::<2>(&w, d),
+            leaf::<1>(&b, d),
+            Tensor::<1, Int>::from_data(t.clone(), d),
+        )
+    };
+    group.bench_function("burn_route", |bch| {
+        bch.iter_batched(
+            inputs,
+            |(x, w, b, t)| flex::linear_ce_route(x, w, b, t).backward(),
+            BatchSize::PerIteration,
+        );
+    });
+    group.bench_function("burn_tensor", |bch| {
+        bch.iter_batched(
+            inputs,
+            |(x, w, b, t)| flex::linear_ce_burn(x, w, b, t).backward(),
+            BatchSize::PerIteration,
+        );
+    });
+    group.finish();
+}
+
 #[cfg(feature = "autodiff")]
 fn backward(c: &mut Criterion) {
     let autodiff = Device::flex().autodiff();
@@ -1113,7 +1147,7 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = same_values, floor, floors, compute, compute_on_avx2, elementwise, rowwise, chained, views, backward, views_backward, half
+    targets = same_values, floor, floors, compute, compute_on_avx2, elementwise, rowwise, chained, views, backward, views_backward, half, linear_cross_entropy
 }
 
 #[cfg(not(feature = "autodiff"))]

@@ -6,8 +6,8 @@
 use burn_route::{
     Affine, Fill, Moments, add_relu, affine, argmax_last, axpby, bias_gelu, clamp_ste,
     cross_entropy_logits, dequantize_relu, dispatch, dropout, fill_where, iota, layer_norm,
-    masked_fill_count, moments, nan_to_num, ramp, rms_norm, round_half_even, scale, softmax_last,
-    softplus, split_last, sum_all, swiglu, topk_last,
+    linear_cross_entropy, masked_fill_count, moments, nan_to_num, ramp, rms_norm, round_half_even,
+    scale, softmax_last, softplus, split_last, sum_all, swiglu, topk_last,
 };
 use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Int, Tensor};
@@ -68,6 +68,19 @@ fn fused_layers(device: &Device) {
         "cross_entropy_logits(x, [2, 1])",
         "mean -log softmax(x)[target]",
         values(&cross_entropy_logits(x.clone(), targets)),
+    );
+    let eye = Tensor::<2>::eye(3, device);
+    let targets = Tensor::<1, Int>::from_data([2, 1], device);
+    show(
+        "linear_cross_entropy(x, I, [2, 1])",
+        "cross_entropy_logits(x @ I^T), in row chunks",
+        values(&linear_cross_entropy(
+            x.clone(),
+            eye,
+            None,
+            targets,
+            Default::default(),
+        )),
     );
     let (dropped, keep) = dropout(x.clone(), 0.5, 7);
     show(
@@ -145,6 +158,15 @@ fn fused_gradients(device: &Device) {
     show(
         "cross_entropy_logits",
         "(softmax - one_hot) / batch",
+        &x,
+        &grads,
+    );
+    let targets = Tensor::<1, Int>::from_data([2, 1], device);
+    let eye = Tensor::<2>::eye(3, device);
+    let grads = linear_cross_entropy(x.clone(), eye, None, targets, Default::default()).backward();
+    show(
+        "linear_cross_entropy(x, I)",
+        "the same, formed in the forward pass",
         &x,
         &grads,
     );

@@ -889,7 +889,15 @@ fn linear_cross_entropy() {
         .input(check::Input::float("weight", &[4, 3]))
         .input(check::Input::optional_float("bias", &[4]))
         .input(check::Input::int("targets", &[2]))
-        .range(0.0, 4.0);
+        .range(0.0, 4.0)
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
     check::run(&op, |args: &mut check::Args| {
         let __out_0 = ::burn_route::dispatch::try_linear_cross_entropy(
             args.float(0),

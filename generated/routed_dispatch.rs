@@ -5037,6 +5037,15 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
         "burn_route_autodiff",
         env!("CARGO_PKG_NAME"),
         None,
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:483",
     );
     use self::__run_linear_cross_entropy as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5092,6 +5101,39 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
                     options,
                 )
             }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::linear_ce::composed::<rt::Flex>,
+                x,
+                weight,
+                bias,
+                targets,
+                options,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::linear_ce::composed::<AutodiffFlex>,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::linear_ce::composed::<BalancedFlex>,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
             #[cfg(burn_route_cube)]
             (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
                 &__route,
@@ -5126,6 +5168,40 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
                     options,
                 )
             }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::linear_ce::composed::<rt::Cube>,
+                x,
+                weight,
+                bias,
+                targets,
+                options,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::linear_ce::composed::<AutodiffCube>,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::linear_ce::composed::<BalancedCube>,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
             #[cfg(burn_route_remote)]
             (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
                 &__route,
@@ -5153,6 +5229,40 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
                 __run::<BalancedRemote>(
                     &__route,
                     <BalancedRemote as RoutedOpsAutodiff>::linear_cross_entropy,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::linear_ce::composed::<rt::Remote>,
+                x,
+                weight,
+                bias,
+                targets,
+                options,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::linear_ce::composed::<AutodiffRemote>,
+                    x,
+                    weight,
+                    bias,
+                    targets,
+                    options,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::linear_ce::composed::<BalancedRemote>,
                     x,
                     weight,
                     bias,

@@ -57,3 +57,55 @@ pub fn dropout_burn(x: Tensor<2>) -> Tensor<2> {
     let keep = x.random_like(Distribution::Bernoulli(f64::from(1.0 - P)));
     x * keep / (1.0 - P)
 }
+
+// --- `linear_cross_entropy` over a large vocabulary. ---
+
+/// Rows, features and classes of `linear_cross_entropy`'s bench: the logits alone are
+/// `1,024 × 32,768` `f32`, 128 MiB.
+pub const LCE: (usize, usize, usize) = (1024, 512, 32768);
+
+/// `x` `[rows, features]`, the weight as `burn::nn::Linear` keeps it (`[features, classes]`),
+/// the bias `[classes]` and the targets `[rows]`.
+pub fn lce_inputs() -> (TensorData, TensorData, TensorData, TensorData) {
+    let (rows, features, classes) = LCE;
+    let targets: Vec<i64> = (0..rows)
+        .map(|i| i64::try_from((i * 7919 + 13) % classes).expect("fits"))
+        .collect();
+    (
+        TensorData::new(uniform(rows * features, 21, -1.0, 1.0), [rows, features]),
+        TensorData::new(
+            uniform(features * classes, 22, -0.05, 0.05),
+            [features, classes],
+        ),
+        TensorData::new(uniform(classes, 23, -0.1, 0.1), [classes]),
+        TensorData::new(targets, [rows]),
+    )
+}
+
+/// What a Burn user writes: `burn::nn::Linear`'s forward (`module::linear`), then the
+/// cross-entropy of the logits.
+pub fn linear_ce_burn(
+    x: Tensor<2>,
+    weight: Tensor<2>,
+    bias: Tensor<1>,
+    targets: Tensor<1, Int>,
+) -> Tensor<1> {
+    cross_entropy_burn(burn_tensor::module::linear(x, weight, Some(bias)), targets)
+}
+
+/// The same loss with burn-route, on the same `Linear` parameters (the weight's transpose is
+/// read in place).
+pub fn linear_ce_route(
+    x: Tensor<2>,
+    weight: Tensor<2>,
+    bias: Tensor<1>,
+    targets: Tensor<1, Int>,
+) -> Tensor<1> {
+    burn_route::linear_cross_entropy(
+        x,
+        weight.transpose(),
+        Some(bias),
+        targets,
+        burn_route::CrossEntropyOptions::default(),
+    )
+}

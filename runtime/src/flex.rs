@@ -531,6 +531,27 @@ pub fn map_pieces<R: Send>(
     }
 }
 
+/// `f(range)` for contiguous ranges that cover `0..len`, in order: one range per thread of
+/// rayon's pool (the calling thread takes one) when Flex runs on rayon ([`PARALLEL`]) and
+/// `len × cost` (the elements the work touches) reaches `work`'s threshold; else `f(0..len)` on
+/// the calling thread. For a kernel that splits a computation of its own, such as a matrix
+/// product by blocks of its output.
+pub fn split<R: Send>(
+    len: usize,
+    cost: usize,
+    work: Work,
+    f: impl Fn(std::ops::Range<usize>) -> R + Sync,
+) -> Vec<R> {
+    let parts = rayon::current_num_threads().min(len);
+    if !PARALLEL || parts < 2 || len.saturating_mul(cost) < work.parallel_from() {
+        return vec![f(0..len)];
+    }
+    let ranges: Vec<_> = (0..parts)
+        .map(|i| len * i / parts..len * (i + 1) / parts)
+        .collect();
+    share::share(ranges, |_, range| f(range))
+}
+
 /// Lanes of the vectorisable reductions: eight `f32` accumulators fill one AVX register or two
 /// SSE ones.
 const LANES: usize = 8;

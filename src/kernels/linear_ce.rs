@@ -22,7 +22,7 @@ use burn_dispatch::backends::flex::FlexTensor;
 
 use super::flex::{half_dtype, narrow, widen};
 use crate::flex::math::{exp, ln};
-use crate::flex::{max_of, sum_by, tensor};
+use crate::flex::{Work, max_of, split, sum_by, tensor};
 
 /// How `linear_cross_entropy` reduces the rows' losses, and what it adds to them.
 ///
@@ -200,35 +200,88 @@ fn row(z: &mut [f32], target: usize, options: &CrossEntropyOptions, scale: f32, 
     loss
 }
 
-/// `dst (m × n) = beta · lhs (m × k) · rhs (k × n) (+ dst when accumulate)`, row-major with the
-/// given row and column strides of each operand.
-#[allow(clippy::too_many_arguments)]
-fn matmul(
+/// A matrix operand: its first element and the strides of its rows and columns.
+#[derive(Clone, Copy)]
+struct Operand {
+    at: *const f32,
+    row: isize,
+    col: isize,
+}
+
+/// The output of a matrix product: its first element and its row stride (columns adjacent).
+#[derive(Clone, Copy)]
+struct Out {
+    at: *mut f32,
+    row: isize,
+}
+
+// SAFETY: the pointers are only read (`Operand`) or written in blocks that no other thread
+// touches (`Out`: each thread of `split` gets rows or columns of its own), while the buffers
+// they point into outlive every thread (`split` returns only when each range is done).
+unsafe impl Send for Operand {}
+unsafe impl Sync for Operand {}
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+impl Operand {
+    /// The operand from row `r` and column `c` on.
+    fn at(self, r: usize, c: usize) -> Self {
+        let offset = r as isize * self.row + c as isize * self.col;
+        Self {
+            at: self.at.wrapping_offset(offset),
+            ..self
+        }
+    }
+
+    /// Rows as columns.
+    fn t(self) -> Self {
+        Self {
+            row: self.col,
+            col: self.row,
+            ..self
+        }
+    }
+}
+
+impl Out {
+    fn at(self, r: usize, c: usize) -> Self {
+        Self {
+            at: self.at.wrapping_offset(r as isize * self.row + c as isize),
+            ..self
+        }
+    }
+}
+
+/// `dst (m × n) = lhs (m × k) · rhs (k × n)`, plus `dst` when `accumulate`, on the calling
+/// thread.
+///
+/// # Safety
+///
+/// `dst` must be valid for writes and the operands for reads of `m × n`, `m × k` and `k × n`
+/// elements at their strides, and no other thread may touch `dst`'s elements meanwhile.
+unsafe fn matmul(
     (m, n, k): (usize, usize, usize),
-    dst: &mut [f32],
+    dst: Out,
     accumulate: bool,
-    lhs: (&[f32], isize, isize),
-    rhs: (&[f32], isize, isize),
+    lhs: Operand,
+    rhs: Operand,
 ) {
-    let cols = isize::try_from(n).expect("fits");
-    assert!(dst.len() >= m * n, "the output holds m × n values");
-    // SAFETY: `dst` holds `m × n` values at row stride `n`; the callers pass operands whose
-    // strides stay inside their slices for `m × k` and `k × n` elements.
+    // SAFETY: the caller's contract.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst.at,
             1,
-            cols,
+            dst.row,
             accumulate,
-            lhs.0.as_ptr(),
-            lhs.2,
-            lhs.1,
-            rhs.0.as_ptr(),
-            rhs.2,
-            rhs.1,
+            lhs.at,
+            lhs.col,
+            lhs.row,
+            rhs.at,
+            rhs.col,
+            rhs.row,
             1.0,
             1.0,
             false,
@@ -239,11 +292,33 @@ fn matmul(
     }
 }
 
-/// The chunked pass on contiguous `f32` values: `x` `[rows, features]`, `weight`
-/// `[classes, features]`, `bias` `[classes]`.
-#[allow(clippy::many_single_char_names)]
+/// A `[rows, cols]` Flex tensor of `f32` values read in place, any non-negative strides (a
+/// transposed weight too), with the length of the storage it reads checked.
+fn operand(t: &FlexTensor) -> Option<Operand> {
+    let layout = t.layout();
+    let (shape, strides) = (layout.shape(), layout.strides());
+    if t.dtype() != DType::F32 || shape.num_dims() != 2 || strides.iter().any(|s| *s < 0) {
+        return None;
+    }
+    let extent: usize = (0..2)
+        .map(|d| shape[d].saturating_sub(1) * strides[d].unsigned_abs())
+        .sum::<usize>()
+        + 1;
+    let start = layout.start_offset();
+    let data = t.storage::<f32>().get(start..start + extent)?;
+    Some(Operand {
+        at: data.as_ptr(),
+        row: strides[0],
+        col: strides[1],
+    })
+}
+
+/// The chunked pass on `f32` operands: `x` `[rows, features]`, `weight` `[classes, features]`,
+/// `bias` `[classes]`. Each product is split by blocks of its output across rayon's threads
+/// when Flex runs on rayon ([`split`]), so the pass uses the cores Burn's matmul would.
+#[allow(clippy::too_many_lines)]
 fn flex_pass(
-    (x, weight, bias): (&[f32], &[f32], Option<&[f32]>),
+    (x, weight, bias): (Operand, Operand, Option<&[f32]>),
     (rows, features, classes): (usize, usize, usize),
     targets: &[Option<usize>],
     options: &CrossEntropyOptions,
@@ -254,10 +329,7 @@ fn flex_pass(
     let scale32 = scale as f32;
     let any = wanted.iter().any(|w| *w);
     let chunk = chunk_rows(rows, features, classes);
-    let (f, c) = (
-        isize::try_from(features).expect("fits"),
-        isize::try_from(classes).expect("fits"),
-    );
+    let wide = |n: usize| isize::try_from(n).expect("fits");
     let mut logits = vec![0.0_f32; chunk * classes];
     let mut dx = wanted[0].then(|| vec![0.0_f32; rows * features]);
     let mut dw = wanted[1].then(|| vec![0.0_f32; classes * features]);
@@ -265,40 +337,93 @@ fn flex_pass(
     let mut total = 0.0_f64;
     for first in (0..rows).step_by(chunk) {
         let n = chunk.min(rows - first);
-        let z = &mut logits[..n * classes];
-        let xs = &x[first * features..(first + n) * features];
-        // z = x_chunk @ weight^T: weight read with its rows as columns.
-        matmul((n, classes, features), z, false, (xs, f, 1), (weight, 1, f));
-        for (r, z) in z.chunks_exact_mut(classes).enumerate() {
-            if let Some(bias) = bias {
-                z.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+        let xs = x.at(first, 0);
+        let z = Out {
+            at: logits.as_mut_ptr(),
+            row: wide(classes),
+        };
+        // z = x_chunk @ weight^T, by blocks of classes (columns of z).
+        split(classes, n * features, Work::Heavy, |r| {
+            // SAFETY: z holds n × classes values and this block writes only its columns `r`;
+            // x's rows `first..first + n` and weight's rows `r` are inside their storage.
+            unsafe {
+                matmul(
+                    (n, r.len(), features),
+                    z.at(0, r.start),
+                    false,
+                    xs,
+                    weight.at(r.start, 0).t(),
+                )
+            };
+        });
+        // The rows' losses and, when wanted, their gradients over the logits, by rows.
+        total += split(n, classes, Work::Moderate, |r| {
+            // SAFETY: rows `r` of z are this block's alone.
+            let part =
+                unsafe { std::slice::from_raw_parts_mut(z.at(r.start, 0).at, r.len() * classes) };
+            let mut sum = 0.0;
+            for (i, z) in part.chunks_exact_mut(classes).enumerate() {
+                if let Some(bias) = bias {
+                    z.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+                }
+                match targets[first + r.start + i] {
+                    Some(t) => sum += row(z, t, options, scale32, any),
+                    None => z.fill(0.0),
+                }
             }
-            match targets[first + r] {
-                Some(t) => total += row(z, t, options, scale32, any),
-                None => z.fill(0.0),
-            }
-        }
+            sum
+        })
+        .iter()
+        .sum::<f64>();
         if !any {
             continue;
         }
-        let z = &logits[..n * classes];
+        let dz = Operand {
+            at: logits.as_ptr(),
+            row: wide(classes),
+            col: 1,
+        };
         if let Some(dx) = dx.as_mut() {
-            // dx_chunk = dz @ weight.
-            let out = &mut dx[first * features..(first + n) * features];
-            matmul(
-                (n, features, classes),
-                out,
-                false,
-                (z, c, 1),
-                (weight, f, 1),
-            );
+            // dx_chunk = dz @ weight, by blocks of features (columns of dx).
+            let out = Out {
+                at: dx.as_mut_ptr(),
+                row: wide(features),
+            }
+            .at(first, 0);
+            split(features, n * classes, Work::Heavy, |r| {
+                // SAFETY: dx's rows `first..first + n`, columns `r`, are this block's alone.
+                unsafe {
+                    matmul(
+                        (n, r.len(), classes),
+                        out.at(0, r.start),
+                        false,
+                        dz,
+                        weight.at(0, r.start),
+                    )
+                };
+            });
         }
         if let Some(dw) = dw.as_mut() {
-            // dweight += dz^T @ x_chunk: dz read with its columns as rows.
-            matmul((classes, features, n), dw, first > 0, (z, 1, c), (xs, f, 1));
+            // dweight += dz^T @ x_chunk, by blocks of classes (rows of dweight).
+            let out = Out {
+                at: dw.as_mut_ptr(),
+                row: wide(features),
+            };
+            split(classes, n * features, Work::Heavy, |r| {
+                // SAFETY: dweight's rows `r` are this block's alone.
+                unsafe {
+                    matmul(
+                        (r.len(), features, n),
+                        out.at(r.start, 0),
+                        first > 0,
+                        dz.t().at(r.start, 0),
+                        xs,
+                    )
+                };
+            });
         }
         if let Some(db) = db.as_mut() {
-            for z in z.chunks_exact(classes) {
+            for z in logits[..n * classes].chunks_exact(classes) {
                 db.iter_mut().zip(z).for_each(|(d, g)| *d += g);
             }
         }
@@ -337,7 +462,7 @@ fn flex(
         (t.dtype() == DType::F32 && t.layout().is_contiguous())
             .then(|| &t.storage::<f32>()[start..start + t.shape().num_elements()])
     }
-    let (xs, ws) = (dense(x)?, dense(weight)?);
+    let (xs, ws) = (operand(x)?, operand(weight)?);
     let bs = match bias {
         Some(b) => Some(dense(b)?),
         None => None,

@@ -158,6 +158,33 @@ fn the_loss_is_the_reference_with_every_option() {
 }
 
 #[test]
+fn a_transposed_weight_is_read_in_place_with_the_same_loss() {
+    // Burn's `Linear` keeps its weight as `[features, classes]`: its transpose is the weight.
+    let device = Device::flex();
+    let case = Case::new(9, 5, 7, 9);
+    let mut stored = vec![0.0; 35];
+    for c in 0..7 {
+        for k in 0..5 {
+            stored[k * 7 + c] = case.weight[c * 5 + k];
+        }
+    }
+    let weight = tensor(&stored, [5, 7], &device).transpose();
+    let out = linear_cross_entropy(
+        tensor(&case.x, [9, 5], &device),
+        weight,
+        None,
+        case.targets(&device),
+        CrossEntropyOptions::default(),
+    );
+    let expected = case.expected(false, &CrossEntropyOptions::default());
+    let got = f64::from(values(&out)[0]);
+    assert!(
+        (got - expected).abs() <= 1e-5 * expected.abs(),
+        "{got} against {expected}"
+    );
+}
+
+#[test]
 fn chunks_that_do_not_divide_the_rows_give_the_same_loss() {
     // 150 rows in chunks of 64: 64, 64 and 22 rows; 37 classes.
     let case = Case::new(150, 8, 37, 2);
@@ -348,5 +375,61 @@ fn a_target_outside_the_classes_and_a_weight_of_another_width_panic_with_what_is
     assert!(
         message.contains("linear_cross_entropy: weight has shape [4, 2], but x is [2, 3]"),
         "{message}"
+    );
+}
+
+/// Large enough that each product is split across rayon's threads when Flex runs on rayon
+/// (`.ci/run` runs this module so): loss and gradients against Burn's own autodiff of
+/// `linear` and the cross-entropy of its logits.
+#[cfg(feature = "autodiff")]
+#[test]
+fn a_large_case_matches_burns_linear_and_cross_entropy() {
+    use burn_tensor::activation::log_softmax;
+    let device = Device::flex().autodiff();
+    let case = Case::new(100, 16, 300, 10);
+    let (rows, features, classes) = case.dims();
+    let leaves = || {
+        (
+            tensor(&case.x, [rows, features], &device).require_grad(),
+            tensor(&case.weight, [classes, features], &device).require_grad(),
+            tensor(&case.bias, [classes], &device).require_grad(),
+        )
+    };
+    let (x, w, b) = leaves();
+    let ours = linear_cross_entropy(
+        x.clone(),
+        w.clone(),
+        Some(b.clone()),
+        case.targets(&device),
+        CrossEntropyOptions::default(),
+    );
+    let ours_grads = ours.clone().backward();
+    let (x2, w2, b2) = leaves();
+    let logits = burn_tensor::module::linear(x2.clone(), w2.clone().transpose(), Some(b2.clone()));
+    let burn = -log_softmax(logits, 1)
+        .gather(1, case.targets(&device).unsqueeze_dim::<2>(1))
+        .mean();
+    let burn_grads = burn.clone().backward();
+    assert_close(&values(&ours), &values(&burn), 1e-5, "loss");
+    for (ours, burn, what) in [
+        (x.grad(&ours_grads), x2.grad(&burn_grads), "d/dx"),
+        (
+            w.grad(&ours_grads).map(|g| g.reshape([-1, 1])),
+            w2.grad(&burn_grads).map(|g| g.reshape([-1, 1])),
+            "d/dweight",
+        ),
+    ] {
+        assert_close(
+            &values(&ours.expect(what)),
+            &values(&burn.expect(what)),
+            1e-4,
+            what,
+        );
+    }
+    assert_close(
+        &values(&b.grad(&ours_grads).expect("bias grad")),
+        &values(&b2.grad(&burn_grads).expect("bias grad")),
+        1e-4,
+        "d/dbias",
     );
 }
