@@ -5571,7 +5571,7 @@ static __REMOTE_BACKWARD_KERNELS_CROSS_ENTROPY_BACKWARD: rt::__private::RemoteOp
 static __REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD: rt::__private::RemoteOp =
     rt::__private::RemoteOp {
         op: "BackwardKernels::dropout_backward",
-        hash: 0x8ad7_7511_4148_f6c2,
+        hash: 0x9c9c_202c_4625_5656,
         krate: env!("CARGO_PKG_NAME"),
         module: module_path!(),
         serve: concat!(module_path!(), "::serve_remote_ops"),
@@ -5920,14 +5920,10 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __call.send().one()
     }
 
-    fn dropout_backward(
-        __output_1: rt::BoolTensor<Self>,
-        p: f32,
-        __grad: rt::FloatTensor<Self>,
-    ) -> rt::FloatTensor<Self> {
+    fn dropout_backward(p: f32, seed: u64, __grad: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD);
-        __call.input(__output_1);
         __call.arg(&p);
+        __call.arg(&seed);
         let __grad_spec = __call.input(__grad);
         __call.output(
             rt::TensorKind::Float,
@@ -6224,11 +6220,11 @@ fn __serve_backward_kernels_dropout_backward<B>(
 where
     B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
 {
-    let __output_1 = __args.bool()?;
     let p: f32 = __args.arg("p")?;
+    let seed: u64 = __args.arg("seed")?;
     let __grad = __args.float()?;
     let __result =
-        <B as crate::kernels::backward::BackwardKernels>::dropout_backward(__output_1, p, __grad);
+        <B as crate::kernels::backward::BackwardKernels>::dropout_backward(p, seed, __grad);
     __args.gradient_out(__result, false)
 }
 

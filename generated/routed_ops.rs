@@ -261,7 +261,7 @@ pub trait RoutedOps: rt::Backend {
     /// from `seed` and the element's index, in steps of 2^-16) and scales the rest by `1 / (1 -
     /// p)`.
     /// Returns the output and the keep mask. The gradient is the incoming gradient through the same
-    /// mask and scale.
+    /// mask and scale, drawn again from `seed` (nothing of the size of `x` is kept for it).
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
@@ -1175,12 +1175,12 @@ pub mod autodiff {
     /// The backward pass of [`RoutedOps::dropout`](super::RoutedOps::dropout), from its function
     /// (ops.toml:325).
     #[derive(Clone, Debug)]
-    pub struct DropoutBackward<B: rt::Backend> {
-        __output_1: rt::BoolTensor<B>,
+    pub struct DropoutBackward {
         p: f32,
+        seed: u64,
     }
 
-    impl<B> __grad::Derivative<B, 1> for DropoutBackward<B>
+    impl<B> __grad::Derivative<B, 1> for DropoutBackward
     where
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
     {
@@ -1196,9 +1196,7 @@ pub mod autodiff {
             _: [bool; 1],
         ) -> [Option<rt::FloatTensor<B>>; 1] {
             let __gradient = <B as crate::kernels::backward::BackwardKernels>::dropout_backward(
-                self.__output_1,
-                self.p,
-                grad,
+                self.p, self.seed, grad,
             );
             [Some(__gradient)]
         }
@@ -1221,11 +1219,9 @@ pub mod autodiff {
     {
         let mut __tape = __grad::Tape::new([Some(x)], [false]);
         let x = __tape.input(0);
-        let (__out_0, __out_1) = <B as super::RoutedOps>::dropout(x, __grad::keep(&p), seed);
-        let __derivative = DropoutBackward {
-            __output_1: __grad::keep(&__out_1),
-            p,
-        };
+        let (__out_0, __out_1) =
+            <B as super::RoutedOps>::dropout(x, __grad::keep(&p), __grad::keep(&seed));
+        let __derivative = DropoutBackward { p, seed };
         let __out_0 = __tape.finish::<C, _>(__derivative, __out_0);
         (__out_0, __out_1)
     }

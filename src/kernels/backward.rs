@@ -7,8 +7,8 @@
 //! uses the defaults for other layouts and dtypes. Each takes the parents' wanted flags and
 //! returns a gradient only for the tracked ones.
 
-use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
-use burn_backend::{Backend, DType, FloatDType, Scalar, Shape, TensorMetadata};
+use burn_backend::tensor::{FloatTensor, IntTensor};
+use burn_backend::{Backend, DType, Scalar, Shape, TensorMetadata};
 use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
@@ -27,7 +27,7 @@ fn mean_last<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
 }
 
 /// Gradients of the fused layers (see the module docs).
-pub trait BackwardKernels: Backend {
+pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
     /// `[dx, dbias]` of `gelu(x + bias)`.
     fn bias_gelu_backward(
         x: FloatTensor<Self>,
@@ -88,13 +88,12 @@ pub trait BackwardKernels: Backend {
         shared::<Self>(Self::relu_backward(output, grad), tracked)
     }
 
-    /// The incoming gradient through dropout's keep `mask`, times `1 / (1 - p)`.
-    fn dropout_backward(
-        mask: BoolTensor<Self>,
-        p: f32,
-        grad: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        generic::dropout_backward::<Self>(mask, super::composed::dropout_scale(p), grad)
+    /// The incoming gradient through dropout's keep mask, times `1 / (1 - p)`: dropout of the
+    /// gradient itself with the same `p` and `seed`, which draw the same mask (it depends on
+    /// the seed and each element's index only), so the forward pass keeps no mask for it. Each
+    /// backend's own `dropout` kernel runs (its mask is freed when it returns).
+    fn dropout_backward(p: f32, seed: u64, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        <Self as crate::ops::RoutedOps>::dropout(grad, p, seed).0
     }
 
     /// `dlogits` of the mean cross-entropy: `(softmax(logits) - one_hot(targets)) * grad / batch`
@@ -407,31 +406,6 @@ impl BackwardKernels for Flex {
         shared::<Self>(grad, tracked)
     }
 
-    fn dropout_backward(
-        mask: BoolTensor<Self>,
-        p: f32,
-        grad: FloatTensor<Self>,
-    ) -> FloatTensor<Self> {
-        let scale = super::composed::dropout_scale(p);
-        let grad = readable(grad);
-        // The mask as Flex stores it: one byte per element, contiguous.
-        let keep = match mask.dtype() {
-            DType::Bool(_) if mask.shape() == grad.shape() => mask.as_slice::<u8>(),
-            _ => None,
-        };
-        let (Some(keep), Some(rows)) = (keep, Rows::of(&grad)) else {
-            return generic::dropout_backward::<Self>(mask, scale, grad);
-        };
-        let width = rows.width();
-        update_rows(grad, Work::Light, |first, d| {
-            let keep = &keep[first * width..first * width + d.len()];
-            d.iter_mut()
-                .zip(keep)
-                .for_each(|(d, k)| *d = keep_if(*d * scale, *k != 0));
-        })
-        .unwrap_or_else(|_| unreachable!("the gradient has rows"))
-    }
-
     fn cross_entropy_backward(
         logits: FloatTensor<Self>,
         targets: IntTensor<Self>,
@@ -669,16 +643,6 @@ pub(crate) mod generic {
             B::float_mul(inverse, centered)
         });
         [d_x, d_gamma, d_beta]
-    }
-
-    pub(crate) fn dropout_backward<B: Backend>(
-        mask: BoolTensor<B>,
-        scale: f32,
-        grad: FloatTensor<B>,
-    ) -> FloatTensor<B> {
-        let float_dtype = FloatDType::from(grad.dtype());
-        let kept = B::float_mul(grad, B::bool_into_float(mask, float_dtype));
-        B::float_mul_scalar(kept, Scalar::from(scale))
     }
 
     pub(crate) fn softmax_last_backward<B: Backend>(
