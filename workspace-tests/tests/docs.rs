@@ -575,6 +575,150 @@ fn the_error_reference_examples_are_what_the_generator_says() {
     eprintln!("error-reference TOML examples checked: {checked}");
 }
 
+/// `text` with every `ops.toml:LINE:COL` made `ops.toml:_`: a sample's position is that of
+/// the manifest it came from, not of the section's example.
+fn without_position(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("ops.toml:") {
+        let (head, tail) = rest.split_at(at + "ops.toml:".len());
+        out.push_str(head);
+        out.push('_');
+        rest = tail.trim_start_matches(|c: char| c.is_ascii_digit() || c == ':');
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Each build-time section's sample messages (its **Message** block's `ops.toml:...` lines)
+/// are messages the generator gives today with the section's error page: each must equal, but
+/// for its position, a line of the section's `# wrong` example rendered, or of another
+/// section's example with the same page. `BLESS=1` replaces the samples of a section whose
+/// samples all differ with the example's own lines.
+#[test]
+fn the_error_reference_sample_messages_are_what_the_generator_says() {
+    let doc = read("core/src/errors.md");
+    let lines: Vec<&str> = doc.lines().collect();
+    let build_time = lines
+        .iter()
+        .position(|l| l.contains(r#"<a id="build-time-manifest-errors">"#))
+        .expect("the build-time part");
+    let all = blocks(&doc);
+    let anchor_of = |block: &Block| {
+        lines[..block.line]
+            .iter()
+            .rev()
+            .find_map(|l| l.strip_prefix(r#"<a id=""#)?.split('"').next())
+            .map(str::to_owned)
+    };
+    // Every line the examples give, by page.
+    let mut given: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for block in all
+        .iter()
+        .filter(|b| b.lang() == "toml" && b.line > build_time)
+    {
+        if !(block.text.contains("# wrong") || block.text.contains("# right")) {
+            continue;
+        }
+        let wrong = complete(&variant(&block.text, "wrong", "right"));
+        if let Err(Error::Manifest(report)) = Builder::new("ops.toml").render_str(&wrong) {
+            for (d, line) in report.diagnostics.iter().zip(report.lines()) {
+                given.entry(d.page.to_owned()).or_default().push(line);
+            }
+        }
+    }
+    // And every line the UI fixtures give (`codegen/tests/ui`: a manifest per family of
+    // errors), for samples of variants the section's example does not show.
+    let ui = root().join("codegen/tests/ui");
+    let mut fixtures: Vec<_> = std::fs::read_dir(&ui)
+        .expect("codegen/tests/ui")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.ends_with(".toml") && !name.ends_with(".fixed.toml")
+        })
+        .collect();
+    fixtures.sort();
+    let mut from_fixtures: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for path in fixtures {
+        // One fixture is not UTF-8 on purpose (the encoding error).
+        let Ok(source) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if let Err(Error::Manifest(report)) = Builder::new("ops.toml").render_str(&source) {
+            for (d, line) in report.diagnostics.iter().zip(report.lines()) {
+                from_fixtures
+                    .entry(d.page.to_owned())
+                    .or_default()
+                    .push(line);
+            }
+        }
+    }
+    // A sample ending in `...` stands for every message that starts like it.
+    let matches = |sample: &str, known: &[String]| {
+        let sample = without_position(sample);
+        match sample.strip_suffix("...") {
+            Some(prefix) => known.iter().any(|k| k.starts_with(prefix)),
+            None => known.contains(&sample),
+        }
+    };
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    let mut rewrites: Vec<(std::ops::Range<usize>, String)> = Vec::new();
+    for block in all
+        .iter()
+        .filter(|b| b.lang() == "text" && b.line > build_time)
+    {
+        let samples: Vec<&str> = block
+            .text
+            .lines()
+            .filter(|l| l.starts_with("ops.toml:"))
+            .collect();
+        let Some(anchor) = anchor_of(block) else {
+            continue;
+        };
+        if samples.is_empty() {
+            continue;
+        }
+        let Some(got) = given.get(&anchor) else {
+            continue;
+        };
+        let known: Vec<String> = got
+            .iter()
+            .chain(from_fixtures.get(&anchor).into_iter().flatten())
+            .map(|l| without_position(l))
+            .collect();
+        let stale: Vec<&&str> = samples.iter().filter(|s| !matches(s, &known)).collect();
+        checked += samples.len();
+        if stale.is_empty() {
+            continue;
+        }
+        if stale.len() == samples.len() {
+            let mut fresh: Vec<&str> = got.iter().map(String::as_str).collect();
+            fresh.dedup();
+            rewrites.push((block.range.clone(), fresh.join("\n") + "\n"));
+        }
+        problems.push(format!(
+            "core/src/errors.md:{} (#{anchor}): sample messages the generator no longer gives:\n{}\n\
+             it gives:\n{}",
+            block.line,
+            stale.iter().map(|s| format!("  {s}")).collect::<Vec<_>>().join("\n"),
+            got.iter().map(|s| format!("  {s}")).collect::<Vec<_>>().join("\n")
+        ));
+    }
+    if burn_route_codegen::bless_requested() && !rewrites.is_empty() {
+        let mut text = doc.clone();
+        for (range, fresh) in rewrites.into_iter().rev() {
+            text.replace_range(range, &fresh);
+        }
+        std::fs::write(root().join("core/src/errors.md"), text).expect("write errors.md");
+        return;
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    assert!(checked > 30, "only {checked} sample messages checked");
+    eprintln!("error-reference sample messages checked: {checked}");
+}
+
 /// Every link into the error reference from the docs (`crate::errors#ID`,
 /// `super::errors#ID`, `burn_route::errors#ID`, ...) names a section it has.
 #[test]
