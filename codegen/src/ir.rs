@@ -839,6 +839,17 @@ pub struct OutputMeta {
 }
 
 impl Output {
+    /// The output element at tuple path `path` (itself for an empty path).
+    pub fn leaf_at(&self, path: &[usize]) -> Option<&Output> {
+        match path.split_first() {
+            None => Some(self),
+            Some((i, rest)) => match self {
+                Output::Tuple(items) => items.get(*i).and_then(|o| o.leaf_at(rest)),
+                _ => None,
+            },
+        }
+    }
+
     /// Whether it is a declared type, or a tuple holding one at any depth.
     pub fn has_declared(&self) -> bool {
         match self {

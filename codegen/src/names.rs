@@ -16,6 +16,16 @@ use crate::ir::BackendName;
 /// can be named freely otherwise.
 pub const RESERVED_PREFIX: &str = "__";
 
+/// The prefix of the derivative's field that keeps output element `path` (a non-float output
+/// the backward pass reads): `__output_1`, `__output_0_2`.
+pub const OUTPUT_FIELD: &str = "__output_";
+
+/// The derivative's field that keeps output element `path` ([`OUTPUT_FIELD`]).
+pub fn output_field(path: &[usize]) -> String {
+    let parts: Vec<String> = path.iter().map(ToString::to_string).collect();
+    format!("{OUTPUT_FIELD}{}", parts.join("_"))
+}
+
 /// The runtime generated code calls unless [`crate::Builder::runtime_path`] names another path:
 /// the `burn-route-runtime` crate's `rt` module.
 pub const RUNTIME_PATH: &str = "::burn_route_runtime::rt";

@@ -200,7 +200,7 @@ pub(super) fn field_type_on(op: &Op, source: &FieldSource, backend: &str) -> Str
         }
         FieldSource::Member { ty, .. } => ty.clone(),
         FieldSource::OutputMember(_) => format!("rt::FloatTensor<{backend}>"),
-        FieldSource::Output(path) => match crate::validate::leaf_at(&op.output, path) {
+        FieldSource::Output(path) => match op.output.leaf_at(path) {
             Some(Output::Tensor(t)) => owned_contained(t, &primitive(t.kind, backend)),
             Some(Output::Plain(ty)) => ty.clone(),
             Some(other) => super::output_type(other, backend),

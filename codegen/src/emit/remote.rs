@@ -207,7 +207,7 @@ fn field_tensor<'a>(op: &'a Op, source: &FieldSource) -> Option<&'a TensorArg> {
             _ => None,
         },
         FieldSource::Member { .. } | FieldSource::OutputMember(_) => None,
-        FieldSource::Output(path) => match crate::validate::leaf_at(&op.output, path)? {
+        FieldSource::Output(path) => match op.output.leaf_at(path)? {
             Output::Tensor(t) => Some(t),
             _ => None,
         },

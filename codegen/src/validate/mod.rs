@@ -24,7 +24,6 @@ mod linear;
 mod lower;
 mod remote;
 
-pub(crate) use backward::leaf_at;
 pub(crate) use lower::is_well_known_cfg;
 mod ranks;
 mod rules;
