@@ -1,0 +1,804 @@
+//! The `Autodiff<B, C>` implementations of ops that declare their backward pass: per op, a
+//! derivative value with the gradient math (from the formulas, or a call of the backward
+//! function) and the op's function on `Autodiff<B, C>`. The plumbing (nodes, saved tensors,
+//! checkpointing, summing gradients back to each input's shape) is the runtime's `Tape`.
+
+use super::code::{Doc, INDENT, Writer, call};
+use super::{allow_complex_output, allow_many_arguments, primitive, signature};
+use crate::formula::BinOp;
+use crate::ir::{
+    Arg, Backward, BackwardForm, Container, FieldSource, Ir, Op, Output, SavedValue, TensorArg,
+    Term, TermNode,
+};
+use crate::names::{self, GRAD_RUNTIME as G};
+
+mod body;
+mod formula;
+
+use body::*;
+use formula::*;
+
+/// The generated `autodiff` module of the ops file, when any op declares a backward pass.
+pub(super) fn module(ir: &Ir, w: &mut Writer) {
+    if !ir.has_derived_autodiff() {
+        return;
+    }
+    w.blank();
+    w.doc(&[
+        format!(
+            "`Autodiff<B, C>` implementations of the ops whose backward pass `{}` declares,",
+            ir.manifest_name
+        ),
+        "written from it: the generated `Dispatch` routing calls them for tracked inputs."
+            .to_owned(),
+    ]);
+    w.cfg(Some(&ir.autodiff_cfg));
+    w.open(format!("pub mod {} {{", names::AUTODIFF_MODULE));
+    let composed: Vec<&Op> = ir.ops.iter().filter(|op| op.composed_autodiff()).collect();
+    let mut declared: Vec<String> = Vec::new();
+    for op in ir
+        .ops
+        .iter()
+        .filter(|op| op.composed_autodiff() || op.backward.is_some())
+    {
+        declared_names(op, &mut declared);
+    }
+    // A declared backward pass rebuilds its struct inputs on `B`, nested structs included.
+    let mut rebuilt: Vec<String> = Vec::new();
+    for op in ir.ops.iter().filter(|op| op.backward.is_some()) {
+        for input in &op.inputs {
+            if let Arg::Declared { name, .. } = &input.arg {
+                rebuilt.push(name.clone());
+            }
+        }
+    }
+    while let Some(ty) = rebuilt.pop() {
+        if let crate::ir::TypeBody::Struct(members) = &ir.type_def(&ty).body {
+            for m in members {
+                if let crate::ir::MemberType::Declared(inner) = &m.ty
+                    && !declared.contains(inner)
+                {
+                    declared.push(inner.clone());
+                    rebuilt.push(inner.clone());
+                }
+            }
+        }
+    }
+    let mut imports = vec![super::Use::new(format!("super::{}", names::RUNTIME))];
+    imports.extend(
+        declared
+            .iter()
+            .map(|name| super::Use::new(format!("super::{}", names::primitive_type(name)))),
+    );
+    super::uses(imports, w);
+    if ir.ops.iter().any(|op| op.backward.is_some()) {
+        w.line(format!("use {}::__private::grad as {G};", names::RUNTIME));
+    }
+    let derived: Vec<(usize, &Op)> = ir
+        .ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| op.backward.is_some())
+        .collect();
+    let types = names::derivative_structs(derived.iter().map(|(i, op)| (*i, op.name.as_str())));
+    for ((_, op), ty) in derived.iter().zip(types) {
+        let group = &ir.groups[op.group].name;
+        op_items(ir, op, group, &ty, w);
+    }
+    for op in composed {
+        composed_fn(op, &ir.groups[op.group].name, w);
+    }
+    w.close("}");
+}
+
+/// The declared types op `op` takes or returns (not nested ones), in first-use order.
+fn declared_names(op: &Op, acc: &mut Vec<String>) {
+    fn output(out: &Output, acc: &mut Vec<String>) {
+        match out {
+            Output::Declared { name, .. } if !acc.contains(name) => acc.push(name.clone()),
+            Output::Tuple(items) => items.iter().for_each(|o| output(o, acc)),
+            _ => {}
+        }
+    }
+    for input in &op.inputs {
+        if let Arg::Declared { name, .. } = &input.arg
+            && !acc.contains(name)
+        {
+            acc.push(name.clone());
+        }
+    }
+    output(&op.output, acc);
+}
+
+/// The `Autodiff<B, C>` kernel of a differentiable op with a `composition` and no `backward`:
+/// the composition itself, run on `Autodiff<B, C>`, whose primitives record their own backward
+/// passes (through the tensor fields of declared types too).
+fn composed_fn(op: &Op, group: &str, w: &mut Writer) {
+    let path = op
+        .composition
+        .as_deref()
+        .expect("a composed op has a composition");
+    w.blank();
+    w.doc(&[
+        format!(
+            "[`{group}::{op}`](super::{group}::{op}) on `Autodiff<B, C>`: its composition run on \
+             `Autodiff<B, C>`, whose primitives give the gradients.",
+            op = op.name
+        ),
+        String::new(),
+        "(The op declares no `backward`; `backward = \"hand-written\"` would make this kernel the"
+            .to_owned(),
+        "companion `...Autodiff` trait's.)".to_owned(),
+    ]);
+    allow_complex_output(op, w);
+    allow_many_arguments(op.inputs.len(), w);
+    let autodiff = "rt::Autodiff<B, C>";
+    let params = super::params(op, autodiff);
+    let head = format!("pub fn {}<B, C>", op.name);
+    let predicates = [
+        "B: rt::Backend".to_owned(),
+        "C: rt::CheckpointStrategy".to_owned(),
+    ];
+    let sig = signature(
+        head.clone(),
+        params.clone(),
+        super::primitive_returns(&op.output, autodiff, ""),
+    );
+    if matches!(op.output, Output::Unit) && !w.fits(&sig) {
+        // Nothing returned and the parameters one per line: rustfmt writes `) where`.
+        w.line(signature(head, params, " where"));
+        where_predicates(&predicates, w);
+    } else {
+        w.line(sig);
+        where_clause(&predicates, w);
+    }
+    w.line(super::forward_call(
+        &format!("{}::<{autodiff}>", nested(path)),
+        op,
+    ));
+    w.close("}");
+}
+
+/// `B: super::Trait + bounds...`.
+fn bounds(group: &str, backward: &Backward) -> String {
+    let mut b = format!("super::{group}");
+    for bound in &backward.bounds {
+        b.push_str(" + ");
+        b.push_str(&nested(bound));
+    }
+    b
+}
+
+/// A manifest path (written as seen from the ops module) as seen from the `autodiff` module
+/// inside it.
+fn nested(path: &str) -> String {
+    if let Some(rest) = path.strip_prefix("self::") {
+        format!("super::{rest}")
+    } else if path.starts_with("super::") || path == "super" {
+        format!("super::{path}")
+    } else {
+        path.to_owned()
+    }
+}
+
+/// The type of a field at the backend level (owned).
+pub(super) fn field_type(op: &Op, source: &FieldSource) -> String {
+    field_type_on(op, source, "B")
+}
+
+/// The type of a field on backend `backend` (`B`, `Self`), owned.
+pub(super) fn field_type_on(op: &Op, source: &FieldSource, backend: &str) -> String {
+    match source {
+        FieldSource::Input(name) => {
+            let input = op
+                .inputs
+                .iter()
+                .find(|i| &i.name == name)
+                .expect("a field's input");
+            match &input.arg {
+                Arg::Tensor(t) => owned_contained(t, &primitive(t.kind, backend)),
+                Arg::Plain(ty) => ty.clone(),
+                Arg::Device => format!("rt::DeviceOf<{backend}>"),
+                Arg::Declared { .. } => {
+                    unreachable!("validation: no declared backward pass with declared types")
+                }
+            }
+        }
+        FieldSource::Member { ty, .. } => ty.clone(),
+        FieldSource::OutputMember(_) => format!("rt::FloatTensor<{backend}>"),
+        FieldSource::Output(path) => match op.output.leaf_at(path) {
+            Some(Output::Tensor(t)) => owned_contained(t, &primitive(t.kind, backend)),
+            Some(Output::Plain(ty)) => ty.clone(),
+            Some(other) => super::output_type(other, backend),
+            None => unreachable!("a field's output element exists"),
+        },
+    }
+}
+
+fn owned_contained(t: &TensorArg, one: &str) -> String {
+    match t.container {
+        Container::One => one.to_owned(),
+        Container::Option => format!("Option<{one}>"),
+        Container::Vec => format!("Vec<{one}>"),
+    }
+}
+
+fn uses_backend(op: &Op, backward: &Backward) -> bool {
+    backward
+        .fields
+        .iter()
+        .any(|f| field_type(op, &f.source).contains("<B>"))
+}
+
+fn op_items(ir: &Ir, op: &Op, group: &str, ty: &str, w: &mut Writer) {
+    let backward = op.backward.as_ref().expect("an op with a backward pass");
+    let ty = ty.to_owned();
+    let bound = bounds(group, backward);
+    if backward.member.is_empty() {
+        derivative_items(op, group, backward, &ty, &bound, w);
+    } else {
+        // One node per float field of the declared output, each with its own derivative.
+        for node in backward.nodes() {
+            derivative_items(
+                op,
+                group,
+                node,
+                &names::member_derivative(&ty, &node.member),
+                &bound,
+                w,
+            );
+        }
+    }
+
+    // The op on `Autodiff<B, C>`.
+    w.blank();
+    let passes = if backward.member.is_empty() {
+        format!("[`{ty}`] as its backward pass")
+    } else {
+        let list: Vec<String> = backward
+            .nodes()
+            .map(|n| format!("[`{}`]", names::member_derivative(&ty, &n.member)))
+            .collect();
+        format!(
+            "{} as its backward passes, one node per float field",
+            list.join(", ")
+        )
+    };
+    let mut doc = vec![format!(
+        "[`{group}::{op}`](super::{group}::{op}) on `Autodiff<B, C>`: the forward pass on `B`, and \
+         {passes}.",
+        op = op.name
+    )];
+    if backward.recompute {
+        doc.push(String::new());
+        doc.push(
+            "Memory-bound (`checkpoint = \"recompute\"`): with gradient checkpointing, its output is"
+                .to_owned(),
+        );
+        doc.push("recomputed when the backward pass needs it instead of being kept.".to_owned());
+    }
+    w.doc(&doc);
+    allow_complex_output(op, w);
+    allow_many_arguments(op.inputs.len(), w);
+    let autodiff = "rt::Autodiff<B, C>";
+    let params = super::params(op, autodiff);
+    w.line(signature(
+        format!("pub fn {}<B, C>", op.name),
+        params,
+        super::primitive_returns(&op.output, autodiff, ""),
+    ));
+    where_clause(
+        &[
+            format!("B: {bound}"),
+            "C: rt::CheckpointStrategy".to_owned(),
+        ],
+        w,
+    );
+    autodiff_body(ir, op, group, backward, &ty, w);
+    w.close("}");
+}
+
+/// The derivative value of `backward` (named `ty`) and its `Derivative` (and `Recompute`)
+/// implementation: the whole backward pass, or one node's of an op returning a declared struct.
+fn derivative_items(
+    op: &Op,
+    group: &str,
+    backward: &Backward,
+    ty: &str,
+    bound: &str,
+    w: &mut Writer,
+) {
+    let n = backward.reads.len();
+    let ty = ty.to_owned();
+    let generic = uses_backend(op, backward);
+    let ty_b = if generic {
+        format!("{ty}<B>")
+    } else {
+        ty.clone()
+    };
+
+    // The derivative value.
+    w.blank();
+    let how = match &backward.form {
+        BackwardForm::Formulas(_) => "formulas",
+        BackwardForm::Function { .. } => "function",
+    };
+    let mut doc = vec![format!(
+        "The backward pass of [`{group}::{op}`](super::{group}::{op}), from its {how} ({}).",
+        backward.location,
+        op = op.name
+    )];
+    if !backward.member.is_empty() {
+        let field = backward.member.join(".");
+        doc.push(String::new());
+        doc.push(format!(
+            "The node of `output.{field}`: the part of each formula that reads `grad.{field}`."
+        ));
+    }
+    if let BackwardForm::Formulas(formulas) = &backward.form {
+        doc.push(String::new());
+        for (slot, f) in op.float_slots().zip(formulas) {
+            let text = f.as_ref().map_or("none", |f| f.text.as_str());
+            doc.push(format!("- `{}`: `{text}`", slot.name));
+        }
+    }
+    w.doc(&doc);
+    w.line("#[derive(Clone, Debug)]");
+    if backward.fields.is_empty() {
+        w.line(format!("pub struct {ty};"));
+    } else {
+        let head = if generic {
+            format!("pub struct {ty}<B: rt::Backend> {{")
+        } else {
+            format!("pub struct {ty} {{")
+        };
+        w.open(head);
+        for field in &backward.fields {
+            w.line(format!(
+                "{}: {},",
+                crate::names::formula_local(&field.name),
+                field_type(op, &field.source)
+            ));
+        }
+        w.close("}");
+    }
+
+    // `Derivative`.
+    w.blank();
+    // Formulas only call `B`'s primitives: bound by `Backend` alone, so that no op of the
+    // user's trait shadows one (an op named `sigmoid`).
+    let derivative_bound = match backward.form {
+        BackwardForm::Formulas(_) => "rt::Backend".to_owned(),
+        BackwardForm::Function { .. } => bound.to_owned(),
+    };
+    impl_head(
+        &format!("{G}::Derivative<B, {n}>"),
+        &ty_b,
+        &derivative_bound,
+        w,
+    );
+    w.line(format!(
+        "const OP: &'static str = {};",
+        super::string_literal(&op.name)
+    ));
+    let inputs: Vec<Doc> = op
+        .float_slots()
+        .map(|slot| super::string_literal(&slot.name).into())
+        .collect();
+    w.assign(
+        format!("const INPUTS: [&'static str; {n}] = "),
+        super::code::args("[", inputs, "]"),
+        ";",
+    );
+    let gradients: Vec<Doc> = backward
+        .gradients
+        .iter()
+        .map(|g| g.to_string().into())
+        .collect();
+    w.assign(
+        format!("const GRADIENTS: [bool; {n}] = "),
+        super::code::args("[", gradients, "]"),
+        ";",
+    );
+    w.line(format!("const OUTPUT: bool = {};", backward.reads_output));
+    w.blank();
+    derivative_backward(op, backward, n, w);
+    w.close("}");
+
+    if backward.recompute {
+        w.blank();
+        impl_head(&format!("{G}::Recompute<B, {n}>"), &ty_b, bound, w);
+        recompute_forward(op, group, n, w);
+        w.close("}");
+    }
+}
+
+/// `impl<B> Trait for Ty where B: bound {`, as rustfmt lays it out.
+fn impl_head(tr: &str, ty: &str, bound: &str, w: &mut Writer) {
+    w.line(format!("impl<B> {tr} for {ty}"));
+    where_clause(&[format!("B: {bound}")], w);
+}
+
+/// `where` and its predicates, one per line, then the opening brace. A predicate too long for
+/// its line puts each further bound on a line of its own, as rustfmt does.
+pub(super) fn where_clause(predicates: &[String], w: &mut Writer) {
+    w.line("where");
+    where_predicates(predicates, w);
+}
+
+/// The predicates of a `where` clause, one per line, and the opening brace of the body.
+fn where_predicates(predicates: &[String], w: &mut Writer) {
+    w.indent();
+    for p in predicates {
+        let line = format!("{p},");
+        if w.fits(&Doc::Text(line.clone())) || !p.contains(" + ") {
+            w.line(line);
+            continue;
+        }
+        let mut bounds = p.split(" + ");
+        w.line(bounds.next().unwrap_or_default());
+        w.indent();
+        let rest: Vec<&str> = bounds.collect();
+        for (i, bound) in rest.iter().enumerate() {
+            let end = if i + 1 == rest.len() { "," } else { "" };
+            w.line(format!("+ {bound}{end}"));
+        }
+        w.dedent();
+    }
+    w.dedent();
+    w.open("{");
+}
+
+/// `callee` as written at the current depth, or, when `callee(` would not fit on its line,
+/// an alias brought in by a `use` first (rustfmt would break the path's generics).
+fn short_callee(callee: &str, path: &str, alias: &str, w: &mut Writer) -> String {
+    if w.fits(&Doc::Text(format!("{INDENT}{INDENT}{callee}("))) {
+        return callee.to_owned();
+    }
+    w.line(format!("use {path} as {alias};"));
+    callee.replacen(path, alias, 1)
+}
+
+/// `Derivative::backward`: the formulas, or a call of the backward function.
+fn derivative_backward(op: &Op, backward: &Backward, n: usize, w: &mut Writer) {
+    let float = "rt::FloatTensor<B>";
+    let ret = format!(" -> [Option<{float}>; {n}] {{");
+    let (saved_used, grad_used, tracked_used) = match &backward.form {
+        BackwardForm::Function { args, .. } => (
+            args.iter()
+                .any(|a| matches!(a, SavedValue::Float(_) | SavedValue::Output)),
+            true,
+            n > 1,
+        ),
+        BackwardForm::Formulas(formulas) => {
+            let any = formulas.iter().any(Option::is_some);
+            let grad = formulas.iter().flatten().any(|f| term_uses_grad(&f.expr));
+            (
+                backward.reads.iter().any(|r| *r) || backward.reads_output,
+                grad,
+                any,
+            )
+        }
+    };
+    let saved = if saved_used {
+        format!("mut {}: {G}::Saved<B, {n}>", names::SAVED)
+    } else {
+        format!("_: {G}::Saved<B, {n}>")
+    };
+    let grad = if grad_used {
+        format!("{}: {float}", names::GRAD_LOCAL)
+    } else {
+        format!("_: {float}")
+    };
+    let tracked = if tracked_used {
+        format!("{}: [bool; {n}]", names::TRACKED)
+    } else {
+        format!("_: [bool; {n}]")
+    };
+    if let BackwardForm::Formulas(formulas) = &backward.form
+        && formulas.iter().flatten().any(|f| term_has_literal(&f.expr))
+    {
+        // The literals are the manifest's (`3.14159...` is the author's choice).
+        w.line("#[allow(clippy::approx_constant)]");
+    }
+    w.open(signature(
+        "fn backward",
+        vec!["self".into(), saved.into(), grad.into(), tracked.into()],
+        ret,
+    ));
+    match &backward.form {
+        BackwardForm::Function {
+            path,
+            method_of,
+            args,
+        } => {
+            let mut items: Vec<Doc> = args
+                .iter()
+                .map(|a| match a {
+                    SavedValue::Float(i) => saved_input(op, *i),
+                    SavedValue::Output => format!("{}.output()", names::SAVED).into(),
+                    SavedValue::Field(name) => {
+                        format!("self.{}", names::formula_local(name)).into()
+                    }
+                })
+                .collect();
+            items.push(names::GRAD_LOCAL.into());
+            let callee = match method_of {
+                Some(tr) => {
+                    let tr = nested(tr);
+                    let method = &path[path.len() - path.rsplit("::").next().unwrap_or("").len()..];
+                    let callee = format!("<B as {tr}>::{method}");
+                    short_callee(&callee, &tr, names::BACKWARD_TRAIT, w)
+                }
+                None => {
+                    let path = nested(path);
+                    short_callee(&format!("{path}::<B>"), &path, names::BACKWARD_FN, w)
+                }
+            };
+            // One float input: the function returns its gradient; several: it is told which
+            // are tracked and returns one `Option` each.
+            if n > 1 {
+                items.push(names::TRACKED.into());
+                w.line(call(callee, items));
+            } else {
+                w.assign(
+                    format!("let {} = ", names::GRADIENT),
+                    call(callee, items),
+                    ";",
+                );
+                w.line(format!("[Some({})]", names::GRADIENT));
+            }
+        }
+        BackwardForm::Formulas(formulas) => {
+            let mut read = Vec::new();
+            for f in formulas.iter().flatten() {
+                term_inputs(&f.expr, &mut read);
+            }
+            for (i, slot) in op.float_slots().enumerate() {
+                if read.contains(&slot.name.as_str()) {
+                    w.line(format!(
+                        "let {} = {}.input({i});",
+                        crate::names::slot_local(&slot.input.name, &slot.fields),
+                        names::SAVED
+                    ));
+                }
+            }
+            if backward.reads_output {
+                w.line(format!("let output = {}.output();", names::SAVED));
+            }
+            // The declared output's other float fields the formulas read, kept in the value.
+            for field in &backward.fields {
+                if matches!(field.source, FieldSource::OutputMember(_)) {
+                    w.line(format!(
+                        "let {0} = self.{0};",
+                        crate::names::formula_local(&field.name)
+                    ));
+                }
+            }
+            // The numbers the formulas read (a recomputed op's value holds every argument).
+            let mut scalars = Vec::new();
+            for f in formulas.iter().flatten() {
+                term_scalars(&f.expr, &mut scalars);
+            }
+            for field in backward
+                .fields
+                .iter()
+                .filter(|f| scalars.contains(&f.name.as_str()))
+            {
+                w.line(format!(
+                    "let {} = {G}::number(&self.{});",
+                    names::formula_local(&field.name),
+                    crate::names::formula_local(&field.name)
+                ));
+            }
+            // Each tensor local is moved into its last read, so the last primitive that reads
+            // it can work in place; a local read by several formulas is a `Reused`, which
+            // moves into its last read in the last formula that runs.
+            // A tensor subexpression a formula has twice (`tanh(x) * tanh(x)`) is computed
+            // once, into a local that is then read like the others.
+            let shared: Vec<Vec<Shared<'_>>> = formulas
+                .iter()
+                .map(|f| {
+                    f.as_ref()
+                        .map(|f| shared_subterms(&f.expr))
+                        .unwrap_or_default()
+                })
+                .collect();
+            let reads: Vec<Vec<&str>> = formulas
+                .iter()
+                .zip(&shared)
+                .map(|(f, shared)| {
+                    let mut acc = Vec::new();
+                    if let Some(f) = f {
+                        for local in shared {
+                            tensor_reads(local.term, shared, true, &mut acc);
+                        }
+                        tensor_reads(&f.expr, shared, false, &mut acc);
+                    }
+                    acc
+                })
+                .collect();
+            let mut reused: Vec<&str> = Vec::new();
+            for (i, names_i) in reads.iter().enumerate() {
+                // (A shared subterm's local lives in its formula's block.)
+                let outer = names_i
+                    .iter()
+                    .filter(|n| !shared[i].iter().any(|s| s.name == **n));
+                for name in outer {
+                    if !reused.contains(name) && reads[i + 1..].iter().any(|r| r.contains(name)) {
+                        reused.push(name);
+                    }
+                }
+            }
+            for name in &reused {
+                let local = names::formula_local(name);
+                w.line(format!("let mut {local} = {G}::Reused::new({local});"));
+            }
+            if !tracked_used {
+                w.line(format!("[{}]", vec!["None"; n].join(", ")));
+            } else {
+                w.line(format!(
+                    "let mut {} = [{}];",
+                    names::GRADS,
+                    vec!["None"; n].join(", ")
+                ));
+                for (i, f) in formulas.iter().enumerate() {
+                    let Some(f) = f else { continue };
+                    let mut bindings = Vec::new();
+                    let input = op
+                        .float_slots()
+                        .nth(i)
+                        .map_or(String::new(), |slot| slot.name);
+                    let context = format!("op `{}`, input `{input}`: `{}`", op.name, f.text);
+                    let mut left: Vec<(&str, usize)> = Vec::new();
+                    for name in &reads[i] {
+                        match left.iter_mut().find(|(n, _)| n == name) {
+                            Some((_, count)) => *count += 1,
+                            None => left.push((name, 1)),
+                        }
+                    }
+                    let later: Vec<(&str, Vec<usize>)> = reused
+                        .iter()
+                        .map(|name| {
+                            let users = (i + 1..reads.len())
+                                .filter(|j| reads[*j].contains(name))
+                                .collect();
+                            (*name, users)
+                        })
+                        .collect();
+                    let mut cx = Cx {
+                        formula: &context,
+                        bindings: &mut bindings,
+                        left,
+                        later: &later,
+                        shared: &shared[i],
+                    };
+                    let locals: Vec<(String, Doc)> = shared[i]
+                        .iter()
+                        .map(|local| (local.name.clone(), term_inner(local.term, &mut cx).doc))
+                        .collect();
+                    let expr = term(&f.expr, &mut cx).doc;
+                    w.open(format!("if {}[{i}] {{", names::TRACKED));
+                    for (name, value) in bindings {
+                        w.assign(format!("let {name} = "), value, ";");
+                    }
+                    for (name, value) in locals {
+                        w.assign(format!("let {name} = "), value, ";");
+                    }
+                    w.assign(
+                        format!("{}[{i}] = ", names::GRADS),
+                        call("Some", [expr]),
+                        ";",
+                    );
+                    w.close("}");
+                }
+                w.line(names::GRADS);
+            }
+        }
+    }
+    w.close("}");
+}
+
+/// `__saved.input(i)` (or `.optional(i)`) for float slot `i`.
+fn saved_input(op: &Op, slot: usize) -> Doc {
+    let t = op.float_slots().nth(slot).expect("a slot").tensor;
+    let method = if t.container == Container::Option {
+        "optional"
+    } else {
+        "input"
+    };
+    format!("{}.{method}({slot})", names::SAVED).into()
+}
+
+/// `Recompute::forward`: the op's kernel on `B`, from the float inputs and the fields.
+fn recompute_forward(op: &Op, group: &str, n: usize, w: &mut Writer) {
+    w.open(signature(
+        "fn forward",
+        vec![
+            "&self".into(),
+            format!("mut {}: {G}::Saved<B, {n}>", names::INPUTS).into(),
+        ],
+        " -> rt::FloatTensor<B> {",
+    ));
+    let mut slot = 0;
+    let args: Vec<Doc> = op
+        .inputs
+        .iter()
+        .map(|input| match &input.arg {
+            Arg::Tensor(t) if is_slot(t) => {
+                let taken = if t.container == Container::Option {
+                    format!("{}.optional({slot})", names::INPUTS)
+                } else {
+                    format!("{}.input({slot})", names::INPUTS)
+                };
+                slot += 1;
+                borrow_taken(t, taken).into()
+            }
+            Arg::Tensor(t) if t.borrowed => match t.container {
+                Container::One | Container::Vec => format!("&self.{}", input.name).into(),
+                Container::Option => format!("self.{}.as_ref()", input.name).into(),
+            },
+            Arg::Device => format!("&self.{}", input.name).into(),
+            _ => format!("{G}::keep(&self.{})", input.name).into(),
+        })
+        .collect();
+    let callee = short_callee(
+        &format!("<B as super::{group}>::{}", op.name),
+        &format!("super::{group}"),
+        names::OPS_TRAIT,
+        w,
+    );
+    let kernel = call(callee, args);
+    let backward = op.backward.as_ref().expect("a backward pass");
+    if backward.output_path.is_empty() {
+        w.line(kernel);
+    } else {
+        let pattern = pattern(&op.output, &mut Vec::new(), &backward.output_path, true);
+        w.assign(format!("let {pattern} = "), kernel, ";");
+        w.line(out_name(&backward.output_path));
+    }
+    w.close("}");
+}
+
+fn is_slot(t: &TensorArg) -> bool {
+    t.kind == crate::ir::TensorKind::Float && t.container != Container::Vec
+}
+
+/// A taken slot as the kernel's argument: borrowed where the kernel borrows.
+fn borrow_taken(t: &TensorArg, taken: String) -> String {
+    match (t.borrowed, t.container) {
+        (false, _) => taken,
+        (true, Container::Option) => format!("{taken}.as_ref()"),
+        (true, _) => format!("&{taken}"),
+    }
+}
+
+/// The local of output element `path`.
+fn out_name(path: &[usize]) -> String {
+    let mut name = names::OUT.to_owned();
+    for i in path {
+        name.push_str(&format!("_{i}"));
+    }
+    name
+}
+
+/// A destructuring pattern of `out`; with `only`, every element but the one at `keep` is `_`.
+fn pattern(out: &Output, path: &mut Vec<usize>, keep: &[usize], only: bool) -> String {
+    match out {
+        Output::Tuple(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    path.push(i);
+                    let p = pattern(item, path, keep, only);
+                    path.pop();
+                    p
+                })
+                .collect();
+            super::tuple_text(&parts)
+        }
+        _ if only && path.as_slice() != keep => "_".to_owned(),
+        _ => out_name(path),
+    }
+}
