@@ -8,8 +8,8 @@
 //! element-wise op gains more from than from its own kernel.
 
 use super::context::{Context, ManifestRule, unknown_modes};
+use super::contracts::first_undeclared;
 use super::lower::lazy_outputs;
-use super::rules::first_undeclared;
 use crate::diag::{Diagnostic, page};
 use crate::ir::{Arg, BackendName, FusionImpl, Output};
 use crate::model::OpSpec;

@@ -6,6 +6,7 @@
 //!   Names are checked by [`crate::names`], plain types by `types`, doc text by `text`.
 //! - `rules`: the rules that relate values to each other, one named function each, all of one
 //!   signature (`context::ManifestRule`), listed where they are defined: `rules::MANIFEST_RULES`,
+//!   `generated_names::MANIFEST_RULES`, `contracts::MANIFEST_RULES`,
 //!   `asynchrony::MANIFEST_RULES`, `fusion::MANIFEST_RULES`, `dtypes::MANIFEST_RULES`,
 //!   `remote::MANIFEST_RULES` and `effect::MANIFEST_RULES`.
 //!
@@ -16,9 +17,11 @@ mod asynchrony;
 mod backward;
 mod check;
 mod context;
+mod contracts;
 mod dtypes;
 mod effect;
 mod fusion;
+mod generated_names;
 mod gradients;
 mod linear;
 mod lower;
@@ -91,6 +94,8 @@ pub fn validate_with(
     };
     for rule in rules::MANIFEST_RULES
         .iter()
+        .chain(generated_names::MANIFEST_RULES)
+        .chain(contracts::MANIFEST_RULES)
         .chain(asynchrony::MANIFEST_RULES)
         .chain(fusion::MANIFEST_RULES)
         .chain(dtypes::MANIFEST_RULES)
