@@ -23,8 +23,8 @@ pub(crate) fn runtime_of_dependencies(cargo_toml: &str) -> Option<&'static str> 
 /// (`links = "burn_route_ops"`) for the crates that depend on it alone.
 const RUNTIME_METADATA: [(&str, &str); 3] = [
     ("DEP_BURN_ROUTE_AUTODIFF", names::AUTODIFF_CFG),
-    ("DEP_BURN_ROUTE_CUBE", "burn_route_cube"),
-    ("DEP_BURN_ROUTE_REMOTE", "burn_route_remote"),
+    ("DEP_BURN_ROUTE_CUBE", burn_route_core::route_cfg::CUBE),
+    ("DEP_BURN_ROUTE_REMOTE", burn_route_core::route_cfg::REMOTE),
 ];
 
 /// The build-script lines that declare the generator's own cfgs (`rustc-check-cfg`) and set

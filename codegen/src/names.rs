@@ -280,20 +280,16 @@ pub const GENERICS: &[&str] = &["B", "C", "F"];
 /// The cfg the generated autodiff routing is compiled under when the manifest sets no
 /// `autodiff_cfg`. [`crate::Builder::build_script`] sets it when burn-route-runtime has autodiff
 /// (it learns that from the runtime's build metadata), so the consuming crate follows it.
-pub const AUTODIFF_CFG: &str = "burn_route_autodiff";
+pub const AUTODIFF_CFG: &str = burn_route_core::route_cfg::AUTODIFF;
 
 /// The cfg a backend's routes are compiled under when the manifest gives it none: the backends
 /// that only some builds of burn-route have (set, like [`AUTODIFF_CFG`], by the build script).
 pub fn backend_cfg(backend: BackendName) -> Option<&'static str> {
-    match backend {
-        BackendName::Flex | BackendName::Other => None,
-        BackendName::Cube => Some("burn_route_cube"),
-        BackendName::Remote => Some("burn_route_remote"),
-    }
+    backend.route_cfg()
 }
 
 /// Every cfg the generator itself may introduce, for `cargo::rustc-check-cfg`.
-pub const RUNTIME_CFGS: &[&str] = &[AUTODIFF_CFG, "burn_route_cube", "burn_route_remote"];
+pub const RUNTIME_CFGS: &[&str] = burn_route_core::route_cfg::ALL;
 
 /// The default rank generic of tensors without `dims`.
 pub const DEFAULT_RANK: &str = "D";

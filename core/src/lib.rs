@@ -125,6 +125,16 @@ impl BackendId {
         Self::ALL.iter().copied().find(|value| value.key() == key)
     }
 
+    /// The cfg its routes are compiled under when the manifest gives it none: for the backends
+    /// that only some builds of burn-route-runtime have ([`route_cfg`]).
+    pub const fn route_cfg(self) -> Option<&'static str> {
+        match self {
+            Self::Flex | Self::Other => None,
+            Self::Cube => Some(route_cfg::CUBE),
+            Self::Remote => Some(route_cfg::REMOTE),
+        }
+    }
+
     /// This backend's bit in a set of backends (none for [`BackendId::Other`]).
     pub const fn bit(self) -> u8 {
         match self {
@@ -132,6 +142,30 @@ impl BackendId {
             Self::Cube => 2,
             Self::Remote => 4,
             Self::Other => 0,
+        }
+    }
+}
+
+/// The cfgs generated routes are compiled under by default, which the generator's build script
+/// (`Builder::build_script`) sets from burn-route-runtime's features.
+pub mod route_cfg {
+    /// Autodiff routing: the runtime's `autodiff` feature.
+    pub const AUTODIFF: &str = "burn_route_autodiff";
+    /// The routes to Cube: its `wgpu` or `cuda` feature.
+    pub const CUBE: &str = "burn_route_cube";
+    /// The routes to Remote: its `remote` feature.
+    pub const REMOTE: &str = "burn_route_remote";
+    /// Every one, for `cargo::rustc-check-cfg`.
+    pub const ALL: &[&str] = &[AUTODIFF, CUBE, REMOTE];
+
+    /// The runtime feature that turns `cfg` on, as a message names it; `None` for a cfg that
+    /// is not one of these.
+    pub fn feature(cfg: &str) -> Option<&'static str> {
+        match cfg {
+            AUTODIFF => Some("autodiff"),
+            CUBE => Some("wgpu` or `cuda"),
+            REMOTE => Some("remote"),
+            _ => None,
         }
     }
 }

@@ -599,12 +599,7 @@ impl std::error::Error for RouteError {}
 /// How to turn a cfg on: burn-route's own cfgs follow its features (the generator's build
 /// script sets them); any other is the crate's.
 fn cfg_fix(cfg: &str, krate: &str) -> String {
-    let feature = match cfg {
-        "burn_route_autodiff" => Some("autodiff"),
-        "burn_route_cube" => Some("wgpu` or `cuda"),
-        "burn_route_remote" => Some("remote"),
-        _ => None,
-    };
+    let feature = burn_route_core::route_cfg::feature(cfg);
     match feature {
         Some(feature) => format!(
             "enable burn-route's `{feature}` feature (crate `{krate}`'s build script sets `{cfg}` from it; \
