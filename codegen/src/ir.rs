@@ -5,7 +5,9 @@
 //! (`Vec<usize>`, `feature = "cube"`). Emitters only print this.
 
 /// The words the manifest and the runtime share, defined once in `burn-route-core`.
-pub use burn_route_core::{BackendId as BackendName, FloatDtype, Policy, ShapeRule, TensorKind};
+pub use burn_route_core::{
+    BackendId as BackendName, Container, FloatDtype, Policy, ShapeRule, TensorKind,
+};
 
 /// A validated manifest.
 #[derive(Clone, Debug)]
@@ -785,17 +787,6 @@ pub struct ShapeContract {
     pub of: String,
     /// `manifest:LINE` of the contract, for runtime messages.
     pub location: String,
-}
-
-/// What holds the tensor(s) of an argument or output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Container {
-    /// Exactly one tensor.
-    One,
-    /// `Option<tensor>`.
-    Option,
-    /// `Vec<tensor>`.
-    Vec,
 }
 
 /// Rank of a tensor at the `Tensor<D>` level.

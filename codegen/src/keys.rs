@@ -134,7 +134,7 @@ pub const OTHER_DTYPES: &[&str] = &["error", "composition"];
 /// The values of `checkpoint`.
 pub const CHECKPOINT: &[&str] = &["keep", "recompute"];
 /// The values of `container`.
-pub const CONTAINER: &[&str] = &["option", "vec"];
+pub const CONTAINER: &[&str] = burn_route_core::Container::KEYS;
 /// The float dtypes `dtypes` may list.
 pub const FLOAT_DTYPES: &[&str] = FloatDtype::KEYS;
 /// The `backward` value of an op whose `Autodiff<B, C>` kernel is written by hand.

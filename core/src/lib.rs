@@ -146,6 +146,39 @@ impl BackendId {
     }
 }
 
+/// What holds the tensor(s) of an argument, field or output: the manifest's `container` key
+/// (absent: one tensor), and the type of the op's parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Container {
+    /// Exactly one tensor (no `container` key).
+    One,
+    /// `Option<tensor>` (`container = "option"`): checked present, and absent once.
+    Option,
+    /// `Vec<tensor>` (`container = "vec"`).
+    Vec,
+}
+
+impl Container {
+    /// The values the `container` key takes, in the order of the manifest reference.
+    pub const KEYS: &'static [&'static str] = &["option", "vec"];
+
+    /// The `container` value that names it (`None` for [`Container::One`], the key's absence).
+    pub const fn key(self) -> Option<&'static str> {
+        match self {
+            Self::One => None,
+            Self::Option => Some("option"),
+            Self::Vec => Some("vec"),
+        }
+    }
+
+    /// The container a `container` value names, if any.
+    pub fn from_key(key: &str) -> Option<Self> {
+        [Self::Option, Self::Vec]
+            .into_iter()
+            .find(|c| c.key() == Some(key))
+    }
+}
+
 /// The cfgs generated routes are compiled under by default, which the generator's build script
 /// (`Builder::build_script`) sets from burn-route-runtime's features.
 pub mod route_cfg {

@@ -128,7 +128,7 @@ impl<'a> Checker<'a> {
     /// `None` (every input present), then the index of each optional input.
     pub(super) fn variants(&self) -> Vec<Option<usize>> {
         let optional = self.op.inputs.iter().enumerate();
-        let optional = optional.filter(|(_, i)| i.container == Container::Optional);
+        let optional = optional.filter(|(_, i)| i.container == Container::Option);
         std::iter::once(None)
             .chain(optional.map(|(index, _)| Some(index)))
             .collect()

@@ -188,16 +188,9 @@ pub const DEFAULT_FLOAT_RANGE: (f64, f64) = (-2.0, 2.0);
 /// The default range of an int input: the integers in `[0, 4)`.
 pub const DEFAULT_INT_RANGE: (f64, f64) = (0.0, 4.0);
 
-/// How an input holds its tensors: the type of the op's parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Container {
-    /// One tensor (`DispatchTensor`).
-    Single,
-    /// `Option<DispatchTensor>`: checked present, and absent once (values only).
-    Optional,
-    /// `Vec<DispatchTensor>`, one shape per element.
-    Vec,
-}
+/// How an input holds its tensors (the type of the op's parameter): one `DispatchTensor`, an
+/// `Option` (checked present, and absent once, values only) or a `Vec` (one shape per element).
+pub use burn_route_core::Container;
 
 /// One tensor input of a checked op: its name (as the op's parameter, for messages), kind,
 /// container, shape(s) and the range its values are drawn in.
@@ -234,7 +227,7 @@ impl Input {
         Self::new(
             name,
             TensorKind::Float,
-            Container::Single,
+            Container::One,
             vec![shape.to_vec()],
         )
     }
@@ -244,7 +237,7 @@ impl Input {
         Self::new(
             name,
             TensorKind::Float,
-            Container::Optional,
+            Container::Option,
             vec![shape.to_vec()],
         )
     }
@@ -258,12 +251,7 @@ impl Input {
     /// An int tensor of `shape`, values the integers in `[0, 4)` unless
     /// [`range`](Self::range) says otherwise.
     pub fn int(name: &'static str, shape: &[usize]) -> Self {
-        Self::new(
-            name,
-            TensorKind::Int,
-            Container::Single,
-            vec![shape.to_vec()],
-        )
+        Self::new(name, TensorKind::Int, Container::One, vec![shape.to_vec()])
     }
 
     /// An `Option` of an int tensor of `shape`.
@@ -271,7 +259,7 @@ impl Input {
         Self::new(
             name,
             TensorKind::Int,
-            Container::Optional,
+            Container::Option,
             vec![shape.to_vec()],
         )
     }
@@ -284,12 +272,7 @@ impl Input {
 
     /// A bool tensor of `shape`, each element true with probability 1/2.
     pub fn bool(name: &'static str, shape: &[usize]) -> Self {
-        Self::new(
-            name,
-            TensorKind::Bool,
-            Container::Single,
-            vec![shape.to_vec()],
-        )
+        Self::new(name, TensorKind::Bool, Container::One, vec![shape.to_vec()])
     }
 
     /// An `Option` of a bool tensor of `shape`.
@@ -297,7 +280,7 @@ impl Input {
         Self::new(
             name,
             TensorKind::Bool,
-            Container::Optional,
+            Container::Option,
             vec![shape.to_vec()],
         )
     }
@@ -398,12 +381,12 @@ impl Input {
     /// How the op's signature spells this input's type, for messages.
     fn constructor(&self) -> &'static str {
         match (self.container, self.kind) {
-            (Container::Single, TensorKind::Float) => "float",
-            (Container::Single, TensorKind::Int) => "int",
-            (Container::Single, TensorKind::Bool) => "bool",
-            (Container::Optional, TensorKind::Float) => "optional_float",
-            (Container::Optional, TensorKind::Int) => "optional_int",
-            (Container::Optional, TensorKind::Bool) => "optional_bool",
+            (Container::One, TensorKind::Float) => "float",
+            (Container::One, TensorKind::Int) => "int",
+            (Container::One, TensorKind::Bool) => "bool",
+            (Container::Option, TensorKind::Float) => "optional_float",
+            (Container::Option, TensorKind::Int) => "optional_int",
+            (Container::Option, TensorKind::Bool) => "optional_bool",
             (Container::Vec, TensorKind::Float) => "floats",
             (Container::Vec, TensorKind::Int) => "ints",
             (Container::Vec, TensorKind::Bool) => "bools",
@@ -804,12 +787,12 @@ impl Args {
 
     #[track_caller]
     fn one(&self, index: usize, kind: TensorKind, accessor: &str) -> DispatchTensor {
-        self.slot(index, kind, Container::Single, accessor).tensors[0].clone()
+        self.slot(index, kind, Container::One, accessor).tensors[0].clone()
     }
 
     #[track_caller]
     fn optional(&self, index: usize, kind: TensorKind, accessor: &str) -> Option<DispatchTensor> {
-        let slot = self.slot(index, kind, Container::Optional, accessor);
+        let slot = self.slot(index, kind, Container::Option, accessor);
         slot.present.then(|| slot.tensors[0].clone())
     }
 

@@ -280,9 +280,8 @@ impl Lowerer<'_> {
         let borrowed = t.borrowed.as_ref().is_some_and(|b| b.value);
         let container = match &t.container {
             None => Some(Container::One),
-            Some(c) => match c.value.as_str() {
-                "option" => Some(Container::Option),
-                "vec" if borrowed => {
+            Some(c) => match Container::from_key(&c.value) {
+                Some(Container::Vec) if borrowed => {
                     self.push(
                         Diagnostic::new(
                             c.span.clone(),
@@ -294,8 +293,9 @@ impl Lowerer<'_> {
                     );
                     None
                 }
-                "vec" => Some(Container::Vec),
-                other => {
+                Some(container) => Some(container),
+                None => {
+                    let other = c.value.as_str();
                     let help = match did_you_mean(other, CONTAINERS) {
                         Some(close) => format!("did you mean `{close}`? containers: option, vec"),
                         None => "use \"option\" (`Option<tensor>`) or \"vec\" (`Vec<tensor>`)"
