@@ -13,6 +13,7 @@
 //! `Lazy` is public so that a trait of your own (a backward-kernel trait, say) can lower its
 //! methods the same way by hand: see its docs.
 
+use super::outputs::Group;
 use burn_backend::{DType, ExecutionError, Shape, TensorMetadata};
 use burn_fusion::custom::{
     CustomOpIr, HandleContainer, OperationFn, OperationIr, ScalarIr, StreamId, TensorId, TensorIr,
@@ -65,14 +66,6 @@ pub struct Lazy<B: FusionBackend> {
     outputs: Vec<TensorIr>,
     scalars: Vec<ScalarIr>,
     groups: Vec<Group>,
-}
-
-/// How many lazy tensors one declared output stands for.
-#[derive(Clone, Copy, Debug)]
-enum Group {
-    One,
-    Option(bool),
-    Vec(usize),
 }
 
 impl<B: FusionBackend> Lazy<B> {
@@ -255,10 +248,7 @@ impl<B: FusionBackend> Lazy<B> {
             OperationIr::Custom(description),
             operation,
         );
-        Outputs {
-            tensors: tensors.into_iter(),
-            groups: groups.into_iter(),
-        }
+        Outputs::<B>::new(tensors, groups)
     }
 }
 
@@ -273,47 +263,7 @@ fn of_kind(kind: TensorKind, dtype: DType) -> bool {
 }
 
 /// The lazy outputs of a registered operation, taken in the order they were declared.
-pub struct Outputs<B: FusionBackend> {
-    tensors: std::vec::IntoIter<Lazily<B>>,
-    groups: std::vec::IntoIter<Group>,
-}
-
-impl<B: FusionBackend> Outputs<B> {
-    fn next(&mut self) -> Lazily<B> {
-        self.tensors
-            .next()
-            .expect("one lazy tensor per declared output")
-    }
-
-    fn group(&mut self) -> Group {
-        self.groups
-            .next()
-            .expect("outputs are taken as they were declared")
-    }
-
-    /// The next output, declared with [`Lazy::output`].
-    pub fn one(&mut self) -> Lazily<B> {
-        let group = self.group();
-        debug_assert!(matches!(group, Group::One), "{group:?}");
-        self.next()
-    }
-
-    /// The next output, declared with [`Lazy::output_option`].
-    pub fn option(&mut self) -> Option<Lazily<B>> {
-        match self.group() {
-            Group::Option(present) => present.then(|| self.next()),
-            group => unreachable!("an `option` output was declared as {group:?}"),
-        }
-    }
-
-    /// The next output, declared with [`Lazy::output_vec`].
-    pub fn vec(&mut self) -> Vec<Lazily<B>> {
-        match self.group() {
-            Group::Vec(len) => (0..len).map(|_| self.next()).collect(),
-            group => unreachable!("a `vec` output was declared as {group:?}"),
-        }
-    }
-}
+pub type Outputs<B> = super::outputs::Outputs<Lazily<B>>;
 
 /// An input — one, an `option` or a `vec` — as recorded by [`Lazy`].
 pub trait Recorded {

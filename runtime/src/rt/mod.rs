@@ -26,6 +26,8 @@ mod error;
 pub mod grad;
 mod lane;
 mod op;
+#[cfg(any(feature = "cube", feature = "remote"))]
+mod outputs;
 mod pending;
 mod route;
 mod shape;

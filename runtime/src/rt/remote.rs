@@ -14,6 +14,7 @@
 //! asks the server through the crate's handshake ([`ready`]) and refuses the call with a
 //! [`RouteError`] when the server does not serve it, or serves another declaration of it.
 
+use super::outputs::Group;
 use std::sync::Mutex;
 
 use burn_backend::ops::FloatTensorOps;
@@ -347,14 +348,6 @@ pub struct Call {
     groups: Vec<Group>,
 }
 
-/// How many tensors one declared output stands for.
-#[derive(Clone, Copy, Debug)]
-enum Group {
-    One,
-    Option(bool),
-    Vec(usize),
-}
-
 impl Call {
     /// A call of `remote`'s op; its first tensor input names the device.
     pub fn new(remote: &'static RemoteOp) -> Self {
@@ -483,10 +476,7 @@ impl Call {
             outputs,
             scalars,
         };
-        Outputs {
-            tensors: client.register(description).into_iter(),
-            groups: groups.into_iter(),
-        }
+        Outputs::new(client.register(description), groups)
     }
 }
 
@@ -499,50 +489,7 @@ pub fn implied(rule: super::ShapeRule, reference: &TensorSpec) -> Option<TensorS
 }
 
 /// The outputs of a sent call, taken in the order they were declared.
-pub struct Outputs {
-    tensors: std::vec::IntoIter<Primitive>,
-    groups: std::vec::IntoIter<Group>,
-}
-
-impl Outputs {
-    fn next(&mut self) -> Primitive {
-        self.tensors.next().expect("one tensor per declared output")
-    }
-
-    fn group(&mut self) -> Group {
-        self.groups
-            .next()
-            .expect("outputs are taken as they were declared")
-    }
-
-    /// The next output, declared with [`Call::output`].
-    pub fn one(&mut self) -> Primitive {
-        let group = self.group();
-        debug_assert!(matches!(group, Group::One), "{group:?}");
-        self.next()
-    }
-
-    /// The next output, declared with [`Call::output_option`].
-    pub fn option(&mut self) -> Option<Primitive> {
-        match self.group() {
-            Group::Option(present) => present.then(|| self.next()),
-            group => unreachable!("an `option` output was declared as {group:?}"),
-        }
-    }
-
-    /// The `N` gradients, declared with [`Call::gradient`] (`None` where not wanted).
-    pub fn gradients<const N: usize>(&mut self) -> [Option<Primitive>; N] {
-        std::array::from_fn(|_| self.option())
-    }
-
-    /// The next output, declared with [`Call::output_vec`].
-    pub fn vec(&mut self) -> Vec<Primitive> {
-        match self.group() {
-            Group::Vec(len) => (0..len).map(|_| self.next()).collect(),
-            group => unreachable!("a `vec` output was declared as {group:?}"),
-        }
-    }
-}
+pub type Outputs = super::outputs::Outputs<Primitive>;
 
 // --- The server side ---
 
