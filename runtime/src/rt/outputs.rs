@@ -1,7 +1,7 @@
 //! The outputs of a recorded operation, shared by the two recorders: a deferred operation on
-//! `Fusion<B>` ([`super::fusion::Lazy`]) and a call of an op on a Remote server
-//! ([`super::remote::Call`]). Both declare their outputs one group at a time (one tensor, an
-//! optional one, a `Vec`) and hand them back in that order.
+//! `Fusion<B>` (`fusion::Lazy`) and a call of an op on a Remote server (`remote::Call`). Both
+//! declare their outputs one group at a time (one tensor, an optional one, a `Vec`) and hand
+//! them back in that order; this module depends on neither.
 
 /// How many tensors one declared output stands for.
 #[derive(Clone, Copy, Debug)]

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The op's `dtypes` and `other_dtypes`, when it declares them. A name that spells no dtype, or
-/// a mode that is neither, is `super::dtypes`'s to report; here it is left out.
+/// a mode that is neither, is `super::super::dtypes`'s to report; here it is left out.
 pub(super) fn dtypes(spec: &OpSpec, cx: &OpContext<'_>) -> Option<crate::ir::Dtypes> {
     let list = spec.dtypes.as_ref()?;
     Some(crate::ir::Dtypes {
@@ -25,10 +25,10 @@ pub(super) fn dtypes(spec: &OpSpec, cx: &OpContext<'_>) -> Option<crate::ir::Dty
 /// "composition"`, else lazily when every output is a tensor with its shape and dtype
 /// declared, else through its composition, else eagerly when its outputs can be handed back to
 /// the fusion stream (the caller rules out its inputs that cannot). (An op routed to Cube that
-/// can do none of these is [`super::rules`]'s to report.) An async op never runs lazily nor
+/// can do none of these is [`super::super::rules`]'s to report.) An async op never runs lazily nor
 /// eagerly: the fusion stream runs its operations synchronously, so only its composition can
 /// run on `Fusion<B>`
-/// ([`super::asynchrony`] reports one without).
+/// ([`super::super::asynchrony`] reports one without).
 pub(super) fn fusion_impl(
     mode: Option<&str>,
     backends: &[Backend],
@@ -69,7 +69,7 @@ pub(super) fn eager_outputs(output: &Output) -> bool {
 /// How an op runs on Remote: as one custom operation when its outputs declare their metadata
 /// (or `remote = "kernel"` says so), else through its composition. What cannot hold (no
 /// metadata and no composition, a declared type, an argument the encoding cannot carry) is
-/// [`super::remote`]'s to report; here the op just gets the form it asks for.
+/// [`super::super::remote`]'s to report; here the op just gets the form it asks for.
 pub(super) fn remote_impl(
     spec: &crate::model::OpSpec,
     backends: &[Backend],
@@ -85,7 +85,7 @@ pub(super) fn remote_impl(
     match spec.remote.as_ref().map(|r| r.value.as_str()) {
         Some("composition") => RemoteImpl::Composition,
         Some("kernel") => RemoteImpl::Kernel,
-        // An argument the encoding cannot carry is [`super::remote`]'s error, unless the op
+        // An argument the encoding cannot carry is [`super::super::remote`]'s error, unless the op
         // says it runs its composition on Remote.
         _ if remote_kernel_possible(asynchronous, inputs, output) => RemoteImpl::Kernel,
         _ if composition => RemoteImpl::Composition,
@@ -165,7 +165,7 @@ pub(in crate::validate) fn lazy_outputs(output: &Output) -> bool {
 }
 
 /// How an op is routed: by its tensors (and its device, when it has one), by its device alone,
-/// or to its one backend. (Whether that is allowed is [`super::rules`]'s call.)
+/// or to its one backend. (Whether that is allowed is [`super::super::rules`]'s call.)
 pub(super) fn route_by(inputs: &[Input], backends: &[Backend]) -> RouteBy {
     let tensors = inputs
         .iter()
