@@ -206,32 +206,75 @@ pub(crate) fn target_classes<B: Backend>(
     batch: usize,
     classes: usize,
 ) -> Vec<usize> {
-    let data = burn_tensor::read_sync(B::int_into_data(targets.clone()))
-        .expect("cross_entropy_logits: reading the targets failed");
-    let values = data
-        .convert::<i64>()
-        .try_into_vec::<i64>()
-        .expect("int targets convert to i64");
-    assert_eq!(
-        values.len(),
-        batch,
-        "cross_entropy_logits: {} targets for {batch} rows of logits",
-        values.len()
-    );
-    values
-        .iter()
-        .enumerate()
-        .map(|(i, &target)| {
-            usize::try_from(target)
-                .ok()
-                .filter(|&c| c < classes)
-                .unwrap_or_else(|| {
-                    panic!(
-                        "cross_entropy_logits: target {target} of row {i} is outside 0..{classes}"
-                    )
-                })
-        })
+    let rows = Targets {
+        op: "cross_entropy_logits",
+        rows_of: "logits",
+        ignore_index: None,
+    };
+    rows.read::<B>(targets, batch, classes)
+        .into_iter()
+        .map(|class| class.expect("no target is ignored"))
         .collect()
+}
+
+/// How a loss reads its class targets on the host (one read-back): the op and the input whose
+/// rows they label, for the panics, and the op's `ignore_index` when it has the option.
+pub(crate) struct Targets<'a> {
+    pub op: &'a str,
+    pub rows_of: &'a str,
+    /// `Some(ignored)` for an op with an `ignore_index` option (`Some(None)`: none this call).
+    pub ignore_index: Option<Option<i64>>,
+}
+
+impl Targets<'_> {
+    /// `Some(class)` per row, or `None` for an ignored one.
+    ///
+    /// # Panics
+    ///
+    /// With the row and the value of the first target that is neither a class nor ignored, or
+    /// when there is not one target per row.
+    pub(crate) fn read<B: Backend>(
+        &self,
+        targets: &IntTensor<B>,
+        rows: usize,
+        classes: usize,
+    ) -> Vec<Option<usize>> {
+        let op = self.op;
+        let data = burn_tensor::read_sync(B::int_into_data(targets.clone()))
+            .unwrap_or_else(|e| panic!("{op}: reading the targets failed: {e:?}"));
+        let values = data
+            .convert::<i64>()
+            .try_into_vec::<i64>()
+            .expect("int targets convert to i64");
+        assert_eq!(
+            values.len(),
+            rows,
+            "{op}: {} targets for {rows} rows of {}",
+            values.len(),
+            self.rows_of
+        );
+        let ignored = self.ignore_index.flatten();
+        let note = if self.ignore_index.is_some() {
+            " (and is not `ignore_index`)"
+        } else {
+            ""
+        };
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, &target)| {
+                if Some(target) == ignored {
+                    return None;
+                }
+                let class = usize::try_from(target).ok().filter(|&c| c < classes);
+                assert!(
+                    class.is_some(),
+                    "{op}: target {target} of row {i} is outside 0..{classes}{note}"
+                );
+                class
+            })
+            .collect()
+    }
 }
 
 /// Checks the targets on the host first (see `target_classes`): one read-back per call.

@@ -20,6 +20,7 @@ use burn_backend::{Backend, DType, FloatDType, Scalar, Shape, TensorMetadata};
 use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
+use super::composed::Targets;
 use super::flex::{half_dtype, narrow, widen};
 use crate::flex::math::{exp, ln};
 use crate::flex::{Work, max_of, split, sum_by, tensor};
@@ -81,46 +82,20 @@ pub struct Pass<T> {
     pub grads: [Option<T>; 3],
 }
 
-/// The targets checked on the host, one read-back: `Some(class)`, or `None` for an ignored row.
-///
-/// # Panics
-///
-/// With the row and the value of the first target that is neither a class nor ignored, or
-/// when there is not one target per row.
+/// The targets checked on the host, one read-back: `Some(class)`, or `None` for an ignored row
+/// (see [`Targets::read`]).
 fn classes_of<B: Backend>(
     targets: &IntTensor<B>,
     rows: usize,
     classes: usize,
     ignore: Option<i64>,
 ) -> Vec<Option<usize>> {
-    let data = burn_tensor::read_sync(B::int_into_data(targets.clone()))
-        .expect("linear_cross_entropy: reading the targets failed");
-    let values = data
-        .convert::<i64>()
-        .try_into_vec::<i64>()
-        .expect("int targets convert to i64");
-    assert_eq!(
-        values.len(),
-        rows,
-        "linear_cross_entropy: {} targets for {rows} rows of x",
-        values.len()
-    );
-    values
-        .iter()
-        .enumerate()
-        .map(|(i, &target)| {
-            if Some(target) == ignore {
-                return None;
-            }
-            let class = usize::try_from(target).ok().filter(|&c| c < classes);
-            assert!(
-                class.is_some(),
-                "linear_cross_entropy: target {target} of row {i} is outside 0..{classes} \
-                 (and is not `ignore_index`)"
-            );
-            class
-        })
-        .collect()
+    let reading = Targets {
+        op: "linear_cross_entropy",
+        rows_of: "x",
+        ignore_index: Some(ignore),
+    };
+    reading.read::<B>(targets, rows, classes)
 }
 
 /// Checks the shapes and the options; returns `(rows, features, classes)`.
