@@ -179,6 +179,8 @@ fn a_wrong_gradient_fails_naming_the_input_and_worst_element() {
             "Fix:",
         ],
     );
+    // The error reference shows this failure.
+    crate::error_reference::assert_sample(&message);
 }
 
 #[cfg(feature = "autodiff")]

@@ -26,6 +26,7 @@ mod declared;
 mod declared_ops;
 mod dtypes;
 mod eager_forms;
+mod error_reference;
 mod formulas;
 mod forward;
 mod fused_forward;

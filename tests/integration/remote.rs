@@ -210,6 +210,7 @@ fn a_server_of_another_manifest_refuses_its_differing_and_missing_ops() {
     );
     let err = try_add_relu(x.clone(), x.clone()).unwrap_err();
     assert_eq!(err.to_string(), other_version_text(&id));
+    crate::error_reference::assert_sample(&err.to_string());
     let bias = Tensor::<1>::from_data([1.0, 2.0], &device);
     let err = burn_route::try_bias_gelu(x, bias).unwrap_err();
     let RouteError::RemoteNotServed { problem, id, .. } = &err else {
@@ -217,6 +218,7 @@ fn a_server_of_another_manifest_refuses_its_differing_and_missing_ops() {
     };
     assert_eq!(problem, &RemoteProblem::Missing);
     assert_eq!(err.to_string(), missing_text(id));
+    crate::error_reference::assert_sample(&err.to_string());
 }
 
 /// The client's declaration of op `op` (`upper`: its static's name), for a server's handler.

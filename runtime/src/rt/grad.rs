@@ -283,7 +283,7 @@ pub fn to_shape<B: Backend>(grad: FloatTensor<B>, shape: &Shape) -> Result<Float
 
 /// The panic of a backward pass that gave `input` a gradient of a shape that does not fit.
 #[track_caller]
-fn gradient_shape_panic(op: &str, input: &str, have: &Shape, shape: &Shape) -> ! {
+pub(crate) fn gradient_shape_panic(op: &str, input: &str, have: &Shape, shape: &Shape) -> ! {
     panic!(
         "the backward pass of op `{op}` gave input `{input}` a gradient of shape {:?}, but `{input}` \
          has shape {:?} and a gradient must have the input's shape, the output's, or one that \

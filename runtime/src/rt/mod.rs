@@ -21,6 +21,8 @@
 mod convert;
 mod device;
 mod error;
+#[cfg(test)]
+mod error_samples;
 #[cfg(feature = "autodiff")]
 #[doc(hidden)]
 pub mod grad;
