@@ -746,3 +746,24 @@ fn every_link_into_the_error_reference_names_a_section() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The manifest reference's annotated manifest uses every key of the key table (the test above
+/// has the generator accept it).
+#[test]
+fn the_annotated_manifest_uses_every_key() {
+    let doc = read("src/guide/manifest.md");
+    let all = blocks(&doc);
+    let block = all
+        .iter()
+        .find(|b| b.marker.as_deref() == Some("every key"))
+        .expect("the manifest reference's `<!-- every key -->` manifest");
+    let used = burn_route_codegen::keys::used_in(&block.text);
+    let missing: Vec<String> = burn_route_codegen::keys::all()
+        .filter(|k| !used.contains(&(k.table, k.name.to_owned())))
+        .map(|k| format!("{}.{}", k.table.id(), k.name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "keys the annotated manifest does not use: {missing:?}"
+    );
+}
