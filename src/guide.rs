@@ -10,6 +10,10 @@ pub mod ops {
     #![doc = include_str!("guide/ops.md")]
 }
 
+pub mod walkthrough {
+    #![doc = include_str!("guide/walkthrough.md")]
+}
+
 pub mod your_own_ops {
     #![doc = include_str!("guide/your_own_ops.md")]
 }
@@ -32,6 +36,14 @@ pub mod routing {
 
 pub mod manifest {
     #![doc = include_str!("guide/manifest.md")]
+}
+
+pub mod backward {
+    #![doc = include_str!("guide/backward.md")]
+}
+
+pub mod builder {
+    #![doc = include_str!("guide/builder.md")]
 }
 
 pub mod command_line {

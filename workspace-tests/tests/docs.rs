@@ -767,3 +767,43 @@ fn the_annotated_manifest_uses_every_key() {
         "keys the annotated manifest does not use: {missing:?}"
     );
 }
+
+/// Every chapter of the guide (`src/guide.rs`) is in the guide's index and in the README's list
+/// of chapters, and those name no other.
+#[test]
+fn the_chapter_lists_are_the_guides_chapters() {
+    let modules: Vec<String> = read("src/guide.rs")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|l| l.trim_end_matches(" {").to_owned())
+        .filter(|m| !m.starts_with("chart"))
+        .collect();
+    assert!(modules.len() > 10, "{modules:?}");
+    let index = read("src/guide/index.md");
+    let readme = read("README.md");
+    let readme = readme
+        .split("\n## The guide\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the README's section `## The guide`");
+    let linked = |text: &str, open: &str, close: &str| -> Vec<String> {
+        text.match_indices(open)
+            .filter_map(|(at, _)| {
+                let rest = &text[at + open.len()..];
+                Some(rest[..rest.find(close)?].to_owned())
+            })
+            .filter(|m| !m.is_empty() && !m.contains('/') && !m.contains('#'))
+            .collect()
+    };
+    let in_index = linked(&index, "](", ")");
+    let in_readme = linked(
+        readme,
+        "](https://docs.rs/burn-route/0.1.0/burn_route/guide/",
+        "/index.html",
+    );
+    assert_eq!(in_index, modules, "src/guide/index.md's chapters, in order");
+    assert_eq!(
+        in_readme, modules,
+        "README.md's chapters of the guide, in order"
+    );
+}
