@@ -363,3 +363,54 @@ fn explain_lists_the_sections_and_refuses_an_unknown_one() {
          lists them\n"
     );
 }
+
+/// The invocations the docs show (the CLI's README and the guide's command-line chapter), run
+/// in their order on a copy of a shipped manifest (`examples/downstream/ops.toml`): each exits 0,
+/// `> file` writes a file, and `diff` after `render` finds nothing stale.
+#[test]
+fn the_documented_invocations_run_on_a_shipped_manifest() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut ran = 0;
+    for doc in ["cli/README.md", "src/guide/command_line.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            root.join("examples/downstream/ops.toml"),
+            dir.path().join("ops.toml"),
+        )
+        .unwrap();
+        for line in text.lines() {
+            let Some(command) = line.trim().strip_prefix("burn-route-codegen ") else {
+                continue;
+            };
+            let command = command.split(" #").next().unwrap().trim();
+            let (args, redirect) = match command.split_once(" > ") {
+                Some((args, file)) => (args, Some(file.trim())),
+                None => (command, None),
+            };
+            let args: Vec<&str> = args.split_whitespace().collect();
+            let out = Command::new(env!("CARGO_BIN_EXE_burn-route-codegen"))
+                .args(&args)
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{doc}: `burn-route-codegen {command}` failed:\n{}{}",
+                text_of(&out.stdout),
+                text_of(&out.stderr)
+            );
+            if let Some(file) = redirect {
+                assert!(!out.stdout.is_empty(), "{doc}: `{command}` printed nothing");
+                std::fs::write(dir.path().join(file), &out.stdout).unwrap();
+            }
+            ran += 1;
+        }
+    }
+    assert!(ran >= 10, "only {ran} documented invocations found");
+}
+
+fn text_of(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
