@@ -515,8 +515,8 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-#[cfg(feature = "autodiff")]
 mod args;
+#[cfg(feature = "autodiff")]
 mod autodiff;
 mod checker;
 mod draw;
