@@ -227,6 +227,7 @@ const CHECK: &[Key] = &[
     key(Table::Check, "args", No, Value::CheckMap(CheckMap::Args), "Plain inputs: a Rust expression for the value."),
     key(Table::Check, "gradients", No, Value::Bool, "Whether gradients are checked against finite differences (default `true`)."),
     key(Table::Check, "tolerance", No, Value::PositiveNumber, "Relative tolerance of the gradient check (default `1e-2`)."),
+    key(Table::Check, "value_tolerance", No, Value::PositiveNumber, "Relative tolerance of float values compared across backends and with the `composition` (default `1e-4`)."),
     key(Table::Check, "composition", No, Value::Bool, "Whether the kernels are compared with the op's `composition` (default `true`)."),
 ];
 

@@ -180,8 +180,10 @@ pub struct CheckSpec {
     pub args: Vec<(Sp<String>, Sp<String>)>,
     /// `gradients`: whether the gradient check runs.
     pub gradients: Option<Sp<bool>>,
-    /// `tolerance`: the relative tolerance of comparisons.
+    /// `tolerance`: the relative tolerance of the gradient check.
     pub tolerance: Option<Sp<f64>>,
+    /// `value_tolerance`: the relative tolerance of value comparisons.
+    pub value_tolerance: Option<Sp<f64>>,
     /// `composition`: whether the kernel is compared with the op's composition.
     pub composition: Option<Sp<bool>>,
 }

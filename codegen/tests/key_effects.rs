@@ -184,6 +184,7 @@ const CASES: &[Case] = &[
     case(Place::Check, "args", &["{ s = \"2.0\" }"]),
     case(Place::Check, "gradients", &["false"]),
     case(Place::Check, "tolerance", &["0.05"]),
+    case(Place::Check, "value_tolerance", &["1e-3"]),
     case(Place::Check, "composition", &["false"]),
     case(Place::Field, "doc", &["\"A field.\""]),
     case(Place::Field, "dims", &["2"]),

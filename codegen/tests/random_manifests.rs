@@ -205,6 +205,9 @@ fn backward() -> impl Strategy<Value = &'static str> {
         Just(
             "check = { shapes = { a = [2, 3], b = [[1], [2]] }, ranges = { a = [1, 0] }, args = { a = \"1 +\" }, tolerance = 0, gradients = 1 }\n"
         ),
+        Just("check = { value_tolerance = 0 }\n"),
+        Just("check = { value_tolerance = \"1e-3\" }\n"),
+        Just("check = { value_tolerance = 1e-3 }\n"),
         Just("check = { shapes = { a = \"x\" }, ranges = 2, composition = true }\n"),
         // Member paths into declared inputs, good and bad.
         Just(

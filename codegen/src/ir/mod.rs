@@ -177,8 +177,10 @@ pub struct Check {
     pub args: Vec<(String, String)>,
     /// Whether gradients are checked against finite differences.
     pub gradients: bool,
-    /// The relative tolerance, when not the runtime's default.
+    /// The relative tolerance of the gradient check, when not the runtime's default.
     pub tolerance: Option<f64>,
+    /// The relative tolerance of value comparisons, when not the runtime's default.
+    pub value_tolerance: Option<f64>,
     /// Whether the kernels are compared with the op's composition.
     pub composition: bool,
     /// The shape each input gets, by input index (tensor inputs only; one per element for a

@@ -454,6 +454,14 @@ impl Parser {
                 None => self.wrong_type(v, &join(path, "tolerance"), "a number such as `1e-2`"),
             }
         }
+        if let Some(v) = table.get("value_tolerance") {
+            match number(v.get_ref()) {
+                Some(t) => spec.value_tolerance = Some(Sp::new(t, v.span())),
+                None => {
+                    self.wrong_type(v, &join(path, "value_tolerance"), "a number such as `1e-3`");
+                }
+            }
+        }
         Some(spec)
     }
 

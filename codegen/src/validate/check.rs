@@ -342,9 +342,7 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
                         "{why}, and `tolerance` is the gradient check's, so it changes nothing"
                     ),
                 )
-                .help(
-                    "remove `tolerance` (values are compared within the runtime's value tolerance)",
-                ),
+                .help("remove `tolerance` (values are compared within `value_tolerance`)"),
             );
         } else if t.value.is_finite() && t.value > 0.0 {
             check.tolerance = Some(t.value);
@@ -358,6 +356,9 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
                 .help("write a relative tolerance such as `1e-2` (the gradient check's: with `gradients = false`, remove `tolerance` instead)"),
             );
         }
+    }
+    if let Some(t) = &table.value_tolerance {
+        value_tolerance(op, types, t, &path, &mut check, &mut diags);
     }
     if diags.is_empty() {
         check.input_shapes = input_shapes(op, &check.shapes);
@@ -686,6 +687,44 @@ fn range_problem(name: &str, lo: f64, hi: f64, int: bool) -> Option<(String, Str
 }
 
 /// Whether `output` holds a float tensor (in a tuple, or a field of a declared type).
+/// `value_tolerance`: a positive number, on an op with a float output (int and bool leaves are
+/// compared exactly, so for an op without one it would change nothing).
+fn value_tolerance(
+    op: &Op,
+    types: &[TypeDef],
+    t: &crate::model::Sp<f64>,
+    path: &str,
+    check: &mut Check,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let key = format!("{path}.value_tolerance");
+    if !float_output(&op.output, types) {
+        diags.push(
+            Diagnostic::new(
+                t.span.clone(),
+                key,
+                format!(
+                    "op `{}` returns no float tensor, and int and bool values are compared \
+                     exactly, so `value_tolerance` changes nothing",
+                    op.name
+                ),
+            )
+            .help("remove `value_tolerance` from `check`"),
+        );
+    } else if t.value.is_finite() && t.value > 0.0 {
+        check.value_tolerance = Some(t.value);
+    } else {
+        diags.push(
+            Diagnostic::new(
+                t.span.clone(),
+                key,
+                format!("value_tolerance {} is not a positive number", t.value),
+            )
+            .help("write a relative tolerance such as `1e-3` (the default is `1e-4`)"),
+        );
+    }
+}
+
 fn float_output(output: &Output, types: &[TypeDef]) -> bool {
     match output {
         Output::Tensor(t) => t.kind == TensorKind::Float,

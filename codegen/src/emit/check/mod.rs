@@ -423,6 +423,9 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
     if let Some(t) = op.check.tolerance {
         chain.push(link("tolerance", vec![number_text(t).into()]));
     }
+    if let Some(t) = op.check.value_tolerance {
+        chain.push(link("value_tolerance", vec![number_text(t).into()]));
+    }
     if let Some(dtypes) = &op.dtypes {
         let (list, other) = super::dtype_args(dtypes, "check");
         chain.push(link("dtypes", vec![list, other]));
