@@ -471,7 +471,7 @@ fn rms_norm() {
     );
 }
 
-/// `layer_norm` (ops.toml:261): values, policy, gradients and backends, by
+/// `layer_norm` (ops.toml:262): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn layer_norm() {
@@ -525,7 +525,7 @@ fn layer_norm() {
     );
 }
 
-/// `softmax_last` (ops.toml:278): values, policy, gradients and backends, by
+/// `softmax_last` (ops.toml:280): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn softmax_last() {
@@ -562,7 +562,7 @@ fn softmax_last() {
     );
 }
 
-/// `cross_entropy_logits` (ops.toml:294): values, policy, gradients and backends, by
+/// `cross_entropy_logits` (ops.toml:296): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn cross_entropy_logits() {
@@ -611,7 +611,7 @@ fn cross_entropy_logits() {
     );
 }
 
-/// `dropout` (ops.toml:314): values, policy, gradients and backends, by
+/// `dropout` (ops.toml:316): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn dropout() {
@@ -662,7 +662,7 @@ fn dropout() {
     );
 }
 
-/// `clamp_ste` (ops.toml:336): values, policy, gradients and backends, by
+/// `clamp_ste` (ops.toml:338): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn clamp_ste() {
@@ -690,7 +690,7 @@ fn clamp_ste() {
     );
 }
 
-/// `topk_last` (ops.toml:356): values, policy, gradients and backends, by
+/// `topk_last` (ops.toml:358): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn topk_last() {
@@ -729,7 +729,7 @@ fn topk_last() {
     );
 }
 
-/// `affine` (ops.toml:383): values, policy, gradients and backends, by `burn_route_runtime::check`.
+/// `affine` (ops.toml:385): values, policy, gradients and backends, by `burn_route_runtime::check`.
 #[test]
 fn affine() {
     let op = check::Op::differentiable("affine")
@@ -772,7 +772,7 @@ fn affine() {
     );
 }
 
-/// `moments` (ops.toml:407): values, policy, gradients and backends, by
+/// `moments` (ops.toml:409): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn moments() {
@@ -808,7 +808,7 @@ fn moments() {
     );
 }
 
-/// `fill_where` (ops.toml:430): values, policy, gradients and backends, by
+/// `fill_where` (ops.toml:432): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn fill_where() {
@@ -848,7 +848,7 @@ fn fill_where() {
     );
 }
 
-/// `count_nonfinite` (ops.toml:448): values, policy, gradients and backends, by
+/// `count_nonfinite` (ops.toml:450): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn count_nonfinite() {
@@ -877,7 +877,7 @@ fn count_nonfinite() {
     );
 }
 
-/// `linear_cross_entropy` (ops.toml:468): values, policy, gradients and backends, by
+/// `linear_cross_entropy` (ops.toml:470): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn linear_cross_entropy() {

@@ -2790,7 +2790,7 @@ fn route_rms_norm<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:252",
+        "ops.toml:253",
     );
     use self::__run_rms_norm as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3063,7 +3063,7 @@ fn route_layer_norm<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "layer_norm",
         rt::Policy::Differentiable,
-        "ops.toml:261",
+        "ops.toml:262",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3090,7 +3090,7 @@ fn route_layer_norm<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:272",
+        "ops.toml:274",
     );
     use self::__run_layer_norm as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3303,13 +3303,13 @@ fn route_layer_norm<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:264",
+                "ops.toml:265",
                 ("gamma", Some(&gamma)),
                 ("x", Some(&x)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:265",
+                "ops.toml:266",
                 ("beta", Some(&beta)),
                 ("x", Some(&x)),
             ),
@@ -3378,7 +3378,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "softmax_last",
         rt::Policy::Differentiable,
-        "ops.toml:278",
+        "ops.toml:280",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3405,7 +3405,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:284",
+        "ops.toml:286",
     );
     use self::__run_round_half_even as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3601,7 +3601,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "cross_entropy_logits",
         rt::Policy::Differentiable,
-        "ops.toml:294",
+        "ops.toml:296",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3628,7 +3628,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:304",
+        "ops.toml:306",
     );
     use self::__run_cross_entropy_logits as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -3801,7 +3801,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
         &__OP,
         [__rt::ShapeCheck::new(
             rt::ShapeRule::LeadingDimsOf,
-            "ops.toml:297",
+            "ops.toml:299",
             ("targets", Some(&targets)),
             ("logits", Some(&logits)),
         )],
@@ -3890,7 +3890,7 @@ fn route_dropout<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "dropout",
         rt::Policy::Differentiable,
-        "ops.toml:314",
+        "ops.toml:316",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -3917,7 +3917,7 @@ fn route_dropout<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:328",
+        "ops.toml:330",
     );
     use self::__run_dropout as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4148,7 +4148,7 @@ fn route_clamp_ste<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "clamp_ste",
         rt::Policy::Differentiable,
-        "ops.toml:336",
+        "ops.toml:338",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4313,7 +4313,7 @@ fn route_topk_last<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "topk_last",
         rt::Policy::Detach,
-        "ops.toml:356",
+        "ops.toml:358",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4336,7 +4336,7 @@ fn route_topk_last<F: __rt::OnError>(
     .with_dtypes(
         &[rt::FloatDType::F32],
         rt::OtherDtypes::Composition,
-        "ops.toml:363",
+        "ops.toml:365",
     );
     use self::__run_topk_last as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -4441,7 +4441,7 @@ fn route_affine<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "affine",
         rt::Policy::Differentiable,
-        "ops.toml:383",
+        "ops.toml:385",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4608,7 +4608,7 @@ fn route_moments<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "moments",
         rt::Policy::Differentiable,
-        "ops.toml:407",
+        "ops.toml:409",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4758,7 +4758,7 @@ fn route_fill_where<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "fill_where",
         rt::Policy::Differentiable,
-        "ops.toml:430",
+        "ops.toml:432",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -4918,7 +4918,7 @@ pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "count_nonfinite",
         rt::Policy::Detach,
-        "ops.toml:448",
+        "ops.toml:450",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5018,7 +5018,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "linear_cross_entropy",
         rt::Policy::Differentiable,
-        "ops.toml:468",
+        "ops.toml:470",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5045,7 +5045,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:483",
+        "ops.toml:485",
     );
     use self::__run_linear_cross_entropy as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5278,13 +5278,13 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LeadingDimsOf,
-                "ops.toml:472",
+                "ops.toml:474",
                 ("bias", bias.as_ref()),
                 ("weight", Some(&weight)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LeadingDimsOf,
-                "ops.toml:473",
+                "ops.toml:475",
                 ("targets", Some(&targets)),
                 ("x", Some(&x)),
             ),

@@ -6,7 +6,7 @@ use crate::rt;
 /// An elementwise scale and an optional shift. Each broadcasts to the input's shape as in Burn's
 /// `x * scale + shift` (same rank; each dimension equal to the input's or 1).
 ///
-/// Declared at `ops.toml:368`; `Affine` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:370`; `Affine` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 pub struct AffinePrimitive<B: rt::Backend> {
@@ -18,7 +18,7 @@ pub struct AffinePrimitive<B: rt::Backend> {
 
 /// The mean and the biased variance of a tensor along its last dimension, kept with size 1.
 ///
-/// Declared at `ops.toml:394`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:396`; `Moments` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 pub struct MomentsPrimitive<B: rt::Backend> {
@@ -30,7 +30,7 @@ pub struct MomentsPrimitive<B: rt::Backend> {
 
 /// What `fill_where` writes where its mask is set.
 ///
-/// Declared at `ops.toml:415`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
+/// Declared at `ops.toml:417`; `Fill` is its `Tensor<D>` form. Kernels take and return it with
 /// their backend's primitives; `Dispatch` routes it by its tensors, in declaration order.
 #[derive(Clone, Debug)]
 #[allow(clippy::large_enum_variant, clippy::enum_variant_names)]
@@ -218,7 +218,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:261`.
+    /// - declared at `ops.toml:262`.
     #[must_use]
     fn layer_norm(
         x: rt::FloatTensor<Self>,
@@ -234,7 +234,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:278`.
+    /// - declared at `ops.toml:280`.
     #[must_use]
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::softmax_last::<Self>(x)
@@ -249,7 +249,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:294`.
+    /// - declared at `ops.toml:296`.
     #[must_use]
     fn cross_entropy_logits(
         logits: rt::FloatTensor<Self>,
@@ -267,7 +267,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:314`.
+    /// - declared at `ops.toml:316`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn dropout(
@@ -284,7 +284,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:336`.
+    /// - declared at `ops.toml:338`.
     #[must_use]
     fn clamp_ste(x: rt::FloatTensor<Self>, lo: f32, hi: f32) -> rt::FloatTensor<Self> {
         crate::kernels::composed::clamp_ste::<Self>(x, lo, hi)
@@ -295,7 +295,7 @@ pub trait RoutedOps: rt::Backend {
     /// Routing:
     /// - autodiff policy `detach`: tracked floats are detached; outputs carry no gradient.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:356`.
+    /// - declared at `ops.toml:358`.
     #[allow(clippy::type_complexity)]
     #[must_use]
     fn topk_last(
@@ -312,7 +312,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:383`.
+    /// - declared at `ops.toml:385`.
     #[must_use]
     fn affine(x: rt::FloatTensor<Self>, p: AffinePrimitive<Self>) -> rt::FloatTensor<Self> {
         crate::kernels::composed::affine::<Self>(x, p)
@@ -324,7 +324,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:407`.
+    /// - declared at `ops.toml:409`.
     #[must_use]
     fn moments(x: rt::FloatTensor<Self>) -> MomentsPrimitive<Self> {
         crate::kernels::composed::moments::<Self>(x)
@@ -339,7 +339,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:430`.
+    /// - declared at `ops.toml:432`.
     #[must_use]
     fn fill_where(
         x: rt::FloatTensor<Self>,
@@ -358,7 +358,7 @@ pub trait RoutedOps: rt::Backend {
     /// - backends: Flex, Cube, Remote.
     /// - async: routed at the call (planning, shape contracts, unwrapping); the future runs the
     ///   kernel.
-    /// - declared at `ops.toml:448`.
+    /// - declared at `ops.toml:450`.
     fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
         crate::kernels::composed::count_nonfinite::<Self>(x)
     }
@@ -378,7 +378,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:468`.
+    /// - declared at `ops.toml:470`.
     #[must_use]
     fn linear_cross_entropy(
         x: rt::FloatTensor<Self>,
@@ -449,7 +449,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         beta: rt::FloatTensor<Self>,
         eps: f32,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("layer_norm", "ops.toml:268");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("layer_norm", "ops.toml:269");
         let __in_x = __lazy.input(x);
         let __in_gamma = __lazy.input(gamma);
         let __in_beta = __lazy.input(beta);
@@ -476,7 +476,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
     }
 
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("softmax_last", "ops.toml:280");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("softmax_last", "ops.toml:282");
         let __in_x = __lazy.input(x);
         let __spec_x = __lazy.spec(&__in_x);
         let __out = __lazy.output(
@@ -498,7 +498,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         logits: rt::FloatTensor<Self>,
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self> {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("cross_entropy_logits", "ops.toml:299");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("cross_entropy_logits", "ops.toml:301");
         let __in_logits = __lazy.input(logits);
         let __in_targets = __lazy.input(targets);
         let __spec_logits = __lazy.spec(&__in_logits);
@@ -527,7 +527,7 @@ impl<B: rt::fusion::FusionBackend + RoutedOps> RoutedOps for rt::fusion::Fusion<
         p: f32,
         seed: u64,
     ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
-        let mut __lazy = rt::fusion::Lazy::<B>::new("dropout", "ops.toml:320");
+        let mut __lazy = rt::fusion::Lazy::<B>::new("dropout", "ops.toml:322");
         let __in_x = __lazy.input(x);
         __lazy.scalar(p);
         __lazy.scalar(seed);
@@ -1004,8 +1004,24 @@ pub mod autodiff {
         }
     }
 
+    impl<B> __grad::Recompute<B, 2> for RmsNormBackward
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        fn forward(&self, mut __inputs: __grad::Saved<B, 2>) -> rt::FloatTensor<B> {
+            <B as super::RoutedOps>::rms_norm(
+                __inputs.input(0),
+                __inputs.input(1),
+                __grad::keep(&self.eps),
+            )
+        }
+    }
+
     /// [`RoutedOps::rms_norm`](super::RoutedOps::rms_norm) on `Autodiff<B, C>`: the forward pass on
     /// `B`, and [`RmsNormBackward`] as its backward pass.
+    ///
+    /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
+    /// recomputed when the backward pass needs it instead of being kept.
     pub fn rms_norm<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
         weight: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -1015,16 +1031,16 @@ pub mod autodiff {
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::new([Some(x), Some(weight)], [true, true]);
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x), Some(weight)], [true, true]);
         let x = __tape.input(0);
         let weight = __tape.input(1);
         let __output = <B as super::RoutedOps>::rms_norm(x, weight, __grad::keep(&eps));
         let __derivative = RmsNormBackward { eps };
-        __tape.finish::<C, _>(__derivative, __output)
+        __tape.finish_recomputed::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::layer_norm`](super::RoutedOps::layer_norm), from its
-    /// function (ops.toml:269).
+    /// function (ops.toml:270).
     #[derive(Clone, Debug)]
     pub struct LayerNormBackward {
         eps: f32,
@@ -1055,8 +1071,25 @@ pub mod autodiff {
         }
     }
 
+    impl<B> __grad::Recompute<B, 3> for LayerNormBackward
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        fn forward(&self, mut __inputs: __grad::Saved<B, 3>) -> rt::FloatTensor<B> {
+            <B as super::RoutedOps>::layer_norm(
+                __inputs.input(0),
+                __inputs.input(1),
+                __inputs.input(2),
+                __grad::keep(&self.eps),
+            )
+        }
+    }
+
     /// [`RoutedOps::layer_norm`](super::RoutedOps::layer_norm) on `Autodiff<B, C>`: the forward
     /// pass on `B`, and [`LayerNormBackward`] as its backward pass.
+    ///
+    /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
+    /// recomputed when the backward pass needs it instead of being kept.
     pub fn layer_norm<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
         gamma: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -1067,17 +1100,18 @@ pub mod autodiff {
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::new([Some(x), Some(gamma), Some(beta)], [true, true, false]);
+        let mut __tape =
+            __grad::Tape::recomputed::<C>([Some(x), Some(gamma), Some(beta)], [true, true, false]);
         let x = __tape.input(0);
         let gamma = __tape.input(1);
         let beta = __tape.input(2);
         let __output = <B as super::RoutedOps>::layer_norm(x, gamma, beta, __grad::keep(&eps));
         let __derivative = LayerNormBackward { eps };
-        __tape.finish::<C, _>(__derivative, __output)
+        __tape.finish_recomputed::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::softmax_last`](super::RoutedOps::softmax_last), from its
-    /// function (ops.toml:281).
+    /// function (ops.toml:283).
     #[derive(Clone, Debug)]
     pub struct SoftmaxLastBackward;
 
@@ -1123,7 +1157,7 @@ pub mod autodiff {
 
     /// The backward pass of
     /// [`RoutedOps::cross_entropy_logits`](super::RoutedOps::cross_entropy_logits), from its
-    /// function (ops.toml:300).
+    /// function (ops.toml:302).
     #[derive(Clone, Debug)]
     pub struct CrossEntropyLogitsBackward<B: rt::Backend> {
         targets: rt::IntTensor<B>,
@@ -1173,7 +1207,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::dropout`](super::RoutedOps::dropout), from its function
-    /// (ops.toml:325).
+    /// (ops.toml:327).
     #[derive(Clone, Debug)]
     pub struct DropoutBackward {
         p: f32,
@@ -1227,7 +1261,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::clamp_ste`](super::RoutedOps::clamp_ste), from its
-    /// formulas (ops.toml:347).
+    /// formulas (ops.toml:349).
     ///
     /// - `x`: `grad`
     #[derive(Clone, Debug)]
@@ -1275,7 +1309,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::affine`](super::RoutedOps::affine), from its formulas
-    /// (ops.toml:390).
+    /// (ops.toml:392).
     ///
     /// - `x`: `grad * p.scale`
     /// - `p.scale`: `grad * x`
@@ -1340,7 +1374,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::moments`](super::RoutedOps::moments), from its formulas
-    /// (ops.toml:413).
+    /// (ops.toml:415).
     ///
     /// The node of `output.mean`: the part of each formula that reads `grad.mean`.
     ///
@@ -1380,7 +1414,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::moments`](super::RoutedOps::moments), from its formulas
-    /// (ops.toml:413).
+    /// (ops.toml:415).
     ///
     /// The node of `output.variance`: the part of each formula that reads `grad.variance`.
     ///

@@ -14,7 +14,7 @@ use crate::rt::__private as __rt;
 /// An elementwise scale and an optional shift. Each broadcasts to the input's shape as in Burn's
 /// `x * scale + shift` (same rank; each dimension equal to the input's or 1).
 ///
-/// Declared at `ops.toml:368`; `AffinePrimitive` is its backend-level form, which
+/// Declared at `ops.toml:370`; `AffinePrimitive` is its backend-level form, which
 /// [`into_primitive`](Affine::into_primitive) and [`from_primitive`](Affine::from_primitive)
 /// convert to and from.
 #[derive(Clone, Debug)]
@@ -48,7 +48,7 @@ impl<const D: usize> Affine<D> {
 
 /// The mean and the biased variance of a tensor along its last dimension, kept with size 1.
 ///
-/// Declared at `ops.toml:394`; `MomentsPrimitive` is its backend-level form, which
+/// Declared at `ops.toml:396`; `MomentsPrimitive` is its backend-level form, which
 /// [`into_primitive`](Moments::into_primitive) and [`from_primitive`](Moments::from_primitive)
 /// convert to and from.
 #[derive(Clone, Debug)]
@@ -82,7 +82,7 @@ impl<const D: usize> Moments<D> {
 
 /// What `fill_where` writes where its mask is set.
 ///
-/// Declared at `ops.toml:415`; `FillPrimitive` is its backend-level form, which
+/// Declared at `ops.toml:417`; `FillPrimitive` is its backend-level form, which
 /// [`into_primitive`](Fill::into_primitive) and [`from_primitive`](Fill::from_primitive) convert to
 /// and from.
 #[derive(Clone, Debug)]

@@ -216,7 +216,7 @@ fn cross_entropy_refuses_targets_of_another_batch() {
             ShapeRule::LeadingDimsOf,
             "logits",
             &[2, 4],
-            "ops.toml:297"
+            "ops.toml:299"
         )
     );
     assert!(
