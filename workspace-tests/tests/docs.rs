@@ -807,3 +807,69 @@ fn the_chapter_lists_are_the_guides_chapters() {
         "README.md's chapters of the guide, in order"
     );
 }
+
+/// The counts of ops the docs state are the manifests': `examples/downstream`'s ("eight ops"),
+/// and the ops `benches/ops.rs` times (each named in the sentence, each with a group there).
+#[test]
+fn the_op_counts_the_docs_state_are_the_sources() {
+    const WORDS: [&str; 13] = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve",
+    ];
+    let downstream = read("examples/downstream/ops.toml")
+        .lines()
+        .filter(|l| l.trim() == "[[op]]")
+        .count();
+    let word = WORDS[downstream];
+    for path in [
+        "README.md",
+        "src/guide/index.md",
+        "src/guide/walkthrough.md",
+        "src/guide/your_own_ops.md",
+    ] {
+        let text = read(path).replace('\n', " ");
+        for (at, _) in text.match_indices(" ops") {
+            let before = text[..at].rsplit(' ').next().unwrap_or("");
+            if let Some(n) = WORDS.iter().position(|w| *w == before) {
+                assert_eq!(
+                    n, downstream,
+                    "{path}: \"{before} ops\", but examples/downstream has {word}"
+                );
+            }
+        }
+        assert!(
+            text.contains(&format!("{word} ops")),
+            "{path} should say examples/downstream has {word} ops"
+        );
+    }
+    let chapter = read("src/guide/benchmarks.md").replace('\n', " ");
+    let start = chapter
+        .find("`benches/ops.rs` times ")
+        .expect("the sentence that counts the timed ops");
+    let sentence = &chapter[start..];
+    let sentence = &sentence[..sentence.find(") against").expect("its end")];
+    let stated: usize = sentence["`benches/ops.rs` times ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a number");
+    let shipped: toml::Table = toml::from_str(&read("ops.toml")).unwrap();
+    let names: Vec<String> = shipped["op"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| op["name"].as_str().unwrap().to_owned())
+        .collect();
+    let bench = read("benches/ops.rs");
+    let named: Vec<&String> = names
+        .iter()
+        .filter(|n| sentence.contains(&format!("`{n}`")))
+        .collect();
+    assert_eq!(named.len(), stated, "the ops the sentence names: {named:?}");
+    for name in named {
+        assert!(
+            bench.contains(&format!("/{name}")) || bench.contains(&format!("\"{name}\"")),
+            "benches/ops.rs times no `{name}`"
+        );
+    }
+}
