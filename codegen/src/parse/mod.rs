@@ -100,6 +100,15 @@ struct Parser {
     diags: Vec<Diagnostic>,
 }
 
+/// A TOML integer or float as `f64` (`inf` and `nan` included, for the rules to refuse).
+fn number_value(value: &DeValue<'_>) -> Option<f64> {
+    match value {
+        DeValue::Integer(i) => i.as_str().parse::<f64>().ok(),
+        DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
+        _ => None,
+    }
+}
+
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_owned()
@@ -214,6 +223,22 @@ impl Parser {
                 None
             }
         }
+    }
+
+    /// A number (an integer or a float; `inf` and `nan` too, for the rules to refuse).
+    fn number(
+        &mut self,
+        table: &DeTable<'_>,
+        path: &str,
+        key: &str,
+        example: &str,
+    ) -> Option<Sp<f64>> {
+        let value = table.get(key)?;
+        let parsed = number_value(value.get_ref());
+        if parsed.is_none() {
+            self.wrong_type(value, &join(path, key), &format!("a number such as {example}"));
+        }
+        parsed.map(|n| Sp::new(n, value.span()))
     }
 
     fn required<T>(
@@ -387,11 +412,6 @@ impl Parser {
             span: value.span(),
             ..CheckSpec::default()
         };
-        let number = |v: &DeValue<'_>| match v {
-            DeValue::Integer(i) => i.as_str().parse::<f64>().ok(),
-            DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
-            _ => None,
-        };
         for (key, sub) in self.entries(table, path, "shapes") {
             let key_path = format!("{path}.shapes.{}", key.value);
             let dims = |v: &DeValue<'_>| -> Option<Vec<i64>> {
@@ -427,7 +447,7 @@ impl Parser {
             let parsed = match sub.get_ref() {
                 DeValue::Array(a) => a
                     .iter()
-                    .map(|d| number(d.get_ref()))
+                    .map(|d| number_value(d.get_ref()))
                     .collect::<Option<Vec<_>>>(),
                 _ => None,
             };
@@ -448,20 +468,8 @@ impl Parser {
         }
         spec.gradients = self.boolean(table, path, "gradients");
         spec.composition = self.boolean(table, path, "composition");
-        if let Some(v) = table.get("tolerance") {
-            match number(v.get_ref()) {
-                Some(t) => spec.tolerance = Some(Sp::new(t, v.span())),
-                None => self.wrong_type(v, &join(path, "tolerance"), "a number such as `1e-2`"),
-            }
-        }
-        if let Some(v) = table.get("value_tolerance") {
-            match number(v.get_ref()) {
-                Some(t) => spec.value_tolerance = Some(Sp::new(t, v.span())),
-                None => {
-                    self.wrong_type(v, &join(path, "value_tolerance"), "a number such as `1e-3`");
-                }
-            }
-        }
+        spec.tolerance = self.number(table, path, "tolerance", "`1e-2`");
+        spec.value_tolerance = self.number(table, path, "value_tolerance", "`1e-3`");
         Some(spec)
     }
 
