@@ -33,6 +33,9 @@ pub const RUNTIME_PATH: &str = "::burn_route_runtime::rt";
 pub const SHIPPED_RUNTIME_PATH: &str = "::burn_route::rt";
 /// The op-check runtime of a check whose runtime path cannot be named from a test.
 pub const RUNTIME_CHECK: &str = "::burn_route_runtime::check";
+/// The op check's alias of the runtime's `check` module, where an op named `check` would clash
+/// with the module's own name.
+pub const CHECK_ALIAS: &str = "__chk";
 
 /// Alias of the runtime module in every generated module (`use <runtime path> as rt;`).
 pub const RUNTIME: &str = "rt";

@@ -236,7 +236,11 @@ impl Parser {
         let value = table.get(key)?;
         let parsed = number_value(value.get_ref());
         if parsed.is_none() {
-            self.wrong_type(value, &join(path, key), &format!("a number such as {example}"));
+            self.wrong_type(
+                value,
+                &join(path, key),
+                &format!("a number such as {example}"),
+            );
         }
         parsed.map(|n| Sp::new(n, value.span()))
     }

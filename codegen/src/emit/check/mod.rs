@@ -94,7 +94,7 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
     // long as `check`, so the layout does not change).
     let alias = ir.ops.iter().any(|op| op.name == "check");
     if alias {
-        w.line(format!("use {} as __chk;", config.check));
+        w.line(format!("use {} as {};", config.check, names::CHECK_ALIAS));
     } else {
         w.line(format!("use {};", config.check));
     }
@@ -133,7 +133,8 @@ fn aliased(text: &str) -> String {
                 if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
                     out.push_str("check::");
                 } else {
-                    out.push_str("__chk::");
+                    out.push_str(names::CHECK_ALIAS);
+                    out.push_str("::");
                 }
                 rest = &rest[at + "check::".len()..];
             }
