@@ -370,6 +370,12 @@ fn explain_lists_the_sections_and_refuses_an_unknown_one() {
 #[test]
 fn the_documented_invocations_run_on_a_shipped_manifest() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    // The docs and the manifest are burn-route's repository's: a test of the published
+    // package (unpacked on its own, as CI's package stage runs it) has neither.
+    if !root.join("src/guide/command_line.md").exists() {
+        eprintln!("skipped: the guide is not here (a published package outside the repository)");
+        return;
+    }
     let mut ran = 0;
     for doc in ["cli/README.md", "src/guide/command_line.md"] {
         let text = std::fs::read_to_string(root.join(doc)).unwrap();
