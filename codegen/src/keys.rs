@@ -483,6 +483,16 @@ pub fn used_in(source: &str) -> BTreeSet<(Table, String)> {
     used
 }
 
+/// The keys of the key table that none of `sources` uses, as `table.key` (for the tests that
+/// require a set of manifests to use every key).
+pub fn unused_by<'a>(sources: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let used: BTreeSet<(Table, String)> = sources.into_iter().flat_map(used_in).collect();
+    all()
+        .filter(|k| !used.contains(&(k.table, k.name.to_owned())))
+        .map(|k| format!("{}.{}", k.table.id(), k.name))
+        .collect()
+}
+
 fn walk(table: Table, value: &DeTable<'_>, used: &mut BTreeSet<(Table, String)>) {
     for (name, item) in value {
         let name: &str = name.get_ref();

@@ -59,6 +59,34 @@ impl fmt::Display for Link {
 const ANCHOR_OPEN: &str = "<a id=\"";
 const ANCHOR_CLOSE: &str = "\"></a>";
 
+/// The sample messages of the page's runtime part ("Runtime routing errors"): each line of its
+/// `text` blocks, in the page's order. The runtime's tests require them to be its messages.
+pub fn runtime_samples() -> impl Iterator<Item = &'static str> {
+    let start = TEXT
+        .find("\n# Runtime routing errors")
+        .expect("the page has a runtime part");
+    let end = TEXT
+        .find("\n# Build-time manifest errors")
+        .expect("the page has a build-time part");
+    TEXT[start..end]
+        .lines()
+        .scan(false, |in_sample, line| {
+            Some(match line.trim_end() {
+                "```text" => {
+                    *in_sample = true;
+                    None
+                }
+                "```" => {
+                    *in_sample = false;
+                    None
+                }
+                sample if *in_sample && !sample.is_empty() => Some(sample),
+                _ => None,
+            })
+        })
+        .flatten()
+}
+
 /// Every section's anchor, in the page's order.
 pub fn anchors() -> impl Iterator<Item = &'static str> {
     TEXT.lines().filter_map(anchor_of)

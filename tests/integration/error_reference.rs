@@ -8,33 +8,11 @@ use burn_route::rt::{Checkpointing, DispatchAutodiffContext, DispatchTensor};
 use burn_route::{dispatch, try_dequantize_relu, try_rms_norm, try_sum_all};
 use burn_tensor::{Device, Tensor};
 
-/// The lines of the ```text blocks of the reference's runtime part.
-fn runtime_samples() -> Vec<&'static str> {
-    let text = burn_route::errors::TEXT;
-    let start = text
-        .find("\n# Runtime routing errors")
-        .expect("the runtime part");
-    let end = text
-        .find("\n# Build-time manifest errors")
-        .expect("the build-time part");
-    let mut samples = Vec::new();
-    let mut in_sample = false;
-    for line in text[start..end].lines() {
-        match line.trim_end() {
-            "```text" => in_sample = true,
-            "```" => in_sample = false,
-            sample if in_sample && !sample.is_empty() => samples.push(sample),
-            _ => {}
-        }
-    }
-    samples
-}
-
 /// Panics unless `message` is one of the reference's samples, word for word.
 #[track_caller]
 pub(crate) fn assert_sample(message: &str) {
     assert!(
-        runtime_samples().contains(&message),
+        burn_route::errors::runtime_samples().any(|s| s == message),
         "the error reference (core/src/errors.md) has no sample with this call's message; \
          update the sample to:\n{message}"
     );

@@ -822,14 +822,7 @@ fn random_valid_manifests_compile_with_the_runtime() {
         .collect();
     // Together they use every key of the key table, so every key is compiled and linted in
     // some context: a key added to the table and forgotten here fails.
-    let used: std::collections::BTreeSet<_> = all
-        .iter()
-        .flat_map(|source| burn_route_codegen::keys::used_in(source))
-        .collect();
-    let missing: Vec<String> = burn_route_codegen::keys::all()
-        .filter(|k| !used.contains(&(k.table, k.name.to_owned())))
-        .map(|k| format!("{}.{}", k.table.id(), k.name))
-        .collect();
+    let missing = burn_route_codegen::keys::unused_by(all.iter().map(String::as_str));
     assert!(
         missing.is_empty(),
         "keys no compiled manifest uses (add them to the generator or tests/edge_manifests): {missing:?}"

@@ -757,11 +757,7 @@ fn the_annotated_manifest_uses_every_key() {
         .iter()
         .find(|b| b.marker.as_deref() == Some("every key"))
         .expect("the manifest reference's `<!-- every key -->` manifest");
-    let used = burn_route_codegen::keys::used_in(&block.text);
-    let missing: Vec<String> = burn_route_codegen::keys::all()
-        .filter(|k| !used.contains(&(k.table, k.name.to_owned())))
-        .map(|k| format!("{}.{}", k.table.id(), k.name))
-        .collect();
+    let missing = burn_route_codegen::keys::unused_by([block.text.as_str()]);
     assert!(
         missing.is_empty(),
         "keys the annotated manifest does not use: {missing:?}"

@@ -14,28 +14,6 @@ use super::{
     ShapeRule, TensorKind, TensorSpec,
 };
 
-/// The lines of the ```text blocks of the error reference's runtime part.
-pub(crate) fn runtime_samples() -> Vec<&'static str> {
-    let text = burn_route_core::errors::TEXT;
-    let start = text
-        .find("\n# Runtime routing errors")
-        .expect("the runtime part");
-    let end = text
-        .find("\n# Build-time manifest errors")
-        .expect("the build-time part");
-    let mut samples = Vec::new();
-    let mut in_sample = false;
-    for line in text[start..end].lines() {
-        match line.trim_end() {
-            "```text" => in_sample = true,
-            "```" => in_sample = false,
-            sample if in_sample && !sample.is_empty() => samples.push(sample),
-            _ => {}
-        }
-    }
-    samples
-}
-
 /// The samples that are not a [`RouteError`]: the server's side of a failed Remote op, and two
 /// panics (a backward pass's gradient shape, an op check), checked where they are produced.
 fn produced_elsewhere(sample: &str) -> bool {
@@ -179,8 +157,7 @@ fn errors() -> Vec<RouteError> {
 
 #[test]
 fn every_runtime_sample_is_the_text_of_a_route_error() {
-    let samples: BTreeSet<&str> = runtime_samples()
-        .into_iter()
+    let samples: BTreeSet<&str> = burn_route_core::errors::runtime_samples()
         .filter(|s| !produced_elsewhere(s))
         .collect();
     let texts: BTreeSet<String> = errors().iter().map(ToString::to_string).collect();
@@ -208,7 +185,7 @@ fn the_gradient_shape_sample_is_the_panic() {
     .expect_err("it panics");
     let text = panic.downcast_ref::<String>().expect("a formatted panic");
     assert!(
-        runtime_samples().contains(&text.as_str()),
+        burn_route_core::errors::runtime_samples().any(|s| s == text),
         "the error reference's sample of the gradient-shape panic is stale; the panic says:\n{text}"
     );
 }
