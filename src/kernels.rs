@@ -23,5 +23,6 @@ pub mod cube;
 #[cfg(feature = "cube")]
 mod cube_routed;
 pub mod flex;
+mod half;
 pub mod linear_ce;
 pub mod meta;

@@ -13,7 +13,7 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
 use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
-use super::flex::{grads_in_f32, in_f32};
+use super::half::{grads_in_f32, in_f32};
 use crate::flex::math::sigmoid;
 use crate::flex::{
     Rows, Work, is_writable, keep_if, max_of, simd_fn, sum_by, sum_by2, sum_by3, tensor,

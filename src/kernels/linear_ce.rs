@@ -21,7 +21,7 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
 use super::composed::Targets;
-use super::flex::{half_dtype, narrow, widen};
+use super::half::{half_dtype, narrow, widen};
 use crate::flex::math::{exp, ln};
 use crate::flex::{Work, max_of, split, sum_by, tensor};
 
