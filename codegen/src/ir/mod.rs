@@ -250,6 +250,22 @@ pub enum RouteBy {
 }
 
 impl Op {
+    /// Why the generated op check cannot check the op yet, if it cannot (it draws no quantized
+    /// inputs): the test is then `#[ignore]`d with it, and validation refuses a `check` table.
+    pub fn unchecked(&self) -> Option<&'static str> {
+        let declared_quantized = self.inputs.iter().any(|i| match &i.arg {
+            Arg::Declared { leaves, .. } => leaves
+                .iter()
+                .any(|l| l.tensor.kind == TensorKind::Quantized),
+            _ => false,
+        });
+        let quantized = self
+            .tensor_inputs()
+            .any(|(_, t)| t.kind == TensorKind::Quantized);
+        (quantized || declared_quantized)
+            .then_some("the op check does not generate quantized inputs")
+    }
+
     /// The tensor inputs, in order.
     pub fn tensor_inputs(&self) -> impl Iterator<Item = (&Input, &TensorArg)> {
         self.inputs.iter().filter_map(|input| match &input.arg {

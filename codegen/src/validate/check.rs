@@ -71,6 +71,20 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
         return Ok(check);
     };
     let path = format!("op[{}].check", spec.index);
+    if let Some(why) = op.unchecked() {
+        return Err(vec![
+            Diagnostic::new(
+                table.span.clone(),
+                path,
+                format!(
+                    "op `{}` takes a quantized tensor, and {why}: the op check skips the op, so \
+                     `check` changes nothing",
+                    op.name
+                ),
+            )
+            .help("remove `check`, and test the op by hand"),
+        ]);
+    }
     let mut diags = Vec::new();
     let targets = targets(op, types);
     // The span of each `shapes` entry that lowered, by name.

@@ -101,7 +101,7 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
     // `Dispatch` names the backend of a composition's call and of a declared value's type.
     if ir.ops.iter().any(|op| {
         (op.check.composition && op.composition.is_some())
-            || (unchecked(op).is_none()
+            || (op.unchecked().is_none()
                 && op
                     .inputs
                     .iter()
@@ -213,26 +213,6 @@ fn no_gradient(op: &Op, name: &str) -> bool {
     Backward::slot(op, name).is_some_and(|slot| !b.gradients[slot])
 }
 
-/// Why the op check cannot check `op` yet, if it cannot: the test is then `#[ignore]`d with it,
-/// so a run lists the op as unchecked.
-fn unchecked(op: &Op) -> Option<&'static str> {
-    let declared_quantized = op.inputs.iter().any(|i| match &i.arg {
-        Arg::Declared { leaves, .. } => leaves
-            .iter()
-            .any(|l| l.tensor.kind == TensorKind::Quantized),
-        _ => false,
-    });
-    if op
-        .tensor_inputs()
-        .any(|(_, t)| t.kind == TensorKind::Quantized)
-        || declared_quantized
-    {
-        Some("the op check does not generate quantized inputs")
-    } else {
-        None
-    }
-}
-
 /// Whether declared type `name` is an enum or holds one.
 fn has_enum(ir: &Ir, name: &str) -> bool {
     match &ir.type_def(name).body {
@@ -300,7 +280,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
     )]);
     w.line("#[test]");
     // What the op check cannot build yet is an ignored test, so a run lists the op as unchecked.
-    if let Some(reason) = unchecked(op) {
+    if let Some(reason) = op.unchecked() {
         w.line(format!("#[ignore = \"{reason}\"]"));
         w.line(format!("fn {}() {{}}", op.name));
         return;
