@@ -5638,10 +5638,13 @@ impl<B: rt::remote::BackendIr> FillPrimitive<B> {
 impl RoutedOps for rt::Remote {
     fn add_relu(lhs: rt::FloatTensor<Self>, rhs: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_ADD_RELU);
-        let __spec_lhs = __call.input(lhs);
-        let __spec_rhs = __call.input(rhs);
+        let __in_lhs = __call.input(lhs);
+        let __in_rhs = __call.input(rhs);
+        let __spec_lhs = __call.spec(&__in_lhs);
+        let __spec_rhs = __call.spec(&__in_rhs);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             crate::kernels::meta::broadcast(&__spec_lhs, &__spec_rhs),
             __spec_lhs.dtype,
         );
@@ -5651,10 +5654,12 @@ impl RoutedOps for rt::Remote {
 
     fn bias_gelu(x: rt::FloatTensor<Self>, bias: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_BIAS_GELU);
-        let __spec_x = __call.input(x);
+        let __in_x = __call.input(x);
         __call.input(bias);
+        let __spec_x = __call.spec(&__in_x);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             __spec_x.shape.clone(),
             __spec_x.dtype,
         );
@@ -5664,10 +5669,13 @@ impl RoutedOps for rt::Remote {
 
     fn swiglu(gate: rt::FloatTensor<Self>, up: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_SWIGLU);
-        let __spec_gate = __call.input(gate);
-        let __spec_up = __call.input(up);
+        let __in_gate = __call.input(gate);
+        let __in_up = __call.input(up);
+        let __spec_gate = __call.spec(&__in_gate);
+        let __spec_up = __call.spec(&__in_up);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             crate::kernels::meta::broadcast(&__spec_gate, &__spec_up),
             __spec_gate.dtype,
         );
@@ -5681,11 +5689,13 @@ impl RoutedOps for rt::Remote {
         eps: f32,
     ) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_RMS_NORM);
-        let __spec_x = __call.input(x);
+        let __in_x = __call.input(x);
         __call.input(weight);
         __call.arg(&eps);
+        let __spec_x = __call.spec(&__in_x);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             __spec_x.shape.clone(),
             __spec_x.dtype,
         );
@@ -5700,12 +5710,14 @@ impl RoutedOps for rt::Remote {
         eps: f32,
     ) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_LAYER_NORM);
-        let __spec_x = __call.input(x);
+        let __in_x = __call.input(x);
         __call.input(gamma);
         __call.input(beta);
         __call.arg(&eps);
+        let __spec_x = __call.spec(&__in_x);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             __spec_x.shape.clone(),
             __spec_x.dtype,
         );
@@ -5715,9 +5727,11 @@ impl RoutedOps for rt::Remote {
 
     fn softmax_last(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_SOFTMAX_LAST);
-        let __spec_x = __call.input(x);
+        let __in_x = __call.input(x);
+        let __spec_x = __call.spec(&__in_x);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             __spec_x.shape.clone(),
             __spec_x.dtype,
         );
@@ -5730,10 +5744,13 @@ impl RoutedOps for rt::Remote {
         targets: rt::IntTensor<Self>,
     ) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_CROSS_ENTROPY_LOGITS);
-        let __spec_logits = __call.input(logits);
-        let __spec_targets = __call.input(targets);
+        let __in_logits = __call.input(logits);
+        let __in_targets = __call.input(targets);
+        let __spec_logits = __call.spec(&__in_logits);
+        let __spec_targets = __call.spec(&__in_targets);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             crate::kernels::meta::one_element(&__spec_logits, &__spec_targets),
             __spec_logits.dtype,
         );
@@ -5748,16 +5765,19 @@ impl RoutedOps for rt::Remote {
         seed: u64,
     ) -> (rt::FloatTensor<Self>, rt::BoolTensor<Self>) {
         let mut __call = rt::remote::Call::new(&__REMOTE_DROPOUT);
-        let __spec_x = __call.input(x);
+        let __in_x = __call.input(x);
         __call.arg(&p);
         __call.arg(&seed);
+        let __spec_x = __call.spec(&__in_x);
         __call.output(
             rt::TensorKind::Float,
+            "output[0]",
             __spec_x.shape.clone(),
             __spec_x.dtype,
         );
         __call.output(
             rt::TensorKind::Bool,
+            "output[1]",
             __spec_x.shape.clone(),
             __call.default_dtype(rt::TensorKind::Bool),
         );
@@ -5767,10 +5787,12 @@ impl RoutedOps for rt::Remote {
 
     fn affine(x: rt::FloatTensor<Self>, p: AffinePrimitive<Self>) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_AFFINE);
-        let __spec_x = __call.input(x);
+        let __in_x = __call.input(x);
         p.__send(&mut __call);
+        let __spec_x = __call.spec(&__in_x);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             __spec_x.shape.clone(),
             __spec_x.dtype,
         );
@@ -5784,11 +5806,13 @@ impl RoutedOps for rt::Remote {
         fill: FillPrimitive<Self>,
     ) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_FILL_WHERE);
-        let __spec_x = __call.input(x);
+        let __in_x = __call.input(x);
         __call.input(mask.clone());
         fill.__send(&mut __call);
+        let __spec_x = __call.spec(&__in_x);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             __spec_x.shape.clone(),
             __spec_x.dtype,
         );
@@ -5800,7 +5824,7 @@ impl RoutedOps for rt::Remote {
 /// `crate::kernels::backward::BackwardKernels` on `Remote`: the backward kernel of each op that
 /// runs on the server as one operation is one operation too (registered by [`serve_remote_ops`]);
 /// the other methods keep their default bodies.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 impl crate::kernels::backward::BackwardKernels for rt::Remote {
     fn add_relu_backward(
         __output: rt::FloatTensor<Self>,
@@ -5809,10 +5833,11 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
     ) -> [Option<rt::FloatTensor<Self>>; 2] {
         let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD);
         __call.input(__output);
-        let __grad_spec = __call.input(__grad);
+        let __grad_in = __call.input(__grad);
         __call.arg(&__tracked);
-        __call.gradient(__tracked[0], Some(&__grad_spec));
-        __call.gradient(__tracked[1], Some(&__grad_spec));
+        let __grad_spec = __call.spec(&__grad_in);
+        __call.gradient("gradient of lhs", __tracked[0], Some(&__grad_spec));
+        __call.gradient("gradient of rhs", __tracked[1], Some(&__grad_spec));
         __call.send().gradients()
     }
 
@@ -5823,12 +5848,15 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __tracked: [bool; 2],
     ) -> [Option<rt::FloatTensor<Self>>; 2] {
         let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_BIAS_GELU_BACKWARD);
-        let __spec_x = __call.input(x);
-        let __spec_bias = __call.input(bias);
-        let __grad_spec = __call.input(__grad);
+        let __in_x = __call.input(x);
+        let __in_bias = __call.input(bias);
+        let __grad_in = __call.input(__grad);
         __call.arg(&__tracked);
-        __call.gradient(__tracked[0], Some(&__spec_x));
-        __call.gradient(__tracked[1], Some(&__spec_bias));
+        let __spec_x = __call.spec(&__in_x);
+        let __spec_bias = __call.spec(&__in_bias);
+        let __grad_spec = __call.spec(&__grad_in);
+        __call.gradient("gradient of x", __tracked[0], Some(&__spec_x));
+        __call.gradient("gradient of bias", __tracked[1], Some(&__spec_bias));
         __call.send().gradients()
     }
 
@@ -5839,12 +5867,15 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __tracked: [bool; 2],
     ) -> [Option<rt::FloatTensor<Self>>; 2] {
         let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_SWIGLU_BACKWARD);
-        let __spec_gate = __call.input(gate);
-        let __spec_up = __call.input(up);
-        let __grad_spec = __call.input(__grad);
+        let __in_gate = __call.input(gate);
+        let __in_up = __call.input(up);
+        let __grad_in = __call.input(__grad);
         __call.arg(&__tracked);
-        __call.gradient(__tracked[0], Some(&__spec_gate));
-        __call.gradient(__tracked[1], Some(&__spec_up));
+        let __spec_gate = __call.spec(&__in_gate);
+        let __spec_up = __call.spec(&__in_up);
+        let __grad_spec = __call.spec(&__grad_in);
+        __call.gradient("gradient of gate", __tracked[0], Some(&__spec_gate));
+        __call.gradient("gradient of up", __tracked[1], Some(&__spec_up));
         __call.send().gradients()
     }
 
@@ -5856,13 +5887,16 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __tracked: [bool; 2],
     ) -> [Option<rt::FloatTensor<Self>>; 2] {
         let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_RMS_NORM_BACKWARD);
-        let __spec_x = __call.input(x);
-        let __spec_weight = __call.input(weight);
+        let __in_x = __call.input(x);
+        let __in_weight = __call.input(weight);
         __call.arg(&eps);
-        let __grad_spec = __call.input(__grad);
+        let __grad_in = __call.input(__grad);
         __call.arg(&__tracked);
-        __call.gradient(__tracked[0], Some(&__spec_x));
-        __call.gradient(__tracked[1], Some(&__spec_weight));
+        let __spec_x = __call.spec(&__in_x);
+        let __spec_weight = __call.spec(&__in_weight);
+        let __grad_spec = __call.spec(&__grad_in);
+        __call.gradient("gradient of x", __tracked[0], Some(&__spec_x));
+        __call.gradient("gradient of weight", __tracked[1], Some(&__spec_weight));
         __call.send().gradients()
     }
 
@@ -5874,16 +5908,20 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __tracked: [bool; 3],
     ) -> [Option<rt::FloatTensor<Self>>; 3] {
         let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_LAYER_NORM_BACKWARD);
-        let __spec_x = __call.input(x);
-        let __spec_gamma = __call.input(gamma);
+        let __in_x = __call.input(x);
+        let __in_gamma = __call.input(gamma);
         __call.arg(&eps);
-        let __grad_spec = __call.input(__grad);
+        let __grad_in = __call.input(__grad);
         __call.arg(&__tracked);
-        __call.gradient(__tracked[0], Some(&__spec_x));
-        __call.gradient(__tracked[1], Some(&__spec_gamma));
+        let __spec_x = __call.spec(&__in_x);
+        let __spec_gamma = __call.spec(&__in_gamma);
+        let __grad_spec = __call.spec(&__grad_in);
+        __call.gradient("gradient of x", __tracked[0], Some(&__spec_x));
+        __call.gradient("gradient of gamma", __tracked[1], Some(&__spec_gamma));
         __call.gradient(
+            "gradient of beta",
             __tracked[2],
-            rt::remote::implied(rt::ShapeRule::LastDimOf, &__spec_x).as_ref(),
+            rt::__private::implied(rt::ShapeRule::LastDimOf, &__spec_x).as_ref(),
         );
         __call.send().gradients()
     }
@@ -5894,9 +5932,11 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
     ) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_SOFTMAX_LAST_BACKWARD);
         __call.input(__output);
-        let __grad_spec = __call.input(__grad);
+        let __grad_in = __call.input(__grad);
+        let __grad_spec = __call.spec(&__grad_in);
         __call.output(
             rt::TensorKind::Float,
+            "gradient of x",
             __grad_spec.shape.clone(),
             __grad_spec.dtype,
         );
@@ -5909,11 +5949,14 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __grad: rt::FloatTensor<Self>,
     ) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_CROSS_ENTROPY_BACKWARD);
-        let __spec_logits = __call.input(logits);
+        let __in_logits = __call.input(logits);
         __call.input(targets);
-        let __grad_spec = __call.input(__grad);
+        let __grad_in = __call.input(__grad);
+        let __spec_logits = __call.spec(&__in_logits);
+        let __grad_spec = __call.spec(&__grad_in);
         __call.output(
             rt::TensorKind::Float,
+            "gradient of logits",
             __spec_logits.shape.clone(),
             __spec_logits.dtype,
         );
@@ -5924,9 +5967,11 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD);
         __call.arg(&p);
         __call.arg(&seed);
-        let __grad_spec = __call.input(__grad);
+        let __grad_in = __call.input(__grad);
+        let __grad_spec = __call.spec(&__grad_in);
         __call.output(
             rt::TensorKind::Float,
+            "gradient of x",
             __grad_spec.shape.clone(),
             __grad_spec.dtype,
         );
@@ -6081,7 +6126,7 @@ where
 
 /// `BackwardKernels::add_relu_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 fn __serve_backward_kernels_add_relu_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6099,7 +6144,7 @@ where
 
 /// `BackwardKernels::bias_gelu_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 fn __serve_backward_kernels_bias_gelu_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6118,7 +6163,7 @@ where
 
 /// `BackwardKernels::swiglu_backward` on a Remote server's backend `B`: reads the saved values, the
 /// incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 fn __serve_backward_kernels_swiglu_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6137,7 +6182,7 @@ where
 
 /// `BackwardKernels::rms_norm_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 fn __serve_backward_kernels_rms_norm_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6157,7 +6202,7 @@ where
 
 /// `BackwardKernels::layer_norm_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 fn __serve_backward_kernels_layer_norm_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6178,7 +6223,7 @@ where
 /// `BackwardKernels::softmax_last_backward` on a Remote server's backend `B`: reads the saved
 /// values, the incoming gradient and which inputs want one, runs the kernel, registers the
 /// gradients.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 fn __serve_backward_kernels_softmax_last_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6195,7 +6240,7 @@ where
 /// `BackwardKernels::cross_entropy_backward` on a Remote server's backend `B`: reads the saved
 /// values, the incoming gradient and which inputs want one, runs the kernel, registers the
 /// gradients.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 fn __serve_backward_kernels_cross_entropy_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6213,7 +6258,7 @@ where
 
 /// `BackwardKernels::dropout_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 fn __serve_backward_kernels_dropout_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6267,34 +6312,42 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_DROPOUT, __serve_dropout);
     let __serve = __serve.op(&__REMOTE_AFFINE, __serve_affine);
     let __serve = __serve.op(&__REMOTE_FILL_WHERE, __serve_fill_where);
+    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
         __serve_backward_kernels_add_relu_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_BIAS_GELU_BACKWARD,
         __serve_backward_kernels_bias_gelu_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SWIGLU_BACKWARD,
         __serve_backward_kernels_swiglu_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_RMS_NORM_BACKWARD,
         __serve_backward_kernels_rms_norm_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_LAYER_NORM_BACKWARD,
         __serve_backward_kernels_layer_norm_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SOFTMAX_LAST_BACKWARD,
         __serve_backward_kernels_softmax_last_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_CROSS_ENTROPY_BACKWARD,
         __serve_backward_kernels_cross_entropy_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD,
         __serve_backward_kernels_dropout_backward,
@@ -6316,34 +6369,42 @@ fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_DROPOUT, __serve_dropout);
     let __serve = __serve.op(&__REMOTE_AFFINE, __serve_affine);
     let __serve = __serve.op(&__REMOTE_FILL_WHERE, __serve_fill_where);
+    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
         __serve_backward_kernels_add_relu_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_BIAS_GELU_BACKWARD,
         __serve_backward_kernels_bias_gelu_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SWIGLU_BACKWARD,
         __serve_backward_kernels_swiglu_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_RMS_NORM_BACKWARD,
         __serve_backward_kernels_rms_norm_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_LAYER_NORM_BACKWARD,
         __serve_backward_kernels_layer_norm_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SOFTMAX_LAST_BACKWARD,
         __serve_backward_kernels_softmax_last_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_CROSS_ENTROPY_BACKWARD,
         __serve_backward_kernels_cross_entropy_backward,
     );
+    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD,
         __serve_backward_kernels_dropout_backward,

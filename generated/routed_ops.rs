@@ -655,6 +655,169 @@ pub trait RoutedOpsFlex: rt::Backend {
     fn iota(len: usize, device: &rt::DeviceOf<Self>) -> rt::IntTensor<Self>;
 }
 
+/// `crate::kernels::backward::BackwardKernels` on `Fusion<B>`: the backward kernel of each op that
+/// runs there as one deferred operation is one deferred operation too, running `B`'s kernel; the
+/// other methods keep their default bodies (primitives, which Burn fuses).
+#[cfg(all(burn_route_autodiff, burn_route_cube))]
+impl<B> crate::kernels::backward::BackwardKernels for rt::fusion::Fusion<B>
+where
+    B: rt::fusion::FusionBackend + crate::kernels::backward::BackwardKernels,
+{
+    fn rms_norm_backward(
+        x: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        eps: f32,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 2],
+    ) -> [Option<rt::FloatTensor<Self>>; 2] {
+        let mut __lazy =
+            rt::fusion::Lazy::<B>::new("BackwardKernels::rms_norm_backward", "ops.toml:250");
+        let __in_x = __lazy.input(x);
+        let __in_weight = __lazy.input(weight);
+        __lazy.scalar(eps);
+        let __grad_in = __lazy.input(__grad);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __spec_weight = __lazy.spec(&__in_weight);
+        let __grad_spec = __lazy.spec(&__grad_in);
+        let __out = [
+            __lazy.gradient("gradient of x", __tracked[0], Some(&__spec_x)),
+            __lazy.gradient("gradient of weight", __tracked[1], Some(&__spec_weight)),
+        ];
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as crate::kernels::backward::BackwardKernels>::rms_norm_backward(
+                __handles.float(&__in_x),
+                __handles.float(&__in_weight),
+                rt::__private::cloned(&eps),
+                __handles.float(&__grad_in),
+                __tracked,
+            );
+            __handles.publish_gradients(&__out, __result, [true, true])?;
+            Ok(())
+        });
+        __outputs.gradients()
+    }
+
+    fn layer_norm_backward(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        eps: f32,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 3],
+    ) -> [Option<rt::FloatTensor<Self>>; 3] {
+        let mut __lazy =
+            rt::fusion::Lazy::<B>::new("BackwardKernels::layer_norm_backward", "ops.toml:270");
+        let __in_x = __lazy.input(x);
+        let __in_gamma = __lazy.input(gamma);
+        __lazy.scalar(eps);
+        let __grad_in = __lazy.input(__grad);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __spec_gamma = __lazy.spec(&__in_gamma);
+        let __grad_spec = __lazy.spec(&__grad_in);
+        let __out = [
+            __lazy.gradient("gradient of x", __tracked[0], Some(&__spec_x)),
+            __lazy.gradient("gradient of gamma", __tracked[1], Some(&__spec_gamma)),
+            __lazy.gradient(
+                "gradient of beta",
+                __tracked[2],
+                rt::__private::implied(rt::ShapeRule::LastDimOf, &__spec_x).as_ref(),
+            ),
+        ];
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as crate::kernels::backward::BackwardKernels>::layer_norm_backward(
+                __handles.float(&__in_x),
+                __handles.float(&__in_gamma),
+                rt::__private::cloned(&eps),
+                __handles.float(&__grad_in),
+                __tracked,
+            );
+            __handles.publish_gradients(&__out, __result, [true, true, true])?;
+            Ok(())
+        });
+        __outputs.gradients()
+    }
+
+    fn softmax_last_backward(
+        __output: rt::FloatTensor<Self>,
+        __grad: rt::FloatTensor<Self>,
+    ) -> rt::FloatTensor<Self> {
+        let mut __lazy =
+            rt::fusion::Lazy::<B>::new("BackwardKernels::softmax_last_backward", "ops.toml:283");
+        let __output_in = __lazy.input(__output);
+        let __grad_in = __lazy.input(__grad);
+        let __grad_spec = __lazy.spec(&__grad_in);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "gradient of x",
+            __grad_spec.shape.clone(),
+            __grad_spec.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as crate::kernels::backward::BackwardKernels>::softmax_last_backward(
+                __handles.float(&__output_in),
+                __handles.float(&__grad_in),
+            );
+            __handles.publish_gradient(&__out, __result, false)?;
+            Ok(())
+        });
+        __outputs.one()
+    }
+
+    fn cross_entropy_backward(
+        logits: rt::FloatTensor<Self>,
+        targets: rt::IntTensor<Self>,
+        __grad: rt::FloatTensor<Self>,
+    ) -> rt::FloatTensor<Self> {
+        let mut __lazy =
+            rt::fusion::Lazy::<B>::new("BackwardKernels::cross_entropy_backward", "ops.toml:302");
+        let __in_logits = __lazy.input(logits);
+        let __in_targets = __lazy.input(targets);
+        let __grad_in = __lazy.input(__grad);
+        let __spec_logits = __lazy.spec(&__in_logits);
+        let __grad_spec = __lazy.spec(&__grad_in);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "gradient of logits",
+            __spec_logits.shape.clone(),
+            __spec_logits.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as crate::kernels::backward::BackwardKernels>::cross_entropy_backward(
+                __handles.float(&__in_logits),
+                __handles.int(&__in_targets),
+                __handles.float(&__grad_in),
+            );
+            __handles.publish_gradient(&__out, __result, true)?;
+            Ok(())
+        });
+        __outputs.one()
+    }
+
+    fn dropout_backward(p: f32, seed: u64, __grad: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __lazy =
+            rt::fusion::Lazy::<B>::new("BackwardKernels::dropout_backward", "ops.toml:327");
+        __lazy.scalar(p);
+        __lazy.scalar(seed);
+        let __grad_in = __lazy.input(__grad);
+        let __grad_spec = __lazy.spec(&__grad_in);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "gradient of x",
+            __grad_spec.shape.clone(),
+            __grad_spec.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as crate::kernels::backward::BackwardKernels>::dropout_backward(
+                rt::__private::cloned(&p),
+                rt::__private::cloned(&seed),
+                __handles.float(&__grad_in),
+            );
+            __handles.publish_gradient(&__out, __result, false)?;
+            Ok(())
+        });
+        __outputs.one()
+    }
+}
+
 /// `Autodiff<B, C>` implementations of the ops whose backward pass `ops.toml` declares,
 /// written from it: the generated `Dispatch` routing calls them for tracked inputs.
 #[cfg(burn_route_autodiff)]

@@ -193,9 +193,14 @@ fn upper_camel(snake: &str) -> String {
         .collect()
 }
 
-/// The recorded form of input `name` in a lazy `Fusion<B>` method.
+/// The recorded form of input `name` in a recorded call (`Fusion<B>`, `Remote`): `__in_x`, and
+/// for a value the generator names (`__output`, `__grad`) that name with `_in`.
 pub fn lazy_input(name: &str) -> String {
-    format!("__in_{name}")
+    if name.starts_with("__") {
+        format!("{name}_in")
+    } else {
+        format!("__in_{name}")
+    }
 }
 
 /// The spec (shape and dtype) of input `name` in a lazy `Fusion<B>` method.
@@ -262,12 +267,13 @@ fn upper_snake(name: &str) -> String {
     out
 }
 
-/// A backward kernel's incoming gradient, a parameter of its method on `Remote` (saved values
+/// A backward kernel's incoming gradient, a parameter of its method on `Remote` and
+/// `Fusion<B>` (saved values
 /// keep their input names, which never start with `__`).
 pub const SAVED_GRAD: &str = "__grad";
-/// The shape and dtype of a backward kernel's incoming gradient, on `Remote`.
+/// The shape and dtype of a backward kernel's incoming gradient.
 pub const GRAD_SPEC: &str = "__grad_spec";
-/// The float output, a saved value of a backward kernel's method on `Remote`.
+/// The float output, a saved value of a backward kernel's method on `Remote` and `Fusion<B>`.
 pub const SAVED_OUTPUT: &str = "__output";
 
 /// The function that registers the ops a server's backend (`flex`, `cube`) runs.

@@ -7,19 +7,16 @@
 //! `composition` and no metadata keeps the trait's default body (its composition, which Burn
 //! fuses on `Fusion<B>` directly).
 
-use super::code::{Doc, Writer, args, call, cat};
+use super::code::{Doc, Writer, call, cat};
+use super::record::{
+    LazyOutput, Target, declare_outputs, out_local, output_tensors, outputs_of, record_op,
+    return_expr,
+};
 use super::{allow_complex_output, kind_fn, params, primitive_returns, signature};
 use crate::ir::{
-    Arg, BackendName, Container, FusionImpl, Ir, MetaSource, Op, Output, TensorArg, TensorKind,
-    TraitGroup,
+    Arg, BackendName, Container, FusionImpl, Ir, Leaf, MetaSource, Op, Output, Step, TraitGroup,
 };
-use crate::ir::{Leaf, Step};
 use crate::names::{self, EAGER, HANDLES, LAZY, OUTPUTS, RESULT};
-
-/// Plain types recorded as scalars of the deferred operation (Burn's `Scalar` takes them).
-const SCALARS: &[&str] = &[
-    "f64", "f32", "i64", "i32", "i16", "i8", "u64", "u32", "u16", "u8", "bool", "isize", "usize",
-];
 
 /// The `Fusion<B>` impl of `group`, when it is routed to `Cube` and has no default bodies only.
 pub(super) fn impls(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
@@ -112,82 +109,6 @@ fn keep_functions_used(ops: &[&Op], cfg: Option<&str>, w: &mut Writer) {
     w.close("};");
 }
 
-/// Every tensor output, in order (a declared struct's fields in declaration order).
-pub(super) fn output_tensors(out: &Output) -> Vec<&TensorArg> {
-    match out {
-        Output::Tensor(t) => vec![t],
-        Output::Tuple(items) => items.iter().flat_map(output_tensors).collect(),
-        Output::Declared { leaves, .. } => leaves.iter().map(|l| &l.tensor).collect(),
-        Output::Unit | Output::Plain(_) => Vec::new(),
-    }
-}
-
-/// One tensor output: its manifest path (`output`, `output[1]`, `output.mean`), the suffix of
-/// its locals (``, `_1`, `_1_0`), where the kernel's result holds it (``, `.1`, `.mean`), and
-/// the tensor.
-pub(super) struct LazyOutput<'a> {
-    pub(super) path: String,
-    pub(super) suffix: String,
-    pub(super) access: String,
-    pub(super) tensor: &'a TensorArg,
-}
-
-/// Every tensor output, in order.
-pub(super) fn outputs_with_paths<'a>(
-    out: &'a Output,
-    path: String,
-    suffix: String,
-    access: String,
-    acc: &mut Vec<LazyOutput<'a>>,
-) {
-    match out {
-        Output::Tensor(t) => acc.push(LazyOutput {
-            path,
-            suffix,
-            access,
-            tensor: t,
-        }),
-        Output::Tuple(items) => {
-            for (i, item) in items.iter().enumerate() {
-                outputs_with_paths(
-                    item,
-                    format!("{path}[{i}]"),
-                    format!("{suffix}_{i}"),
-                    format!("{access}.{i}"),
-                    acc,
-                );
-            }
-        }
-        Output::Declared { leaves, .. } => {
-            for (i, leaf) in leaves.iter().enumerate() {
-                let mut fields = String::new();
-                for step in &leaf.path {
-                    if let Step::Field { field, .. } = step {
-                        fields.push('.');
-                        fields.push_str(field);
-                    }
-                }
-                acc.push(LazyOutput {
-                    path: format!("{path}{fields}"),
-                    suffix: format!("{suffix}_{i}"),
-                    access: format!("{access}{fields}"),
-                    tensor: &leaf.tensor,
-                });
-            }
-        }
-        Output::Unit | Output::Plain(_) => {}
-    }
-}
-
-pub(super) fn kind_variant(kind: TensorKind) -> &'static str {
-    match kind {
-        TensorKind::Float => "rt::TensorKind::Float",
-        TensorKind::Int => "rt::TensorKind::Int",
-        TensorKind::Bool => "rt::TensorKind::Bool",
-        TensorKind::Quantized => "rt::TensorKind::Quantized",
-    }
-}
-
 /// An op without output metadata or composition: its inputs resolved from the fusion stream,
 /// `B`'s kernel run at the call, its tensor outputs handed back to the stream
 /// (`rt::fusion::Eager`).
@@ -268,100 +189,10 @@ fn method(group: &TraitGroup, op: &Op, w: &mut Writer) {
         params(op, "Self"),
         primitive_returns(&op.output, "Self", " {"),
     ));
-    // The stream: the inputs' (the first tensor's), or the device's when there is no tensor.
-    let has_tensor = op.tensor_inputs().next().is_some();
-    let head = format!("let mut {LAZY} = ");
     let location = super::string_literal(&op.output_location);
-    let name = super::string_literal(&op.name);
-    match (has_tensor, op.device_input()) {
-        (false, Some(device)) => w.assign(
-            head,
-            call(
-                "rt::fusion::Lazy::<B>::on_device",
-                [name, location, device.name.clone()],
-            ),
-            ";",
-        ),
-        _ => w.assign(
-            head,
-            call("rt::fusion::Lazy::<B>::new", [name, location]),
-            ";",
-        ),
-    }
-    for (input, t) in op.tensor_inputs() {
-        let value = match (t.container, t.borrowed) {
-            (Container::One, false) => call(format!("{LAZY}.input"), [input.name.as_str()]),
-            (Container::One, true) => {
-                call(format!("{LAZY}.input"), [format!("{}.clone()", input.name)])
-            }
-            (Container::Option, false) => {
-                call(format!("{LAZY}.input_option"), [input.name.as_str()])
-            }
-            (Container::Option, true) => call(
-                format!("{LAZY}.input_option"),
-                [format!("{}.cloned()", input.name)],
-            ),
-            (Container::Vec, _) => call(format!("{LAZY}.inputs"), [input.name.as_str()]),
-        };
-        w.assign(
-            format!("let {} = ", names::lazy_input(&input.name)),
-            value,
-            ";",
-        );
-    }
-    for input in &op.inputs {
-        if matches!(&input.arg, Arg::Plain(ty) if SCALARS.contains(&ty.as_str())) {
-            w.line(format!("{LAZY}.scalar({});", input.name));
-        }
-    }
-    specs(op, w);
-    let mut outputs = Vec::new();
-    outputs_with_paths(
-        &op.output,
-        "output".to_owned(),
-        String::new(),
-        String::new(),
-        &mut outputs,
-    );
-    let metadata_args = metadata_args(op);
-    for LazyOutput {
-        path,
-        suffix,
-        tensor: t,
-        ..
-    } in &outputs
-    {
-        let shape = match t.meta.shape.as_ref().expect("validated: lazy") {
-            MetaSource::Input(name) => {
-                Doc::from(format!("{}.shape.clone()", names::lazy_spec(name)))
-            }
-            MetaSource::Function(f) => call(f.as_str(), metadata_args.clone()),
-            MetaSource::Default => unreachable!("validated: no default shape"),
-        };
-        let dtype = match t.meta.dtype.as_ref().expect("validated: lazy") {
-            MetaSource::Input(name) => Doc::from(format!("{}.dtype", names::lazy_spec(name))),
-            MetaSource::Function(f) => call(f.as_str(), metadata_args.clone()),
-            MetaSource::Default => call(format!("{LAZY}.default_dtype"), [kind_variant(t.kind)]),
-        };
-        let declare = match t.container {
-            Container::One => "output",
-            Container::Option => "output_option",
-            Container::Vec => "output_vec",
-        };
-        w.assign(
-            format!("let {} = ", out_local(suffix)),
-            call(
-                format!("{LAZY}.{declare}"),
-                [
-                    Doc::from(kind_variant(t.kind)),
-                    super::string_literal(path).into(),
-                    shape,
-                    dtype,
-                ],
-            ),
-            ";",
-        );
-    }
+    record_op(Target::Fusion, op, &[location], w);
+    let outputs = outputs_of(&op.output);
+    declare_outputs(Target::Fusion, op, &outputs, w);
     if let Some(device) = op.device_input() {
         w.line(format!("let {0} = {0}.clone();", device.name));
     }
@@ -430,90 +261,6 @@ fn method(group: &TraitGroup, op: &Op, w: &mut Writer) {
         out => w.line(return_expr(out)),
     }
     w.close("}");
-}
-
-/// The local holding the declaration of the output with locals' suffix `suffix`.
-fn out_local(suffix: &str) -> String {
-    format!("{}{suffix}", names::OUT)
-}
-
-/// The specs the metadata reads: every tensor input's when a function takes them all, else
-/// those an output names.
-fn specs(op: &Op, w: &mut Writer) {
-    let tensors = output_tensors(&op.output);
-    let sources = || {
-        tensors
-            .iter()
-            .flat_map(|t| [&t.meta.shape, &t.meta.dtype])
-            .flatten()
-    };
-    let all = sources().any(|s| matches!(s, MetaSource::Function(_)));
-    for (input, t) in op.tensor_inputs() {
-        let named = sources().any(|s| matches!(s, MetaSource::Input(n) if *n == input.name));
-        if !all && !named {
-            continue;
-        }
-        let recorded = names::lazy_input(&input.name);
-        let value = match t.container {
-            Container::One => call(format!("{LAZY}.spec"), [format!("&{recorded}")]),
-            Container::Option => call(
-                format!("{LAZY}.spec_option"),
-                [format!("{recorded}.as_ref()")],
-            ),
-            Container::Vec => call(format!("{LAZY}.specs"), [format!("&{recorded}")]),
-        };
-        w.assign(
-            format!("let {} = ", names::lazy_spec(&input.name)),
-            value,
-            ";",
-        );
-    }
-}
-
-/// What a metadata function is called with: each tensor input's spec and each plain argument,
-/// by reference, in input order (devices left out).
-pub(super) fn metadata_args(op: &Op) -> Vec<Doc> {
-    op.inputs
-        .iter()
-        .filter_map(|input| match &input.arg {
-            Arg::Tensor(t) => {
-                let spec = names::lazy_spec(&input.name);
-                Some(match t.container {
-                    Container::Option => format!("{spec}.as_ref()"),
-                    Container::One | Container::Vec => format!("&{spec}"),
-                })
-            }
-            Arg::Plain(_) => Some(format!("&{}", input.name)),
-            Arg::Device => None,
-            Arg::Declared { .. } => unreachable!("validation: declared types are not lazy"),
-        })
-        .map(Doc::from)
-        .collect()
-}
-
-/// The method's return value: the lazy outputs, taken in declaration order.
-pub(super) fn return_expr(out: &Output) -> Doc {
-    match out {
-        Output::Declared { .. } => unreachable!("a struct output is written by `struct_return`"),
-        Output::Tensor(t) => match t.container {
-            Container::One => format!("{OUTPUTS}.one()").into(),
-            Container::Option => format!("{OUTPUTS}.option()").into(),
-            Container::Vec => format!("{OUTPUTS}.vec()").into(),
-        },
-        Output::Tuple(items) => {
-            let items: Vec<Doc> = items.iter().map(return_expr).collect();
-            if items.len() == 1 {
-                cat([
-                    "(".into(),
-                    items.into_iter().next().expect("one"),
-                    ",)".into(),
-                ])
-            } else {
-                args("(", items, ")")
-            }
-        }
-        Output::Unit | Output::Plain(_) => unreachable!("validated: lazy outputs are tensors"),
-    }
 }
 
 /// The method's return value when it is a declared struct: its literal, each tensor field taken

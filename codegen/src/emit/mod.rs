@@ -9,7 +9,9 @@ pub mod check;
 mod code;
 mod dispatch;
 mod fusion;
+mod kernels;
 mod ops;
+mod record;
 mod remote;
 mod remote_types;
 mod skeleton;
@@ -771,6 +773,11 @@ fn const_generics(op: &Op) -> Vec<String> {
     }
     visit_out(&op.output, &mut acc);
     acc
+}
+
+/// The cfg an item inside an item compiled under `outer` needs: `inner`, unless it is `outer`.
+pub(super) fn inner_cfg<'a>(outer: Option<&str>, inner: Option<&'a str>) -> Option<&'a str> {
+    if outer == inner { None } else { inner }
 }
 
 /// [`any_cfg`] of each distinct predicate once.

@@ -21,6 +21,8 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         }
         super::fusion::impls(ir, index, group, w);
     }
+    let target = super::record::Target::Fusion;
+    super::kernels::impls(ir, target, &super::kernels::kernels(ir, target), w);
     super::autodiff::module(ir, w);
 }
 

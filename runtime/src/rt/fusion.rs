@@ -10,14 +10,17 @@
 //! fails the operation with `RouteError::OutputMetadata`'s
 //! text (a read of any output returns it), never a silently wrong shape downstream.
 //!
-//! `Lazy` is public so that a trait of your own (a backward-kernel trait, say) can lower its
-//! methods the same way by hand: see its docs.
+//! The generator lowers the backward kernels of the ops that run so (trait methods a `backward`
+//! key names) the same way, each wanted gradient declared with its input's shape and dtype.
+//! `Lazy` is public so that a trait of your own can lower its methods the same way by hand:
+//! see its docs.
 
-use super::outputs::Group;
-use burn_backend::{DType, ExecutionError, Shape, TensorMetadata};
+use burn_backend::{DType, ExecutionError, TensorMetadata};
 use burn_fusion::custom::{
     CustomOpIr, HandleContainer, OperationFn, OperationIr, ScalarIr, StreamId, TensorId, TensorIr,
 };
+
+use super::record::{Recorder, Target};
 use burn_fusion::{FusionRuntime, FusionTensor};
 
 pub use burn_fusion::{Fusion, FusionBackend};
@@ -30,19 +33,37 @@ type Container<B> =
 /// A lazy tensor of `Fusion<B>`.
 type Lazily<B> = FusionTensor<<B as FusionBackend>::FusionRuntime>;
 
-/// An input of a deferred operation: where its handle is found when the operation runs.
-#[derive(Clone, Debug)]
-pub struct In(TensorIr);
+pub use super::record::{In, Out};
 
-/// An output of a deferred operation: its id and what was declared for it.
-#[derive(Clone, Debug)]
-pub struct Out {
-    id: TensorId,
-    name: OutputName,
-    declared: TensorSpec,
+/// What a [`Lazy`] call records for: `Fusion<B>`'s stream, where the operation is queued and
+/// later runs `B`'s kernel.
+pub struct OnFusion<B>(core::marker::PhantomData<fn() -> B>);
+
+impl<B: FusionBackend> Target for OnFusion<B> {
+    type Tensor = Lazily<B>;
+    type Client = burn_fusion::Client<B::FusionRuntime>;
+    /// Where the op's output metadata is declared (`ops.toml:LINE`), for the check's messages.
+    type Facts = &'static str;
+
+    fn client_of(tensor: &Lazily<B>) -> Self::Client {
+        tensor.client.clone()
+    }
+
+    fn into_ir(tensor: Lazily<B>) -> TensorIr {
+        tensor.into_ir()
+    }
+
+    fn empty_handle(client: &Self::Client) -> TensorId {
+        client.create_empty_handle()
+    }
+
+    fn default_dtype(client: &Self::Client, kind: TensorKind) -> DType {
+        super::record::device_default::<Fusion<B>>(client.device(), kind)
+    }
 }
 
-/// One deferred call of an op on `Fusion<B>`, built input by input and output by output.
+/// One deferred call of an op on `Fusion<B>`, built input by input and output by output: the
+/// shared [`Recorder`], started with [`Lazy::new`] and ended with [`Lazy::register`].
 ///
 /// ```ignore
 /// // fn my_op(x: FloatTensor<Self>, alpha: f32) -> FloatTensor<Self>, on Fusion<B>:
@@ -58,157 +79,23 @@ pub struct Out {
 /// });
 /// outputs.one()
 /// ```
-pub struct Lazy<B: FusionBackend> {
-    op: &'static str,
-    location: &'static str,
-    client: Option<burn_fusion::Client<B::FusionRuntime>>,
-    inputs: Vec<TensorIr>,
-    outputs: Vec<TensorIr>,
-    scalars: Vec<ScalarIr>,
-    groups: Vec<Group>,
-}
+pub type Lazy<B> = Recorder<OnFusion<B>>;
 
-impl<B: FusionBackend> Lazy<B> {
+impl<B: FusionBackend> Recorder<OnFusion<B>> {
     /// A call of `op`, whose output metadata is declared at `location` (`ops.toml:LINE`).
     pub fn new(op: &'static str, location: &'static str) -> Self {
-        Self {
-            op,
-            location,
-            client: None,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            scalars: Vec::new(),
-            groups: Vec::new(),
-        }
+        Self::start(op, location, None)
     }
 
     /// A call of `op` that has no tensor input: its device names the fusion stream.
     pub fn on_device(op: &'static str, location: &'static str, device: &B::Device) -> Self {
-        let mut lazy = Self::new(op, location);
-        lazy.client = Some(burn_fusion::get_client::<B>(device));
-        lazy
-    }
-
-    /// Adds a tensor input (any kind). Its handle is read when the operation runs.
-    pub fn input(&mut self, tensor: Lazily<B>) -> In {
-        if self.client.is_none() {
-            self.client = Some(tensor.client.clone());
-        }
-        let ir = tensor.into_ir();
-        self.inputs.push(ir.clone());
-        In(ir)
-    }
-
-    /// The shape and dtype of an input, for computing the outputs'.
-    pub fn spec(&self, input: &In) -> TensorSpec {
-        TensorSpec::new(input.0.shape.clone(), input.0.dtype)
-    }
-
-    /// The device's default dtype for tensors of `kind` (a `dtype = "default"` output).
-    ///
-    /// # Panics
-    /// Before any input was added to a call made with [`Lazy::new`].
-    pub fn default_dtype(&self, kind: TensorKind) -> DType {
-        let client = self
-            .client
-            .as_ref()
-            .expect("an input or a device names the stream");
-        let settings = burn_backend::get_or_init_device_settings::<Fusion<B>>(client.device());
-        match kind {
-            TensorKind::Float | TensorKind::Quantized => settings.float_dtype.into(),
-            TensorKind::Int => settings.int_dtype.into(),
-            TensorKind::Bool => settings.bool_dtype.into(),
-        }
+        Self::start(op, location, Some(burn_fusion::get_client::<B>(device)))
     }
 
     /// Records a numeric (or `bool`) argument in the operation's description, as Burn's own
     /// operations do: fusion relativizes it, so a cached plan replays with the new value.
     pub fn scalar(&mut self, value: impl Into<burn_backend::Scalar>) {
         self.scalars.push(ScalarIr::from(value.into()));
-    }
-
-    /// Adds the inputs of a `vec` input.
-    pub fn inputs(&mut self, tensors: Vec<Lazily<B>>) -> Vec<In> {
-        tensors.into_iter().map(|t| self.input(t)).collect()
-    }
-
-    /// Adds an `option` input when it is present.
-    pub fn input_option(&mut self, tensor: Option<Lazily<B>>) -> Option<In> {
-        tensor.map(|t| self.input(t))
-    }
-
-    /// The specs of a `vec` input.
-    pub fn specs(&self, inputs: &[In]) -> Vec<TensorSpec> {
-        inputs.iter().map(|i| self.spec(i)).collect()
-    }
-
-    /// The spec of an `option` input, when it is present.
-    pub fn spec_option(&self, input: Option<&In>) -> Option<TensorSpec> {
-        input.map(|i| self.spec(i))
-    }
-
-    /// Declares the output at `path` (`output`, `output[1]`, ...) of `kind`.
-    ///
-    /// # Panics
-    /// Before any input was added to a call made with [`Lazy::new`], or (debug builds) when
-    /// `dtype` is not of `kind` (a metadata function's bug).
-    pub fn output(
-        &mut self,
-        kind: TensorKind,
-        path: &'static str,
-        shape: Shape,
-        dtype: DType,
-    ) -> Out {
-        self.groups.push(Group::One);
-        self.declare(kind, OutputName::new(path), shape, dtype)
-    }
-
-    /// Declares an `option` output: present when `shape` is.
-    pub fn output_option(
-        &mut self,
-        kind: TensorKind,
-        path: &'static str,
-        shape: Option<Shape>,
-        dtype: DType,
-    ) -> Option<Out> {
-        self.groups.push(Group::Option(shape.is_some()));
-        shape.map(|shape| self.declare(kind, OutputName::new(path), shape, dtype))
-    }
-
-    /// Declares a `vec` output: one element per shape.
-    pub fn output_vec(
-        &mut self,
-        kind: TensorKind,
-        path: &'static str,
-        shapes: Vec<Shape>,
-        dtype: DType,
-    ) -> Vec<Out> {
-        self.groups.push(Group::Vec(shapes.len()));
-        shapes
-            .into_iter()
-            .enumerate()
-            .map(|(i, shape)| self.declare(kind, OutputName::new(path).element(i), shape, dtype))
-            .collect()
-    }
-
-    fn declare(&mut self, kind: TensorKind, name: OutputName, shape: Shape, dtype: DType) -> Out {
-        debug_assert!(
-            of_kind(kind, dtype),
-            "op `{}`: output `{name}` is a {kind} tensor but its declared dtype is {dtype:?}",
-            self.op
-        );
-        let client = self
-            .client
-            .as_ref()
-            .expect("an input or a device names the stream");
-        let id = client.create_empty_handle();
-        self.outputs
-            .push(TensorIr::uninit(id, shape.clone(), dtype));
-        Out {
-            id,
-            name,
-            declared: TensorSpec::new(shape, dtype),
-        }
     }
 
     /// Queues the operation; `run` executes it with the inputs' handles and publishes every
@@ -222,7 +109,7 @@ impl<B: FusionBackend> Lazy<B> {
     {
         let Self {
             op,
-            location,
+            facts: location,
             client,
             inputs,
             outputs,
@@ -249,16 +136,6 @@ impl<B: FusionBackend> Lazy<B> {
             operation,
         );
         Outputs::<B>::new(tensors, groups)
-    }
-}
-
-/// Whether `dtype` is a dtype of `kind` tensors.
-fn of_kind(kind: TensorKind, dtype: DType) -> bool {
-    match kind {
-        TensorKind::Float => dtype.is_float(),
-        TensorKind::Int => dtype.is_int() || dtype.is_uint(),
-        TensorKind::Bool => dtype.is_bool(),
-        TensorKind::Quantized => matches!(dtype, DType::QFloat(_)),
     }
 }
 
@@ -449,6 +326,70 @@ impl<B: FusionBackend> Handles<'_, B> {
         declared.publish(actual, &mut |out, t| {
             self.handles.register_bool_tensor::<B>(&out.id, t);
         });
+    }
+
+    /// Checks and publishes what a backward kernel returned for the gradients declared with
+    /// [`Recorder::gradient`] (`None` where not wanted: a gradient nobody asked for is dropped,
+    /// not checked). A gradient with `summed[i]` is first summed back to its declaration's
+    /// shape (its input was broadcast in the forward pass), as the server does on Remote.
+    ///
+    /// # Errors
+    /// As [`Handles::check`], or a gradient that is not of its input's shape nor broadcast to it.
+    pub fn publish_gradients<const N: usize>(
+        &mut self,
+        declared: &[Option<Out>; N],
+        gradients: [Option<B::FloatTensorPrimitive>; N],
+        summed: [bool; N],
+    ) -> Result<(), ExecutionError> {
+        let mut kept: [Option<B::FloatTensorPrimitive>; N] = std::array::from_fn(|_| None);
+        for (i, gradient) in gradients.into_iter().enumerate() {
+            if let Some(out) = &declared[i] {
+                kept[i] = gradient
+                    .map(|g| self.summed(out, g, summed[i]))
+                    .transpose()?;
+            }
+        }
+        for (out, gradient) in declared.iter().zip(&kept) {
+            self.check(out, gradient)?;
+        }
+        for (out, gradient) in declared.iter().zip(kept) {
+            self.publish_float(out, gradient);
+        }
+        Ok(())
+    }
+
+    /// [`Handles::publish_gradients`] for a backward kernel of one float input, whose gradient
+    /// is declared as an output.
+    ///
+    /// # Errors
+    /// As [`Handles::publish_gradients`].
+    pub fn publish_gradient(
+        &mut self,
+        declared: &Out,
+        gradient: B::FloatTensorPrimitive,
+        summed: bool,
+    ) -> Result<(), ExecutionError> {
+        let gradient = self.summed(declared, gradient, summed)?;
+        self.check(declared, &gradient)?;
+        self.publish_float(declared, gradient);
+        Ok(())
+    }
+
+    fn summed(
+        &self,
+        out: &Out,
+        gradient: B::FloatTensorPrimitive,
+        summed: bool,
+    ) -> Result<B::FloatTensorPrimitive, ExecutionError> {
+        if !summed {
+            return Ok(gradient);
+        }
+        super::record::summed_to::<B>(gradient, &out.declared.shape).map_err(|message| {
+            ExecutionError::with_context(format!(
+                "op `{}` ({}), {}: {message}",
+                self.op, self.location, out.name
+            ))
+        })
     }
 
     /// Publishes quantized outputs under their ids.

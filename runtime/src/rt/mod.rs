@@ -31,6 +31,8 @@ mod op;
 #[cfg(any(feature = "cube", feature = "remote"))]
 mod outputs;
 mod pending;
+#[cfg(any(feature = "cube", feature = "remote"))]
+pub mod record;
 mod route;
 mod shape;
 mod spec;
@@ -67,6 +69,8 @@ pub mod __private {
     pub use super::grad;
     pub use super::lane::{Concrete, Held, Target};
     pub use super::op::{OpInfo, RemoteOp};
+    #[cfg(any(feature = "cube", feature = "remote"))]
+    pub use super::record::implied;
     pub use super::route::{Group, Input, Mode, Route};
     pub use super::shape::{ShapeCheck, check_shapes};
     pub use super::{Fallible, OnError, Panic};

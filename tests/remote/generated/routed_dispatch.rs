@@ -1046,23 +1046,30 @@ impl RemoteForms for rt::Remote {
         Vec<rt::FloatTensor<Self>>,
     ) {
         let mut __call = rt::remote::Call::new(&__REMOTE_FORMS);
-        let __spec_x = __call.input(x);
-        let __spec_b = __call.input(b.clone());
-        let __spec_opt = __call.input_option(opt);
-        let __spec_xs = __call.inputs(xs);
-        let __spec_mask = __call.input(mask.clone());
+        let __in_x = __call.input(x);
+        let __in_b = __call.input(b.clone());
+        let __in_opt = __call.input_option(opt);
+        let __in_xs = __call.inputs(xs);
+        let __in_mask = __call.input(mask.clone());
         __call.arg(&k);
         __call.arg(&sizes);
         __call.arg(&scale);
         __call.arg(&shift);
         __call.arg(&with_mask);
+        let __spec_x = __call.spec(&__in_x);
+        let __spec_b = __call.spec(&__in_b);
+        let __spec_opt = __call.spec_option(__in_opt.as_ref());
+        let __spec_xs = __call.specs(&__in_xs);
+        let __spec_mask = __call.spec(&__in_mask);
         __call.output(
             rt::TensorKind::Float,
+            "output[0]",
             __spec_x.shape.clone(),
             __spec_x.dtype,
         );
         __call.output(
             rt::TensorKind::Int,
+            "output[1][0]",
             crate::remote_forms::meta::k_zeros(
                 &__spec_x,
                 &__spec_b,
@@ -1079,6 +1086,7 @@ impl RemoteForms for rt::Remote {
         );
         __call.output_option(
             rt::TensorKind::Bool,
+            "output[1][1]",
             crate::remote_forms::meta::mask_if(
                 &__spec_x,
                 &__spec_b,
@@ -1095,6 +1103,7 @@ impl RemoteForms for rt::Remote {
         );
         __call.output_vec(
             rt::TensorKind::Float,
+            "output[2]",
             crate::remote_forms::meta::split(
                 &__spec_x,
                 &__spec_b,
@@ -1123,6 +1132,7 @@ impl RemoteForms for rt::Remote {
         __call.arg(&value);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             crate::remote_forms::meta::length(&n, &value),
             __call.default_dtype(rt::TensorKind::Float),
         );
@@ -1139,14 +1149,16 @@ impl RemoteForms for rt::Remote {
         scale: f64,
     ) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_WEIGHTED);
-        let __spec_x = __call.input(x);
+        let __in_x = __call.input(x);
         __call.input(w);
         __call.input(b);
         __call.input_option(y);
         __call.input(labels);
         __call.arg(&scale);
+        let __spec_x = __call.spec(&__in_x);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             __spec_x.shape.clone(),
             __spec_x.dtype,
         );
@@ -1156,10 +1168,12 @@ impl RemoteForms for rt::Remote {
 
     fn blend(x: rt::FloatTensor<Self>, how: &BlendPrimitive<Self>) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_BLEND);
-        let __spec_x = __call.input(x);
+        let __in_x = __call.input(x);
         how.clone().__send(&mut __call);
+        let __spec_x = __call.spec(&__in_x);
         __call.output(
             rt::TensorKind::Float,
+            "output",
             __spec_x.shape.clone(),
             __spec_x.dtype,
         );
@@ -1171,7 +1185,7 @@ impl RemoteForms for rt::Remote {
 /// `crate::remote_forms::kernels::WeightedBackward` on `Remote`: the backward kernel of each op
 /// that runs on the server as one operation is one operation too (registered by
 /// [`serve_remote_ops`]); the other methods keep their default bodies.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 impl crate::remote_forms::kernels::WeightedBackward for rt::Remote {
     fn weighted_backward(
         w: rt::FloatTensor<Self>,
@@ -1182,19 +1196,23 @@ impl crate::remote_forms::kernels::WeightedBackward for rt::Remote {
         __tracked: [bool; 4],
     ) -> [Option<rt::FloatTensor<Self>>; 4] {
         let mut __call = rt::remote::Call::new(&__REMOTE_WEIGHTED_BACKWARD_WEIGHTED_BACKWARD);
-        let __spec_w = __call.input(w);
-        let __spec_y = __call.input_option(y);
+        let __in_w = __call.input(w);
+        let __in_y = __call.input_option(y);
         __call.input(labels);
         __call.arg(&scale);
-        let __grad_spec = __call.input(__grad);
+        let __grad_in = __call.input(__grad);
         __call.arg(&__tracked);
-        __call.gradient(__tracked[0], Some(&__grad_spec));
-        __call.gradient(__tracked[1], Some(&__spec_w));
+        let __spec_w = __call.spec(&__in_w);
+        let __spec_y = __call.spec_option(__in_y.as_ref());
+        let __grad_spec = __call.spec(&__grad_in);
+        __call.gradient("gradient of x", __tracked[0], Some(&__grad_spec));
+        __call.gradient("gradient of w", __tracked[1], Some(&__spec_w));
         __call.gradient(
+            "gradient of b",
             __tracked[2],
-            rt::remote::implied(rt::ShapeRule::SameAs, &__spec_w).as_ref(),
+            rt::__private::implied(rt::ShapeRule::SameAs, &__spec_w).as_ref(),
         );
-        __call.gradient(__tracked[3], __spec_y.as_ref());
+        __call.gradient("gradient of y", __tracked[3], __spec_y.as_ref());
         __call.send().gradients()
     }
 }
@@ -1278,7 +1296,7 @@ where
 
 /// `WeightedBackward::weighted_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(burn_route_remote)]
+#[cfg(all(burn_route_autodiff, burn_route_remote))]
 fn __serve_weighted_backward_weighted_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -1329,6 +1347,7 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_FILLED, __serve_filled);
     let __serve = __serve.op(&__REMOTE_WEIGHTED, __serve_weighted);
     let __serve = __serve.op(&__REMOTE_BLEND, __serve_blend);
+    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_WEIGHTED_BACKWARD_WEIGHTED_BACKWARD,
         __serve_weighted_backward_weighted_backward,

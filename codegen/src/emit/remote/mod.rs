@@ -7,14 +7,12 @@
 //! server agree on the encoding or refuse the call ([`crate::ir::RemoteImpl`]).
 
 use super::code::{Doc, Writer, call, cat};
-use super::fusion::{
-    LazyOutput, kind_variant, metadata_args, output_tensors, outputs_with_paths, return_expr,
+use super::kernels::BackwardKernel;
+use super::record::{LazyOutput, Target, declare_outputs, outputs_of, record_op, return_expr};
+use super::{
+    allow_complex_output, inner_cfg, kind_fn, params, primitive_returns, signature, string_literal,
 };
-use super::{allow_complex_output, kind_fn, params, primitive_returns, signature, string_literal};
-use crate::ir::{
-    Arg, Backend, BackendName, Backward, BackwardForm, Container, FieldSource, Ir, MetaSource, Op,
-    Output, RemoteImpl, SavedValue, ShapeRule, TensorArg, TensorKind,
-};
+use crate::ir::{Arg, Backend, BackendName, Container, Ir, Op, Output, RemoteImpl, TensorKind};
 use crate::names::{self, ARGS, CALL, OUTPUTS, RESULT, SERVE, SERVE_REMOTE, TENSOR};
 
 mod backward;
@@ -82,7 +80,7 @@ pub(super) fn emit(ir: &Ir, w: &mut Writer) {
         .iter()
         .filter(|op| remote_backend(op).is_some())
         .collect();
-    let backward = backward_kernels(ir);
+    let backward = super::kernels::kernels(ir, Target::Remote);
     statics(ir, &kernels, w);
     backward_statics(ir, &backward, w);
     super::remote_types::emit(ir, &kernels, w);
@@ -106,12 +104,12 @@ pub(super) fn emit(ir: &Ir, w: &mut Writer) {
         }
         client_impl(ir, index, remote, w);
     }
-    backward_impls(ir, &backward, w);
+    super::kernels::impls(ir, Target::Remote, &backward, w);
     for op in &kernels {
         server_call(ir, op, w);
     }
     for kernel in &backward {
-        backward_server_call(kernel, w);
+        backward_server_call(ir, kernel, w);
     }
     serve(ir, &kernels, &backward, w);
 }
@@ -212,101 +210,8 @@ fn client_method(op: &Op, w: &mut Writer) {
         primitive_returns(&op.output, "Self", " {"),
     ));
     let facts = format!("&{}", names::remote_op(&op.name));
-    match op.device_input() {
-        Some(device) => w.assign(
-            format!("let mut {CALL} = "),
-            call("rt::remote::Call::on_device", [facts, device.name.clone()]),
-            ";",
-        ),
-        None => w.assign(
-            format!("let mut {CALL} = "),
-            call("rt::remote::Call::new", [facts]),
-            ";",
-        ),
-    }
-    let tensors = output_tensors(&op.output);
-    let sources = || {
-        tensors
-            .iter()
-            .flat_map(|t| [&t.meta.shape, &t.meta.dtype])
-            .flatten()
-    };
-    let all = sources().any(|s| matches!(s, MetaSource::Function(_)));
-    for input in &op.inputs {
-        match &input.arg {
-            Arg::Tensor(t) => {
-                let value = match (t.container, t.borrowed) {
-                    (Container::One, false) => call(format!("{CALL}.input"), [input.name.as_str()]),
-                    (Container::One, true) => {
-                        call(format!("{CALL}.input"), [format!("{}.clone()", input.name)])
-                    }
-                    (Container::Option, false) => {
-                        call(format!("{CALL}.input_option"), [input.name.as_str()])
-                    }
-                    (Container::Option, true) => call(
-                        format!("{CALL}.input_option"),
-                        [format!("{}.cloned()", input.name)],
-                    ),
-                    (Container::Vec, _) => call(format!("{CALL}.inputs"), [input.name.as_str()]),
-                };
-                let named =
-                    sources().any(|s| matches!(s, MetaSource::Input(n) if *n == input.name));
-                if all || named {
-                    w.assign(
-                        format!("let {} = ", names::lazy_spec(&input.name)),
-                        value,
-                        ";",
-                    );
-                } else {
-                    w.line(super::code::cat([value, ";".into()]));
-                }
-            }
-            Arg::Plain(_) => w.line(format!("{CALL}.arg(&{});", input.name)),
-            Arg::Device => {}
-            Arg::Declared { borrowed, .. } => w.line(format!(
-                "{}{}.{}(&mut {CALL});",
-                input.name,
-                if *borrowed { ".clone()" } else { "" },
-                names::SEND
-            )),
-        }
-    }
-    let mut outputs = Vec::new();
-    outputs_with_paths(
-        &op.output,
-        "output".to_owned(),
-        String::new(),
-        String::new(),
-        &mut outputs,
-    );
-    // (Only a metadata function takes them; an op with a declared-type input has none.)
-    let metadata = if all { metadata_args(op) } else { Vec::new() };
-    for LazyOutput { tensor: t, .. } in &outputs {
-        let shape = match t.meta.shape.as_ref().expect("validated: remote kernel") {
-            MetaSource::Input(name) => {
-                Doc::from(format!("{}.shape.clone()", names::lazy_spec(name)))
-            }
-            MetaSource::Function(f) => call(f.as_str(), metadata.clone()),
-            MetaSource::Default => unreachable!("validated: no default shape"),
-        };
-        let dtype = match t.meta.dtype.as_ref().expect("validated: remote kernel") {
-            MetaSource::Input(name) => Doc::from(format!("{}.dtype", names::lazy_spec(name))),
-            MetaSource::Function(f) => call(f.as_str(), metadata.clone()),
-            MetaSource::Default => call(format!("{CALL}.default_dtype"), [kind_variant(t.kind)]),
-        };
-        let declare = match t.container {
-            Container::One => "output",
-            Container::Option => "output_option",
-            Container::Vec => "output_vec",
-        };
-        w.line(super::code::cat([
-            call(
-                format!("{CALL}.{declare}"),
-                [Doc::from(kind_variant(t.kind)), shape, dtype],
-            ),
-            ";".into(),
-        ]));
-    }
+    record_op(Target::Remote, op, &[facts], w);
+    declare_outputs(Target::Remote, op, &outputs_of(&op.output), w);
     w.line(format!("let mut {OUTPUTS} = {CALL}.send();"));
     w.line(return_expr(&op.output));
     w.close("}");
@@ -384,17 +289,9 @@ fn server_call(ir: &Ir, op: &Op, w: &mut Writer) {
         call(format!("<B as {}>::{}", group.name, op.name), kernel_args),
         ";",
     );
-    let mut outputs = Vec::new();
-    outputs_with_paths(
-        &op.output,
-        "output".to_owned(),
-        String::new(),
-        String::new(),
-        &mut outputs,
-    );
     for LazyOutput {
         access, tensor: t, ..
-    } in &outputs
+    } in &outputs_of(&op.output)
     {
         let value = format!("{RESULT}{access}");
         let out = format!("{ARGS}.{}_out", kind_fn(t.kind));
@@ -417,9 +314,19 @@ fn server_call(ir: &Ir, op: &Op, w: &mut Writer) {
 }
 
 /// `all(a, b)` of two optional cfgs (`None`: always).
-fn all_cfg(a: Option<&str>, b: Option<&str>) -> Option<String> {
+pub(super) fn all_cfg(a: Option<&str>, b: Option<&str>) -> Option<String> {
     match (a, b) {
-        (Some(a), Some(b)) if a != b => Some(format!("all({a}, {b})")),
+        (Some(a), Some(b)) if a != b => {
+            // `all(a, all(b, c))` is `all(a, b, c)`.
+            let inner = |p: &str| {
+                p.strip_prefix("all(")
+                    .and_then(|rest| rest.strip_suffix(')'))
+                    .filter(|rest| !rest.contains('('))
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| p.to_owned())
+            };
+            Some(format!("all({}, {})", inner(a), inner(b)))
+        }
         (Some(a), _) => Some(a.to_owned()),
         (None, b) => b.map(str::to_owned),
     }
@@ -463,11 +370,12 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
                     cfg_on(op)?,
                 ))
             })
+            // A backward kernel's trait is implemented where autodiff is compiled in.
             .chain(backward.iter().filter_map(|k| {
                 Some((
                     names::remote_backward_op(k.trait_name(), k.method),
                     names::serve_backward(k.trait_name(), k.method),
-                    cfg_on(k.op)?,
+                    all_cfg(Some(&ir.autodiff_cfg), cfg_on(k.op)?.as_deref()),
                 ))
             }))
             .collect();
@@ -593,10 +501,4 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
         w.line(format!("{SERVE}.finish()"));
         w.close("}");
     }
-}
-
-/// The cfg an item inside code compiled under `outer` needs for `inner`: none when they are
-/// the same.
-fn inner_cfg<'a>(outer: Option<&str>, inner: Option<&'a str>) -> Option<&'a str> {
-    if outer == inner { None } else { inner }
 }

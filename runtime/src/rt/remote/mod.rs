@@ -14,21 +14,21 @@
 //! asks the server through the crate's handshake ([`ready`]) and refuses the call with a
 //! [`RouteError`] when the server does not serve it, or serves another declaration of it.
 
-use super::outputs::Group;
 use std::sync::Mutex;
 
 use burn_backend::ops::FloatTensorOps;
 use burn_backend::tensor::{Device as DeviceOf, FloatTensor};
-use burn_backend::{DType, ExecutionError, Shape, TensorData, get_or_init_device_settings};
+use burn_backend::{DType, ExecutionError, Shape, TensorData};
 use burn_dispatch::backends::Remote;
 pub use burn_ir::BackendIr;
-use burn_ir::{CustomOpIr, HandleContainer, ScalarIr, TensorError, TensorIr};
+use burn_ir::{CustomOpIr, HandleContainer, ScalarIr, TensorError, TensorId, TensorIr};
 use burn_tensor::remote::CustomOpClient;
 pub use burn_tensor::server::RemoteServer;
 
 use super::op::OpInfo;
 pub use super::op::RemoteOp;
-use super::{BackendId, RouteError, TensorKind, TensorSpec};
+use super::record::{Recorder, Target};
+use super::{BackendId, RouteError, TensorKind};
 
 /// A device of the Remote backend.
 pub type RemoteDevice = DeviceOf<Remote>;
@@ -156,146 +156,79 @@ fn ask(remote: &'static RemoteOp, device: &RemoteDevice) -> Answer {
 
 // --- The client side ---
 
-/// One call of an op on Remote, built input by input and output by output, sent as one custom
-/// operation.
+/// What a [`Call`] records for: a Remote device, whose server runs the op's operation.
+pub struct OnRemote;
+
+impl Target for OnRemote {
+    type Tensor = Primitive;
+    type Client = (CustomOpClient, RemoteDevice);
+    /// The op's operation: its id and the crate that serves it.
+    type Facts = &'static RemoteOp;
+
+    fn client_of(tensor: &Primitive) -> Self::Client {
+        let device = burn_backend::TensorMetadata::device(tensor);
+        (CustomOpClient::new(&device), device)
+    }
+
+    fn into_ir(tensor: Primitive) -> TensorIr {
+        tensor.into_ir()
+    }
+
+    fn empty_handle((client, _): &Self::Client) -> TensorId {
+        client.create_empty_handle()
+    }
+
+    fn default_dtype((_, device): &Self::Client, kind: TensorKind) -> DType {
+        super::record::device_default::<Remote>(device, kind)
+    }
+}
+
+/// One call of an op on Remote, built input by input and output by output: the shared
+/// [`Recorder`], started with [`Call::new`] and sent as one custom operation by [`Call::send`].
 ///
 /// ```ignore
 /// // fn my_op(x: FloatTensor<Self>, alpha: f32) -> FloatTensor<Self>, on Remote:
 /// let mut call = Call::new(&MY_OP);
-/// let x = call.input(x);
+/// let x = call.input(x).spec();
 /// call.arg(&alpha);
-/// call.output(TensorKind::Float, x.shape.clone(), x.dtype);
+/// call.output(TensorKind::Float, "output", x.shape.clone(), x.dtype);
 /// call.send().one()
 /// ```
-pub struct Call {
-    remote: &'static RemoteOp,
-    client: Option<(CustomOpClient, RemoteDevice)>,
-    inputs: Vec<TensorIr>,
-    outputs: Vec<TensorIr>,
-    scalars: Vec<ScalarIr>,
-    groups: Vec<Group>,
-}
+pub type Call = Recorder<OnRemote>;
 
-impl Call {
+impl Recorder<OnRemote> {
     /// A call of `remote`'s op; its first tensor input names the device.
     pub fn new(remote: &'static RemoteOp) -> Self {
-        Self {
-            remote,
-            client: None,
-            inputs: Vec::new(),
-            outputs: Vec::new(),
-            scalars: Vec::new(),
-            groups: Vec::new(),
-        }
+        Self::start(remote.op, remote, None)
     }
 
     /// A call of an op without tensor inputs, on `device`.
     pub fn on_device(remote: &'static RemoteOp, device: &RemoteDevice) -> Self {
-        let mut call = Self::new(remote);
-        call.client = Some((CustomOpClient::new(device), device.clone()));
-        call
+        Self::start(
+            remote.op,
+            remote,
+            Some((CustomOpClient::new(device), device.clone())),
+        )
     }
 
-    /// Adds a tensor input (any kind); returns its shape and dtype.
-    pub fn input(&mut self, tensor: Primitive) -> TensorSpec {
-        if self.client.is_none() {
-            let device = burn_backend::TensorMetadata::device(&tensor);
-            self.client = Some((CustomOpClient::new(&device), device));
-        }
-        let ir = tensor.into_ir();
-        let spec = TensorSpec::new(ir.shape.clone(), ir.dtype);
-        self.inputs.push(ir);
-        spec
-    }
-
-    /// Adds an `option` input: its presence is recorded, so the server knows which inputs it is
-    /// given.
-    pub fn input_option(&mut self, tensor: Option<Primitive>) -> Option<TensorSpec> {
-        self.scalars.push(ScalarIr::Bool(tensor.is_some()));
-        tensor.map(|t| self.input(t))
-    }
-
-    /// Adds a `vec` input: its length is recorded.
-    pub fn inputs(&mut self, tensors: Vec<Primitive>) -> Vec<TensorSpec> {
-        self.scalars.push(ScalarIr::UInt(tensors.len() as u64));
-        tensors.into_iter().map(|t| self.input(t)).collect()
-    }
-
-    /// Adds a plain argument.
+    /// Adds a plain argument, encoded exactly.
     pub fn arg<T: Arg>(&mut self, value: &T) {
         value.encode(&mut self.scalars);
     }
 
-    fn device(&self) -> &RemoteDevice {
-        &self
-            .client
-            .as_ref()
-            .expect("an input or a device names the remote device")
-            .1
-    }
-
-    /// The device's default dtype for tensors of `kind` (a `dtype = "default"` output).
-    pub fn default_dtype(&self, kind: TensorKind) -> DType {
-        let settings = get_or_init_device_settings::<Remote>(self.device());
-        match kind {
-            TensorKind::Float | TensorKind::Quantized => settings.float_dtype.into(),
-            TensorKind::Int => settings.int_dtype.into(),
-            TensorKind::Bool => settings.bool_dtype.into(),
-        }
-    }
-
-    fn declare(&mut self, shape: Shape, dtype: DType) {
-        let (client, _) = self
-            .client
-            .as_ref()
-            .expect("an input or a device names the remote device");
-        let id = client.create_empty_handle();
-        self.outputs.push(TensorIr::uninit(id, shape, dtype));
-    }
-
-    /// Declares an output of `kind` (the kind is the manifest's; every kind is one primitive
-    /// on Remote).
-    pub fn output(&mut self, _kind: TensorKind, shape: Shape, dtype: DType) {
-        self.groups.push(Group::One);
-        self.declare(shape, dtype);
-    }
-
-    /// Declares an `option` output: present when `shape` is.
-    pub fn output_option(&mut self, _kind: TensorKind, shape: Option<Shape>, dtype: DType) {
-        self.groups.push(Group::Option(shape.is_some()));
-        if let Some(shape) = shape {
-            self.declare(shape, dtype);
-        }
-    }
-
-    /// Declares a `vec` output: one element per shape.
-    pub fn output_vec(&mut self, _kind: TensorKind, shapes: Vec<Shape>, dtype: DType) {
-        self.groups.push(Group::Vec(shapes.len()));
-        for shape in shapes {
-            self.declare(shape, dtype);
-        }
-    }
-
-    /// Declares the gradient of one float input of a backward kernel, when `wanted`: with the
-    /// shape and dtype of `like` (the input itself when the backward pass receives it, else the
-    /// incoming gradient; `None`, an absent optional input, declares nothing).
-    pub fn gradient(&mut self, wanted: bool, like: Option<&TensorSpec>) {
-        let like = like.filter(|_| wanted);
-        self.groups.push(Group::Option(like.is_some()));
-        if let Some(like) = like {
-            self.declare(like.shape.clone(), like.dtype);
-        }
-    }
-
     /// Sends the operation; returns its outputs, in the order they were declared.
+    ///
+    /// # Panics
+    /// When nothing named the device: an op without tensor inputs needs [`Call::on_device`].
     pub fn send(self) -> Outputs {
         let Self {
-            remote,
+            facts: remote,
             client,
             inputs,
             outputs,
             scalars,
             groups,
+            ..
         } = self;
         let (client, _) = client.expect("an input or a device names the remote device");
         let description = CustomOpIr {
@@ -306,14 +239,6 @@ impl Call {
         };
         Outputs::new(client.register(description), groups)
     }
-}
-
-/// The spec an input with shape contract `rule` against `reference` has, when the rule fixes
-/// its shape (`same_as`, `last_dim_of`, `leading_dims_of`): how a backward kernel's client
-/// declares the gradient of an input it does not receive. Its dtype is `reference`'s.
-pub fn implied(rule: super::ShapeRule, reference: &TensorSpec) -> Option<TensorSpec> {
-    let dims = rule.implied(reference.shape.as_slice())?;
-    Some(TensorSpec::new(Shape::from(dims.to_vec()), reference.dtype))
 }
 
 /// The outputs of a sent call, taken in the order they were declared.

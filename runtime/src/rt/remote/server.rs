@@ -232,7 +232,7 @@ impl<'a, B: BackendIr> Args<'a, B> {
     pub fn gradient_out(&mut self, gradient: FloatTensor<B>, summed: bool) -> Result<(), String> {
         let declared = self.declared_shape()?;
         let gradient = if summed {
-            summed_to::<B>(gradient, &declared)?
+            crate::rt::record::summed_to::<B>(gradient, &declared)?
         } else {
             gradient
         };
@@ -326,34 +326,6 @@ impl<'a, B: BackendIr> Args<'a, B> {
         }
         Ok(())
     }
-}
-
-/// `gradient` summed over the dimensions where `shape` has 1 and it does not (those its input
-/// was broadcast along), as the client's backward pass sums a gradient back to its input.
-///
-/// # Errors
-/// When the ranks differ or a dimension is neither equal nor broadcast.
-fn summed_to<B: BackendIr>(
-    gradient: FloatTensor<B>,
-    shape: &Shape,
-) -> Result<FloatTensor<B>, String> {
-    let have = burn_backend::TensorMetadata::shape(&gradient);
-    let fits = have.num_dims() == shape.num_dims()
-        && (0..have.num_dims()).all(|d| have[d] == shape[d] || shape[d] == 1);
-    if !fits {
-        return Err(format!(
-            "the backward kernel gave a gradient of shape {:?} for an input of shape {:?}",
-            have.as_slice(),
-            shape.as_slice()
-        ));
-    }
-    let mut gradient = gradient;
-    for d in 0..shape.num_dims() {
-        if shape[d] == 1 && have[d] != 1 {
-            gradient = B::float_sum_dim(gradient, d);
-        }
-    }
-    Ok(gradient)
 }
 
 /// Registers a crate's ops on a `RemoteServer` for backend `B`, then its handshake.
