@@ -160,9 +160,34 @@ mod kernels {
         }
     }
 
+    fn add_row<B: Backend>(x: FloatTensor<B>, row: FloatTensor<B>) -> FloatTensor<B> {
+        B::float_add(x, row)
+    }
+
+    /// `add_row`'s backward kernel, a trait method (`backward = "...::LazyBackward::..."`): the
+    /// default body gives `row` the incoming gradient as it is, of `x`'s shape, and the runtime
+    /// sums it back to `row`'s. On `Fusion<B>` the generated impl runs it as one deferred
+    /// operation; Flex and `CubeBackend` take the default body.
+    pub trait LazyBackward: Backend {
+        fn add_row_backward(
+            row: FloatTensor<Self>,
+            grad: FloatTensor<Self>,
+            tracked: [bool; 2],
+        ) -> [Option<FloatTensor<Self>>; 2] {
+            let _ = row;
+            [tracked[0].then(|| grad.clone()), tracked[1].then_some(grad)]
+        }
+    }
+
+    impl LazyBackward for Flex {}
+    impl LazyBackward for CubeBackend {}
+
     macro_rules! kernels {
         ($backend:ty) => {
             impl LazyForms for $backend {
+                fn add_row(x: FloatTensor<Self>, row: FloatTensor<Self>) -> FloatTensor<Self> {
+                    add_row::<Self>(x, row)
+                }
                 fn forms(
                     x: FloatTensor<Self>,
                     b: &FloatTensor<Self>,
@@ -290,4 +315,35 @@ fn a_struct_output_runs_lazily_from_its_fields_metadata() {
     common::assert_close(&sums, &f_sums, 1e-4, "sums against Flex");
     common::assert_close(&max, &f_max, 1e-4, "max against Flex");
     assert_eq!(argmax, f_argmax);
+}
+
+/// A backward kernel that is a method of the crate's own trait, on a tracked call: with fusion
+/// on, the generated `impl LazyBackward for Fusion<B>` queues it as one deferred operation and
+/// sums `row`'s gradient (of `x`'s shape, as the kernel gives it) back to `[1, 3]` there; the
+/// values and gradients are Flex's.
+#[cfg(feature = "autodiff")]
+#[test]
+fn a_trait_method_backward_kernel_gives_the_flex_gradients() {
+    let run = |device: &Device| {
+        let device = device.clone().autodiff();
+        let x = Tensor::<2>::from_data([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], &device).require_grad();
+        let row = Tensor::<2>::from_data([[0.5, -1.0, 2.0]], &device).require_grad();
+        let weights = Tensor::<2>::from_data([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], &device);
+        let out = lazy::tensor::add_row(x.clone(), row.clone());
+        let grads = (out.clone() * weights).sum().backward();
+        let row_grad = row.grad(&grads).expect("row is tracked");
+        (
+            values(&out),
+            values(&x.grad(&grads).expect("x is tracked")),
+            row_grad.dims(),
+            values(&row_grad),
+        )
+    };
+    let (out, dx, row_dims, drow) = run(&gpu());
+    common::assert_close(&out, &[1.5, 1.0, 5.0, 4.5, 4.0, 8.0], 1e-5, "values");
+    common::assert_close(&dx, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 1e-5, "dx");
+    assert_eq!(row_dims, [1, 3]);
+    common::assert_close(&drow, &[5.0, 7.0, 9.0], 1e-5, "drow: the column sums");
+    let (f_out, f_dx, f_row_dims, f_drow) = run(&Device::flex());
+    assert_eq!((out, dx, row_dims, drow), (f_out, f_dx, f_row_dims, f_drow));
 }

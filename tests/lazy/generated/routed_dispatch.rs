@@ -4,8 +4,26 @@
 use super::ops::ExtremesPrimitive;
 use super::ops::LazyForms;
 use super::ops::RowStatsPrimitive;
+#[cfg(burn_route_autodiff)]
+use super::ops::autodiff;
 use ::burn_route::rt;
 use ::burn_route::rt::__private as __rt;
+
+/// `Autodiff<Flex>`: the route for tracked Flex tensors.
+#[cfg(burn_route_autodiff)]
+type AutodiffFlex = rt::Autodiff<rt::Flex>;
+
+/// `Autodiff<Flex>` with balanced gradient checkpointing.
+#[cfg(burn_route_autodiff)]
+type BalancedFlex = rt::Autodiff<rt::Flex, rt::BalancedCheckpointing>;
+
+/// `Autodiff<Cube>`: the route for tracked Cube tensors.
+#[cfg(all(burn_route_autodiff, burn_route_cube))]
+type AutodiffCube = rt::Autodiff<rt::Cube>;
+
+/// `Autodiff<Cube>` with balanced gradient checkpointing.
+#[cfg(all(burn_route_autodiff, burn_route_cube))]
+type BalancedCube = rt::Autodiff<rt::Cube, rt::BalancedCheckpointing>;
 
 impl LazyForms for rt::Dispatch {
     /// Routes like [`try_forms`](fn@try_forms), and panics with its error.
@@ -40,6 +58,11 @@ impl LazyForms for rt::Dispatch {
     #[inline]
     fn row_stats(x: rt::FloatTensor<Self>) -> RowStatsPrimitive<Self> {
         self::route_row_stats::<__rt::Panic>(x)
+    }
+    /// Routes like [`try_add_row`](fn@try_add_row), and panics with its error.
+    #[inline]
+    fn add_row(x: rt::FloatTensor<Self>, row: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        self::route_add_row::<__rt::Panic>(x, row)
     }
 }
 
@@ -531,6 +554,150 @@ fn route_row_stats<F: __rt::OnError>(
             _ => __route.unrouted(),
         }),
         None => F::result(__plan_and_run(x)),
+    }
+}
+
+/// The kernel call of [`try_add_row`](fn@try_add_row): unwraps the inputs for backend `B`, calls
+/// the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_add_row<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>, rt::FloatTensor<B>) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    row: rt::DispatchTensor,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let row = B::float(__route, "row", row);
+    let __out = __kernel(x, row);
+    B::float_out(__route, __out)
+}
+
+/// [`LazyForms::add_row`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_add_row(
+    x: rt::DispatchTensor,
+    row: rt::DispatchTensor,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_add_row::<__rt::Fallible>(x, row)
+}
+
+/// The routing of [`try_add_row`](fn@try_add_row) and of the panicking `Dispatch` method (`F` says
+/// how an error is reported). Inlined into both, the common call writes its outputs straight into
+/// theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_add_row<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    row: rt::DispatchTensor,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "add_row",
+        rt::Policy::Differentiable,
+        "tests/lazy/ops.toml:76",
+        "tests/lazy/ops.toml:10",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_add_row as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        row: rt::DispatchTensor,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            [__rt::Input::float("x", &x), __rt::Input::float("row", &row)],
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as LazyForms>::add_row, x, row)
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::add_row::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                    row,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::add_row::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                    row,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as LazyForms>::add_row, x, row)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::add_row::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                    row,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::add_row::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    row,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [__rt::ShapeCheck::new(
+            rt::ShapeRule::BroadcastTo,
+            "tests/lazy/ops.toml:79",
+            ("row", Some(&row)),
+            ("x", Some(&x)),
+        )],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
+    match __rt::Route::fast(
+        &__OP,
+        [__rt::Input::float("x", &x), __rt::Input::float("row", &row)],
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as LazyForms>::add_row, x, row)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as LazyForms>::add_row, x, row)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x, row)),
     }
 }
 

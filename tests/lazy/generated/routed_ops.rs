@@ -78,6 +78,16 @@ pub trait LazyForms: rt::Backend {
     /// - backends: Flex, Cube.
     /// - declared at `tests/lazy/ops.toml:69`.
     fn row_stats(x: rt::FloatTensor<Self>) -> RowStatsPrimitive<Self>;
+    /// `x + row`, `row` (`[1, n]`) broadcast over `x`'s rows. Its backward pass is a method of a
+    /// trait of the crate's that gives `row` the incoming gradient as it is: the runtime sums it
+    /// back to `[1, n]` (on `Fusion<B>` inside the deferred operation the generated impl queues).
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube.
+    /// - declared at `tests/lazy/ops.toml:76`.
+    fn add_row(x: rt::FloatTensor<Self>, row: rt::FloatTensor<Self>) -> rt::FloatTensor<Self>;
 }
 
 /// [`LazyForms`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.
@@ -289,6 +299,27 @@ impl<B: rt::fusion::FusionBackend + LazyForms> LazyForms for rt::fusion::Fusion<
             },
         }
     }
+
+    fn add_row(x: rt::FloatTensor<Self>, row: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __lazy = rt::fusion::Lazy::<B>::new("add_row", "tests/lazy/ops.toml:81");
+        let __in_x = __lazy.input(x);
+        let __in_row = __lazy.input(row);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            __spec_x.shape.clone(),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result =
+                <B as LazyForms>::add_row(__handles.float(&__in_x), __handles.float(&__in_row));
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
 }
 
 // The output metadata functions, which only the impl above calls.
@@ -301,3 +332,93 @@ const _: () = {
     let _ = crate::lazy_forms::meta::length;
     let _ = crate::lazy_forms::meta::rows;
 };
+
+/// `crate::lazy_forms::kernels::LazyBackward` on `Fusion<B>`: the backward kernel of each op that
+/// runs there as one deferred operation is one deferred operation too, running `B`'s kernel; the
+/// other methods keep their default bodies (primitives, which Burn fuses).
+#[cfg(all(burn_route_autodiff, burn_route_cube))]
+impl<B> crate::lazy_forms::kernels::LazyBackward for rt::fusion::Fusion<B>
+where
+    B: rt::fusion::FusionBackend + crate::lazy_forms::kernels::LazyBackward,
+{
+    fn add_row_backward(
+        row: rt::FloatTensor<Self>,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 2],
+    ) -> [Option<rt::FloatTensor<Self>>; 2] {
+        let mut __lazy =
+            rt::fusion::Lazy::<B>::new("LazyBackward::add_row_backward", "tests/lazy/ops.toml:82");
+        let __in_row = __lazy.input(row);
+        let __grad_in = __lazy.input(__grad);
+        let __spec_row = __lazy.spec(&__in_row);
+        let __grad_spec = __lazy.spec(&__grad_in);
+        let __out = [
+            __lazy.gradient("gradient of x", __tracked[0], Some(&__grad_spec)),
+            __lazy.gradient("gradient of row", __tracked[1], Some(&__spec_row)),
+        ];
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as crate::lazy_forms::kernels::LazyBackward>::add_row_backward(
+                __handles.float(&__in_row),
+                __handles.float(&__grad_in),
+                __tracked,
+            );
+            __handles.publish_gradients(&__out, __result, [false, true])?;
+            Ok(())
+        });
+        __outputs.gradients()
+    }
+}
+
+/// `Autodiff<B, C>` implementations of the ops whose backward pass `tests/lazy/ops.toml` declares,
+/// written from it: the generated `Dispatch` routing calls them for tracked inputs.
+#[cfg(burn_route_autodiff)]
+pub mod autodiff {
+    use super::rt;
+    use rt::__private::grad as __grad;
+
+    /// The backward pass of [`LazyForms::add_row`](super::LazyForms::add_row), from its function
+    /// (tests/lazy/ops.toml:82).
+    #[derive(Clone, Debug)]
+    pub struct AddRowBackward;
+
+    impl<B> __grad::Derivative<B, 2> for AddRowBackward
+    where
+        B: super::LazyForms + crate::lazy_forms::kernels::LazyBackward,
+    {
+        const OP: &'static str = "add_row";
+        const INPUTS: [&'static str; 2] = ["x", "row"];
+        const GRADIENTS: [bool; 2] = [true, true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 2>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 2],
+        ) -> [Option<rt::FloatTensor<B>>; 2] {
+            <B as crate::lazy_forms::kernels::LazyBackward>::add_row_backward(
+                __saved.input(1),
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`LazyForms::add_row`](super::LazyForms::add_row) on `Autodiff<B, C>`: the forward pass on
+    /// `B`, and [`AddRowBackward`] as its backward pass.
+    pub fn add_row<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        row: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::LazyForms + crate::lazy_forms::kernels::LazyBackward,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x), Some(row)], [false, true]);
+        let x = __tape.input(0);
+        let row = __tape.input(1);
+        let __output = <B as super::LazyForms>::add_row(x, row);
+        let __derivative = AddRowBackward;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+}

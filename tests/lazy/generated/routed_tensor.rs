@@ -231,3 +231,28 @@ pub fn try_row_stats<const D: usize>(x: rt::Tensor<D>) -> Result<RowStats<D>, rt
     let __out = dispatch::try_row_stats(x.into_dispatch())?;
     Ok(RowStats::from_primitive(__out))
 }
+
+/// [`LazyForms::add_row`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_add_row`](fn@try_add_row) returns the error instead.
+#[must_use]
+pub fn add_row<const D: usize>(x: rt::Tensor<D>, row: rt::Tensor<D>) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as LazyForms>::add_row(x.into_dispatch(), row.into_dispatch());
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`add_row`](fn@add_row), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_add_row<const D: usize>(
+    x: rt::Tensor<D>,
+    row: rt::Tensor<D>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_add_row(x.into_dispatch(), row.into_dispatch())?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
