@@ -1,8 +1,9 @@
 //! The manifest's keys, each declared once: its table, name, whether it is required, its value
 //! and its doc line.
 //!
-//! The parser takes its known keys from here, the JSON Schema (`schema`, a feature) its
-//! properties, descriptions and value sets, the manifest reference its key tables
+//! The parser takes its known keys from here and reads each key as its [`Value`] says (its
+//! accessors check the key and its [`Reads`] against this table); the JSON Schema (`schema`, a
+//! feature) its properties, descriptions and value sets, the manifest reference its key tables
 //! ([`reference_table`], compared by a test), the error reference and the tests their lists of
 //! known keys, and the random-manifest generators the keys they must cover. Adding a key is a
 //! row here, the rule that checks it, the emitter that reads it and a UI fixture.
@@ -413,7 +414,50 @@ pub fn all() -> impl Iterator<Item = &'static Key> {
     Table::ALL.iter().flat_map(|t| t.keys())
 }
 
+/// The TOML value the parser reads for a key, by its [`Value`]: the parser's accessors check
+/// each key they read against it, so a key is read as the table declares it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reads {
+    /// A string.
+    String,
+    /// `true` or `false`.
+    Bool,
+    /// An integer or a float.
+    Number,
+    /// An array of strings.
+    Strings,
+    /// A table keyed by input (`[op.check]`'s maps).
+    Map,
+    /// A form of its own, read by a function of the parser for that key (tables, arrays of
+    /// tables, backends, outputs, `backward`, ranks).
+    Own,
+}
+
 impl Value {
+    /// How the parser reads the value.
+    pub const fn reads(self) -> Reads {
+        match self {
+            Value::Doc
+            | Value::Cfg
+            | Value::Name(_)
+            | Value::Path
+            | Value::RustType
+            | Value::OneOf(_)
+            | Value::Shape
+            | Value::Dtype => Reads::String,
+            Value::Bool | Value::True => Reads::Bool,
+            Value::PositiveNumber => Reads::Number,
+            Value::SetOf(_) | Value::ListOf(_) | Value::Paths => Reads::Strings,
+            Value::CheckMap(_) => Reads::Map,
+            Value::Rank
+            | Value::Backends
+            | Value::Table(_)
+            | Value::Tables(..)
+            | Value::Output
+            | Value::Backward => Reads::Own,
+        }
+    }
+
     /// The value in words, as the manifest reference's tables give it.
     pub fn words(self) -> String {
         fn list(values: &[&str]) -> String {

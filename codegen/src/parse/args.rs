@@ -19,9 +19,9 @@ impl Parser {
         let name = self.required(name, table, value.span(), &path, "name", "\"Detections\"");
         let doc = self.string(table, &path, "doc");
         let fields = table
-            .get("fields")
+            .own("fields")
             .and_then(|v| self.members(v, &join(&path, "fields")));
-        let variants = table.get("variants").and_then(|v| {
+        let variants = table.own("variants").and_then(|v| {
             let variants_path = join(&path, "variants");
             let (array, span) = self.as_array(
                 v,
@@ -82,7 +82,7 @@ impl Parser {
         );
         let doc = self.string(table, path, "doc");
         let fields = table
-            .get("fields")
+            .own("fields")
             .and_then(|v| self.members(v, &join(path, "fields")));
         Some(VariantSpec {
             span: value.span(),
@@ -175,7 +175,7 @@ impl Parser {
     /// table. Exactly one of the three must be present.
     pub(super) fn arg(
         &mut self,
-        table: &DeTable<'_>,
+        table: Keyed<'_, '_>,
         span: Range<usize>,
         path: &str,
         is_input: bool,
@@ -193,12 +193,12 @@ impl Parser {
             None
         };
         let dims = table
-            .get("dims")
+            .own("dims")
             .and_then(|v| self.dims(v, &join(path, "dims")));
         let container = self.string(table, path, "container");
         let shape = if is_input {
             table
-                .get("shape")
+                .own("shape")
                 .and_then(|v| self.shape(v, &join(path, "shape")))
                 .map(Box::new)
         } else {
@@ -316,6 +316,10 @@ impl Parser {
             return None;
         };
         self.unknown_keys(table, path, Table::Shape);
+        let keyed = Keyed {
+            toml: table,
+            of: Table::Shape,
+        };
         let rules = Table::Shape.names();
         let given: Vec<&str> = rules
             .iter()
@@ -338,7 +342,7 @@ impl Parser {
             }
             [rule] => {
                 let (key, _) = table.get_key_value(*rule).expect("present");
-                let of = self.string(table, path, rule)?;
+                let of = self.string(keyed, path, rule)?;
                 Some(Sp::new(
                     ShapeSpec {
                         rule: Sp::new((*rule).to_owned(), key.span()),

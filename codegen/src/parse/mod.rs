@@ -9,7 +9,7 @@ use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue};
 
 use crate::diag::{Diagnostic, did_you_mean, page};
-use crate::keys::{Need, Table};
+use crate::keys::{Need, Reads, Table};
 mod args;
 mod syntax;
 
@@ -100,6 +100,49 @@ struct Parser {
     diags: Vec<Diagnostic>,
 }
 
+/// A table of the manifest as the parser reads it: its TOML and which table of the key table
+/// it is, so that every key the parser reads is one [`crate::keys`] declares there, read as the
+/// value it declares (a generator bug otherwise, which the tests' parse of the manifest
+/// reference's every-key manifest finds).
+#[derive(Clone, Copy)]
+struct Keyed<'a, 'i> {
+    toml: &'a DeTable<'i>,
+    of: Table,
+}
+
+impl<'i> std::ops::Deref for Keyed<'_, 'i> {
+    type Target = DeTable<'i>;
+
+    fn deref(&self) -> &DeTable<'i> {
+        self.toml
+    }
+}
+
+impl Keyed<'_, '_> {
+    /// Key `key` of this table, which the parser reads as `reads`.
+    ///
+    /// # Panics
+    ///
+    /// When the key table has no such key, or declares another value for it.
+    fn declared(&self, key: &str, reads: Reads) -> &'static crate::keys::Key {
+        let declared = self.of.key(key);
+        assert_eq!(
+            declared.value.reads(),
+            reads,
+            "the parser reads `{key}` of {:?} unlike the key table declares it",
+            self.of
+        );
+        declared
+    }
+
+    /// The value of key `key`, which has a form of its own (a table, an array of tables, ...)
+    /// that the caller reads.
+    fn own(&self, key: &str) -> Option<&Spanned<DeValue<'_>>> {
+        self.declared(key, Reads::Own);
+        self.toml.get(key)
+    }
+}
+
 /// A TOML integer or float as `f64` (`inf` and `nan` included, for the rules to refuse).
 fn number_value(value: &DeValue<'_>) -> Option<f64> {
     match value {
@@ -174,11 +217,14 @@ impl Parser {
         value: &'a Spanned<DeValue<'i>>,
         path: &str,
         known: Table,
-    ) -> Option<&'a DeTable<'i>> {
+    ) -> Option<Keyed<'a, 'i>> {
         match value.get_ref() {
             DeValue::Table(table) => {
                 self.unknown_keys(table, path, known);
-                Some(table)
+                Some(Keyed {
+                    toml: table,
+                    of: known,
+                })
             }
             _ => {
                 self.wrong_type(value, path, "a table");
@@ -202,7 +248,8 @@ impl Parser {
         }
     }
 
-    fn string(&mut self, table: &DeTable<'_>, path: &str, key: &str) -> Option<Sp<String>> {
+    fn string(&mut self, table: Keyed<'_, '_>, path: &str, key: &str) -> Option<Sp<String>> {
+        table.declared(key, Reads::String);
         let value = table.get(key)?;
         let path = join(path, key);
         match value.get_ref() {
@@ -214,7 +261,8 @@ impl Parser {
         }
     }
 
-    fn boolean(&mut self, table: &DeTable<'_>, path: &str, key: &str) -> Option<Sp<bool>> {
+    fn boolean(&mut self, table: Keyed<'_, '_>, path: &str, key: &str) -> Option<Sp<bool>> {
+        table.declared(key, Reads::Bool);
         let value = table.get(key)?;
         match value.get_ref() {
             DeValue::Boolean(b) => Some(Sp::new(*b, value.span())),
@@ -228,11 +276,12 @@ impl Parser {
     /// A number (an integer or a float; `inf` and `nan` too, for the rules to refuse).
     fn number(
         &mut self,
-        table: &DeTable<'_>,
+        table: Keyed<'_, '_>,
         path: &str,
         key: &str,
         example: &str,
     ) -> Option<Sp<f64>> {
+        table.declared(key, Reads::Number);
         let value = table.get(key)?;
         let parsed = number_value(value.get_ref());
         if parsed.is_none() {
@@ -248,12 +297,18 @@ impl Parser {
     fn required<T>(
         &mut self,
         found: Option<T>,
-        table: &DeTable<'_>,
+        table: Keyed<'_, '_>,
         span: Range<usize>,
         path: &str,
         key: &str,
         example: &str,
     ) -> Option<T> {
+        assert_eq!(
+            table.of.key(key).need,
+            Need::Yes,
+            "the parser requires `{key}` of {:?}, which the key table does not",
+            table.of
+        );
         if found.is_none() && table.get(key).is_none() {
             self.diags.push(
                 Diagnostic::new(
@@ -287,7 +342,7 @@ impl Parser {
         routing.autodiff_cfg = self.string(table, path, "autodiff_cfg");
         routing.backward_bounds = self.strings(table, path, "backward_bounds", "trait paths");
         let backends = table
-            .get("backends")
+            .own("backends")
             .and_then(|v| self.backends(v, "routing.backends"));
         routing.backends = self.required(
             backends,
@@ -344,7 +399,7 @@ impl Parser {
         let doc = self.string(table, &path, "doc");
         let deprecated = self.string(table, &path, "deprecated");
         let autodiff = self.string(table, &path, "autodiff");
-        let inputs = table.get("inputs").and_then(|v| {
+        let inputs = table.own("inputs").and_then(|v| {
             let inputs_path = join(&path, "inputs");
             let (array, span) = self.as_array(v, &inputs_path, "an array of inputs")?;
             let items = array
@@ -363,10 +418,10 @@ impl Parser {
             "[{ name = \"x\", tensor = \"float\" }]",
         );
         let output = table
-            .get("output")
+            .own("output")
             .and_then(|v| self.output(v, &join(&path, "output")));
         let backends = table
-            .get("backends")
+            .own("backends")
             .and_then(|v| self.backends(v, &join(&path, "backends")));
         let composite = self.string(table, &path, "composite");
         let composition = self.string(table, &path, "composition");
@@ -376,13 +431,13 @@ impl Parser {
         let other_dtypes = self.string(table, &path, "other_dtypes");
         let remote = self.string(table, &path, "remote");
         let backward = table
-            .get("backward")
+            .own("backward")
             .and_then(|v| self.backward(v, &join(&path, "backward")));
         let save = self.strings(table, &path, "save", "names");
         let checkpoint = self.string(table, &path, "checkpoint");
         let no_gradient = self.strings(table, &path, "no_gradient", "float input names");
         let check = table
-            .get("check")
+            .own("check")
             .and_then(|v| self.check(v, &join(&path, "check")));
         Some(OpSpec {
             index,
@@ -480,11 +535,12 @@ impl Parser {
     /// The entries of sub-table `key` of `table` (keyed by input name).
     fn entries<'a, 'i>(
         &mut self,
-        table: &'a DeTable<'i>,
+        table: Keyed<'a, 'i>,
         path: &str,
         key: &str,
     ) -> Vec<(Sp<String>, &'a Spanned<DeValue<'i>>)> {
-        let Some(value) = table.get(key) else {
+        table.declared(key, Reads::Map);
+        let Some(value) = table.toml.get(key) else {
             return Vec::new();
         };
         match value.get_ref() {
@@ -502,11 +558,12 @@ impl Parser {
     /// An array of strings, e.g. `save = ["x", "output"]`.
     fn strings(
         &mut self,
-        table: &DeTable<'_>,
+        table: Keyed<'_, '_>,
         path: &str,
         key: &str,
         what: &str,
     ) -> Option<Sp<Vec<Sp<String>>>> {
+        table.declared(key, Reads::Strings);
         let value = table.get(key)?;
         let path = join(path, key);
         let (array, span) =
@@ -614,4 +671,41 @@ fn wrong_type_help(value: &Spanned<DeValue<'_>>, path: &str, expected: &str) -> 
         return format!("write `{key} = {{ same_as = \"{text}\" }}`");
     }
     format!("write `{path}` as {expected}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every table of the key table reached once: each accessor the parser calls checks the key
+    /// it reads against the key table (a key the table lacks, or read as another value, panics),
+    /// whether or not the manifest gives it.
+    #[test]
+    fn the_parser_reads_each_key_as_the_key_table_declares_it() {
+        let (manifest, diags) = parse(
+            r#"[routing]
+trait = "T"
+backends = ["Flex", { name = "Cube", cfg = 'feature = "x"' }]
+
+[[op]]
+name = "a"
+inputs = [
+    { name = "x", tensor = "float", borrowed = true, shape = { same_as = "y" } },
+    { name = "y", tensor = "float" },
+    { name = "d", device = true },
+]
+output = [{ tensor = "float", shape = "x", dtype = "x" }, { type = "u8" }]
+backward = { x = "grad", y = "grad" }
+save = ["x"]
+check = { shapes = { x = [2] }, ranges = { x = [0, 1] }, args = {}, tolerance = 0.1 }
+
+[[type]]
+name = "E"
+variants = [{ name = "V", fields = [{ tensor = "int" }] }, { name = "W" }]
+"#,
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(manifest.ops.len(), 1);
+        assert_eq!(manifest.types.len(), 1);
+    }
 }
