@@ -211,10 +211,7 @@ pub(crate) fn target_classes<B: Backend>(
         rows_of: "logits",
         ignore_index: None,
     };
-    rows.read::<B>(targets, batch, classes)
-        .into_iter()
-        .map(|class| class.expect("no target is ignored"))
-        .collect()
+    rows.classes::<B>(targets, batch, classes)
 }
 
 /// How a loss reads its class targets on the host (one read-back): the op and the input whose
@@ -227,18 +224,12 @@ pub(crate) struct Targets<'a> {
 }
 
 impl Targets<'_> {
-    /// `Some(class)` per row, or `None` for an ignored one.
+    /// The targets read back to the host as `i64`, one per row.
     ///
     /// # Panics
     ///
-    /// With the row and the value of the first target that is neither a class nor ignored, or
-    /// when there is not one target per row.
-    pub(crate) fn read<B: Backend>(
-        &self,
-        targets: &IntTensor<B>,
-        rows: usize,
-        classes: usize,
-    ) -> Vec<Option<usize>> {
+    /// When the read fails, or there is not one target per row.
+    fn values<B: Backend>(&self, targets: &IntTensor<B>, rows: usize) -> Vec<i64> {
         let op = self.op;
         let data = burn_tensor::read_sync(B::int_into_data(targets.clone()))
             .unwrap_or_else(|e| panic!("{op}: reading the targets failed: {e:?}"));
@@ -253,26 +244,73 @@ impl Targets<'_> {
             values.len(),
             self.rows_of
         );
-        let ignored = self.ignore_index.flatten();
+        values
+    }
+
+    /// Row `row`'s `target` as a class of `0..classes`.
+    ///
+    /// # Panics
+    ///
+    /// With the row and the value when it is not one.
+    fn class(&self, row: usize, target: i64, classes: usize) -> usize {
         let note = if self.ignore_index.is_some() {
             " (and is not `ignore_index`)"
         } else {
             ""
         };
-        values
+        usize::try_from(target)
+            .ok()
+            .filter(|&c| c < classes)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: target {target} of row {row} is outside 0..{classes}{note}",
+                    self.op
+                )
+            })
+    }
+
+    /// `Some(class)` per row, or `None` for an ignored one.
+    ///
+    /// # Panics
+    ///
+    /// With the row and the value of the first target that is neither a class nor ignored, or
+    /// when there is not one target per row.
+    pub(crate) fn read<B: Backend>(
+        &self,
+        targets: &IntTensor<B>,
+        rows: usize,
+        classes: usize,
+    ) -> Vec<Option<usize>> {
+        let ignored = self.ignore_index.flatten();
+        self.values::<B>(targets, rows)
             .iter()
             .enumerate()
-            .map(|(i, &target)| {
-                if Some(target) == ignored {
-                    return None;
-                }
-                let class = usize::try_from(target).ok().filter(|&c| c < classes);
-                assert!(
-                    class.is_some(),
-                    "{op}: target {target} of row {i} is outside 0..{classes}{note}"
-                );
-                class
-            })
+            .map(|(i, &target)| (Some(target) != ignored).then(|| self.class(i, target, classes)))
+            .collect()
+    }
+
+    /// The class of every row, for an op that ignores none: converted in the buffer the targets
+    /// were read into (an `i64` and a `usize` take the same room), so the read-back is the only
+    /// host buffer.
+    ///
+    /// # Panics
+    ///
+    /// As [`Targets::read`].
+    pub(crate) fn classes<B: Backend>(
+        &self,
+        targets: &IntTensor<B>,
+        rows: usize,
+        classes: usize,
+    ) -> Vec<usize> {
+        debug_assert!(
+            self.ignore_index.is_none(),
+            "{}: an op with ignore_index",
+            self.op
+        );
+        self.values::<B>(targets, rows)
+            .into_iter()
+            .enumerate()
+            .map(|(i, target)| self.class(i, target, classes))
             .collect()
     }
 }
