@@ -10,8 +10,7 @@
 
 use std::path::Path;
 
-use burn_route_codegen::emit::{CHECK_FILE, DISPATCH_FILE, OPS_FILE, TENSOR_FILE};
-use burn_route_codegen::{Builder, File};
+use burn_route_codegen::{Builder, CHECK_FILE, DISPATCH_FILE, File, OPS_FILE, TENSOR_FILE};
 
 const BLESS_COMMAND: &str = "BLESS=1 cargo test --test generated";
 const HINT: &str = "bless the snapshot with `BLESS=1 cargo test --test generated`";

@@ -49,27 +49,27 @@ fn render(c: &mut Criterion) {
     let mut group = c.benchmark_group("render_1000_ops");
     group.sample_size(10);
     group.bench_function("parse", |b| {
-        b.iter(|| black_box(burn_route_codegen::parse::parse(black_box(&source))))
+        b.iter(|| black_box(burn_route_codegen::stages::parse(black_box(&source))))
     });
-    let (model, diagnostics) = burn_route_codegen::parse::parse(&source);
+    let (model, diagnostics) = burn_route_codegen::stages::parse(&source);
     assert!(diagnostics.is_empty());
     group.bench_function("validate", |b| {
         b.iter(|| {
             black_box(
-                burn_route_codegen::validate::validate(black_box(&model), "ops.toml", &source)
+                burn_route_codegen::stages::validate(black_box(&model), "ops.toml", &source)
                     .unwrap(),
             )
         });
     });
-    let ir = burn_route_codegen::validate::validate(&model, "ops.toml", &source).unwrap();
-    let config = burn_route_codegen::emit::EmitConfig {
+    let ir = burn_route_codegen::stages::validate(&model, "ops.toml", &source).unwrap();
+    let config = burn_route_codegen::stages::EmitConfig {
         runtime: "::burn_route::rt".to_owned(),
         trait_module: "super::ops".to_owned(),
         dispatch_module: "super::dispatch".to_owned(),
         regenerate: "rebuild".to_owned(),
     };
     group.bench_function("emit", |b| {
-        b.iter(|| black_box(burn_route_codegen::emit::emit(black_box(&ir), &config)))
+        b.iter(|| black_box(burn_route_codegen::stages::emit(black_box(&ir), &config)))
     });
     group.bench_function("parse_validate_emit", |b| {
         b.iter(|| black_box(builder.render_str(black_box(&source)).unwrap()))

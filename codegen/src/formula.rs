@@ -103,7 +103,9 @@ pub struct Function {
     pub name: &'static str,
     /// Its parameters.
     pub params: &'static [Param],
-    /// What it computes, for the manifest reference and the JSON Schema.
+    /// What it computes, for the JSON Schema (which the manifest reference's formula list is
+    /// checked against); read only with the `schema` feature.
+    #[cfg_attr(not(feature = "schema"), allow(dead_code))]
     pub doc: &'static str,
 }
 
@@ -531,20 +533,6 @@ fn binary(op: BinOp, lhs: Expr, rhs: Expr) -> Expr {
     Expr {
         kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
         span,
-    }
-}
-
-/// Every name a formula reads, in order of first use.
-pub fn names(expr: &Expr, acc: &mut Vec<(String, Range<usize>)>) {
-    match &expr.kind {
-        ExprKind::Number(_) => {}
-        ExprKind::Name(n) => acc.push((n.clone(), expr.span.clone())),
-        ExprKind::Neg(inner) => names(inner, acc),
-        ExprKind::Binary(_, a, b) => {
-            names(a, acc);
-            names(b, acc);
-        }
-        ExprKind::Call { args, .. } => args.iter().for_each(|a| names(a, acc)),
     }
 }
 

@@ -141,7 +141,7 @@ pub const FLOAT_DTYPES: &[&str] = FloatDtype::KEYS;
 /// The `backward` value of an op whose `Autodiff<B, C>` kernel is written by hand.
 pub const HAND_WRITTEN: &str = "hand-written";
 
-/// The names [`crate::names`] accepts, as patterns (keywords aside): `UpperCamelCase` traits,
+/// The names the generator's `names` module accepts, as patterns (keywords aside): `UpperCamelCase` traits,
 /// `snake_case` ops and inputs (ops do not start with `_`), `UPPER_CASE` ranks; no `__`.
 pub const TRAIT_NAME: &str = "^[A-Z][A-Za-z0-9]*$";
 /// An op's name.

@@ -1,9 +1,12 @@
 //! The generator behind `burn-route`: reads an `ops.toml` manifest of routed tensor ops and
 //! writes readable Rust modules that route each op through Burn's `Dispatch` backend.
 //!
-//! The pipeline runs in one direction: [`parse`] (TOML → [`model`], with spans) →
-//! [`validate`] (every rule, all errors collected → [`ir`]) → [`emit`] (formatted text, straight
-//! from the IR) → [`mod@write`] (atomic, only when changed).
+//! The pipeline runs in one direction behind [`Builder`]: parse (TOML → the manifest's model,
+//! with spans) → validate (every rule, all errors collected → the IR) → emit (formatted text,
+//! straight from the IR) → write (atomic, only when changed). The stages are private; the
+//! workspace's benchmarks and its op-reference test reach them through [`stages`], which is
+//! not a stable API. [`keys`] (the manifest's keys) and `schema` (its JSON Schema) are public
+//! for tools.
 //!
 //! A build script needs one call:
 //!
@@ -25,28 +28,44 @@
 
 mod canon;
 mod cargo;
-pub mod diag;
-pub mod emit;
+mod diag;
+mod emit;
 mod error;
-pub mod formula;
-pub mod ir;
+mod formula;
+mod ir;
 pub mod keys;
 mod markdown;
-pub mod model;
-pub mod names;
-pub mod parse;
+mod model;
+mod names;
+mod parse;
 #[cfg(feature = "schema")]
 pub mod schema;
 #[cfg(feature = "snapshot")]
 pub mod snapshot;
-pub mod validate;
-pub mod write;
+mod validate;
+mod write;
+
+/// The generator's stages, for this workspace's benchmarks (each stage timed on its own) and
+/// the op-reference test (which reads the IR): not a stable API, and not for build scripts,
+/// which use [`Builder`].
+#[doc(hidden)]
+pub mod stages {
+    pub use crate::diag::SHOWN;
+    pub use crate::emit::{EmitConfig, emit};
+    /// The IR validation produces and the emitters read.
+    pub mod ir {
+        pub use crate::ir::*;
+    }
+    pub use crate::model::Manifest;
+    pub use crate::parse::parse;
+    pub use crate::validate::validate;
+}
 
 use std::path::{Path, PathBuf};
 
 pub use cargo::{check_cfg_lines, runtime_cfg_lines, undeclared_features};
 pub use diag::{Diagnostic, Report};
-pub use emit::File;
+pub use emit::{CHECK_FILE, DISPATCH_FILE, File, OPS_FILE, TENSOR_FILE};
 pub use error::{Error, error_lines, rendered_lines};
 pub use write::WriteOutcome;
 

@@ -4,7 +4,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
-/// What [`write_if_changed`] did.
+/// What writing a generated file did (`write_if_changed`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteOutcome {
     /// The file already had exactly this content; it was not touched (its mtime is unchanged).

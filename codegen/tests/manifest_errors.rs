@@ -539,7 +539,7 @@ fn ten_thousand_errors_are_all_found_and_the_report_is_capped() {
     let rendered = report.render();
     let lines = error_lines(&err);
     let snippets = burn_route_codegen::rendered_lines(&err);
-    let shown = burn_route_codegen::diag::SHOWN;
+    let shown = burn_route_codegen::stages::SHOWN;
     assert_eq!(lines.len(), shown + 1);
     assert_eq!(
         lines[shown],

@@ -9,11 +9,11 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use burn_route_codegen::ir::{
+use burn_route_codegen::stages::ir::{
     Arg, BackendName, BackwardForm, Container, FusionImpl, Ir, Op, Output, Policy, Rank,
     RemoteImpl, SavedValue, TensorKind,
 };
-use burn_route_codegen::{parse, validate};
+use burn_route_codegen::stages::{parse, validate};
 
 const BEGIN: &str = "<!-- ops: begin -->\n";
 const END: &str = "<!-- ops: end -->";
@@ -28,9 +28,9 @@ fn read(path: &str) -> String {
 }
 
 fn lowered(source: &str) -> Ir {
-    let (manifest, diags) = parse::parse(source);
+    let (manifest, diags) = parse(source);
     assert!(diags.is_empty(), "ops.toml parses");
-    validate::validate(&manifest, "ops.toml", source).expect("ops.toml validates")
+    validate(&manifest, "ops.toml", source).expect("ops.toml validates")
 }
 
 /// The methods of every `impl <trait starting with RoutedOps> for <self_ty>` in `file`.
