@@ -25,22 +25,22 @@
 //!
 //! Run: `cargo bench --bench memory` (prints Markdown tables; BENCHMARKS.md has the figures).
 
-#[path = "common/block.rs"]
-mod block;
 mod common;
 #[path = "common/flex.rs"]
 mod flex;
+#[path = "common/memory.rs"]
+mod shared;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use block::Block;
 use burn_tensor::activation::{gelu, relu, silu, softmax};
 use burn_tensor::{Device, Int, Tensor, TensorData};
 use flex::{
     CLASSES, EPS, P, WIDTH, cross_entropy_burn, dropout_burn, features, float, layer_norm_burn,
     leaf, matrix, rms_norm_burn,
 };
+use shared::{Block, kib};
 
 /// The system allocator, counting live bytes and their peak.
 struct Counting;
@@ -384,25 +384,12 @@ fn measure(n: usize, size: &'static str, rows: &mut Vec<Row>) {
 /// Peaks below this on both sides are bookkeeping, not tensor buffers.
 const SMALL: usize = 64 * 1024;
 
-fn kib(bytes: usize) -> String {
-    let kib = bytes.div_ceil(1024);
-    let digits = kib.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-// --- A training step of a small transformer-style block (`common/block.rs`). ---
+// --- A training step of a small transformer-style block (`common/memory.rs`). ---
 
 /// The peak heap bytes of one training step above its start (the parameters live before it),
 /// the smallest of three steps after two warm-up steps.
 fn step_peak(device: &Device, fused: bool) -> usize {
-    let ids = |offset: usize| block::ids(offset, device);
+    let ids = |offset: usize| shared::ids(offset, device);
     let mut block = Some(Block::new(device));
     for _ in 0..2 {
         block = Some(block.take().expect("a block").step(ids(3), ids(4), fused));

@@ -10,18 +10,18 @@
 //! caller keeps only the output. Their difference is what the op keeps for its backward pass.
 //! Each figure is the smallest of three runs (a first call may tune a kernel).
 //!
-//! Then the training step of `benches/memory.rs` (`common/block.rs`): the bytes held after its
+//! Then the training step of `benches/memory.rs` (`common/memory.rs`): the bytes held after its
 //! forward pass (the loss and the graph that the backward pass reads) above the parameters,
 //! without and with `gradient_checkpointing()`.
 //!
 //! Run: `cargo bench --bench memory_cube --features wgpu` (prints Markdown tables;
 //! BENCHMARKS.md has the figures). The byte counts do not depend on the machine's speed.
 
-#[path = "common/block.rs"]
-mod block;
 mod common;
 #[path = "common/flex.rs"]
 mod flex;
+#[path = "common/memory.rs"]
+mod shared;
 
 use burn_tensor::activation::{gelu, relu, silu, softmax};
 use burn_tensor::{Device, DeviceKind, Int, Tensor, TensorData};
@@ -29,18 +29,20 @@ use flex::{
     CLASSES, EPS, LCE, P, WIDTH, cross_entropy_burn, dropout_burn, features, float,
     layer_norm_burn, lce_inputs, leaf, linear_ce_burn, linear_ce_route, matrix, rms_norm_burn,
 };
+use shared::kib;
 
 /// cubecl's bytes in use on `device` (after the work queued before).
-fn in_use(device: &Device) -> u64 {
-    device
+fn in_use(device: &Device) -> usize {
+    let bytes = device
         .memory_pool_usage()
         .expect("Cube reports its memory")
-        .bytes_in_use
+        .bytes_in_use;
+    usize::try_from(bytes).expect("fits the address space")
 }
 
 /// The bytes held after `run` on inputs from `setup`, above what was in use before `setup`;
 /// the smallest of three runs.
-fn held<I, O>(device: &Device, setup: impl Fn() -> I, run: impl Fn(I) -> O) -> u64 {
+fn held<I, O>(device: &Device, setup: impl Fn() -> I, run: impl Fn(I) -> O) -> usize {
     (0..3)
         .map(|_| {
             let base = in_use(device);
@@ -137,19 +139,6 @@ const OPS: &[(&str, Call, Call)] = &[
     ),
 ];
 
-fn kib(bytes: u64) -> String {
-    let kib = bytes.div_ceil(1024);
-    let digits = kib.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 fn ops(plain: &Device, tracked: &Device) {
     println!(
         "| op | size | output, KiB | burn-route: held, tracked, KiB | kept for backward, KiB | Burn: held, tracked, KiB | kept for backward, KiB | burn-route / Burn, kept |"
@@ -198,17 +187,17 @@ fn ops(plain: &Device, tracked: &Device) {
 
 /// The bytes held after the training step's forward pass (the loss alive, with the graph the
 /// backward pass reads) above the parameters, the smallest of three after a warm-up step.
-fn step_held(device: &Device, fused: bool) -> u64 {
-    let mut model = Some(block::Block::new(device));
+fn step_held(device: &Device, fused: bool) -> usize {
+    let mut model = Some(shared::Block::new(device));
     model = Some(model.take().expect("a block").step(
-        block::ids(3, device),
-        block::ids(4, device),
+        shared::ids(3, device),
+        shared::ids(4, device),
         fused,
     ));
     let model = model.expect("a block");
     held(
         device,
-        || (block::ids(3, device), block::ids(4, device)),
+        || (shared::ids(3, device), shared::ids(4, device)),
         |(tokens, targets)| model.loss(tokens, targets, fused),
     )
 }

@@ -487,6 +487,23 @@ fn fusion_run(kernel: &BackwardKernel<'_>, params: &[(String, String, SavedKind)
     if kernel.n > 1 {
         args.push(names::TRACKED.into());
     }
+    kernel_call(kernel, args, w);
+    let publish = if kernel.n > 1 {
+        "publish_gradients"
+    } else {
+        "publish_gradient"
+    };
+    w.line(format!(
+        "{HANDLES}.{publish}(&{}, {RESULT}, {})?;",
+        names::OUT,
+        summed_flags(kernel)
+    ));
+    w.line("Ok(())");
+    w.close("});");
+}
+
+/// `let __result = <B as Trait>::method(args);`: the kernel on the running side's backend.
+pub(crate) fn kernel_call(kernel: &BackwardKernel<'_>, args: Vec<Doc>, w: &mut Writer) {
     w.assign(
         format!("let {RESULT} = "),
         call(
@@ -495,35 +512,22 @@ fn fusion_run(kernel: &BackwardKernel<'_>, params: &[(String, String, SavedKind)
         ),
         ";",
     );
-    let summed: Vec<&str> = summed(kernel)
-        .iter()
-        .map(|s| if *s { "true" } else { "false" })
-        .collect();
-    if kernel.n > 1 {
-        w.line(format!(
-            "{HANDLES}.publish_gradients(&{}, {RESULT}, [{}])?;",
-            names::OUT,
-            summed.join(", ")
-        ));
-    } else {
-        w.line(format!(
-            "{HANDLES}.publish_gradient(&{}, {RESULT}, {})?;",
-            names::OUT,
-            summed[0]
-        ));
-    }
-    w.line("Ok(())");
-    w.close("});");
 }
 
 /// For each float input: whether its gradient is declared with its own shape (the input saved
 /// as itself, or its shape fixed by its contract against a saved input), so that what the
-/// kernel gives is summed back to it where the input was broadcast.
-pub(crate) fn summed(kernel: &BackwardKernel<'_>) -> Vec<bool> {
+/// kernel gives is summed back to it where the input was broadcast; as the running side's
+/// argument, `[true, false]` (one input: `true`).
+pub(crate) fn summed_flags(kernel: &BackwardKernel<'_>) -> String {
     let like = saved_like(kernel);
-    (0..kernel.n)
+    let flags: Vec<&str> = (0..kernel.n)
         .map(|slot| like[slot].is_some() || implied_by(kernel, slot, &like).is_some())
-        .collect()
+        .map(|s| if s { "true" } else { "false" })
+        .collect();
+    match flags.as_slice() {
+        [one] => (*one).to_owned(),
+        many => format!("[{}]", many.join(", ")),
+    }
 }
 
 /// For each float input the kernel receives as itself: its spec's local on the client, and

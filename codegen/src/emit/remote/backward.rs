@@ -4,7 +4,7 @@
 //! shared with `Fusion<B>`; here are the operations' statics and the server's calls.
 
 use super::*;
-use crate::emit::kernels::{BackwardKernel, SavedKind, implied_by, saved_like};
+use crate::emit::kernels::{BackwardKernel, SavedKind, kernel_call, summed_flags};
 
 /// The text a client and a server must agree on for a backward kernel: its op's declaration,
 /// the method and what it receives.
@@ -71,18 +71,11 @@ pub(super) fn backward_server_call(ir: &Ir, kernel: &BackwardKernel<'_>, w: &mut
         &[format!("B: rt::remote::BackendIr + {}", kernel.trait_path)],
         w,
     );
-    let mut summed = vec![false; n];
     let mut args: Vec<Doc> = Vec::new();
     for (name, ty, kind) in &params {
         let read = match kind {
-            SavedKind::Float(slot) => {
-                summed[*slot] = true;
-                read(TensorKind::Float)
-            }
-            SavedKind::FloatOption(slot) => {
-                summed[*slot] = true;
-                format!("{ARGS}.float_option()?")
-            }
+            SavedKind::Float(_) => read(TensorKind::Float),
+            SavedKind::FloatOption(_) => format!("{ARGS}.float_option()?"),
             SavedKind::Tensor(kind, container) => {
                 let kind = *kind;
                 match container {
@@ -104,14 +97,6 @@ pub(super) fn backward_server_call(ir: &Ir, kernel: &BackwardKernel<'_>, w: &mut
         w.line(format!("let {name} = {read};"));
         args.push(name.clone().into());
     }
-    // A gradient declared with its input's shape (the input saved, or its shape fixed by its
-    // contract against a saved input) is summed back to it here.
-    let like = saved_like(kernel);
-    for (slot, s) in summed.iter_mut().enumerate() {
-        if !*s {
-            *s = implied_by(kernel, slot, &like).is_some();
-        }
-    }
     w.line(format!(
         "let {} = {};",
         names::SAVED_GRAD,
@@ -125,26 +110,19 @@ pub(super) fn backward_server_call(ir: &Ir, kernel: &BackwardKernel<'_>, w: &mut
         ));
         args.push(names::TRACKED.into());
     }
-    w.assign(
-        format!("let {RESULT} = "),
-        call(
-            format!("<B as {}>::{}", kernel.trait_path, kernel.method),
-            args,
-        ),
-        ";",
-    );
+    kernel_call(kernel, args, w);
+    // A gradient declared with its input's shape is summed back to it here.
     if n > 1 {
-        let summed: Vec<&str> = summed
-            .iter()
-            .map(|s| if *s { "true" } else { "false" })
-            .collect();
         w.line(format!(
-            "{ARGS}.gradients_out({RESULT}, {}, [{}])",
+            "{ARGS}.gradients_out({RESULT}, {}, {})",
             names::TRACKED,
-            summed.join(", ")
+            summed_flags(kernel)
         ));
     } else {
-        w.line(format!("{ARGS}.gradient_out({RESULT}, {})", summed[0]));
+        w.line(format!(
+            "{ARGS}.gradient_out({RESULT}, {})",
+            summed_flags(kernel)
+        ));
     }
     w.close("}");
 }

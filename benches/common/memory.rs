@@ -1,5 +1,5 @@
-//! The training step of the memory benches (`benches/memory.rs` on Flex, `benches/memory_cube.rs`
-//! on Cube): a small transformer-style block (embedding, attention scores through
+//! What the memory benches (`benches/memory.rs` on Flex, `benches/memory_cube.rs` on Cube)
+//! share: their figures in KiB, and their training step, a small transformer-style block (embedding, attention scores through
 //! `softmax_last`, `rms_norm`, a SwiGLU MLP, `layer_norm`, `bias_gelu`, and the output
 //! projection with the loss), written with burn-route's fused ops and with Burn's ops and
 //! compositions. Included by those two with `#[path]`.
@@ -159,4 +159,18 @@ pub fn ids(offset: usize, device: &Device) -> Tensor<1, Int> {
         .map(|i| i64::try_from((i * 31 + offset) % VOCAB).expect("fits"))
         .collect();
     Tensor::<1, Int>::from_data(TensorData::new(t, [rows]), device)
+}
+
+/// `bytes` in KiB, rounded up, with thousands separators.
+pub fn kib(bytes: usize) -> String {
+    let kib = bytes.div_ceil(1024);
+    let digits = kib.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
