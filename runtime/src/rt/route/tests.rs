@@ -1,5 +1,6 @@
 //! Route planning against every kind of input: tracked, untracked, malformed, on each backend.
 
+use burn_dispatch::DispatchTensor;
 use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Int, Tensor};
 
