@@ -5824,7 +5824,7 @@ impl RoutedOps for rt::Remote {
 /// `crate::kernels::backward::BackwardKernels` on `Remote`: the backward kernel of each op that
 /// runs on the server as one operation is one operation too (registered by [`serve_remote_ops`]);
 /// the other methods keep their default bodies.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 impl crate::kernels::backward::BackwardKernels for rt::Remote {
     fn add_relu_backward(
         __output: rt::FloatTensor<Self>,
@@ -5854,7 +5854,6 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __call.arg(&__tracked);
         let __spec_x = __call.spec(&__in_x);
         let __spec_bias = __call.spec(&__in_bias);
-        let __grad_spec = __call.spec(&__grad_in);
         __call.gradient("gradient of x", __tracked[0], Some(&__spec_x));
         __call.gradient("gradient of bias", __tracked[1], Some(&__spec_bias));
         __call.send().gradients()
@@ -5873,7 +5872,6 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __call.arg(&__tracked);
         let __spec_gate = __call.spec(&__in_gate);
         let __spec_up = __call.spec(&__in_up);
-        let __grad_spec = __call.spec(&__grad_in);
         __call.gradient("gradient of gate", __tracked[0], Some(&__spec_gate));
         __call.gradient("gradient of up", __tracked[1], Some(&__spec_up));
         __call.send().gradients()
@@ -5894,7 +5892,6 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __call.arg(&__tracked);
         let __spec_x = __call.spec(&__in_x);
         let __spec_weight = __call.spec(&__in_weight);
-        let __grad_spec = __call.spec(&__grad_in);
         __call.gradient("gradient of x", __tracked[0], Some(&__spec_x));
         __call.gradient("gradient of weight", __tracked[1], Some(&__spec_weight));
         __call.send().gradients()
@@ -5915,7 +5912,6 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __call.arg(&__tracked);
         let __spec_x = __call.spec(&__in_x);
         let __spec_gamma = __call.spec(&__in_gamma);
-        let __grad_spec = __call.spec(&__grad_in);
         __call.gradient("gradient of x", __tracked[0], Some(&__spec_x));
         __call.gradient("gradient of gamma", __tracked[1], Some(&__spec_gamma));
         __call.gradient(
@@ -5953,7 +5949,6 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __call.input(targets);
         let __grad_in = __call.input(__grad);
         let __spec_logits = __call.spec(&__in_logits);
-        let __grad_spec = __call.spec(&__grad_in);
         __call.output(
             rt::TensorKind::Float,
             "gradient of logits",
@@ -6126,7 +6121,7 @@ where
 
 /// `BackwardKernels::add_relu_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 fn __serve_backward_kernels_add_relu_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6144,7 +6139,7 @@ where
 
 /// `BackwardKernels::bias_gelu_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 fn __serve_backward_kernels_bias_gelu_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6163,7 +6158,7 @@ where
 
 /// `BackwardKernels::swiglu_backward` on a Remote server's backend `B`: reads the saved values, the
 /// incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 fn __serve_backward_kernels_swiglu_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6182,7 +6177,7 @@ where
 
 /// `BackwardKernels::rms_norm_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 fn __serve_backward_kernels_rms_norm_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6202,7 +6197,7 @@ where
 
 /// `BackwardKernels::layer_norm_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 fn __serve_backward_kernels_layer_norm_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6223,7 +6218,7 @@ where
 /// `BackwardKernels::softmax_last_backward` on a Remote server's backend `B`: reads the saved
 /// values, the incoming gradient and which inputs want one, runs the kernel, registers the
 /// gradients.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 fn __serve_backward_kernels_softmax_last_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6240,7 +6235,7 @@ where
 /// `BackwardKernels::cross_entropy_backward` on a Remote server's backend `B`: reads the saved
 /// values, the incoming gradient and which inputs want one, runs the kernel, registers the
 /// gradients.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 fn __serve_backward_kernels_cross_entropy_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6258,7 +6253,7 @@ where
 
 /// `BackwardKernels::dropout_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 fn __serve_backward_kernels_dropout_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -6312,42 +6307,34 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_DROPOUT, __serve_dropout);
     let __serve = __serve.op(&__REMOTE_AFFINE, __serve_affine);
     let __serve = __serve.op(&__REMOTE_FILL_WHERE, __serve_fill_where);
-    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
         __serve_backward_kernels_add_relu_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_BIAS_GELU_BACKWARD,
         __serve_backward_kernels_bias_gelu_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SWIGLU_BACKWARD,
         __serve_backward_kernels_swiglu_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_RMS_NORM_BACKWARD,
         __serve_backward_kernels_rms_norm_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_LAYER_NORM_BACKWARD,
         __serve_backward_kernels_layer_norm_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SOFTMAX_LAST_BACKWARD,
         __serve_backward_kernels_softmax_last_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_CROSS_ENTROPY_BACKWARD,
         __serve_backward_kernels_cross_entropy_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD,
         __serve_backward_kernels_dropout_backward,
@@ -6369,42 +6356,34 @@ fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_DROPOUT, __serve_dropout);
     let __serve = __serve.op(&__REMOTE_AFFINE, __serve_affine);
     let __serve = __serve.op(&__REMOTE_FILL_WHERE, __serve_fill_where);
-    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
         __serve_backward_kernels_add_relu_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_BIAS_GELU_BACKWARD,
         __serve_backward_kernels_bias_gelu_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SWIGLU_BACKWARD,
         __serve_backward_kernels_swiglu_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_RMS_NORM_BACKWARD,
         __serve_backward_kernels_rms_norm_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_LAYER_NORM_BACKWARD,
         __serve_backward_kernels_layer_norm_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SOFTMAX_LAST_BACKWARD,
         __serve_backward_kernels_softmax_last_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_CROSS_ENTROPY_BACKWARD,
         __serve_backward_kernels_cross_entropy_backward,
     );
-    #[cfg(all(burn_route_autodiff, burn_route_remote, burn_route_cube))]
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD,
         __serve_backward_kernels_dropout_backward,

@@ -658,7 +658,7 @@ pub trait RoutedOpsFlex: rt::Backend {
 /// `crate::kernels::backward::BackwardKernels` on `Fusion<B>`: the backward kernel of each op that
 /// runs there as one deferred operation is one deferred operation too, running `B`'s kernel; the
 /// other methods keep their default bodies (primitives, which Burn fuses).
-#[cfg(all(burn_route_autodiff, burn_route_cube))]
+#[cfg(burn_route_cube)]
 impl<B> crate::kernels::backward::BackwardKernels for rt::fusion::Fusion<B>
 where
     B: rt::fusion::FusionBackend + crate::kernels::backward::BackwardKernels,
@@ -678,7 +678,6 @@ where
         let __grad_in = __lazy.input(__grad);
         let __spec_x = __lazy.spec(&__in_x);
         let __spec_weight = __lazy.spec(&__in_weight);
-        let __grad_spec = __lazy.spec(&__grad_in);
         let __out = [
             __lazy.gradient("gradient of x", __tracked[0], Some(&__spec_x)),
             __lazy.gradient("gradient of weight", __tracked[1], Some(&__spec_weight)),
@@ -712,7 +711,6 @@ where
         let __grad_in = __lazy.input(__grad);
         let __spec_x = __lazy.spec(&__in_x);
         let __spec_gamma = __lazy.spec(&__in_gamma);
-        let __grad_spec = __lazy.spec(&__grad_in);
         let __out = [
             __lazy.gradient("gradient of x", __tracked[0], Some(&__spec_x)),
             __lazy.gradient("gradient of gamma", __tracked[1], Some(&__spec_gamma)),
@@ -773,7 +771,6 @@ where
         let __in_targets = __lazy.input(targets);
         let __grad_in = __lazy.input(__grad);
         let __spec_logits = __lazy.spec(&__in_logits);
-        let __grad_spec = __lazy.spec(&__grad_in);
         let __out = __lazy.output(
             rt::TensorKind::Float,
             "gradient of logits",

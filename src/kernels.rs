@@ -15,7 +15,6 @@
 //! [`crate::composite`].
 
 pub mod arith;
-#[cfg(feature = "autodiff")]
 pub mod backward;
 pub mod composed;
 #[cfg(feature = "cube")]

@@ -87,7 +87,6 @@ pub(crate) fn broadcast_row<B: Backend>(row: FloatTensor<B>, rank: usize) -> Flo
 
 /// Sums `t` over every dimension but the last and returns it with shape `[features]`: the
 /// gradient of a per-feature parameter.
-#[cfg(feature = "autodiff")]
 pub(crate) fn sum_to_row<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
     let shape = t.shape();
     let rank = shape.num_dims();

@@ -49,7 +49,6 @@ impl RoutedOps for CubeBackend {
     }
 }
 
-#[cfg(feature = "autodiff")]
 impl super::backward::BackwardKernels for CubeBackend {
     fn bias_gelu_backward(
         x: FloatTensor<Self>,

@@ -51,7 +51,6 @@ pub(crate) fn in_f32<const K: usize>(
 
 /// [`in_f32`] for a gradient kernel: every gradient it returns rounded once to the inputs'
 /// dtype.
-#[cfg(feature = "autodiff")]
 pub(crate) fn grads_in_f32<const K: usize, const M: usize>(
     inputs: [FlexTensor; K],
     kernel: impl FnOnce([FlexTensor; K]) -> [Option<FlexTensor>; M],

@@ -233,15 +233,11 @@ fn traits(ir: &Ir, target: Target) -> Vec<(&str, Vec<Option<String>>)> {
 
 /// `impl Trait for Fusion<B>` or `impl Trait for Remote` for each backward trait of ops routed
 /// to `target`: the kernels of ops that run there as one operation are one operation too; the
-/// other methods keep their default bodies. Compiled where the target's routing and autodiff
-/// are (only the `Autodiff<B, C>` implementations call them).
+/// other methods keep their default bodies. Compiled where the target's routing is, autodiff
+/// or not: a Remote server serves the backward kernels without autodiff of its own.
 pub(super) fn impls(ir: &Ir, target: Target, kernels: &[BackwardKernel<'_>], w: &mut Writer) {
     for (trait_path, cfgs) in traits(ir, target) {
-        let backends = any_distinct(cfgs);
-        let cfg = Some(match &backends {
-            Some(cfg) => format!("all({}, {cfg})", ir.autodiff_cfg),
-            None => ir.autodiff_cfg.clone(),
-        });
+        let cfg = any_distinct(cfgs);
         let methods: Vec<&BackwardKernel<'_>> = kernels
             .iter()
             .filter(|k| k.trait_path == trait_path)
@@ -297,7 +293,7 @@ pub(super) fn impls(ir: &Ir, target: Target, kernels: &[BackwardKernel<'_>], w: 
             let own = target
                 .kernel_backend(kernel.op)
                 .and_then(|b| b.cfg.as_deref());
-            w.cfg(inner_cfg(backends.as_deref(), own));
+            w.cfg(inner_cfg(cfg.as_deref(), own));
             method(target, kernel, w);
         }
         w.close("}");
@@ -378,12 +374,15 @@ fn method(target: Target, kernel: &BackwardKernel<'_>, w: &mut Writer) {
             ";",
         );
     }
+    // The incoming gradient's spec, for the gradients not declared with their input's.
     let grad_spec = names::GRAD_SPEC;
-    w.assign(
-        format!("let {grad_spec} = "),
-        spec_call(target, Container::One, &grad_in),
-        ";",
-    );
+    if own_shape(kernel).contains(&false) {
+        w.assign(
+            format!("let {grad_spec} = "),
+            spec_call(target, Container::One, &grad_in),
+            ";",
+        );
+    }
     let slots: Vec<_> = kernel.op.float_slots().collect();
     let keep = |value: Doc, w: &mut Writer| {
         if target.keeps_outputs() {
@@ -502,6 +501,20 @@ fn fusion_run(kernel: &BackwardKernel<'_>, params: &[(String, String, SavedKind)
     w.close("});");
 }
 
+/// For each float input: whether its gradient is declared with its own shape (else with the
+/// incoming gradient's). One input: when the kernel receives it, and it is not optional (the
+/// method declares its gradient as its one output); several: when the kernel receives it, or
+/// a contract against an input it receives fixes its shape.
+fn own_shape(kernel: &BackwardKernel<'_>) -> Vec<bool> {
+    let like = saved_like(kernel);
+    if kernel.n == 1 {
+        return vec![matches!(like[0], Some((_, false)))];
+    }
+    (0..kernel.n)
+        .map(|slot| like[slot].is_some() || implied_by(kernel, slot, &like).is_some())
+        .collect()
+}
+
 /// `let __result = <B as Trait>::method(args);`: the kernel on the running side's backend.
 pub(crate) fn kernel_call(kernel: &BackwardKernel<'_>, args: Vec<Doc>, w: &mut Writer) {
     w.assign(
@@ -519,9 +532,8 @@ pub(crate) fn kernel_call(kernel: &BackwardKernel<'_>, args: Vec<Doc>, w: &mut W
 /// kernel gives is summed back to it where the input was broadcast; as the running side's
 /// argument, `[true, false]` (one input: `true`).
 pub(crate) fn summed_flags(kernel: &BackwardKernel<'_>) -> String {
-    let like = saved_like(kernel);
-    let flags: Vec<&str> = (0..kernel.n)
-        .map(|slot| like[slot].is_some() || implied_by(kernel, slot, &like).is_some())
+    let flags: Vec<&str> = own_shape(kernel)
+        .into_iter()
         .map(|s| if s { "true" } else { "false" })
         .collect();
     match flags.as_slice() {

@@ -29,7 +29,7 @@ impl Parser {
                 "an array of variants such as `[{ name = \"Dense\", fields = [{ tensor = \"float\" }] }, { name = \"Empty\" }]`",
             )?;
             // The names the variants already have, so that a name suggested for one that
-            // lacks it is free.
+            // lacks it is free (read from the TOML before each variant's table is parsed).
             let taken: Vec<String> = array
                 .iter()
                 .filter_map(|item| match item.get_ref() {
@@ -213,15 +213,17 @@ impl Parser {
             };
             (meta.shape.is_some() || meta.dtype.is_some()).then(|| Box::new(meta))
         };
-        // `device` outside an input is an unknown key, reported as such.
+        // `device` outside an input is an unknown key, reported as such. (Which keys are present
+        // is read from the TOML itself, for the diagnostics of conflicting or misplaced keys;
+        // their values were read through the key table above.)
         let kinds: &[&str] = if is_input { ARG_KINDS } else { &ARG_KINDS[..2] };
         let present: Vec<&str> = kinds
             .iter()
             .copied()
-            .filter(|k| table.get(*k).is_some())
+            .filter(|k| table.toml.get(*k).is_some())
             .collect();
         if present.len() > 1 {
-            let (key, _) = table.get_key_value(present[1]).expect("present");
+            let (key, _) = table.toml.get_key_value(present[1]).expect("present");
             let help = if is_input {
                 "give exactly one of `tensor` (a tensor), `type` (a plain Rust value) or `device = true` (the device)"
             } else {
@@ -258,7 +260,7 @@ impl Parser {
                 .chain(output_only)
                 .copied()
             {
-                if let Some((k, _)) = table.get_key_value(key) {
+                if let Some((k, _)) = table.toml.get_key_value(key) {
                     self.diags.push(
                         Diagnostic::new(
                             k.span(),

@@ -40,8 +40,12 @@ pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
     let root_span = root.span();
     let root = root.into_inner();
     p.unknown_keys(&root, "", Table::Top);
+    let root = Keyed {
+        toml: &root,
+        of: Table::Top,
+    };
 
-    let routing = match root.get("routing") {
+    let routing = match root.own("routing") {
         Some(value) => p.routing(value),
         None => {
             p.diags.push(
@@ -61,7 +65,7 @@ pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
     };
 
     let mut ops = Vec::new();
-    if let Some(value) = root.get("op")
+    if let Some(value) = root.own("op")
         && let Some((array, _)) = p.as_array(value, "op", "an array of `[[op]]` tables")
     {
         for (index, item) in array.iter().enumerate() {
@@ -72,7 +76,7 @@ pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
     }
 
     let mut types = Vec::new();
-    if let Some(value) = root.get("type")
+    if let Some(value) = root.own("type")
         && let Some((array, _)) = p.as_array(value, "type", "an array of `[[type]]` tables")
     {
         for (index, item) in array.iter().enumerate() {
@@ -110,21 +114,13 @@ struct Keyed<'a, 'i> {
     of: Table,
 }
 
-impl<'i> std::ops::Deref for Keyed<'_, 'i> {
-    type Target = DeTable<'i>;
-
-    fn deref(&self) -> &DeTable<'i> {
-        self.toml
-    }
-}
-
-impl Keyed<'_, '_> {
-    /// Key `key` of this table, which the parser reads as `reads`.
+impl<'a, 'i> Keyed<'a, 'i> {
+    /// The value of key `key` of this table, if given, which the parser reads as `reads`.
     ///
     /// # Panics
     ///
     /// When the key table has no such key, or declares another value for it.
-    fn declared(&self, key: &str, reads: Reads) -> &'static crate::keys::Key {
+    fn read(&self, key: &str, reads: Reads) -> Option<&'a Spanned<DeValue<'i>>> {
         let declared = self.of.key(key);
         assert_eq!(
             declared.value.reads(),
@@ -132,14 +128,13 @@ impl Keyed<'_, '_> {
             "the parser reads `{key}` of {:?} unlike the key table declares it",
             self.of
         );
-        declared
+        self.toml.get(key)
     }
 
     /// The value of key `key`, which has a form of its own (a table, an array of tables, ...)
     /// that the caller reads.
-    fn own(&self, key: &str) -> Option<&Spanned<DeValue<'_>>> {
-        self.declared(key, Reads::Own);
-        self.toml.get(key)
+    fn own(&self, key: &str) -> Option<&'a Spanned<DeValue<'i>>> {
+        self.read(key, Reads::Own)
     }
 }
 
@@ -249,8 +244,7 @@ impl Parser {
     }
 
     fn string(&mut self, table: Keyed<'_, '_>, path: &str, key: &str) -> Option<Sp<String>> {
-        table.declared(key, Reads::String);
-        let value = table.get(key)?;
+        let value = table.read(key, Reads::String)?;
         let path = join(path, key);
         match value.get_ref() {
             DeValue::String(s) => Some(Sp::new(s.to_string(), value.span())),
@@ -262,8 +256,7 @@ impl Parser {
     }
 
     fn boolean(&mut self, table: Keyed<'_, '_>, path: &str, key: &str) -> Option<Sp<bool>> {
-        table.declared(key, Reads::Bool);
-        let value = table.get(key)?;
+        let value = table.read(key, Reads::Bool)?;
         match value.get_ref() {
             DeValue::Boolean(b) => Some(Sp::new(*b, value.span())),
             _ => {
@@ -281,8 +274,7 @@ impl Parser {
         key: &str,
         example: &str,
     ) -> Option<Sp<f64>> {
-        table.declared(key, Reads::Number);
-        let value = table.get(key)?;
+        let value = table.read(key, Reads::Number)?;
         let parsed = number_value(value.get_ref());
         if parsed.is_none() {
             self.wrong_type(
@@ -309,7 +301,7 @@ impl Parser {
             "the parser requires `{key}` of {:?}, which the key table does not",
             table.of
         );
-        if found.is_none() && table.get(key).is_none() {
+        if found.is_none() && table.toml.get(key).is_none() {
             self.diags.push(
                 Diagnostic::new(
                     span,
@@ -539,8 +531,7 @@ impl Parser {
         path: &str,
         key: &str,
     ) -> Vec<(Sp<String>, &'a Spanned<DeValue<'i>>)> {
-        table.declared(key, Reads::Map);
-        let Some(value) = table.toml.get(key) else {
+        let Some(value) = table.read(key, Reads::Map) else {
             return Vec::new();
         };
         match value.get_ref() {
@@ -563,8 +554,7 @@ impl Parser {
         key: &str,
         what: &str,
     ) -> Option<Sp<Vec<Sp<String>>>> {
-        table.declared(key, Reads::Strings);
-        let value = table.get(key)?;
+        let value = table.read(key, Reads::Strings)?;
         let path = join(path, key);
         let (array, span) =
             self.as_array(value, &path, &format!("an array of {what} (strings)"))?;

@@ -11,7 +11,8 @@
 //! text (a read of any output returns it), never a silently wrong shape downstream.
 //!
 //! The generator lowers the backward kernels of the ops that run so (trait methods a `backward`
-//! key names) the same way, each wanted gradient declared with its input's shape and dtype.
+//! key names) the same way, each wanted gradient declared with its input's shape and dtype
+//! when the kernel receives the input (else the incoming gradient's).
 //! `Lazy` is public so that a trait of your own can lower its methods the same way by hand:
 //! see its docs.
 

@@ -240,19 +240,21 @@ fn of_kind(kind: TensorKind, dtype: DType) -> bool {
     }
 }
 
-/// `gradient` summed over the dimensions where `shape` has 1 and it does not (those its input
-/// was broadcast along): how the running side of a backward kernel's call (a deferred
-/// operation, or the server) brings a gradient back to its input's declared shape.
+/// `gradient` at `shape`, as the generated `Autodiff<B, C>` backward pass brings a gradient to
+/// its input's shape: summed over the dimensions where `shape` has 1 and it does not (those
+/// its input was broadcast along), expanded over those where it has 1 and `shape` does not. How
+/// the running side of a backward kernel's call (a deferred operation, or the server) brings a
+/// gradient to its input's declared shape.
 ///
 /// # Errors
-/// When the ranks differ or a dimension is neither equal nor broadcast.
+/// When the ranks differ or a dimension is neither equal nor 1 on one side.
 pub(crate) fn summed_to<B: burn_backend::Backend>(
     gradient: burn_backend::tensor::FloatTensor<B>,
     shape: &Shape,
 ) -> Result<burn_backend::tensor::FloatTensor<B>, String> {
     let have = burn_backend::TensorMetadata::shape(&gradient);
     let fits = have.num_dims() == shape.num_dims()
-        && (0..have.num_dims()).all(|d| have[d] == shape[d] || shape[d] == 1);
+        && (0..have.num_dims()).all(|d| have[d] == shape[d] || have[d] == 1 || shape[d] == 1);
     if !fits {
         return Err(format!(
             "the backward kernel gave a gradient of shape {:?} for an input of shape {:?}",
@@ -265,6 +267,9 @@ pub(crate) fn summed_to<B: burn_backend::Backend>(
         if shape[d] == 1 && have[d] != 1 {
             gradient = B::float_sum_dim(gradient, d);
         }
+    }
+    if burn_backend::TensorMetadata::shape(&gradient) != *shape {
+        gradient = B::float_expand(gradient, shape.clone());
     }
     Ok(gradient)
 }

@@ -42,7 +42,6 @@ const MAX_ROW_UNITS: usize = 256;
 mod blocks;
 mod elementwise;
 mod forward;
-#[cfg(feature = "autodiff")]
 mod grad;
 mod host;
 mod rows;
@@ -55,7 +54,6 @@ use host::*;
 use rows::*;
 
 pub use forward::*;
-#[cfg(feature = "autodiff")]
 pub use grad::{
     bias_gelu_backward, layer_norm_backward, rms_norm_backward, softmax_last_backward,
     swiglu_backward,

@@ -336,7 +336,7 @@ const _: () = {
 /// `crate::lazy_forms::kernels::LazyBackward` on `Fusion<B>`: the backward kernel of each op that
 /// runs there as one deferred operation is one deferred operation too, running `B`'s kernel; the
 /// other methods keep their default bodies (primitives, which Burn fuses).
-#[cfg(all(burn_route_autodiff, burn_route_cube))]
+#[cfg(burn_route_cube)]
 impl<B> crate::lazy_forms::kernels::LazyBackward for rt::fusion::Fusion<B>
 where
     B: rt::fusion::FusionBackend + crate::lazy_forms::kernels::LazyBackward,

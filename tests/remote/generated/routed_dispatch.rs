@@ -1185,7 +1185,7 @@ impl RemoteForms for rt::Remote {
 /// `crate::remote_forms::kernels::WeightedBackward` on `Remote`: the backward kernel of each op
 /// that runs on the server as one operation is one operation too (registered by
 /// [`serve_remote_ops`]); the other methods keep their default bodies.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 impl crate::remote_forms::kernels::WeightedBackward for rt::Remote {
     fn weighted_backward(
         w: rt::FloatTensor<Self>,
@@ -1296,7 +1296,7 @@ where
 
 /// `WeightedBackward::weighted_backward` on a Remote server's backend `B`: reads the saved values,
 /// the incoming gradient and which inputs want one, runs the kernel, registers the gradients.
-#[cfg(all(burn_route_autodiff, burn_route_remote))]
+#[cfg(burn_route_remote)]
 fn __serve_weighted_backward_weighted_backward<B>(
     __args: &mut rt::remote::Args<'_, B>,
 ) -> Result<(), String>
@@ -1347,7 +1347,6 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_FILLED, __serve_filled);
     let __serve = __serve.op(&__REMOTE_WEIGHTED, __serve_weighted);
     let __serve = __serve.op(&__REMOTE_BLEND, __serve_blend);
-    #[cfg(all(burn_route_autodiff, burn_route_remote))]
     let __serve = __serve.op(
         &__REMOTE_WEIGHTED_BACKWARD_WEIGHTED_BACKWARD,
         __serve_weighted_backward_weighted_backward,

@@ -44,13 +44,8 @@ pub(super) fn backward_statics(ir: &Ir, kernels: &[BackwardKernel<'_>], w: &mut 
 /// A backward kernel's call on the server's backend `B`: its saved values, the incoming
 /// gradient and the tracked flags read as the client recorded them, the wanted gradients
 /// registered (a saved input's summed back to its shape).
-pub(super) fn backward_server_call(ir: &Ir, kernel: &BackwardKernel<'_>, w: &mut Writer) {
-    // Where autodiff is compiled in, as the trait's implementations.
-    let cfg = all_cfg(
-        Some(&ir.autodiff_cfg),
-        remote_backend(kernel.op).and_then(|b| b.cfg.as_deref()),
-    );
-    let cfg = cfg.as_deref();
+pub(super) fn backward_server_call(kernel: &BackwardKernel<'_>, w: &mut Writer) {
+    let cfg = remote_backend(kernel.op).and_then(|b| b.cfg.as_deref());
     let n = kernel.n;
     let params = kernel.params();
     w.blank();

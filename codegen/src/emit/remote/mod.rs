@@ -109,7 +109,7 @@ pub(super) fn emit(ir: &Ir, w: &mut Writer) {
         server_call(ir, op, w);
     }
     for kernel in &backward {
-        backward_server_call(ir, kernel, w);
+        backward_server_call(kernel, w);
     }
     serve(ir, &kernels, &backward, w);
 }
@@ -321,7 +321,7 @@ pub(super) fn all_cfg(a: Option<&str>, b: Option<&str>) -> Option<String> {
             let inner = |p: &str| {
                 p.strip_prefix("all(")
                     .and_then(|rest| rest.strip_suffix(')'))
-                    .filter(|rest| !rest.contains('('))
+                    .filter(|rest| !rest.is_empty() && !rest.contains('('))
                     .map(str::to_owned)
                     .unwrap_or_else(|| p.to_owned())
             };
@@ -370,12 +370,11 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
                     cfg_on(op)?,
                 ))
             })
-            // A backward kernel's trait is implemented where autodiff is compiled in.
             .chain(backward.iter().filter_map(|k| {
                 Some((
                     names::remote_backward_op(k.trait_name(), k.method),
                     names::serve_backward(k.trait_name(), k.method),
-                    all_cfg(Some(&ir.autodiff_cfg), cfg_on(k.op)?.as_deref()),
+                    cfg_on(k.op)?,
                 ))
             }))
             .collect();
