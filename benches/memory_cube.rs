@@ -141,9 +141,9 @@ const OPS: &[(&str, Call, Call)] = &[
 
 fn ops(plain: &Device, tracked: &Device) {
     println!(
-        "| op | size | output, KiB | burn-route: held, tracked, KiB | kept for backward, KiB | Burn: held, tracked, KiB | kept for backward, KiB | burn-route / Burn, kept |"
+        "| op | size | burn-route: output, KiB | held, tracked, KiB | kept for backward, KiB | Burn: output, KiB | held, tracked, KiB | kept for backward, KiB | burn-route / Burn, kept |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for (n, size) in [(1 << 16, "64K"), (1 << 20, "1M")] {
         let inputs = Inputs {
             x: matrix(n, WIDTH, 1),
@@ -174,10 +174,11 @@ fn ops(plain: &Device, tracked: &Device) {
                 format!("{:.2}x", kept as f64 / burn_kept as f64)
             };
             println!(
-                "| {name} | {size} | {} | {} | {} | {} | {} | {ratio} |",
+                "| {name} | {size} | {} | {} | {} | {} | {} | {} | {ratio} |",
                 kib(output),
                 kib(ours_held),
                 kib(kept),
+                kib(burn_output),
                 kib(burn_held),
                 kib(burn_kept)
             );
