@@ -11,11 +11,15 @@ use super::context::{Context, ManifestRule, unknown_modes};
 use super::contracts::first_undeclared;
 use super::lower::lazy_outputs;
 use crate::diag::{Diagnostic, page};
-use crate::ir::{Arg, BackendName, FusionImpl, Output};
-use crate::model::OpSpec;
+use crate::ir::{Arg, BackendName, Backward, BackwardForm, FusionImpl, Output, RemoteImpl};
+use crate::model::{BackwardSpec, OpSpec};
 
 /// The rules about `fusion`, checked with the other manifest rules.
-pub(super) const MANIFEST_RULES: &[ManifestRule] = &[fusion_value_known, fusion_key_applies];
+pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
+    fusion_value_known,
+    fusion_key_applies,
+    shared_backward_kernel_runs_one_way,
+];
 
 fn key(spec: &OpSpec) -> String {
     format!("op[{}].fusion", spec.index)
@@ -263,4 +267,85 @@ fn non_float_output(output: &Output) -> bool {
         Output::Tuple(items) => items.iter().any(non_float_output),
         Output::Unit | Output::Plain(_) | Output::Declared { .. } => false,
     }
+}
+
+/// Two ops whose backward pass is the same trait method (`backward = "crate::m::Trait::f"`)
+/// agree on how it runs on `Fusion<B>` and on Remote: the generated impl of the trait for each
+/// has one body per method, one deferred operation (or one operation on the server) when the
+/// op runs there as one, else the default body. An op that said otherwise (`fusion` or
+/// `remote` = `"composition"` beside one that runs its kernel) would be ignored for its
+/// backward pass; the later op is the error, at its `backward`.
+fn shared_backward_kernel_runs_one_way(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    // Per target: (routed there, runs there as one operation).
+    fn ways(op: &crate::ir::Op) -> [(bool, bool, &'static str, &'static str); 2] {
+        let remote =
+            op.backends.iter().any(|b| b.name == BackendName::Remote) && op.composite.is_none();
+        [
+            (
+                op.fusion != FusionImpl::None,
+                matches!(op.fusion, FusionImpl::Lazy | FusionImpl::Eager),
+                "fusion",
+                page::CUBE_METADATA,
+            ),
+            (
+                remote,
+                op.remote == RemoteImpl::Kernel,
+                "remote",
+                page::REMOTE,
+            ),
+        ]
+    }
+    let method = |op: &crate::ir::Op| match &op.backward {
+        Some(Backward {
+            form:
+                BackwardForm::Function {
+                    path,
+                    method_of: Some(_),
+                    ..
+                },
+            ..
+        }) => Some(path.clone()),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for (i, (spec, op)) in cx.ops.iter().enumerate() {
+        let Some(path) = method(op) else { continue };
+        let Some((_, first)) = cx.ops[..i]
+            .iter()
+            .find(|(_, other)| method(other).as_deref() == Some(path.as_str()))
+        else {
+            continue;
+        };
+        let Some(BackwardSpec::Function(at)) = spec.backward.as_ref() else {
+            continue;
+        };
+        for ((routed, kernel, key, page), (first_routed, first_kernel, _, _)) in
+            ways(op).into_iter().zip(ways(first))
+        {
+            if !(routed && first_routed) || kernel == first_kernel {
+                continue;
+            }
+            let way = |k: bool| if k { "\"kernel\"" } else { "\"composition\"" };
+            out.push(
+                Diagnostic::new(
+                    at.span.clone(),
+                    format!("op[{}].backward", spec.index),
+                    format!(
+                        "op `{}` shares its backward kernel `{path}` with op `{}`, which runs it the other way: its `{key}` is {} and `{}`'s is {}, but the kernel has one implementation on that backend",
+                        op.name,
+                        first.name,
+                        way(kernel),
+                        first.name,
+                        way(first_kernel)
+                    ),
+                )
+                .page(page)
+                .help(format!(
+                    "give both ops the same `{key}`, or give `{}` a backward method of its own",
+                    op.name
+                )),
+            );
+        }
+    }
+    out
 }
