@@ -11,19 +11,16 @@ use super::code::{Doc, Writer, call, cat};
 use super::record::{Target, input_call, kind_variant, spec_call};
 use super::{any_distinct, inner_cfg, signature, string_literal};
 use crate::ir::{
-    Arg, Backend, BackendName, Backward, BackwardForm, Container, FieldSource, FusionImpl, Ir, Op,
-    Output, RemoteImpl, SavedValue, ShapeRule, TensorArg, TensorKind,
+    Arg, Backend, BackendName, Backward, BackwardForm, Container, FieldSource, Ir, Op, Output,
+    RemoteImpl, SavedValue, ShapeRule, TensorArg, TensorKind,
 };
 use crate::names::{self, HANDLES, OUTPUTS, RESULT};
 
 impl Target {
     /// The backend through which `op` runs on this target as one operation, if it does.
     pub(super) fn kernel_backend(self, op: &Op) -> Option<&Backend> {
-        let runs = match self {
-            Target::Fusion => matches!(op.fusion, FusionImpl::Lazy | FusionImpl::Eager),
-            Target::Remote => op.remote == RemoteImpl::Kernel,
-        };
         let name = self.backend();
+        let runs = op.one_operation_on(name) == Some(true);
         op.backends.iter().find(|b| runs && b.name == name)
     }
 
@@ -38,12 +35,7 @@ impl Target {
     /// Whether `op`'s backward trait is implemented for this target: `op` is routed there (and
     /// not composite).
     fn implements(self, op: &Op) -> bool {
-        match self {
-            Target::Fusion => op.fusion != FusionImpl::None,
-            Target::Remote => {
-                op.composite.is_none() && op.backends.iter().any(|b| b.name == self.backend())
-            }
-        }
+        op.one_operation_on(self.backend()).is_some()
     }
 }
 

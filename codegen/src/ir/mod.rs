@@ -372,6 +372,21 @@ impl Op {
         })
     }
 
+    /// How the op runs behind `target` (`Cube`, read as `Fusion<B>`; `Remote`): `None` when it
+    /// is not routed there (or is composite), else whether it runs there as one operation (a
+    /// deferred one on `Fusion<B>`, one on the server), which its backward kernel follows.
+    /// Flex is never a recording target: `None`.
+    pub fn one_operation_on(&self, target: BackendName) -> Option<bool> {
+        match target {
+            BackendName::Cube => (self.fusion != FusionImpl::None)
+                .then_some(matches!(self.fusion, FusionImpl::Lazy | FusionImpl::Eager)),
+            BackendName::Remote => (self.composite.is_none()
+                && self.backends.iter().any(|b| b.name == target))
+            .then_some(self.remote == RemoteImpl::Kernel),
+            _ => None,
+        }
+    }
+
     /// The device input, if any.
     pub fn device_input(&self) -> Option<&Input> {
         self.inputs.iter().find(|i| matches!(i.arg, Arg::Device))

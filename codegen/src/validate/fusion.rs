@@ -11,7 +11,7 @@ use super::context::{Context, ManifestRule, unknown_modes};
 use super::contracts::first_undeclared;
 use super::lower::lazy_outputs;
 use crate::diag::{Diagnostic, page};
-use crate::ir::{Arg, BackendName, Backward, BackwardForm, FusionImpl, Output, RemoteImpl};
+use crate::ir::{Arg, BackendName, Backward, BackwardForm, FusionImpl, Output};
 use crate::model::{BackwardSpec, OpSpec};
 
 /// The rules about `fusion`, checked with the other manifest rules.
@@ -276,25 +276,10 @@ fn non_float_output(output: &Output) -> bool {
 /// `remote` = `"composition"` beside one that runs its kernel) would be ignored for its
 /// backward pass; the later op is the error, at its `backward`.
 fn shared_backward_kernel_runs_one_way(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
-    // Per target: (routed there, runs there as one operation).
-    fn ways(op: &crate::ir::Op) -> [(bool, bool, &'static str, &'static str); 2] {
-        let remote =
-            op.backends.iter().any(|b| b.name == BackendName::Remote) && op.composite.is_none();
-        [
-            (
-                op.fusion != FusionImpl::None,
-                matches!(op.fusion, FusionImpl::Lazy | FusionImpl::Eager),
-                "fusion",
-                page::CUBE_METADATA,
-            ),
-            (
-                remote,
-                op.remote == RemoteImpl::Kernel,
-                "remote",
-                page::REMOTE,
-            ),
-        ]
-    }
+    let targets = [
+        (BackendName::Cube, "fusion", page::CUBE_METADATA),
+        (BackendName::Remote, "remote", page::REMOTE),
+    ];
     let method = |op: &crate::ir::Op| match &op.backward {
         Some(Backward {
             form:
@@ -319,10 +304,13 @@ fn shared_backward_kernel_runs_one_way(cx: &Context<'_, '_>) -> Vec<Diagnostic> 
         let Some(BackwardSpec::Function(at)) = spec.backward.as_ref() else {
             continue;
         };
-        for ((routed, kernel, key, page), (first_routed, first_kernel, _, _)) in
-            ways(op).into_iter().zip(ways(first))
-        {
-            if !(routed && first_routed) || kernel == first_kernel {
+        for (target, key, page) in targets {
+            let (Some(kernel), Some(first_kernel)) =
+                (op.one_operation_on(target), first.one_operation_on(target))
+            else {
+                continue;
+            };
+            if kernel == first_kernel {
                 continue;
             }
             let way = |k: bool| if k { "\"kernel\"" } else { "\"composition\"" };
