@@ -7,7 +7,9 @@
 //!   `burn_route_dtypes` is burn-route's route of `identity_f32`, the same op declaring
 //!   `dtypes = ["f32"]` (its fast path also reads the input's dtype); `floor` is the least any
 //!   route through `DispatchTensor` does (one match on the input, the kernel, the wrap), the
-//!   bound below which neither route can go.
+//!   bound below which neither route can go; `moved` is no route at all, only the harness
+//!   passing the `DispatchTensor` (192 bytes, against the Flex primitive's 120) in and out,
+//!   which every route through `Dispatch` pays and `direct` does not.
 //! - `tensor`: `Tensor<1>`. `direct` unwraps the Flex primitive with `try_into_primitive`, calls
 //!   the kernel and wraps it back with `from_primitive`; `burn_route` is the generated
 //!   `tensor::identity`; `backend_extension` wraps Burn's route with `into_dispatch` /
@@ -81,6 +83,9 @@ fn dispatch_level(c: &mut Criterion) {
     // The least any route through `DispatchTensor` does: one match on the input, the kernel,
     // the wrap (anything else goes to burn-route's route). Not a route: a floor for both.
     group.bench_function("floor", |b| bench_route(b, &dispatch, floor));
+    // No route at all: the harness moving a `DispatchTensor` in and out, which `direct` (a
+    // smaller Flex primitive) does not pay and every route through `Dispatch` does.
+    group.bench_function("moved", |b| bench_route(b, &dispatch, |x| x));
     // The same op declaring `dtypes = ["f32"]`: the fast path also reads the input's dtype.
     group.bench_function("burn_route_dtypes", |b| {
         bench_route(b, &dispatch, <Dispatch as CompareOps>::identity_f32)
