@@ -39,7 +39,9 @@ pub const CHECK_ALIAS: &str = "__chk";
 
 /// Alias of the runtime module in every generated module (`use <runtime path> as rt;`).
 pub const RUNTIME: &str = "rt";
-/// Alias of the runtime's hidden `__private` module (route planning, input unwrapping, the
+/// The runtime's hidden module (`rt::__private`): machinery only generated code names.
+pub const PRIVATE: &str = "__private";
+/// Alias of the runtime's hidden [`PRIVATE`] module (route planning, input unwrapping, the
 /// error strategy, op facts) in the dispatch module: machinery only generated code names.
 pub const PRIVATE_RUNTIME: &str = "__rt";
 
@@ -435,12 +437,16 @@ pub const PRELUDE: &[&str] = &[
     "Vec",
 ];
 
-/// Types a plain type may name with a single-segment path: primitives and the prelude's types.
-/// Any other type is not in scope in the generated modules and needs its full path.
-pub const SCOPED_TYPES: &[&str] = &[
-    "bool", "char", "str", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64",
-    "u128", "usize", "f32", "f64", "Box", "Option", "Result", "String", "Vec",
-];
+/// The prelude's types a plain type may name with a single-segment path, besides the
+/// primitives.
+const PRELUDE_TYPES: &[&str] = &["Box", "Option", "Result", "String", "Vec"];
+
+/// Whether a plain type may name `ty` with a single-segment path: a primitive or one of the
+/// prelude's types. Any other type is not in scope in the generated modules and needs its full
+/// path.
+pub fn is_scoped_type(ty: &str) -> bool {
+    burn_route_core::primitive::is_primitive(ty) || PRELUDE_TYPES.contains(&ty)
+}
 
 /// Traits a plain type's `dyn` or bound may name with a single-segment path (the prelude's).
 pub const SCOPED_TRAITS: &[&str] = &[

@@ -10,7 +10,7 @@ use crate::formula::{FUNCTIONS, Function, GRAD, NONE, OUTPUT, Param};
 use crate::keys::{
     CHECK_KEY, CheckMap, HAND_WRITTEN, INPUT_NAME, INPUT_PATH, Key, Need, RANK_NAME, Table, Value,
 };
-use crate::validate::NUMBER_TYPES;
+use burn_route_core::primitive::NUMBERS as NUMBER_TYPES;
 
 /// `clamp(x: tensor, lo: number, hi: number): x clamped to [lo, hi]`: a function of the
 /// formula language, as the descriptions list it.

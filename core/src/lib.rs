@@ -7,6 +7,9 @@
 //! paths ([`Policy::variant`], ...), which `burn-route-runtime` re-exports from here. No
 //! dependencies, `no_std`: it builds in a moment in every build script.
 //!
+//! The Rust primitive types the manifest's plain types name, grouped by what burn-route does
+//! with each, are in [`primitive`].
+//!
 //! It also holds the error reference ([`errors`]), which every runtime message and manifest
 //! diagnostic links for this version, and which `burn-route-codegen explain` prints offline.
 
@@ -325,6 +328,7 @@ pub const fn hash(text: &str) -> u64 {
 }
 
 pub mod errors;
+pub mod primitive;
 
 #[cfg(test)]
 mod tests {

@@ -16,7 +16,7 @@ use super::{allow_complex_output, kind_fn, params, primitive_returns, signature}
 use crate::ir::{
     Arg, BackendName, Container, FusionImpl, Ir, Leaf, MetaSource, Op, Output, Step, TraitGroup,
 };
-use crate::names::{self, EAGER, HANDLES, LAZY, OUTPUTS, RESULT};
+use crate::names::{self, EAGER, HANDLES, LAZY, OUTPUTS, PRIVATE, RESULT, RUNTIME};
 
 /// The `Fusion<B>` impl of `group`, when it is routed to `Cube` and has no default bodies only.
 pub(super) fn impls(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
@@ -216,7 +216,7 @@ fn method(group: &TraitGroup, op: &Op, w: &mut Writer) {
                 }
                 .into()
             }
-            Arg::Plain(_) => format!("rt::__private::cloned(&{})", input.name).into(),
+            Arg::Plain(_) => format!("{RUNTIME}::{PRIVATE}::cloned(&{})", input.name).into(),
             Arg::Device => format!("&{}", input.name).into(),
             Arg::Declared { .. } => unreachable!("validation: declared types are not lazy"),
         })

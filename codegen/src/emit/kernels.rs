@@ -393,7 +393,9 @@ fn method(target: Target, kernel: &BackwardKernel<'_>, w: &mut Writer) {
                     Some((spec, true)) => format!("{spec}.as_ref()"),
                     None => match implied_by(kernel, i, &like) {
                         Some((rule, spec)) => format!(
-                            "rt::__private::implied(rt::ShapeRule::{rule}, &{spec}).as_ref()"
+                            "{rt}::{private}::implied({rt}::ShapeRule::{rule}, &{spec}).as_ref()",
+                            rt = names::RUNTIME,
+                            private = names::PRIVATE,
                         ),
                         None => format!("Some(&{grad_spec})"),
                     },
@@ -463,7 +465,8 @@ fn fusion_run(kernel: &BackwardKernel<'_>, params: &[(String, String, SavedKind)
                 SavedKind::Float(_) | SavedKind::FloatOption(_) => TensorKind::Float,
                 SavedKind::Tensor(kind, _) => *kind,
                 SavedKind::Plain => {
-                    return format!("rt::__private::cloned(&{name})").into();
+                    return format!("{}::{}::cloned(&{name})", names::RUNTIME, names::PRIVATE)
+                        .into();
                 }
             };
             format!(

@@ -9,12 +9,7 @@
 use super::code::{Doc, Writer, args, call, cat};
 use crate::ir::{Arg, Container, MetaSource, Op, Output, Step, TensorArg, TensorKind};
 use crate::names::{self, CALL, LAZY, OUTPUTS};
-
-/// Plain types a deferred operation on `Fusion<B>` records as scalars (Burn's `Scalar` takes
-/// them); its kernel receives every plain argument from the closure either way.
-const SCALARS: &[&str] = &[
-    "f64", "f32", "i64", "i32", "i16", "i8", "u64", "u32", "u16", "u8", "bool", "isize", "usize",
-];
+use burn_route_core::primitive;
 
 /// Where a recorded call runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,7 +67,9 @@ impl Target {
     /// as scalars; on Remote every one, encoded exactly).
     pub(super) fn plain(self, name: &str, ty: &str, w: &mut Writer) {
         match self {
-            Target::Fusion if SCALARS.contains(&ty) => {
+            // Burn's `Scalar` takes these; the kernel receives every plain argument from the
+            // closure either way.
+            Target::Fusion if primitive::is_fusion_scalar(ty) => {
                 w.line(format!("{LAZY}.scalar({name});"));
             }
             Target::Fusion => {}

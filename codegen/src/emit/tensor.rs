@@ -13,7 +13,11 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     let mut imports = vec![Use::runtime(config)];
     // The conversions of `Option` and `Vec` tensors live in the runtime's private module.
     if ir.ops.iter().any(has_container) || super::types::has_container(ir) {
-        imports.push(Use::new(format!("{}::__private as {RT}", config.runtime)));
+        imports.push(Use::new(format!(
+            "{}::{} as {RT}",
+            config.runtime,
+            names::PRIVATE
+        )));
     }
     if dispatch == DISPATCH_MODULE || dispatch.ends_with(&format!("::{DISPATCH_MODULE}")) {
         imports.push(Use::new(dispatch.clone()));

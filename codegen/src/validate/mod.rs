@@ -33,10 +33,6 @@ mod rules;
 pub(crate) mod text;
 mod types;
 
-// The plain types a formula reads as numbers, which the JSON Schema's formula description lists.
-#[cfg(feature = "schema")]
-pub(crate) use backward::NUMBER_TYPES;
-
 use crate::diag::{Diagnostic, LineIndex};
 use crate::ir::Ir;
 use crate::model::Manifest;

@@ -254,10 +254,6 @@ pub(super) fn hand_written_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
 /// bits), `bool`, `char`, `String`, and `Option`s, `Vec`s, arrays and tuples (up to four) of
 /// them.
 pub(crate) fn encodable(ty: &syn::Type) -> bool {
-    const SCALARS: &[&str] = &[
-        "f32", "f64", "i8", "i16", "i32", "i64", "isize", "u8", "u16", "u32", "u64", "usize",
-        "bool", "char", "String",
-    ];
     match ty {
         syn::Type::Paren(p) => encodable(&p.elem),
         syn::Type::Group(g) => encodable(&g.elem),
@@ -281,7 +277,9 @@ pub(crate) fn encodable(ty: &syn::Type) -> bool {
                 return false;
             }
             match &last.arguments {
-                syn::PathArguments::None => SCALARS.contains(&name.as_str()),
+                syn::PathArguments::None => {
+                    burn_route_core::primitive::is_remote_scalar(&name) || name == "String"
+                }
                 syn::PathArguments::AngleBracketed(args)
                     if matches!(name.as_str(), "Option" | "Vec") =>
                 {

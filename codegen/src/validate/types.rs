@@ -8,6 +8,8 @@
 
 use syn::visit::Visit;
 
+use burn_route_core::primitive;
+
 use crate::names;
 
 /// Where a plain type appears.
@@ -200,9 +202,8 @@ fn clippy_shapes(ty: &syn::Type, position: Position) -> Result<(), Problem> {
                 if inner_name == "Box"
                     && inner.as_ref().is_some_and(|(_, boxed)| {
                         boxed.first().is_some_and(|t| {
-                            path_parts(t).is_some_and(|(n, a)| {
-                                a.is_empty() && PRIMITIVES.contains(&n.as_str())
-                            })
+                            path_parts(t)
+                                .is_some_and(|(n, a)| a.is_empty() && primitive::is_sized(&n))
                         })
                     }) =>
             {
@@ -255,12 +256,6 @@ fn clippy_shapes(ty: &syn::Type, position: Position) -> Result<(), Problem> {
 const KNOWN_TRAITS: &[&str] = &[
     "Any", "AsMut", "AsRef", "BufRead", "Debug", "Display", "Error", "Fn", "FnMut", "FnOnce",
     "Future", "Hash", "Hasher", "Iterator", "Read", "Seek", "Send", "Sync", "ToString", "Write",
-];
-
-/// Primitive types (`vec_box` of one of them is always small).
-const PRIMITIVES: &[&str] = &[
-    "bool", "char", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128",
-    "usize", "f32", "f64",
 ];
 
 /// Types with interior mutability (keys clippy's `mutable_key_type` refuses).
@@ -532,11 +527,11 @@ impl Checker<'_> {
             }
             if path.segments.len() == 1 {
                 let scoped = if trait_ {
-                    names::SCOPED_TRAITS
+                    names::SCOPED_TRAITS.contains(&first_text.as_str())
                 } else {
-                    names::SCOPED_TYPES
+                    names::is_scoped_type(&first_text)
                 };
-                if !scoped.contains(&first_text.as_str()) {
+                if !scoped {
                     let what = if trait_ { "trait" } else { "type" };
                     self.report(problem(
                         format!("names the {what} `{first_text}`, which is not in scope in the generated modules"),

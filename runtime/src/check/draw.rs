@@ -25,11 +25,9 @@ impl Rng {
     }
 }
 
-/// FNV-1a of the op's name: its inputs are the same on every run.
+/// Core's hash (FNV-1a) of the op's name: its inputs are the same on every run.
 pub(super) fn seed_of(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    burn_route_core::hash(name)
 }
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]

@@ -621,7 +621,8 @@ macro_rules! numbers {
         }
     )*};
 }
-numbers!(f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+// Core's numbers, the plain types the generator lets a formula read.
+burn_route_core::number_types!(numbers);
 
 /// `value` as a formula's number.
 pub fn number<T: Number>(value: &T) -> f64 {

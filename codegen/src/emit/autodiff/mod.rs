@@ -72,7 +72,11 @@ pub(super) fn module(ir: &Ir, w: &mut Writer) {
     );
     super::uses(imports, w);
     if ir.ops.iter().any(|op| op.backward.is_some()) {
-        w.line(format!("use {}::__private::grad as {G};", names::RUNTIME));
+        w.line(format!(
+            "use {}::{}::grad as {G};",
+            names::RUNTIME,
+            names::PRIVATE
+        ));
     }
     let derived: Vec<(usize, &Op)> = ir
         .ops

@@ -6,6 +6,8 @@ use crate::ir::{
     Arg, Backward, Container, Input, Ir, MemberType, MetaSource, Op, Output, Policy, Rank,
     TensorArg, TensorKind, TypeBody, VariantKind,
 };
+use burn_route_core::primitive;
+
 use crate::names;
 
 /// Where the op check finds things: the crate under test, and burn-route.
@@ -260,13 +262,14 @@ fn leaf_shape(op: &Op, shapes: &[Option<Vec<Vec<usize>>>], t: &TensorArg) -> Vec
 /// The value a plain input or field gets without `[op.check] args`: a small number, `false`, or
 /// `Default::default()`.
 fn plain_default(ty: &str, config: &CheckConfig) -> String {
-    match ty {
-        "f32" | "f64" => format!("0.5_{ty}"),
-        "i8" | "i16" | "i32" | "i64" | "isize" | "u8" | "u16" | "u32" | "u64" | "usize" => {
-            format!("1_{ty}")
-        }
-        "bool" => "false".to_owned(),
-        _ => format!("<{} as Default>::default()", in_test_crate(ty, config)),
+    if primitive::is_float(ty) {
+        format!("0.5_{ty}")
+    } else if primitive::is_integer(ty) {
+        format!("1_{ty}")
+    } else if ty == "bool" {
+        "false".to_owned()
+    } else {
+        format!("<{} as Default>::default()", in_test_crate(ty, config))
     }
 }
 

@@ -26,7 +26,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     let module = &config.trait_module;
     let mut imports = vec![
         Use::runtime(config),
-        Use::new(format!("{}::__private as {RT}", config.runtime)),
+        Use::new(format!("{}::{} as {RT}", config.runtime, names::PRIVATE)),
     ];
     for (index, group) in ir.groups.iter().enumerate() {
         imports.push(Use::new(format!("{module}::{}", group.name)));

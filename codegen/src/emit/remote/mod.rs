@@ -118,13 +118,13 @@ pub(super) fn emit(ir: &Ir, w: &mut Writer) {
 /// (in groups of four digits); the value on a line of its own when the head is too long, as
 /// rustfmt lays it out.
 fn remote_static(name: &str, op: &str, declaration: &str, w: &mut Writer) {
-    const TY: &str = "rt::__private::RemoteOp";
-    let head = format!("static {name}: {TY} = {TY} {{");
+    let ty = format!("{}::{}::RemoteOp", names::RUNTIME, names::PRIVATE);
+    let head = format!("static {name}: {ty} = {ty} {{");
     let long = !w.fits(&Doc::Text(head.clone()));
     if long {
-        w.line(format!("static {name}: {TY} ="));
+        w.line(format!("static {name}: {ty} ="));
         w.indent();
-        w.open(format!("{TY} {{"));
+        w.open(format!("{ty} {{"));
     } else {
         w.open(head);
     }

@@ -19,9 +19,7 @@ mod save;
 use formulas::{formula_key, term_names};
 
 /// The plain types a formula may read as numbers.
-pub(crate) const NUMBER_TYPES: &[&str] = &[
-    "f32", "f64", "i8", "i16", "i32", "i64", "isize", "u8", "u16", "u32", "u64", "usize",
-];
+use burn_route_core::primitive::NUMBERS as NUMBER_TYPES;
 
 /// What lowering a backward pass needs besides the op.
 pub(super) struct Cx<'a> {

@@ -53,7 +53,8 @@ macro_rules! float_arg {
         }
     )*};
 }
-float_arg!(f32, f64);
+// Core's floats.
+burn_route_core::float_types!(float_arg);
 
 macro_rules! int_arg {
     ($variant:ident, $wide:ty: $($t:ty),*) => {$(
@@ -71,8 +72,15 @@ macro_rules! int_arg {
         }
     )*};
 }
-int_arg!(Int, i64: i8, i16, i32, i64, isize);
-int_arg!(UInt, u64: u8, u16, u32, u64, usize);
+macro_rules! signed_arg {
+    ($($t:ty),*) => { int_arg!(Int, i64: $($t),*); };
+}
+macro_rules! unsigned_arg {
+    ($($t:ty),*) => { int_arg!(UInt, u64: $($t),*); };
+}
+// Core's integers, the plain types the generator lets a Remote call carry.
+burn_route_core::signed_types!(signed_arg);
+burn_route_core::unsigned_types!(unsigned_arg);
 
 impl Arg for bool {
     fn encode(&self, out: &mut Vec<ScalarIr>) {
