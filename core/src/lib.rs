@@ -182,6 +182,28 @@ impl Container {
     }
 }
 
+impl TensorKind {
+    /// How the op check (`burn_route_runtime::check`) names what builds, takes or compares a
+    /// tensor value of this kind in `container`: `float`, `optional_int`, `bools` (its `Input`
+    /// and `Value` constructors and its `Args` accessors, which the generated check calls and
+    /// the check's messages print). `None` for a quantized tensor, which the check does not
+    /// build.
+    pub const fn check_name(self, container: Container) -> Option<&'static str> {
+        Some(match (container, self) {
+            (Container::One, Self::Float) => "float",
+            (Container::One, Self::Int) => "int",
+            (Container::One, Self::Bool) => "bool",
+            (Container::Option, Self::Float) => "optional_float",
+            (Container::Option, Self::Int) => "optional_int",
+            (Container::Option, Self::Bool) => "optional_bool",
+            (Container::Vec, Self::Float) => "floats",
+            (Container::Vec, Self::Int) => "ints",
+            (Container::Vec, Self::Bool) => "bools",
+            (_, Self::Quantized) => return None,
+        })
+    }
+}
+
 /// The cfgs generated routes are compiled under by default, which the generator's build script
 /// (`Builder::build_script`) sets from burn-route-runtime's features.
 pub mod route_cfg {
@@ -252,6 +274,18 @@ vocabulary! {
 }
 
 impl FloatDtype {
+    /// Its bit in a set of float dtypes (the runtime's op facts hold the dtypes an op's kernels
+    /// take as such a set).
+    pub const fn bit(self) -> u8 {
+        match self {
+            Self::F64 => 1,
+            Self::F32 => 1 << 1,
+            Self::Flex32 => 1 << 2,
+            Self::F16 => 1 << 3,
+            Self::Bf16 => 1 << 4,
+        }
+    }
+
     /// Its variant of Burn's `FloatDType` (and `DType`).
     pub const fn burn_variant(self) -> &'static str {
         match self {

@@ -191,18 +191,9 @@ impl Input {
 
     /// How the op's signature spells this input's type, for messages.
     pub(super) fn constructor(&self) -> &'static str {
-        match (self.container, self.kind) {
-            (Container::One, TensorKind::Float) => "float",
-            (Container::One, TensorKind::Int) => "int",
-            (Container::One, TensorKind::Bool) => "bool",
-            (Container::Option, TensorKind::Float) => "optional_float",
-            (Container::Option, TensorKind::Int) => "optional_int",
-            (Container::Option, TensorKind::Bool) => "optional_bool",
-            (Container::Vec, TensorKind::Float) => "floats",
-            (Container::Vec, TensorKind::Int) => "ints",
-            (Container::Vec, TensorKind::Bool) => "bools",
-            (_, TensorKind::Quantized) => "quantized (not built by the op check)",
-        }
+        self.kind
+            .check_name(self.container)
+            .unwrap_or("quantized (not built by the op check)")
     }
 
     /// The name of element `index`, for messages: `x`, or `xs[1]` for a `Vec` input.

@@ -84,30 +84,46 @@ pub enum OtherDtypes {
     Error,
 }
 
-/// The bit of a float dtype in [`OpInfo`]'s dtype set; 0 for a dtype that is not a float.
+/// Core's word for Burn's `dtype`, when it is a float.
+#[inline]
+const fn float_dtype(dtype: DType) -> Option<FloatDtype> {
+    match dtype {
+        DType::F64 => Some(FloatDtype::F64),
+        DType::F32 => Some(FloatDtype::F32),
+        DType::Flex32 => Some(FloatDtype::Flex32),
+        DType::F16 => Some(FloatDtype::F16),
+        DType::BF16 => Some(FloatDtype::Bf16),
+        _ => None,
+    }
+}
+
+/// Core's word for Burn's float `dtype`.
+const fn from_float_dtype(dtype: FloatDType) -> FloatDtype {
+    match dtype {
+        FloatDType::F64 => FloatDtype::F64,
+        FloatDType::F32 => FloatDtype::F32,
+        FloatDType::Flex32 => FloatDtype::Flex32,
+        FloatDType::F16 => FloatDtype::F16,
+        FloatDType::BF16 => FloatDtype::Bf16,
+    }
+}
+
+/// The bit of a float dtype in [`OpInfo`]'s dtype set (core's [`FloatDtype::bit`]); 0 for a
+/// dtype that is not a float.
 #[inline]
 pub(crate) const fn dtype_bit(dtype: DType) -> u8 {
-    match dtype {
-        DType::F64 => 1,
-        DType::F32 => 1 << 1,
-        DType::Flex32 => 1 << 2,
-        DType::F16 => 1 << 3,
-        DType::BF16 => 1 << 4,
-        _ => 0,
+    match float_dtype(dtype) {
+        Some(float) => float.bit(),
+        None => 0,
     }
 }
 
 /// How the manifest spells a dtype (`f32`, `bf16`), for messages; Burn's name for the others.
 pub(crate) fn dtype_name(dtype: DType) -> String {
-    let float = match dtype {
-        DType::F64 => FloatDtype::F64,
-        DType::F32 => FloatDtype::F32,
-        DType::Flex32 => FloatDtype::Flex32,
-        DType::F16 => FloatDtype::F16,
-        DType::BF16 => FloatDtype::Bf16,
-        other => return format!("{other:?}"),
-    };
-    float.key().to_owned()
+    match float_dtype(dtype) {
+        Some(float) => float.key().to_owned(),
+        None => format!("{dtype:?}"),
+    }
 }
 
 impl OpInfo {
@@ -169,13 +185,7 @@ impl OpInfo {
         let mut bits = 0;
         let mut i = 0;
         while i < dtypes.len() {
-            bits |= dtype_bit(match dtypes[i] {
-                FloatDType::F64 => DType::F64,
-                FloatDType::F32 => DType::F32,
-                FloatDType::Flex32 => DType::Flex32,
-                FloatDType::F16 => DType::F16,
-                FloatDType::BF16 => DType::BF16,
-            });
+            bits |= from_float_dtype(dtypes[i]).bit();
             i += 1;
         }
         self.dtypes = bits;

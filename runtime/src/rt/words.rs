@@ -5,16 +5,6 @@ use core::fmt;
 
 use super::ShapeRule;
 
-/// The shape `rule` expects against `reference`, when it is one shape.
-fn expected(rule: ShapeRule, reference: &[usize]) -> Option<Vec<usize>> {
-    match rule {
-        ShapeRule::SameAs => Some(reference.to_vec()),
-        ShapeRule::LastDimOf => reference.last().map(|&last| vec![last]),
-        ShapeRule::LeadingDimsOf => reference.split_last().map(|(_, leading)| leading.to_vec()),
-        ShapeRule::BroadcastTo | ShapeRule::BroadcastWith => None,
-    }
-}
-
 /// A shape as Burn prints dimensions: `[2, 4]`.
 pub(crate) struct Dims<'a>(pub &'a [usize]);
 
@@ -34,17 +24,18 @@ impl fmt::Display for Dims<'_> {
 /// What the rule asks of `input`, in words: the expected shape and where it comes from.
 pub(crate) fn describe_rule(rule: ShapeRule, reference: &str, reference_shape: &[usize]) -> String {
     let of = Dims(reference_shape);
-    match (rule, expected(rule, reference_shape)) {
+    // Core's rule gives the one shape it expects, where it fixes one.
+    match (rule, rule.implied(reference_shape)) {
         (ShapeRule::SameAs, Some(expected)) => {
-            format!("{}, the shape of `{reference}`", Dims(&expected))
+            format!("{}, the shape of `{reference}`", Dims(expected))
         }
         (ShapeRule::LastDimOf, Some(expected)) => format!(
             "{}, the last dimension of `{reference}` (shape {of})",
-            Dims(&expected)
+            Dims(expected)
         ),
         (ShapeRule::LeadingDimsOf, Some(expected)) => format!(
             "{}, the shape of `{reference}` ({of}) without its last dimension",
-            Dims(&expected)
+            Dims(expected)
         ),
         (ShapeRule::BroadcastTo, _) => format!(
             "a shape that broadcasts to `{reference}`'s {of}: rank {}, each dimension equal to \

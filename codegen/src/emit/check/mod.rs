@@ -188,18 +188,15 @@ fn number_text(v: f64) -> String {
 
 /// `check::Input::...` of a tensor input (`name`: as routing errors name it).
 fn input_doc(name: &str, t: &TensorArg, shape: &[Vec<usize>]) -> Doc {
-    let kind = match t.kind {
-        TensorKind::Float => "float",
-        TensorKind::Int => "int",
-        TensorKind::Bool => "bool",
-        TensorKind::Quantized => unreachable!("quantized inputs are not checked"),
-    };
-    let (ctor, dims) = match t.container {
-        Container::One => (kind.to_owned(), dims_text(&shape[0])),
-        Container::Option => (format!("optional_{kind}"), dims_text(&shape[0])),
+    let ctor = t
+        .kind
+        .check_name(t.container)
+        .expect("quantized inputs are not checked");
+    let dims = match t.container {
+        Container::One | Container::Option => dims_text(&shape[0]),
         Container::Vec => {
             let parts: Vec<String> = shape.iter().map(|s| dims_text(s)).collect();
-            (format!("{kind}s"), format!("&[{}]", parts.join(", ")))
+            format!("&[{}]", parts.join(", "))
         }
     };
     call(
@@ -222,15 +219,6 @@ fn has_enum(ir: &Ir, name: &str) -> bool {
         TypeBody::Struct(fields) => fields
             .iter()
             .any(|m| matches!(&m.ty, MemberType::Declared(inner) if has_enum(ir, inner))),
-    }
-}
-
-fn kind_text(kind: TensorKind) -> &'static str {
-    match kind {
-        TensorKind::Float => "float",
-        TensorKind::Int => "int",
-        TensorKind::Bool => "bool",
-        TensorKind::Quantized => "quantized",
     }
 }
 

@@ -68,16 +68,12 @@ pub(super) fn value_doc(leaf: &OutLeaf) -> Doc {
 
 /// `check::Value::...(expr)` of a tensor leaf.
 pub(super) fn tensor_value(t: &TensorArg, expr: &str) -> Doc {
+    // A quantized output is compared as the float it dequantizes to.
     let kind = match t.kind {
-        TensorKind::Float | TensorKind::Quantized => "float",
-        TensorKind::Int => "int",
-        TensorKind::Bool => "bool",
+        TensorKind::Quantized => TensorKind::Float,
+        kind => kind,
     };
-    let ctor = match t.container {
-        Container::One => kind.to_owned(),
-        Container::Option => format!("optional_{kind}"),
-        Container::Vec => format!("{kind}s"),
-    };
+    let ctor = kind.check_name(t.container).expect("not quantized");
     Doc::Text(format!("check::Value::{ctor}({expr})"))
 }
 

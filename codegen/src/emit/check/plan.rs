@@ -79,11 +79,10 @@ impl CallPlan {
             tensor: t.clone(),
             shape,
         });
-        let method = match t.container {
-            Container::One => kind_text(t.kind).to_owned(),
-            Container::Option => format!("optional_{}", kind_text(t.kind)),
-            Container::Vec => format!("{}s", kind_text(t.kind)),
-        };
+        let method = t
+            .kind
+            .check_name(t.container)
+            .expect("quantized inputs are not checked");
         let taken = format!("args.{method}({index})");
         match (t.borrowed, t.container) {
             (false, _) => taken,
