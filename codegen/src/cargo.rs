@@ -2,7 +2,7 @@
 //! that follow the runtime's features and declare the manifest's own cfgs, and the check that
 //! every feature a manifest's cfg names is one the crate's `Cargo.toml` declares.
 
-use crate::diag::{self, Diagnostic};
+use crate::diag::{self, Diagnostic, Diagnostics, Stage};
 use crate::{ir, names, validate};
 
 /// The runtime path for a crate whose `Cargo.toml` (its text) depends on `burn-route` (the crate
@@ -78,8 +78,21 @@ pub fn check_cfg_lines(ir: &ir::Ir) -> Vec<String> {
 /// manifest's text, for the span of each cfg's feature name (where it can be found), and each
 /// error suggests the closest declared feature. Render them as a [`crate::Report`] of that text.
 pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str, manifest: &str) -> Vec<Diagnostic> {
+    let mut diags = Diagnostics::new();
+    check_features(ir, cargo_toml, manifest, &mut diags);
+    diags.errors()
+}
+
+/// [`undeclared_features`], pushed into the run's `diags`.
+pub(crate) fn check_features(
+    ir: &ir::Ir,
+    cargo_toml: &str,
+    manifest: &str,
+    diags: &mut Diagnostics,
+) {
+    diags.enter(Stage::Cargo);
     let Ok(table) = toml::de::DeTable::parse(cargo_toml) else {
-        return Vec::new();
+        return;
     };
     let table = table.into_inner();
     let mut declared: Vec<String> = Vec::new();
@@ -111,7 +124,6 @@ pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str, manifest: &str) -> Vec
         }
     }
     let candidates: Vec<&str> = declared.iter().map(String::as_str).collect();
-    let mut out: Vec<Diagnostic> = Vec::new();
     let mut reported: Vec<String> = Vec::new();
     for (name, value) in atoms {
         if name != "feature" {
@@ -134,7 +146,7 @@ pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str, manifest: &str) -> Vec
                 candidates.join(", ")
             ),
         };
-        out.push(
+        diags.push(
             Diagnostic::new(
                 span,
                 "cfg",
@@ -147,7 +159,6 @@ pub fn undeclared_features(ir: &ir::Ir, cargo_toml: &str, manifest: &str) -> Vec
         );
         reported.push(feature);
     }
-    out
 }
 
 /// Where the manifest first names `feature` in a cfg (`feature = "x"`, also escaped inside a
@@ -258,7 +269,9 @@ output = { tensor = "float", shape = "x", dtype = "x" }
 "#;
 
     fn undeclared(cargo_toml: &str) -> Vec<String> {
-        let ir = Builder::new("ops.toml").lower(MANIFEST).unwrap();
+        let ir = Builder::new("ops.toml")
+            .lower(MANIFEST, &mut Diagnostics::new())
+            .unwrap();
         Report {
             file: "ops.toml".into(),
             source: MANIFEST.into(),
@@ -285,7 +298,9 @@ output = { tensor = "float", shape = "x", dtype = "x" }
         let cargo = "[package]\nname = \"my-ops\"\n\n[features]\ngpu = []\nremote = []\n";
         // "did you mean `remote`?": the cfg fixed.
         let fixed = MANIFEST.replace("remoet", "remote");
-        let ir = Builder::new("ops.toml").lower(&fixed).unwrap();
+        let ir = Builder::new("ops.toml")
+            .lower(&fixed, &mut Diagnostics::new())
+            .unwrap();
         assert!(undeclared_features(&ir, cargo, &fixed).is_empty());
         // "or add `remoet = [...]` to [features]": the Cargo.toml fixed.
         let with_feature = format!("{cargo}remoet = []\n");

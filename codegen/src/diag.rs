@@ -1,5 +1,6 @@
 //! Diagnostics: every manifest problem found by parsing or validation, with the byte span it
-//! points at, rendered as `file:LINE:COL` messages.
+//! points at, rendered as `file:LINE:COL` messages; and [`Diagnostics`], the one context of a
+//! run that gathers them and orders its report.
 
 use std::fmt;
 use std::ops::Range;
@@ -398,6 +399,133 @@ fn floor_char_boundary(s: &str, mut at: usize) -> usize {
     at
 }
 
+/// The key of every TOML syntax diagnostic; they sort before every other problem, which may
+/// only follow from them.
+pub const SYNTAX_KEY: &str = "<syntax>";
+
+/// The stage of a run that found a diagnostic, which its place in the report depends on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// TOML text → the manifest's model (`parse`).
+    #[default]
+    Parse,
+    /// The model → the IR: lowering, backward passes, the manifest-wide rules (`validate`).
+    Validate,
+    /// The generated cfgs against the consuming crate's `Cargo.toml` (`cargo`).
+    Cargo,
+}
+
+/// What a stage returns where it failed: its problems are in the run's [`Diagnostics`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reported;
+
+/// The diagnostics of one run: the `Builder` makes one, and every stage (parse, lowering, the
+/// backward passes, the manifest-wide rules, the `Cargo.toml` checks) pushes its errors and
+/// warnings into it. It owns the one order of a report ([`Diagnostics::errors`]).
+#[derive(Clone, Debug, Default)]
+pub struct Diagnostics {
+    /// The stage pushing now.
+    stage: Stage,
+    /// Every error, with the stage that found it, in the order found.
+    errors: Vec<(Stage, Diagnostic)>,
+    /// Every warning, in the order found (reported in that order).
+    warnings: Vec<Diagnostic>,
+}
+
+impl Diagnostics {
+    /// An empty context, at the first stage.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Marks what is pushed from now on as found by `stage`.
+    pub fn enter(&mut self, stage: Stage) {
+        self.stage = stage;
+    }
+
+    /// Adds an error.
+    pub fn push(&mut self, d: Diagnostic) {
+        self.errors.push((self.stage, d));
+    }
+
+    /// Adds a warning: reported when the manifest still generates.
+    pub fn warn(&mut self, d: Diagnostic) {
+        self.warnings.push(d.warning());
+    }
+
+    /// Whether any error was pushed.
+    pub fn has_errors(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
+    /// How many errors were pushed so far (a stage compares it before and after a step to
+    /// learn whether the step reported one).
+    pub fn error_count(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// The errors in the order a report shows them, each once. The manifest's come first:
+    /// syntax errors (what follows may only be their consequence), then by position, then by
+    /// key; where those tie, parsing's before validation's, and parsing's by where they end;
+    /// otherwise in the order found. Then the `Cargo.toml` checks', in the order found.
+    ///
+    /// An unterminated string swallows the rest of the file: what the other checks say about
+    /// the manifest after it is only its consequence (e.g. a key it swallowed is "missing"),
+    /// so then only the syntax errors are reported.
+    pub fn errors(&self) -> Vec<Diagnostic> {
+        let mut errors: Vec<&(Stage, Diagnostic)> = self.errors.iter().collect();
+        // (A stable sort: the order found decides the rest.)
+        errors.sort_by(|(a_stage, a), (b_stage, b)| order(*a_stage, a).cmp(&order(*b_stage, b)));
+        let mut errors: Vec<Diagnostic> = errors.into_iter().map(|(_, d)| d.clone()).collect();
+        errors.dedup();
+        if errors
+            .iter()
+            .any(|d| d.key == SYNTAX_KEY && d.message.contains("unterminated string"))
+        {
+            errors.retain(|d| d.key == SYNTAX_KEY);
+        }
+        errors
+    }
+
+    /// The errors as a report on `source`, the text of manifest `file`.
+    pub fn report(&self, file: &str, source: &str) -> Report {
+        Report {
+            file: file.to_owned(),
+            source: source.to_owned(),
+            diagnostics: self.errors(),
+        }
+    }
+
+    /// The warnings as a report on `source`, the text of manifest `file`, when there are any.
+    pub fn warning_report(&self, file: &str, source: &str) -> Option<Report> {
+        (!self.warnings.is_empty()).then(|| Report {
+            file: file.to_owned(),
+            source: source.to_owned(),
+            diagnostics: self.warnings.clone(),
+        })
+    }
+}
+
+/// Where error `d`, found by `stage`, goes in a report (see [`Diagnostics::errors`]): the
+/// `Cargo.toml` checks' after the manifest's; syntax errors first; by position and key; on a
+/// tie, parsing's first, and parsing's by where they end.
+fn order(stage: Stage, d: &Diagnostic) -> (bool, bool, usize, &str, Stage, usize) {
+    if stage == Stage::Cargo {
+        return (true, false, 0, "", stage, 0);
+    }
+    let end = if stage == Stage::Parse { d.span.end } else { 0 };
+    (false, d.key != SYNTAX_KEY, d.span.start, &d.key, stage, end)
+}
+
+impl Extend<Diagnostic> for Diagnostics {
+    /// Adds errors.
+    fn extend<I: IntoIterator<Item = Diagnostic>>(&mut self, errors: I) {
+        for d in errors {
+            self.push(d);
+        }
+    }
+}
+
 /// Every diagnostic of one manifest, sorted by position, with the source they refer to.
 #[derive(Clone, Debug)]
 pub struct Report {
@@ -560,6 +688,42 @@ mod tests {
             d.render_snippet("ops.toml", source),
             "error: `My Ops` is not a Rust identifier\n --> ops.toml:2:9\n  |\n2 | trait = \"My Ops\"\n  |         ^^^^^^^^ `routing.trait`\n  |\n  = help: use a trait name such as \"RoutedOps\"\n  = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#build-time-manifest-errors"
         );
+    }
+
+    #[test]
+    fn one_context_orders_the_report() {
+        let d = |span: Range<usize>, key: &str| Diagnostic::new(span, key, key.to_owned());
+        let mut diags = Diagnostics::new();
+        diags.extend([
+            d(3..9, "a"),
+            d(3..5, "a"),
+            d(0..1, "b"),
+            d(9..9, SYNTAX_KEY),
+        ]);
+        diags.enter(Stage::Validate);
+        diags.extend([d(3..4, "a"), d(0..1, "b"), d(3..4, "a")]);
+        diags.warn(d(0..0, "w"));
+        let shown = |diags: &Diagnostics| -> Vec<(usize, usize, String)> {
+            let errors = diags.errors().into_iter();
+            errors.map(|d| (d.span.start, d.span.end, d.key)).collect()
+        };
+        let expected = [
+            (9, 9, SYNTAX_KEY),
+            (0, 1, "b"),
+            (3, 5, "a"),
+            (3, 9, "a"),
+            (3, 4, "a"),
+        ];
+        let expected: Vec<_> = expected.map(|(s, e, k)| (s, e, k.to_owned())).into();
+        assert_eq!(shown(&diags), expected);
+        assert!(
+            diags
+                .warning_report("f", "")
+                .is_some_and(|r| r.diagnostics[0].warning)
+        );
+        diags.enter(Stage::Parse);
+        diags.push(Diagnostic::new(5..5, SYNTAX_KEY, "unterminated string"));
+        assert_eq!(shown(&diags).len(), 2, "only the syntax errors");
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //!
 //! The pipeline runs in one direction behind [`Builder`]: parse (TOML → the manifest's model,
 //! with spans) → validate (every rule, all errors collected → the IR) → emit (formatted text,
-//! straight from the IR) → write (atomic, only when changed). The stages are private; the
-//! workspace's benchmarks and its op-reference test reach them through [`stages`], which is
-//! not a stable API. [`keys`] (the manifest's keys) and `schema` (its JSON Schema) are public
-//! for tools.
+//! straight from the IR) → write (atomic, only when changed). Each run has one diagnostics
+//! context, which every stage pushes its problems and warnings into and which orders the
+//! report. The stages are private; the workspace's benchmarks and its op-reference test reach
+//! them through [`stages`], which is not a stable API. [`keys`] (the manifest's keys) and
+//! `schema` (its JSON Schema) are public for tools.
 //!
 //! A build script needs one call:
 //!
@@ -56,14 +57,41 @@ pub mod stages {
     pub mod ir {
         pub use crate::ir::*;
     }
+    use crate::diag::{Diagnostic, Diagnostics};
     pub use crate::model::Manifest;
-    pub use crate::parse::parse;
-    pub use crate::validate::validate;
+
+    /// Parses manifest text: the model, and every problem found, in a report's order.
+    pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
+        let mut diags = Diagnostics::new();
+        let manifest = crate::parse::parse(source, &mut diags);
+        (manifest, diags.errors())
+    }
+
+    /// Checks a parsed manifest and lowers it. `manifest_name` is how runtime messages name the
+    /// file; `source` is its text (for line numbers).
+    ///
+    /// # Errors
+    ///
+    /// Every problem found, in a report's order.
+    pub fn validate(
+        manifest: &Manifest,
+        manifest_name: &str,
+        source: &str,
+    ) -> Result<ir::Ir, Vec<Diagnostic>> {
+        let mut diags = Diagnostics::new();
+        let options = crate::validate::Options {
+            manifest_name,
+            trait_name: None,
+        };
+        crate::validate::validate(manifest, &options, source, &mut diags)
+            .ok_or_else(|| diags.errors())
+    }
 }
 
 use std::path::{Path, PathBuf};
 
 pub use cargo::{check_cfg_lines, runtime_cfg_lines, undeclared_features};
+use diag::Diagnostics;
 pub use diag::{Diagnostic, Report};
 pub use emit::{CHECK_FILE, DISPATCH_FILE, File, OPS_FILE, TENSOR_FILE};
 pub use error::{Error, error_lines, rendered_lines};
@@ -336,8 +364,13 @@ impl Builder {
     ///
     /// [`Error::Manifest`] with every problem in the manifest, or [`Error::Config`].
     pub fn render_str(&self, source: &str) -> Result<Vec<File>, Error> {
+        self.render_in(source, &mut Diagnostics::new())
+    }
+
+    /// [`Builder::render_str`] as a step of a run whose diagnostics are `diags`.
+    fn render_in(&self, source: &str, diags: &mut Diagnostics) -> Result<Vec<File>, Error> {
         let config = self.config()?;
-        let ir = self.lower(source)?;
+        let ir = self.lower(source, diags)?;
         let mut files = emit::emit(&ir, &config);
         files.retain(|f| self.modules.iter().any(|m| m.file_name() == f.name));
         files.extend(self.check_file(&ir));
@@ -353,7 +386,7 @@ impl Builder {
     /// As [`Builder::render_str`].
     pub fn skeleton_str(&self, source: &str) -> Result<String, Error> {
         let config = self.config()?;
-        let ir = self.lower(source)?;
+        let ir = self.lower(source, &mut Diagnostics::new())?;
         Ok(emit::skeleton(&ir, &config))
     }
 
@@ -366,56 +399,23 @@ impl Builder {
         self.skeleton_str(&self.read_manifest()?)
     }
 
-    /// Parses and validates manifest text into the IR, with every problem in one report.
-    fn lower(&self, source: &str) -> Result<ir::Ir, Error> {
+    /// Parses and validates manifest text into the IR, pushing every problem and warning into
+    /// the run's `diags`; its errors, when it has any, become one report.
+    fn lower(&self, source: &str, diags: &mut Diagnostics) -> Result<ir::Ir, Error> {
         let name = self.display_name();
-        let report = |mut diagnostics: Vec<Diagnostic>| {
-            // An unterminated string swallows the rest of the file: what validation says about
-            // the manifest after it is only its consequence (e.g. a key it swallowed is
-            // "missing"), so only the syntax errors are reported.
-            if diagnostics
-                .iter()
-                .any(|d| d.key == parse::SYNTAX_KEY && d.message.contains("unterminated string"))
-            {
-                diagnostics.retain(|d| d.key == parse::SYNTAX_KEY);
-            }
-            Error::Manifest(Report {
-                file: name.clone(),
-                source: source.to_owned(),
-                diagnostics,
-            })
-        };
         // Validation also runs on what parsed, so one pass reports every problem.
-        let (manifest, mut diagnostics) = parse::parse(source);
+        let manifest = parse::parse(source, diags);
         let options = validate::Options {
             manifest_name: &name,
             trait_name: self.trait_name.as_deref(),
         };
-        match validate::validate_with(&manifest, &options, source) {
-            Ok(ir) if diagnostics.is_empty() => Ok(ir),
-            Ok(_) => {
-                diagnostics.sort_by(|a, b| {
-                    let rank = |d: &Diagnostic| d.key != parse::SYNTAX_KEY;
-                    (rank(a), a.span.start, &a.key).cmp(&(rank(b), b.span.start, &b.key))
-                });
-                Err(report(diagnostics))
-            }
-            Err(more) => {
-                diagnostics.extend(more);
-                if diagnostics.is_empty() {
-                    return Err(Error::Config(
-                        "validation failed without a diagnostic (a generator bug)".to_owned(),
-                    ));
-                }
-                // Syntax errors first: what follows may only be their consequence.
-                diagnostics.sort_by(|a, b| {
-                    let rank = |d: &Diagnostic| d.key != parse::SYNTAX_KEY;
-                    (rank(a), a.span.start, &a.key).cmp(&(rank(b), b.span.start, &b.key))
-                });
-                diagnostics.dedup();
-                Err(report(diagnostics))
-            }
+        let ir = validate::validate(&manifest, &options, source, diags);
+        if diags.has_errors() {
+            return Err(Error::Manifest(diags.report(&name, source)));
         }
+        ir.ok_or_else(|| {
+            Error::Config("validation failed without a diagnostic (a generator bug)".to_owned())
+        })
     }
 
     fn read_manifest(&self) -> Result<String, Error> {
@@ -445,13 +445,9 @@ impl Builder {
         })
     }
 
-    /// The manifest's warnings (a declared type no op uses, ...) as a report, when it has any.
-    fn warning_report(&self, ir: &ir::Ir, source: &str) -> Option<Report> {
-        (!ir.warnings.is_empty()).then(|| Report {
-            file: self.display_name(),
-            source: source.to_owned(),
-            diagnostics: ir.warnings.clone(),
-        })
+    /// The run's warnings (a declared type no op uses, ...) as a report, when it has any.
+    fn warning_report(&self, diags: &Diagnostics, source: &str) -> Option<Report> {
+        diags.warning_report(&self.display_name(), source)
     }
 
     /// [`Builder::render`], with the manifest's warnings (problems that still generate, such as
@@ -462,12 +458,9 @@ impl Builder {
     /// As [`Builder::render`].
     pub fn render_with_warnings(&self) -> Result<(Vec<File>, Option<Report>), Error> {
         let source = self.read_manifest()?;
-        let config = self.config()?;
-        let ir = self.lower(&source)?;
-        let mut files = emit::emit(&ir, &config);
-        files.retain(|f| self.modules.iter().any(|m| m.file_name() == f.name));
-        files.extend(self.check_file(&ir));
-        Ok((files, self.warning_report(&ir, &source)))
+        let mut diags = Diagnostics::new();
+        let files = self.render_in(&source, &mut diags)?;
+        Ok((files, self.warning_report(&diags, &source)))
     }
 
     /// [`Builder::write`], with the manifest's warnings as [`Builder::render_with_warnings`]
@@ -480,9 +473,9 @@ impl Builder {
     pub fn write_with_warnings(
         &self,
     ) -> Result<(Vec<(PathBuf, WriteOutcome)>, Option<Report>), Error> {
-        let (ir, written) = self.write_files()?;
-        let source = self.read_manifest()?;
-        Ok((written, self.warning_report(&ir, &source)))
+        let mut diags = Diagnostics::new();
+        let (_, source, written) = self.write_files(&mut diags)?;
+        Ok((written, self.warning_report(&diags, &source)))
     }
 
     /// Reads the manifest and renders the files in memory.
@@ -502,14 +495,17 @@ impl Builder {
     /// As [`Builder::render`]; [`Error::Config`] when no output directory is set and `OUT_DIR`
     /// is unset; [`Error::Io`] when a write fails (earlier files keep their previous content).
     pub fn write(&self) -> Result<Vec<(PathBuf, WriteOutcome)>, Error> {
-        self.write_files().map(|(_, written)| written)
+        self.write_files(&mut Diagnostics::new())
+            .map(|(_, _, written)| written)
     }
 
-    fn write_with_ir(&self) -> Result<ir::Ir, Error> {
-        self.write_files().map(|(ir, _)| ir)
-    }
-
-    fn write_files(&self) -> Result<(ir::Ir, Vec<(PathBuf, WriteOutcome)>), Error> {
+    /// [`Builder::write`] as a step of a run whose diagnostics are `diags`: the IR, the manifest
+    /// text it was read from, and what was done to each file.
+    #[allow(clippy::type_complexity)]
+    fn write_files(
+        &self,
+        diags: &mut Diagnostics,
+    ) -> Result<(ir::Ir, String, Vec<(PathBuf, WriteOutcome)>), Error> {
         let out_dir = match &self.out_dir {
             Some(dir) => dir.clone(),
             None => std::env::var_os("OUT_DIR")
@@ -523,7 +519,7 @@ impl Builder {
         };
         let source = self.read_manifest()?;
         let config = self.config()?;
-        let ir = self.lower(&source)?;
+        let ir = self.lower(&source, diags)?;
         let mut files = emit::emit(&ir, &config);
         files.retain(|f| self.modules.iter().any(|m| m.file_name() == f.name));
         if let Some(file) = self.check_file(&ir) {
@@ -538,7 +534,7 @@ impl Builder {
                     .map_err(|source| Error::Io { path, source })
             })
             .collect::<Result<_, _>>()?;
-        Ok((ir, written))
+        Ok((ir, source, written))
     }
 
     /// Runs the generator from a build script: declares the manifest as the only input besides
@@ -567,12 +563,14 @@ impl Builder {
         ];
         lines.extend(runtime_cfg_lines(|key| std::env::var(key).ok()));
         let mut failed_features = false;
-        let result = self.write_with_ir();
-        if let Ok(ir) = &result {
+        // The run's one diagnostics context: the manifest's problems and warnings, then the
+        // check of its cfgs against Cargo.toml.
+        let mut diags = Diagnostics::new();
+        let result = self.write_files(&mut diags);
+        if let Ok((ir, source, _)) = &result {
             lines.extend(check_cfg_lines(ir));
             // Warnings: the files are generated, and cargo shows each line.
-            if let Some(report) = self.warning_report(ir, &self.read_manifest().unwrap_or_default())
-            {
+            if let Some(report) = self.warning_report(&diags, source) {
                 lines.extend(
                     report
                         .snippets()
@@ -587,14 +585,9 @@ impl Builder {
                 if let Ok(text) = cargo_toml {
                     // rustc would only warn (`unexpected_cfgs`), and the route would silently
                     // never be compiled in: an error.
-                    let manifest = self.read_manifest().unwrap_or_default();
-                    let undeclared = undeclared_features(ir, &text, &manifest);
-                    failed_features = !undeclared.is_empty();
-                    let report = Report {
-                        file: self.display_name(),
-                        source: manifest,
-                        diagnostics: undeclared,
-                    };
+                    cargo::check_features(ir, &text, source, &mut diags);
+                    failed_features = diags.has_errors();
+                    let report = diags.report(&self.display_name(), source);
                     lines.extend(
                         report
                             .snippets()

@@ -34,8 +34,6 @@ pub struct Ir {
     pub groups: Vec<TraitGroup>,
     /// The declared types (`[[type]]`), in manifest order.
     pub types: Vec<TypeDef>,
-    /// What validation warns about (a declared type no op uses): reported, not fatal.
-    pub warnings: Vec<crate::diag::Diagnostic>,
 }
 
 impl Ir {

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Parser {
+impl Parser<'_> {
     /// A `[[type]]` entry: `fields` (a struct) or `variants` (an enum); which one, and whether
     /// both, is validation's call.
     pub(super) fn type_spec(
@@ -13,7 +13,7 @@ impl Parser {
         index: usize,
     ) -> Option<TypeSpec> {
         let path = format!("type[{index}]");
-        let reported_before = self.diags.len();
+        let reported_before = self.diags.error_count();
         let table = self.as_table(value, &path, Table::Type)?;
         let name = self.string(table, &path, "name");
         let name = self.required(name, table, value.span(), &path, "name", "\"Detections\"");
@@ -56,7 +56,7 @@ impl Parser {
             doc,
             fields,
             variants,
-            reported: self.diags.len() > reported_before,
+            reported: self.diags.error_count() > reported_before,
         })
     }
 

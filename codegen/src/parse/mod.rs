@@ -8,12 +8,11 @@ use std::ops::Range;
 use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue};
 
-use crate::diag::{Diagnostic, did_you_mean, page};
+use crate::diag::{Diagnostic, Diagnostics, Stage, did_you_mean, page};
 use crate::keys::{Need, Reads, Table};
 mod args;
 mod syntax;
 
-pub use syntax::SYNTAX_KEY;
 use syntax::syntax_diagnostic;
 
 use crate::model::{
@@ -28,11 +27,12 @@ pub use crate::keys::HAND_WRITTEN;
 /// `device`, the last).
 const ARG_KINDS: &[&str] = &["tensor", "type", "device"];
 
-/// Parses manifest text. Returns the model (as complete as the text allows) and every problem
-/// found on the way; the model is only meaningful when the list is empty.
-pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
+/// Parses manifest text into the model (as complete as the text allows), pushing every problem
+/// found on the way into `diags`; the model is only meaningful when it has none.
+pub fn parse(source: &str, diags: &mut Diagnostics) -> Manifest {
+    diags.enter(Stage::Parse);
     let (root, syntax) = DeTable::parse_recoverable(source);
-    let mut p = Parser { diags: Vec::new() };
+    let mut p = Parser { diags };
     for err in syntax {
         let span = err.span().unwrap_or(0..0);
         p.diags.push(syntax_diagnostic(source, span, err.message()));
@@ -86,22 +86,15 @@ pub fn parse(source: &str) -> (Manifest, Vec<Diagnostic>) {
         }
     }
 
-    p.diags.sort_by(|a, b| {
-        (a.span.start, a.span.end, &a.key).cmp(&(b.span.start, b.span.end, &b.key))
-    });
-    p.diags.dedup();
-    (
-        Manifest {
-            routing,
-            ops,
-            types,
-        },
-        p.diags,
-    )
+    Manifest {
+        routing,
+        ops,
+        types,
+    }
 }
 
-struct Parser {
-    diags: Vec<Diagnostic>,
+struct Parser<'d> {
+    diags: &'d mut Diagnostics,
 }
 
 /// A table of the manifest as the parser reads it: its TOML and which table of the key table
@@ -155,7 +148,7 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-impl Parser {
+impl Parser<'_> {
     fn unknown_keys(&mut self, table: &DeTable<'_>, path: &str, keys: Table) {
         let known = keys.names();
         for (key, _) in table.iter() {
@@ -672,7 +665,8 @@ mod tests {
     /// whether or not the manifest gives it.
     #[test]
     fn the_parser_reads_each_key_as_the_key_table_declares_it() {
-        let (manifest, diags) = parse(
+        let mut diags = Diagnostics::new();
+        let manifest = parse(
             r#"[routing]
 trait = "T"
 backends = ["Flex", { name = "Cube", cfg = 'feature = "x"' }]
@@ -693,8 +687,9 @@ check = { shapes = { x = [2] }, ranges = { x = [0, 1] }, args = {}, tolerance = 
 name = "E"
 variants = [{ name = "V", fields = [{ tensor = "int" }] }, { name = "W" }]
 "#,
+            &mut diags,
         );
-        assert!(diags.is_empty(), "{diags:?}");
+        assert!(!diags.has_errors(), "{:?}", diags.errors());
         assert_eq!(manifest.ops.len(), 1);
         assert_eq!(manifest.types.len(), 1);
     }

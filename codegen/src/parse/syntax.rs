@@ -4,9 +4,7 @@
 
 use super::*;
 
-/// The key of every TOML syntax diagnostic; they sort before every other problem, which may
-/// only follow from them.
-pub const SYNTAX_KEY: &str = "<syntax>";
+use crate::diag::SYNTAX_KEY;
 
 /// A TOML syntax error as a diagnostic. An unterminated string points at its opening quote
 /// (the parser stops at the end of the line or file); a duplicate key names where the key was

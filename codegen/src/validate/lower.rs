@@ -23,7 +23,7 @@ use super::Options;
 use super::text;
 use super::types::{self, Position};
 use crate::canon::{cfg_text, path_text, type_text};
-use crate::diag::{Diagnostic, LineIndex, did_you_mean, page};
+use crate::diag::{Diagnostic, Diagnostics, LineIndex, did_you_mean, page};
 use crate::ir::{
     Arg, Backend, BackendName, Container, FusionImpl, Input, Ir, MetaSource, Op, Output,
     OutputMeta, Policy, Rank, RemoteImpl, RouteBy, ShapeContract, ShapeRule, TensorArg, TensorKind,
@@ -80,7 +80,8 @@ pub(super) struct Routing {
     pub backends: Vec<Backend>,
 }
 
-/// What lowering produced: the routing table and every op that lowered, with its spec.
+/// What lowering produced: the routing table and every op that lowered, with its spec (the
+/// problems are in the run's [`Diagnostics`]).
 pub(super) struct Lowered<'m> {
     pub routing: Option<Routing>,
     /// Where the main trait's name comes from (the manifest key or the builder option), for
@@ -88,7 +89,6 @@ pub(super) struct Lowered<'m> {
     pub trait_key: (Range<usize>, String),
     pub defaults: Vec<Backend>,
     pub ops: Vec<(&'m OpSpec, Op)>,
-    pub diags: Vec<Diagnostic>,
     /// The declared types that lowered.
     pub declared: Declared,
     /// Whether every op lowered (a failed one may have been reported by parsing).
@@ -101,9 +101,10 @@ pub(super) fn lower<'m>(
     options: &Options<'_>,
     source: &str,
     lines: &LineIndex,
+    diags: &mut Diagnostics,
 ) -> Lowered<'m> {
     let mut v = Lowerer {
-        diags: Vec::new(),
+        diags,
         backend_cfgs: BTreeMap::new(),
         source,
         declared: Declared::default(),
@@ -205,7 +206,6 @@ pub(super) fn lower<'m>(
         trait_key: (trait_span, trait_key.to_owned()),
         defaults,
         ops,
-        diags: v.diags,
         declared: v.declared,
         complete,
     }
@@ -236,7 +236,6 @@ pub(super) fn finish(
         ops,
         groups,
         types: declared.defs,
-        warnings: Vec::new(),
     }
 }
 
@@ -287,8 +286,9 @@ struct OpContext<'a> {
     lines: &'a LineIndex,
 }
 
-struct Lowerer<'s> {
-    diags: Vec<Diagnostic>,
+struct Lowerer<'s, 'd> {
+    /// The run's diagnostics, which every problem is pushed into.
+    diags: &'d mut Diagnostics,
     /// The cfg each backend was first given: one backend, one cfg.
     backend_cfgs: BTreeMap<BackendName, String>,
     source: &'s str,
@@ -296,7 +296,7 @@ struct Lowerer<'s> {
     declared: Declared,
 }
 
-impl Lowerer<'_> {
+impl Lowerer<'_, '_> {
     fn push(&mut self, d: Diagnostic) {
         self.diags.push(d);
     }
@@ -705,15 +705,14 @@ impl Lowerer<'_> {
             bounds: cx.bounds,
             types: &self.declared.defs,
         };
-        let backward = super::backward::lower(spec, &op, &backward_cx);
+        let backward = super::backward::lower(spec, &op, &backward_cx, self.diags);
         let check = super::check::lower(spec, &op, &self.declared.defs);
         match (backward, check) {
             (Ok(backward), Ok(check)) => {
                 op.backward = backward;
                 op.check = check;
             }
-            (backward, check) => {
-                self.diags.extend(backward.err().unwrap_or_default());
+            (_, check) => {
                 self.diags.extend(check.err().unwrap_or_default());
                 return None;
             }

@@ -33,7 +33,7 @@ mod rules;
 pub(crate) mod text;
 mod types;
 
-use crate::diag::{Diagnostic, LineIndex};
+use crate::diag::{Diagnostics, LineIndex, Stage};
 use crate::ir::Ir;
 use crate::model::Manifest;
 
@@ -46,40 +46,18 @@ pub struct Options<'a> {
     pub trait_name: Option<&'a str>,
 }
 
-/// Checks `manifest` and lowers it. `manifest_name` is how runtime messages name the file;
-/// `source` is its text (for line numbers).
-///
-/// # Errors
-///
-/// Every problem found, sorted by position.
+/// Checks `manifest` and lowers it, pushing every problem found (and every warning) into
+/// `diags`. `source` is its text (for line numbers). The IR when the run has no error, parsing's
+/// included.
 pub fn validate(
-    manifest: &Manifest,
-    manifest_name: &str,
-    source: &str,
-) -> Result<Ir, Vec<Diagnostic>> {
-    validate_with(
-        manifest,
-        &Options {
-            manifest_name,
-            trait_name: None,
-        },
-        source,
-    )
-}
-
-/// [`validate`] with builder options.
-///
-/// # Errors
-///
-/// Every problem found, sorted by position.
-pub fn validate_with(
     manifest: &Manifest,
     options: &Options<'_>,
     source: &str,
-) -> Result<Ir, Vec<Diagnostic>> {
+    diags: &mut Diagnostics,
+) -> Option<Ir> {
+    diags.enter(Stage::Validate);
     let lines = LineIndex::new(source);
-    let lowered = lower::lower(manifest, options, source, &lines);
-    let mut diags = lowered.diags;
+    let lowered = lower::lower(manifest, options, source, &lines, diags);
     let cx = context::Context {
         manifest,
         ops: &lowered.ops,
@@ -100,25 +78,23 @@ pub fn validate_with(
     {
         diags.extend(rule(&cx));
     }
-    diags.sort_by(|a, b| (a.span.start, &a.key).cmp(&(b.span.start, &b.key)));
-    diags.dedup();
     let used = rules::declared_uses(&lowered.ops);
-    let mut warnings = lower::unused(manifest, &lowered.declared, &used);
-    warnings.extend(remote::hand_written_warnings(&cx));
-    warnings.extend(fusion::eager_warnings(&cx));
-    warnings.extend(gradients::no_gradient_warnings(&cx));
+    let warnings = lower::unused(manifest, &lowered.declared, &used)
+        .into_iter()
+        .chain(remote::hand_written_warnings(&cx))
+        .chain(fusion::eager_warnings(&cx))
+        .chain(gradients::no_gradient_warnings(&cx));
+    for warning in warnings {
+        diags.warn(warning);
+    }
     match lowered.routing {
-        Some(routing) if diags.is_empty() && lowered.complete => {
-            let mut ir = lower::finish(
-                routing,
-                lowered.ops,
-                options,
-                lowered.defaults,
-                lowered.declared,
-            );
-            ir.warnings = warnings;
-            Ok(ir)
-        }
-        _ => Err(diags),
+        Some(routing) if !diags.has_errors() && lowered.complete => Some(lower::finish(
+            routing,
+            lowered.ops,
+            options,
+            lowered.defaults,
+            lowered.declared,
+        )),
+        _ => None,
     }
 }

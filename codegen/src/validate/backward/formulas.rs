@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<'a> Check<'a> {
+impl<'a> Check<'a, '_> {
     /// Each float input's formula, per node (one per float field of a declared output, else
     /// one), and every name the formulas read as written (for `save`).
     #[allow(clippy::type_complexity)] // (private, and used once)
@@ -239,11 +239,10 @@ impl<'a> Check<'a> {
                 out.push(None);
                 continue;
             }
-            // (Every name was resolved, and reported, with the whole formula.)
+            // (Every name was resolved, and reported, with the whole formula: `push` drops
+            // what this pass finds.)
             self.node_pass = true;
-            let before = self.diags.len();
             let typed = self.term(&own, text, key);
-            self.diags.truncate(before);
             self.node_pass = false;
             let Some(typed) = typed.filter(|t| t.tensor) else {
                 self.push(

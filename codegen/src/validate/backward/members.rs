@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<'a> Check<'a> {
+impl<'a> Check<'a, '_> {
     /// The float fields of a declared struct output, each a node of the backward pass (empty
     /// when the output is not a declared type).
     pub(super) fn output_members(

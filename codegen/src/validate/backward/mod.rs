@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use crate::diag::{Diagnostic, did_you_mean};
+use crate::diag::{Diagnostic, Diagnostics, Reported, did_you_mean};
 use crate::formula::{self, Expr, ExprKind, Param};
 use crate::ir::{
     Arg, Backward, BackwardForm, Container, Field, FieldSource, Formula, MemberType, Op, Output,
@@ -29,18 +29,20 @@ pub(super) struct Cx<'a> {
     pub types: &'a [TypeDef],
 }
 
-struct Check<'a> {
+struct Check<'a, 'd> {
     spec: &'a OpSpec,
     op: &'a Op,
     path: String,
-    diags: Vec<Diagnostic>,
+    /// The run's diagnostics.
+    diags: &'d mut Diagnostics,
     source: &'a str,
     types: &'a [TypeDef],
     /// The float fields of the op's declared output (field names down to each), one node of
     /// the backward pass each; empty when the output is not a declared struct.
     members: Vec<Vec<String>>,
     /// Typing one node's formula (the other outputs' gradients already set to zero): `grad` and
-    /// `output` are the node's own, and a diagnostic would repeat one already given.
+    /// `output` are the node's own, and a diagnostic would repeat one already given, so none is
+    /// pushed.
     node_pass: bool,
 }
 
@@ -59,33 +61,37 @@ enum Member<'a> {
 ///
 /// # Errors
 ///
-/// Every problem found.
+/// When it found a problem, each pushed into `diags`.
 pub(super) fn lower(
     spec: &OpSpec,
     op: &Op,
     cx: &Cx<'_>,
-) -> Result<Option<Backward>, Vec<Diagnostic>> {
+    diags: &mut Diagnostics,
+) -> Result<Option<Backward>, Reported> {
+    let before = diags.error_count();
     let mut c = Check {
         spec,
         op,
         path: format!("op[{}]", spec.index),
-        diags: Vec::new(),
+        diags,
         source: cx.source,
         types: cx.types,
         members: Vec::new(),
         node_pass: false,
     };
     let result = c.backward(cx);
-    if c.diags.is_empty() {
+    if c.diags.error_count() == before {
         Ok(result)
     } else {
-        Err(c.diags)
+        Err(Reported)
     }
 }
 
-impl<'a> Check<'a> {
+impl<'a> Check<'a, '_> {
     fn push(&mut self, d: Diagnostic) {
-        self.diags.push(d);
+        if !self.node_pass {
+            self.diags.push(d);
+        }
     }
 
     fn key(&self, key: &str) -> String {

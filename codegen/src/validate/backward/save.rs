@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl<'a> Check<'a> {
+impl<'a> Check<'a, '_> {
     pub(super) fn checkpoint(&mut self) -> Option<bool> {
         let Some(c) = &self.spec.checkpoint else {
             return Some(false);

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Lowerer<'_> {
+impl Lowerer<'_, '_> {
     pub(super) fn cfg(&mut self, cfg: &Sp<String>, key: &str) -> Option<String> {
         if !self.shallow(cfg, key, page::MANIFEST) {
             return None;

@@ -50,7 +50,7 @@ impl Declared {
     }
 }
 
-impl Lowerer<'_> {
+impl Lowerer<'_, '_> {
     /// Lowers every `[[type]]`, then checks the rules between them.
     pub(super) fn types(&mut self, manifest: &Manifest, lines: &LineIndex, file: &str) -> Declared {
         let mut declared = Declared::default();

@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Lowerer<'_> {
+impl Lowerer<'_, '_> {
     /// The inputs, or `None` when any of them is invalid (each problem is reported).
     pub(super) fn inputs(
         &mut self,
