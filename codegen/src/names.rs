@@ -9,7 +9,7 @@
 //! `snake_case`, traits `UpperCamelCase`, ranks `UPPER_CASE`), are plain ASCII identifiers, are
 //! not keywords, and do not start with [`RESERVED_PREFIX`], which belongs to the generator.
 
-use crate::ir::BackendName;
+use crate::ir::BackendId;
 
 /// The prefix of every local, nested function and static the generator introduces inside a
 /// routing function (`__route`, `__run`, ...). No manifest name may start with it, so inputs
@@ -279,7 +279,7 @@ pub const GRAD_SPEC: &str = "__grad_spec";
 pub const SAVED_OUTPUT: &str = "__output";
 
 /// The function that registers the ops a server's backend (`flex`, `cube`) runs.
-pub fn serve_on(backend: BackendName) -> String {
+pub fn serve_on(backend: BackendId) -> String {
     format!("__serve_on_{}", backend.key().to_ascii_lowercase())
 }
 
@@ -295,7 +295,7 @@ pub const AUTODIFF_CFG: &str = burn_route_core::route_cfg::AUTODIFF;
 
 /// The cfg a backend's routes are compiled under when the manifest gives it none: the backends
 /// that only some builds of burn-route have (set, like [`AUTODIFF_CFG`], by the build script).
-pub fn backend_cfg(backend: BackendName) -> Option<&'static str> {
+pub fn backend_cfg(backend: BackendId) -> Option<&'static str> {
     backend.route_cfg()
 }
 
@@ -350,18 +350,18 @@ pub const VALUE: &str = "__value";
 pub const LEAF_NAMES: &str = "__names";
 
 /// The alias of `Autodiff<backend>` in the dispatch module.
-pub fn autodiff_alias(backend: BackendName) -> String {
+pub fn autodiff_alias(backend: BackendId) -> String {
     format!("Autodiff{}", backend.key())
 }
 
 /// The alias of `Autodiff<backend, BalancedCheckpointing>` in the dispatch module.
-pub fn balanced_alias(backend: BackendName) -> String {
+pub fn balanced_alias(backend: BackendId) -> String {
     format!("Balanced{}", backend.key())
 }
 
 /// The trait of a group of ops: the main trait, plus the backends of an op-specific list, plus
 /// `Composite` for composite ops.
-pub fn group_trait(main: &str, backends: Option<&[BackendName]>, composite: bool) -> String {
+pub fn group_trait(main: &str, backends: Option<&[BackendId]>, composite: bool) -> String {
     let mut name = main.to_owned();
     for backend in backends.unwrap_or_default() {
         name.push_str(backend.key());

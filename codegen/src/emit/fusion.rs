@@ -14,7 +14,7 @@ use super::record::{
 };
 use super::{allow_complex_output, kind_fn, params, primitive_returns, signature};
 use crate::ir::{
-    Arg, BackendName, Container, FusionImpl, Ir, Leaf, MetaSource, Op, Output, Step, TraitGroup,
+    Arg, BackendId, Container, FusionImpl, Ir, Leaf, MetaSource, Op, Output, Step, TraitGroup,
 };
 use crate::names::{self, EAGER, HANDLES, LAZY, OUTPUTS, PRIVATE, RESULT, RUNTIME};
 
@@ -23,7 +23,7 @@ pub(super) fn impls(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
     if group.composite {
         return;
     }
-    let Some(cube) = group.backends.iter().find(|b| b.name == BackendName::Cube) else {
+    let Some(cube) = group.backends.iter().find(|b| b.name == BackendId::Cube) else {
         return;
     };
     let lazy: Vec<&Op> = ir

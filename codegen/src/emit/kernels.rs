@@ -11,7 +11,7 @@ use super::code::{Doc, Writer, call, cat};
 use super::record::{Target, input_call, kind_variant, spec_call};
 use super::{any_distinct, inner_cfg, signature, string_literal};
 use crate::ir::{
-    Arg, Backend, BackendName, Backward, BackwardForm, Container, FieldSource, Ir, Op, Output,
+    Arg, Backend, BackendId, Backward, BackwardForm, Container, FieldSource, Ir, Op, Output,
     RemoteImpl, SavedValue, ShapeRule, TensorArg, TensorKind,
 };
 use crate::names::{self, HANDLES, OUTPUTS, RESULT};
@@ -25,10 +25,10 @@ impl Target {
     }
 
     /// The selector the target stands behind.
-    fn backend(self) -> BackendName {
+    fn backend(self) -> BackendId {
         match self {
-            Target::Fusion => BackendName::Cube,
-            Target::Remote => BackendName::Remote,
+            Target::Fusion => BackendId::Cube,
+            Target::Remote => BackendId::Remote,
         }
     }
 

@@ -6,7 +6,7 @@ use super::{
     EmitConfig, Use, allow_complex_output, autodiff_backend_cfg, forward_call, op_docs, op_returns,
     params, signature, uses,
 };
-use crate::ir::{BackendName, Ir, TraitGroup};
+use crate::ir::{BackendId, Ir, TraitGroup};
 
 pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     uses(vec![Use::runtime(config)], w);
@@ -54,7 +54,7 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
             .backends
             .iter()
             .map(|b| match b.name {
-                BackendName::Cube => "`CubeBackend`".to_owned(),
+                BackendId::Cube => "`CubeBackend`".to_owned(),
                 other => format!("`{}`", other.key()),
             })
             .collect();
@@ -67,7 +67,7 @@ fn group_trait(ir: &Ir, index: usize, group: &TraitGroup, w: &mut Writer) {
             ),
             "each call to the backend of its inputs.".to_owned(),
         ];
-        if group.backends.iter().any(|b| b.name == BackendName::Cube) {
+        if group.backends.iter().any(|b| b.name == BackendId::Cube) {
             lines.extend([
                 String::new(),
                 "`Cube` is `CubeBackend`, or `Fusion<CubeBackend>` when fusion is on: the"

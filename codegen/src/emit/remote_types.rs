@@ -60,7 +60,7 @@ fn sent_types<'a>(ir: &'a Ir, kernels: &[&Op]) -> Vec<(&'a TypeDef, Vec<Option<S
             .map(|op| {
                 op.backends
                     .iter()
-                    .find(|b| b.name == crate::ir::BackendName::Remote)
+                    .find(|b| b.name == crate::ir::BackendId::Remote)
                     .and_then(|b| b.cfg.clone())
             })
             .collect();
@@ -118,10 +118,9 @@ pub(super) fn emit(ir: &Ir, kernels: &[&Op], w: &mut Writer) {
         w.blank();
         w.cfg(cfg.as_deref());
         w.open(format!("impl<B: rt::remote::BackendIr> {primitive}<B> {{"));
-        w.doc(&[
-            "Reads a value that the client's `__send` recorded, on a Remote server's backend `B`."
-                .to_owned(),
-        ]);
+        w.doc(&[format!(
+            "Reads a value that the client's `{SEND}` recorded, on a Remote server's backend `B`."
+        )]);
         w.open(format!(
             "fn {RECEIVE}({ARGS}: &mut rt::remote::Args<'_, B>) -> Result<Self, String> {{"
         ));

@@ -5,7 +5,7 @@
 use super::code::Writer;
 use super::{EmitConfig, Use, any_cfg, params, primitive_returns, signature, uses};
 use crate::ir::{
-    Arg, BackendName, Backward, BackwardForm, Container, FieldSource, Ir, MetaSource, Op, Output,
+    Arg, BackendId, Backward, BackwardForm, Container, FieldSource, Ir, MetaSource, Op, Output,
     SavedValue, TensorArg, TraitGroup,
 };
 
@@ -61,7 +61,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
             // `Cube` is `Fusion<CubeBackend>` when fusion is on: the generated `Fusion<B>` impl
             // runs `CubeBackend`'s kernels.
             let name = match backend.name {
-                BackendName::Cube => "CubeBackend",
+                BackendId::Cube => "CubeBackend",
                 other => other.key(),
             };
             // Ops with a `composition` have it as their default body.
@@ -469,7 +469,7 @@ fn stubbed_backends<'a>(
     group
         .backends
         .iter()
-        .filter(move |b| b.name != BackendName::Remote || remote_by_hand)
+        .filter(move |b| b.name != BackendId::Remote || remote_by_hand)
 }
 
 fn group_cfg(ir: &Ir, index: usize, group: &TraitGroup) -> Option<String> {

@@ -5,9 +5,7 @@
 //! (`Vec<usize>`, `feature = "cube"`). Emitters only print this.
 
 /// The words the manifest and the runtime share, defined once in `burn-route-core`.
-pub use burn_route_core::{
-    BackendId as BackendName, Container, FloatDtype, Policy, ShapeRule, TensorKind,
-};
+pub use burn_route_core::{BackendId, Container, FloatDtype, Policy, ShapeRule, TensorKind};
 
 mod backward;
 mod types;
@@ -106,7 +104,7 @@ impl TraitGroup {
 #[derive(Clone, Debug)]
 pub struct Backend {
     /// Selector name, as `DispatchTensorKind` and the runtime's `BackendId` spell it.
-    pub name: BackendName,
+    pub name: BackendId,
     /// The consuming crate's cfg predicate; `None` = always compiled.
     pub cfg: Option<String>,
 }
@@ -244,7 +242,7 @@ pub enum RouteBy {
     /// The device input alone (an op without tensor inputs, e.g. a factory).
     Device,
     /// Nothing: the op has one backend.
-    Fixed(BackendName),
+    Fixed(BackendId),
 }
 
 impl Op {
@@ -374,11 +372,11 @@ impl Op {
     /// is not routed there (or is composite), else whether it runs there as one operation (a
     /// deferred one on `Fusion<B>`, one on the server), which its backward kernel follows.
     /// Flex is never a recording target: `None`.
-    pub fn one_operation_on(&self, target: BackendName) -> Option<bool> {
+    pub fn one_operation_on(&self, target: BackendId) -> Option<bool> {
         match target {
-            BackendName::Cube => (self.fusion != FusionImpl::None)
+            BackendId::Cube => (self.fusion != FusionImpl::None)
                 .then_some(matches!(self.fusion, FusionImpl::Lazy | FusionImpl::Eager)),
-            BackendName::Remote => (self.composite.is_none()
+            BackendId::Remote => (self.composite.is_none()
                 && self.backends.iter().any(|b| b.name == target))
             .then_some(self.remote == RemoteImpl::Kernel),
             _ => None,

@@ -9,7 +9,7 @@
 
 use super::context::{Context, ManifestRule};
 use crate::diag::{Diagnostic, page};
-use crate::ir::{Arg, BackendName, Op, RouteBy};
+use crate::ir::{Arg, BackendId, Op, RouteBy};
 use crate::model::{BackwardSpec, OpSpec};
 
 /// The async rules, checked after [`super::rules::MANIFEST_RULES`].
@@ -65,7 +65,7 @@ fn async_ops(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
 /// On `Fusion<B>` (what `Cube` is when fusion is on) an op with its own kernel is one deferred
 /// operation that the fusion stream runs synchronously: an async op runs its composition there.
 fn runs_on_fusion(op: &Op, at: &std::ops::Range<usize>, key: &str) -> Option<Diagnostic> {
-    let on_cube = op.backends.iter().any(|b| b.name == BackendName::Cube);
+    let on_cube = op.backends.iter().any(|b| b.name == BackendId::Cube);
     // An op nothing can route is reported as that.
     let unroutable = matches!(op.route_by, RouteBy::Fixed(_)) && op.backends.len() > 1;
     if !on_cube || unroutable || op.composite.is_some() || op.composition.is_some() {

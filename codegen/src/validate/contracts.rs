@@ -6,8 +6,8 @@ use super::context::{Context, ManifestRule};
 use crate::diag::did_you_mean;
 use crate::diag::{Diagnostic, page};
 use crate::ir::{
-    Arg, BackendName, Container, FusionImpl, Input, MetaSource, Op, Output, Rank, RouteBy,
-    ShapeRule, TensorArg, TensorKind,
+    Arg, BackendId, Container, FusionImpl, Input, MetaSource, Op, Output, Rank, RouteBy, ShapeRule,
+    TensorArg, TensorKind,
 };
 use crate::model::{ArgSpec, Manifest, MetaSpec, OpSpec, OutputSpec, ShapeSpec, Sp};
 
@@ -480,7 +480,7 @@ fn shape_return(container: Container) -> &'static str {
 fn cube_kernels_declare_outputs(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for (spec, op) in cx.ops {
-        let on_cube = op.backends.iter().any(|b| b.name == BackendName::Cube);
+        let on_cube = op.backends.iter().any(|b| b.name == BackendId::Cube);
         // An op nothing can route is reported as that.
         let unroutable = matches!(op.route_by, RouteBy::Fixed(_)) && op.backends.len() > 1;
         // (An async op never runs lazily: `super::asynchrony` reports one without a composition.)

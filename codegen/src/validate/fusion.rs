@@ -11,7 +11,7 @@ use super::context::{Context, ManifestRule, unknown_modes};
 use super::contracts::first_undeclared;
 use super::lower::lazy_outputs;
 use crate::diag::{Diagnostic, page};
-use crate::ir::{Arg, BackendName, Backward, BackwardForm, FusionImpl, Output};
+use crate::ir::{Arg, BackendId, Backward, BackwardForm, FusionImpl, Output};
 use crate::model::{BackwardSpec, OpSpec};
 
 /// The rules about `fusion`, checked with the other manifest rules.
@@ -55,7 +55,7 @@ fn fusion_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 format!("op `{}` is composite: its composition runs on every backend, `Fusion<B>` included, so `fusion` has nothing to choose", op.name),
                 "remove `fusion`",
             ));
-        } else if !op.backends.iter().any(|b| b.name == BackendName::Cube) {
+        } else if !op.backends.iter().any(|b| b.name == BackendId::Cube) {
             out.push(diagnostic(
                 format!(
                     "op `{}` is not routed to Cube, so `fusion` has nothing to choose",
@@ -277,8 +277,8 @@ fn non_float_output(output: &Output) -> bool {
 /// backward pass; the later op is the error, at its `backward`.
 fn shared_backward_kernel_runs_one_way(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     let targets = [
-        (BackendName::Cube, "fusion", page::CUBE_METADATA),
-        (BackendName::Remote, "remote", page::REMOTE),
+        (BackendId::Cube, "fusion", page::CUBE_METADATA),
+        (BackendId::Remote, "remote", page::REMOTE),
     ];
     let method = |op: &crate::ir::Op| match &op.backward {
         Some(Backward {

@@ -25,9 +25,8 @@ use super::types::{self, Position};
 use crate::canon::{cfg_text, path_text, type_text};
 use crate::diag::{Diagnostic, Diagnostics, LineIndex, did_you_mean, page};
 use crate::ir::{
-    Arg, Backend, BackendName, Container, FusionImpl, Input, Ir, MetaSource, Op, Output,
-    OutputMeta, Policy, Rank, RemoteImpl, RouteBy, ShapeContract, ShapeRule, TensorArg, TensorKind,
-    TraitGroup,
+    Arg, Backend, BackendId, Container, FusionImpl, Input, Ir, MetaSource, Op, Output, OutputMeta,
+    Policy, Rank, RemoteImpl, RouteBy, ShapeContract, ShapeRule, TensorArg, TensorKind, TraitGroup,
 };
 use crate::model::{
     ArgSpec, BackendSpec, Dims, Manifest, MetaSpec, OpSpec, OutputSpec, Sp, TensorSpec,
@@ -248,9 +247,9 @@ pub(super) fn assign_groups(
     autodiff_trait: &str,
 ) -> Vec<TraitGroup> {
     let names =
-        |backends: &[Backend]| -> Vec<BackendName> { backends.iter().map(|b| b.name).collect() };
+        |backends: &[Backend]| -> Vec<BackendId> { backends.iter().map(|b| b.name).collect() };
     let default_names = names(defaults);
-    let mut keys: Vec<(Vec<BackendName>, bool)> = Vec::new();
+    let mut keys: Vec<(Vec<BackendId>, bool)> = Vec::new();
     let mut groups = Vec::new();
     for op in ops.iter_mut() {
         let key = (names(&op.backends), op.composite.is_some());
@@ -290,7 +289,7 @@ struct Lowerer<'s, 'd> {
     /// The run's diagnostics, which every problem is pushed into.
     diags: &'d mut Diagnostics,
     /// The cfg each backend was first given: one backend, one cfg.
-    backend_cfgs: BTreeMap<BackendName, String>,
+    backend_cfgs: BTreeMap<BackendId, String>,
     source: &'s str,
     /// The declared types, lowered before the ops that use them.
     declared: Declared,

@@ -4,7 +4,7 @@
 
 use burn_route_core::ShapeRule;
 
-use crate::ir::{BackendName, Op, Output, Rank, TensorArg, Term, TermNode};
+use crate::ir::{BackendId, Op, Output, Rank, TensorArg, Term, TermNode};
 
 fn fixed(t: &TensorArg) -> Option<usize> {
     match t.rank {
@@ -142,7 +142,7 @@ pub(super) fn rank_problem(op: &Op, slot: usize, term: &Term) -> Option<(String,
         .collect();
     let own = slots.get(slot)?.0.clone();
     let mut operands = Vec::new();
-    if op.backends.iter().any(|b| b.name != BackendName::Flex) {
+    if op.backends.iter().any(|b| b.name != BackendId::Flex) {
         tensor_operands(term, &mut operands);
     }
     let (name, rank) = std::iter::once(own.clone())

@@ -10,7 +10,7 @@
 use super::context::{Context, ManifestRule, unknown_modes};
 use super::lower::{declared_input, metadata_function, remote_kernel_possible};
 use crate::diag::{Diagnostic, page};
-use crate::ir::{Arg, BackendName, Op, RemoteImpl};
+use crate::ir::{Arg, BackendId, Op, RemoteImpl};
 use crate::model::OpSpec;
 
 /// The rules about ops on Remote, checked after [`super::asynchrony::MANIFEST_RULES`].
@@ -59,7 +59,7 @@ fn remote_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 .page(page::REMOTE)
                 .help("remove `remote`"),
             );
-        } else if !op.backends.iter().any(|b| b.name == BackendName::Remote) {
+        } else if !op.backends.iter().any(|b| b.name == BackendId::Remote) {
             out.push(
                 Diagnostic::new(
                     at,
@@ -151,7 +151,7 @@ fn remote_ops_can_run(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         let Some(remote) = spec.remote.as_ref().filter(|r| r.value == "kernel") else {
             continue;
         };
-        let on_remote = op.backends.iter().any(|b| b.name == BackendName::Remote);
+        let on_remote = op.backends.iter().any(|b| b.name == BackendId::Remote);
         if !on_remote || op.composite.is_some() {
             continue;
         }

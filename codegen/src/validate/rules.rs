@@ -188,7 +188,7 @@ fn declared_inputs_have_no_metadata(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         "op `{}` declares output metadata, which only its lazy `Fusion<B>` form and its one operation on Remote read, but an op with a declared-type input (`{}`) has no lazy form yet, and this one does not run on Remote as one operation ({})",
                         op.name,
                         input.name,
-                        if !op.backends.iter().any(|b| b.name == crate::ir::BackendName::Remote) {
+                        if !op.backends.iter().any(|b| b.name == crate::ir::BackendId::Remote) {
                             "its `backends` do not include Remote"
                         } else if op.asynchronous {
                             "it is `async`"

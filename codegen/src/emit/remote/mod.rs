@@ -12,7 +12,7 @@ use super::record::{LazyOutput, Target, declare_outputs, outputs_of, record_op, 
 use super::{
     allow_complex_output, inner_cfg, kind_fn, params, primitive_returns, signature, string_literal,
 };
-use crate::ir::{Arg, Backend, BackendName, Container, Ir, Op, Output, RemoteImpl, TensorKind};
+use crate::ir::{Arg, Backend, BackendId, Container, Ir, Op, Output, RemoteImpl, TensorKind};
 use crate::names::{self, ARGS, CALL, OUTPUTS, RESULT, SERVE, SERVE_REMOTE, TENSOR};
 
 mod backward;
@@ -24,7 +24,7 @@ fn remote_backend(op: &Op) -> Option<&Backend> {
     if op.remote != RemoteImpl::Kernel {
         return None;
     }
-    op.backends.iter().find(|b| b.name == BackendName::Remote)
+    op.backends.iter().find(|b| b.name == BackendId::Remote)
 }
 
 /// The text a client and a server must agree on for one op: its name, each input's name and
@@ -88,11 +88,7 @@ pub(super) fn emit(ir: &Ir, w: &mut Writer) {
         if group.composite {
             continue;
         }
-        let Some(remote) = group
-            .backends
-            .iter()
-            .find(|b| b.name == BackendName::Remote)
-        else {
+        let Some(remote) = group.backends.iter().find(|b| b.name == BackendId::Remote) else {
             continue;
         };
         // The crate writes this trait's Remote implementation itself.
@@ -343,7 +339,7 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
     let remotes: Vec<&Backend> = ir
         .groups
         .iter()
-        .filter_map(|g| g.backends.iter().find(|b| b.name == BackendName::Remote))
+        .filter_map(|g| g.backends.iter().find(|b| b.name == BackendId::Remote))
         .collect();
     if remotes.is_empty() {
         return;
@@ -352,7 +348,7 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
     // The ops a server backend runs, each with the cfg its registration needs (its Remote's
     // and that backend's), and where the backend's registration is compiled in.
     // Each registration: the operation's static, its handler, its cfg.
-    let on = |backend: BackendName| -> (Vec<Registration>, Option<String>) {
+    let on = |backend: BackendId| -> (Vec<Registration>, Option<String>) {
         let cfg_on = |op: &Op| {
             let there = ir.groups[op.group]
                 .backends
@@ -382,12 +378,12 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
             .groups
             .iter()
             .filter_map(|g| {
-                let remote = g.backends.iter().find(|b| b.name == BackendName::Remote)?;
+                let remote = g.backends.iter().find(|b| b.name == BackendId::Remote)?;
                 let there = g.backends.iter().find(|b| b.name == backend)?;
                 Some(all_cfg(remote.cfg.as_deref(), there.cfg.as_deref()))
             })
             .collect();
-        let cfg = if backend == BackendName::Flex {
+        let cfg = if backend == BackendId::Flex {
             // A Flex server gets the handshake whatever the traits list.
             serve_cfg.clone()
         } else if cfgs.is_empty() {
@@ -406,13 +402,13 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
         };
         (ops, cfg)
     };
-    let (flex, flex_cfg) = on(BackendName::Flex);
-    let (cube, cube_cfg) = on(BackendName::Cube);
+    let (flex, flex_cfg) = on(BackendId::Flex);
+    let (cube, cube_cfg) = on(BackendId::Cube);
     let serve_cube = !cube.is_empty()
         || ir
             .groups
             .iter()
-            .any(|g| g.backends.iter().any(|b| b.name == BackendName::Cube));
+            .any(|g| g.backends.iter().any(|b| b.name == BackendId::Cube));
     w.blank();
     w.doc(&[
         format!(
@@ -447,23 +443,23 @@ fn serve(ir: &Ir, kernels: &[&Op], backward: &[BackwardKernel<'_>], w: &mut Writ
     w.cfg(inner_cfg(serve_cfg.as_deref(), flex_cfg.as_deref()));
     w.line(format!(
         "Some(rt::BackendId::Flex) => {}(server),",
-        names::serve_on(BackendName::Flex)
+        names::serve_on(BackendId::Flex)
     ));
     if serve_cube {
         w.cfg(inner_cfg(serve_cfg.as_deref(), cube_cfg.as_deref()));
         w.line(format!(
             "Some(rt::BackendId::Cube) => {}(server),",
-            names::serve_on(BackendName::Cube)
+            names::serve_on(BackendId::Cube)
         ));
     }
     w.line("_ => server,");
     w.close("}");
     w.close("}");
     for (backend, ops, cfg) in [
-        (BackendName::Flex, &flex, flex_cfg.clone()),
-        (BackendName::Cube, &cube, cube_cfg.clone()),
+        (BackendId::Flex, &flex, flex_cfg.clone()),
+        (BackendId::Cube, &cube, cube_cfg.clone()),
     ] {
-        if backend == BackendName::Cube && !serve_cube {
+        if backend == BackendId::Cube && !serve_cube {
             continue;
         }
         w.blank();

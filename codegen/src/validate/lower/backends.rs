@@ -41,7 +41,7 @@ impl Lowerer<'_, '_> {
         key: &str,
         inherit: &[Backend],
     ) -> Vec<Backend> {
-        let names: Vec<&str> = BackendName::ALL.iter().map(|b| b.key()).collect();
+        let names: Vec<&str> = BackendId::ALL.iter().map(|b| b.key()).collect();
         // An entry the parser already refused (a table without `name`) leaves the list empty
         // too; only a list written empty is reported here.
         let written_empty = self
@@ -62,7 +62,7 @@ impl Lowerer<'_, '_> {
         let mut out: Vec<Backend> = Vec::new();
         for (i, spec) in list.value.iter().enumerate() {
             let key = format!("{key}[{i}]");
-            let Some(name) = BackendName::from_key(&spec.name.value) else {
+            let Some(name) = BackendId::from_key(&spec.name.value) else {
                 let help = match did_you_mean(&spec.name.value, &names) {
                     Some(close) => format!(
                         "did you mean `{close}`? known backends: {}",

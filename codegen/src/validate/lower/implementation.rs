@@ -37,7 +37,7 @@ pub(super) fn fusion_impl(
     asynchronous: bool,
     output: &Output,
 ) -> FusionImpl {
-    if composite || !backends.iter().any(|b| b.name == BackendName::Cube) {
+    if composite || !backends.iter().any(|b| b.name == BackendId::Cube) {
         FusionImpl::None
     } else if mode == Some("composition") && composition {
         // (Without a `composition`, `fusion`'s rule reports it.)
@@ -79,7 +79,7 @@ pub(super) fn remote_impl(
     inputs: &[Input],
     output: &Output,
 ) -> RemoteImpl {
-    if composite || !backends.iter().any(|b| b.name == BackendName::Remote) {
+    if composite || !backends.iter().any(|b| b.name == BackendId::Remote) {
         return RemoteImpl::None;
     }
     match spec.remote.as_ref().map(|r| r.value.as_str()) {
@@ -175,6 +175,6 @@ pub(super) fn route_by(inputs: &[Input], backends: &[Backend]) -> RouteBy {
         (true, false) => RouteBy::Tensors,
         (true, true) => RouteBy::TensorsAndDevice,
         (false, true) => RouteBy::Device,
-        (false, false) => RouteBy::Fixed(backends.first().map_or(BackendName::Flex, |b| b.name)),
+        (false, false) => RouteBy::Fixed(backends.first().map_or(BackendId::Flex, |b| b.name)),
     }
 }
