@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use burn_route_codegen::stages::ir::{
-    Arg, BackendName, BackwardForm, Container, FusionImpl, Ir, Op, Output, Policy, Rank,
-    RemoteImpl, SavedValue, TensorKind,
+    Arg, BackendId, BackwardForm, Container, FusionImpl, Ir, Op, Output, Policy, Rank, RemoteImpl,
+    SavedValue, TensorKind,
 };
 use burn_route_codegen::stages::{parse, validate};
 
@@ -156,8 +156,8 @@ fn backends(op: &Op, flex: &[String], cube: &[String]) -> Vec<(&'static str, Str
         .map(|backend| {
             let name = backend.name.key();
             let how = match backend.name {
-                BackendName::Flex if flex.contains(&op.name) => "its own kernel".to_owned(),
-                BackendName::Cube => match (op.fusion, cube.contains(&op.name)) {
+                BackendId::Flex if flex.contains(&op.name) => "its own kernel".to_owned(),
+                BackendId::Cube => match (op.fusion, cube.contains(&op.name)) {
                     (FusionImpl::Lazy, true) => {
                         "its own CubeCL kernel; with fusion on, one deferred operation".to_owned()
                     }
@@ -171,7 +171,7 @@ fn backends(op: &Op, flex: &[String], cube: &[String]) -> Vec<(&'static str, Str
                     (_, true) => "its own CubeCL kernel".to_owned(),
                     (_, false) => "its composition".to_owned(),
                 },
-                BackendName::Remote => match op.remote {
+                BackendId::Remote => match op.remote {
                     RemoteImpl::Kernel => "one operation: the server runs its kernel".to_owned(),
                     _ => "its composition, primitive by primitive".to_owned(),
                 },
