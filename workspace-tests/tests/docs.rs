@@ -641,11 +641,10 @@ fn the_error_reference_sample_messages_are_what_the_generator_says() {
     fixtures.sort();
     let mut from_fixtures: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for path in fixtures {
-        // One fixture is not UTF-8 on purpose (the encoding error).
-        let Ok(source) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        if let Err(Error::Manifest(report)) = Builder::new("ops.toml").render_str(&source) {
+        // Rendered from the file, as a build script reads it: one fixture is not UTF-8 on
+        // purpose (the encoding error).
+        if let Err(Error::Manifest(report)) = Builder::new(&path).manifest_name("ops.toml").render()
+        {
             for (d, line) in report.diagnostics.iter().zip(report.lines()) {
                 from_fixtures
                     .entry(d.page.to_owned())
@@ -680,9 +679,12 @@ fn the_error_reference_sample_messages_are_what_the_generator_says() {
         if samples.is_empty() {
             continue;
         }
-        let Some(got) = given.get(&anchor) else {
+        // A section without a `# wrong` example is held to the UI fixtures' lines alone. The
+        // one exception is a file the build script cannot read, which no manifest can show.
+        if anchor == "build-io" {
             continue;
-        };
+        }
+        let got = given.get(&anchor).map_or(&[][..], Vec::as_slice);
         let known: Vec<String> = got
             .iter()
             .chain(from_fixtures.get(&anchor).into_iter().flatten())

@@ -21,6 +21,7 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     backward_bounds_are_used,
     generated_names_distinct,
     ranks_are_not_traits,
+    types_are_not_ranks,
 ];
 
 /// Op names become trait methods and functions of one module.
@@ -372,6 +373,57 @@ fn ranks_are_not_traits(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 );
             }
         }
+    }
+    out
+}
+
+/// A declared type named like a rank generic (`D`, or any `dims` name of the manifest) is
+/// shadowed by that const parameter wherever the rank is in scope: in its own `Tensor<D>`-level
+/// form and in every `Tensor<D>` function (`p: D<D>`).
+fn types_are_not_ranks(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut ranks: Vec<String> = Vec::new();
+    for (_, op) in cx.ops {
+        for input in &op.inputs {
+            if let Arg::Tensor(TensorArg {
+                rank: Rank::Generic(g),
+                ..
+            }) = &input.arg
+            {
+                ranks.push(g.clone());
+            }
+        }
+        output_ranks(&op.output, "", &mut |g, _| ranks.push(g));
+    }
+    ranks.extend(cx.types.iter().flat_map(|ty| ty.ranks.iter().cloned()));
+    let mut out = Vec::new();
+    for spec in &cx.manifest.types {
+        let Some(name) = &spec.name else { continue };
+        let primitive = names::primitive_type(&name.value);
+        let Some(rank) = ranks.iter().find(|r| **r == name.value || **r == primitive) else {
+            continue;
+        };
+        let free = ["D", "E", "R", "N"]
+            .into_iter()
+            .find(|r| !ranks.iter().any(|used| used == r) && *r != name.value)
+            .unwrap_or("R2");
+        out.push(
+            Diagnostic::new(
+                name.span.clone(),
+                format!("type[{}].name", spec.index),
+                format!(
+                    "type `{}` is named like the rank generic `{rank}` of the manifest's tensors, which would shadow it",
+                    name.value
+                ),
+            )
+            .page(page::INPUT_NAME_SCOPE)
+            .help(if *rank == names::DEFAULT_RANK {
+                format!(
+                    "rename the type; `{rank}` is the rank of every tensor without `dims` (or give those tensors `dims = \"{free}\"`)"
+                )
+            } else {
+                format!("rename the type, or the rank (e.g. `dims = \"{free}\"`)")
+            }),
+        );
     }
     out
 }
