@@ -354,40 +354,70 @@ fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
     };
     let n = backward.reads.len();
     let slots: Vec<crate::ir::Slot<'_>> = op.float_slots().collect();
-    // A saved input named like a parameter the function gets after it is renamed.
-    let reserved = |name: &str| -> String {
-        let taken = name == "grad"
-            || (name == "tracked" && n > 1)
-            || (name == "output" && args.contains(&SavedValue::Output));
-        if taken {
-            format!("{name}_input")
-        } else {
-            name.to_owned()
-        }
+    let field_source = |field: &String| {
+        backward
+            .fields
+            .iter()
+            .find(|f| &f.name == field)
+            .map(|f| f.source.clone())
+            .unwrap_or(FieldSource::Input(field.clone()))
     };
+    // Each saved value's parameter name: the op's output values first (`output`, `output_1`),
+    // then the inputs (a struct's field `p.scale` is `p_scale`). An input whose name is taken
+    // by one of them, by `grad` or by `tracked` gets `_input` (then a number) appended, so
+    // the stub always compiles.
+    let from_output = |arg: &SavedValue| match arg {
+        SavedValue::Output => true,
+        SavedValue::Field(field) => matches!(
+            field_source(field),
+            FieldSource::Output(_) | FieldSource::OutputMember(_)
+        ),
+        SavedValue::Float(_) => false,
+    };
+    let base = |arg: &SavedValue| match arg {
+        SavedValue::Float(i) => slots[*i].name.replace('.', "_"),
+        SavedValue::Output => "output".to_owned(),
+        SavedValue::Field(field) => field.trim_start_matches('_').replace('.', "_"),
+    };
+    let mut used: Vec<String> = vec!["grad".to_owned()];
+    if n > 1 {
+        used.push("tracked".to_owned());
+    }
+    let mut param_names: Vec<Option<String>> = vec![None; args.len()];
+    for outputs_first in [true, false] {
+        for (i, arg) in args.iter().enumerate() {
+            if from_output(arg) != outputs_first {
+                continue;
+            }
+            let base = base(arg);
+            let name = std::iter::once(base.clone())
+                .chain(std::iter::once(format!("{base}_input")))
+                .chain((2..).map(|k| format!("{base}_input{k}")))
+                .find(|candidate| !used.contains(candidate))
+                .expect("an unbounded list of names");
+            used.push(name.clone());
+            param_names[i] = Some(name);
+        }
+    }
     let mut params: Vec<super::code::Doc> = args
         .iter()
-        .map(|arg| match arg {
-            SavedValue::Float(i) => {
-                let slot = &slots[*i];
-                let ty = if slot.tensor.container == Container::Option {
-                    "Option<rt::FloatTensor<B>>"
-                } else {
-                    "rt::FloatTensor<B>"
-                };
-                // A struct's field `p.scale` is parameter `p_scale`.
-                super::param(&reserved(&slot.name.replace('.', "_")), ty)
-            }
-            SavedValue::Output => super::param("output", "rt::FloatTensor<B>"),
-            SavedValue::Field(field) => {
-                let source = backward
-                    .fields
-                    .iter()
-                    .find(|f| &f.name == field)
-                    .map(|f| f.source.clone())
-                    .unwrap_or(FieldSource::Input(field.clone()));
-                let param_name = reserved(&field.trim_start_matches('_').replace('.', "_"));
-                super::param(&param_name, &super::autodiff::field_type(op, &source))
+        .zip(param_names)
+        .map(|(arg, name)| {
+            let name = name.expect("every saved value is named");
+            match arg {
+                SavedValue::Float(i) => {
+                    let ty = if slots[*i].tensor.container == Container::Option {
+                        "Option<rt::FloatTensor<B>>"
+                    } else {
+                        "rt::FloatTensor<B>"
+                    };
+                    super::param(&name, ty)
+                }
+                SavedValue::Output => super::param(&name, "rt::FloatTensor<B>"),
+                SavedValue::Field(field) => super::param(
+                    &name,
+                    &super::autodiff::field_type(op, &field_source(field)),
+                ),
             }
         })
         .collect();

@@ -39,6 +39,27 @@ impl<'a> Check<'a, '_> {
         for (i, entry) in save.value.iter().enumerate() {
             let key = format!("{}.save[{i}]", self.path);
             let text = entry.value.trim();
+            let names_output =
+                text == formula::OUTPUT || text.starts_with(&format!("{}.", formula::OUTPUT));
+            if names_output && self.op.inputs.iter().any(|i| i.name == formula::OUTPUT) {
+                self.push(
+                    Diagnostic::new(
+                        entry.span.clone(),
+                        key,
+                        format!(
+                            "`save` lists `{text}`, but op `{}` has an input named `{}`: the entry would name the op's output, not the input",
+                            self.op.name,
+                            formula::OUTPUT
+                        ),
+                    )
+                    .help(format!(
+                        "rename the input: in `save`, `{0}` and `{0}.N` are the op's output",
+                        formula::OUTPUT
+                    )),
+                );
+                ok = false;
+                continue;
+            }
             let value = if text == formula::OUTPUT {
                 Some(SavedValue::Output)
             } else if let Some(rest) = text.strip_prefix("output.") {
