@@ -10,7 +10,7 @@ use crate::formula::{FUNCTIONS, Function, GRAD, NONE, OUTPUT, Param};
 use crate::keys::{
     CHECK_KEY, CheckMap, HAND_WRITTEN, INPUT_NAME, INPUT_PATH, Key, Need, RANK_NAME, Table, Value,
 };
-use burn_route_core::primitive::NUMBERS as NUMBER_TYPES;
+use burn_route_core::primitive;
 
 /// `clamp(x: tensor, lo: number, hi: number): x clamped to [lo, hi]`: a function of the
 /// formula language, as the descriptions list it.
@@ -48,7 +48,7 @@ fn formula_description() -> String {
     let functions: Vec<String> = FUNCTIONS.iter().map(function_entry).collect();
     format!(
         "The input's gradient, as a formula (or \"{NONE}\": no gradient flows to it). Names: `{GRAD}` (the incoming gradient of the op's float output), `{OUTPUT}` (the op's float output), the op's single (not optional) float tensor inputs, and its plain inputs of a numeric type ({}), read as numbers; the fields of a declared struct input taken by value, by path (`p.scale`: a float tensor field, or a numeric one read as a number). Number literals (`2`, `0.5`, `1e-3`), `+ - * /` (a tensor with a number: elementwise), unary `-` and parentheses. Functions: {}. The formula must evaluate to a tensor: of the output's shape or the input's, or one that broadcasts between them (it is summed back to the input's shape, or expanded over dimensions a reduction kept at 1).",
-        NUMBER_TYPES.join(", "),
+        primitive::NUMBERS.join(", "),
         functions.join("; ")
     )
 }

@@ -366,6 +366,16 @@ pub mod primitive;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn float_dtype_bits_are_distinct() {
+        let mut seen = 0u8;
+        for dtype in super::FloatDtype::ALL {
+            assert_eq!(dtype.bit().count_ones(), 1, "{dtype}");
+            assert_eq!(seen & dtype.bit(), 0, "{dtype} shares a bit");
+            seen |= dtype.bit();
+        }
+    }
+
     use super::*;
 
     #[test]

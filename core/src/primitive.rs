@@ -3,9 +3,13 @@
 //! reads, the scalars a deferred `Fusion<B>` operation records, the scalars a Remote call
 //! encodes exactly, the names a generated module has in scope.
 //!
-//! The groups are written once, as type lists in the macros below; the name lists are made from
+//! The groups are written once, as type lists in the `#[doc(hidden)]` macros of this module,
+//! exported at the crate root: `burn_route_core::float_types!(m)`, `signed_types!(m)`,
+//! `unsigned_types!(m)` and `number_types!(m)` call the macro `m` (a name in scope where they
+//! are called) with the group's types, `m! { f32, f64 }`. The name lists below are made from
 //! the same macros, so the generator's checks (by name) and the runtime's trait impls (by type)
-//! read one definition.
+//! read one definition; `number_types!` and [`ALL`] repeat the groups, and a unit test keeps
+//! them equal.
 
 /// Calls `$callback!` with the float primitives, as types: `f32, f64`.
 #[doc(hidden)]

@@ -103,7 +103,7 @@ fn every_checkpoint_mode_the_schema_lists_is_accepted() {
 
 #[test]
 fn every_numeric_type_the_schema_lists_is_read_as_a_number() {
-    for ty in super::NUMBER_TYPES {
+    for ty in burn_route_core::primitive::NUMBERS {
         let source = MANIFEST.replace("type = \"f32\"", &format!("type = \"{ty}\""));
         assert!(renders(&source), "a formula cannot read a `{ty}`");
     }

@@ -284,8 +284,61 @@ fn ranks_are_not_traits(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         .flat_map(|g| [g.name.as_str(), g.autodiff_name.as_str()])
         .collect();
     let mut out = Vec::new();
+    for (rank, key, span) in op_ranks(cx) {
+        if traits.contains(&rank.as_str()) {
+            out.push(
+                Diagnostic::new(
+                    span,
+                    key,
+                    format!("rank name `{rank}` is also the name of a generated trait"),
+                )
+                .page(page::INPUT_NAME_SCOPE)
+                .help(format!(
+                    "rename the rank (e.g. `{}`) or the trait",
+                    free_rank(cx, &traits)
+                )),
+            );
+        }
+    }
+    // A declared type's rank generics are the const parameters of its `Tensor<D>`-level form,
+    // defined in the module that names the traits (the default rank `D` included).
+    for ty in cx.types {
+        let Some(spec) = cx
+            .manifest
+            .types
+            .iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.value == ty.name))
+        else {
+            continue;
+        };
+        for rank in &ty.ranks {
+            if traits.contains(&rank.as_str()) {
+                out.push(
+                    Diagnostic::new(
+                        spec.name.as_ref().map_or(spec.span.clone(), |n| n.span.clone()),
+                        format!("type[{}]", spec.index),
+                        format!(
+                            "rank name `{rank}` of type `{}` is also the name of a generated trait",
+                            ty.name
+                        ),
+                    )
+                    .page(page::INPUT_NAME_SCOPE)
+                    .help(format!(
+                        "rename the trait, or give the type's tensors another rank (`dims = \"{}\"`)",
+                        free_rank(cx, &traits)
+                    )),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Every rank generic an op's tensors use (the default `D` of tensors without `dims`
+/// included): the rank, the key that gives it, and where.
+fn op_ranks(cx: &Context<'_, '_>) -> Vec<(String, String, Range<usize>)> {
+    let mut ranks: Vec<(String, String, Range<usize>)> = Vec::new();
     for (spec, op) in cx.ops {
-        let mut ranks: Vec<(String, String, Range<usize>)> = Vec::new();
         for (i, input) in op.inputs.iter().enumerate() {
             if let Arg::Tensor(TensorArg {
                 rank: Rank::Generic(g),
@@ -320,109 +373,65 @@ fn ranks_are_not_traits(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 ranks.push((g, key, output_span.clone()));
             },
         );
-        for (rank, key, span) in ranks {
-            if traits.contains(&rank.as_str()) {
-                out.push(
-                    Diagnostic::new(
-                        span,
-                        key,
-                        format!("rank name `{rank}` is also the name of a generated trait"),
-                    )
-                    .page(page::INPUT_NAME_SCOPE)
-                    .help(format!(
-                        "rename the rank (e.g. `{}`) or the trait",
-                        ["D", "E", "F", "R"]
-                            .into_iter()
-                            .find(|r| !traits.contains(r) && *r != rank)
-                            .unwrap_or("R2")
-                    )),
-                );
-            }
-        }
     }
-    // A declared type's rank generics are the const parameters of its `Tensor<D>`-level form,
-    // defined in the module that names the traits (the default rank `D` included).
-    for ty in cx.types {
-        let Some(spec) = cx
-            .manifest
-            .types
-            .iter()
-            .find(|t| t.name.as_ref().is_some_and(|n| n.value == ty.name))
-        else {
-            continue;
-        };
-        for rank in &ty.ranks {
-            if traits.contains(&rank.as_str()) {
-                out.push(
-                    Diagnostic::new(
-                        spec.name.as_ref().map_or(spec.span.clone(), |n| n.span.clone()),
-                        format!("type[{}]", spec.index),
-                        format!(
-                            "rank name `{rank}` of type `{}` is also the name of a generated trait",
-                            ty.name
-                        ),
-                    )
-                    .page(page::INPUT_NAME_SCOPE)
-                    .help(format!(
-                        "rename the trait, or give the type's tensors another rank (`dims = \"{}\"`)",
-                        ["E", "F", "R", "D"]
-                            .into_iter()
-                            .find(|r| !traits.contains(r) && r != rank)
-                            .unwrap_or("R2")
-                    )),
-                );
-            }
-        }
-    }
-    out
+    ranks
+}
+
+/// Every rank generic of the manifest: the ops' and the declared types'.
+fn manifest_ranks(cx: &Context<'_, '_>) -> Vec<String> {
+    let mut ranks: Vec<String> = op_ranks(cx).into_iter().map(|(rank, ..)| rank).collect();
+    ranks.extend(cx.types.iter().flat_map(|ty| ty.ranks.iter().cloned()));
+    ranks
+}
+
+/// A rank name to suggest: one no tensor, declared type or name in `avoid` (the generated
+/// traits) uses yet.
+fn free_rank(cx: &Context<'_, '_>, avoid: &[&str]) -> String {
+    let ranks = manifest_ranks(cx);
+    ["D", "E", "R", "N", "M", "K"]
+        .into_iter()
+        .find(|r| {
+            !ranks.iter().any(|used| used == r)
+                && !avoid.contains(r)
+                && !cx.types.iter().any(|ty| ty.name == *r)
+        })
+        .unwrap_or("R2")
+        .to_owned()
 }
 
 /// A declared type named like a rank generic (`D`, or any `dims` name of the manifest) is
 /// shadowed by that const parameter wherever the rank is in scope: in its own `Tensor<D>`-level
-/// form and in every `Tensor<D>` function (`p: D<D>`).
+/// form and in every `Tensor<D>` function (`p: D<D>`). (A type's primitive, `NamePrimitive`,
+/// cannot clash: rank names are upper case.)
 fn types_are_not_ranks(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
-    let mut ranks: Vec<String> = Vec::new();
-    for (_, op) in cx.ops {
-        for input in &op.inputs {
-            if let Arg::Tensor(TensorArg {
-                rank: Rank::Generic(g),
-                ..
-            }) = &input.arg
-            {
-                ranks.push(g.clone());
-            }
-        }
-        output_ranks(&op.output, "", &mut |g, _| ranks.push(g));
-    }
-    ranks.extend(cx.types.iter().flat_map(|ty| ty.ranks.iter().cloned()));
+    let ranks = manifest_ranks(cx);
     let mut out = Vec::new();
     for spec in &cx.manifest.types {
         let Some(name) = &spec.name else { continue };
-        let primitive = names::primitive_type(&name.value);
-        let Some(rank) = ranks.iter().find(|r| **r == name.value || **r == primitive) else {
+        if !ranks.contains(&name.value) {
             continue;
+        }
+        let rank = &name.value;
+        let help = if rank == names::DEFAULT_RANK {
+            format!(
+                "rename the type: rank generics are in scope across the generated tensor module, and `{rank}` is also the rank of every tensor without `dims`"
+            )
+        } else {
+            format!(
+                "rename the type, or the rank (e.g. `dims = \"{}\"`)",
+                free_rank(cx, &[])
+            )
         };
-        let free = ["D", "E", "R", "N"]
-            .into_iter()
-            .find(|r| !ranks.iter().any(|used| used == r) && *r != name.value)
-            .unwrap_or("R2");
         out.push(
             Diagnostic::new(
                 name.span.clone(),
                 format!("type[{}].name", spec.index),
                 format!(
-                    "type `{}` is named like the rank generic `{rank}` of the manifest's tensors, which would shadow it",
-                    name.value
+                    "type `{rank}` is named like the rank generic `{rank}` of the manifest's tensors, which would shadow it"
                 ),
             )
             .page(page::INPUT_NAME_SCOPE)
-            .help(if *rank == names::DEFAULT_RANK {
-                format!(
-                    "rename the type; `{rank}` is the rank of every tensor without `dims` (or give those tensors `dims = \"{free}\"`)"
-                )
-            } else {
-                format!("rename the type, or the rank (e.g. `dims = \"{free}\"`)")
-            }),
+            .help(help),
         );
     }
     out

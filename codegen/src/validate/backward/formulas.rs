@@ -544,7 +544,7 @@ impl<'a> Check<'a, '_> {
                         "`{name}` is optional (`container = \"option\"`: it may be absent), which a formula cannot read"
                     )
                 }
-                Some(Ok(Member::Plain(ty))) if NUMBER_TYPES.contains(&ty) => {
+                Some(Ok(Member::Plain(ty))) if primitive::is_number(ty) => {
                     return Some(Term {
                         tensor: false,
                         node: TermNode::Scalar(name.to_owned()),
@@ -552,7 +552,7 @@ impl<'a> Check<'a, '_> {
                 }
                 Some(Ok(Member::Plain(ty))) => format!(
                     "`{name}` is a `{ty}`; formulas read numbers of the types {}",
-                    NUMBER_TYPES.join(", ")
+                    primitive::NUMBERS.join(", ")
                 ),
                 Some(Ok(Member::Other(what))) => {
                     format!("{what}; formulas read float tensors and numbers")
@@ -630,7 +630,7 @@ impl<'a> Check<'a, '_> {
                 "`{name}` is {} tensor; formulas read float tensors and numbers",
                 article(t.kind.key())
             ),
-            Arg::Plain(ty) if NUMBER_TYPES.contains(&ty.as_str()) => {
+            Arg::Plain(ty) if primitive::is_number(ty) => {
                 return Some(Term {
                     tensor: false,
                     node: TermNode::Scalar(name.to_owned()),
@@ -638,7 +638,7 @@ impl<'a> Check<'a, '_> {
             }
             Arg::Plain(ty) => format!(
                 "`{name}` is a `{ty}`; formulas read numbers of the types {}",
-                NUMBER_TYPES.join(", ")
+                primitive::NUMBERS.join(", ")
             ),
             Arg::Device => format!("`{name}` is the device, not a value"),
             Arg::Declared { name: ty, .. } => format!(

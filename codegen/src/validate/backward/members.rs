@@ -288,7 +288,7 @@ impl<'a> Check<'a, '_> {
                         {
                             out.push(at);
                         }
-                        Some(Ok(Member::Plain(ty))) if NUMBER_TYPES.contains(&ty) => out.push(at),
+                        Some(Ok(Member::Plain(ty))) if primitive::is_number(ty) => out.push(at),
                         _ => {}
                     },
                 }

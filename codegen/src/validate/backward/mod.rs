@@ -18,8 +18,8 @@ mod save;
 
 use formulas::{formula_key, term_names};
 
-/// The plain types a formula may read as numbers.
-use burn_route_core::primitive::NUMBERS as NUMBER_TYPES;
+// The plain types a formula may read as numbers: core's `primitive::NUMBERS`.
+use burn_route_core::primitive;
 
 /// What lowering a backward pass needs besides the op.
 pub(super) struct Cx<'a> {

@@ -41,7 +41,10 @@ impl<'a> Check<'a, '_> {
             let text = entry.value.trim();
             let names_output =
                 text == formula::OUTPUT || text.starts_with(&format!("{}.", formula::OUTPUT));
-            if names_output && self.op.inputs.iter().any(|i| i.name == formula::OUTPUT) {
+            // Formulas refuse such an input outright (it would read as their variable).
+            let function = matches!(self.spec.backward, Some(BackwardSpec::Function(_)));
+            if function && names_output && self.op.inputs.iter().any(|i| i.name == formula::OUTPUT)
+            {
                 self.push(
                     Diagnostic::new(
                         entry.span.clone(),
