@@ -202,3 +202,61 @@ but `rhs` is on Cube. Fix: put `rhs` on Flex too (`.to_device(..)` for a tensor,
 for a device argument). See https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#backend-mismatch"
     );
 }
+
+/// Float inputs of two dtypes (here `x` in f16 and the fields of `p` in f32) are refused before
+/// any kernel runs, on every backend: `affine` declares no `dtypes`, so no composition takes
+/// them. On `Fusion<CubeBackend>` the deferred operation read one input as the other's dtype and
+/// gave wrong values without an error (found by an adversarial run).
+#[test]
+fn float_inputs_of_two_dtypes_are_refused_on_every_backend() {
+    use burn_route::rt::FloatDType;
+    use burn_route::{Affine, affine, try_affine};
+
+    let mut devices = vec![Device::flex()];
+    #[cfg(feature = "wgpu")]
+    devices.push(Device::wgpu(crate::adapter::device_kind()));
+    for device in devices {
+        let x = Tensor::<2>::from_data([[1.0, 2.0, 3.0]], &device).cast(FloatDType::F16);
+        let p = || Affine {
+            scale: Tensor::<2>::from_data([[2.0, 2.0, 2.0]], &device),
+            shift: None,
+        };
+        let err = try_affine(x.clone(), p()).expect_err("mixed dtypes");
+        let backend = if device == Device::flex() {
+            BackendId::Flex
+        } else {
+            BackendId::Cube
+        };
+        assert!(
+            matches!(
+                &err,
+                RouteError::MixedDtypes { op: "affine", input, first, backend: b, .. }
+                    if input.to_string() == "p.scale" && first.0.to_string() == "x" && *b == backend
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "op `affine` got float inputs of different dtypes: input `p.scale` (backend \
+                 {backend}) is f32, but input `x` is f16; one call's float inputs share one \
+                 dtype. Fix: cast `p.scale` to f16 first (`.cast(FloatDType::F16)` on the \
+                 tensor), or `x` to f32. See \
+                 https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#mixed-dtypes"
+            )
+        );
+        assert_eq!(
+            panic_message(|| drop(affine(x.clone(), p()))),
+            err.to_string()
+        );
+        // One dtype runs.
+        let same = affine(
+            x.clone(),
+            Affine {
+                scale: p().scale.cast(FloatDType::F16),
+                shift: None,
+            },
+        );
+        assert_eq!(same.dtype(), burn_tensor::DType::F16);
+    }
+}

@@ -188,6 +188,23 @@ pub enum RouteError {
         /// `manifest:LINE` of `dtypes`.
         location: &'static str,
     },
+    /// Two float inputs of one call have different dtypes (an `f16` input beside an `f32`
+    /// one), which no kernel is declared to take: Burn's own ops refuse such a pair, and a
+    /// kernel running them as one operation would read one input as the other's dtype. (An op
+    /// that declares `dtypes` with `other_dtypes = "composition"` runs its composition
+    /// instead.)
+    MixedDtypes {
+        /// The op.
+        op: &'static str,
+        /// The first float input whose dtype differs from the first float input's.
+        input: InputName,
+        /// Its dtype.
+        dtype: DType,
+        /// The first float input and its dtype (boxed: a `RouteError` stays small).
+        first: Box<(InputName, DType)>,
+        /// Their backend.
+        backend: BackendId,
+    },
     /// An enabled autodiff context reached routing in a build without the `autodiff` feature.
     AutodiffFeatureOff {
         /// The op.
@@ -332,6 +349,7 @@ impl RouteError {
             Self::OutputMetadata { .. } | Self::OutputPresence { .. } => "output-metadata",
             Self::AutodiffFeatureOff { .. } => "autodiff-feature-off",
             Self::UnsupportedDtype { .. } => "unsupported-dtype",
+            Self::MixedDtypes { .. } => "mixed-dtypes",
             Self::RemoteNotServed { problem, .. } => match problem {
                 RemoteProblem::NotServed(_) => "remote-not-served",
                 RemoteProblem::Missing => "remote-op-missing",
@@ -580,6 +598,26 @@ impl RouteError {
                     dtype_name(*dtype),
                     dtype_name(*dtype),
                     names.join(", "),
+                    dtype_name(*dtype),
+                )
+            }
+            Self::MixedDtypes {
+                op,
+                input,
+                dtype,
+                first,
+                backend,
+            } => {
+                let (first_input, first_dtype) = &**first;
+                write!(
+                    f,
+                    "op `{op}` got float inputs of different dtypes: input `{input}` (backend \
+                 {backend}) is {}, but input `{first_input}` is {}; one call's float inputs \
+                 share one dtype. Fix: cast `{input}` to {} first (`.cast(FloatDType::{first_dtype:?})` \
+                 on the tensor), or `{first_input}` to {}. ",
+                    dtype_name(*dtype),
+                    dtype_name(*first_dtype),
+                    dtype_name(*first_dtype),
                     dtype_name(*dtype),
                 )
             }

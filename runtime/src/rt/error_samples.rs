@@ -122,6 +122,13 @@ fn errors() -> Vec<RouteError> {
             declared: &[FloatDType::F32, FloatDType::F16, FloatDType::BF16],
             location: "ops.toml:12",
         },
+        RouteError::MixedDtypes {
+            op: "add_relu",
+            input: InputName::new("y"),
+            dtype: DType::F32,
+            first: Box::new((InputName::new("x"), DType::F16)),
+            backend: BackendId::Flex,
+        },
         RouteError::OutputMetadata {
             op: "cube_pow",
             output: OutputName::new("output"),

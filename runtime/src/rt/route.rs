@@ -1,8 +1,8 @@
 //! Route planning: which backend and which implementation (concrete or `Autodiff<B, C>`) an op
 //! call goes to, decided once from all tensor inputs before any of them is consumed.
 
-use burn_backend::TensorMetadata;
-use burn_dispatch::{DispatchAutodiffContext, DispatchDevice};
+use burn_backend::{DType, TensorMetadata};
+use burn_dispatch::{DispatchAutodiffContext, DispatchDevice, DispatchTensor};
 
 use super::Checkpointing;
 use super::device::describe_device;
@@ -66,6 +66,7 @@ impl Route {
         let inputs = inputs.into_iter();
         let dtyped = inputs.clone();
         let mut backend = None;
+        let mut first_float = None;
         for input in inputs {
             if input.tensor.autodiff != DispatchAutodiffContext::Disabled {
                 return None;
@@ -81,6 +82,15 @@ impl Route {
             if kind != input.kind || *backend.get_or_insert(found.backend) != found.backend {
                 return None;
             }
+            // Float inputs of two dtypes are the full planner's to refuse (or to send to the
+            // composition); a single float input's dtype is not read here.
+            if kind == TensorKind::Float {
+                match first_float {
+                    None => first_float = Some(input.tensor),
+                    Some(first) if !Self::same_dtype(first, input.tensor) => return None,
+                    Some(_) => {}
+                }
+            }
         }
         let backend = backend?;
         // A dtype the kernels do not take is the full planner's to route or refuse.
@@ -89,6 +99,12 @@ impl Route {
         }
         (op.is_routed(backend) && !op.asks_server(backend))
             .then_some(Self::plain_route(op, backend))
+    }
+
+    /// Whether two float inputs have one dtype (read only when a call has several).
+    #[inline(never)]
+    fn same_dtype(a: &DispatchTensor, b: &DispatchTensor) -> bool {
+        a.dtype() == b.dtype()
     }
 
     /// Whether the op's kernels take the dtype of every float input (read only for an op that
@@ -151,7 +167,9 @@ impl Route {
     /// `reject` run the concrete kernel, `reject` only if no float input is tracked. Last, a
     /// float input of a dtype the op's kernels do not take (`dtypes`) turns the route into the
     /// op's composition ([`Mode::Fallback`], [`Mode::AutodiffFallback`]), or into
-    /// [`RouteError::UnsupportedDtype`], as the op declares (`other_dtypes`).
+    /// [`RouteError::UnsupportedDtype`], as the op declares (`other_dtypes`); float inputs of
+    /// two dtypes are [`RouteError::MixedDtypes`], or the composition where an undeclared dtype
+    /// would be.
     ///
     /// # Errors
     ///
@@ -322,36 +340,64 @@ impl Route {
         Ok(route)
     }
 
-    /// `mode`, or its composition when a float input has a dtype the op's kernels do not take
-    /// and the op runs its composition for other dtypes.
+    /// `mode`, or its composition when a float input has a dtype the op's kernels do not take,
+    /// or two float inputs have different dtypes, and the op runs its composition for other
+    /// dtypes.
     ///
     /// # Errors
     ///
-    /// [`RouteError::UnsupportedDtype`] for such an input of an op that refuses other dtypes.
+    /// [`RouteError::UnsupportedDtype`] for such an input of an op that refuses other dtypes;
+    /// else [`RouteError::MixedDtypes`] for float inputs of two dtypes, unless the op declares
+    /// `dtypes` with a composition for other dtypes.
     fn by_dtype<'a>(
         op: &'static OpInfo,
-        mut inputs: impl Iterator<Item = Input<'a>>,
+        inputs: impl Iterator<Item = Input<'a>>,
         backend: BackendId,
         mode: Mode,
     ) -> Result<Mode, RouteError> {
-        let Some(input) = inputs
-            .find(|input| input.kind == TensorKind::Float && !op.takes(|| input.tensor.dtype()))
-        else {
-            return Ok(mode);
+        let mut first: Option<(InputName, DType)> = None;
+        let mut unsupported = None;
+        let mut mixed = None;
+        for input in inputs.filter(|input| input.kind == TensorKind::Float) {
+            let dtype = input.tensor.dtype();
+            if unsupported.is_none() && !op.takes(|| dtype) {
+                unsupported = Some((input.name, dtype));
+            }
+            match first {
+                None => first = Some((input.name, dtype)),
+                Some((first_input, first_dtype)) if first_dtype != dtype && mixed.is_none() => {
+                    mixed = Some(RouteError::MixedDtypes {
+                        op: op.name,
+                        input: input.name,
+                        dtype,
+                        first: Box::new((first_input, first_dtype)),
+                        backend,
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        // A dtype the kernels do not take first (the declaration names it); then float inputs
+        // of two dtypes, which only a declared fallback takes.
+        let refusal = match (unsupported, mixed) {
+            (None, None) => return Ok(mode),
+            (Some((input, dtype)), _) => RouteError::UnsupportedDtype {
+                op: op.name,
+                input,
+                dtype,
+                backend,
+                declared: op.declared_dtypes,
+                location: op.dtypes_location,
+            },
+            (None, Some(mixed)) if op.dtypes == 0 => return Err(mixed),
+            (None, Some(mixed)) => mixed,
         };
         match (op.other_dtypes, mode) {
             (OtherDtypes::Composition, Mode::Autodiff(strategy)) => {
                 Ok(Mode::AutodiffFallback(strategy))
             }
             (OtherDtypes::Composition, _) => Ok(Mode::Fallback),
-            (OtherDtypes::Error, _) => Err(RouteError::UnsupportedDtype {
-                op: op.name,
-                input: input.name,
-                dtype: input.tensor.dtype(),
-                backend,
-                declared: op.declared_dtypes,
-                location: op.dtypes_location,
-            }),
+            (OtherDtypes::Error, _) => Err(refusal),
         }
     }
 

@@ -361,6 +361,54 @@ fn dtypes_route_to_the_kernel_the_composition_or_an_error() {
 /// A tracked call of a `differentiable` op in an undeclared dtype runs the composition on
 /// `Autodiff<B, C>`, with the caller's checkpointing; a `detach` op's runs it concretely.
 #[cfg(feature = "autodiff")]
+/// Float inputs of two dtypes, each one the kernels take: the composition of an op that
+/// declares one for other dtypes, else `MixedDtypes` (an op with or without `dtypes`); the
+/// fast path leaves such a call to the planner, and still takes one dtype twice.
+#[test]
+fn float_inputs_of_two_dtypes_run_the_composition_or_are_refused() {
+    use burn_backend::DType;
+    let flex = Device::flex();
+    let (f16, f32) = (float_in(DType::F16, &flex), float_in(DType::F32, &flex));
+    let inputs = |a, b| {
+        [
+            input(TensorKind::Float, "x", a),
+            input(TensorKind::Float, "y", b),
+        ]
+    };
+    let composed = f32_op(Policy::Reject, OtherDtypes::Composition);
+    let refused = f32_op(Policy::Reject, OtherDtypes::Error);
+    let plain = op_info(Policy::Reject, true, false);
+    for op in [composed, refused, plain] {
+        assert!(Route::fast(op, inputs(&f16, &f32)).is_none());
+        let same = Route::fast(op, inputs(&f16, &f16)).expect("one dtype: the fast path");
+        assert_eq!(same.target(), (BackendId::Flex, Mode::Concrete));
+    }
+    let route = Route::plan(composed, inputs(&f16, &f32)).unwrap();
+    assert_eq!(route.target(), (BackendId::Flex, Mode::Fallback));
+    for op in [refused, plain] {
+        let err = Route::plan(op, inputs(&f16, &f32)).unwrap_err();
+        assert_eq!(
+            err,
+            RouteError::MixedDtypes {
+                op: op.name,
+                input: InputName::new("y"),
+                dtype: DType::F32,
+                first: Box::new((InputName::new("x"), DType::F16)),
+                backend: BackendId::Flex,
+            }
+        );
+    }
+    assert_eq!(
+        Route::plan(refused, inputs(&f32, &f16))
+            .unwrap_err()
+            .to_string(),
+        "op `my_norm` got float inputs of different dtypes: input `y` (backend Flex) is f16, but \
+         input `x` is f32; one call's float inputs share one dtype. Fix: cast `y` to f32 first \
+         (`.cast(FloatDType::F32)` on the tensor), or `x` to f16. See \
+         https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#mixed-dtypes"
+    );
+}
+
 #[test]
 fn an_undeclared_dtype_under_autodiff_runs_the_composition_there() {
     use burn_backend::DType;
