@@ -176,10 +176,13 @@ fn a_server_process_that_registered_nothing_refuses_each_op_by_name() {
         format!(
             "the Remote server does not serve the ops of crate `burn-route`: op `add_relu` runs on \
              the server as one operation (`{id}`), and the server did not answer the crate's \
-             handshake ({cause}); Burn's server closes the session of an operation it has no \
-             handler for. Fix: in the server binary, register the crate's ops with \
+             handshake ({cause}). Burn's server closes a session at an operation it has no \
+             handler for, and at one that fails: either the server does not register the crate's \
+             ops, or an earlier operation of this session failed on the server (its log names \
+             it). Fix: in the server binary, register the crate's ops with \
              `burn_route::dispatch::serve_remote_ops(server, &devices)` before serving, with the \
-             same version of crate `burn-route`, and reconnect. See \
+             same version of crate `burn-route`; after a failed operation, fix its cause; then \
+             reconnect. See \
              https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#remote-not-served"
         )
     );

@@ -547,10 +547,13 @@ impl RouteError {
                     f,
                     "the Remote server does not serve the ops of crate `{krate}`: op `{op}` runs on \
                      the server as one operation (`{id}`), and the server did not answer the \
-                     crate's handshake ({cause}); Burn's server closes the session of an operation \
-                     it has no handler for. Fix: in the server binary, register the crate's ops \
-                     with `{serve}(server, &devices)` before serving, with the same version of \
-                     crate `{krate}`, and reconnect. "
+                     crate's handshake ({cause}). Burn's server closes a session at an operation \
+                     it has no handler for, and at one that fails: either the server does not \
+                     register the crate's ops, or an earlier operation of this session failed on \
+                     the server (its log names it). Fix: in the server binary, register the \
+                     crate's ops with `{serve}(server, &devices)` before serving, with the same \
+                     version of crate `{krate}`; after a failed operation, fix its cause; then \
+                     reconnect. "
                 ),
                 RemoteProblem::Missing => write!(
                     f,
