@@ -346,6 +346,11 @@ macro_rules! display_key {
 
 display_key!(Policy, TensorKind, ShapeRule, FloatDtype);
 
+/// How a backward kernel's deferred operation names the gradient of input `x` among its outputs
+/// in messages: `gradient of x`. The generator writes the name; the runtime's output-metadata
+/// error reads the prefix to give a gradient's fix.
+pub const GRADIENT_OF: &str = "gradient of ";
+
 /// FNV-1a over `text`: the hash of an op's declaration that the generator writes into the op's
 /// Remote operation id, and that the Remote runtime compares in its handshake. One function for
 /// both sides, which must agree; stable across builds and platforms.

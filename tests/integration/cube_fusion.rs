@@ -76,10 +76,14 @@ fn routed_ops_interleave_with_burn_ops_in_order() {
 /// `CubeBackend` (fusion off) there is nothing deferred to check.
 trait DeclarationCheck: Backend {
     fn wrong_declaration(device: &Self::Device) -> Option<Result<TensorData, ExecutionError>>;
+    fn wrong_gradient(device: &Self::Device) -> Option<Result<TensorData, ExecutionError>>;
 }
 
 impl DeclarationCheck for CubeBackend {
     fn wrong_declaration(_: &Self::Device) -> Option<Result<TensorData, ExecutionError>> {
+        None
+    }
+    fn wrong_gradient(_: &Self::Device) -> Option<Result<TensorData, ExecutionError>> {
         None
     }
 }
@@ -105,6 +109,60 @@ impl<B: FusionBackend + burn_route::ops::RoutedOps> DeclarationCheck for Fusion<
             Self::float_into_data(outputs.one()),
         ))
     }
+
+    /// A backward kernel's gradient of an input it does not receive, declared (as the
+    /// generated impl declares it) with the incoming gradient's shape, `[2, 3]`, while the kernel
+    /// returns the input's own `[1, 3]`.
+    fn wrong_gradient(device: &Self::Device) -> Option<Result<TensorData, ExecutionError>> {
+        let data = TensorData::new(vec![1.0f32, -2.0, 3.0, -4.0, 5.0, -6.0], [2, 3]);
+        let grad = Self::float_from_data(data, device);
+        let mut lazy = Lazy::<B>::new("add_row", "ops.toml:7");
+        let grad = lazy.input(grad);
+        let like = lazy.spec(&grad);
+        let out = lazy
+            .gradient("gradient of row", true, Some(&like))
+            .expect("declared");
+        let mut outputs = lazy.register(move |handles| {
+            let result = B::float_sum_dim(handles.float(&grad), 0);
+            handles.check(&out, &result)?;
+            handles.publish_float(&out, result);
+            Ok(())
+        });
+        Some(burn_cubecl::cubecl::future::block_on(
+            Self::float_into_data(outputs.option().expect("declared")),
+        ))
+    }
+}
+
+/// A backward kernel's gradient in another shape than its declaration: the message says how a
+/// gradient's shape is declared, and the two ways out (found by an adversarial run, which was
+/// told to correct a `shape` the manifest does not have).
+#[test]
+fn a_wrong_gradient_shape_names_the_fix_for_a_gradient() {
+    let device = CubeDevice::from(WgpuDevice::new(crate::adapter::wgpu_device_kind()));
+    let Some(result) = <burn_route::rt::Cube as DeclarationCheck>::wrong_gradient(&device) else {
+        assert!(!cube_is_fusion());
+        return;
+    };
+    if !cfg!(debug_assertions) {
+        assert!(result.is_ok());
+        return;
+    }
+    let error = result.expect_err("the declared shape is wrong").to_string();
+    assert!(
+        error.contains(
+            "op `add_row` returned an output its metadata does not declare: `gradient of row` is \
+             declared (ops.toml:7) with shape [2, 3] and dtype F32, but the kernel returned shape \
+             [1, 3] and dtype F32. Fix: a backward kernel that runs as one operation returns each \
+             gradient in the shape it is declared with: its input's shape when the kernel \
+             receives the input (or a shape contract fixes it), else the incoming gradient's, \
+             which the autodiff pass then sums back to the input's shape. Return `row`'s \
+             gradient in that shape, or list `row` in the op's `save` so that the kernel receives \
+             it and may return its own shape. See \
+             https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#output-metadata"
+        ),
+        "{error}"
+    );
 }
 
 #[test]

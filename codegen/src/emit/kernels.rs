@@ -446,9 +446,10 @@ fn method(target: Target, kernel: &BackwardKernel<'_>, w: &mut Writer) {
     w.close("}");
 }
 
-/// The path a gradient's declaration names in messages: `gradient of x`.
+/// The path a gradient's declaration names in messages: `gradient of x` (core's
+/// `GRADIENT_OF`, which the runtime's error reads).
 fn gradient_path(slot: &str) -> String {
-    string_literal(&format!("gradient of {slot}"))
+    string_literal(&format!("{}{slot}", burn_route_core::GRADIENT_OF))
 }
 
 /// `let mut __outputs = __lazy.register(move |__handles| { ... });`: `B`'s kernel on the

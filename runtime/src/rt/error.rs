@@ -517,14 +517,31 @@ impl RouteError {
                 output,
                 declared,
                 location,
-            } => write!(
-                f,
-                "op `{op}` returned an output its metadata does not declare: `{output}` is declared \
-                 ({location}) with {}, but the kernel returned {}. Fix: correct the output's \
-                 `shape` or `dtype` in the manifest (or the function it names), or the kernel. \
-                 ",
-                declared.0, declared.1
-            ),
+            } => {
+                write!(
+                    f,
+                    "op `{op}` returned an output its metadata does not declare: `{output}` is \
+                     declared ({location}) with {}, but the kernel returned {}. ",
+                    declared.0, declared.1
+                )?;
+                let text = output.to_string();
+                match text.strip_prefix(burn_route_core::GRADIENT_OF) {
+                    // A backward kernel's gradient: declared from what the kernel receives.
+                    Some(input) => write!(
+                        f,
+                        "Fix: a backward kernel that runs as one operation returns each gradient \
+                         in the shape it is declared with: its input's shape when the kernel \
+                         receives the input (or a shape contract fixes it), else the incoming \
+                         gradient's, which the autodiff pass then sums back to the input's shape. \
+                         Return `{input}`'s gradient in that shape, or list `{input}` in the op's \
+                         `save` so that the kernel receives it and may return its own shape. "
+                    ),
+                    None => f.write_str(
+                        "Fix: correct the output's `shape` or `dtype` in the manifest (or the \
+                         function it names), or the kernel. ",
+                    ),
+                }
+            }
             Self::OutputPresence {
                 op,
                 output,

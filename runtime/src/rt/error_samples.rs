@@ -138,6 +138,15 @@ fn errors() -> Vec<RouteError> {
             )),
             location: "ops.toml:12",
         },
+        RouteError::OutputMetadata {
+            op: "add_row",
+            output: OutputName::new("gradient of row"),
+            declared: Box::new((
+                TensorSpec::new(Shape::new([2, 3]), DType::F32),
+                TensorSpec::new(Shape::new([1, 3]), DType::F32),
+            )),
+            location: "ops.toml:7",
+        },
         RouteError::RemoteNotServed {
             op: "leaky_relu",
             id: "burn-route/my_ops::dispatch/leaky_relu/6f2c0d1e9a8b7c45".into(),
