@@ -260,5 +260,16 @@ fn float_inputs_of_two_dtypes_are_refused_on_every_backend() {
             },
         );
         assert_eq!(same.dtype(), burn_tensor::DType::F16);
+        // An op with a composition for other dtypes (`add_relu`: its kernels take f32, f16 and
+        // bf16) refuses them too: its composition is Burn's ops, which take one dtype.
+        let lhs = Tensor::<2>::from_data([[1.0, -2.0, 3.0]], &device).cast(FloatDType::F16);
+        let rhs = Tensor::<2>::from_data([[0.5, 0.5, 0.5]], &device);
+        let err = burn_route::try_add_relu(lhs.clone(), rhs.clone()).expect_err("mixed dtypes");
+        assert!(
+            matches!(&err, RouteError::MixedDtypes { op: "add_relu", .. }),
+            "{err:?}"
+        );
+        let out = burn_route::add_relu(lhs, rhs.cast(FloatDType::F16));
+        assert_eq!(out.dtype(), burn_tensor::DType::F16);
     }
 }

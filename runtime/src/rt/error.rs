@@ -189,10 +189,9 @@ pub enum RouteError {
         location: &'static str,
     },
     /// Two float inputs of one call have different dtypes (an `f16` input beside an `f32`
-    /// one), which no kernel is declared to take: Burn's own ops refuse such a pair, and a
-    /// kernel running them as one operation would read one input as the other's dtype. (An op
-    /// that declares `dtypes` with `other_dtypes = "composition"` runs its composition
-    /// instead.)
+    /// one), which neither an op's kernels nor its composition take: Burn's ops on Flex panic
+    /// on such a pair and CubeBackend's read one input as the other's dtype, as would a kernel
+    /// running the call as one operation.
     MixedDtypes {
         /// The op.
         op: &'static str,
@@ -525,9 +524,11 @@ impl RouteError {
                     declared.0, declared.1
                 )?;
                 let text = output.to_string();
+                let shapes_differ = declared.0.shape != declared.1.shape;
                 match text.strip_prefix(burn_route_core::GRADIENT_OF) {
-                    // A backward kernel's gradient: declared from what the kernel receives.
-                    Some(input) => write!(
+                    // A backward kernel's gradient of another shape: declared from what the
+                    // kernel receives.
+                    Some(input) if shapes_differ => write!(
                         f,
                         "Fix: a backward kernel that runs as one operation returns each gradient \
                          in the shape it is declared with: its input's shape when the kernel \
@@ -535,6 +536,12 @@ impl RouteError {
                          gradient's, which the autodiff pass then sums back to the input's shape. \
                          Return `{input}`'s gradient in that shape, or list `{input}` in the op's \
                          `save` so that the kernel receives it and may return its own shape. "
+                    ),
+                    // Of another dtype: a gradient has its input's dtype.
+                    Some(input) => write!(
+                        f,
+                        "Fix: return `{input}`'s gradient in `{input}`'s dtype, {:?}. ",
+                        declared.0.dtype
                     ),
                     None => f.write_str(
                         "Fix: correct the output's `shape` or `dtype` in the manifest (or the \

@@ -23,8 +23,8 @@ pub enum Mode {
     Concrete,
     /// The `Autodiff<B, C>` kernel, with `C` given by the checkpointing strategy.
     Autodiff(Checkpointing),
-    /// The op's composition on the concrete backend, its fallback: a float input has a dtype
-    /// the op's kernels do not take (`dtypes`), and the op declares
+    /// The op's composition on the concrete backend, its fallback: the float inputs have one
+    /// dtype, which the op's kernels do not take (`dtypes`), and the op declares
     /// `other_dtypes = "composition"`.
     Fallback,
     /// The op's composition on `Autodiff<B, C>` (a `differentiable` op's call under an enabled
@@ -50,7 +50,8 @@ impl Route {
     /// the policy.
     ///
     /// An op that declares the float dtypes its kernels take (`dtypes`) takes this path only when
-    /// every float input has one of them.
+    /// every float input has one of them; a call whose float inputs have two dtypes never takes
+    /// it (the planner refuses it).
     ///
     /// Generated code tries this first and calls its kernels straight from the answer. `None`
     /// (also for a call without any tensor input) sends the call to the full planner
@@ -168,8 +169,7 @@ impl Route {
     /// float input of a dtype the op's kernels do not take (`dtypes`) turns the route into the
     /// op's composition ([`Mode::Fallback`], [`Mode::AutodiffFallback`]), or into
     /// [`RouteError::UnsupportedDtype`], as the op declares (`other_dtypes`); float inputs of
-    /// two dtypes are [`RouteError::MixedDtypes`], or the composition where an undeclared dtype
-    /// would be.
+    /// two dtypes are [`RouteError::MixedDtypes`].
     ///
     /// # Errors
     ///
@@ -340,15 +340,14 @@ impl Route {
         Ok(route)
     }
 
-    /// `mode`, or its composition when a float input has a dtype the op's kernels do not take,
-    /// or two float inputs have different dtypes, and the op runs its composition for other
-    /// dtypes.
+    /// `mode`, or its composition when a float input has a dtype the op's kernels do not take
+    /// and the op runs its composition for other dtypes.
     ///
     /// # Errors
     ///
     /// [`RouteError::UnsupportedDtype`] for such an input of an op that refuses other dtypes;
-    /// else [`RouteError::MixedDtypes`] for float inputs of two dtypes, unless the op declares
-    /// `dtypes` with a composition for other dtypes.
+    /// else [`RouteError::MixedDtypes`] for float inputs of two dtypes, whatever the op
+    /// declares.
     fn by_dtype<'a>(
         op: &'static OpInfo,
         inputs: impl Iterator<Item = Input<'a>>,
@@ -377,27 +376,25 @@ impl Route {
                 Some(_) => {}
             }
         }
-        // A dtype the kernels do not take first (the declaration names it); then float inputs
-        // of two dtypes, which only a declared fallback takes.
-        let refusal = match (unsupported, mixed) {
-            (None, None) => return Ok(mode),
-            (Some((input, dtype)), _) => RouteError::UnsupportedDtype {
+        // An op that refuses other dtypes names the input of an unlisted one first (its
+        // declaration says which it takes); then float inputs of two dtypes are refused whatever
+        // the op declares (its composition, Burn's ops, would not take them either); then an
+        // unlisted dtype runs the composition, or is refused.
+        match (unsupported, mixed, op.other_dtypes) {
+            (Some((input, dtype)), _, OtherDtypes::Error) => Err(RouteError::UnsupportedDtype {
                 op: op.name,
                 input,
                 dtype,
                 backend,
                 declared: op.declared_dtypes,
                 location: op.dtypes_location,
-            },
-            (None, Some(mixed)) if op.dtypes == 0 => return Err(mixed),
-            (None, Some(mixed)) => mixed,
-        };
-        match (op.other_dtypes, mode) {
-            (OtherDtypes::Composition, Mode::Autodiff(strategy)) => {
-                Ok(Mode::AutodiffFallback(strategy))
-            }
-            (OtherDtypes::Composition, _) => Ok(Mode::Fallback),
-            (OtherDtypes::Error, _) => Err(refusal),
+            }),
+            (_, Some(mixed), _) => Err(mixed),
+            (None, None, _) => Ok(mode),
+            (Some(_), None, OtherDtypes::Composition) => Ok(match mode {
+                Mode::Autodiff(strategy) => Mode::AutodiffFallback(strategy),
+                _ => Mode::Fallback,
+            }),
         }
     }
 

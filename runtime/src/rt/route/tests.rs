@@ -318,8 +318,18 @@ fn dtypes_route_to_the_kernel_the_composition_or_an_error() {
         };
         assert!(Route::fast(composed, inputs()).is_none());
         assert!(Route::fast(refused, inputs()).is_none());
-        let route = Route::plan(composed, inputs()).unwrap();
+        // An op with a fallback runs it when the float inputs share the unlisted dtype; beside
+        // a listed one, they are of two dtypes, which no composition takes.
+        let both = [
+            input(TensorKind::Float, "y", &x),
+            input(TensorKind::Float, "x", &x),
+        ];
+        let route = Route::plan(composed, both).unwrap();
         assert_eq!(route.target(), (BackendId::Flex, Mode::Fallback));
+        assert!(matches!(
+            Route::plan(composed, inputs()),
+            Err(RouteError::MixedDtypes { .. })
+        ));
         let err = Route::plan(refused, inputs()).unwrap_err();
         assert_eq!(
             err,
@@ -358,12 +368,9 @@ fn dtypes_route_to_the_kernel_the_composition_or_an_error() {
     assert!(route.is_some());
 }
 
-/// A tracked call of a `differentiable` op in an undeclared dtype runs the composition on
-/// `Autodiff<B, C>`, with the caller's checkpointing; a `detach` op's runs it concretely.
-#[cfg(feature = "autodiff")]
-/// Float inputs of two dtypes, each one the kernels take: the composition of an op that
-/// declares one for other dtypes, else `MixedDtypes` (an op with or without `dtypes`); the
-/// fast path leaves such a call to the planner, and still takes one dtype twice.
+/// Float inputs of two dtypes, each one the kernels take, are `MixedDtypes` whatever the op
+/// declares (its composition would not take them either); the fast path leaves such a call to
+/// the planner, and still takes one dtype twice.
 #[test]
 fn float_inputs_of_two_dtypes_run_the_composition_or_are_refused() {
     use burn_backend::DType;
@@ -383,9 +390,7 @@ fn float_inputs_of_two_dtypes_run_the_composition_or_are_refused() {
         let same = Route::fast(op, inputs(&f16, &f16)).expect("one dtype: the fast path");
         assert_eq!(same.target(), (BackendId::Flex, Mode::Concrete));
     }
-    let route = Route::plan(composed, inputs(&f16, &f32)).unwrap();
-    assert_eq!(route.target(), (BackendId::Flex, Mode::Fallback));
-    for op in [refused, plain] {
+    for op in [composed, refused, plain] {
         let err = Route::plan(op, inputs(&f16, &f32)).unwrap_err();
         assert_eq!(
             err,
@@ -409,6 +414,9 @@ fn float_inputs_of_two_dtypes_run_the_composition_or_are_refused() {
     );
 }
 
+/// A tracked call of a `differentiable` op in an undeclared dtype runs the composition on
+/// `Autodiff<B, C>`, with the caller's checkpointing; a `detach` op's runs it concretely.
+#[cfg(feature = "autodiff")]
 #[test]
 fn an_undeclared_dtype_under_autodiff_runs_the_composition_there() {
     use burn_backend::DType;
