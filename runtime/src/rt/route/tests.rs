@@ -14,6 +14,10 @@ fn tensors() -> Vec<(&'static str, DispatchTensor)> {
     let mut all = vec![
         ("float", float().into_dispatch()),
         (
+            "f16 float",
+            float().cast(burn_backend::DType::F16).into_dispatch(),
+        ),
+        (
             "int",
             Tensor::<1, Int>::from_data([1, 2], &flex).into_dispatch(),
         ),
@@ -194,10 +198,18 @@ fn the_fast_path_agrees_with_the_full_planner() {
                                 );
                                 let fast = Route::fast(op, inputs);
                                 let full = Route::plan_checked(op, inputs, None);
-                                let plain =
-                                    |label: &str, kind: TensorKind| label == kind.to_string();
-                                let expected_fast =
-                                    routed && plain(a_label, a_kind) && plain(b_label, b_kind);
+                                let plain = |label: &str, kind: TensorKind| {
+                                    label == kind.to_string()
+                                        || (label == "f16 float" && kind == TensorKind::Float)
+                                };
+                                // Two float inputs of two dtypes are the planner's to refuse.
+                                let mixed = a_kind == TensorKind::Float
+                                    && b_kind == TensorKind::Float
+                                    && a_label != b_label;
+                                let expected_fast = routed
+                                    && plain(a_label, a_kind)
+                                    && plain(b_label, b_kind)
+                                    && !mixed;
                                 assert_eq!(fast.is_some(), expected_fast, "{case}");
                                 if let Some(fast) = fast {
                                     fast_routes += 1;
@@ -250,8 +262,9 @@ fn the_device_fast_paths_agree_with_the_full_planner() {
                         let case = format!("{case}, x {t_label} as {kind}");
                         let inputs = [input(kind, "x", t)];
                         let fast = Route::fast_with_device(op, inputs, device);
-                        let expected =
-                            routed && *d_label == "plain" && *t_label == kind.to_string().as_str();
+                        let plain = *t_label == kind.to_string().as_str()
+                            || (*t_label == "f16 float" && kind == TensorKind::Float);
+                        let expected = routed && *d_label == "plain" && plain;
                         assert_eq!(fast.is_some(), expected, "{case}");
                         if let Some(fast) = fast {
                             fast_routes += 1;
@@ -372,7 +385,7 @@ fn dtypes_route_to_the_kernel_the_composition_or_an_error() {
 /// declares (its composition would not take them either); the fast path leaves such a call to
 /// the planner, and still takes one dtype twice.
 #[test]
-fn float_inputs_of_two_dtypes_run_the_composition_or_are_refused() {
+fn float_inputs_of_two_dtypes_are_refused_by_every_op() {
     use burn_backend::DType;
     let flex = Device::flex();
     let (f16, f32) = (float_in(DType::F16, &flex), float_in(DType::F32, &flex));
