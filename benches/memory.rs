@@ -409,6 +409,61 @@ fn step_peak(device: &Device, fused: bool) -> usize {
         .expect("three steps")
 }
 
+/// Where a training step's heap goes, above its start: the peak during the forward pass, what
+/// is held once the loss exists (the graph the backward pass reads), the peak during the
+/// backward pass and what is held after it (the gradients); the smallest of three steps after
+/// two warm-up steps, each figure on its own.
+fn step_phases(device: &Device, fused: bool) -> [usize; 4] {
+    let ids = |offset: usize| shared::ids(offset, device);
+    let mut block = Block::new(device);
+    for _ in 0..2 {
+        block = block.step(ids(3), ids(4), fused);
+    }
+    let mut best = [usize::MAX; 4];
+    for _ in 0..3 {
+        let (tokens, targets) = (ids(3), ids(4));
+        let start = LIVE.load(Ordering::Relaxed);
+        PEAK.store(start, Ordering::Relaxed);
+        let loss = block.loss(tokens, targets, fused);
+        let forward = PEAK.load(Ordering::Relaxed) - start;
+        let held = LIVE.load(Ordering::Relaxed) - start;
+        PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+        let grads = loss.backward();
+        let backward = PEAK.load(Ordering::Relaxed) - start;
+        let after = LIVE.load(Ordering::Relaxed) - start;
+        drop(grads);
+        for (b, v) in best.iter_mut().zip([forward, held, backward, after]) {
+            *b = (*b).min(v);
+        }
+    }
+    best
+}
+
+fn training_phases() {
+    println!();
+    println!(
+        "| training step, KiB above its start | checkpointing | forward peak | held after the forward pass | backward peak | gradients |"
+    );
+    println!("|---|---|---:|---:|---:|---:|");
+    let plain = Device::flex().autodiff();
+    let checkpointed = Device::flex().autodiff().gradient_checkpointing();
+    for (name, fused) in [
+        ("Burn's ops and compositions", false),
+        ("burn-route's fused ops", true),
+    ] {
+        for (mode, device) in [("without", &plain), ("with", &checkpointed)] {
+            let [f, h, b, g] = step_phases(device, fused);
+            println!(
+                "| {name} | {mode} | {} | {} | {} | {} |",
+                kib(f),
+                kib(h),
+                kib(b),
+                kib(g)
+            );
+        }
+    }
+}
+
 fn training_step() {
     println!();
     println!(
@@ -540,5 +595,6 @@ fn main() {
         );
     }
     training_step();
+    training_phases();
     linear_cross_entropy();
 }

@@ -250,8 +250,9 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// The `f32` buffer of `t` when a kernel may overwrite it: uniquely owned, dense, no broadcast.
-fn writable(t: &mut FlexTensor) -> Option<&mut [f32]> {
+/// The `f32` buffer of `t` when a kernel may overwrite it: uniquely owned, dense, no broadcast
+/// (see [`is_writable`]); its elements in row-major order.
+pub fn writable(t: &mut FlexTensor) -> Option<&mut [f32]> {
     if t.dtype() != DType::F32 || !t.layout().is_dense_unique_storage() || !t.is_unique() {
         return None;
     }

@@ -6,7 +6,10 @@
 //! is at once multiplied into the gradients of `x` (that chunk's rows), `weight` and `bias`
 //! (summed over the chunks). Only one chunk of logits is alive at a time, so the memory of the
 //! whole pass is the inputs' gradients plus one chunk, against the `[rows, classes]` logits,
-//! their softmax and their gradient of the unfused `linear` + cross-entropy.
+//! their softmax and their gradient of the unfused `linear` + cross-entropy. On Flex, the
+//! gradient of an `x` the call owns (one made by an op and moved in, which nothing else holds)
+//! is formed in `x`'s own buffer, each chunk's rows once they have been read for the last time,
+//! so a tracked pass allocates no `[rows, features]` buffer beside `x`.
 //!
 //! - [`CrossEntropyOptions`]: the reduction, an ignored target, label smoothing, z-loss.
 //! - [`composed`]: the pass written with backend primitives (`Cube`, `Remote`, `f64`), and
@@ -291,13 +294,18 @@ fn operand(t: &FlexTensor) -> Option<Operand> {
 /// The chunked pass on `f32` operands: `x` `[rows, features]`, `weight` `[classes, features]`,
 /// `bias` `[classes]`. Each product is split by blocks of its output across rayon's threads
 /// when Flex runs on rayon ([`split`]), so the pass uses the cores Burn's matmul would.
+///
+/// With `dx_over_x`, `x` is a row-major buffer the pass may overwrite, and the gradient of `x`
+/// is written over it, chunk by chunk once the chunk's rows have been read for the last time
+/// (the weight's gradient is formed first), so the pass allocates no `[rows, features]` buffer
+/// of its own; it returns no `dx` then. The values are the same either way.
 #[allow(clippy::too_many_lines)]
 fn flex_pass(
     (x, weight, bias): (Operand, Operand, Option<&[f32]>),
     (rows, features, classes): (usize, usize, usize),
     targets: &[Option<usize>],
     options: &CrossEntropyOptions,
-    wanted: [bool; 3],
+    (wanted, dx_over_x): ([bool; 3], bool),
 ) -> (f64, [Option<Vec<f32>>; 3]) {
     let scale = scale(options, targets);
     #[allow(clippy::cast_possible_truncation)] // A reciprocal of a row count, or 1.
@@ -306,7 +314,20 @@ fn flex_pass(
     let chunk = chunk_rows(rows, features, classes);
     let wide = |n: usize| isize::try_from(n).expect("fits");
     let mut logits = vec![0.0_f32; chunk * classes];
-    let mut dx = wanted[0].then(|| vec![0.0_f32; rows * features]);
+    let mut dx = (wanted[0] && !dx_over_x).then(|| vec![0.0_f32; rows * features]);
+    // Where the gradient of `x` goes: its own buffer, or over `x` (whose pointer came from a
+    // writable buffer, see `flex`).
+    let dx_out = match dx.as_mut() {
+        Some(dx) => Some(Out {
+            at: dx.as_mut_ptr(),
+            row: wide(features),
+        }),
+        None if wanted[0] => Some(Out {
+            at: x.at.cast_mut(),
+            row: wide(features),
+        }),
+        None => None,
+    };
     let mut dw = wanted[1].then(|| vec![0.0_f32; classes * features]);
     let mut db = wanted[2].then(|| vec![0.0_f32; classes]);
     let mut total = 0.0_f64;
@@ -358,26 +379,6 @@ fn flex_pass(
             row: wide(classes),
             col: 1,
         };
-        if let Some(dx) = dx.as_mut() {
-            // dx_chunk = dz @ weight, by blocks of features (columns of dx).
-            let out = Out {
-                at: dx.as_mut_ptr(),
-                row: wide(features),
-            }
-            .at(first, 0);
-            split(features, n * classes, Work::Heavy, |r| {
-                // SAFETY: dx's rows `first..first + n`, columns `r`, are this block's alone.
-                unsafe {
-                    matmul(
-                        (n, r.len(), classes),
-                        out.at(0, r.start),
-                        false,
-                        dz,
-                        weight.at(0, r.start),
-                    )
-                };
-            });
-        }
         if let Some(dw) = dw.as_mut() {
             // dweight += dz^T @ x_chunk, by blocks of classes (rows of dweight).
             let out = Out {
@@ -397,6 +398,24 @@ fn flex_pass(
                 };
             });
         }
+        if let Some(out) = dx_out {
+            // dx_chunk = dz @ weight, by blocks of features (columns of dx); after dweight,
+            // which reads the chunk's rows of x that dx may overwrite.
+            let out = out.at(first, 0);
+            split(features, n * classes, Work::Heavy, |r| {
+                // SAFETY: dx's rows `first..first + n`, columns `r`, are this block's alone, and
+                // no later product reads x's rows `first..first + n`.
+                unsafe {
+                    matmul(
+                        (n, r.len(), classes),
+                        out.at(0, r.start),
+                        false,
+                        dz,
+                        weight.at(0, r.start),
+                    )
+                };
+            });
+        }
         if let Some(db) = db.as_mut() {
             for z in logits[..n * classes].chunks_exact(classes) {
                 db.iter_mut().zip(z).for_each(|(d, g)| *d += g);
@@ -407,27 +426,31 @@ fn flex_pass(
 }
 
 /// [`flex_pass`] on Flex tensors: contiguous `f32` ones; `f16` and `bf16` widened first, the
-/// results rounded back once. `None` for other dtypes or layouts (the caller composes).
+/// results rounded back once. `x` back for other dtypes or layouts (the caller composes). The
+/// gradient of a uniquely owned `x` (an `f32` one, or the widened copy of a half one) is formed
+/// in its buffer.
 fn flex(
-    x: &FlexTensor,
+    mut x: FlexTensor,
     weight: &FlexTensor,
     bias: Option<&FlexTensor>,
     targets: &IntTensor<Flex>,
     options: &CrossEntropyOptions,
     wanted: [bool; 3],
-) -> Option<Pass<FlexTensor>> {
-    let mut all = vec![x, weight];
+) -> Result<Pass<FlexTensor>, FlexTensor> {
+    let mut all = vec![&x, weight];
     all.extend(bias);
     if let Some(dtype) = half_dtype(&all) {
-        let pass = flex(
-            &widen(x.clone()),
+        let Ok(pass) = flex(
+            widen(x.clone()),
             &widen(weight.clone()),
             bias.map(|b| widen(b.clone())).as_ref(),
             targets,
             options,
             wanted,
-        )?;
-        return Some(Pass {
+        ) else {
+            return Err(x);
+        };
+        return Ok(Pass {
             loss: narrow(pass.loss, dtype),
             grads: pass.grads.map(|g| g.map(|g| narrow(g, dtype))),
         });
@@ -437,28 +460,53 @@ fn flex(
         (t.dtype() == DType::F32 && t.layout().is_contiguous())
             .then(|| &t.storage::<f32>()[start..start + t.shape().num_elements()])
     }
-    let (xs, ws) = (operand(x)?, operand(weight)?);
+    let (Some(ws), Some(_)) = (operand(weight), operand(&x)) else {
+        return Err(x);
+    };
     let bs = match bias {
-        Some(b) => Some(dense(b)?),
+        Some(b) => match dense(b) {
+            Some(b) => Some(b),
+            None => return Err(x),
+        },
         None => None,
     };
     let dims = dims(&x.shape(), &weight.shape(), options);
     let targets = classes_of::<Flex>(targets, dims.0, dims.2, options.ignore_index);
-    let (loss, grads) = flex_pass((xs, ws, bs), dims, &targets, options, wanted);
-    let shapes = [
+    let [x_shape, weight_shape, bias_shape] = [
         x.shape(),
         weight.shape(),
         bias.map_or_else(|| Shape::new([0]), TensorMetadata::shape),
     ];
-    let mut shapes = shapes.into_iter();
+    // The operand of `x`: its writable buffer when its gradient is wanted and it is ours (the
+    // pass then writes that gradient over it), else read in place.
+    let over_x = wanted[0].then(|| crate::flex::writable(&mut x)).flatten();
+    let (xs, dx_over_x) = match over_x {
+        Some(buffer) => (
+            Operand {
+                at: buffer.as_mut_ptr().cast_const(),
+                row: isize::try_from(dims.1).expect("fits"),
+                col: 1,
+            },
+            true,
+        ),
+        None => (operand(&x).expect("checked above"), false),
+    };
+    let (loss, [dx, dw, db]) =
+        flex_pass((xs, ws, bs), dims, &targets, options, (wanted, dx_over_x));
     #[allow(clippy::cast_possible_truncation)] // The loss is an f32 value summed in f64.
     let loss = tensor(vec![loss as f32], Shape::new([1]));
-    Some(Pass {
+    let dx = if dx_over_x {
+        Some(x)
+    } else {
+        dx.map(|g| tensor(g, x_shape))
+    };
+    Ok(Pass {
         loss,
-        grads: grads.map(|g| {
-            let shape = shapes.next().expect("three shapes");
-            g.map(|g| tensor(g, shape))
-        }),
+        grads: [
+            dx,
+            dw.map(|g| tensor(g, weight_shape)),
+            db.map(|g| tensor(g, bias_shape)),
+        ],
     })
 }
 
@@ -608,8 +656,8 @@ impl LinearCrossEntropyPass for Flex {
         options: &CrossEntropyOptions,
         wanted: [bool; 3],
     ) -> Pass<FloatTensor<Self>> {
-        flex(&x, &weight, bias.as_ref(), targets, options, wanted)
-            .unwrap_or_else(|| composed_pass::<Self>(x, weight, bias, targets, options, wanted))
+        flex(x, &weight, bias.as_ref(), targets, options, wanted)
+            .unwrap_or_else(|x| composed_pass::<Self>(x, weight, bias, targets, options, wanted))
     }
 }
 
@@ -712,5 +760,77 @@ mod autodiff {
                 )),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn_backend::TensorData;
+    use burn_backend::ops::IntTensorOps;
+
+    use super::*;
+
+    fn pass(x: FlexTensor, wanted: [bool; 3]) -> Pass<FlexTensor> {
+        let (rows, features, classes) = (70, 3, 5);
+        let values = |n: usize, k: f32| (0..n).map(|i| (i as f32 * k).sin()).collect::<Vec<_>>();
+        let weight = tensor(
+            values(classes * features, 0.7),
+            Shape::new([classes, features]),
+        );
+        let targets: Vec<i64> = (0..rows as i64).map(|r| r % classes as i64).collect();
+        let targets = Flex::int_from_data(TensorData::new(targets, [rows]), &Default::default());
+        assert_eq!(x.shape(), Shape::new([rows, features]));
+        Flex::linear_cross_entropy_pass(
+            x,
+            weight,
+            None,
+            &targets,
+            &CrossEntropyOptions::default(),
+            wanted,
+        )
+    }
+
+    fn x() -> FlexTensor {
+        tensor(
+            (0..210).map(|i| (i as f32 * 0.3).cos()).collect(),
+            Shape::new([70, 3]),
+        )
+    }
+
+    #[test]
+    fn the_gradient_of_an_owned_x_is_formed_in_its_buffer_with_the_same_values() {
+        let owned = x();
+        let buffer = owned.storage::<f32>().as_ptr();
+        let over = pass(owned, [true, true, false]);
+        let dx = over.grads[0].as_ref().expect("dx");
+        assert_eq!(dx.storage::<f32>().as_ptr(), buffer, "dx is formed over x");
+        // A shared `x` (the caller keeps a handle) is read, not written: a buffer of its own.
+        let shared = x();
+        let kept = shared.clone();
+        let fresh = pass(shared, [true, true, false]);
+        let fresh_dx = fresh.grads[0].as_ref().expect("dx");
+        assert_ne!(
+            fresh_dx.storage::<f32>().as_ptr(),
+            kept.storage::<f32>().as_ptr()
+        );
+        assert_eq!(
+            kept.storage::<f32>(),
+            x().storage::<f32>(),
+            "x is unchanged"
+        );
+        assert_eq!(dx.storage::<f32>(), fresh_dx.storage::<f32>());
+        let (a, b) = (over.grads[1].as_ref(), fresh.grads[1].as_ref());
+        assert_eq!(
+            a.expect("dweight").storage::<f32>(),
+            b.expect("dweight").storage::<f32>()
+        );
+        assert_eq!(over.loss.storage::<f32>(), fresh.loss.storage::<f32>());
+    }
+
+    #[test]
+    fn an_owned_x_whose_gradient_is_not_wanted_is_left_alone() {
+        let pass = pass(x(), [false, true, false]);
+        assert!(pass.grads[0].is_none());
+        assert!(pass.grads[1].is_some());
     }
 }
