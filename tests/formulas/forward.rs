@@ -259,3 +259,9 @@ pub fn row_sums<B: Backend>(
         rows,
     }
 }
+
+/// `2 x` in the device's default float dtype.
+pub fn double_to_default<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    let dtype = get_or_init_device_settings::<B>(&x.device()).float_dtype;
+    B::float_cast(B::float_mul_scalar(x, s(2.0)), dtype)
+}

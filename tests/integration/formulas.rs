@@ -818,3 +818,25 @@ fn a_recomputed_op_on_untracked_inputs_feeds_a_tracked_op() {
     let grads = (y * w.clone()).sum().backward();
     assert_eq!(values(&w.grad(&grads).expect("w's gradient")), [1.0, 2.0]);
 }
+
+/// An op whose output is in the default float dtype (`dtype = "default"`) called on `f64`: the
+/// incoming gradient is `f32`, and `x`'s gradient comes back in `f64`, as Burn's own `cast`
+/// gives it (Burn panicked adding an `f32` gradient to the `f64` one of `x`'s other use).
+#[test]
+fn a_gradient_comes_back_in_its_inputs_dtype() {
+    use burn_tensor::DType;
+    let plain = Device::flex().autodiff();
+    let checkpointed = Device::flex().autodiff().gradient_checkpointing();
+    for device in [plain, checkpointed] {
+        let x = tensor(&[1.0, -2.0], [1, 2], &device)
+            .cast(DType::F64)
+            .require_grad();
+        let y = ops::double_to_default(x.clone());
+        assert_eq!(y.dtype(), DType::F32);
+        let loss = (y * 3.0).sum() + x.clone().sum().cast(DType::F32);
+        let grads = loss.backward();
+        let grad = x.grad(&grads).expect("x's gradient");
+        assert_eq!(grad.dtype(), DType::F64);
+        assert_eq!(values(&grad), [7.0, 7.0]);
+    }
+}

@@ -22,7 +22,7 @@ use burn_autodiff::ops::{Backward, NodeGuard, Ops, OpsKind};
 use burn_autodiff::{Autodiff, NodeId};
 use burn_backend::tensor::{BoolTensor, FloatTensor};
 use burn_backend::{
-    Backend, BoolDType, FloatDType, Scalar, Shape, TensorMetadata, get_or_init_device_settings,
+    Backend, BoolDType, DType, FloatDType, Scalar, Shape, TensorMetadata, get_or_init_device_settings,
 };
 
 /// A float tensor of `Autodiff<B, C>` (the same type for every checkpoint strategy).
@@ -194,6 +194,9 @@ pub struct State<B: Backend, const N: usize> {
     kept: Kept<B, N>,
     /// Each float input's shape (empty for an absent optional input).
     shapes: [Shape; N],
+    /// Each float input's dtype, which its gradient is cast to (the output's dtype, which the
+    /// incoming gradient has, may be another: `dtype = "default"` or another input's).
+    dtypes: [DType; N],
     /// Which float inputs the call had.
     present: [bool; N],
 }
@@ -246,6 +249,13 @@ impl<B: Backend, const N: usize, const R: bool> Backward<B, N> for Node<R> {
                 let grad = to_shape::<B>(grad, &state.shapes[i]).unwrap_or_else(|have| {
                     gradient_shape_panic(op, names[i], &have, &state.shapes[i])
                 });
+                // An output in another dtype than the input (a cast): the gradient goes back to
+                // the input's dtype, as Burn's own `cast` gives it.
+                let grad = if grad.dtype() == state.dtypes[i] {
+                    grad
+                } else {
+                    B::float_cast(grad, FloatDType::from(state.dtypes[i]))
+                };
                 grads.register::<B>(parent, grad);
             }
         }
@@ -305,6 +315,7 @@ pub struct Tape<B: Backend, const N: usize> {
     /// optional input stands in as a fresh untracked leaf. Empty when no float input is present.
     guards: Vec<[NodeGuard; N]>,
     shapes: [Shape; N],
+    dtypes: [DType; N],
     present: [bool; N],
     primitives: [Option<FloatTensor<B>>; N],
     /// Copies for the backward pass: the inputs it reads (tracked calls only), or for a
@@ -356,6 +367,9 @@ impl<B: Backend, const N: usize> Tape<B, N> {
         let shapes = inputs
             .each_ref()
             .map(|t| t.as_ref().map_or_else(|| Shape::new([0; 0]), |t| t.shape()));
+        let dtypes = inputs
+            .each_ref()
+            .map(|t| t.as_ref().map_or(DType::F32, |t| t.primitive().dtype()));
         let tracked = inputs.iter().flatten().any(AutodiffTensor::is_tracked);
         // An absent optional input stands in the node's parents as a fresh untracked leaf.
         let guards = match inputs.iter().flatten().next() {
@@ -386,6 +400,7 @@ impl<B: Backend, const N: usize> Tape<B, N> {
         Self {
             guards,
             shapes,
+            dtypes,
             present,
             primitives,
             kept,
@@ -452,6 +467,7 @@ impl<B: Backend, const N: usize> Tape<B, N> {
                         output: kept_output,
                     },
                     shapes: self.shapes.clone(),
+                    dtypes: self.dtypes,
                     present: self.present,
                 };
                 prep.finish(state, output)
@@ -472,6 +488,7 @@ impl<B: Backend, const N: usize> Tape<B, N> {
                         output: kept_output,
                     },
                     shapes: self.shapes.clone(),
+                    dtypes: self.dtypes,
                     present: self.present,
                 };
                 prep.finish(state, output)
@@ -532,6 +549,7 @@ impl<B: Backend, const N: usize> Tape<B, N> {
                     derivative,
                     kept: Kept::Checkpointed { ids, output: None },
                     shapes: self.shapes,
+                    dtypes: self.dtypes,
                     present: self.present,
                 };
                 prep.finish(state, output)

@@ -278,6 +278,11 @@ impl FormulaOps for rt::Dispatch {
     fn row_sums(x: rt::FloatTensor<Self>, scale: f32) -> RowSumsPrimitive<Self> {
         self::route_row_sums::<__rt::Panic>(x, scale)
     }
+    /// Routes like [`try_double_to_default`](fn@try_double_to_default), and panics with its error.
+    #[inline]
+    fn double_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        self::route_double_to_default::<__rt::Panic>(x)
+    }
 }
 
 /// The kernel call of [`try_mul`](fn@try_mul): unwraps the inputs for backend `B`, calls the
@@ -454,7 +459,7 @@ fn route_mul<F: __rt::OnError>(
 
 /// The kernel call of [`try_exp`](fn@try_exp): unwraps the inputs for backend `B`, calls the
 /// kernel, wraps the outputs. Shared by the ops with the same inputs and output: `log`, `xlogx`,
-/// `sqrt`, `tanh`, `sigmoid` and 15 more.
+/// `sqrt`, `tanh`, `sigmoid` and 16 more.
 #[allow(clippy::type_complexity)]
 fn __run_exp<B: __rt::Target>(
     __route: &__rt::Route,
@@ -6711,6 +6716,134 @@ fn route_row_sums<F: __rt::OnError>(
     }
 }
 
+/// [`FormulaOps::double_to_default`] for `Dispatch` primitives, returning the routing error instead
+/// of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_double_to_default(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_double_to_default::<__rt::Fallible>(x)
+}
+
+/// The routing of [`try_double_to_default`](fn@try_double_to_default) and of the panicking
+/// `Dispatch` method (`F` says how an error is reported). Inlined into both, the common call writes
+/// its outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_double_to_default<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "double_to_default",
+        rt::Policy::Differentiable,
+        "tests/formulas/ops.toml:523",
+        "tests/formulas/ops.toml:10",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_DOUBLE_TO_DEFAULT),
+    );
+    use self::__run_exp as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::double_to_default, x)
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::double_to_default::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::double_to_default::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::double_to_default, x)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::double_to_default::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::double_to_default::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::double_to_default, x)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::double_to_default::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::double_to_default::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::double_to_default, x)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::double_to_default, x)
+            }
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::double_to_default, x)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x)),
+    }
+}
+
 impl<B: __rt::Target> SinCosPrimitive<B> {
     /// Wraps every tensor of a kernel's result as a `Dispatch` tensor, under the route's autodiff
     /// context.
@@ -6734,11 +6867,48 @@ impl<B: __rt::Target> RowSumsPrimitive<B> {
     }
 }
 
+/// `double_to_default` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_DOUBLE_TO_DEFAULT: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "double_to_default",
+    hash: 0x925e_5708_b29c_d849,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
 /// [`FormulaOps`] on `Remote`: each op with output metadata is one operation that the
 /// server runs with its kernel (registered by [`serve_remote_ops`]); the others run their
 /// composition, each primitive an operation on the server.
 #[cfg(burn_route_remote)]
-impl FormulaOps for rt::Remote {}
+impl FormulaOps for rt::Remote {
+    fn double_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_DOUBLE_TO_DEFAULT);
+        let __in_x = __call.input(x);
+        let __spec_x = __call.spec(&__in_x);
+        __call.output(
+            rt::TensorKind::Float,
+            "output",
+            __spec_x.shape.clone(),
+            __call.default_dtype(rt::TensorKind::Float),
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+}
+
+/// `double_to_default` on a Remote server's backend `B`: reads the operation's inputs and
+/// arguments, runs the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_double_to_default<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + FormulaOps,
+{
+    let x = __args.float()?;
+    let __result = <B as FormulaOps>::double_to_default(x);
+    __args.float_out(__result)?;
+    Ok(())
+}
 
 /// Registers every op of `tests/formulas/ops.toml` that runs on the Remote server as one operation
 /// on `server`,
@@ -6770,6 +6940,7 @@ pub fn serve_remote_ops(
 #[cfg(burn_route_remote)]
 fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer {
     let __serve = rt::remote::Serve::<rt::Flex>::new(server, module_path!());
+    let __serve = __serve.op(&__REMOTE_DOUBLE_TO_DEFAULT, __serve_double_to_default);
     __serve.finish()
 }
 
@@ -6777,5 +6948,6 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
 #[cfg(all(burn_route_remote, burn_route_cube))]
 fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer {
     let __serve = rt::remote::Serve::<rt::Cube>::new(server, module_path!());
+    let __serve = __serve.op(&__REMOTE_DOUBLE_TO_DEFAULT, __serve_double_to_default);
     __serve.finish()
 }

@@ -548,6 +548,18 @@ pub trait FormulaOps: rt::Backend {
     fn row_sums(x: rt::FloatTensor<Self>, scale: f32) -> RowSumsPrimitive<Self> {
         crate::formulas::forward::row_sums::<Self>(x, scale)
     }
+    /// `2 x` in the device's default float dtype; `x`'s gradient in `x`'s own dtype. Recomputed
+    /// under checkpointing.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/formulas/ops.toml:523`.
+    #[must_use]
+    fn double_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::formulas::forward::double_to_default::<Self>(x)
+    }
 }
 
 /// [`FormulaOps`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.
@@ -556,7 +568,27 @@ pub trait FormulaOps: rt::Backend {
 /// fusion stream executes; an op with a `composition` runs it on `Fusion<B>`, which Burn
 /// fuses; any other op runs `B`'s kernel at the call, on inputs read from the stream.
 #[cfg(burn_route_cube)]
-impl<B: rt::fusion::FusionBackend + FormulaOps> FormulaOps for rt::fusion::Fusion<B> {}
+impl<B: rt::fusion::FusionBackend + FormulaOps> FormulaOps for rt::fusion::Fusion<B> {
+    fn double_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __lazy =
+            rt::fusion::Lazy::<B>::new("double_to_default", "tests/formulas/ops.toml:526");
+        let __in_x = __lazy.input(x);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            __spec_x.shape.clone(),
+            __lazy.default_dtype(rt::TensorKind::Float),
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as FormulaOps>::double_to_default(__handles.float(&__in_x));
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
+}
 
 /// `Autodiff<B, C>` implementations of the ops whose backward pass `tests/formulas/ops.toml`
 /// declares,
@@ -3141,5 +3173,65 @@ pub mod autodiff {
             squares: __output_squares,
             rows: __output.rows,
         }
+    }
+
+    /// The backward pass of
+    /// [`FormulaOps::double_to_default`](super::FormulaOps::double_to_default), from its formulas
+    /// (tests/formulas/ops.toml:527).
+    ///
+    /// - `x`: `grad * 2`
+    #[derive(Clone, Debug)]
+    pub struct DoubleToDefaultBackward;
+
+    impl<B> __grad::Derivative<B, 1> for DoubleToDefaultBackward
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "double_to_default";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        #[allow(clippy::approx_constant)]
+        fn backward(
+            self,
+            _: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul_scalar(grad, __grad::scalar(2.0_f64)));
+            }
+            __grads
+        }
+    }
+
+    impl<B> __grad::Recompute<B, 1> for DoubleToDefaultBackward
+    where
+        B: super::FormulaOps,
+    {
+        fn forward(&self, mut __inputs: __grad::Saved<B, 1>) -> rt::FloatTensor<B> {
+            <B as super::FormulaOps>::double_to_default(__inputs.input(0))
+        }
+    }
+
+    /// [`FormulaOps::double_to_default`](super::FormulaOps::double_to_default) on `Autodiff<B, C>`:
+    /// the forward pass on `B`, and [`DoubleToDefaultBackward`] as its backward pass.
+    ///
+    /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
+    /// recomputed when the backward pass needs it instead of being kept.
+    pub fn double_to_default<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::FormulaOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::recomputed::<C>([Some(x)], [false]);
+        let x = __tape.input(0);
+        let __output = <B as super::FormulaOps>::double_to_default(x);
+        let __derivative = DoubleToDefaultBackward;
+        __tape.finish_recomputed::<C, _>(__derivative, __output)
     }
 }
