@@ -261,6 +261,79 @@ pub fn plain<B: rt::Backend>(x: rt::FloatTensor<B>) -> rt::FloatTensor<B> {
     );
 }
 
+/// A backward pass named as a trait method (`crate::k::Trait::f`) gets the trait, each method a
+/// stub with its default body on `Self`, and an empty `impl` for each backend with kernels of
+/// its own (the recording backends' impls are generated); two ops naming the same trait share
+/// it. (An adversarial run built the skeleton and got `cannot find trait`.)
+#[test]
+fn skeleton_prints_the_trait_of_a_trait_method_backward_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = "[routing]
+trait = \"Gpu\"
+backends = [\"Flex\", \"Cube\"]
+
+[[op]]
+name = \"mul\"
+autodiff = \"differentiable\"
+composition = \"crate::k::mul\"
+inputs = [{ name = \"x\", tensor = \"float\" }, { name = \"y\", tensor = \"float\" }]
+output = { tensor = \"float\", shape = \"x\", dtype = \"x\" }
+backward = \"crate::k::Grads::mul_backward\"
+
+[[op]]
+name = \"cube\"
+autodiff = \"differentiable\"
+composition = \"crate::k::cube\"
+inputs = [{ name = \"x\", tensor = \"float\" }, { name = \"unused\", type = \"u8\" }]
+output = { tensor = \"float\", shape = \"x\", dtype = \"x\" }
+backward = \"crate::k::Grads::cube_backward\"
+save = [\"x\"]
+";
+    let out = run(&[
+        "skeleton",
+        &manifest(dir.path(), source),
+        "--runtime-path",
+        "crate::rt",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let traits = stdout
+        .find("/// Backward kernels")
+        .map(|at| &stdout[at..])
+        .unwrap_or_else(|| panic!("no backward trait in:\n{stdout}"));
+    assert_eq!(
+        traits,
+        "/// Backward kernels: each default body runs on every backend that does not override it.
+pub trait Grads: rt::Backend {
+    /// The backward pass of `mul`: from the saved values, the incoming gradient of its
+    /// output and which inputs are tracked, one gradient per tracked input.
+    fn mul_backward(
+        x: rt::FloatTensor<Self>,
+        y: rt::FloatTensor<Self>,
+        grad: rt::FloatTensor<Self>,
+        tracked: [bool; 2],
+    ) -> [Option<rt::FloatTensor<Self>>; 2] {
+        todo!(\"the backward pass of `mul`\")
+    }
+
+    /// The backward pass of `cube`: its float input's gradient, from the saved values and
+    /// the incoming gradient of its output.
+    fn cube_backward(
+        x: rt::FloatTensor<Self>,
+        grad: rt::FloatTensor<Self>,
+    ) -> rt::FloatTensor<Self> {
+        todo!(\"the backward pass of `cube`\")
+    }
+}
+
+impl Grads for rt::Flex {}
+
+#[cfg(burn_route_cube)]
+impl Grads for rt::CubeBackend {}
+"
+    );
+}
+
 /// A manifest that is not UTF-8 is a manifest error like any other: positioned, exit code 1.
 #[test]
 fn a_manifest_that_is_not_utf8_is_a_positioned_error() {

@@ -21,7 +21,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         .collect();
     let functions = functions(ir);
     let mut imports = Vec::new();
-    if !functions.is_empty() {
+    if !functions.is_empty() || !backward_trait_methods(ir).is_empty() {
         imports.push(Use::runtime(config));
     } else if !group_cfgs.is_empty() {
         let runtime = Use::runtime(config);
@@ -110,6 +110,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
         }
     }
     function_stubs(ir, w);
+    backward_traits(ir, w);
 }
 
 /// A function the manifest names, for a stub: its last path segment, and what it is.
@@ -348,6 +349,12 @@ fn function_stubs(ir: &Ir, w: &mut Writer) {
 /// The stub of a function-form backward pass: the saved values, the incoming gradient and
 /// (with several float inputs) which are tracked; the gradients.
 fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
+    backward_stub_on(op, "B", format!("pub fn {name}<B: rt::Backend>"), w);
+}
+
+/// The stub of op's function-form backward pass on backend `backend` (`B` for a free function,
+/// `Self` for a trait method), after `header` (`pub fn name<B: rt::Backend>`, `fn name`).
+fn backward_stub_on(op: &Op, backend: &str, header: String, w: &mut Writer) {
     let Some(backward) = &op.backward else { return };
     let BackwardForm::Function { args, .. } = &backward.form else {
         return;
@@ -407,26 +414,26 @@ fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
             match arg {
                 SavedValue::Float(i) => {
                     let ty = if slots[*i].tensor.container == Container::Option {
-                        "Option<rt::FloatTensor<B>>"
+                        format!("Option<rt::FloatTensor<{backend}>>")
                     } else {
-                        "rt::FloatTensor<B>"
+                        format!("rt::FloatTensor<{backend}>")
                     };
-                    super::param(&name, ty)
+                    super::param(&name, &ty)
                 }
-                SavedValue::Output => super::param(&name, "rt::FloatTensor<B>"),
+                SavedValue::Output => super::param(&name, &format!("rt::FloatTensor<{backend}>")),
                 SavedValue::Field(field) => super::param(
                     &name,
-                    &super::autodiff::field_type(op, &field_source(field)),
+                    &super::autodiff::field_type_on(op, &field_source(field), backend),
                 ),
             }
         })
         .collect();
-    params.push(super::param("grad", "rt::FloatTensor<B>"));
+    params.push(super::param("grad", &format!("rt::FloatTensor<{backend}>")));
     let ret = if n > 1 {
         params.push(super::param("tracked", &format!("[bool; {n}]")));
-        format!(" -> [Option<rt::FloatTensor<B>>; {n}] {{")
+        format!(" -> [Option<rt::FloatTensor<{backend}>>; {n}] {{")
     } else {
-        " -> rt::FloatTensor<B> {".to_owned()
+        format!(" -> rt::FloatTensor<{backend}> {{")
     };
     let doc = if n > 1 {
         [
@@ -447,13 +454,84 @@ fn backward_stub(name: &str, op: &Op, w: &mut Writer) {
     };
     w.doc(&doc);
     super::allow_many_arguments(params.len(), w);
-    w.open(signature(
-        format!("pub fn {name}<B: rt::Backend>"),
-        params,
-        ret,
-    ));
+    w.open(signature(header, params, ret));
     todo_line(&format!("the backward pass of `{}`", op.name), w);
     w.close("}");
+}
+
+/// The traits that trait-method backward passes name (`backward = "crate::m::Trait::f"`), by
+/// their last path segment, each with its methods and the first op naming each.
+fn backward_trait_methods(ir: &Ir) -> Vec<(String, Vec<(String, &Op)>)> {
+    let mut traits: Vec<(String, Vec<(String, &Op)>)> = Vec::new();
+    for op in &ir.ops {
+        let Some(Backward {
+            form:
+                BackwardForm::Function {
+                    path,
+                    method_of: Some(trait_path),
+                    ..
+                },
+            ..
+        }) = &op.backward
+        else {
+            continue;
+        };
+        let method = path.rsplit("::").next().unwrap_or(path).to_owned();
+        let name = trait_path
+            .rsplit("::")
+            .next()
+            .unwrap_or(trait_path)
+            .to_owned();
+        match traits.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, methods)) => {
+                if !methods.iter().any(|(m, _)| *m == method) {
+                    methods.push((method, op));
+                }
+            }
+            None => traits.push((name, vec![(method, op)])),
+        }
+    }
+    traits
+}
+
+/// Stubs of the traits of trait-method backward passes, to put at their paths: each method
+/// with a `todo!()` default body (the composition every backend runs unless it overrides it),
+/// and an empty `impl` for each backend with kernels of its own (`Flex`, and `CubeBackend` for
+/// Cube); the recording backends' impls are generated.
+fn backward_traits(ir: &Ir, w: &mut Writer) {
+    for (name, methods) in backward_trait_methods(ir) {
+        w.blank();
+        w.doc(&[
+            "Backward kernels: each default body runs on every backend that does not override it."
+                .to_owned(),
+        ]);
+        w.open(format!("pub trait {name}: rt::Backend {{"));
+        for (i, (method, op)) in methods.iter().enumerate() {
+            if i > 0 {
+                w.blank();
+            }
+            backward_stub_on(op, "Self", format!("fn {method}"), w);
+        }
+        w.close("}");
+        let mut backends: Vec<(&str, Option<String>)> = Vec::new();
+        for (_, op) in &methods {
+            for backend in &op.backends {
+                let ty = match backend.name {
+                    BackendId::Flex => "Flex",
+                    BackendId::Cube => "CubeBackend",
+                    _ => continue,
+                };
+                if !backends.iter().any(|(t, _)| *t == ty) {
+                    backends.push((ty, backend.cfg.clone()));
+                }
+            }
+        }
+        for (ty, cfg) in backends {
+            w.blank();
+            w.cfg(cfg.as_deref());
+            w.line(format!("impl {name} for rt::{ty} {{}}"));
+        }
+    }
 }
 
 /// How a metadata function takes a plain argument the generated call passes as `&value`: by a

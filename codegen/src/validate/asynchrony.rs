@@ -95,7 +95,7 @@ fn owned_arguments(spec: &OpSpec, op: &Op) -> Vec<Diagnostic> {
             .replace("&'static ", "")
             .replace("'static", "")
             .contains(['&', '\'']);
-        let not_send = (!borrows).then(|| not_send(ty)).flatten();
+        let not_send = (!borrows).then(|| super::plain::not_send(ty)).flatten();
         if !borrows && not_send.is_none() {
             continue;
         }
@@ -126,42 +126,4 @@ fn owned_arguments(spec: &OpSpec, op: &Op) -> Vec<Diagnostic> {
         out.push(diagnostic);
     }
     out
-}
-
-/// Why a plain type (canonical text, parsed by validation already) is not `Send`, for the shapes
-/// that can be told from the type alone: a trait object without a `Send` bound, `Rc` (and
-/// `rc::Weak`), a raw pointer. (A type of the crate's own that is not `Send` fails to compile,
-/// naming the type; the generated code cannot see into it.)
-fn not_send(ty: &str) -> Option<&'static str> {
-    use syn::visit::Visit;
-    struct Finder(Option<&'static str>);
-    impl<'ast> Visit<'ast> for Finder {
-        fn visit_type_trait_object(&mut self, t: &'ast syn::TypeTraitObject) {
-            let send = t.bounds.iter().any(|b| {
-                matches!(b, syn::TypeParamBound::Trait(t)
-                    if t.path.segments.last().is_some_and(|s| s.ident == "Send"))
-            });
-            if !send && self.0.is_none() {
-                self.0 = Some("a trait object without `+ Send`");
-            }
-            syn::visit::visit_type_trait_object(self, t);
-        }
-        fn visit_type_ptr(&mut self, t: &'ast syn::TypePtr) {
-            self.0.get_or_insert("a raw pointer");
-            syn::visit::visit_type_ptr(self, t);
-        }
-        fn visit_path(&mut self, p: &'ast syn::Path) {
-            let names: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
-            let rc = names.last().is_some_and(|n| n == "Rc")
-                || names.windows(2).any(|w| w[0] == "rc" && w[1] == "Weak");
-            if rc {
-                self.0.get_or_insert("`Rc` is not `Send`");
-            }
-            syn::visit::visit_path(self, p);
-        }
-    }
-    let parsed = syn::parse_str::<syn::Type>(ty).ok()?;
-    let mut finder = Finder(None);
-    finder.visit_type(&parsed);
-    finder.0
 }

@@ -6,8 +6,8 @@ use super::context::{Context, ManifestRule};
 use crate::diag::did_you_mean;
 use crate::diag::{Diagnostic, page};
 use crate::ir::{
-    Arg, BackendId, Container, FusionImpl, Input, MetaSource, Op, Output, Rank, RouteBy, ShapeRule,
-    TensorArg, TensorKind,
+    Arg, BackendId, Container, FusionImpl, Input, MetaSource, Op, Output, Rank, RemoteImpl,
+    RouteBy, ShapeRule, TensorArg, TensorKind,
 };
 use crate::model::{ArgSpec, Manifest, MetaSpec, OpSpec, OutputSpec, ShapeSpec, Sp};
 
@@ -424,10 +424,37 @@ fn output_metadata_resolves(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         if t.container != Container::One {
                             out.push(diag(
                                 format!(
-                                    "`{name}` is a `{}` of tensors; only a single tensor input has one {field}",
+                                    "`{name}` is {} `{}` of tensors; only a single tensor input has one {field}",
+                                    if t.container == Container::Option { "an" } else { "a" },
                                     container_name(t.container)
                                 ),
-                                "name a function that computes it from the input specs".to_owned(),
+                                container_help(op, &singles, field),
+                            ));
+                        } else if field == "shape" && t.rank != tensor.rank {
+                            let shown = |rank: &Rank| match rank {
+                                Rank::Fixed(r) => format!("rank {r} (`dims = {r}`)"),
+                                Rank::Generic(g) => format!("rank `{g}`"),
+                            };
+                            let dims = match &t.rank {
+                                Rank::Fixed(r) => format!("`dims = {r}`"),
+                                Rank::Generic(g) => format!("`dims = \"{g}\"`"),
+                            };
+                            // A declared type's field, or the op's own output.
+                            let subject = if key.starts_with("type[") {
+                                "the field"
+                            } else {
+                                "the output"
+                            };
+                            out.push(diag(
+                                format!(
+                                    "`{name}` has {}, but {subject} has {}, so it cannot have `{name}`'s shape",
+                                    shown(&t.rank),
+                                    shown(&tensor.rank)
+                                ),
+                                format!(
+                                    "give {subject} {dims}, as `{name}` has, or name a function that computes its shape, e.g. \"crate::meta::{}_shape\"",
+                                    op.name
+                                ),
                             ));
                         } else if field == "dtype" && t.kind != tensor.kind {
                             out.push(diag(
@@ -454,6 +481,24 @@ fn output_metadata_resolves(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// The help when an output's `field` names an `option` or `vec` input: a function, where one is
+/// called (by the deferred `Fusion<B>` operation and the Remote operation); else a single
+/// tensor input, or no metadata.
+fn container_help(op: &Op, singles: &[&str], field: &str) -> String {
+    if field != "dtype" || op.fusion == FusionImpl::Lazy || op.remote == RemoteImpl::Kernel {
+        return "name a function that computes it from the input specs".to_owned();
+    }
+    let inputs = if singles.is_empty() {
+        String::new()
+    } else {
+        format!("a single tensor input ({}), ", singles.join(", "))
+    };
+    format!(
+        "name {inputs}or write `dtype = \"default\"`: op `{}` runs neither as one deferred operation on `Fusion<B>` nor as one operation on Remote, the only callers of a `dtype` function",
+        op.name
+    )
 }
 
 fn container_name(container: Container) -> &'static str {

@@ -8,7 +8,7 @@
 //!   signature (`context::ManifestRule`), listed where they are defined: `rules::MANIFEST_RULES`,
 //!   `generated_names::MANIFEST_RULES`, `contracts::MANIFEST_RULES`,
 //!   `asynchrony::MANIFEST_RULES`, `fusion::MANIFEST_RULES`, `dtypes::MANIFEST_RULES`,
-//!   `remote::MANIFEST_RULES` and `effect::MANIFEST_RULES`.
+//!   `remote::MANIFEST_RULES`, `effect::MANIFEST_RULES` and `plain::MANIFEST_RULES`.
 //!
 //! Builder options that change names (the trait override) enter here like manifest values, so
 //! they meet the same rules.
@@ -25,6 +25,7 @@ mod generated_names;
 mod gradients;
 mod linear;
 mod lower;
+mod plain;
 mod remote;
 
 pub(crate) use lower::is_well_known_cfg;
@@ -75,6 +76,7 @@ pub fn validate(
         .chain(dtypes::MANIFEST_RULES)
         .chain(remote::MANIFEST_RULES)
         .chain(effect::MANIFEST_RULES)
+        .chain(plain::MANIFEST_RULES)
     {
         diags.extend(rule(&cx));
     }

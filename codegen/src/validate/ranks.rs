@@ -187,3 +187,65 @@ pub(super) fn rank_problem(op: &Op, slot: usize, term: &Term) -> Option<(String,
     };
     Some((message, help))
 }
+
+/// The message and help when the formula of float input `slot` gives it a gradient through
+/// float field `member` (its index among the float fields) of the op's declared struct output,
+/// and the field's declared rank is not the input's: that field's node reduces the gradient to
+/// the input's shape at the field's rank, as [`rank_problem`] says of a tensor output, and a
+/// backward function, the way out there, cannot be given a struct's gradients yet.
+pub(super) fn field_rank_problem(op: &Op, slot: usize, member: usize) -> Option<(String, String)> {
+    let Output::Declared {
+        name: ty, leaves, ..
+    } = &op.output
+    else {
+        return None;
+    };
+    let shown = |rank: &Rank| match rank {
+        Rank::Fixed(r) => format!("rank {r} (`dims = {r}`)"),
+        Rank::Generic(g) => format!("rank `{g}`"),
+    };
+    let input = op.float_slots().nth(slot)?;
+    let field = leaves
+        .iter()
+        .filter(|l| l.tensor.kind == burn_route_core::TensorKind::Float)
+        .nth(member)?;
+    if field.tensor.rank == input.tensor.rank {
+        return None;
+    }
+    let message = format!(
+        "the formula for `{}` gives it a gradient through field `output.{}` of op `{}`, which has {}, but `{}` has {}: each field's gradient is reduced to its input's shape dimension by dimension, at the field's rank, so a backward pass at another rank would panic",
+        input.name,
+        field.label(),
+        op.name,
+        shown(&field.tensor.rank),
+        input.name,
+        shown(&input.tensor.rank),
+    );
+    let floats = leaves
+        .iter()
+        .filter(|l| l.tensor.kind == burn_route_core::TensorKind::Float)
+        .count();
+    let key = if input.name.contains('.') {
+        format!("\"{}\"", input.name)
+    } else {
+        input.name.clone()
+    };
+    let other = if floats > 1 {
+        format!(
+            "leave `grad.{}` out of the formula for `{}`",
+            field.label(),
+            input.name
+        )
+    } else {
+        format!(
+            "write `{key} = \"none\"` if no gradient flows to `{}`",
+            input.name
+        )
+    };
+    let help = format!(
+        "give field `{}` of `{ty}` and `{}` the same `dims`, or {other} (a backward function cannot be given a declared struct's gradients yet)",
+        field.label(),
+        input.name,
+    );
+    Some((message, help))
+}

@@ -144,6 +144,20 @@ impl Obstacle {
     }
 }
 
+/// What `remote = "composition"` needs besides: an op with a declared-type input has no lazy
+/// `Fusion<B>` form, so its outputs' metadata would be read by nothing.
+fn composition_needs(op: &Op) -> &'static str {
+    let declared_input = op
+        .inputs
+        .iter()
+        .any(|i| matches!(i.arg, Arg::Declared { .. }));
+    if declared_input && super::rules::has_meta(&op.output) {
+        " (and remove the outputs' `shape` and `dtype`, which nothing else reads for an op with a declared-type input)"
+    } else {
+        ""
+    }
+}
+
 /// An op that says it runs on the Remote server as one operation (`remote = "kernel"`) can.
 fn remote_ops_can_run(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -169,7 +183,7 @@ fn remote_ops_can_run(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 ),
             )
             .page(page::REMOTE)
-            .help(format!("{}, or write `remote = \"composition\"` to run the op's composition on Remote primitive by primitive", Obstacle::of(op).fix(op))),
+            .help(format!("{}, or write `remote = \"composition\"` to run the op's composition on Remote primitive by primitive{}", Obstacle::of(op).fix(op), composition_needs(op))),
         );
     }
     out

@@ -158,17 +158,19 @@ fn composition_is_not_composite(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         .collect()
 }
 
+/// Whether the op's own outputs (not a declared type's fields) declare `shape` or `dtype`.
+pub(super) fn has_meta(out: &Output) -> bool {
+    match out {
+        Output::Tensor(t) => t.meta.shape.is_some() || t.meta.dtype.is_some(),
+        Output::Tuple(items) => items.iter().any(has_meta),
+        Output::Unit | Output::Plain(_) | Output::Declared { .. } => false,
+    }
+}
+
 /// Output metadata is what the lazy `Fusion<B>` form and the one operation on Remote read; an
 /// op with a declared-type input has no lazy form yet, so unless it runs on Remote as one
 /// operation, metadata there would be silently unused.
 fn declared_inputs_have_no_metadata(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
-    fn has_meta(out: &Output) -> bool {
-        match out {
-            Output::Tensor(t) => t.meta.shape.is_some() || t.meta.dtype.is_some(),
-            Output::Tuple(items) => items.iter().any(has_meta),
-            Output::Unit | Output::Plain(_) | Output::Declared { .. } => false,
-        }
-    }
     cx.ops
         .iter()
         .filter_map(|(spec, op)| {

@@ -22,7 +22,8 @@ use burn_autodiff::ops::{Backward, NodeGuard, Ops, OpsKind};
 use burn_autodiff::{Autodiff, NodeId};
 use burn_backend::tensor::{BoolTensor, FloatTensor};
 use burn_backend::{
-    Backend, BoolDType, DType, FloatDType, Scalar, Shape, TensorMetadata, get_or_init_device_settings,
+    Backend, BoolDType, DType, FloatDType, Scalar, Shape, TensorMetadata,
+    get_or_init_device_settings,
 };
 
 /// A float tensor of `Autodiff<B, C>` (the same type for every checkpoint strategy).

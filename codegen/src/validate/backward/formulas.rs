@@ -177,7 +177,7 @@ impl<'a> Check<'a, '_> {
                             continue;
                         }
                         term_names(&term, &mut read_names);
-                        match self.node_formulas(&expr, term, text, &key_path) {
+                        match self.node_formulas(&expr, term, text, &key_path, slot) {
                             Some(per_node) => {
                                 for (node, f) in out.iter_mut().zip(per_node) {
                                     node[slot] = f;
@@ -224,6 +224,7 @@ impl<'a> Check<'a, '_> {
         term: Term,
         text: &Sp<String>,
         key: &str,
+        slot: usize,
     ) -> Option<Vec<Option<Formula>>> {
         let formula = |expr| Formula {
             text: text.value.trim().to_owned(),
@@ -233,11 +234,16 @@ impl<'a> Check<'a, '_> {
             return Some(vec![Some(formula(term))]);
         }
         let mut out = Vec::new();
-        for member in self.members.clone() {
+        for (k, member) in self.members.clone().into_iter().enumerate() {
             let own = super::super::linear::node_formula(expr, &member.join("."));
             if matches!(own.kind, ExprKind::Number(v) if v == 0.0) {
                 out.push(None);
                 continue;
+            }
+            if let Some((message, help)) = super::super::ranks::field_rank_problem(self.op, slot, k)
+            {
+                self.push(Diagnostic::new(text.span.clone(), key, message).help(help));
+                return None;
             }
             // (Every name was resolved, and reported, with the whole formula: `push` drops
             // what this pass finds.)
