@@ -32,6 +32,9 @@ enum Command {
     Check {
         /// The manifest.
         manifest: PathBuf,
+        /// Also check what the op check needs, as a build script with `Builder::op_check` does.
+        #[arg(long)]
+        op_check: bool,
     },
     /// Write the generated modules.
     Render {
@@ -101,6 +104,16 @@ fn builder(manifest: &PathBuf) -> Builder {
     Builder::new(manifest).manifest_name(name)
 }
 
+/// `builder` writing the op check too when `op_check` is set (for a crate named `checked`: the
+/// path only appears in the check's text, which `check` does not print).
+fn op_checked(builder: Builder, op_check: bool) -> Builder {
+    if op_check {
+        builder.op_check_crate("::checked")
+    } else {
+        builder
+    }
+}
+
 /// Prints a failed render: the report for manifest errors (exit 1), the error otherwise (exit 2).
 fn failure(err: &Error) -> ExitCode {
     match err {
@@ -161,18 +174,20 @@ fn explain(anchor: Option<&str>) -> ExitCode {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Explain { anchor } => explain(anchor.as_deref()),
-        Command::Check { manifest } => match builder(&manifest).render_with_warnings() {
-            Ok((files, warnings)) => {
-                warn(warnings.as_ref());
-                println!(
-                    "{}: ok ({} files would be generated)",
-                    manifest.display(),
-                    files.len()
-                );
-                ExitCode::SUCCESS
+        Command::Check { manifest, op_check } => {
+            match op_checked(builder(&manifest), op_check).render_with_warnings() {
+                Ok((files, warnings)) => {
+                    warn(warnings.as_ref());
+                    println!(
+                        "{}: ok ({} files would be generated)",
+                        manifest.display(),
+                        files.len()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(err) => failure(&err),
             }
-            Err(err) => failure(&err),
-        },
+        }
         Command::Render {
             manifest,
             out,

@@ -493,3 +493,60 @@ fn the_documented_invocations_run_on_a_shipped_manifest() {
 fn text_of(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// `check --op-check` checks what the op check needs, as a build script with
+/// `Builder::op_check` does: a plain input whose type shows it has no `Default`, and no value in
+/// `[op.check] args`, would make the whole op check fail to compile. Without the flag the same
+/// manifest is fine; with the values given it is fine too.
+#[test]
+fn check_with_op_check_names_a_value_the_check_cannot_make() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = "[routing]
+trait = \"MyOps\"
+backends = [\"Flex\"]
+
+[[op]]
+name = \"apply\"
+composition = \"crate::k::apply\"
+inputs = [
+    { name = \"x\", tensor = \"float\" },
+    { name = \"f\", type = \"Box<dyn Fn(f32) -> f32 + Send>\" },
+    { name = \"maybe\", type = \"Option<Box<dyn Fn(f32) -> f32>>\" },
+    { name = \"pair\", type = \"(f32, fn(f32) -> f32)\" },
+]
+output = { tensor = \"float\" }
+";
+    let path = manifest(dir.path(), source);
+    let plain = run(&["check", &path]);
+    assert_eq!(plain.status.code(), Some(0), "{}", text(&plain.stderr));
+    let out = run(&["check", "--op-check", &path]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "error: the op check makes `f` of op `apply` with `Default::default()`, but `Box<dyn Fn(f32) -> f32 + Send>` has no `Default` (a pointer to a trait object has none)
+  --> ops.toml:10:26
+   |
+10 |     { name = \"f\", type = \"Box<dyn Fn(f32) -> f32 + Send>\" },
+   |                          ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^ `op[0].inputs[1].type`
+   |
+   = help: give its value in the op's `[op.check]` table: `args = { f = \"...\" }` (a Rust expression of type `Box<dyn Fn(f32) -> f32 + Send>`)
+   = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-op-check
+
+error: the op check makes `pair` of op `apply` with `Default::default()`, but `(f32, fn(f32) -> f32)` has no `Default` (a function pointer has none)
+  --> ops.toml:12:29
+   |
+12 |     { name = \"pair\", type = \"(f32, fn(f32) -> f32)\" },
+   |                             ^^^^^^^^^^^^^^^^^^^^^^^ `op[0].inputs[3].type`
+   |
+   = help: give its value in the op's `[op.check]` table: `args = { pair = \"...\" }` (a Rust expression of type `(f32, fn(f32) -> f32)`)
+   = note: see https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#manifest-op-check
+
+2 errors in ops.toml
+"
+    );
+    let given = format!(
+        "{source}\n[op.check]\nargs = {{ f = \"Box::new(|v| v * 2.0)\", pair = \"(0.5, |v| v)\" }}\n"
+    );
+    let fixed = run(&["check", "--op-check", &manifest(dir.path(), &given)]);
+    assert_eq!(fixed.status.code(), Some(0), "{}", text(&fixed.stderr));
+}

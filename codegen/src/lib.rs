@@ -82,6 +82,7 @@ pub mod stages {
         let options = crate::validate::Options {
             manifest_name,
             trait_name: None,
+            op_check: false,
         };
         crate::validate::validate(manifest, &options, source, &mut diags)
             .ok_or_else(|| diags.errors())
@@ -408,6 +409,7 @@ impl Builder {
         let options = validate::Options {
             manifest_name: &name,
             trait_name: self.trait_name.as_deref(),
+            op_check: self.op_check.is_some(),
         };
         let ir = validate::validate(&manifest, &options, source, diags);
         if diags.has_errors() {

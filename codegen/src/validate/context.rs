@@ -18,6 +18,8 @@ pub(super) struct Context<'a, 'm> {
     pub trait_key: &'a (Range<usize>, String),
     /// The declared types that lowered.
     pub types: &'a [crate::ir::TypeDef],
+    /// Whether the build writes the op check (`Builder::op_check`), whose rules apply then.
+    pub op_check: bool,
 }
 
 /// A rule about the whole manifest.

@@ -45,6 +45,8 @@ pub struct Options<'a> {
     pub manifest_name: &'a str,
     /// `Builder::trait_name`: replaces `routing.trait` (and the names derived from it).
     pub trait_name: Option<&'a str>,
+    /// Whether the op check is written (`Builder::op_check`): what it needs is checked too.
+    pub op_check: bool,
 }
 
 /// Checks `manifest` and lowers it, pushing every problem found (and every warning) into
@@ -66,6 +68,7 @@ pub fn validate(
         routing: lowered.routing.as_ref(),
         trait_key: &lowered.trait_key,
         types: &lowered.declared.defs,
+        op_check: options.op_check,
     };
     for rule in rules::MANIFEST_RULES
         .iter()

@@ -1,5 +1,5 @@
-//! What a plain input's Rust type tells from its text alone, and the rule that reads it for the
-//! values a backward pass keeps.
+//! What a plain input's Rust type tells from its text alone, and the rules that read it: the
+//! values a backward pass keeps, and the values the op check makes.
 //!
 //! The generated derivative of a differentiable op holds the plain inputs its backward pass
 //! reads (a formula's numbers, `save`, every input of a recomputed op) and must be `Clone +
@@ -12,9 +12,11 @@ use syn::visit::Visit;
 use super::context::{Context, ManifestRule};
 use crate::diag::{Diagnostic, page};
 use crate::ir::{Arg, Backward, BackwardForm, FieldSource};
+use crate::model::OpSpec;
 
 /// The rules of this module.
-pub(super) const MANIFEST_RULES: &[ManifestRule] = &[kept_values_can_be_kept];
+pub(super) const MANIFEST_RULES: &[ManifestRule] =
+    &[kept_values_can_be_kept, op_check_values_can_be_made];
 
 /// Why a plain type (canonical text, parsed by validation already) is not `Send`, for the shapes
 /// that can be told from the type alone: a trait object without a `Send` bound, `Rc` (and
@@ -81,6 +83,15 @@ fn not_clone_or_debug(ty: &str) -> Option<&'static str> {
     finder.0
 }
 
+/// An error about the type of op `spec`'s input `i`, at that type.
+fn at_type(spec: &OpSpec, i: usize, message: String) -> Diagnostic {
+    Diagnostic::new(
+        spec.input_type_span(i),
+        format!("op[{}].inputs[{i}].type", spec.index),
+        message,
+    )
+}
+
 /// Whether a trait object's bounds name one of `traits` (by the path's last segment).
 fn bounds_name(t: &syn::TypeTraitObject, traits: &[&str]) -> bool {
     t.bounds.iter().any(|b| {
@@ -145,9 +156,9 @@ fn kept_values_can_be_kept(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 continue;
             };
             out.push(
-                Diagnostic::new(
-                    spec.input_type_span(i),
-                    format!("op[{}].inputs[{i}].type", spec.index),
+                at_type(
+                    spec,
+                    i,
                     format!(
                         "`{label}` of op `{}` is kept for its backward pass, which needs `Clone + Debug + Send`, but `{ty}` is not ({why})",
                         op.name
@@ -155,6 +166,97 @@ fn kept_values_can_be_kept(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 )
                 .page(page::BACKWARD)
                 .help(format!("pass a type that is (`Arc` for `Rc`; for a closure, a type of your own deriving `Clone` and `Debug` around it, or an `Arc<dyn Trait + Send + Sync>` of a trait with `Debug` as a supertrait), or keep it out of the backward pass: {how}")),
+            );
+        }
+    }
+    out
+}
+
+/// Why a plain type has no `Default`, for the shapes its text shows: a function pointer, a raw
+/// pointer, a reference (but to a slice or `str`), a pointer to a trait object, `Result`, a
+/// `NonZero` integer, an array of more than 32 elements, or a tuple holding one of them. (An
+/// `Option` of anything has one.)
+fn no_default(ty: &syn::Type) -> Option<&'static str> {
+    match ty {
+        syn::Type::BareFn(_) => Some("a function pointer has none"),
+        syn::Type::Ptr(_) => Some("a raw pointer has none"),
+        syn::Type::Reference(r) => match &*r.elem {
+            syn::Type::Slice(_) => None,
+            syn::Type::Path(p) if p.path.is_ident("str") => None,
+            _ => Some("a reference has none, but to a slice or `str`"),
+        },
+        syn::Type::TraitObject(_) | syn::Type::ImplTrait(_) => Some("a trait object has none"),
+        syn::Type::Paren(p) => no_default(&p.elem),
+        syn::Type::Group(g) => no_default(&g.elem),
+        syn::Type::Tuple(t) => t.elems.iter().find_map(no_default),
+        syn::Type::Array(a) => {
+            let long = matches!(&a.len, syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(n), .. })
+                if n.base10_parse::<usize>().is_ok_and(|n| n > 32));
+            if long {
+                Some("an array of more than 32 elements has none")
+            } else {
+                no_default(&a.elem)
+            }
+        }
+        syn::Type::Path(p) => {
+            let last = p.path.segments.last()?;
+            let pointee_is_dyn = matches!(&last.arguments, syn::PathArguments::AngleBracketed(args)
+                if args.args.iter().any(|a| matches!(a, syn::GenericArgument::Type(syn::Type::TraitObject(_)))));
+            let name = last.ident.to_string();
+            if ["Box", "Arc", "Rc"].contains(&name.as_str()) && pointee_is_dyn {
+                Some("a pointer to a trait object has none")
+            } else if name == "Result" {
+                Some("`Result` has none")
+            } else if name.starts_with("NonZero") {
+                Some("a `NonZero` integer has none")
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The op check makes a plain input's value with `Default::default()` unless `[op.check] args`
+/// gives one (numbers and `bool` get small values): a type whose text shows it has no `Default`
+/// needs its value there, or the whole op check fails to compile.
+fn op_check_values_can_be_made(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    if !cx.op_check {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        let given = |name: &str| {
+            spec.check
+                .as_ref()
+                .is_some_and(|c| c.args.iter().any(|(k, _)| k.value == name))
+        };
+        for (i, input) in op.inputs.iter().enumerate() {
+            let Arg::Plain(ty) = &input.arg else { continue };
+            if given(&input.name) {
+                continue;
+            }
+            let Some(why) = syn::parse_str::<syn::Type>(ty)
+                .ok()
+                .as_ref()
+                .and_then(no_default)
+            else {
+                continue;
+            };
+            out.push(
+                at_type(
+                    spec,
+                    i,
+                    format!(
+                        "the op check makes `{}` of op `{}` with `Default::default()`, but `{ty}` has no `Default` ({why})",
+                        input.name, op.name
+                    ),
+                )
+                .page(page::OP_CHECK)
+                .help(format!(
+                    "give its value in the op's `[op.check]` table: `args = {{ {} = \"...\" }}` (a Rust expression of type `{ty}`)",
+                    input.name
+                )),
             );
         }
     }
