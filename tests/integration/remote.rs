@@ -127,10 +127,13 @@ fn a_server_without_the_ops_refuses_each_call_with_the_registration_to_make() {
         format!(
             "the Remote server does not serve the ops of crate `burn-route`: op `add_relu` runs on \
              the server as one operation (`burn-route/burn_route::dispatch/add_relu/{:016x}`), and \
-             the server did not answer the crate's handshake ({cause}); Burn's server closes the \
-             session of an operation it has no handler for. Fix: in the server binary, register \
-             the crate's ops with `burn_route::dispatch::serve_remote_ops(server, &devices)` \
-             before serving, with the same version of crate `burn-route`, and reconnect. See \
+             the server did not answer the crate's handshake ({cause}). Burn's server closes a \
+             session at an operation it has no handler for, and at one that fails: either the \
+             server does not register the crate's ops, or an earlier operation of this session \
+             failed on the server (its log names it). Fix: in the server binary, register the \
+             crate's ops with `burn_route::dispatch::serve_remote_ops(server, &devices)` before \
+             serving, with the same version of crate `burn-route`; after a failed operation, fix \
+             its cause; then reconnect. See \
              https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#remote-not-served",
             add_relu_hash()
         )
