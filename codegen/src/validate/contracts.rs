@@ -431,10 +431,7 @@ fn output_metadata_resolves(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                                 container_help(op, &singles, field),
                             ));
                         } else if field == "shape" && t.rank != tensor.rank {
-                            let shown = |rank: &Rank| match rank {
-                                Rank::Fixed(r) => format!("rank {r} (`dims = {r}`)"),
-                                Rank::Generic(g) => format!("rank `{g}`"),
-                            };
+                            let shown = super::ranks::shown;
                             let dims = match &t.rank {
                                 Rank::Fixed(r) => format!("`dims = {r}`"),
                                 Rank::Generic(g) => format!("`dims = \"{g}\"`"),

@@ -121,6 +121,14 @@ fn tensor_operands(term: &Term, acc: &mut Vec<String>) {
     }
 }
 
+/// A declared rank as messages show it: "rank 2 (`dims = 2`)", "rank `D`".
+pub(super) fn shown(rank: &Rank) -> String {
+    match rank {
+        Rank::Fixed(r) => format!("rank {r} (`dims = {r}`)"),
+        Rank::Generic(g) => format!("rank `{g}`"),
+    }
+}
+
 /// Formulas work on tensors of the output's rank: a gradient is reduced to its input's shape
 /// dimension by dimension, at the output's rank, on every backend; and Cube's primitives
 /// compute with tensors of one rank (Flex's broadcast missing leading dimensions). The message
@@ -131,10 +139,6 @@ fn tensor_operands(term: &Term, acc: &mut Vec<String>) {
 pub(super) fn rank_problem(op: &Op, slot: usize, term: &Term) -> Option<(String, String)> {
     let Output::Tensor(out) = &op.output else {
         return None;
-    };
-    let shown = |rank: &Rank| match rank {
-        Rank::Fixed(r) => format!("rank {r} (`dims = {r}`)"),
-        Rank::Generic(g) => format!("rank `{g}`"),
     };
     let slots: Vec<(String, Rank)> = op
         .float_slots()
@@ -199,10 +203,6 @@ pub(super) fn field_rank_problem(op: &Op, slot: usize, member: usize) -> Option<
     } = &op.output
     else {
         return None;
-    };
-    let shown = |rank: &Rank| match rank {
-        Rank::Fixed(r) => format!("rank {r} (`dims = {r}`)"),
-        Rank::Generic(g) => format!("rank `{g}`"),
     };
     let input = op.float_slots().nth(slot)?;
     let field = leaves
