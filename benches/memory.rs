@@ -40,7 +40,7 @@ use flex::{
     CLASSES, EPS, P, WIDTH, cross_entropy_burn, dropout_burn, features, float, layer_norm_burn,
     leaf, matrix, rms_norm_burn,
 };
-use shared::{Block, kib};
+use shared::{Block, Model, kib};
 
 /// The system allocator, counting live bytes and their peak.
 struct Counting;
@@ -388,11 +388,11 @@ const SMALL: usize = 64 * 1024;
 
 /// The peak heap bytes of one training step above its start (the parameters live before it),
 /// the smallest of three steps after two warm-up steps.
-fn step_peak(device: &Device, fused: bool) -> usize {
+fn step_peak(device: &Device, model: Model) -> usize {
     let ids = |offset: usize| shared::ids(offset, device);
     let mut block = Some(Block::new(device));
     for _ in 0..2 {
-        block = Some(block.take().expect("a block").step(ids(3), ids(4), fused));
+        block = Some(block.take().expect("a block").step(ids(3), ids(4), model));
     }
     (0..3)
         .map(|_| {
@@ -400,7 +400,7 @@ fn step_peak(device: &Device, fused: bool) -> usize {
             let current = block.take().expect("a block");
             let start = LIVE.load(Ordering::Relaxed);
             PEAK.store(start, Ordering::Relaxed);
-            let next = current.step(tokens, targets, fused);
+            let next = current.step(tokens, targets, model);
             let peak = PEAK.load(Ordering::Relaxed) - start;
             block = Some(next);
             peak
@@ -413,18 +413,18 @@ fn step_peak(device: &Device, fused: bool) -> usize {
 /// is held once the loss exists (the graph the backward pass reads), the peak during the
 /// backward pass and what is held after it (the gradients); the smallest of three steps after
 /// two warm-up steps, each figure on its own.
-fn step_phases(device: &Device, fused: bool) -> [usize; 4] {
+fn step_phases(device: &Device, model: Model) -> [usize; 4] {
     let ids = |offset: usize| shared::ids(offset, device);
     let mut block = Block::new(device);
     for _ in 0..2 {
-        block = block.step(ids(3), ids(4), fused);
+        block = block.step(ids(3), ids(4), model);
     }
     let mut best = [usize::MAX; 4];
     for _ in 0..3 {
         let (tokens, targets) = (ids(3), ids(4));
         let start = LIVE.load(Ordering::Relaxed);
         PEAK.store(start, Ordering::Relaxed);
-        let loss = block.loss(tokens, targets, fused);
+        let loss = block.loss(tokens, targets, model);
         let forward = PEAK.load(Ordering::Relaxed) - start;
         let held = LIVE.load(Ordering::Relaxed) - start;
         PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -447,12 +447,9 @@ fn training_phases() {
     println!("|---|---|---:|---:|---:|---:|");
     let plain = Device::flex().autodiff();
     let checkpointed = Device::flex().autodiff().gradient_checkpointing();
-    for (name, fused) in [
-        ("Burn's ops and compositions", false),
-        ("burn-route's fused ops", true),
-    ] {
+    for (name, model) in shared::MODELS {
         for (mode, device) in [("without", &plain), ("with", &checkpointed)] {
-            let [f, h, b, g] = step_phases(device, fused);
+            let [f, h, b, g] = step_phases(device, model);
             println!(
                 "| {name} | {mode} | {} | {} | {} | {} |",
                 kib(f),
@@ -464,26 +461,45 @@ fn training_phases() {
     }
 }
 
+/// The median wall time of a training step (forward, backward, update) after two warm-up steps.
+fn step_time(device: &Device, model: Model) -> std::time::Duration {
+    let ids = |offset: usize| shared::ids(offset, device);
+    let mut block = Some(Block::new(device));
+    for _ in 0..2 {
+        block = Some(block.take().expect("a block").step(ids(3), ids(4), model));
+    }
+    let mut times: Vec<_> = (0..9)
+        .map(|_| {
+            let (tokens, targets) = (ids(3), ids(4));
+            let current = block.take().expect("a block");
+            let start = std::time::Instant::now();
+            block = Some(current.step(tokens, targets, model));
+            start.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
 fn training_step() {
     println!();
     println!(
-        "| training step | without checkpointing, KiB | with `gradient_checkpointing()`, KiB | with / without |"
+        "| training step | without checkpointing, KiB | with `gradient_checkpointing()`, KiB | with / without | step time without checkpointing (median of 9) |"
     );
-    println!("|---|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|");
     let plain = Device::flex().autodiff();
     let checkpointed = Device::flex().autodiff().gradient_checkpointing();
-    for (name, fused) in [
-        ("Burn's ops and compositions", false),
-        ("burn-route's fused ops", true),
-    ] {
-        let without = step_peak(&plain, fused);
-        let with = step_peak(&checkpointed, fused);
+    for (name, model) in shared::MODELS {
+        let without = step_peak(&plain, model);
+        let with = step_peak(&checkpointed, model);
         #[allow(clippy::cast_precision_loss)]
         let ratio = with as f64 / without as f64;
+        let took = step_time(&plain, model);
         println!(
-            "| {name} | {} | {} | {ratio:.2}x |",
+            "| {name} | {} | {} | {ratio:.2}x | {:.2} ms |",
             kib(without),
-            kib(with)
+            kib(with),
+            took.as_secs_f64() * 1e3
         );
     }
 }

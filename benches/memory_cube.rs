@@ -29,7 +29,7 @@ use flex::{
     CLASSES, EPS, LCE, P, WIDTH, cross_entropy_burn, dropout_burn, features, float,
     layer_norm_burn, lce_inputs, leaf, linear_ce_burn, linear_ce_route, matrix, rms_norm_burn,
 };
-use shared::kib;
+use shared::{Model, kib};
 
 /// cubecl's bytes in use on `device` (after the work queued before).
 fn in_use(device: &Device) -> usize {
@@ -188,18 +188,13 @@ fn ops(plain: &Device, tracked: &Device) {
 
 /// The bytes held after the training step's forward pass (the loss alive, with the graph the
 /// backward pass reads) above the parameters, the smallest of three after a warm-up step.
-fn step_held(device: &Device, fused: bool) -> usize {
-    let mut model = Some(shared::Block::new(device));
-    model = Some(model.take().expect("a block").step(
-        shared::ids(3, device),
-        shared::ids(4, device),
-        fused,
-    ));
-    let model = model.expect("a block");
+fn step_held(device: &Device, model: Model) -> usize {
+    let block =
+        shared::Block::new(device).step(shared::ids(3, device), shared::ids(4, device), model);
     held(
         device,
         || (shared::ids(3, device), shared::ids(4, device)),
-        |(tokens, targets)| model.loss(tokens, targets, fused),
+        |(tokens, targets)| block.loss(tokens, targets, model),
     )
 }
 
@@ -210,12 +205,9 @@ fn training_step(device: &Device) {
     );
     println!("|---|---:|---:|---:|");
     let checkpointed = device.clone().gradient_checkpointing();
-    for (name, fused) in [
-        ("Burn's ops and compositions", false),
-        ("burn-route's fused ops", true),
-    ] {
-        let without = step_held(device, fused);
-        let with = step_held(&checkpointed, fused);
+    for (name, model) in shared::MODELS {
+        let without = step_held(device, model);
+        let with = step_held(&checkpointed, model);
         #[allow(clippy::cast_precision_loss)]
         let ratio = with as f64 / without.max(1) as f64;
         println!(

@@ -877,7 +877,209 @@ fn count_nonfinite() {
     );
 }
 
-/// `linear_cross_entropy` (ops.toml:470): values, policy, gradients and backends, by
+/// `rms_norm_linear` (ops.toml:466): values, policy, gradients and backends, by
+/// `burn_route_runtime::check`.
+#[test]
+fn rms_norm_linear() {
+    let op = check::Op::differentiable("rms_norm_linear")
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
+        .input(check::Input::float("x", &[2, 3]))
+        .input(check::Input::float("norm_weight", &[3]))
+        .input(check::Input::float("weight", &[3, 4]))
+        .input(check::Input::optional_float("bias", &[4]))
+        .output_shape(
+            0,
+            &::burn_route::kernels::meta::rms_norm_linear(
+                &check::spec(check::TensorKind::Float, &[2, 3]),
+                &check::spec(check::TensorKind::Float, &[3]),
+                &check::spec(check::TensorKind::Float, &[3, 4]),
+                Some(&check::spec(check::TensorKind::Float, &[4])),
+                &0.5_f32,
+            ),
+        )
+        .output_dtype(0, check::OutputDtype::Input("x"))
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
+    check::run(&op, |args: &mut check::Args| {
+        let __out_0 = ::burn_route::dispatch::try_rms_norm_linear(
+            args.float(0),
+            args.float(1),
+            args.float(2),
+            args.optional_float(3),
+            0.5_f32,
+        )?;
+        Ok(vec![check::Value::float(__out_0)])
+    });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_rms_norm_linear(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                args.optional_float(3),
+                0.5_f32,
+            )?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::kernels::fused_linear::rms_norm_linear::<Dispatch>(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                args.optional_float(3),
+                0.5_f32,
+            );
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
+}
+
+/// `layer_norm_linear` (ops.toml:491): values, policy, gradients and backends, by
+/// `burn_route_runtime::check`.
+#[test]
+fn layer_norm_linear() {
+    let op = check::Op::differentiable("layer_norm_linear")
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
+        .input(check::Input::float("x", &[2, 3]))
+        .input(check::Input::float("gamma", &[3]))
+        .input(check::Input::float("beta", &[3]))
+        .input(check::Input::float("weight", &[3, 4]))
+        .input(check::Input::optional_float("bias", &[4]))
+        .output_shape(
+            0,
+            &::burn_route::kernels::meta::layer_norm_linear(
+                &check::spec(check::TensorKind::Float, &[2, 3]),
+                &check::spec(check::TensorKind::Float, &[3]),
+                &check::spec(check::TensorKind::Float, &[3]),
+                &check::spec(check::TensorKind::Float, &[3, 4]),
+                Some(&check::spec(check::TensorKind::Float, &[4])),
+                &0.5_f32,
+            ),
+        )
+        .output_dtype(0, check::OutputDtype::Input("x"))
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
+    check::run(&op, |args: &mut check::Args| {
+        let __out_0 = ::burn_route::dispatch::try_layer_norm_linear(
+            args.float(0),
+            args.float(1),
+            args.float(2),
+            args.float(3),
+            args.optional_float(4),
+            0.5_f32,
+        )?;
+        Ok(vec![check::Value::float(__out_0)])
+    });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_layer_norm_linear(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                args.float(3),
+                args.optional_float(4),
+                0.5_f32,
+            )?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::kernels::fused_linear::layer_norm_linear::<Dispatch>(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                args.float(3),
+                args.optional_float(4),
+                0.5_f32,
+            );
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
+}
+
+/// `swiglu_linear` (ops.toml:515): values, policy, gradients and backends, by
+/// `burn_route_runtime::check`.
+#[test]
+fn swiglu_linear() {
+    let op = check::Op::differentiable("swiglu_linear")
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
+        .input(check::Input::float("gate", &[2, 3]))
+        .input(check::Input::float("up", &[2, 3]))
+        .input(check::Input::float("weight", &[3, 4]))
+        .input(check::Input::optional_float("bias", &[4]))
+        .output_shape(
+            0,
+            &::burn_route::kernels::meta::swiglu_linear(
+                &check::spec(check::TensorKind::Float, &[2, 3]),
+                &check::spec(check::TensorKind::Float, &[2, 3]),
+                &check::spec(check::TensorKind::Float, &[3, 4]),
+                Some(&check::spec(check::TensorKind::Float, &[4])),
+            ),
+        )
+        .output_dtype(0, check::OutputDtype::Input("gate"))
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
+    check::run(&op, |args: &mut check::Args| {
+        let __out_0 = ::burn_route::dispatch::try_swiglu_linear(
+            args.float(0),
+            args.float(1),
+            args.float(2),
+            args.optional_float(3),
+        )?;
+        Ok(vec![check::Value::float(__out_0)])
+    });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_swiglu_linear(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                args.optional_float(3),
+            )?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::kernels::fused_linear::swiglu_linear::<Dispatch>(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                args.optional_float(3),
+            );
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
+}
+
+/// `linear_cross_entropy` (ops.toml:544): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn linear_cross_entropy() {

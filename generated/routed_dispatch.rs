@@ -183,6 +183,39 @@ impl RoutedOps for rt::Dispatch {
         let __planned = self::try_count_nonfinite(x);
         __planned.or_panic()
     }
+    /// Routes like [`try_rms_norm_linear`](fn@try_rms_norm_linear), and panics with its error.
+    #[inline]
+    fn rms_norm_linear(
+        x: rt::FloatTensor<Self>,
+        norm_weight: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        self::route_rms_norm_linear::<__rt::Panic>(x, norm_weight, weight, bias, eps)
+    }
+    /// Routes like [`try_layer_norm_linear`](fn@try_layer_norm_linear), and panics with its error.
+    #[inline]
+    fn layer_norm_linear(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        beta: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        self::route_layer_norm_linear::<__rt::Panic>(x, gamma, beta, weight, bias, eps)
+    }
+    /// Routes like [`try_swiglu_linear`](fn@try_swiglu_linear), and panics with its error.
+    #[inline]
+    fn swiglu_linear(
+        gate: rt::FloatTensor<Self>,
+        up: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+    ) -> rt::FloatTensor<Self> {
+        self::route_swiglu_linear::<__rt::Panic>(gate, up, weight, bias)
+    }
     /// Routes like [`try_linear_cross_entropy`](fn@try_linear_cross_entropy), and panics with its
     /// error.
     #[inline]
@@ -4960,6 +4993,1148 @@ pub fn try_count_nonfinite(x: &rt::DispatchTensor) -> rt::Planned<usize> {
     })
 }
 
+/// The kernel call of [`try_rms_norm_linear`](fn@try_rms_norm_linear): unwraps the inputs for
+/// backend `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_rms_norm_linear<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        Option<rt::FloatTensor<B>>,
+        f32,
+    ) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    norm_weight: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+    eps: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let norm_weight = B::float(__route, "norm_weight", norm_weight);
+    let weight = B::float(__route, "weight", weight);
+    let bias = B::float_opt(__route, "bias", bias);
+    let __out = __kernel(x, norm_weight, weight, bias, eps);
+    B::float_out(__route, __out)
+}
+
+/// [`RoutedOps::rms_norm_linear`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_rms_norm_linear(
+    x: rt::DispatchTensor,
+    norm_weight: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+    eps: f32,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_rms_norm_linear::<__rt::Fallible>(x, norm_weight, weight, bias, eps)
+}
+
+/// The routing of [`try_rms_norm_linear`](fn@try_rms_norm_linear) and of the panicking `Dispatch`
+/// method (`F` says how an error is reported). Inlined into both, the common call writes its
+/// outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_rms_norm_linear<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    norm_weight: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+    eps: f32,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "rms_norm_linear",
+        rt::Policy::Differentiable,
+        "ops.toml:466",
+        "ops.toml:18",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_RMS_NORM_LINEAR),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:480",
+    );
+    use self::__run_rms_norm_linear as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        norm_weight: rt::DispatchTensor,
+        weight: rt::DispatchTensor,
+        bias: Option<rt::DispatchTensor>,
+        eps: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            __rt::Group::all([
+                __rt::Group::float("x", &x),
+                __rt::Group::float("norm_weight", &norm_weight),
+                __rt::Group::float("weight", &weight),
+                __rt::Group::float_opt("bias", bias.as_ref()),
+            ]),
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::rms_norm_linear,
+                x,
+                norm_weight,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::rms_norm_linear::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::rms_norm_linear::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::fused_linear::rms_norm_linear::<rt::Flex>,
+                x,
+                norm_weight,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::fused_linear::rms_norm_linear::<AutodiffFlex>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::fused_linear::rms_norm_linear::<BalancedFlex>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::rms_norm_linear,
+                x,
+                norm_weight,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::rms_norm_linear::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::rms_norm_linear::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::fused_linear::rms_norm_linear::<rt::Cube>,
+                x,
+                norm_weight,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::fused_linear::rms_norm_linear::<AutodiffCube>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::fused_linear::rms_norm_linear::<BalancedCube>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::rms_norm_linear,
+                x,
+                norm_weight,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::rms_norm_linear::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::rms_norm_linear::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::fused_linear::rms_norm_linear::<rt::Remote>,
+                x,
+                norm_weight,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::fused_linear::rms_norm_linear::<AutodiffRemote>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::fused_linear::rms_norm_linear::<BalancedRemote>,
+                    x,
+                    norm_weight,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LastDimOf,
+                "ops.toml:469",
+                ("norm_weight", Some(&norm_weight)),
+                ("x", Some(&x)),
+            ),
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LastDimOf,
+                "ops.toml:471",
+                ("bias", bias.as_ref()),
+                ("weight", Some(&weight)),
+            ),
+        ],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
+    match __rt::Route::fast(
+        &__OP,
+        __rt::Group::all([
+            __rt::Group::float("x", &x),
+            __rt::Group::float("norm_weight", &norm_weight),
+            __rt::Group::float("weight", &weight),
+            __rt::Group::float_opt("bias", bias.as_ref()),
+        ]),
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::rms_norm_linear,
+                x,
+                norm_weight,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::rms_norm_linear,
+                x,
+                norm_weight,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::rms_norm_linear,
+                x,
+                norm_weight,
+                weight,
+                bias,
+                eps,
+            ),
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x, norm_weight, weight, bias, eps)),
+    }
+}
+
+/// The kernel call of [`try_layer_norm_linear`](fn@try_layer_norm_linear): unwraps the inputs for
+/// backend `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+#[allow(clippy::too_many_arguments)]
+fn __run_layer_norm_linear<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        Option<rt::FloatTensor<B>>,
+        f32,
+    ) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    gamma: rt::DispatchTensor,
+    beta: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+    eps: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let gamma = B::float(__route, "gamma", gamma);
+    let beta = B::float(__route, "beta", beta);
+    let weight = B::float(__route, "weight", weight);
+    let bias = B::float_opt(__route, "bias", bias);
+    let __out = __kernel(x, gamma, beta, weight, bias, eps);
+    B::float_out(__route, __out)
+}
+
+/// [`RoutedOps::layer_norm_linear`] for `Dispatch` primitives, returning the routing error instead
+/// of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_layer_norm_linear(
+    x: rt::DispatchTensor,
+    gamma: rt::DispatchTensor,
+    beta: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+    eps: f32,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_layer_norm_linear::<__rt::Fallible>(x, gamma, beta, weight, bias, eps)
+}
+
+/// The routing of [`try_layer_norm_linear`](fn@try_layer_norm_linear) and of the panicking
+/// `Dispatch` method (`F` says how an error is reported). Inlined into both, the common call writes
+/// its outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_layer_norm_linear<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    gamma: rt::DispatchTensor,
+    beta: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+    eps: f32,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "layer_norm_linear",
+        rt::Policy::Differentiable,
+        "ops.toml:491",
+        "ops.toml:18",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_LAYER_NORM_LINEAR),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:504",
+    );
+    use self::__run_layer_norm_linear as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        gamma: rt::DispatchTensor,
+        beta: rt::DispatchTensor,
+        weight: rt::DispatchTensor,
+        bias: Option<rt::DispatchTensor>,
+        eps: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            __rt::Group::all([
+                __rt::Group::float("x", &x),
+                __rt::Group::float("gamma", &gamma),
+                __rt::Group::float("beta", &beta),
+                __rt::Group::float("weight", &weight),
+                __rt::Group::float_opt("bias", bias.as_ref()),
+            ]),
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::layer_norm_linear,
+                x,
+                gamma,
+                beta,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::layer_norm_linear::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::layer_norm_linear::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::fused_linear::layer_norm_linear::<rt::Flex>,
+                x,
+                gamma,
+                beta,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::fused_linear::layer_norm_linear::<AutodiffFlex>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::fused_linear::layer_norm_linear::<BalancedFlex>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::layer_norm_linear,
+                x,
+                gamma,
+                beta,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::layer_norm_linear::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::layer_norm_linear::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::fused_linear::layer_norm_linear::<rt::Cube>,
+                x,
+                gamma,
+                beta,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::fused_linear::layer_norm_linear::<AutodiffCube>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::fused_linear::layer_norm_linear::<BalancedCube>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::layer_norm_linear,
+                x,
+                gamma,
+                beta,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::layer_norm_linear::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::layer_norm_linear::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::fused_linear::layer_norm_linear::<rt::Remote>,
+                x,
+                gamma,
+                beta,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::fused_linear::layer_norm_linear::<AutodiffRemote>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::fused_linear::layer_norm_linear::<BalancedRemote>,
+                    x,
+                    gamma,
+                    beta,
+                    weight,
+                    bias,
+                    eps,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LastDimOf,
+                "ops.toml:494",
+                ("gamma", Some(&gamma)),
+                ("x", Some(&x)),
+            ),
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LastDimOf,
+                "ops.toml:495",
+                ("beta", Some(&beta)),
+                ("x", Some(&x)),
+            ),
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LastDimOf,
+                "ops.toml:497",
+                ("bias", bias.as_ref()),
+                ("weight", Some(&weight)),
+            ),
+        ],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
+    match __rt::Route::fast(
+        &__OP,
+        __rt::Group::all([
+            __rt::Group::float("x", &x),
+            __rt::Group::float("gamma", &gamma),
+            __rt::Group::float("beta", &beta),
+            __rt::Group::float("weight", &weight),
+            __rt::Group::float_opt("bias", bias.as_ref()),
+        ]),
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::layer_norm_linear,
+                x,
+                gamma,
+                beta,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::layer_norm_linear,
+                x,
+                gamma,
+                beta,
+                weight,
+                bias,
+                eps,
+            ),
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::layer_norm_linear,
+                x,
+                gamma,
+                beta,
+                weight,
+                bias,
+                eps,
+            ),
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x, gamma, beta, weight, bias, eps)),
+    }
+}
+
+/// The kernel call of [`try_swiglu_linear`](fn@try_swiglu_linear): unwraps the inputs for backend
+/// `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_swiglu_linear<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        Option<rt::FloatTensor<B>>,
+    ) -> rt::FloatTensor<B>,
+    gate: rt::DispatchTensor,
+    up: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+) -> rt::DispatchTensor {
+    let gate = B::float(__route, "gate", gate);
+    let up = B::float(__route, "up", up);
+    let weight = B::float(__route, "weight", weight);
+    let bias = B::float_opt(__route, "bias", bias);
+    let __out = __kernel(gate, up, weight, bias);
+    B::float_out(__route, __out)
+}
+
+/// [`RoutedOps::swiglu_linear`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_swiglu_linear(
+    gate: rt::DispatchTensor,
+    up: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_swiglu_linear::<__rt::Fallible>(gate, up, weight, bias)
+}
+
+/// The routing of [`try_swiglu_linear`](fn@try_swiglu_linear) and of the panicking `Dispatch`
+/// method (`F` says how an error is reported). Inlined into both, the common call writes its
+/// outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_swiglu_linear<F: __rt::OnError>(
+    gate: rt::DispatchTensor,
+    up: rt::DispatchTensor,
+    weight: rt::DispatchTensor,
+    bias: Option<rt::DispatchTensor>,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "swiglu_linear",
+        rt::Policy::Differentiable,
+        "ops.toml:515",
+        "ops.toml:18",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_SWIGLU_LINEAR),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:526",
+    );
+    use self::__run_swiglu_linear as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        gate: rt::DispatchTensor,
+        up: rt::DispatchTensor,
+        weight: rt::DispatchTensor,
+        bias: Option<rt::DispatchTensor>,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            __rt::Group::all([
+                __rt::Group::float("gate", &gate),
+                __rt::Group::float("up", &up),
+                __rt::Group::float("weight", &weight),
+                __rt::Group::float_opt("bias", bias.as_ref()),
+            ]),
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::swiglu_linear,
+                gate,
+                up,
+                weight,
+                bias,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::swiglu_linear::<rt::Flex, rt::NoCheckpointing>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::swiglu_linear::<rt::Flex, rt::BalancedCheckpointing>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::fused_linear::swiglu_linear::<rt::Flex>,
+                gate,
+                up,
+                weight,
+                bias,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::fused_linear::swiglu_linear::<AutodiffFlex>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::fused_linear::swiglu_linear::<BalancedFlex>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::swiglu_linear,
+                gate,
+                up,
+                weight,
+                bias,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::swiglu_linear::<rt::Cube, rt::NoCheckpointing>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::swiglu_linear::<rt::Cube, rt::BalancedCheckpointing>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::fused_linear::swiglu_linear::<rt::Cube>,
+                gate,
+                up,
+                weight,
+                bias,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::fused_linear::swiglu_linear::<AutodiffCube>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::fused_linear::swiglu_linear::<BalancedCube>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::swiglu_linear,
+                gate,
+                up,
+                weight,
+                bias,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::swiglu_linear::<rt::Remote, rt::NoCheckpointing>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::swiglu_linear::<rt::Remote, rt::BalancedCheckpointing>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::fused_linear::swiglu_linear::<rt::Remote>,
+                gate,
+                up,
+                weight,
+                bias,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::fused_linear::swiglu_linear::<AutodiffRemote>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::fused_linear::swiglu_linear::<BalancedRemote>,
+                    gate,
+                    up,
+                    weight,
+                    bias,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::SameAs,
+                "ops.toml:518",
+                ("up", Some(&up)),
+                ("gate", Some(&gate)),
+            ),
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LastDimOf,
+                "ops.toml:520",
+                ("bias", bias.as_ref()),
+                ("weight", Some(&weight)),
+            ),
+        ],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
+    match __rt::Route::fast(
+        &__OP,
+        __rt::Group::all([
+            __rt::Group::float("gate", &gate),
+            __rt::Group::float("up", &up),
+            __rt::Group::float("weight", &weight),
+            __rt::Group::float_opt("bias", bias.as_ref()),
+        ]),
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::swiglu_linear,
+                gate,
+                up,
+                weight,
+                bias,
+            ),
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::swiglu_linear,
+                gate,
+                up,
+                weight,
+                bias,
+            ),
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::swiglu_linear,
+                gate,
+                up,
+                weight,
+                bias,
+            ),
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(gate, up, weight, bias)),
+    }
+}
+
 /// The kernel call of [`try_linear_cross_entropy`](fn@try_linear_cross_entropy): unwraps the inputs
 /// for backend `B`, calls the kernel, wraps the outputs.
 #[allow(clippy::type_complexity)]
@@ -5018,7 +6193,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "linear_cross_entropy",
         rt::Policy::Differentiable,
-        "ops.toml:470",
+        "ops.toml:544",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5045,7 +6220,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:485",
+        "ops.toml:559",
     );
     use self::__run_linear_cross_entropy as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5278,13 +6453,13 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LeadingDimsOf,
-                "ops.toml:474",
+                "ops.toml:548",
                 ("bias", bias.as_ref()),
                 ("weight", Some(&weight)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LeadingDimsOf,
-                "ops.toml:475",
+                "ops.toml:549",
                 ("targets", Some(&targets)),
                 ("x", Some(&x)),
             ),
@@ -5490,6 +6665,36 @@ static __REMOTE_FILL_WHERE: rt::__private::RemoteOp = rt::__private::RemoteOp {
     serve: concat!(module_path!(), "::serve_remote_ops"),
 };
 
+/// `rms_norm_linear` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_RMS_NORM_LINEAR: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "rms_norm_linear",
+    hash: 0x5753_3fde_e68e_cd84,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `layer_norm_linear` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_LAYER_NORM_LINEAR: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "layer_norm_linear",
+    hash: 0x7f8c_2be5_0147_4783,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
+/// `swiglu_linear` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_SWIGLU_LINEAR: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "swiglu_linear",
+    hash: 0x0ccc_0ae0_7dda_93c9,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
 /// `BackwardKernels::add_relu_backward`, the backward kernel of `add_relu`, as one operation on
 /// Remote.
 static __REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD: rt::__private::RemoteOp =
@@ -5572,6 +6777,39 @@ static __REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD: rt::__private::RemoteOp =
     rt::__private::RemoteOp {
         op: "BackwardKernels::dropout_backward",
         hash: 0x9c9c_202c_4625_5656,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::rms_norm_linear_backward`, the backward kernel of `rms_norm_linear`, as one
+/// operation on Remote.
+static __REMOTE_BACKWARD_KERNELS_RMS_NORM_LINEAR_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::rms_norm_linear_backward",
+        hash: 0x8937_ae7a_02dd_b113,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::layer_norm_linear_backward`, the backward kernel of `layer_norm_linear`, as
+/// one operation on Remote.
+static __REMOTE_BACKWARD_KERNELS_LAYER_NORM_LINEAR_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::layer_norm_linear_backward",
+        hash: 0xf5c2_6e8c_f726_ca25,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::swiglu_linear_backward`, the backward kernel of `swiglu_linear`, as one
+/// operation on Remote.
+static __REMOTE_BACKWARD_KERNELS_SWIGLU_LINEAR_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::swiglu_linear_backward",
+        hash: 0x04a7_a550_0a4b_b120,
         krate: env!("CARGO_PKG_NAME"),
         module: module_path!(),
         serve: concat!(module_path!(), "::serve_remote_ops"),
@@ -5819,6 +7057,106 @@ impl RoutedOps for rt::Remote {
         let mut __outputs = __call.send();
         __outputs.one()
     }
+
+    fn rms_norm_linear(
+        x: rt::FloatTensor<Self>,
+        norm_weight: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_RMS_NORM_LINEAR);
+        let __in_x = __call.input(x);
+        let __in_norm_weight = __call.input(norm_weight);
+        let __in_weight = __call.input(weight);
+        let __in_bias = __call.input_option(bias);
+        __call.arg(&eps);
+        let __spec_x = __call.spec(&__in_x);
+        let __spec_norm_weight = __call.spec(&__in_norm_weight);
+        let __spec_weight = __call.spec(&__in_weight);
+        let __spec_bias = __call.spec_option(__in_bias.as_ref());
+        __call.output(
+            rt::TensorKind::Float,
+            "output",
+            crate::kernels::meta::rms_norm_linear(
+                &__spec_x,
+                &__spec_norm_weight,
+                &__spec_weight,
+                __spec_bias.as_ref(),
+                &eps,
+            ),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    fn layer_norm_linear(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        beta: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_LAYER_NORM_LINEAR);
+        let __in_x = __call.input(x);
+        let __in_gamma = __call.input(gamma);
+        let __in_beta = __call.input(beta);
+        let __in_weight = __call.input(weight);
+        let __in_bias = __call.input_option(bias);
+        __call.arg(&eps);
+        let __spec_x = __call.spec(&__in_x);
+        let __spec_gamma = __call.spec(&__in_gamma);
+        let __spec_beta = __call.spec(&__in_beta);
+        let __spec_weight = __call.spec(&__in_weight);
+        let __spec_bias = __call.spec_option(__in_bias.as_ref());
+        __call.output(
+            rt::TensorKind::Float,
+            "output",
+            crate::kernels::meta::layer_norm_linear(
+                &__spec_x,
+                &__spec_gamma,
+                &__spec_beta,
+                &__spec_weight,
+                __spec_bias.as_ref(),
+                &eps,
+            ),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    fn swiglu_linear(
+        gate: rt::FloatTensor<Self>,
+        up: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_SWIGLU_LINEAR);
+        let __in_gate = __call.input(gate);
+        let __in_up = __call.input(up);
+        let __in_weight = __call.input(weight);
+        let __in_bias = __call.input_option(bias);
+        let __spec_gate = __call.spec(&__in_gate);
+        let __spec_up = __call.spec(&__in_up);
+        let __spec_weight = __call.spec(&__in_weight);
+        let __spec_bias = __call.spec_option(__in_bias.as_ref());
+        __call.output(
+            rt::TensorKind::Float,
+            "output",
+            crate::kernels::meta::swiglu_linear(
+                &__spec_gate,
+                &__spec_up,
+                &__spec_weight,
+                __spec_bias.as_ref(),
+            ),
+            __spec_gate.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
 }
 
 /// `crate::kernels::backward::BackwardKernels` on `Remote`: the backward kernel of each op that
@@ -5972,6 +7310,98 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         );
         __call.send().one()
     }
+
+    fn rms_norm_linear_backward(
+        x: rt::FloatTensor<Self>,
+        norm_weight: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        eps: f32,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 4],
+    ) -> [Option<rt::FloatTensor<Self>>; 4] {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_RMS_NORM_LINEAR_BACKWARD);
+        let __in_x = __call.input(x);
+        let __in_norm_weight = __call.input(norm_weight);
+        let __in_weight = __call.input(weight);
+        let __in_bias = __call.input_option(bias);
+        __call.arg(&eps);
+        let __grad_in = __call.input(__grad);
+        __call.arg(&__tracked);
+        let __spec_x = __call.spec(&__in_x);
+        let __spec_norm_weight = __call.spec(&__in_norm_weight);
+        let __spec_weight = __call.spec(&__in_weight);
+        let __spec_bias = __call.spec_option(__in_bias.as_ref());
+        __call.gradient("gradient of x", __tracked[0], Some(&__spec_x));
+        __call.gradient(
+            "gradient of norm_weight",
+            __tracked[1],
+            Some(&__spec_norm_weight),
+        );
+        __call.gradient("gradient of weight", __tracked[2], Some(&__spec_weight));
+        __call.gradient("gradient of bias", __tracked[3], __spec_bias.as_ref());
+        __call.send().gradients()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_linear_backward(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        beta: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        eps: f32,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 5],
+    ) -> [Option<rt::FloatTensor<Self>>; 5] {
+        let mut __call =
+            rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_LAYER_NORM_LINEAR_BACKWARD);
+        let __in_x = __call.input(x);
+        let __in_gamma = __call.input(gamma);
+        let __in_beta = __call.input(beta);
+        let __in_weight = __call.input(weight);
+        let __in_bias = __call.input_option(bias);
+        __call.arg(&eps);
+        let __grad_in = __call.input(__grad);
+        __call.arg(&__tracked);
+        let __spec_x = __call.spec(&__in_x);
+        let __spec_gamma = __call.spec(&__in_gamma);
+        let __spec_beta = __call.spec(&__in_beta);
+        let __spec_weight = __call.spec(&__in_weight);
+        let __spec_bias = __call.spec_option(__in_bias.as_ref());
+        __call.gradient("gradient of x", __tracked[0], Some(&__spec_x));
+        __call.gradient("gradient of gamma", __tracked[1], Some(&__spec_gamma));
+        __call.gradient("gradient of beta", __tracked[2], Some(&__spec_beta));
+        __call.gradient("gradient of weight", __tracked[3], Some(&__spec_weight));
+        __call.gradient("gradient of bias", __tracked[4], __spec_bias.as_ref());
+        __call.send().gradients()
+    }
+
+    fn swiglu_linear_backward(
+        gate: rt::FloatTensor<Self>,
+        up: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 4],
+    ) -> [Option<rt::FloatTensor<Self>>; 4] {
+        let mut __call = rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_SWIGLU_LINEAR_BACKWARD);
+        let __in_gate = __call.input(gate);
+        let __in_up = __call.input(up);
+        let __in_weight = __call.input(weight);
+        let __in_bias = __call.input_option(bias);
+        let __grad_in = __call.input(__grad);
+        __call.arg(&__tracked);
+        let __spec_gate = __call.spec(&__in_gate);
+        let __spec_up = __call.spec(&__in_up);
+        let __spec_weight = __call.spec(&__in_weight);
+        let __spec_bias = __call.spec_option(__in_bias.as_ref());
+        __call.gradient("gradient of gate", __tracked[0], Some(&__spec_gate));
+        __call.gradient("gradient of up", __tracked[1], Some(&__spec_up));
+        __call.gradient("gradient of weight", __tracked[2], Some(&__spec_weight));
+        __call.gradient("gradient of bias", __tracked[3], __spec_bias.as_ref());
+        __call.send().gradients()
+    }
 }
 
 /// `add_relu` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs
@@ -6115,6 +7545,57 @@ where
     let mask = __args.bool()?;
     let fill = FillPrimitive::<B>::__receive(__args)?;
     let __result = <B as RoutedOps>::fill_where(x, &mask, fill);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `rms_norm_linear` on a Remote server's backend `B`: reads the operation's inputs and arguments,
+/// runs the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_rms_norm_linear<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let x = __args.float()?;
+    let norm_weight = __args.float()?;
+    let weight = __args.float()?;
+    let bias = __args.float_option()?;
+    let eps: f32 = __args.arg("eps")?;
+    let __result = <B as RoutedOps>::rms_norm_linear(x, norm_weight, weight, bias, eps);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `layer_norm_linear` on a Remote server's backend `B`: reads the operation's inputs and
+/// arguments, runs the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_layer_norm_linear<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let x = __args.float()?;
+    let gamma = __args.float()?;
+    let beta = __args.float()?;
+    let weight = __args.float()?;
+    let bias = __args.float_option()?;
+    let eps: f32 = __args.arg("eps")?;
+    let __result = <B as RoutedOps>::layer_norm_linear(x, gamma, beta, weight, bias, eps);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `swiglu_linear` on a Remote server's backend `B`: reads the operation's inputs and arguments,
+/// runs the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_swiglu_linear<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let gate = __args.float()?;
+    let up = __args.float()?;
+    let weight = __args.float()?;
+    let bias = __args.float_option()?;
+    let __result = <B as RoutedOps>::swiglu_linear(gate, up, weight, bias);
     __args.float_out(__result)?;
     Ok(())
 }
@@ -6268,6 +7749,81 @@ where
     __args.gradient_out(__result, false)
 }
 
+/// `BackwardKernels::rms_norm_linear_backward` on a Remote server's backend `B`: reads the saved
+/// values, the incoming gradient and which inputs want one, runs the kernel, registers the
+/// gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_rms_norm_linear_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let x = __args.float()?;
+    let norm_weight = __args.float()?;
+    let weight = __args.float()?;
+    let bias = __args.float_option()?;
+    let eps: f32 = __args.arg("eps")?;
+    let __grad = __args.float()?;
+    let __tracked: [bool; 4] = __args.arg("tracked")?;
+    let __result = <B as crate::kernels::backward::BackwardKernels>::rms_norm_linear_backward(
+        x,
+        norm_weight,
+        weight,
+        bias,
+        eps,
+        __grad,
+        __tracked,
+    );
+    __args.gradients_out(__result, __tracked, [true, true, true, true])
+}
+
+/// `BackwardKernels::layer_norm_linear_backward` on a Remote server's backend `B`: reads the saved
+/// values, the incoming gradient and which inputs want one, runs the kernel, registers the
+/// gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_layer_norm_linear_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let x = __args.float()?;
+    let gamma = __args.float()?;
+    let beta = __args.float()?;
+    let weight = __args.float()?;
+    let bias = __args.float_option()?;
+    let eps: f32 = __args.arg("eps")?;
+    let __grad = __args.float()?;
+    let __tracked: [bool; 5] = __args.arg("tracked")?;
+    let __result = <B as crate::kernels::backward::BackwardKernels>::layer_norm_linear_backward(
+        x, gamma, beta, weight, bias, eps, __grad, __tracked,
+    );
+    __args.gradients_out(__result, __tracked, [true, true, true, true, true])
+}
+
+/// `BackwardKernels::swiglu_linear_backward` on a Remote server's backend `B`: reads the saved
+/// values, the incoming gradient and which inputs want one, runs the kernel, registers the
+/// gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_swiglu_linear_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let gate = __args.float()?;
+    let up = __args.float()?;
+    let weight = __args.float()?;
+    let bias = __args.float_option()?;
+    let __grad = __args.float()?;
+    let __tracked: [bool; 4] = __args.arg("tracked")?;
+    let __result = <B as crate::kernels::backward::BackwardKernels>::swiglu_linear_backward(
+        gate, up, weight, bias, __grad, __tracked,
+    );
+    __args.gradients_out(__result, __tracked, [true, true, true, true])
+}
+
 /// Registers every op of `ops.toml` that runs on the Remote server as one operation on `server`,
 /// for the backend of `devices` (the server's devices: Flex, or Cube when this build has it),
 /// and the handshake a client asks before its first call of each op. A server binary calls
@@ -6307,6 +7863,9 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_DROPOUT, __serve_dropout);
     let __serve = __serve.op(&__REMOTE_AFFINE, __serve_affine);
     let __serve = __serve.op(&__REMOTE_FILL_WHERE, __serve_fill_where);
+    let __serve = __serve.op(&__REMOTE_RMS_NORM_LINEAR, __serve_rms_norm_linear);
+    let __serve = __serve.op(&__REMOTE_LAYER_NORM_LINEAR, __serve_layer_norm_linear);
+    let __serve = __serve.op(&__REMOTE_SWIGLU_LINEAR, __serve_swiglu_linear);
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
         __serve_backward_kernels_add_relu_backward,
@@ -6338,6 +7897,18 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD,
         __serve_backward_kernels_dropout_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_RMS_NORM_LINEAR_BACKWARD,
+        __serve_backward_kernels_rms_norm_linear_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_LAYER_NORM_LINEAR_BACKWARD,
+        __serve_backward_kernels_layer_norm_linear_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_SWIGLU_LINEAR_BACKWARD,
+        __serve_backward_kernels_swiglu_linear_backward,
     );
     __serve.finish()
 }
@@ -6356,6 +7927,9 @@ fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_DROPOUT, __serve_dropout);
     let __serve = __serve.op(&__REMOTE_AFFINE, __serve_affine);
     let __serve = __serve.op(&__REMOTE_FILL_WHERE, __serve_fill_where);
+    let __serve = __serve.op(&__REMOTE_RMS_NORM_LINEAR, __serve_rms_norm_linear);
+    let __serve = __serve.op(&__REMOTE_LAYER_NORM_LINEAR, __serve_layer_norm_linear);
+    let __serve = __serve.op(&__REMOTE_SWIGLU_LINEAR, __serve_swiglu_linear);
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
         __serve_backward_kernels_add_relu_backward,
@@ -6387,6 +7961,18 @@ fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_DROPOUT_BACKWARD,
         __serve_backward_kernels_dropout_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_RMS_NORM_LINEAR_BACKWARD,
+        __serve_backward_kernels_rms_norm_linear_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_LAYER_NORM_LINEAR_BACKWARD,
+        __serve_backward_kernels_layer_norm_linear_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_SWIGLU_LINEAR_BACKWARD,
+        __serve_backward_kernels_swiglu_linear_backward,
     );
     __serve.finish()
 }

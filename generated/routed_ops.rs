@@ -362,6 +362,75 @@ pub trait RoutedOps: rt::Backend {
     fn count_nonfinite(x: &rt::FloatTensor<Self>) -> impl rt::Async<usize> {
         crate::kernels::composed::count_nonfinite::<Self>(x)
     }
+    /// `rms_norm(x, norm_weight, eps)` projected by `weight` (`[features, outputs]`, as Burn's
+    /// `Linear`
+    /// keeps it) plus an optional `bias` (`[outputs]`): the output has `x`'s shape with `outputs`
+    /// as its
+    /// last dimension. The same values as `rms_norm` then Burn's `module::linear`; the backward
+    /// pass keeps
+    /// `x` rather than the normalised tensor, and recomputes that. A `weight` whose rows are not
+    /// `x`'s
+    /// width panics with both shapes.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:466`.
+    #[must_use]
+    fn rms_norm_linear(
+        x: rt::FloatTensor<Self>,
+        norm_weight: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::fused_linear::rms_norm_linear::<Self>(x, norm_weight, weight, bias, eps)
+    }
+    /// `layer_norm(x, gamma, beta, eps)` projected by `weight` (`[features, outputs]`) plus an
+    /// optional
+    /// `bias` (`[outputs]`), as `rms_norm_linear` does: the backward pass keeps `x` rather than the
+    /// normalised tensor, and recomputes that. A `weight` whose rows are not `x`'s width panics
+    /// with both
+    /// shapes.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:491`.
+    #[must_use]
+    fn layer_norm_linear(
+        x: rt::FloatTensor<Self>,
+        gamma: rt::FloatTensor<Self>,
+        beta: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::fused_linear::layer_norm_linear::<Self>(x, gamma, beta, weight, bias, eps)
+    }
+    /// `swiglu(gate, up)` projected by `weight` (`[hidden, outputs]`) plus an optional `bias`
+    /// (`[outputs]`): the down projection of a SwiGLU MLP. `gate` and `up` have one shape. The
+    /// backward
+    /// pass keeps `gate` and `up` rather than their product, and recomputes that. A `weight` whose
+    /// rows
+    /// are not the gate's width panics with both shapes.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:515`.
+    #[must_use]
+    fn swiglu_linear(
+        gate: rt::FloatTensor<Self>,
+        up: rt::FloatTensor<Self>,
+        weight: rt::FloatTensor<Self>,
+        bias: Option<rt::FloatTensor<Self>>,
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::fused_linear::swiglu_linear::<Self>(gate, up, weight, bias)
+    }
     /// Cross-entropy of the logits `x @ weight^T + bias` (`x` `[rows, features]`, `weight`
     /// `[classes, features]`, `bias` `[classes]`) against integer class `targets` (`[rows]`), as a
     /// one-element tensor, without the `[rows, classes]` logits ever existing whole: the rows go in
@@ -378,7 +447,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:470`.
+    /// - declared at `ops.toml:544`.
     #[must_use]
     fn linear_cross_entropy(
         x: rt::FloatTensor<Self>,
@@ -1644,6 +1713,198 @@ pub mod autodiff {
             mean: __output_mean,
             variance: __output_variance,
         }
+    }
+
+    /// The backward pass of [`RoutedOps::rms_norm_linear`](super::RoutedOps::rms_norm_linear), from
+    /// its function (ops.toml:476).
+    #[derive(Clone, Debug)]
+    pub struct RmsNormLinearBackward {
+        eps: f32,
+    }
+
+    impl<B> __grad::Derivative<B, 4> for RmsNormLinearBackward
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OP: &'static str = "rms_norm_linear";
+        const INPUTS: [&'static str; 4] = ["x", "norm_weight", "weight", "bias"];
+        const GRADIENTS: [bool; 4] = [true, true, true, true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 4>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 4],
+        ) -> [Option<rt::FloatTensor<B>>; 4] {
+            <B as crate::kernels::backward::BackwardKernels>::rms_norm_linear_backward(
+                __saved.input(0),
+                __saved.input(1),
+                __saved.input(2),
+                __saved.optional(3),
+                self.eps,
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`RoutedOps::rms_norm_linear`](super::RoutedOps::rms_norm_linear) on `Autodiff<B, C>`: the
+    /// forward pass on `B`, and [`RmsNormLinearBackward`] as its backward pass.
+    pub fn rms_norm_linear<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        norm_weight: rt::FloatTensor<rt::Autodiff<B, C>>,
+        weight: rt::FloatTensor<rt::Autodiff<B, C>>,
+        bias: Option<rt::FloatTensor<rt::Autodiff<B, C>>>,
+        eps: f32,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new(
+            [Some(x), Some(norm_weight), Some(weight), bias],
+            [true, true, true, true],
+        );
+        let x = __tape.input(0);
+        let norm_weight = __tape.input(1);
+        let weight = __tape.input(2);
+        let bias = __tape.optional(3);
+        let __output = <B as super::RoutedOps>::rms_norm_linear(
+            x,
+            norm_weight,
+            weight,
+            bias,
+            __grad::keep(&eps),
+        );
+        let __derivative = RmsNormLinearBackward { eps };
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`RoutedOps::layer_norm_linear`](super::RoutedOps::layer_norm_linear),
+    /// from its function (ops.toml:501).
+    #[derive(Clone, Debug)]
+    pub struct LayerNormLinearBackward {
+        eps: f32,
+    }
+
+    impl<B> __grad::Derivative<B, 5> for LayerNormLinearBackward
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OP: &'static str = "layer_norm_linear";
+        const INPUTS: [&'static str; 5] = ["x", "gamma", "beta", "weight", "bias"];
+        const GRADIENTS: [bool; 5] = [true, true, true, true, true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 5>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 5],
+        ) -> [Option<rt::FloatTensor<B>>; 5] {
+            <B as crate::kernels::backward::BackwardKernels>::layer_norm_linear_backward(
+                __saved.input(0),
+                __saved.input(1),
+                __saved.input(2),
+                __saved.input(3),
+                __saved.optional(4),
+                self.eps,
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`RoutedOps::layer_norm_linear`](super::RoutedOps::layer_norm_linear) on `Autodiff<B, C>`:
+    /// the forward pass on `B`, and [`LayerNormLinearBackward`] as its backward pass.
+    pub fn layer_norm_linear<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        gamma: rt::FloatTensor<rt::Autodiff<B, C>>,
+        beta: rt::FloatTensor<rt::Autodiff<B, C>>,
+        weight: rt::FloatTensor<rt::Autodiff<B, C>>,
+        bias: Option<rt::FloatTensor<rt::Autodiff<B, C>>>,
+        eps: f32,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new(
+            [Some(x), Some(gamma), Some(beta), Some(weight), bias],
+            [true, true, true, true, true],
+        );
+        let x = __tape.input(0);
+        let gamma = __tape.input(1);
+        let beta = __tape.input(2);
+        let weight = __tape.input(3);
+        let bias = __tape.optional(4);
+        let __output = <B as super::RoutedOps>::layer_norm_linear(
+            x,
+            gamma,
+            beta,
+            weight,
+            bias,
+            __grad::keep(&eps),
+        );
+        let __derivative = LayerNormLinearBackward { eps };
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of [`RoutedOps::swiglu_linear`](super::RoutedOps::swiglu_linear), from its
+    /// function (ops.toml:523).
+    #[derive(Clone, Debug)]
+    pub struct SwigluLinearBackward;
+
+    impl<B> __grad::Derivative<B, 4> for SwigluLinearBackward
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OP: &'static str = "swiglu_linear";
+        const INPUTS: [&'static str; 4] = ["gate", "up", "weight", "bias"];
+        const GRADIENTS: [bool; 4] = [true, true, true, true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 4>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 4],
+        ) -> [Option<rt::FloatTensor<B>>; 4] {
+            <B as crate::kernels::backward::BackwardKernels>::swiglu_linear_backward(
+                __saved.input(0),
+                __saved.input(1),
+                __saved.input(2),
+                __saved.optional(3),
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`RoutedOps::swiglu_linear`](super::RoutedOps::swiglu_linear) on `Autodiff<B, C>`: the
+    /// forward pass on `B`, and [`SwigluLinearBackward`] as its backward pass.
+    pub fn swiglu_linear<B, C>(
+        gate: rt::FloatTensor<rt::Autodiff<B, C>>,
+        up: rt::FloatTensor<rt::Autodiff<B, C>>,
+        weight: rt::FloatTensor<rt::Autodiff<B, C>>,
+        bias: Option<rt::FloatTensor<rt::Autodiff<B, C>>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new(
+            [Some(gate), Some(up), Some(weight), bias],
+            [true, true, true, true],
+        );
+        let gate = __tape.input(0);
+        let up = __tape.input(1);
+        let weight = __tape.input(2);
+        let bias = __tape.optional(3);
+        let __output = <B as super::RoutedOps>::swiglu_linear(gate, up, weight, bias);
+        let __derivative = SwigluLinearBackward;
+        __tape.finish::<C, _>(__derivative, __output)
     }
 
     /// [`RoutedOps::fill_where`](super::RoutedOps::fill_where) on `Autodiff<B, C>`: its composition

@@ -867,6 +867,145 @@ pub fn try_count_nonfinite<const D: usize>(x: &rt::Tensor<D>) -> rt::PendingResu
     Box::pin(dispatch::try_count_nonfinite(&x.clone().into_dispatch()))
 }
 
+/// [`RoutedOps::rms_norm_linear`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_rms_norm_linear`](fn@try_rms_norm_linear) returns the error instead.
+#[must_use]
+pub fn rms_norm_linear<const D: usize>(
+    x: rt::Tensor<D>,
+    norm_weight: rt::Tensor<1>,
+    weight: rt::Tensor<2>,
+    bias: Option<rt::Tensor<1>>,
+    eps: f32,
+) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as RoutedOps>::rms_norm_linear(
+        x.into_dispatch(),
+        norm_weight.into_dispatch(),
+        weight.into_dispatch(),
+        __rt::into_dispatch_opt(bias),
+        eps,
+    );
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`rms_norm_linear`](fn@rms_norm_linear), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_rms_norm_linear<const D: usize>(
+    x: rt::Tensor<D>,
+    norm_weight: rt::Tensor<1>,
+    weight: rt::Tensor<2>,
+    bias: Option<rt::Tensor<1>>,
+    eps: f32,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_rms_norm_linear(
+        x.into_dispatch(),
+        norm_weight.into_dispatch(),
+        weight.into_dispatch(),
+        __rt::into_dispatch_opt(bias),
+        eps,
+    )?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
+/// [`RoutedOps::layer_norm_linear`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_layer_norm_linear`](fn@try_layer_norm_linear) returns the error
+/// instead.
+#[must_use]
+pub fn layer_norm_linear<const D: usize>(
+    x: rt::Tensor<D>,
+    gamma: rt::Tensor<1>,
+    beta: rt::Tensor<1>,
+    weight: rt::Tensor<2>,
+    bias: Option<rt::Tensor<1>>,
+    eps: f32,
+) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as RoutedOps>::layer_norm_linear(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        weight.into_dispatch(),
+        __rt::into_dispatch_opt(bias),
+        eps,
+    );
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`layer_norm_linear`](fn@layer_norm_linear), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_layer_norm_linear<const D: usize>(
+    x: rt::Tensor<D>,
+    gamma: rt::Tensor<1>,
+    beta: rt::Tensor<1>,
+    weight: rt::Tensor<2>,
+    bias: Option<rt::Tensor<1>>,
+    eps: f32,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_layer_norm_linear(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        beta.into_dispatch(),
+        weight.into_dispatch(),
+        __rt::into_dispatch_opt(bias),
+        eps,
+    )?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
+/// [`RoutedOps::swiglu_linear`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_swiglu_linear`](fn@try_swiglu_linear) returns the error instead.
+#[must_use]
+pub fn swiglu_linear<const D: usize>(
+    gate: rt::Tensor<D>,
+    up: rt::Tensor<D>,
+    weight: rt::Tensor<2>,
+    bias: Option<rt::Tensor<1>>,
+) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as RoutedOps>::swiglu_linear(
+        gate.into_dispatch(),
+        up.into_dispatch(),
+        weight.into_dispatch(),
+        __rt::into_dispatch_opt(bias),
+    );
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`swiglu_linear`](fn@swiglu_linear), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_swiglu_linear<const D: usize>(
+    gate: rt::Tensor<D>,
+    up: rt::Tensor<D>,
+    weight: rt::Tensor<2>,
+    bias: Option<rt::Tensor<1>>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_swiglu_linear(
+        gate.into_dispatch(),
+        up.into_dispatch(),
+        weight.into_dispatch(),
+        __rt::into_dispatch_opt(bias),
+    )?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
 /// [`RoutedOps::linear_cross_entropy`] on `Tensor`s, routed to the backend of its inputs.
 ///
 /// # Panics

@@ -6,6 +6,8 @@
 //! - [`flex`]: `impl RoutedOps for Flex` (and the Flex-only `RoutedOpsFlex`), forward kernels on
 //!   the primitive's storage.
 //! - [`composed`]: every op written with backend primitives; the kernels of `Cube` and `Remote`.
+//! - [`fused_linear`]: a norm or gate fused with the projection after it, which keeps less for
+//!   the backward pass than the two apart.
 //! - [`backward`]: the fused backward kernels that `ops.toml`'s function-form backward passes
 //!   name (`BackwardKernels`, fused on Flex and Cube). The `Autodiff<B, C>` implementations
 //!   themselves are generated from the manifest's `backward` keys (formulas or these
@@ -22,6 +24,7 @@ pub mod cube;
 #[cfg(feature = "cube")]
 mod cube_routed;
 pub mod flex;
+pub mod fused_linear;
 mod half;
 pub mod linear_ce;
 pub mod meta;

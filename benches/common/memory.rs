@@ -1,14 +1,36 @@
 //! What the memory benches (`benches/memory.rs` on Flex, `benches/memory_cube.rs` on Cube)
 //! share: their figures in KiB, and their training step, a small transformer-style block (embedding, attention scores through
 //! `softmax_last`, `rms_norm`, a SwiGLU MLP, `layer_norm`, `bias_gelu`, and the output
-//! projection with the loss), written with burn-route's fused ops and with Burn's ops and
-//! compositions. Included by those two with `#[path]`.
+//! projection with the loss), written with Burn's ops and compositions, with burn-route's fused
+//! ops, and with those and the projections fused (see [`Model`]). Included by those two with `#[path]`.
 
 use burn_tensor::activation::{gelu, silu, softmax};
 use burn_tensor::{Device, Int, Tensor, TensorData};
 
 use crate::common::uniform;
 use crate::flex::{EPS, cross_entropy_burn, layer_norm_burn, rms_norm_burn};
+
+/// How the block is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Model {
+    /// Burn's ops and the compositions `burn::nn` writes.
+    Burn,
+    /// burn-route's fused ops, Burn's matmul for the projections.
+    Fused,
+    /// As `Fused`, with the MLP's and the dense layer's norm and gate fused with the projection
+    /// after them (`rms_norm_linear`, `swiglu_linear`, `layer_norm_linear`).
+    FusedLinear,
+}
+
+/// The models in the order the benches print them, with their names.
+pub const MODELS: [(&str, Model); 3] = [
+    ("Burn's ops and compositions", Model::Burn),
+    ("burn-route's fused ops", Model::Fused),
+    (
+        "burn-route's fused ops, projections fused (`*_linear`)",
+        Model::FusedLinear,
+    ),
+];
 
 /// Batch, sequence, width, hidden width of the MLP, vocabulary.
 pub const BATCH: usize = 32;
@@ -65,7 +87,8 @@ impl Block {
 
     /// The loss on `tokens` (and their next-token `targets`): with burn-route's fused ops, or
     /// with what a Burn user writes.
-    pub fn loss(&self, tokens: Tensor<1, Int>, targets: Tensor<1, Int>, fused: bool) -> Tensor<1> {
+    pub fn loss(&self, tokens: Tensor<1, Int>, targets: Tensor<1, Int>, model: Model) -> Tensor<1> {
+        let fused = model != Model::Burn;
         let m = &self.matrices;
         let v = &self.vectors;
         let rows = BATCH * SEQ;
@@ -82,28 +105,48 @@ impl Block {
         };
         let a = attn.matmul(val).reshape([rows, MODEL]);
         let x = x + a.matmul(m[4].clone());
-        let h = if fused {
-            burn_route::rms_norm(x.clone(), v[0].clone(), EPS)
-        } else {
-            rms_norm_burn(x.clone(), v[0].clone())
+        // The MLP and the dense layer: with `Model::FusedLinear`, burn-route's norm and gate
+        // fused with the projection after them (the normalised tensor and the gate's product
+        // are recomputed in the backward pass, not kept).
+        let x = match model {
+            Model::FusedLinear => {
+                let norm_linear = |w: &Tensor<2>| {
+                    burn_route::rms_norm_linear(x.clone(), v[0].clone(), w.clone(), None, EPS)
+                };
+                let (gate, up) = (norm_linear(&m[5]), norm_linear(&m[6]));
+                x.clone() + burn_route::swiglu_linear(gate, up, m[7].clone(), None)
+            }
+            Model::Fused => {
+                let h = burn_route::rms_norm(x.clone(), v[0].clone(), EPS);
+                let (gate, up) = (h.clone().matmul(m[5].clone()), h.matmul(m[6].clone()));
+                x + burn_route::swiglu(gate, up).matmul(m[7].clone())
+            }
+            Model::Burn => {
+                let h = rms_norm_burn(x.clone(), v[0].clone());
+                let (gate, up) = (h.clone().matmul(m[5].clone()), h.matmul(m[6].clone()));
+                x + (silu(gate) * up).matmul(m[7].clone())
+            }
         };
-        let (gate, up) = (h.clone().matmul(m[5].clone()), h.matmul(m[6].clone()));
-        let mlp = if fused {
-            burn_route::swiglu(gate, up)
-        } else {
-            silu(gate) * up
-        };
-        let x = x + mlp.matmul(m[7].clone());
-        let h = if fused {
-            burn_route::layer_norm(x.clone(), v[1].clone(), v[2].clone(), EPS)
-        } else {
-            layer_norm_burn(x.clone(), v[1].clone(), v[2].clone())
-        };
-        let z = h.matmul(m[8].clone());
-        let dense = if fused {
-            burn_route::bias_gelu(z, v[3].clone())
-        } else {
-            gelu(z + v[3].clone().unsqueeze::<2>())
+        let dense = match model {
+            Model::FusedLinear => {
+                let z = burn_route::layer_norm_linear(
+                    x.clone(),
+                    v[1].clone(),
+                    v[2].clone(),
+                    m[8].clone(),
+                    None,
+                    EPS,
+                );
+                burn_route::bias_gelu(z, v[3].clone())
+            }
+            Model::Fused => {
+                let h = burn_route::layer_norm(x.clone(), v[1].clone(), v[2].clone(), EPS);
+                burn_route::bias_gelu(h.matmul(m[8].clone()), v[3].clone())
+            }
+            Model::Burn => {
+                let h = layer_norm_burn(x.clone(), v[1].clone(), v[2].clone());
+                gelu(h.matmul(m[8].clone()) + v[3].clone().unsqueeze::<2>())
+            }
         };
         let features = x + dense;
         // The output projection and the loss: burn-route's chunked `linear_cross_entropy`
@@ -123,9 +166,9 @@ impl Block {
     }
 
     /// One step: forward, backward, and a plain SGD update of every parameter.
-    pub fn step(self, tokens: Tensor<1, Int>, targets: Tensor<1, Int>, fused: bool) -> Self {
+    pub fn step(self, tokens: Tensor<1, Int>, targets: Tensor<1, Int>, model: Model) -> Self {
         const LR: f32 = 0.1;
-        let grads = self.loss(tokens, targets, fused).backward();
+        let grads = self.loss(tokens, targets, model).backward();
         // The updated parameter keeps the step's checkpointing strategy (a tensor made with
         // `from_inner` gets the default one, which Burn refuses to mix).
         let update2 = |p: Tensor<2>| {

@@ -32,6 +32,36 @@ impl RoutedOps for CubeBackend {
     ) -> FloatTensor<Self> {
         cube::layer_norm(x, gamma, beta, eps)
     }
+    fn rms_norm_linear(
+        x: FloatTensor<Self>,
+        norm_weight: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        super::fused_linear::rms_norm_linear_on::<Self>(x, norm_weight, weight, bias, eps)
+    }
+
+    fn layer_norm_linear(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        super::fused_linear::layer_norm_linear_on::<Self>(x, gamma, beta, weight, bias, eps)
+    }
+
+    fn swiglu_linear(
+        gate: FloatTensor<Self>,
+        up: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        super::fused_linear::swiglu_linear_on::<Self>(gate, up, weight, bias)
+    }
+
     fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
         cube::softmax_last(x)
     }

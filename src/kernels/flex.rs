@@ -13,8 +13,8 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::{FlexDevice, FlexTensor};
 
 use super::arith::{self, bias_gelu_row, layer_norm_row, rms_norm_row, softmax_row};
-use super::composed;
 use super::half::{half_dtype, in_f32, narrow, widen};
+use super::{composed, fused_linear};
 use crate::flex::{
     Rows, Work, fill_pieces, is_writable, map_pieces, simd_fn, tensor, update_rows, zip_fresh,
 };
@@ -276,6 +276,36 @@ impl RoutedOps for Flex {
             }
         })
         .unwrap_or_else(|x| composed::layer_norm::<Self>(x, gamma.clone(), beta.clone(), eps))
+    }
+
+    fn rms_norm_linear(
+        x: FloatTensor<Self>,
+        norm_weight: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        fused_linear::rms_norm_linear_on::<Self>(x, norm_weight, weight, bias, eps)
+    }
+
+    fn layer_norm_linear(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        fused_linear::layer_norm_linear_on::<Self>(x, gamma, beta, weight, bias, eps)
+    }
+
+    fn swiglu_linear(
+        gate: FloatTensor<Self>,
+        up: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        bias: Option<FloatTensor<Self>>,
+    ) -> FloatTensor<Self> {
+        fused_linear::swiglu_linear_on::<Self>(gate, up, weight, bias)
     }
 
     fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -31,6 +31,7 @@ mod formulas;
 mod forward;
 mod fused_forward;
 mod fused_gradients;
+mod fused_linear;
 mod gradient_shapes;
 mod half_precision;
 mod lazy_forms;

@@ -1,0 +1,272 @@
+//! A norm or a gate fused with the projection after it (`rms_norm_linear`, `layer_norm_linear`,
+//! `swiglu_linear`): the tensor between the two, which Burn's `module::linear` would keep for
+//! its weight gradient, is never kept. The forward pass forms it, projects it and drops it; the
+//! backward pass recomputes it from the inputs it keeps (`x`, or `gate` and `up`), forms the
+//! weight gradient from it, and drops it before forming the gradient of what it was made of.
+//!
+//! The forward functions are generic over the ops' trait: each backend's own norm or gate
+//! kernel runs, then Burn's `linear` on that backend (`Flex` and `Cube` call them from their
+//! `RoutedOps` impls). The compositions are the same with Burn's primitives for the norm or gate.
+
+use std::ops::Range;
+
+use burn_backend::tensor::FloatTensor;
+use burn_backend::{Backend, Shape, TensorMetadata};
+
+use super::backward::BackwardKernels;
+use super::composed;
+use crate::ops::RoutedOps;
+
+/// Panics unless `weight` is `[width, outputs]` for an input whose last dimension is `width`:
+/// Burn's matmul would otherwise fail inside with shapes the caller never wrote.
+fn check_weight(op: &str, input: &str, x: &impl TensorMetadata, weight: &impl TensorMetadata) {
+    let (x, weight) = (x.shape(), weight.shape());
+    let width = x.last().copied().unwrap_or(0);
+    assert!(
+        weight.first() == Some(&width),
+        "{op}: `weight` has shape {:?}, but its rows must be `{input}`'s width {width} (`{input}` has \
+         shape {:?}); pass the weight as `[{width}, outputs]`, as Burn's `Linear` keeps it (transpose \
+         a `[outputs, {width}]` one)",
+        weight.as_slice(),
+        x.as_slice(),
+    );
+}
+
+/// `x @ weight + bias` over `x`'s last dimension: Burn's own `linear`, on `B`.
+fn project<B: Backend>(
+    x: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+) -> FloatTensor<B> {
+    B::linear(x, weight, bias)
+}
+
+/// `t`'s rows (every dimension but the last, flattened) in `range`, as `[rows, width]`.
+fn rows_of<B: Backend>(t: &FloatTensor<B>, range: Range<usize>) -> FloatTensor<B> {
+    let shape = t.shape();
+    let width = shape.last().copied().unwrap_or(1);
+    let all = B::float_reshape(
+        t.clone(),
+        Shape::new([shape.num_elements() / width.max(1), width]),
+    );
+    B::float_slice(all, &[range.into()])
+}
+
+/// How many rows of the projection's input the weight gradient takes at a time: every row
+/// (`Whole`, one matmul, as Burn's own `linear` backward), or chunks of about 32 KiB of `f32`
+/// input, so that neither the recomputed input nor the matmul's packed copy of it exists whole
+/// (Flex, where each is heap the step holds at its peak; a GPU prefers one launch).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Chunks {
+    Whole,
+    Small,
+}
+
+impl Chunks {
+    pub(crate) fn rows(self, rows: usize, width: usize) -> usize {
+        match self {
+            Self::Whole => rows.max(1),
+            Self::Small => (8 * 1024 / width.max(1)).clamp(1, rows.max(1)),
+        }
+    }
+}
+
+/// `[d_input, d_weight, d_bias]` of `input @ weight + bias` for the wanted ones. `input` is not
+/// kept: `recompute(range)` makes its rows in `range` (as `[rows, width]`), only when the
+/// weight's gradient is wanted, `chunks` at a time, each dropped before the next and all of them
+/// before the input's gradient is formed.
+pub(crate) fn projection_grads<B: Backend>(
+    recompute: impl Fn(Range<usize>) -> FloatTensor<B>,
+    chunks: Chunks,
+    weight: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    [want_input, want_weight, want_bias]: [bool; 3],
+) -> [Option<FloatTensor<B>>; 3] {
+    let d_weight = want_weight.then(|| {
+        let width = weight.shape()[0];
+        let rows = grad.shape().num_elements() / weight.shape()[1].max(1);
+        let step = chunks.rows(rows, width);
+        // (No rows: one empty chunk, whose product is the zero gradient.)
+        (0..rows.max(1))
+            .step_by(step)
+            .map(|first| {
+                let range = first..(first + step).min(rows);
+                B::linear_weight_backward(recompute(range.clone()), rows_of::<B>(&grad, range))
+            })
+            .reduce(B::float_add)
+            .expect("one chunk at least")
+    });
+    let d_bias = want_bias.then(|| B::linear_bias_backward(grad.clone()));
+    let d_input = want_input.then(|| B::linear_x_backward(weight, grad));
+    [d_input, d_weight, d_bias]
+}
+
+/// `[dx, dnorm_weight, dweight, dbias]` of `rms_norm_linear` (see
+/// [`BackwardKernels::rms_norm_linear_backward`](super::backward::BackwardKernels::rms_norm_linear_backward)).
+#[allow(clippy::too_many_arguments)] // The op's inputs, its gradient, what is wanted and how.
+pub(crate) fn rms_norm_linear_backward<B: BackwardKernels>(
+    x: FloatTensor<B>,
+    norm_weight: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    eps: f32,
+    grad: FloatTensor<B>,
+    [want_x, want_norm, want_weight, want_bias]: [bool; 4],
+    chunks: Chunks,
+) -> [Option<FloatTensor<B>>; 4] {
+    let [d_normalized, d_weight, d_bias] = projection_grads::<B>(
+        |rows| B::rms_norm(rows_of::<B>(&x, rows), norm_weight.clone(), eps),
+        chunks,
+        weight,
+        grad,
+        [want_x || want_norm, want_weight, want_bias],
+    );
+    let [d_x, d_norm] = d_normalized.map_or([None, None], |d| {
+        B::rms_norm_backward(x, norm_weight, eps, d, [want_x, want_norm])
+    });
+    [d_x, d_norm, d_weight, d_bias]
+}
+
+/// `[dx, dgamma, dbeta, dweight, dbias]` of `layer_norm_linear`.
+#[allow(clippy::too_many_arguments)] // The op's inputs, its gradient, what is wanted and how.
+pub(crate) fn layer_norm_linear_backward<B: BackwardKernels>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    eps: f32,
+    grad: FloatTensor<B>,
+    [want_x, want_gamma, want_beta, want_weight, want_bias]: [bool; 5],
+    chunks: Chunks,
+) -> [Option<FloatTensor<B>>; 5] {
+    let [d_normalized, d_weight, d_bias] = projection_grads::<B>(
+        |rows| {
+            <B as RoutedOps>::layer_norm(rows_of::<B>(&x, rows), gamma.clone(), beta.clone(), eps)
+        },
+        chunks,
+        weight,
+        grad,
+        [want_x || want_gamma || want_beta, want_weight, want_bias],
+    );
+    let [d_x, d_gamma, d_beta] = d_normalized.map_or([None, None, None], |d| {
+        B::layer_norm_backward(x, gamma, eps, d, [want_x, want_gamma, want_beta])
+    });
+    [d_x, d_gamma, d_beta, d_weight, d_bias]
+}
+
+/// `[d_product, d_weight, d_bias]` of `swiglu_linear`'s projection, the product recomputed from
+/// `gate` and `up` for the weight gradient.
+pub(crate) fn swiglu_projection_grads<B: RoutedOps>(
+    gate: &FloatTensor<B>,
+    up: &FloatTensor<B>,
+    weight: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    wanted: [bool; 3],
+    chunks: Chunks,
+) -> [Option<FloatTensor<B>>; 3] {
+    projection_grads::<B>(
+        |rows| B::swiglu(rows_of::<B>(gate, rows.clone()), rows_of::<B>(up, rows)),
+        chunks,
+        weight,
+        grad,
+        wanted,
+    )
+}
+
+/// `[dgate, dup, dweight, dbias]` of `swiglu_linear`.
+pub(crate) fn swiglu_linear_backward<B: BackwardKernels>(
+    gate: FloatTensor<B>,
+    up: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    [want_gate, want_up, want_weight, want_bias]: [bool; 4],
+    chunks: Chunks,
+) -> [Option<FloatTensor<B>>; 4] {
+    let [d_product, d_weight, d_bias] = swiglu_projection_grads::<B>(
+        &gate,
+        &up,
+        weight,
+        grad,
+        [want_gate || want_up, want_weight, want_bias],
+        chunks,
+    );
+    let [d_gate, d_up] = d_product.map_or([None, None], |d| {
+        B::swiglu_backward(gate, up, d, [want_gate, want_up])
+    });
+    [d_gate, d_up, d_weight, d_bias]
+}
+
+/// `rms_norm_linear` with `B`'s own `rms_norm` kernel.
+pub(crate) fn rms_norm_linear_on<B: RoutedOps>(
+    x: FloatTensor<B>,
+    norm_weight: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+    eps: f32,
+) -> FloatTensor<B> {
+    check_weight("rms_norm_linear", "x", &x, &weight);
+    project::<B>(B::rms_norm(x, norm_weight, eps), weight, bias)
+}
+
+/// `layer_norm_linear` with `B`'s own `layer_norm` kernel.
+pub(crate) fn layer_norm_linear_on<B: RoutedOps>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+    eps: f32,
+) -> FloatTensor<B> {
+    check_weight("layer_norm_linear", "x", &x, &weight);
+    project::<B>(
+        <B as RoutedOps>::layer_norm(x, gamma, beta, eps),
+        weight,
+        bias,
+    )
+}
+
+/// `swiglu_linear` with `B`'s own `swiglu` kernel.
+pub(crate) fn swiglu_linear_on<B: RoutedOps>(
+    gate: FloatTensor<B>,
+    up: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+) -> FloatTensor<B> {
+    check_weight("swiglu_linear", "gate", &gate, &weight);
+    project::<B>(B::swiglu(gate, up), weight, bias)
+}
+
+/// [`rms_norm_linear`](crate::tensor::rms_norm_linear) written with `B`'s primitives.
+pub fn rms_norm_linear<B: Backend>(
+    x: FloatTensor<B>,
+    norm_weight: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+    eps: f32,
+) -> FloatTensor<B> {
+    check_weight("rms_norm_linear", "x", &x, &weight);
+    project::<B>(composed::rms_norm::<B>(x, norm_weight, eps), weight, bias)
+}
+
+/// [`layer_norm_linear`](crate::tensor::layer_norm_linear) written with `B`'s primitives.
+pub fn layer_norm_linear<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+    eps: f32,
+) -> FloatTensor<B> {
+    check_weight("layer_norm_linear", "x", &x, &weight);
+    project::<B>(composed::layer_norm::<B>(x, gamma, beta, eps), weight, bias)
+}
+
+/// [`swiglu_linear`](crate::tensor::swiglu_linear) written with `B`'s primitives.
+pub fn swiglu_linear<B: Backend>(
+    gate: FloatTensor<B>,
+    up: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    bias: Option<FloatTensor<B>>,
+) -> FloatTensor<B> {
+    check_weight("swiglu_linear", "gate", &gate, &weight);
+    project::<B>(composed::swiglu::<B>(gate, up), weight, bias)
+}
