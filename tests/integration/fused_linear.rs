@@ -296,3 +296,71 @@ fn a_weight_whose_rows_are_not_the_inputs_width_panics_with_both_shapes() {
         "{message}"
     );
 }
+
+/// 100 rows of 256: on Flex the weight gradient takes 32 rows at a time (four chunks, the last
+/// of 4 rows), and `gate` and `up`, made for the call and held by nothing else, take their own
+/// gradients; the gradients of the leaves they came from are Burn's all the same.
+#[test]
+fn many_rows_go_in_chunks_and_inputs_nothing_else_holds_take_their_own_gradients() {
+    let device = Device::flex().autodiff();
+    let (rows, hidden, outputs) = (100, 256, 8);
+    let mut rng = Rng::new(21);
+    let mut leaf = |shape: [usize; 2]| {
+        let values = rng.vec(shape[0] * shape[1], -1.0, 1.0);
+        Tensor::<2>::from_data(TensorData::new(values, shape), &device).require_grad()
+    };
+    let (g, u, w) = (
+        leaf([rows, hidden]),
+        leaf([rows, hidden]),
+        leaf([hidden, outputs]),
+    );
+    let (nw, b) = (leaf([1, hidden]), leaf([1, outputs]));
+    let weights = leaf([rows, outputs]).detach();
+    let grads_of = |out: Tensor<2>, leaves: &[&Tensor<2>]| {
+        let grads = (out * weights.clone()).sum().backward();
+        leaves
+            .iter()
+            .map(|t| values(&t.grad(&grads).expect("tracked")))
+            .collect::<Vec<_>>()
+    };
+    let bias = || Some(b.clone().reshape([outputs]));
+    let norm = || nw.clone().reshape([hidden]);
+    // `swiglu_linear` on fresh `gate` and `up`.
+    let (gate, up) = (|| g.clone() * 2.0, || u.clone() * 1.5);
+    let routed = grads_of(
+        swiglu_linear(gate(), up(), w.clone(), bias()),
+        &[&g, &u, &w, &b],
+    );
+    let burn = grads_of(
+        linear(silu(gate()) * up(), w.clone(), bias()),
+        &[&g, &u, &w, &b],
+    );
+    for (i, (r, e)) in routed.iter().zip(&burn).enumerate() {
+        assert_close(r, e, 1e-4, &format!("swiglu_linear, gradient {i}"));
+    }
+    // `rms_norm_linear` and `layer_norm_linear` on a fresh `x`.
+    let x = || g.clone() * 2.0;
+    let routed = grads_of(
+        rms_norm_linear(x(), norm(), w.clone(), bias(), EPS),
+        &[&g, &nw, &w, &b],
+    );
+    let h = {
+        let x = x();
+        let inverse = (x.clone().powi_scalar(2).mean_dim(1) + EPS).sqrt().recip();
+        x * inverse * norm().unsqueeze::<2>()
+    };
+    let burn = grads_of(linear(h, w.clone(), bias()), &[&g, &nw, &w, &b]);
+    for (i, (r, e)) in routed.iter().zip(&burn).enumerate() {
+        assert_close(r, e, 1e-4, &format!("rms_norm_linear, gradient {i}"));
+    }
+    let beta = || u.clone().slice([0..1, 0..hidden]).reshape([hidden]);
+    let routed = grads_of(
+        layer_norm_linear(x(), norm(), beta(), w.clone(), bias(), EPS),
+        &[&g, &nw, &u, &w, &b],
+    );
+    let h = layer_norm(x(), norm(), Some(beta()), f64::from(EPS));
+    let burn = grads_of(linear(h, w.clone(), bias()), &[&g, &nw, &u, &w, &b]);
+    for (i, (r, e)) in routed.iter().zip(&burn).enumerate() {
+        assert_close(r, e, 1e-4, &format!("layer_norm_linear, gradient {i}"));
+    }
+}
