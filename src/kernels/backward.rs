@@ -662,7 +662,7 @@ fn swiglu_input_grads_in_place(
     let rows = shape.num_elements() / hidden;
     let outputs = weight.shape()[1];
     let grad = Flex::float_reshape(grad, Shape::new([rows, outputs]));
-    let weight_t = Flex::float_swap_dims(weight.clone(), 0, 1);
+    let weight_t = Flex::float_swap_dims(weight, 0, 1).to_contiguous();
     let step = Chunks::Small.rows(rows, hidden);
     for first in (0..rows).step_by(step) {
         let n = step.min(rows - first);
@@ -672,15 +672,25 @@ fn swiglu_input_grads_in_place(
         let span = first * hidden..(first + n) * hidden;
         let g = &mut writable(&mut gate).expect("checked by the caller")[span.clone()];
         let u = &mut writable(&mut up).expect("checked by the caller")[span];
-        let d = (0..n).flat_map(|r| d.row(r));
-        for ((d, g), u) in d.zip(g.iter_mut()).zip(u.iter_mut()) {
-            let s = sigmoid(*g);
-            let silu = *g * s;
-            *g = d * *u * (s + silu * (1.0 - s));
-            *u = d * silu;
-        }
+        d.stretches(0, n * hidden, |offset, d| {
+            let end = offset + d.len();
+            swiglu_grads_over(d, &mut g[offset..end], &mut u[offset..end]);
+        });
     }
     [gate, up]
+}
+
+simd_fn! {
+    /// `dgate` over `g` and `dup` over `u`, from the product's gradient `d`.
+    fn swiglu_grads_over(d: &[f32], g: &mut [f32], u: &mut [f32]) {
+        for ((d, g), u) in d.iter().zip(g.iter_mut()).zip(u.iter_mut()) {
+            let s = sigmoid(*g);
+            let silu = *g * s;
+            let d_up = d * silu;
+            *g = d * *u * (s + silu * (1.0 - s));
+            *u = d_up;
+        }
+    }
 }
 
 simd_fn! {
