@@ -35,7 +35,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn_tensor::activation::{gelu, relu, silu, softmax};
+use burn_tensor::module::linear;
 use burn_tensor::{Device, Int, Tensor, TensorData};
+use common::uniform;
 use flex::{
     CLASSES, EPS, P, WIDTH, cross_entropy_burn, dropout_burn, features, float, layer_norm_burn,
     leaf, matrix, rms_norm_burn,
@@ -140,6 +142,8 @@ fn measure(n: usize, size: &'static str, rows: &mut Vec<Row>) {
     let gamma = features(5, 0.5, 1.5);
     let beta = features(6, -0.5, 0.5);
     let logits = matrix(n, CLASSES, 7);
+    // The projection of the `*_linear` ops: `[WIDTH, WIDTH]`, scaled so outputs stay O(1).
+    let proj = TensorData::new(uniform(WIDTH * WIDTH, 8, -0.06, 0.06), [WIDTH, WIDTH]);
     let t = targets(n / CLASSES);
     let mut row = |op, pass, ours, burn| {
         rows.push(Row {
@@ -261,6 +265,69 @@ fn measure(n: usize, size: &'static str, rows: &mut Vec<Row>) {
     );
 
     // Forward and backward: the loss of `benches/ops.rs` (a weighted sum for the row-wise ops).
+    row(
+        "rms_norm_linear",
+        fwd,
+        peak(
+            || {
+                (
+                    float::<2>(&x, f),
+                    float::<1>(&gamma, f),
+                    float::<2>(&proj, f),
+                )
+            },
+            |(x, g, p)| burn_route::rms_norm_linear(x, g, p, None, EPS),
+        ),
+        peak(
+            || {
+                (
+                    float::<2>(&x, f),
+                    float::<1>(&gamma, f),
+                    float::<2>(&proj, f),
+                )
+            },
+            |(x, g, p)| linear(rms_norm_burn(x, g), p, None),
+        ),
+    );
+    row(
+        "layer_norm_linear",
+        fwd,
+        peak(
+            || {
+                let (x, g, b) = (
+                    float::<2>(&x, f),
+                    float::<1>(&gamma, f),
+                    float::<1>(&beta, f),
+                );
+                (x, g, b, float::<2>(&proj, f))
+            },
+            |(x, g, b, p)| burn_route::layer_norm_linear(x, g, b, p, None, EPS),
+        ),
+        peak(
+            || {
+                let (x, g, b) = (
+                    float::<2>(&x, f),
+                    float::<1>(&gamma, f),
+                    float::<1>(&beta, f),
+                );
+                (x, g, b, float::<2>(&proj, f))
+            },
+            |(x, g, b, p)| linear(layer_norm_burn(x, g, b), p, None),
+        ),
+    );
+    row(
+        "swiglu_linear",
+        fwd,
+        peak(
+            || (float::<2>(&x, f), float::<2>(&y, f), float::<2>(&proj, f)),
+            |(g, u, p)| burn_route::swiglu_linear(g, u, p, None),
+        ),
+        peak(
+            || (float::<2>(&x, f), float::<2>(&y, f), float::<2>(&proj, f)),
+            |(g, u, p)| linear(silu(g) * u, p, None),
+        ),
+    );
+
     let bwd = "fwd+bwd";
     row(
         "add_relu",
@@ -378,6 +445,92 @@ fn measure(n: usize, size: &'static str, rows: &mut Vec<Row>) {
             |x| burn_route::dropout(x, P, SEED).0.sum().backward(),
         ),
         peak(|| leaf::<2>(&x, a), |x| dropout_burn(x).sum().backward()),
+    );
+    row(
+        "rms_norm_linear",
+        bwd,
+        peak(
+            || {
+                (
+                    leaf::<2>(&x, a),
+                    leaf::<1>(&gamma, a),
+                    leaf::<2>(&proj, a),
+                    float::<2>(&w, a),
+                )
+            },
+            |(x, g, p, w)| {
+                (burn_route::rms_norm_linear(x, g, p, None, EPS) * w)
+                    .sum()
+                    .backward()
+            },
+        ),
+        peak(
+            || {
+                (
+                    leaf::<2>(&x, a),
+                    leaf::<1>(&gamma, a),
+                    leaf::<2>(&proj, a),
+                    float::<2>(&w, a),
+                )
+            },
+            |(x, g, p, w)| (linear(rms_norm_burn(x, g), p, None) * w).sum().backward(),
+        ),
+    );
+    row(
+        "layer_norm_linear",
+        bwd,
+        peak(
+            || {
+                let (x, g, b) = (leaf::<2>(&x, a), leaf::<1>(&gamma, a), leaf::<1>(&beta, a));
+                (x, g, b, leaf::<2>(&proj, a), float::<2>(&w, a))
+            },
+            |(x, g, b, p, w)| {
+                (burn_route::layer_norm_linear(x, g, b, p, None, EPS) * w)
+                    .sum()
+                    .backward()
+            },
+        ),
+        peak(
+            || {
+                let (x, g, b) = (leaf::<2>(&x, a), leaf::<1>(&gamma, a), leaf::<1>(&beta, a));
+                (x, g, b, leaf::<2>(&proj, a), float::<2>(&w, a))
+            },
+            |(x, g, b, p, w)| {
+                (linear(layer_norm_burn(x, g, b), p, None) * w)
+                    .sum()
+                    .backward()
+            },
+        ),
+    );
+    row(
+        "swiglu_linear",
+        bwd,
+        peak(
+            || {
+                (
+                    leaf::<2>(&x, a),
+                    leaf::<2>(&y, a),
+                    leaf::<2>(&proj, a),
+                    float::<2>(&w, a),
+                )
+            },
+            |(g, u, p, w)| {
+                (burn_route::swiglu_linear(g, u, p, None) * w)
+                    .sum()
+                    .backward()
+            },
+        ),
+        peak(
+            || {
+                (
+                    leaf::<2>(&x, a),
+                    leaf::<2>(&y, a),
+                    leaf::<2>(&proj, a),
+                    float::<2>(&w, a),
+                )
+            },
+            |(g, u, p, w)| (linear(silu(g) * u, p, None) * w).sum().backward(),
+        ),
     );
 }
 

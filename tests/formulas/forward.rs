@@ -247,6 +247,15 @@ pub fn sin_cos<B: Backend>(x: FloatTensor<B>) -> crate::formulas::routed::ops::S
     }
 }
 
+pub fn nested_output<B: Backend>(
+    x: FloatTensor<B>,
+) -> crate::formulas::routed::ops::NestedPrimitive<B> {
+    crate::formulas::routed::ops::NestedPrimitive {
+        double: B::float_mul_scalar(x.clone(), s(2.0)),
+        trig: sin_cos::<B>(x),
+    }
+}
+
 pub fn row_sums<B: Backend>(
     x: FloatTensor<B>,
     scale: f32,

@@ -154,6 +154,11 @@ fn cases(seed: u64) -> Vec<Case> {
             let out = ops::sin_cos(t[0].clone());
             Tensor::cat(vec![out.sin, out.cos], 2)
         }),
+        // A nested struct output: the inner struct's fields are nodes too.
+        case("nested_output", vec![input(r, S, -3.0, 3.0)], |t| {
+            let out = ops::nested_output(t[0].clone());
+            Tensor::cat(vec![out.double, out.trig.sin, out.trig.cos], 2)
+        }),
         case("row_sums", vec![input(r, S, -2.0, 2.0)], |t| {
             let out = ops::row_sums(t[0].clone(), 0.5);
             assert_eq!(out.rows, 2, "the plain field moves through");
@@ -299,6 +304,7 @@ fn cases(seed: u64) -> Vec<Case> {
 const SUBSET: &[&str] = &[
     "mul",
     "sin_cos",
+    "nested_output",
     "erf",
     "pow",
     "hardtanh",

@@ -2,6 +2,7 @@
 // Do not edit. Change tests/formulas/ops.toml and rebuild; bless the snapshot with `BLESS=1 cargo test --test generated`.
 
 use super::ops::FormulaOps;
+use super::ops::NestedPrimitive;
 use super::ops::RowSumsPrimitive;
 use super::ops::SinCosPrimitive;
 #[cfg(burn_route_autodiff)]
@@ -272,6 +273,11 @@ impl FormulaOps for rt::Dispatch {
     #[inline]
     fn sin_cos(x: rt::FloatTensor<Self>) -> SinCosPrimitive<Self> {
         self::route_sin_cos::<__rt::Panic>(x)
+    }
+    /// Routes like [`try_nested_output`](fn@try_nested_output), and panics with its error.
+    #[inline]
+    fn nested_output(x: rt::FloatTensor<Self>) -> NestedPrimitive<Self> {
+        self::route_nested_output::<__rt::Panic>(x)
     }
     /// Routes like [`try_row_sums`](fn@try_row_sums), and panics with its error.
     #[inline]
@@ -6560,6 +6566,152 @@ fn route_sin_cos<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<SinCosPrimit
     }
 }
 
+/// The kernel call of [`try_nested_output`](fn@try_nested_output): unwraps the inputs for backend
+/// `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+fn __run_nested_output<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(rt::FloatTensor<B>) -> NestedPrimitive<B>,
+    x: rt::DispatchTensor,
+) -> NestedPrimitive<rt::Dispatch> {
+    let x = B::float(__route, "x", x);
+    let __out = __kernel(x);
+    __out.__wrap(__route)
+}
+
+/// [`FormulaOps::nested_output`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_nested_output(
+    x: rt::DispatchTensor,
+) -> Result<NestedPrimitive<rt::Dispatch>, rt::RouteError> {
+    self::route_nested_output::<__rt::Fallible>(x)
+}
+
+/// The routing of [`try_nested_output`](fn@try_nested_output) and of the panicking `Dispatch`
+/// method (`F` says how an error is reported). Inlined into both, the common call writes its
+/// outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_nested_output<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+) -> F::Out<NestedPrimitive<rt::Dispatch>> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "nested_output",
+        rt::Policy::Differentiable,
+        "tests/formulas/ops.toml:514",
+        "tests/formulas/ops.toml:10",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_nested_output as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+    ) -> Result<NestedPrimitive<rt::Dispatch>, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::nested_output, x)
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::nested_output::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::nested_output::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::nested_output, x)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::nested_output::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::nested_output::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::nested_output, x)
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::nested_output::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::nested_output::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => {
+                __run::<rt::Flex>(&__route, <rt::Flex as FormulaOps>::nested_output, x)
+            }
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => {
+                __run::<rt::Cube>(&__route, <rt::Cube as FormulaOps>::nested_output, x)
+            }
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => {
+                __run::<rt::Remote>(&__route, <rt::Remote as FormulaOps>::nested_output, x)
+            }
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x)),
+    }
+}
+
 /// The kernel call of [`try_row_sums`](fn@try_row_sums): unwraps the inputs for backend `B`, calls
 /// the kernel, wraps the outputs.
 #[allow(clippy::type_complexity)]
@@ -6599,7 +6751,7 @@ fn route_row_sums<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "row_sums",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:512",
+        "tests/formulas/ops.toml:532",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -6736,7 +6888,7 @@ fn route_double_to_default<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "double_to_default",
         rt::Policy::Differentiable,
-        "tests/formulas/ops.toml:523",
+        "tests/formulas/ops.toml:543",
         "tests/formulas/ops.toml:10",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -6851,6 +7003,17 @@ impl<B: __rt::Target> SinCosPrimitive<B> {
         SinCosPrimitive {
             sin: B::float_out(__route, self.sin),
             cos: B::float_out(__route, self.cos),
+        }
+    }
+}
+
+impl<B: __rt::Target> NestedPrimitive<B> {
+    /// Wraps every tensor of a kernel's result as a `Dispatch` tensor, under the route's autodiff
+    /// context.
+    fn __wrap(self, __route: &__rt::Route) -> NestedPrimitive<rt::Dispatch> {
+        NestedPrimitive {
+            double: B::float_out(__route, self.double),
+            trig: self.trig.__wrap(__route),
         }
     }
 }

@@ -16,9 +16,22 @@ pub struct SinCosPrimitive<B: rt::Backend> {
     pub cos: rt::FloatTensor<B>,
 }
 
+/// `2 x`, and `sin(x)` with `cos(x)` one level down.
+///
+/// Declared at `tests/formulas/ops.toml:503`; `Nested` is its `Tensor<D>` form. Kernels take and
+/// return it with their backend's primitives; `Dispatch` routes it by its tensors, in declaration
+/// order.
+#[derive(Clone, Debug)]
+pub struct NestedPrimitive<B: rt::Backend> {
+    /// `2 x`.
+    pub double: rt::FloatTensor<B>,
+    /// `sin(x)` and `cos(x)`.
+    pub trig: SinCosPrimitive<B>,
+}
+
 /// The sums of a tensor's rows and its squares.
 ///
-/// Declared at `tests/formulas/ops.toml:500`; `RowSums` is its `Tensor<D>` form. Kernels take and
+/// Declared at `tests/formulas/ops.toml:520`; `RowSums` is its `Tensor<D>` form. Kernels take and
 /// return it with their backend's primitives; `Dispatch` routes it by its tensors, in declaration
 /// order.
 #[derive(Clone, Debug)]
@@ -536,6 +549,17 @@ pub trait FormulaOps: rt::Backend {
     fn sin_cos(x: rt::FloatTensor<Self>) -> SinCosPrimitive<Self> {
         crate::formulas::forward::sin_cos::<Self>(x)
     }
+    /// `2 x`, `sin(x)` and `cos(x)` in a nested struct: each float field a node of its own.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/formulas/ops.toml:514`.
+    #[must_use]
+    fn nested_output(x: rt::FloatTensor<Self>) -> NestedPrimitive<Self> {
+        crate::formulas::forward::nested_output::<Self>(x)
+    }
     /// `sum_dim(x, -1)` and `x * x`, with a plain field: one field's gradient broadcasts back to
     /// `x`.
     ///
@@ -543,7 +567,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:512`.
+    /// - declared at `tests/formulas/ops.toml:532`.
     #[must_use]
     fn row_sums(x: rt::FloatTensor<Self>, scale: f32) -> RowSumsPrimitive<Self> {
         crate::formulas::forward::row_sums::<Self>(x, scale)
@@ -555,7 +579,7 @@ pub trait FormulaOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `tests/formulas/ops.toml:523`.
+    /// - declared at `tests/formulas/ops.toml:543`.
     #[must_use]
     fn double_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::double_to_default::<Self>(x)
@@ -571,7 +595,7 @@ pub trait FormulaOps: rt::Backend {
 impl<B: rt::fusion::FusionBackend + FormulaOps> FormulaOps for rt::fusion::Fusion<B> {
     fn double_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         let mut __lazy =
-            rt::fusion::Lazy::<B>::new("double_to_default", "tests/formulas/ops.toml:526");
+            rt::fusion::Lazy::<B>::new("double_to_default", "tests/formulas/ops.toml:546");
         let __in_x = __lazy.input(x);
         let __spec_x = __lazy.spec(&__in_x);
         let __out = __lazy.output(
@@ -595,6 +619,7 @@ impl<B: rt::fusion::FusionBackend + FormulaOps> FormulaOps for rt::fusion::Fusio
 /// written from it: the generated `Dispatch` routing calls them for tracked inputs.
 #[cfg(burn_route_autodiff)]
 pub mod autodiff {
+    use super::NestedPrimitive;
     use super::RowSumsPrimitive;
     use super::SinCosPrimitive;
     use super::rt;
@@ -3076,8 +3101,145 @@ pub mod autodiff {
         }
     }
 
+    /// The backward pass of [`FormulaOps::nested_output`](super::FormulaOps::nested_output), from
+    /// its formulas (tests/formulas/ops.toml:518).
+    ///
+    /// The node of `output.double`: the part of each formula that reads `grad.double`.
+    ///
+    /// - `x`: `grad.double * 2 + grad.trig.sin * output.trig.cos - grad.trig.cos * output.trig.sin`
+    #[derive(Clone, Debug)]
+    pub struct NestedOutputBackwardDouble;
+
+    impl<B> __grad::Derivative<B, 1> for NestedOutputBackwardDouble
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "nested_output";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        #[allow(clippy::approx_constant)]
+        fn backward(
+            self,
+            _: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul_scalar(grad, __grad::scalar(2.0_f64)));
+            }
+            __grads
+        }
+    }
+
+    /// The backward pass of [`FormulaOps::nested_output`](super::FormulaOps::nested_output), from
+    /// its formulas (tests/formulas/ops.toml:518).
+    ///
+    /// The node of `output.trig.sin`: the part of each formula that reads `grad.trig.sin`.
+    ///
+    /// - `x`: `grad.double * 2 + grad.trig.sin * output.trig.cos - grad.trig.cos * output.trig.sin`
+    #[derive(Clone, Debug)]
+    pub struct NestedOutputBackwardTrigSin<B: rt::Backend> {
+        __output_trig_cos: rt::FloatTensor<B>,
+    }
+
+    impl<B> __grad::Derivative<B, 1> for NestedOutputBackwardTrigSin<B>
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "nested_output";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            _: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let __output_trig_cos = self.__output_trig_cos;
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul(grad, __output_trig_cos));
+            }
+            __grads
+        }
+    }
+
+    /// The backward pass of [`FormulaOps::nested_output`](super::FormulaOps::nested_output), from
+    /// its formulas (tests/formulas/ops.toml:518).
+    ///
+    /// The node of `output.trig.cos`: the part of each formula that reads `grad.trig.cos`.
+    ///
+    /// - `x`: `grad.double * 2 + grad.trig.sin * output.trig.cos - grad.trig.cos * output.trig.sin`
+    #[derive(Clone, Debug)]
+    pub struct NestedOutputBackwardTrigCos<B: rt::Backend> {
+        __output_trig_sin: rt::FloatTensor<B>,
+    }
+
+    impl<B> __grad::Derivative<B, 1> for NestedOutputBackwardTrigCos<B>
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "nested_output";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            _: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let __output_trig_sin = self.__output_trig_sin;
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_neg(B::float_mul(grad, __output_trig_sin)));
+            }
+            __grads
+        }
+    }
+
+    /// [`FormulaOps::nested_output`](super::FormulaOps::nested_output) on `Autodiff<B, C>`: the
+    /// forward pass on `B`, and [`NestedOutputBackwardDouble`], [`NestedOutputBackwardTrigSin`],
+    /// [`NestedOutputBackwardTrigCos`] as its backward passes, one node per float field.
+    pub fn nested_output<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> NestedPrimitive<rt::Autodiff<B, C>>
+    where
+        B: super::FormulaOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::split([Some(x)], [false], 3);
+        let x = __tape.input(0);
+        let __output = <B as super::FormulaOps>::nested_output(x);
+        let __derivative_double = NestedOutputBackwardDouble;
+        let __derivative_trig_sin = NestedOutputBackwardTrigSin {
+            __output_trig_cos: __grad::keep(&__output.trig.cos),
+        };
+        let __derivative_trig_cos = NestedOutputBackwardTrigCos {
+            __output_trig_sin: __grad::keep(&__output.trig.sin),
+        };
+        let __output_double = __tape.finish_part::<C, _>(__derivative_double, __output.double);
+        let __output_trig_sin =
+            __tape.finish_part::<C, _>(__derivative_trig_sin, __output.trig.sin);
+        let __output_trig_cos =
+            __tape.finish_part::<C, _>(__derivative_trig_cos, __output.trig.cos);
+        NestedPrimitive {
+            double: __output_double,
+            trig: SinCosPrimitive {
+                sin: __output_trig_sin,
+                cos: __output_trig_cos,
+            },
+        }
+    }
+
     /// The backward pass of [`FormulaOps::row_sums`](super::FormulaOps::row_sums), from its
-    /// formulas (tests/formulas/ops.toml:516).
+    /// formulas (tests/formulas/ops.toml:536).
     ///
     /// The node of `output.total`: the part of each formula that reads `grad.total`.
     ///
@@ -3112,7 +3274,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`FormulaOps::row_sums`](super::FormulaOps::row_sums), from its
-    /// formulas (tests/formulas/ops.toml:516).
+    /// formulas (tests/formulas/ops.toml:536).
     ///
     /// The node of `output.squares`: the part of each formula that reads `grad.squares`.
     ///
@@ -3177,7 +3339,7 @@ pub mod autodiff {
 
     /// The backward pass of
     /// [`FormulaOps::double_to_default`](super::FormulaOps::double_to_default), from its formulas
-    /// (tests/formulas/ops.toml:527).
+    /// (tests/formulas/ops.toml:547).
     ///
     /// - `x`: `grad * 2`
     #[derive(Clone, Debug)]

@@ -3,6 +3,7 @@
 
 use super::dispatch;
 use super::ops::FormulaOps;
+use super::ops::NestedPrimitive;
 use super::ops::RowSumsPrimitive;
 use super::ops::SinCosPrimitive;
 use ::burn_route::rt;
@@ -42,9 +43,43 @@ impl<const D: usize> SinCos<D> {
     }
 }
 
+/// `2 x`, and `sin(x)` with `cos(x)` one level down.
+///
+/// Declared at `tests/formulas/ops.toml:503`; `NestedPrimitive` is its backend-level form, which
+/// [`into_primitive`](Nested::into_primitive) and [`from_primitive`](Nested::from_primitive)
+/// convert to and from.
+#[derive(Clone, Debug)]
+pub struct Nested<const D: usize> {
+    /// `2 x`.
+    pub double: rt::Tensor<D>,
+    /// `sin(x)` and `cos(x)`.
+    pub trig: SinCos<D>,
+}
+
+impl<const D: usize> Nested<D> {
+    /// The value as `Dispatch` primitives: what the `Dispatch` methods and the `try_` functions of
+    /// the dispatch module take.
+    #[must_use]
+    pub fn into_primitive(self) -> NestedPrimitive<rt::Dispatch> {
+        NestedPrimitive {
+            double: self.double.into_dispatch(),
+            trig: self.trig.into_primitive(),
+        }
+    }
+
+    /// A value of `Dispatch` primitives (what the dispatch module returns) as `Tensor`s.
+    #[must_use]
+    pub fn from_primitive(__value: NestedPrimitive<rt::Dispatch>) -> Self {
+        Nested {
+            double: rt::Tensor::from_dispatch(__value.double),
+            trig: SinCos::from_primitive(__value.trig),
+        }
+    }
+}
+
 /// The sums of a tensor's rows and its squares.
 ///
-/// Declared at `tests/formulas/ops.toml:500`; `RowSumsPrimitive` is its backend-level form, which
+/// Declared at `tests/formulas/ops.toml:520`; `RowSumsPrimitive` is its backend-level form, which
 /// [`into_primitive`](RowSums::into_primitive) and [`from_primitive`](RowSums::from_primitive)
 /// convert to and from.
 #[derive(Clone, Debug)]
@@ -1169,6 +1204,28 @@ pub fn sin_cos<const D: usize>(x: rt::Tensor<D>) -> SinCos<D> {
 pub fn try_sin_cos<const D: usize>(x: rt::Tensor<D>) -> Result<SinCos<D>, rt::RouteError> {
     let __out = dispatch::try_sin_cos(x.into_dispatch())?;
     Ok(SinCos::from_primitive(__out))
+}
+
+/// [`FormulaOps::nested_output`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_nested_output`](fn@try_nested_output) returns the error instead.
+#[must_use]
+pub fn nested_output<const D: usize>(x: rt::Tensor<D>) -> Nested<D> {
+    let __out = <rt::Dispatch as FormulaOps>::nested_output(x.into_dispatch());
+    Nested::from_primitive(__out)
+}
+
+/// [`nested_output`](fn@nested_output), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_nested_output<const D: usize>(x: rt::Tensor<D>) -> Result<Nested<D>, rt::RouteError> {
+    let __out = dispatch::try_nested_output(x.into_dispatch())?;
+    Ok(Nested::from_primitive(__out))
 }
 
 /// [`FormulaOps::row_sums`] on `Tensor`s, routed to the backend of its inputs.

@@ -43,7 +43,8 @@ pub(super) fn module(ir: &Ir, w: &mut Writer) {
     {
         declared_names(op, &mut declared);
     }
-    // A declared backward pass rebuilds its struct inputs on `B`, nested structs included.
+    // A declared backward pass rebuilds its struct inputs on `B`, and splits its struct outputs
+    // into a node per float field, nested structs included.
     let mut rebuilt: Vec<String> = Vec::new();
     for op in ir.ops.iter().filter(|op| op.backward.is_some()) {
         for input in &op.inputs {
@@ -51,6 +52,9 @@ pub(super) fn module(ir: &Ir, w: &mut Writer) {
                 rebuilt.push(name.clone());
             }
         }
+        let mut outputs = Vec::new();
+        declared_outputs(&op.output, &mut outputs);
+        rebuilt.extend(outputs);
     }
     while let Some(ty) = rebuilt.pop() {
         if let crate::ir::TypeBody::Struct(members) = &ir.type_def(&ty).body {
@@ -93,6 +97,15 @@ pub(super) fn module(ir: &Ir, w: &mut Writer) {
         composed_fn(op, &ir.groups[op.group].name, w);
     }
     w.close("}");
+}
+
+/// The declared types an output is or holds (a tuple's elements; not nested ones).
+fn declared_outputs(out: &Output, acc: &mut Vec<String>) {
+    match out {
+        Output::Declared { name, .. } => acc.push(name.clone()),
+        Output::Tuple(items) => items.iter().for_each(|o| declared_outputs(o, acc)),
+        _ => {}
+    }
 }
 
 /// The declared types op `op` takes or returns (not nested ones), in first-use order.
