@@ -332,10 +332,19 @@ pub(super) fn first_undeclared(out: &Output, key: String) -> Option<(String, Str
                 ),
             ))
         }
-        Output::Tuple(items) => items
-            .iter()
-            .enumerate()
-            .find_map(|(i, item)| first_undeclared(item, format!("{key}[{i}]"))),
+        Output::Tuple(items) => items.iter().enumerate().find_map(|(i, item)| {
+            let key = format!("{key}[{i}]");
+            match item {
+                // (`lower::implementation::lazy_outputs`: a declared struct only on its own.)
+                Output::Declared { name, .. } => Some((
+                    key.clone(),
+                    format!(
+                        "`{key}` is declared type `{name}` inside a tuple, which has no lazy form on `Fusion<B>` yet"
+                    ),
+                )),
+                _ => first_undeclared(item, key),
+            }
+        }),
     }
 }
 
