@@ -14,7 +14,7 @@ pub(crate) use cfg_predicate::is_well_known_cfg;
 use cfg_predicate::*;
 use implementation::*;
 pub(super) use implementation::{
-    declared_input, lazy_outputs, metadata_function, remote_kernel_possible,
+    declared_input, lazy_outputs, metadata_function, remote_kernel_possible, served,
 };
 
 pub(super) use decl::{Declared, unused};

@@ -8,7 +8,7 @@
 //! primitive, which it says with `remote = "composition"` (or by declaring no output metadata).
 
 use super::context::{Context, ManifestRule, unknown_modes};
-use super::lower::{declared_input, metadata_function, remote_kernel_possible};
+use super::lower::{declared_input, metadata_function, remote_kernel_possible, served};
 use crate::diag::{Diagnostic, page};
 use crate::ir::{Arg, BackendId, Op, RemoteImpl};
 use crate::model::OpSpec;
@@ -83,7 +83,15 @@ fn remote_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     ),
                 )
                 .page(page::REMOTE)
-                .help("add `composition = \"path::to::fn\"` (the op written with backend primitives), or remove `remote` to run the op's kernel on the server"),
+                .help(if served(&op.backends)
+                    && remote_kernel_possible(op.asynchronous, &op.inputs, &op.output)
+                    && unencodable(cx, op).is_empty()
+                {
+                    "add `composition = \"path::to::fn\"` (the op written with backend primitives), or remove `remote` to run the op's kernel on the server"
+                } else {
+                    // Without `remote`, the op would not run on Remote at all.
+                    "add `composition = \"path::to::fn\"` (the op written with backend primitives)"
+                }),
             );
         }
     }
@@ -93,6 +101,7 @@ fn remote_key_applies(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
 /// What keeps an op that is not [`remote_kernel_possible`] from being one custom operation on
 /// Remote: the first of the conditions that check tests.
 enum Obstacle {
+    NotServed,
     Async,
     DeclaredOutput,
     MetadataFunction,
@@ -101,7 +110,9 @@ enum Obstacle {
 
 impl Obstacle {
     fn of(op: &Op) -> Self {
-        if op.asynchronous {
+        if !served(&op.backends) {
+            Self::NotServed
+        } else if op.asynchronous {
             Self::Async
         } else if op.output.has_declared() {
             Self::DeclaredOutput
@@ -115,6 +126,9 @@ impl Obstacle {
     /// Why the op cannot be one operation.
     fn why(&self) -> &'static str {
         match self {
+            Self::NotServed => {
+                "it is routed to no backend a server runs kernels on (`Flex`, `Cube`), so no server has its kernel"
+            }
             Self::Async => "it is async, and a server runs an operation synchronously",
             Self::DeclaredOutput => {
                 "it returns a declared type, whose tensors the client cannot declare before the server runs the kernel"
@@ -132,6 +146,7 @@ impl Obstacle {
     fn fix(&self, op: &Op) -> String {
         let x = super::context::example_input(op);
         match self {
+            Self::NotServed => "route the op to the server's backend too (e.g. `backends = [\"Flex\", \"Remote\"]`, with its Flex kernel)".to_owned(),
             Self::Async => "remove `async = true`".to_owned(),
             Self::DeclaredOutput => "return tensors instead of the declared type".to_owned(),
             Self::MetadataFunction => format!(
@@ -169,7 +184,7 @@ fn remote_ops_can_run(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         if !on_remote || op.composite.is_some() {
             continue;
         }
-        if remote_kernel_possible(op.asynchronous, &op.inputs, &op.output) {
+        if served(&op.backends) && remote_kernel_possible(op.asynchronous, &op.inputs, &op.output) {
             continue;
         }
         out.push(
@@ -183,7 +198,16 @@ fn remote_ops_can_run(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 ),
             )
             .page(page::REMOTE)
-            .help(format!("{}, or write `remote = \"composition\"` to run the op's composition on Remote primitive by primitive{}", Obstacle::of(op).fix(op), composition_needs(op))),
+            .help(format!(
+                "{}, or write `remote = \"composition\"`{} to run the op's composition on Remote primitive by primitive{}",
+                Obstacle::of(op).fix(op),
+                if op.composition.is_none() {
+                    " and give the op `composition = \"path::to::fn\"`"
+                } else {
+                    ""
+                },
+                composition_needs(op)
+            )),
         );
     }
     out
@@ -316,36 +340,42 @@ pub(crate) fn encodable(ty: &syn::Type) -> bool {
 /// A plain argument of an op that runs on the server as one operation travels as scalars, so
 /// its type must be one they carry exactly.
 fn remote_arguments_encode(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    cx.ops
+        .iter()
+        .filter(|(_, op)| op.remote == RemoteImpl::Kernel)
+        .flat_map(|(spec, op)| {
+            unencodable(cx, op)
+                .into_iter()
+                .map(|(i, what)| not_encodable(spec, i, what))
+        })
+        .collect()
+}
+
+/// The plain inputs of `op`, and the plain fields of its declared-type inputs, that an
+/// operation's scalars cannot carry exactly: each input's index and what it is.
+fn unencodable(cx: &Context<'_, '_>, op: &Op) -> Vec<(usize, String)> {
+    let carried = |ty: &str| syn::parse_str::<syn::Type>(ty).is_ok_and(|t| encodable(&t));
     let mut out = Vec::new();
-    for (spec, op) in cx.ops {
-        if op.remote != RemoteImpl::Kernel {
-            continue;
-        }
-        for (i, input) in op.inputs.iter().enumerate() {
-            let Arg::Plain(ty) = &input.arg else { continue };
-            if syn::parse_str::<syn::Type>(ty).is_ok_and(|t| encodable(&t)) {
-                continue;
-            }
-            out.push(not_encodable(
-                spec,
+    for (i, input) in op.inputs.iter().enumerate() {
+        let Arg::Plain(ty) = &input.arg else { continue };
+        if !carried(ty) {
+            out.push((
                 i,
                 format!("`{}` of op `{}` has type `{ty}`", input.name, op.name),
             ));
         }
-        // The plain fields of declared-type inputs travel the same way.
-        for (i, input) in op.inputs.iter().enumerate() {
-            let Arg::Declared { name, .. } = &input.arg else {
+    }
+    // The plain fields of declared-type inputs travel the same way.
+    for (i, input) in op.inputs.iter().enumerate() {
+        let Arg::Declared { name, .. } = &input.arg else {
+            continue;
+        };
+        for (path, member) in crate::ir::members(cx.types, name) {
+            let crate::ir::MemberType::Plain(ty) = member else {
                 continue;
             };
-            for (path, member) in crate::ir::members(cx.types, name) {
-                let crate::ir::MemberType::Plain(ty) = member else {
-                    continue;
-                };
-                if syn::parse_str::<syn::Type>(ty).is_ok_and(|t| encodable(&t)) {
-                    continue;
-                }
-                out.push(not_encodable(
-                    spec,
+            if !carried(ty) {
+                out.push((
                     i,
                     format!(
                         "`{}.{}` of op `{}` (a field of type `{name}`) has type `{ty}`",

@@ -87,7 +87,9 @@ pub(super) fn remote_impl(
         Some("kernel") => RemoteImpl::Kernel,
         // An argument the encoding cannot carry is [`super::super::remote`]'s error, unless the op
         // says it runs its composition on Remote.
-        _ if remote_kernel_possible(asynchronous, inputs, output) => RemoteImpl::Kernel,
+        _ if served(backends) && remote_kernel_possible(asynchronous, inputs, output) => {
+            RemoteImpl::Kernel
+        }
         _ if composition => RemoteImpl::Composition,
         _ => RemoteImpl::HandWritten,
     }
@@ -120,6 +122,15 @@ pub(in crate::validate) fn remote_kernel_possible(
         || output.has_declared()
         || (declared_input(inputs) && metadata_function(output));
     !obstacle && lazy_outputs(output)
+}
+
+/// Whether a Remote server can run an op routed to `backends` as one operation: the server runs
+/// the op's kernel of its own backend, so the op is routed to a backend a server runs (`Flex`,
+/// `Cube`), not to Remote alone.
+pub(in crate::validate) fn served(backends: &[Backend]) -> bool {
+    backends
+        .iter()
+        .any(|b| matches!(b.name, BackendId::Flex | BackendId::Cube))
 }
 
 /// Whether an op takes a declared-type input.
