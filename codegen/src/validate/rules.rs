@@ -14,6 +14,7 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     lazy_arguments_are_owned,
     composition_is_not_composite,
     declared_inputs_have_no_metadata,
+    declared_inputs_call_no_field_functions,
 ];
 
 /// The declared types ops name directly (inputs and outputs, tuples included).
@@ -165,6 +166,60 @@ pub(super) fn has_meta(out: &Output) -> bool {
         Output::Tuple(items) => items.iter().any(has_meta),
         Output::Unit | Output::Plain(_) | Output::Declared { .. } => false,
     }
+}
+
+/// The declared struct fields an output holds whose `shape` or `dtype` is a function, with the
+/// field's label and the key.
+fn field_functions(out: &Output, acc: &mut Vec<(String, &'static str)>) {
+    match out {
+        Output::Declared { leaves, .. } => {
+            for leaf in leaves {
+                let meta = &leaf.tensor.meta;
+                for (which, source) in [("shape", &meta.shape), ("dtype", &meta.dtype)] {
+                    if matches!(source, Some(crate::ir::MetaSource::Function(_))) {
+                        acc.push((leaf.label(), which));
+                    }
+                }
+            }
+        }
+        Output::Tuple(items) => items.iter().for_each(|o| field_functions(o, acc)),
+        Output::Unit | Output::Plain(_) | Output::Tensor(_) => {}
+    }
+}
+
+/// A metadata function gets the specs of the op's tensor inputs, which an op with a
+/// declared-type input cannot give it (its tensors are inside the value), and that op has no
+/// lazy form yet: a function on a field of the struct it returns would never be called.
+fn declared_inputs_call_no_field_functions(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    cx.ops
+        .iter()
+        .filter_map(|(spec, op)| {
+            let input = op
+                .inputs
+                .iter()
+                .find(|i| matches!(i.arg, Arg::Declared { .. }))?;
+            let mut found = Vec::new();
+            field_functions(&op.output, &mut found);
+            let (field, which) = found.into_iter().next()?;
+            // (One error per op: the help covers every field.)
+            let span = spec.output.as_ref()?.span();
+            Some(
+                Diagnostic::new(
+                    span,
+                    format!("op[{}].output", spec.index),
+                    format!(
+                        "op `{}` returns a struct whose field `{field}` has a `{which}` function, but the op takes a declared-type input (`{}`): a metadata function gets the specs of tensor inputs only, and an op with a declared-type input has no lazy form that would call it",
+                        op.name, input.name
+                    ),
+                )
+                .page(crate::diag::page::DECLARED_TYPE)
+                .help(format!(
+                    "in the type's `[[type]]` entry, remove the field's `shape` and `dtype`, or name an input of the op there (e.g. `shape = \"{x}\", dtype = \"{x}\"`, an input of the field's rank)",
+                    x = super::context::example_input(op)
+                )),
+            )
+        })
+        .collect()
 }
 
 /// Output metadata is what the lazy `Fusion<B>` form and the one operation on Remote read; an
