@@ -188,6 +188,14 @@ fn generated_names_distinct(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
     let Some((ops, groups)) = grouped(cx) else {
         return Vec::new();
     };
+    // (`autodiff_trait` equal to `trait` is its own error, `autodiff_trait_differs`.)
+    let same_traits = cx
+        .routing
+        .zip(cx.manifest.routing.autodiff_trait.as_ref())
+        .is_some_and(|(routing, a)| routing.trait_name == a.value);
+    if same_traits {
+        return Vec::new();
+    }
     let mut defined: Vec<String> = Vec::new();
     for (index, group) in groups.iter().enumerate() {
         defined.push(group.name.clone());

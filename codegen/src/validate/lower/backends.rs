@@ -95,7 +95,7 @@ impl Lowerer<'_, '_> {
             }
             let inherited = inherit.iter().find(|b| b.name == name);
             let cfg = match (&spec.cfg, inherited) {
-                (Some(c), Some(_)) => {
+                (Some(c), Some(b)) => {
                     self.push(
                         Diagnostic::new(
                             c.span.clone(),
@@ -111,7 +111,9 @@ impl Lowerer<'_, '_> {
                             name.key()
                         )),
                     );
-                    continue;
+                    // As the help says: the rest of validation sees the inherited entry, so
+                    // this error brings no other (a trait group without the backend).
+                    b.cfg.clone()
                 }
                 // The user's cfg, and burn-route having the backend at all.
                 (Some(c), None) => match self.cfg(c, &format!("{key}.cfg")) {
