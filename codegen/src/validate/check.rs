@@ -356,7 +356,11 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
                         "{why}, and `tolerance` is the gradient check's, so it changes nothing"
                     ),
                 )
-                .help("remove `tolerance` (values are compared within `value_tolerance`)"),
+                .help(if float_output(&op.output, types) {
+                    "remove `tolerance` (the float outputs' values are compared within `value_tolerance`)"
+                } else {
+                    "remove `tolerance`"
+                }),
             );
         } else if t.value.is_finite() && t.value > 0.0 {
             check.tolerance = Some(t.value);
@@ -718,8 +722,9 @@ fn value_tolerance(
                 t.span.clone(),
                 key,
                 format!(
-                    "op `{}` returns no float tensor, and int and bool values are compared \
-                     exactly, so `value_tolerance` changes nothing",
+                    "op `{}` returns no float tensor (the op check compares int and bool \
+                     tensors exactly, and plain values not at all), so `value_tolerance` \
+                     changes nothing",
                     op.name
                 ),
             )
