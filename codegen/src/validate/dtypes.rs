@@ -11,6 +11,7 @@ pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
     dtype_names_known,
     other_dtypes_value_known,
     dtypes_keys_apply,
+    flex_kernels_take_a_flex_dtype,
 ];
 
 /// Every name in `dtypes` spells a float dtype, once, and the list is not empty.
@@ -149,6 +150,41 @@ fn dtypes_keys_apply(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 ),
                 "add `composition = \"path::to::fn\"` (the op written with backend primitives), or write `other_dtypes = \"error\"` to refuse other dtypes with a routing error",
             ));
+        }
+    }
+    out
+}
+
+/// Flex stores no `flex32`: an op routed to Flex whose `dtypes` list no other dtype would
+/// never run its Flex kernel (and its op check could call it in no dtype).
+fn flex_kernels_take_a_flex_dtype(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        let Some(list) = spec.dtypes.as_ref() else {
+            continue;
+        };
+        let on_flex = op
+            .backends
+            .iter()
+            .any(|b| b.name == crate::ir::BackendId::Flex);
+        let only_flex32 = !list.value.is_empty()
+            && list
+                .value
+                .iter()
+                .all(|n| FloatDtype::from_key(&n.value) == Some(FloatDtype::Flex32));
+        if on_flex && only_flex32 && op.composite.is_none() {
+            out.push(
+                Diagnostic::new(
+                    list.span.clone(),
+                    format!("op[{}].dtypes", spec.index),
+                    format!(
+                        "op `{}` is routed to Flex, whose tensors are never `flex32`, and its kernels take `flex32` only: its Flex kernel would never run",
+                        op.name
+                    ),
+                )
+                .page(page::DTYPES)
+                .help("add a dtype Flex stores to `dtypes` (e.g. `dtypes = [\"f32\", \"flex32\"]`), or route the op to `Cube` only (`backends = [\"Cube\"]`)"),
+            );
         }
     }
     out

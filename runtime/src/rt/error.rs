@@ -607,7 +607,11 @@ impl RouteError {
                     .iter()
                     .map(|d| dtype_name(DType::from(*d)))
                     .collect();
-                let cast = match declared.first() {
+                // (Flex stores no `flex32`: casting to it there panics.)
+                let castable = declared
+                    .iter()
+                    .find(|d| !(*backend == BackendId::Flex && **d == FloatDType::Flex32));
+                let cast = match castable {
                     Some(first) => format!(
                         "cast `{input}` to a dtype the kernels take first (`.cast(FloatDType::{first:?})` \
                          on the tensor)"
@@ -671,5 +675,32 @@ fn cfg_fix(cfg: &str, krate: &str) -> String {
              the build script must call `burn_route_codegen::Builder::build_script`)"
         ),
         None => format!("turn `{cfg}` on in crate `{krate}` (e.g. enable the feature it names)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unsupported(backend: BackendId) -> String {
+        RouteError::UnsupportedDtype {
+            op: "f",
+            input: InputName::new("x"),
+            dtype: DType::F64,
+            backend,
+            declared: &[FloatDType::Flex32, FloatDType::F32],
+            location: "ops.toml:9",
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn an_unsupported_dtype_on_flex_is_never_told_to_cast_to_flex32() {
+        // Flex stores no `flex32` (its cast panics): the first dtype it stores.
+        let flex = unsupported(BackendId::Flex);
+        assert!(flex.contains("`.cast(FloatDType::F32)`"), "{flex}");
+        // Cube's tensors may be `flex32`.
+        let cube = unsupported(BackendId::Cube);
+        assert!(cube.contains("`.cast(FloatDType::Flex32)`"), "{cube}");
     }
 }
