@@ -550,3 +550,48 @@ error: the op check makes `pair` of op `apply` with `Default::default()`, but `(
     let fixed = run(&["check", "--op-check", &manifest(dir.path(), &given)]);
     assert_eq!(fixed.status.code(), Some(0), "{}", text(&fixed.stderr));
 }
+
+/// The traits of `routing.backward_bounds` are the crate's to implement on every backend a
+/// backward pass runs on, the recording ones included: `skeleton` lists them. (An adversarial
+/// run implemented one for `Flex` and `CubeBackend` only, as for a backward trait, and got
+/// `E0277` for `Fusion<CubeBackend>` and `Remote`.)
+#[test]
+fn skeleton_lists_the_impls_backward_bounds_ask_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = "[routing]
+trait = \"Gpu\"
+backends = [\"Flex\", \"Cube\", \"Remote\"]
+backward_bounds = [\"crate::k::Extra\"]
+
+[[op]]
+name = \"twice\"
+autodiff = \"differentiable\"
+composition = \"crate::k::twice\"
+inputs = [{ name = \"x\", tensor = \"float\" }]
+output = { tensor = \"float\", shape = \"x\", dtype = \"x\" }
+backward = { x = \"grad * 2\" }
+";
+    let out = run(&[
+        "skeleton",
+        &manifest(dir.path(), source),
+        "--runtime-path",
+        "crate::rt",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let listed = stdout
+        .find("// `routing.backward_bounds`")
+        .map(|at| &stdout[at..])
+        .unwrap_or_else(|| panic!("no backward_bounds impls in:\n{stdout}"));
+    assert_eq!(
+        listed,
+        "// `routing.backward_bounds`: the backend of every generated `Autodiff<B, C>`
+// implementation implements these traits, and the generator writes none of their
+// impls. Each backend the backward passes run on needs one (with the traits' methods):
+//   impl crate::k::Extra for rt::Flex {}
+//   #[cfg(burn_route_cube)] impl crate::k::Extra for rt::CubeBackend {}
+//   #[cfg(burn_route_cube)] impl<B: rt::fusion::FusionBackend> crate::k::Extra for rt::fusion::Fusion<B> {} // fusion on
+//   #[cfg(burn_route_remote)] impl crate::k::Extra for rt::Remote {}
+"
+    );
+}

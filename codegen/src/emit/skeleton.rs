@@ -111,6 +111,7 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
     }
     function_stubs(ir, w);
     backward_traits(ir, w);
+    backward_bound_impls(ir, w);
 }
 
 /// A function the manifest names, for a stub: its last path segment, and what it is.
@@ -530,6 +531,75 @@ fn backward_traits(ir: &Ir, w: &mut Writer) {
             w.blank();
             w.cfg(cfg.as_deref());
             w.line(format!("impl {name} for rt::{ty} {{}}"));
+        }
+    }
+}
+
+/// What `routing.backward_bounds` asks of the crate, as comments: each listed trait
+/// implemented for every backend a backward pass runs on, the recording ones included (the
+/// generator writes none of these impls, and does not know the traits' methods).
+fn backward_bound_impls(ir: &Ir, w: &mut Writer) {
+    // (A trait-method backward pass's own trait is in the bounds too, but its recording
+    // backends' impls are generated: `backward_traits` stubs the rest.)
+    let method_traits: Vec<&str> = ir
+        .ops
+        .iter()
+        .filter_map(|op| match &op.backward {
+            Some(Backward {
+                form:
+                    BackwardForm::Function {
+                        method_of: Some(trait_path),
+                        ..
+                    },
+                ..
+            }) => Some(trait_path.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut bounds: Vec<&str> = Vec::new();
+    let mut backends: Vec<(BackendId, Option<String>)> = Vec::new();
+    for op in ir.ops.iter().filter(|op| op.backward.is_some()) {
+        let Some(backward) = &op.backward else {
+            continue;
+        };
+        for bound in &backward.bounds {
+            if !bounds.contains(&bound.as_str()) && !method_traits.contains(&bound.as_str()) {
+                bounds.push(bound);
+            }
+        }
+        for backend in &op.backends {
+            if !backends.iter().any(|(b, _)| *b == backend.name) {
+                backends.push((backend.name, backend.cfg.clone()));
+            }
+        }
+    }
+    if bounds.is_empty() {
+        return;
+    }
+    w.blank();
+    w.line("// `routing.backward_bounds`: the backend of every generated `Autodiff<B, C>`");
+    w.line("// implementation implements these traits, and the generator writes none of their");
+    w.line(
+        "// impls. Each backend the backward passes run on needs one (with the traits' methods):",
+    );
+    for bound in bounds {
+        for (backend, cfg) in &backends {
+            let cfg = cfg
+                .as_deref()
+                .map(|c| format!("#[cfg({c})] "))
+                .unwrap_or_default();
+            let targets: &[&str] = match backend {
+                BackendId::Flex => &["impl {T} for rt::Flex {}"],
+                BackendId::Cube => &[
+                    "impl {T} for rt::CubeBackend {}",
+                    "impl<B: rt::fusion::FusionBackend> {T} for rt::fusion::Fusion<B> {} // fusion on",
+                ],
+                BackendId::Remote => &["impl {T} for rt::Remote {}"],
+                BackendId::Other => continue,
+            };
+            for target in targets {
+                w.line(format!("//   {cfg}{}", target.replace("{T}", bound)));
+            }
         }
     }
 }
