@@ -574,13 +574,6 @@ pub fn problem(name: &str, kind: NameKind) -> Option<String> {
                         .to_owned(),
                 );
             }
-            // The `Tensor`-level module imports the `Dispatch`-level one by this name, and its
-            // op function of the same name would clash with the import.
-            if kind == NameKind::Op && name == DISPATCH_MODULE {
-                return Some(format!(
-                    "is the name of the generated `{DISPATCH_MODULE}` module, which the `Tensor`-level functions import"
-                ));
-            }
             if kind == NameKind::Op && name.starts_with('_') {
                 return Some(
                     "starts with `_`: the generated `try_` and `route_` names would not be snake_case"
@@ -717,7 +710,6 @@ mod tests {
             ("__x", NameKind::Input),
             ("a__b", NameKind::Input),
             ("_x", NameKind::Op),
-            ("dispatch", NameKind::Op),
             ("café", NameKind::Op),
             ("_", NameKind::Input),
             ("1x", NameKind::Input),

@@ -19,10 +19,14 @@ pub(super) fn emit(ir: &Ir, config: &EmitConfig, w: &mut Writer) {
             names::PRIVATE
         )));
     }
+    // The module alone (`::{self}`: its type namespace), so an op named like it (whose
+    // function the crate may re-export beside the module) does not clash with the import.
     if dispatch == DISPATCH_MODULE || dispatch.ends_with(&format!("::{DISPATCH_MODULE}")) {
-        imports.push(Use::new(dispatch.clone()));
+        imports.push(Use::new(format!("{dispatch}::{{self}}")));
     } else {
-        imports.push(Use::new(format!("{dispatch} as {DISPATCH_MODULE}")));
+        imports.push(Use::new(format!(
+            "{dispatch}::{{self as {DISPATCH_MODULE}}}"
+        )));
     }
     // The panicking functions call the `Dispatch` trait methods.
     let module = &config.trait_module;
