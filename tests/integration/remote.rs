@@ -288,8 +288,11 @@ pub(crate) fn other_version_text(id: &str) -> String {
 pub(crate) fn missing_text(id: &str) -> String {
     format!(
         "the Remote server does not serve op `bias_gelu`: it serves the ops of crate \
-         `burn-route`, but its build of the crate has no op `bias_gelu` (`{id}`). Fix: \
-         rebuild the server binary with the client's version of crate `burn-route` (it calls \
+         `burn-route`, but not op `bias_gelu` (`{id}`): the server runs an op with its own \
+         backend's kernel, so either the op is not routed to the server's backend (its \
+         `backends` in the manifest), or the server's build of the crate has no such op. Fix: \
+         route the op to the backend the server runs, or rebuild the server binary with the \
+         client's version of crate `burn-route` (it calls \
          `burn_route::dispatch::serve_remote_ops`). See \
          https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#remote-op-missing"
     )

@@ -582,8 +582,11 @@ impl RouteError {
                 RemoteProblem::Missing => write!(
                     f,
                     "the Remote server does not serve op `{op}`: it serves the ops of crate \
-                     `{krate}`, but its build of the crate has no op `{op}` (`{id}`). Fix: rebuild \
-                     the server binary with the client's version of crate `{krate}` (it calls \
+                     `{krate}`, but not op `{op}` (`{id}`): the server runs an op with its own \
+                     backend's kernel, so either the op is not routed to the server's backend \
+                     (its `backends` in the manifest), or the server's build of the crate has no \
+                     such op. Fix: route the op to the backend the server runs, or rebuild the \
+                     server binary with the client's version of crate `{krate}` (it calls \
                      `{serve}`). "
                 ),
                 RemoteProblem::OtherVersion => write!(
