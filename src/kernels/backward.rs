@@ -7,7 +7,6 @@
 //! uses the defaults for other layouts and dtypes. Each takes the parents' wanted flags and
 //! returns a gradient only for the tracked ones.
 
-use burn_backend::backend::ops::FloatTensorOps;
 use burn_backend::tensor::{FloatTensor, IntTensor};
 use burn_backend::{Backend, DType, Scalar, Shape, TensorMetadata};
 use burn_dispatch::backends::Flex;
@@ -19,7 +18,7 @@ use super::half::{grads_in_f32, in_f32};
 use crate::flex::math::sigmoid;
 use crate::flex::{
     Rows, Work, is_writable, keep_if, max_of, simd_fn, sum_by, sum_by2, sum_by3, tensor,
-    update_many, update_rows, update_rows_with, writable,
+    update_many, update_rows, update_rows_with,
 };
 
 /// The mean over the last dimension, kept with size 1.
@@ -30,6 +29,12 @@ fn mean_last<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
 
 /// Gradients of the fused layers (see the module docs).
 pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
+    /// How many rows of its input a fused projection's weight gradient takes at a time
+    /// (`rms_norm_linear` and the like): all of them by default, one matmul as Burn's `linear`
+    /// backward; `Flex` takes small chunks, so that neither the recomputed input nor the matmul's
+    /// packed copy of it exists whole.
+    const PROJECTION_CHUNKS: Chunks = Chunks::Whole;
+
     /// `[dx, dbias]` of `gelu(x + bias)`.
     fn bias_gelu_backward(
         x: FloatTensor<Self>,
@@ -95,7 +100,7 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
             eps,
             grad,
             wanted,
-            Chunks::Whole,
+            Self::PROJECTION_CHUNKS,
         )
     }
 
@@ -122,7 +127,7 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
             eps,
             grad,
             wanted,
-            Chunks::Whole,
+            Self::PROJECTION_CHUNKS,
         )
     }
 
@@ -137,7 +142,14 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
         grad: FloatTensor<Self>,
         wanted: [bool; 4],
     ) -> [Option<FloatTensor<Self>>; 4] {
-        fused_linear::swiglu_linear_backward::<Self>(gate, up, weight, grad, wanted, Chunks::Whole)
+        fused_linear::swiglu_linear_backward::<Self>(
+            gate,
+            up,
+            weight,
+            grad,
+            wanted,
+            Self::PROJECTION_CHUNKS,
+        )
     }
 
     /// `dx` of the last-dimension softmax with output `y`: `y (grad - sum(grad y))`.
@@ -245,50 +257,7 @@ fn gelu_derivative(z: f32) -> f32 {
 }
 
 impl BackwardKernels for Flex {
-    fn rms_norm_linear_backward(
-        x: FloatTensor<Self>,
-        norm_weight: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        _bias: Option<FloatTensor<Self>>,
-        eps: f32,
-        grad: FloatTensor<Self>,
-        wanted: [bool; 4],
-    ) -> [Option<FloatTensor<Self>>; 4] {
-        fused_linear::rms_norm_linear_backward::<Self>(
-            x,
-            norm_weight,
-            weight,
-            eps,
-            grad,
-            wanted,
-            Chunks::Small,
-        )
-    }
-
-    // The generated calling convention: the op's five tensor inputs, `eps`, the gradient and the
-    // wanted flags.
-    #[allow(clippy::too_many_arguments)]
-    fn layer_norm_linear_backward(
-        x: FloatTensor<Self>,
-        gamma: FloatTensor<Self>,
-        beta: FloatTensor<Self>,
-        weight: FloatTensor<Self>,
-        _bias: Option<FloatTensor<Self>>,
-        eps: f32,
-        grad: FloatTensor<Self>,
-        wanted: [bool; 5],
-    ) -> [Option<FloatTensor<Self>>; 5] {
-        fused_linear::layer_norm_linear_backward::<Self>(
-            x,
-            gamma,
-            beta,
-            weight,
-            eps,
-            grad,
-            wanted,
-            Chunks::Small,
-        )
-    }
+    const PROJECTION_CHUNKS: Chunks = Chunks::Small;
 
     fn swiglu_linear_backward(
         gate: FloatTensor<Self>,
@@ -298,35 +267,7 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 4],
     ) -> [Option<FloatTensor<Self>>; 4] {
-        let [want_gate, want_up, want_weight, want_bias] = wanted;
-        let ours = is_writable(&gate) && is_writable(&up) && gate.shape() == up.shape();
-        if !(want_gate || want_up) || !ours || grad.dtype() != DType::F32 {
-            return fused_linear::swiglu_linear_backward::<Self>(
-                gate,
-                up,
-                weight,
-                grad,
-                wanted,
-                Chunks::Small,
-            );
-        }
-        // The weight and bias gradients read `gate` and `up`; then both input gradients take
-        // their buffers.
-        let [_, d_weight, d_bias] = fused_linear::swiglu_projection_grads::<Self>(
-            &gate,
-            &up,
-            weight.clone(),
-            grad.clone(),
-            [false, want_weight, want_bias],
-            Chunks::Small,
-        );
-        let [d_gate, d_up] = swiglu_input_grads_in_place(gate, up, weight, grad);
-        [
-            want_gate.then_some(d_gate),
-            want_up.then_some(d_up),
-            d_weight,
-            d_bias,
-        ]
+        fused_linear::swiglu_linear_backward_on_flex(gate, up, weight, grad, wanted)
     }
 
     fn bias_gelu_backward(
@@ -644,52 +585,6 @@ simd_fn! {
         )
         .unwrap_or_else(|_| unreachable!("the caller checked the shapes and rows"));
         [d_gate, d_up]
-    }
-}
-
-/// `[dgate, dup]` of `swiglu(gate, up) @ weight` over `gate`'s and `up`'s own buffers (the caller
-/// checked they are ours, dense `f32` of one shape, and `grad` `f32`): the product's gradient `grad @ weight^T` is formed a chunk of rows
-/// at a time, and each chunk's input gradients are written over the rows they come from, so no
-/// `[rows, hidden]` tensor is allocated.
-fn swiglu_input_grads_in_place(
-    mut gate: FlexTensor,
-    mut up: FlexTensor,
-    weight: FlexTensor,
-    grad: FlexTensor,
-) -> [FlexTensor; 2] {
-    let shape = gate.shape();
-    let hidden = shape.last().copied().unwrap_or(1).max(1);
-    let rows = shape.num_elements() / hidden;
-    let outputs = weight.shape()[1];
-    let grad = Flex::float_reshape(grad, Shape::new([rows, outputs]));
-    let weight_t = Flex::float_swap_dims(weight, 0, 1).to_contiguous();
-    let step = Chunks::Small.rows(rows, hidden);
-    for first in (0..rows).step_by(step) {
-        let n = step.min(rows - first);
-        let chunk = Flex::float_slice(grad.clone(), &[(first..first + n).into()]);
-        let d = Flex::float_matmul(chunk, weight_t.clone());
-        let d = Rows::of(&d).expect("a matmul's output has dense rows");
-        let span = first * hidden..(first + n) * hidden;
-        let g = &mut writable(&mut gate).expect("checked by the caller")[span.clone()];
-        let u = &mut writable(&mut up).expect("checked by the caller")[span];
-        d.stretches(0, n * hidden, |offset, d| {
-            let end = offset + d.len();
-            swiglu_grads_over(d, &mut g[offset..end], &mut u[offset..end]);
-        });
-    }
-    [gate, up]
-}
-
-simd_fn! {
-    /// `dgate` over `g` and `dup` over `u`, from the product's gradient `d`.
-    fn swiglu_grads_over(d: &[f32], g: &mut [f32], u: &mut [f32]) {
-        for ((d, g), u) in d.iter().zip(g.iter_mut()).zip(u.iter_mut()) {
-            let s = sigmoid(*g);
-            let silu = *g * s;
-            let d_up = d * silu;
-            *g = d * *u * (s + silu * (1.0 - s));
-            *u = d_up;
-        }
     }
 }
 

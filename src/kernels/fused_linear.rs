@@ -10,11 +10,16 @@
 
 use std::ops::Range;
 
+use burn_backend::backend::ops::FloatTensorOps;
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{Backend, Shape, TensorMetadata};
+use burn_backend::{Backend, DType, Shape, TensorMetadata};
+use burn_dispatch::backends::Flex;
+use burn_dispatch::backends::flex::FlexTensor;
 
 use super::backward::BackwardKernels;
 use super::composed;
+use crate::flex::math::sigmoid;
+use crate::flex::{Rows, is_writable, simd_fn, writable};
 use crate::ops::RoutedOps;
 
 /// Panics unless `weight` is `[width, outputs]` for an input whose last dimension is `width`:
@@ -56,9 +61,11 @@ fn rows_of<B: Backend>(t: &FloatTensor<B>, range: Range<usize>) -> FloatTensor<B
 /// (`Whole`, one matmul, as Burn's own `linear` backward), or chunks of about 32 KiB of `f32`
 /// input, so that neither the recomputed input nor the matmul's packed copy of it exists whole
 /// (Flex, where each is heap the step holds at its peak; a GPU prefers one launch).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Chunks {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chunks {
+    /// Every row at once.
     Whole,
+    /// About 32 KiB of `f32` input a chunk.
     Small,
 }
 
@@ -269,4 +276,90 @@ pub fn swiglu_linear<B: Backend>(
 ) -> FloatTensor<B> {
     check_weight("swiglu_linear", "gate", &gate, &weight);
     project::<B>(composed::swiglu::<B>(gate, up), weight, bias)
+}
+
+/// `swiglu_linear`'s backward pass on Flex: when `gate` and `up` are ours (dense `f32` of one
+/// shape, held by nothing else) and an input gradient is wanted, the weight and bias gradients
+/// first (they read `gate` and `up`), then both input gradients over their buffers; otherwise
+/// the generic pass.
+pub(crate) fn swiglu_linear_backward_on_flex(
+    gate: FlexTensor,
+    up: FlexTensor,
+    weight: FlexTensor,
+    grad: FlexTensor,
+    wanted: [bool; 4],
+) -> [Option<FlexTensor>; 4] {
+    let [want_gate, want_up, want_weight, want_bias] = wanted;
+    let ours = is_writable(&gate) && is_writable(&up) && gate.shape() == up.shape();
+    if !(want_gate || want_up) || !ours || grad.dtype() != DType::F32 {
+        return swiglu_linear_backward::<Flex>(
+            gate,
+            up,
+            weight,
+            grad,
+            wanted,
+            Flex::PROJECTION_CHUNKS,
+        );
+    }
+    let [_, d_weight, d_bias] = swiglu_projection_grads::<Flex>(
+        &gate,
+        &up,
+        weight.clone(),
+        grad.clone(),
+        [false, want_weight, want_bias],
+        Flex::PROJECTION_CHUNKS,
+    );
+    let [d_gate, d_up] = swiglu_input_grads_in_place(gate, up, weight, grad);
+    [
+        want_gate.then_some(d_gate),
+        want_up.then_some(d_up),
+        d_weight,
+        d_bias,
+    ]
+}
+
+/// `[dgate, dup]` of `swiglu(gate, up) @ weight` over `gate`'s and `up`'s own buffers (the caller
+/// checked they are ours, dense `f32` of one shape, and `grad` `f32`): the product's gradient `grad @ weight^T` is formed a chunk of rows
+/// at a time, and each chunk's input gradients are written over the rows they come from, so no
+/// `[rows, hidden]` tensor is allocated.
+fn swiglu_input_grads_in_place(
+    mut gate: FlexTensor,
+    mut up: FlexTensor,
+    weight: FlexTensor,
+    grad: FlexTensor,
+) -> [FlexTensor; 2] {
+    let shape = gate.shape();
+    let hidden = shape.last().copied().unwrap_or(1).max(1);
+    let rows = shape.num_elements() / hidden;
+    let outputs = weight.shape()[1];
+    let grad = Flex::float_reshape(grad, Shape::new([rows, outputs]));
+    let weight_t = Flex::float_swap_dims(weight, 0, 1).to_contiguous();
+    let step = Flex::PROJECTION_CHUNKS.rows(rows, hidden);
+    for first in (0..rows).step_by(step) {
+        let n = step.min(rows - first);
+        let chunk = Flex::float_slice(grad.clone(), &[(first..first + n).into()]);
+        let d = Flex::float_matmul(chunk, weight_t.clone());
+        let d = Rows::of(&d).expect("a matmul's output has dense rows");
+        let span = first * hidden..(first + n) * hidden;
+        let g = &mut writable(&mut gate).expect("checked by the caller")[span.clone()];
+        let u = &mut writable(&mut up).expect("checked by the caller")[span];
+        d.stretches(0, n * hidden, |offset, d| {
+            let end = offset + d.len();
+            swiglu_grads_over(d, &mut g[offset..end], &mut u[offset..end]);
+        });
+    }
+    [gate, up]
+}
+
+simd_fn! {
+    /// `dgate` over `g` and `dup` over `u`, from the product's gradient `d`.
+    fn swiglu_grads_over(d: &[f32], g: &mut [f32], u: &mut [f32]) {
+        for ((d, g), u) in d.iter().zip(g.iter_mut()).zip(u.iter_mut()) {
+            let s = sigmoid(*g);
+            let silu = *g * s;
+            let d_up = d * silu;
+            *g = d * *u * (s + silu * (1.0 - s));
+            *u = d_up;
+        }
+    }
 }
