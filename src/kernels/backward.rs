@@ -101,6 +101,7 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
             grad,
             wanted,
             Self::PROJECTION_CHUNKS,
+            Self::rms_norm_backward,
         )
     }
 
@@ -128,6 +129,7 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
             grad,
             wanted,
             Self::PROJECTION_CHUNKS,
+            Self::layer_norm_backward,
         )
     }
 
@@ -149,6 +151,7 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
             grad,
             wanted,
             Self::PROJECTION_CHUNKS,
+            Self::swiglu_backward,
         )
     }
 
@@ -267,7 +270,15 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 4],
     ) -> [Option<FloatTensor<Self>>; 4] {
-        fused_linear::swiglu_linear_backward_on_flex(gate, up, weight, grad, wanted)
+        fused_linear::swiglu_linear_backward_on_flex(
+            gate,
+            up,
+            weight,
+            grad,
+            wanted,
+            Self::PROJECTION_CHUNKS,
+            Self::swiglu_backward,
+        )
     }
 
     fn bias_gelu_backward(

@@ -16,7 +16,6 @@ use burn_backend::{Backend, DType, Shape, TensorMetadata};
 use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
-use super::backward::BackwardKernels;
 use super::composed;
 use crate::flex::math::sigmoid;
 use crate::flex::{Rows, is_writable, simd_fn, writable};
@@ -109,9 +108,10 @@ pub(crate) fn projection_grads<B: Backend>(
 }
 
 /// `[dx, dnorm_weight, dweight, dbias]` of `rms_norm_linear` (see
-/// [`BackwardKernels::rms_norm_linear_backward`](super::backward::BackwardKernels::rms_norm_linear_backward)).
+/// [`BackwardKernels::rms_norm_linear_backward`](super::backward::BackwardKernels::rms_norm_linear_backward)),
+/// with `norm_backward` the norm's own backward kernel (`rms_norm_backward`'s arguments).
 #[allow(clippy::too_many_arguments)] // The op's inputs, its gradient, what is wanted and how.
-pub(crate) fn rms_norm_linear_backward<B: BackwardKernels>(
+pub(crate) fn rms_norm_linear_backward<B: RoutedOps>(
     x: FloatTensor<B>,
     norm_weight: FloatTensor<B>,
     weight: FloatTensor<B>,
@@ -119,6 +119,13 @@ pub(crate) fn rms_norm_linear_backward<B: BackwardKernels>(
     grad: FloatTensor<B>,
     [want_x, want_norm, want_weight, want_bias]: [bool; 4],
     chunks: Chunks,
+    norm_backward: impl FnOnce(
+        FloatTensor<B>,
+        FloatTensor<B>,
+        f32,
+        FloatTensor<B>,
+        [bool; 2],
+    ) -> [Option<FloatTensor<B>>; 2],
 ) -> [Option<FloatTensor<B>>; 4] {
     let [d_normalized, d_weight, d_bias] = projection_grads::<B>(
         |rows| B::rms_norm(rows_of::<B>(&x, rows), norm_weight.clone(), eps),
@@ -128,14 +135,15 @@ pub(crate) fn rms_norm_linear_backward<B: BackwardKernels>(
         [want_x || want_norm, want_weight, want_bias],
     );
     let [d_x, d_norm] = d_normalized.map_or([None, None], |d| {
-        B::rms_norm_backward(x, norm_weight, eps, d, [want_x, want_norm])
+        norm_backward(x, norm_weight, eps, d, [want_x, want_norm])
     });
     [d_x, d_norm, d_weight, d_bias]
 }
 
-/// `[dx, dgamma, dbeta, dweight, dbias]` of `layer_norm_linear`.
+/// `[dx, dgamma, dbeta, dweight, dbias]` of `layer_norm_linear`, with `norm_backward` the norm's
+/// own backward kernel (`layer_norm_backward`'s arguments).
 #[allow(clippy::too_many_arguments)] // The op's inputs, its gradient, what is wanted and how.
-pub(crate) fn layer_norm_linear_backward<B: BackwardKernels>(
+pub(crate) fn layer_norm_linear_backward<B: RoutedOps>(
     x: FloatTensor<B>,
     gamma: FloatTensor<B>,
     beta: FloatTensor<B>,
@@ -144,6 +152,13 @@ pub(crate) fn layer_norm_linear_backward<B: BackwardKernels>(
     grad: FloatTensor<B>,
     [want_x, want_gamma, want_beta, want_weight, want_bias]: [bool; 5],
     chunks: Chunks,
+    norm_backward: impl FnOnce(
+        FloatTensor<B>,
+        FloatTensor<B>,
+        f32,
+        FloatTensor<B>,
+        [bool; 3],
+    ) -> [Option<FloatTensor<B>>; 3],
 ) -> [Option<FloatTensor<B>>; 5] {
     let [d_normalized, d_weight, d_bias] = projection_grads::<B>(
         |rows| {
@@ -155,7 +170,7 @@ pub(crate) fn layer_norm_linear_backward<B: BackwardKernels>(
         [want_x || want_gamma || want_beta, want_weight, want_bias],
     );
     let [d_x, d_gamma, d_beta] = d_normalized.map_or([None, None, None], |d| {
-        B::layer_norm_backward(x, gamma, eps, d, [want_x, want_gamma, want_beta])
+        norm_backward(x, gamma, eps, d, [want_x, want_gamma, want_beta])
     });
     [d_x, d_gamma, d_beta, d_weight, d_bias]
 }
@@ -179,14 +194,33 @@ pub(crate) fn swiglu_projection_grads<B: RoutedOps>(
     )
 }
 
-/// `[dgate, dup, dweight, dbias]` of `swiglu_linear`.
-pub(crate) fn swiglu_linear_backward<B: BackwardKernels>(
+/// The backward kernel of the SwiGLU gate: `[dgate, dup]` from `gate`, `up`, the product's
+/// gradient and the wanted flags (`swiglu_backward`'s arguments).
+pub(crate) trait GateBackward<B: Backend>:
+    FnOnce(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, [bool; 2]) -> [Option<FloatTensor<B>>; 2]
+{
+}
+
+impl<B: Backend, F> GateBackward<B> for F where
+    F: FnOnce(
+        FloatTensor<B>,
+        FloatTensor<B>,
+        FloatTensor<B>,
+        [bool; 2],
+    ) -> [Option<FloatTensor<B>>; 2]
+{
+}
+
+/// `[dgate, dup, dweight, dbias]` of `swiglu_linear`, with `gate_backward` the gate's own
+/// backward kernel.
+pub(crate) fn swiglu_linear_backward<B: RoutedOps>(
     gate: FloatTensor<B>,
     up: FloatTensor<B>,
     weight: FloatTensor<B>,
     grad: FloatTensor<B>,
     [want_gate, want_up, want_weight, want_bias]: [bool; 4],
     chunks: Chunks,
+    gate_backward: impl GateBackward<B>,
 ) -> [Option<FloatTensor<B>>; 4] {
     let [d_product, d_weight, d_bias] = swiglu_projection_grads::<B>(
         &gate,
@@ -197,7 +231,7 @@ pub(crate) fn swiglu_linear_backward<B: BackwardKernels>(
         chunks,
     );
     let [d_gate, d_up] = d_product.map_or([None, None], |d| {
-        B::swiglu_backward(gate, up, d, [want_gate, want_up])
+        gate_backward(gate, up, d, [want_gate, want_up])
     });
     [d_gate, d_up, d_weight, d_bias]
 }
@@ -288,6 +322,8 @@ pub(crate) fn swiglu_linear_backward_on_flex(
     weight: FlexTensor,
     grad: FlexTensor,
     wanted: [bool; 4],
+    chunks: Chunks,
+    gate_backward: impl GateBackward<Flex>,
 ) -> [Option<FlexTensor>; 4] {
     let [want_gate, want_up, want_weight, want_bias] = wanted;
     let ours = is_writable(&gate) && is_writable(&up) && gate.shape() == up.shape();
@@ -298,7 +334,8 @@ pub(crate) fn swiglu_linear_backward_on_flex(
             weight,
             grad,
             wanted,
-            Flex::PROJECTION_CHUNKS,
+            chunks,
+            gate_backward,
         );
     }
     let [_, d_weight, d_bias] = swiglu_projection_grads::<Flex>(
@@ -307,9 +344,9 @@ pub(crate) fn swiglu_linear_backward_on_flex(
         weight.clone(),
         grad.clone(),
         [false, want_weight, want_bias],
-        Flex::PROJECTION_CHUNKS,
+        chunks,
     );
-    let [d_gate, d_up] = swiglu_input_grads_in_place(gate, up, weight, grad);
+    let [d_gate, d_up] = swiglu_input_grads_in_place(gate, up, weight, grad, chunks);
     [
         want_gate.then_some(d_gate),
         want_up.then_some(d_up),
@@ -327,6 +364,7 @@ fn swiglu_input_grads_in_place(
     mut up: FlexTensor,
     weight: FlexTensor,
     grad: FlexTensor,
+    chunks: Chunks,
 ) -> [FlexTensor; 2] {
     let shape = gate.shape();
     let hidden = shape.last().copied().unwrap_or(1).max(1);
@@ -334,7 +372,7 @@ fn swiglu_input_grads_in_place(
     let outputs = weight.shape()[1];
     let grad = Flex::float_reshape(grad, Shape::new([rows, outputs]));
     let weight_t = Flex::float_swap_dims(weight, 0, 1).to_contiguous();
-    let step = Flex::PROJECTION_CHUNKS.rows(rows, hidden);
+    let step = chunks.rows(rows, hidden);
     for first in (0..rows).step_by(step) {
         let n = step.min(rows - first);
         let chunk = Flex::float_slice(grad.clone(), &[(first..first + n).into()]);
