@@ -7,6 +7,8 @@
 //! The forward functions are generic over the ops' trait: each backend's own norm or gate
 //! kernel runs, then Burn's `linear` on that backend (`Flex` and `Cube` call them from their
 //! `RoutedOps` impls). The compositions are the same with Burn's primitives for the norm or gate.
+//! On Flex, `swiglu_linear`'s backward pass also writes its input gradients over `gate`'s and
+//! `up`'s own buffers when nothing else holds them (`swiglu_linear_backward_on_flex`).
 
 use std::ops::Range;
 
@@ -36,13 +38,18 @@ fn check_weight(op: &str, input: &str, x: &impl TensorMetadata, weight: &impl Te
     );
 }
 
-/// `x @ weight + bias` over `x`'s last dimension: Burn's own `linear`, on `B`.
-fn project<B: Backend>(
-    x: FloatTensor<B>,
+/// `made @ weight + bias` with Burn's own `linear` on `B`, where `made` (the norm or gate) is
+/// `make(input)`: `weight`'s rows are checked against `input`'s width first.
+fn linear_after<B: Backend>(
+    op: &str,
+    name: &str,
+    input: FloatTensor<B>,
+    make: impl FnOnce(FloatTensor<B>) -> FloatTensor<B>,
     weight: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
 ) -> FloatTensor<B> {
-    B::linear(x, weight, bias)
+    check_weight(op, name, &input, &weight);
+    B::linear(make(input), weight, bias)
 }
 
 /// `t`'s rows (every dimension but the last, flattened) in `range`, as `[rows, width]`.
@@ -244,8 +251,8 @@ pub(crate) fn rms_norm_linear_on<B: RoutedOps>(
     bias: Option<FloatTensor<B>>,
     eps: f32,
 ) -> FloatTensor<B> {
-    check_weight("rms_norm_linear", "x", &x, &weight);
-    project::<B>(B::rms_norm(x, norm_weight, eps), weight, bias)
+    let norm = |x| B::rms_norm(x, norm_weight, eps);
+    linear_after::<B>("rms_norm_linear", "x", x, norm, weight, bias)
 }
 
 /// `layer_norm_linear` with `B`'s own `layer_norm` kernel.
@@ -257,12 +264,8 @@ pub(crate) fn layer_norm_linear_on<B: RoutedOps>(
     bias: Option<FloatTensor<B>>,
     eps: f32,
 ) -> FloatTensor<B> {
-    check_weight("layer_norm_linear", "x", &x, &weight);
-    project::<B>(
-        <B as RoutedOps>::layer_norm(x, gamma, beta, eps),
-        weight,
-        bias,
-    )
+    let norm = |x| <B as RoutedOps>::layer_norm(x, gamma, beta, eps);
+    linear_after::<B>("layer_norm_linear", "x", x, norm, weight, bias)
 }
 
 /// `swiglu_linear` with `B`'s own `swiglu` kernel.
@@ -272,8 +275,8 @@ pub(crate) fn swiglu_linear_on<B: RoutedOps>(
     weight: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
 ) -> FloatTensor<B> {
-    check_weight("swiglu_linear", "gate", &gate, &weight);
-    project::<B>(B::swiglu(gate, up), weight, bias)
+    let product = |gate| B::swiglu(gate, up);
+    linear_after::<B>("swiglu_linear", "gate", gate, product, weight, bias)
 }
 
 /// [`rms_norm_linear`](crate::tensor::rms_norm_linear) written with `B`'s primitives.
@@ -284,8 +287,8 @@ pub fn rms_norm_linear<B: Backend>(
     bias: Option<FloatTensor<B>>,
     eps: f32,
 ) -> FloatTensor<B> {
-    check_weight("rms_norm_linear", "x", &x, &weight);
-    project::<B>(composed::rms_norm::<B>(x, norm_weight, eps), weight, bias)
+    let norm = |x| composed::rms_norm::<B>(x, norm_weight, eps);
+    linear_after::<B>("rms_norm_linear", "x", x, norm, weight, bias)
 }
 
 /// [`layer_norm_linear`](crate::tensor::layer_norm_linear) written with `B`'s primitives.
@@ -297,8 +300,8 @@ pub fn layer_norm_linear<B: Backend>(
     bias: Option<FloatTensor<B>>,
     eps: f32,
 ) -> FloatTensor<B> {
-    check_weight("layer_norm_linear", "x", &x, &weight);
-    project::<B>(composed::layer_norm::<B>(x, gamma, beta, eps), weight, bias)
+    let norm = |x| composed::layer_norm::<B>(x, gamma, beta, eps);
+    linear_after::<B>("layer_norm_linear", "x", x, norm, weight, bias)
 }
 
 /// [`swiglu_linear`](crate::tensor::swiglu_linear) written with `B`'s primitives.
@@ -308,8 +311,8 @@ pub fn swiglu_linear<B: Backend>(
     weight: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
 ) -> FloatTensor<B> {
-    check_weight("swiglu_linear", "gate", &gate, &weight);
-    project::<B>(composed::swiglu::<B>(gate, up), weight, bias)
+    let product = |gate| composed::swiglu::<B>(gate, up);
+    linear_after::<B>("swiglu_linear", "gate", gate, product, weight, bias)
 }
 
 /// `swiglu_linear`'s backward pass on Flex: when `gate` and `up` are ours (dense `f32` of one
