@@ -110,21 +110,17 @@ fn declared_outputs(out: &Output, acc: &mut Vec<String>) {
 
 /// The declared types op `op` takes or returns (not nested ones), in first-use order.
 fn declared_names(op: &Op, acc: &mut Vec<String>) {
-    fn output(out: &Output, acc: &mut Vec<String>) {
-        match out {
-            Output::Declared { name, .. } if !acc.contains(name) => acc.push(name.clone()),
-            Output::Tuple(items) => items.iter().for_each(|o| output(o, acc)),
-            _ => {}
+    let mut outputs = Vec::new();
+    declared_outputs(&op.output, &mut outputs);
+    let inputs = op.inputs.iter().filter_map(|input| match &input.arg {
+        Arg::Declared { name, .. } => Some(name.clone()),
+        _ => None,
+    });
+    for name in inputs.chain(outputs) {
+        if !acc.contains(&name) {
+            acc.push(name);
         }
     }
-    for input in &op.inputs {
-        if let Arg::Declared { name, .. } = &input.arg
-            && !acc.contains(name)
-        {
-            acc.push(name.clone());
-        }
-    }
-    output(&op.output, acc);
 }
 
 /// The `Autodiff<B, C>` kernel of a differentiable op with a `composition` and no `backward`:
