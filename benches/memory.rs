@@ -736,7 +736,13 @@ fn linear_cross_entropy() {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; a filter is not supported: every row is cheap.
+    // `cargo bench` passes `--bench`. `-- step` prints only the training step's two tables
+    // (seconds, where every table takes minutes).
+    if std::env::args().any(|a| a == "step") {
+        training_step();
+        training_phases();
+        return;
+    }
     let mut rows = Vec::new();
     for (n, size) in [(1 << 16, "64K"), (1 << 20, "1M")] {
         measure(n, size, &mut rows);

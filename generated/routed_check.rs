@@ -944,7 +944,7 @@ fn rms_norm_linear() {
     );
 }
 
-/// `layer_norm_linear` (ops.toml:491): values, policy, gradients and backends, by
+/// `layer_norm_linear` (ops.toml:493): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn layer_norm_linear() {
@@ -1016,7 +1016,7 @@ fn layer_norm_linear() {
     );
 }
 
-/// `swiglu_linear` (ops.toml:515): values, policy, gradients and backends, by
+/// `swiglu_linear` (ops.toml:518): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn swiglu_linear() {
@@ -1079,7 +1079,7 @@ fn swiglu_linear() {
     );
 }
 
-/// `linear_cross_entropy` (ops.toml:544): values, policy, gradients and backends, by
+/// `linear_cross_entropy` (ops.toml:548): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn linear_cross_entropy() {

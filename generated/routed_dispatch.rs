@@ -5077,7 +5077,7 @@ fn route_rms_norm_linear<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:480",
+        "ops.toml:482",
     );
     use self::__run_rms_norm_linear as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5434,7 +5434,7 @@ fn route_layer_norm_linear<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "layer_norm_linear",
         rt::Policy::Differentiable,
-        "ops.toml:491",
+        "ops.toml:493",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5461,7 +5461,7 @@ fn route_layer_norm_linear<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:504",
+        "ops.toml:507",
     );
     use self::__run_layer_norm_linear as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -5714,19 +5714,19 @@ fn route_layer_norm_linear<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:494",
+                "ops.toml:496",
                 ("gamma", Some(&gamma)),
                 ("x", Some(&x)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:495",
+                "ops.toml:497",
                 ("beta", Some(&beta)),
                 ("x", Some(&x)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:497",
+                "ops.toml:499",
                 ("bias", bias.as_ref()),
                 ("weight", Some(&weight)),
             ),
@@ -5837,7 +5837,7 @@ fn route_swiglu_linear<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "swiglu_linear",
         rt::Policy::Differentiable,
-        "ops.toml:515",
+        "ops.toml:518",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -5864,7 +5864,7 @@ fn route_swiglu_linear<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:526",
+        "ops.toml:530",
     );
     use self::__run_swiglu_linear as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -6078,13 +6078,13 @@ fn route_swiglu_linear<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::SameAs,
-                "ops.toml:518",
+                "ops.toml:521",
                 ("up", Some(&up)),
                 ("gate", Some(&gate)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:520",
+                "ops.toml:523",
                 ("bias", bias.as_ref()),
                 ("weight", Some(&weight)),
             ),
@@ -6193,7 +6193,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "linear_cross_entropy",
         rt::Policy::Differentiable,
-        "ops.toml:544",
+        "ops.toml:548",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -6220,7 +6220,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:559",
+        "ops.toml:563",
     );
     use self::__run_linear_cross_entropy as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -6453,13 +6453,13 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LeadingDimsOf,
-                "ops.toml:548",
+                "ops.toml:552",
                 ("bias", bias.as_ref()),
                 ("weight", Some(&weight)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LeadingDimsOf,
-                "ops.toml:549",
+                "ops.toml:553",
                 ("targets", Some(&targets)),
                 ("x", Some(&x)),
             ),

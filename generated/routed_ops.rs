@@ -398,7 +398,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:491`.
+    /// - declared at `ops.toml:493`.
     #[must_use]
     fn layer_norm_linear(
         x: rt::FloatTensor<Self>,
@@ -421,7 +421,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:515`.
+    /// - declared at `ops.toml:518`.
     #[must_use]
     fn swiglu_linear(
         gate: rt::FloatTensor<Self>,
@@ -447,7 +447,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:544`.
+    /// - declared at `ops.toml:548`.
     #[must_use]
     fn linear_cross_entropy(
         x: rt::FloatTensor<Self>,
@@ -1716,7 +1716,7 @@ pub mod autodiff {
     }
 
     /// The backward pass of [`RoutedOps::rms_norm_linear`](super::RoutedOps::rms_norm_linear), from
-    /// its function (ops.toml:476).
+    /// its function (ops.toml:475).
     #[derive(Clone, Debug)]
     pub struct RmsNormLinearBackward {
         eps: f32,
@@ -1749,8 +1749,26 @@ pub mod autodiff {
         }
     }
 
+    impl<B> __grad::Recompute<B, 4> for RmsNormLinearBackward
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        fn forward(&self, mut __inputs: __grad::Saved<B, 4>) -> rt::FloatTensor<B> {
+            <B as super::RoutedOps>::rms_norm_linear(
+                __inputs.input(0),
+                __inputs.input(1),
+                __inputs.input(2),
+                __inputs.optional(3),
+                __grad::keep(&self.eps),
+            )
+        }
+    }
+
     /// [`RoutedOps::rms_norm_linear`](super::RoutedOps::rms_norm_linear) on `Autodiff<B, C>`: the
     /// forward pass on `B`, and [`RmsNormLinearBackward`] as its backward pass.
+    ///
+    /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
+    /// recomputed when the backward pass needs it instead of being kept.
     pub fn rms_norm_linear<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
         norm_weight: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -1762,7 +1780,7 @@ pub mod autodiff {
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::new(
+        let mut __tape = __grad::Tape::recomputed::<C>(
             [Some(x), Some(norm_weight), Some(weight), bias],
             [true, true, true, true],
         );
@@ -1778,11 +1796,11 @@ pub mod autodiff {
             __grad::keep(&eps),
         );
         let __derivative = RmsNormLinearBackward { eps };
-        __tape.finish::<C, _>(__derivative, __output)
+        __tape.finish_recomputed::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::layer_norm_linear`](super::RoutedOps::layer_norm_linear),
-    /// from its function (ops.toml:501).
+    /// from its function (ops.toml:503).
     #[derive(Clone, Debug)]
     pub struct LayerNormLinearBackward {
         eps: f32,
@@ -1816,8 +1834,27 @@ pub mod autodiff {
         }
     }
 
+    impl<B> __grad::Recompute<B, 5> for LayerNormLinearBackward
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        fn forward(&self, mut __inputs: __grad::Saved<B, 5>) -> rt::FloatTensor<B> {
+            <B as super::RoutedOps>::layer_norm_linear(
+                __inputs.input(0),
+                __inputs.input(1),
+                __inputs.input(2),
+                __inputs.input(3),
+                __inputs.optional(4),
+                __grad::keep(&self.eps),
+            )
+        }
+    }
+
     /// [`RoutedOps::layer_norm_linear`](super::RoutedOps::layer_norm_linear) on `Autodiff<B, C>`:
     /// the forward pass on `B`, and [`LayerNormLinearBackward`] as its backward pass.
+    ///
+    /// Memory-bound (`checkpoint = "recompute"`): with gradient checkpointing, its output is
+    /// recomputed when the backward pass needs it instead of being kept.
     pub fn layer_norm_linear<B, C>(
         x: rt::FloatTensor<rt::Autodiff<B, C>>,
         gamma: rt::FloatTensor<rt::Autodiff<B, C>>,
@@ -1830,7 +1867,7 @@ pub mod autodiff {
         B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
         C: rt::CheckpointStrategy,
     {
-        let mut __tape = __grad::Tape::new(
+        let mut __tape = __grad::Tape::recomputed::<C>(
             [Some(x), Some(gamma), Some(beta), Some(weight), bias],
             [true, true, true, true, true],
         );
@@ -1848,11 +1885,11 @@ pub mod autodiff {
             __grad::keep(&eps),
         );
         let __derivative = LayerNormLinearBackward { eps };
-        __tape.finish::<C, _>(__derivative, __output)
+        __tape.finish_recomputed::<C, _>(__derivative, __output)
     }
 
     /// The backward pass of [`RoutedOps::swiglu_linear`](super::RoutedOps::swiglu_linear), from its
-    /// function (ops.toml:523).
+    /// function (ops.toml:526).
     #[derive(Clone, Debug)]
     pub struct SwigluLinearBackward;
 

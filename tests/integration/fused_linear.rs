@@ -364,3 +364,56 @@ fn many_rows_go_in_chunks_and_inputs_nothing_else_holds_take_their_own_gradients
         assert_close(r, e, 1e-4, &format!("layer_norm_linear, gradient {i}"));
     }
 }
+
+/// The three ops chained as a SwiGLU MLP and a dense layer read one another's outputs and the
+/// outputs of memory-bound ops (`x * 2 + 1`, a residual sum): under gradient checkpointing,
+/// `rms_norm_linear` and `layer_norm_linear` (`checkpoint = "recompute"`) are recomputed for
+/// the backward passes that read their outputs, and the loss and every gradient are bit for bit
+/// those of the run without checkpointing.
+#[test]
+fn a_checkpointed_mlp_of_the_three_gives_the_same_bits() {
+    fn run(device: &Device) -> (Vec<f32>, Vec<Vec<f32>>) {
+        let mut rng = Rng::new(49);
+        let mut leaf = |dims: [usize; 2]| {
+            let values = rng.vec(dims[0] * dims[1], -1.0, 1.0);
+            Tensor::<2>::from_data(TensorData::new(values, dims), device).require_grad()
+        };
+        let (x, w_gate, w_up, w_down, w_dense) = (
+            leaf([12, 8]),
+            leaf([8, 16]),
+            leaf([8, 16]),
+            leaf([16, 8]),
+            leaf([8, 8]),
+        );
+        let row = |v: f32| {
+            Tensor::<1>::from_data(TensorData::new(vec![v; 8], [8]), device).require_grad()
+        };
+        let (gain, gamma, beta) = (row(0.75), row(1.25), row(0.1));
+        let h = x.clone() * 2.0 + 1.0;
+        let project =
+            |w: &Tensor<2>| rms_norm_linear(h.clone(), gain.clone(), w.clone(), None, EPS);
+        let (gate, up) = (project(&w_gate), project(&w_up));
+        let r = h.clone() + swiglu_linear(gate, up, w_down.clone(), None);
+        let z = layer_norm_linear(
+            r.clone(),
+            gamma.clone(),
+            beta.clone(),
+            w_dense.clone(),
+            None,
+            EPS,
+        );
+        let loss = (silu(z) * r).sum();
+        let grads = loss.backward();
+        let grad2 = |t: &Tensor<2>| values(&t.grad(&grads).expect("a gradient"));
+        let grad1 = |t: &Tensor<1>| values(&t.grad(&grads).expect("a gradient"));
+        let mut all = [&x, &w_gate, &w_up, &w_down, &w_dense].map(grad2).to_vec();
+        all.extend([&gain, &gamma, &beta].map(grad1));
+        (values(&loss), all)
+    }
+    let plain = run(&Device::flex().autodiff());
+    let checkpointed = run(&Device::flex().autodiff().gradient_checkpointing());
+    assert_eq!(plain.0, checkpointed.0, "the loss");
+    for (i, (a, b)) in plain.1.iter().zip(&checkpointed.1).enumerate() {
+        assert!(a == b, "gradient {i} differs under checkpointing");
+    }
+}
