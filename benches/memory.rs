@@ -328,6 +328,19 @@ fn measure(n: usize, size: &'static str, rows: &mut Vec<Row>) {
         ),
     );
 
+    row(
+        "rms_norm_swiglu_mlp",
+        fwd,
+        peak(
+            || mlp_inputs([&x, &gamma, &proj], f, false),
+            |(x, g, [wg, wu, wd])| burn_route::rms_norm_swiglu_mlp(x, g, wg, wu, wd, EPS),
+        ),
+        peak(
+            || mlp_inputs([&x, &gamma, &proj], f, false),
+            |(x, g, [wg, wu, wd])| mlp_burn(x, g, [wg, wu, wd]),
+        ),
+    );
+
     let bwd = "fwd+bwd";
     row(
         "add_relu",
@@ -532,6 +545,42 @@ fn measure(n: usize, size: &'static str, rows: &mut Vec<Row>) {
             |(g, u, p, w)| (linear(silu(g) * u, p, None) * w).sum().backward(),
         ),
     );
+    row(
+        "rms_norm_swiglu_mlp",
+        bwd,
+        peak(
+            || (mlp_inputs([&x, &gamma, &proj], a, true), float::<2>(&w, a)),
+            |((x, g, [wg, wu, wd]), w)| {
+                (burn_route::rms_norm_swiglu_mlp(x, g, wg, wu, wd, EPS) * w)
+                    .sum()
+                    .backward()
+            },
+        ),
+        peak(
+            || (mlp_inputs([&x, &gamma, &proj], a, true), float::<2>(&w, a)),
+            |((x, g, weights), w)| (mlp_burn(x, g, weights) * w).sum().backward(),
+        ),
+    );
+}
+
+/// `rms_norm_swiglu_mlp`'s inputs: `x`, the norm's weight and three `[WIDTH, WIDTH]`
+/// projections, tracked leaves when `tracked` (on an autodiff device).
+fn mlp_inputs(
+    [x, gamma, proj]: [&TensorData; 3],
+    device: &Device,
+    tracked: bool,
+) -> (Tensor<2>, Tensor<1>, [Tensor<2>; 3]) {
+    let two = |d| float::<2>(d, device).set_require_grad(tracked);
+    let g = float::<1>(gamma, device).set_require_grad(tracked);
+    (two(x), g, [two(proj), two(proj), two(proj)])
+}
+
+/// The pre-norm SwiGLU MLP as a Burn user writes it: `RmsNorm`'s composition, then
+/// `module::linear` for the gate, up and down projections.
+fn mlp_burn(x: Tensor<2>, g: Tensor<1>, [wg, wu, wd]: [Tensor<2>; 3]) -> Tensor<2> {
+    let h = rms_norm_burn(x, g);
+    let up = linear(h.clone(), wu, None);
+    linear(silu(linear(h, wg, None)) * up, wd, None)
 }
 
 /// Peaks below this on both sides are bookkeeping, not tensor buffers.
@@ -632,6 +681,24 @@ fn step_time(device: &Device, model: Model) -> std::time::Duration {
         .collect();
     times.sort();
     times[times.len() / 2]
+}
+
+/// The step time of each model without checkpointing: the smallest of six medians
+/// ([`step_time`]), the models measured in turns so that a slow spell of the machine falls on
+/// all of them.
+fn step_times() {
+    println!("| training step | step time without checkpointing (smallest of 6 medians of 9) |");
+    println!("|---|---:|");
+    let plain = Device::flex().autodiff();
+    let mut best = [std::time::Duration::MAX; shared::MODELS.len()];
+    for _ in 0..6 {
+        for (best, (_, model)) in best.iter_mut().zip(shared::MODELS) {
+            *best = (*best).min(step_time(&plain, model));
+        }
+    }
+    for (best, (name, _)) in best.iter().zip(shared::MODELS) {
+        println!("| {name} | {:.2} ms |", best.as_secs_f64() * 1e3);
+    }
 }
 
 fn training_step() {
@@ -737,7 +804,12 @@ fn linear_cross_entropy() {
 
 fn main() {
     // `cargo bench` passes `--bench`. `-- step` prints only the training step's two tables
-    // (seconds, where every table takes minutes).
+    // (seconds, where every table takes minutes), `-- times` only the step times, measured
+    // in turns.
+    if std::env::args().any(|a| a == "times") {
+        step_times();
+        return;
+    }
     if std::env::args().any(|a| a == "step") {
         training_step();
         training_phases();

@@ -1079,7 +1079,79 @@ fn swiglu_linear() {
     );
 }
 
-/// `linear_cross_entropy` (ops.toml:548): values, policy, gradients and backends, by
+/// `rms_norm_swiglu_mlp` (ops.toml:545): values, policy, gradients and backends, by
+/// `burn_route_runtime::check`.
+#[test]
+fn rms_norm_swiglu_mlp() {
+    let op = check::Op::differentiable("rms_norm_swiglu_mlp")
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
+        .input(check::Input::float("x", &[2, 3]))
+        .input(check::Input::float("norm_weight", &[3]))
+        .input(check::Input::float("gate_weight", &[3, 4]))
+        .input(check::Input::float("up_weight", &[3, 4]))
+        .input(check::Input::float("down_weight", &[4, 3]))
+        .output_shape(
+            0,
+            &::burn_route::kernels::meta::rms_norm_swiglu_mlp(
+                &check::spec(check::TensorKind::Float, &[2, 3]),
+                &check::spec(check::TensorKind::Float, &[3]),
+                &check::spec(check::TensorKind::Float, &[3, 4]),
+                &check::spec(check::TensorKind::Float, &[3, 4]),
+                &check::spec(check::TensorKind::Float, &[4, 3]),
+                &0.5_f32,
+            ),
+        )
+        .output_dtype(0, check::OutputDtype::Input("x"))
+        .dtypes(
+            &[
+                check::FloatDType::F32,
+                check::FloatDType::F16,
+                check::FloatDType::BF16,
+            ],
+            check::OtherDtypes::Composition,
+        );
+    check::run(&op, |args: &mut check::Args| {
+        let __out_0 = ::burn_route::dispatch::try_rms_norm_swiglu_mlp(
+            args.float(0),
+            args.float(1),
+            args.float(2),
+            args.float(3),
+            args.float(4),
+            0.5_f32,
+        )?;
+        Ok(vec![check::Value::float(__out_0)])
+    });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_rms_norm_swiglu_mlp(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                args.float(3),
+                args.float(4),
+                0.5_f32,
+            )?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::kernels::fused_mlp::rms_norm_swiglu_mlp::<Dispatch>(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                args.float(3),
+                args.float(4),
+                0.5_f32,
+            );
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
+}
+
+/// `linear_cross_entropy` (ops.toml:579): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn linear_cross_entropy() {

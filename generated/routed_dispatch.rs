@@ -216,6 +216,26 @@ impl RoutedOps for rt::Dispatch {
     ) -> rt::FloatTensor<Self> {
         self::route_swiglu_linear::<__rt::Panic>(gate, up, weight, bias)
     }
+    /// Routes like [`try_rms_norm_swiglu_mlp`](fn@try_rms_norm_swiglu_mlp), and panics with its
+    /// error.
+    #[inline]
+    fn rms_norm_swiglu_mlp(
+        x: rt::FloatTensor<Self>,
+        norm_weight: rt::FloatTensor<Self>,
+        gate_weight: rt::FloatTensor<Self>,
+        up_weight: rt::FloatTensor<Self>,
+        down_weight: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        self::route_rms_norm_swiglu_mlp::<__rt::Panic>(
+            x,
+            norm_weight,
+            gate_weight,
+            up_weight,
+            down_weight,
+            eps,
+        )
+    }
     /// Routes like [`try_linear_cross_entropy`](fn@try_linear_cross_entropy), and panics with its
     /// error.
     #[inline]
@@ -6135,6 +6155,428 @@ fn route_swiglu_linear<F: __rt::OnError>(
     }
 }
 
+/// The kernel call of [`try_rms_norm_swiglu_mlp`](fn@try_rms_norm_swiglu_mlp): unwraps the inputs
+/// for backend `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+#[allow(clippy::too_many_arguments)]
+fn __run_rms_norm_swiglu_mlp<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        f32,
+    ) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    norm_weight: rt::DispatchTensor,
+    gate_weight: rt::DispatchTensor,
+    up_weight: rt::DispatchTensor,
+    down_weight: rt::DispatchTensor,
+    eps: f32,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let norm_weight = B::float(__route, "norm_weight", norm_weight);
+    let gate_weight = B::float(__route, "gate_weight", gate_weight);
+    let up_weight = B::float(__route, "up_weight", up_weight);
+    let down_weight = B::float(__route, "down_weight", down_weight);
+    let __out = __kernel(x, norm_weight, gate_weight, up_weight, down_weight, eps);
+    B::float_out(__route, __out)
+}
+
+/// [`RoutedOps::rms_norm_swiglu_mlp`] for `Dispatch` primitives, returning the routing error
+/// instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_rms_norm_swiglu_mlp(
+    x: rt::DispatchTensor,
+    norm_weight: rt::DispatchTensor,
+    gate_weight: rt::DispatchTensor,
+    up_weight: rt::DispatchTensor,
+    down_weight: rt::DispatchTensor,
+    eps: f32,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_rms_norm_swiglu_mlp::<__rt::Fallible>(
+        x,
+        norm_weight,
+        gate_weight,
+        up_weight,
+        down_weight,
+        eps,
+    )
+}
+
+/// The routing of [`try_rms_norm_swiglu_mlp`](fn@try_rms_norm_swiglu_mlp) and of the panicking
+/// `Dispatch` method (`F` says how an error is reported). Inlined into both, the common call writes
+/// its outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    norm_weight: rt::DispatchTensor,
+    gate_weight: rt::DispatchTensor,
+    up_weight: rt::DispatchTensor,
+    down_weight: rt::DispatchTensor,
+    eps: f32,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "rms_norm_swiglu_mlp",
+        rt::Policy::Differentiable,
+        "ops.toml:545",
+        "ops.toml:18",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_RMS_NORM_SWIGLU_MLP),
+    )
+    .with_dtypes(
+        &[
+            rt::FloatDType::F32,
+            rt::FloatDType::F16,
+            rt::FloatDType::BF16,
+        ],
+        rt::OtherDtypes::Composition,
+        "ops.toml:561",
+    );
+    use self::__run_rms_norm_swiglu_mlp as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        norm_weight: rt::DispatchTensor,
+        gate_weight: rt::DispatchTensor,
+        up_weight: rt::DispatchTensor,
+        down_weight: rt::DispatchTensor,
+        eps: f32,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            [
+                __rt::Input::float("x", &x),
+                __rt::Input::float("norm_weight", &norm_weight),
+                __rt::Input::float("gate_weight", &gate_weight),
+                __rt::Input::float("up_weight", &up_weight),
+                __rt::Input::float("down_weight", &down_weight),
+            ],
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::rms_norm_swiglu_mlp,
+                x,
+                norm_weight,
+                gate_weight,
+                up_weight,
+                down_weight,
+                eps,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::rms_norm_swiglu_mlp::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::rms_norm_swiglu_mlp::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            (rt::BackendId::Flex, __rt::Mode::Fallback) => __run::<rt::Flex>(
+                &__route,
+                crate::kernels::fused_mlp::rms_norm_swiglu_mlp::<rt::Flex>,
+                x,
+                norm_weight,
+                gate_weight,
+                up_weight,
+                down_weight,
+                eps,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    crate::kernels::fused_mlp::rms_norm_swiglu_mlp::<AutodiffFlex>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    crate::kernels::fused_mlp::rms_norm_swiglu_mlp::<BalancedFlex>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::rms_norm_swiglu_mlp,
+                x,
+                norm_weight,
+                gate_weight,
+                up_weight,
+                down_weight,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::rms_norm_swiglu_mlp::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::rms_norm_swiglu_mlp::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Fallback) => __run::<rt::Cube>(
+                &__route,
+                crate::kernels::fused_mlp::rms_norm_swiglu_mlp::<rt::Cube>,
+                x,
+                norm_weight,
+                gate_weight,
+                up_weight,
+                down_weight,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    crate::kernels::fused_mlp::rms_norm_swiglu_mlp::<AutodiffCube>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    crate::kernels::fused_mlp::rms_norm_swiglu_mlp::<BalancedCube>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::rms_norm_swiglu_mlp,
+                x,
+                norm_weight,
+                gate_weight,
+                up_weight,
+                down_weight,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::rms_norm_swiglu_mlp::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::rms_norm_swiglu_mlp::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Fallback) => __run::<rt::Remote>(
+                &__route,
+                crate::kernels::fused_mlp::rms_norm_swiglu_mlp::<rt::Remote>,
+                x,
+                norm_weight,
+                gate_weight,
+                up_weight,
+                down_weight,
+                eps,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    crate::kernels::fused_mlp::rms_norm_swiglu_mlp::<AutodiffRemote>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::AutodiffFallback(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    crate::kernels::fused_mlp::rms_norm_swiglu_mlp::<BalancedRemote>,
+                    x,
+                    norm_weight,
+                    gate_weight,
+                    up_weight,
+                    down_weight,
+                    eps,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::LastDimOf,
+                "ops.toml:548",
+                ("norm_weight", Some(&norm_weight)),
+                ("x", Some(&x)),
+            ),
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::SameAs,
+                "ops.toml:550",
+                ("up_weight", Some(&up_weight)),
+                ("gate_weight", Some(&gate_weight)),
+            ),
+        ],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
+    match __rt::Route::fast(
+        &__OP,
+        [
+            __rt::Input::float("x", &x),
+            __rt::Input::float("norm_weight", &norm_weight),
+            __rt::Input::float("gate_weight", &gate_weight),
+            __rt::Input::float("up_weight", &up_weight),
+            __rt::Input::float("down_weight", &down_weight),
+        ],
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::rms_norm_swiglu_mlp,
+                x,
+                norm_weight,
+                gate_weight,
+                up_weight,
+                down_weight,
+                eps,
+            ),
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::rms_norm_swiglu_mlp,
+                x,
+                norm_weight,
+                gate_weight,
+                up_weight,
+                down_weight,
+                eps,
+            ),
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::rms_norm_swiglu_mlp,
+                x,
+                norm_weight,
+                gate_weight,
+                up_weight,
+                down_weight,
+                eps,
+            ),
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(
+            x,
+            norm_weight,
+            gate_weight,
+            up_weight,
+            down_weight,
+            eps,
+        )),
+    }
+}
+
 /// The kernel call of [`try_linear_cross_entropy`](fn@try_linear_cross_entropy): unwraps the inputs
 /// for backend `B`, calls the kernel, wraps the outputs.
 #[allow(clippy::type_complexity)]
@@ -6193,7 +6635,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "linear_cross_entropy",
         rt::Policy::Differentiable,
-        "ops.toml:548",
+        "ops.toml:579",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -6220,7 +6662,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:563",
+        "ops.toml:594",
     );
     use self::__run_linear_cross_entropy as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -6453,13 +6895,13 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LeadingDimsOf,
-                "ops.toml:552",
+                "ops.toml:583",
                 ("bias", bias.as_ref()),
                 ("weight", Some(&weight)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LeadingDimsOf,
-                "ops.toml:553",
+                "ops.toml:584",
                 ("targets", Some(&targets)),
                 ("x", Some(&x)),
             ),
@@ -6695,6 +7137,16 @@ static __REMOTE_SWIGLU_LINEAR: rt::__private::RemoteOp = rt::__private::RemoteOp
     serve: concat!(module_path!(), "::serve_remote_ops"),
 };
 
+/// `rms_norm_swiglu_mlp` as one operation on Remote: its id is this module, the op and the hash of
+/// its declaration.
+static __REMOTE_RMS_NORM_SWIGLU_MLP: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "rms_norm_swiglu_mlp",
+    hash: 0x3a7c_d6d7_a3f8_efb1,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
 /// `BackwardKernels::add_relu_backward`, the backward kernel of `add_relu`, as one operation on
 /// Remote.
 static __REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD: rt::__private::RemoteOp =
@@ -6810,6 +7262,17 @@ static __REMOTE_BACKWARD_KERNELS_SWIGLU_LINEAR_BACKWARD: rt::__private::RemoteOp
     rt::__private::RemoteOp {
         op: "BackwardKernels::swiglu_linear_backward",
         hash: 0x04a7_a550_0a4b_b120,
+        krate: env!("CARGO_PKG_NAME"),
+        module: module_path!(),
+        serve: concat!(module_path!(), "::serve_remote_ops"),
+    };
+
+/// `BackwardKernels::rms_norm_swiglu_mlp_backward`, the backward kernel of `rms_norm_swiglu_mlp`,
+/// as one operation on Remote.
+static __REMOTE_BACKWARD_KERNELS_RMS_NORM_SWIGLU_MLP_BACKWARD: rt::__private::RemoteOp =
+    rt::__private::RemoteOp {
+        op: "BackwardKernels::rms_norm_swiglu_mlp_backward",
+        hash: 0x636b_aa31_2600_f419,
         krate: env!("CARGO_PKG_NAME"),
         module: module_path!(),
         serve: concat!(module_path!(), "::serve_remote_ops"),
@@ -7157,6 +7620,43 @@ impl RoutedOps for rt::Remote {
         let mut __outputs = __call.send();
         __outputs.one()
     }
+
+    fn rms_norm_swiglu_mlp(
+        x: rt::FloatTensor<Self>,
+        norm_weight: rt::FloatTensor<Self>,
+        gate_weight: rt::FloatTensor<Self>,
+        up_weight: rt::FloatTensor<Self>,
+        down_weight: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_RMS_NORM_SWIGLU_MLP);
+        let __in_x = __call.input(x);
+        let __in_norm_weight = __call.input(norm_weight);
+        let __in_gate_weight = __call.input(gate_weight);
+        let __in_up_weight = __call.input(up_weight);
+        let __in_down_weight = __call.input(down_weight);
+        __call.arg(&eps);
+        let __spec_x = __call.spec(&__in_x);
+        let __spec_norm_weight = __call.spec(&__in_norm_weight);
+        let __spec_gate_weight = __call.spec(&__in_gate_weight);
+        let __spec_up_weight = __call.spec(&__in_up_weight);
+        let __spec_down_weight = __call.spec(&__in_down_weight);
+        __call.output(
+            rt::TensorKind::Float,
+            "output",
+            crate::kernels::meta::rms_norm_swiglu_mlp(
+                &__spec_x,
+                &__spec_norm_weight,
+                &__spec_gate_weight,
+                &__spec_up_weight,
+                &__spec_down_weight,
+                &eps,
+            ),
+            __spec_x.dtype,
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
 }
 
 /// `crate::kernels::backward::BackwardKernels` on `Remote`: the backward kernel of each op that
@@ -7402,6 +7902,56 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __call.gradient("gradient of bias", __tracked[3], __spec_bias.as_ref());
         __call.send().gradients()
     }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rms_norm_swiglu_mlp_backward(
+        x: rt::FloatTensor<Self>,
+        norm_weight: rt::FloatTensor<Self>,
+        gate_weight: rt::FloatTensor<Self>,
+        up_weight: rt::FloatTensor<Self>,
+        down_weight: rt::FloatTensor<Self>,
+        eps: f32,
+        __grad: rt::FloatTensor<Self>,
+        __tracked: [bool; 5],
+    ) -> [Option<rt::FloatTensor<Self>>; 5] {
+        let mut __call =
+            rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_RMS_NORM_SWIGLU_MLP_BACKWARD);
+        let __in_x = __call.input(x);
+        let __in_norm_weight = __call.input(norm_weight);
+        let __in_gate_weight = __call.input(gate_weight);
+        let __in_up_weight = __call.input(up_weight);
+        let __in_down_weight = __call.input(down_weight);
+        __call.arg(&eps);
+        let __grad_in = __call.input(__grad);
+        __call.arg(&__tracked);
+        let __spec_x = __call.spec(&__in_x);
+        let __spec_norm_weight = __call.spec(&__in_norm_weight);
+        let __spec_gate_weight = __call.spec(&__in_gate_weight);
+        let __spec_up_weight = __call.spec(&__in_up_weight);
+        let __spec_down_weight = __call.spec(&__in_down_weight);
+        __call.gradient("gradient of x", __tracked[0], Some(&__spec_x));
+        __call.gradient(
+            "gradient of norm_weight",
+            __tracked[1],
+            Some(&__spec_norm_weight),
+        );
+        __call.gradient(
+            "gradient of gate_weight",
+            __tracked[2],
+            Some(&__spec_gate_weight),
+        );
+        __call.gradient(
+            "gradient of up_weight",
+            __tracked[3],
+            Some(&__spec_up_weight),
+        );
+        __call.gradient(
+            "gradient of down_weight",
+            __tracked[4],
+            Some(&__spec_down_weight),
+        );
+        __call.send().gradients()
+    }
 }
 
 /// `add_relu` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs
@@ -7596,6 +8146,31 @@ where
     let weight = __args.float()?;
     let bias = __args.float_option()?;
     let __result = <B as RoutedOps>::swiglu_linear(gate, up, weight, bias);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `rms_norm_swiglu_mlp` on a Remote server's backend `B`: reads the operation's inputs and
+/// arguments, runs the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_rms_norm_swiglu_mlp<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + RoutedOps,
+{
+    let x = __args.float()?;
+    let norm_weight = __args.float()?;
+    let gate_weight = __args.float()?;
+    let up_weight = __args.float()?;
+    let down_weight = __args.float()?;
+    let eps: f32 = __args.arg("eps")?;
+    let __result = <B as RoutedOps>::rms_norm_swiglu_mlp(
+        x,
+        norm_weight,
+        gate_weight,
+        up_weight,
+        down_weight,
+        eps,
+    );
     __args.float_out(__result)?;
     Ok(())
 }
@@ -7824,6 +8399,37 @@ where
     __args.gradients_out(__result, __tracked, [true, true, true, true])
 }
 
+/// `BackwardKernels::rms_norm_swiglu_mlp_backward` on a Remote server's backend `B`: reads the
+/// saved values, the incoming gradient and which inputs want one, runs the kernel, registers the
+/// gradients.
+#[cfg(burn_route_remote)]
+fn __serve_backward_kernels_rms_norm_swiglu_mlp_backward<B>(
+    __args: &mut rt::remote::Args<'_, B>,
+) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
+{
+    let x = __args.float()?;
+    let norm_weight = __args.float()?;
+    let gate_weight = __args.float()?;
+    let up_weight = __args.float()?;
+    let down_weight = __args.float()?;
+    let eps: f32 = __args.arg("eps")?;
+    let __grad = __args.float()?;
+    let __tracked: [bool; 5] = __args.arg("tracked")?;
+    let __result = <B as crate::kernels::backward::BackwardKernels>::rms_norm_swiglu_mlp_backward(
+        x,
+        norm_weight,
+        gate_weight,
+        up_weight,
+        down_weight,
+        eps,
+        __grad,
+        __tracked,
+    );
+    __args.gradients_out(__result, __tracked, [true, true, true, true, true])
+}
+
 /// Registers every op of `ops.toml` that runs on the Remote server as one operation on `server`,
 /// for the backend of `devices` (the server's devices: Flex, or Cube when this build has it),
 /// and the handshake a client asks before its first call of each op. A server binary calls
@@ -7866,6 +8472,7 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_RMS_NORM_LINEAR, __serve_rms_norm_linear);
     let __serve = __serve.op(&__REMOTE_LAYER_NORM_LINEAR, __serve_layer_norm_linear);
     let __serve = __serve.op(&__REMOTE_SWIGLU_LINEAR, __serve_swiglu_linear);
+    let __serve = __serve.op(&__REMOTE_RMS_NORM_SWIGLU_MLP, __serve_rms_norm_swiglu_mlp);
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
         __serve_backward_kernels_add_relu_backward,
@@ -7909,6 +8516,10 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SWIGLU_LINEAR_BACKWARD,
         __serve_backward_kernels_swiglu_linear_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_RMS_NORM_SWIGLU_MLP_BACKWARD,
+        __serve_backward_kernels_rms_norm_swiglu_mlp_backward,
     );
     __serve.finish()
 }
@@ -7930,6 +8541,7 @@ fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(&__REMOTE_RMS_NORM_LINEAR, __serve_rms_norm_linear);
     let __serve = __serve.op(&__REMOTE_LAYER_NORM_LINEAR, __serve_layer_norm_linear);
     let __serve = __serve.op(&__REMOTE_SWIGLU_LINEAR, __serve_swiglu_linear);
+    let __serve = __serve.op(&__REMOTE_RMS_NORM_SWIGLU_MLP, __serve_rms_norm_swiglu_mlp);
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_ADD_RELU_BACKWARD,
         __serve_backward_kernels_add_relu_backward,
@@ -7973,6 +8585,10 @@ fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SWIGLU_LINEAR_BACKWARD,
         __serve_backward_kernels_swiglu_linear_backward,
+    );
+    let __serve = __serve.op(
+        &__REMOTE_BACKWARD_KERNELS_RMS_NORM_SWIGLU_MLP_BACKWARD,
+        __serve_backward_kernels_rms_norm_swiglu_mlp_backward,
     );
     __serve.finish()
 }

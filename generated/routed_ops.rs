@@ -431,6 +431,42 @@ pub trait RoutedOps: rt::Backend {
     ) -> rt::FloatTensor<Self> {
         crate::kernels::fused_linear::swiglu_linear::<Self>(gate, up, weight, bias)
     }
+    /// The pre-norm SwiGLU MLP of a LLaMA-style block: `rms_norm(x, norm_weight, eps)` projected by
+    /// `gate_weight` and by `up_weight` (both `[features, hidden]`, as Burn's `Linear` keeps them),
+    /// `silu(gate) * up`, projected by `down_weight` (`[hidden, outputs]`), without biases. The
+    /// output
+    /// has `x`'s shape with `outputs` as its last dimension. The same values as `rms_norm`, Burn's
+    /// `module::linear` twice, `swiglu` and `module::linear`; the backward pass keeps only `x` and
+    /// the
+    /// weights, and rebuilds the normalised tensor, both projections and their product a chunk of
+    /// rows
+    /// at a time. A `gate_weight` whose rows are not `x`'s width, or a `down_weight` whose rows are
+    /// not
+    /// the hidden width, panics with both shapes.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:545`.
+    #[must_use]
+    fn rms_norm_swiglu_mlp(
+        x: rt::FloatTensor<Self>,
+        norm_weight: rt::FloatTensor<Self>,
+        gate_weight: rt::FloatTensor<Self>,
+        up_weight: rt::FloatTensor<Self>,
+        down_weight: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::fused_mlp::rms_norm_swiglu_mlp::<Self>(
+            x,
+            norm_weight,
+            gate_weight,
+            up_weight,
+            down_weight,
+            eps,
+        )
+    }
     /// Cross-entropy of the logits `x @ weight^T + bias` (`x` `[rows, features]`, `weight`
     /// `[classes, features]`, `bias` `[classes]`) against integer class `targets` (`[rows]`), as a
     /// one-element tensor, without the `[rows, classes]` logits ever existing whole: the rows go in
@@ -447,7 +483,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:548`.
+    /// - declared at `ops.toml:579`.
     #[must_use]
     fn linear_cross_entropy(
         x: rt::FloatTensor<Self>,
@@ -1941,6 +1977,89 @@ pub mod autodiff {
         let bias = __tape.optional(3);
         let __output = <B as super::RoutedOps>::swiglu_linear(gate, up, weight, bias);
         let __derivative = SwigluLinearBackward;
+        __tape.finish::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of
+    /// [`RoutedOps::rms_norm_swiglu_mlp`](super::RoutedOps::rms_norm_swiglu_mlp), from its function
+    /// (ops.toml:555).
+    #[derive(Clone, Debug)]
+    pub struct RmsNormSwigluMlpBackward {
+        eps: f32,
+    }
+
+    impl<B> __grad::Derivative<B, 5> for RmsNormSwigluMlpBackward
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+    {
+        const OP: &'static str = "rms_norm_swiglu_mlp";
+        const INPUTS: [&'static str; 5] = [
+            "x",
+            "norm_weight",
+            "gate_weight",
+            "up_weight",
+            "down_weight",
+        ];
+        const GRADIENTS: [bool; 5] = [true, true, true, true, true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 5>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 5],
+        ) -> [Option<rt::FloatTensor<B>>; 5] {
+            <B as crate::kernels::backward::BackwardKernels>::rms_norm_swiglu_mlp_backward(
+                __saved.input(0),
+                __saved.input(1),
+                __saved.input(2),
+                __saved.input(3),
+                __saved.input(4),
+                self.eps,
+                grad,
+                __tracked,
+            )
+        }
+    }
+
+    /// [`RoutedOps::rms_norm_swiglu_mlp`](super::RoutedOps::rms_norm_swiglu_mlp) on `Autodiff<B,
+    /// C>`: the forward pass on `B`, and [`RmsNormSwigluMlpBackward`] as its backward pass.
+    pub fn rms_norm_swiglu_mlp<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+        norm_weight: rt::FloatTensor<rt::Autodiff<B, C>>,
+        gate_weight: rt::FloatTensor<rt::Autodiff<B, C>>,
+        up_weight: rt::FloatTensor<rt::Autodiff<B, C>>,
+        down_weight: rt::FloatTensor<rt::Autodiff<B, C>>,
+        eps: f32,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new(
+            [
+                Some(x),
+                Some(norm_weight),
+                Some(gate_weight),
+                Some(up_weight),
+                Some(down_weight),
+            ],
+            [true, true, true, true, true],
+        );
+        let x = __tape.input(0);
+        let norm_weight = __tape.input(1);
+        let gate_weight = __tape.input(2);
+        let up_weight = __tape.input(3);
+        let down_weight = __tape.input(4);
+        let __output = <B as super::RoutedOps>::rms_norm_swiglu_mlp(
+            x,
+            norm_weight,
+            gate_weight,
+            up_weight,
+            down_weight,
+            __grad::keep(&eps),
+        );
+        let __derivative = RmsNormSwigluMlpBackward { eps };
         __tape.finish::<C, _>(__derivative, __output)
     }
 

@@ -1006,6 +1006,58 @@ pub fn try_swiglu_linear<const D: usize>(
     Ok(rt::Tensor::from_dispatch(__out))
 }
 
+/// [`RoutedOps::rms_norm_swiglu_mlp`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_rms_norm_swiglu_mlp`](fn@try_rms_norm_swiglu_mlp) returns the error
+/// instead.
+#[must_use]
+pub fn rms_norm_swiglu_mlp<const D: usize>(
+    x: rt::Tensor<D>,
+    norm_weight: rt::Tensor<1>,
+    gate_weight: rt::Tensor<2>,
+    up_weight: rt::Tensor<2>,
+    down_weight: rt::Tensor<2>,
+    eps: f32,
+) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as RoutedOps>::rms_norm_swiglu_mlp(
+        x.into_dispatch(),
+        norm_weight.into_dispatch(),
+        gate_weight.into_dispatch(),
+        up_weight.into_dispatch(),
+        down_weight.into_dispatch(),
+        eps,
+    );
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`rms_norm_swiglu_mlp`](fn@rms_norm_swiglu_mlp), returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_rms_norm_swiglu_mlp<const D: usize>(
+    x: rt::Tensor<D>,
+    norm_weight: rt::Tensor<1>,
+    gate_weight: rt::Tensor<2>,
+    up_weight: rt::Tensor<2>,
+    down_weight: rt::Tensor<2>,
+    eps: f32,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_rms_norm_swiglu_mlp(
+        x.into_dispatch(),
+        norm_weight.into_dispatch(),
+        gate_weight.into_dispatch(),
+        up_weight.into_dispatch(),
+        down_weight.into_dispatch(),
+        eps,
+    )?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
+
 /// [`RoutedOps::linear_cross_entropy`] on `Tensor`s, routed to the backend of its inputs.
 ///
 /// # Panics

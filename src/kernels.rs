@@ -8,6 +8,8 @@
 //! - [`composed`]: every op written with backend primitives; the kernels of `Cube` and `Remote`.
 //! - [`fused_linear`]: a norm or gate fused with the projection after it, which keeps less for
 //!   the backward pass than the two apart.
+//! - [`fused_mlp`]: a pre-norm SwiGLU MLP as one op, whose backward pass keeps only its input
+//!   and rebuilds the rest a chunk of rows at a time.
 //! - [`backward`]: the fused backward kernels that `ops.toml`'s function-form backward passes
 //!   name (`BackwardKernels`, fused on Flex and Cube). The `Autodiff<B, C>` implementations
 //!   themselves are generated from the manifest's `backward` keys (formulas or these
@@ -25,6 +27,7 @@ pub mod cube;
 mod cube_routed;
 pub mod flex;
 pub mod fused_linear;
+pub mod fused_mlp;
 mod half;
 pub mod linear_ce;
 pub mod meta;

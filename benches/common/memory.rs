@@ -20,15 +20,21 @@ pub enum Model {
     /// As `Fused`, with the MLP's and the dense layer's norm and gate fused with the projection
     /// after them (`rms_norm_linear`, `swiglu_linear`, `layer_norm_linear`).
     FusedLinear,
+    /// As `FusedLinear`, with the whole MLP one op (`rms_norm_swiglu_mlp`).
+    FusedMlp,
 }
 
 /// The models in the order the benches print them, with their names.
-pub const MODELS: [(&str, Model); 3] = [
+pub const MODELS: [(&str, Model); 4] = [
     ("Burn's ops and compositions", Model::Burn),
     ("burn-route's fused ops", Model::Fused),
     (
         "burn-route's fused ops, projections fused (`*_linear`)",
         Model::FusedLinear,
+    ),
+    (
+        "burn-route's fused ops, the MLP one op (`rms_norm_swiglu_mlp`)",
+        Model::FusedMlp,
     ),
 ];
 
@@ -109,6 +115,17 @@ impl Block {
         // fused with the projection after them (the normalised tensor and the gate's product
         // are recomputed in the backward pass, not kept).
         let x = match model {
+            Model::FusedMlp => {
+                let mlp = burn_route::rms_norm_swiglu_mlp(
+                    x.clone(),
+                    v[0].clone(),
+                    m[5].clone(),
+                    m[6].clone(),
+                    m[7].clone(),
+                    EPS,
+                );
+                x + mlp
+            }
             Model::FusedLinear => {
                 let norm_linear = |w: &Tensor<2>| {
                     burn_route::rms_norm_linear(x.clone(), v[0].clone(), w.clone(), None, EPS)
@@ -128,7 +145,7 @@ impl Block {
             }
         };
         let dense = match model {
-            Model::FusedLinear => {
+            Model::FusedLinear | Model::FusedMlp => {
                 let z = burn_route::layer_norm_linear(
                     x.clone(),
                     v[1].clone(),

@@ -14,6 +14,7 @@ use burn_dispatch::backends::flex::FlexTensor;
 
 use super::composed::{broadcast_row, one_hot, rms_inverse, standardize, sum_to_row};
 use super::fused_linear::{self, Chunks};
+use super::fused_mlp;
 use super::half::{grads_in_f32, in_f32};
 use crate::flex::math::sigmoid;
 use crate::flex::{
@@ -152,6 +153,38 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
             wanted,
             Self::PROJECTION_CHUNKS,
             Self::swiglu_backward,
+        )
+    }
+
+    /// `[dx, dnorm_weight, dgate_weight, dup_weight, ddown_weight]` of
+    /// `rms_norm_swiglu_mlp`: the norm, both projections and their product are rebuilt from `x`
+    /// a chunk of rows at a time (`PROJECTION_CHUNKS`), each chunk's gradients formed with
+    /// `rms_norm_backward` and `swiglu_backward`.
+    // The generated calling convention: the op's five tensor inputs, `eps`, the gradient and the
+    // wanted flags.
+    #[allow(clippy::too_many_arguments)]
+    fn rms_norm_swiglu_mlp_backward(
+        x: FloatTensor<Self>,
+        norm_weight: FloatTensor<Self>,
+        gate_weight: FloatTensor<Self>,
+        up_weight: FloatTensor<Self>,
+        down_weight: FloatTensor<Self>,
+        eps: f32,
+        grad: FloatTensor<Self>,
+        wanted: [bool; 5],
+    ) -> [Option<FloatTensor<Self>>; 5] {
+        fused_mlp::rms_norm_swiglu_mlp_backward::<Self, _, _>(
+            x,
+            norm_weight,
+            [gate_weight, up_weight, down_weight],
+            eps,
+            grad,
+            wanted,
+            Self::PROJECTION_CHUNKS,
+            fused_mlp::Kernels {
+                norm: Self::rms_norm_backward,
+                gate: Self::swiglu_backward,
+            },
         )
     }
 

@@ -62,6 +62,24 @@ impl RoutedOps for CubeBackend {
         super::fused_linear::swiglu_linear_on::<Self>(gate, up, weight, bias)
     }
 
+    fn rms_norm_swiglu_mlp(
+        x: FloatTensor<Self>,
+        norm_weight: FloatTensor<Self>,
+        gate_weight: FloatTensor<Self>,
+        up_weight: FloatTensor<Self>,
+        down_weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        let weights = [gate_weight, up_weight, down_weight];
+        super::fused_mlp::rms_norm_swiglu_mlp_on::<Self>(
+            x,
+            norm_weight,
+            weights,
+            eps,
+            super::fused_linear::Chunks::Whole,
+        )
+    }
+
     fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {
         cube::softmax_last(x)
     }

@@ -14,7 +14,7 @@ use burn_dispatch::backends::flex::{FlexDevice, FlexTensor};
 
 use super::arith::{self, bias_gelu_row, layer_norm_row, rms_norm_row, softmax_row};
 use super::half::{half_dtype, in_f32, narrow, widen};
-use super::{composed, fused_linear};
+use super::{composed, fused_linear, fused_mlp};
 use crate::flex::{
     Rows, Work, fill_pieces, is_writable, map_pieces, simd_fn, tensor, update_rows, zip_fresh,
 };
@@ -306,6 +306,24 @@ impl RoutedOps for Flex {
         bias: Option<FloatTensor<Self>>,
     ) -> FloatTensor<Self> {
         fused_linear::swiglu_linear_on::<Self>(gate, up, weight, bias)
+    }
+
+    fn rms_norm_swiglu_mlp(
+        x: FloatTensor<Self>,
+        norm_weight: FloatTensor<Self>,
+        gate_weight: FloatTensor<Self>,
+        up_weight: FloatTensor<Self>,
+        down_weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        let weights = [gate_weight, up_weight, down_weight];
+        fused_mlp::rms_norm_swiglu_mlp_on::<Self>(
+            x,
+            norm_weight,
+            weights,
+            eps,
+            fused_linear::Chunks::Small,
+        )
     }
 
     fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -23,16 +23,22 @@ use crate::flex::math::sigmoid;
 use crate::flex::{Rows, is_writable, simd_fn, writable};
 use crate::ops::RoutedOps;
 
-/// Panics unless `weight` is `[width, outputs]` for an input whose last dimension is `width`:
-/// Burn's matmul would otherwise fail inside with shapes the caller never wrote.
-fn check_weight(op: &str, input: &str, x: &impl TensorMetadata, weight: &impl TensorMetadata) {
+/// Panics unless `weight` (named `weight_name`) is `[width, outputs]` for an input whose last
+/// dimension is `width`: Burn's matmul would otherwise fail inside with shapes the caller never
+/// wrote.
+pub(crate) fn check_weight(
+    op: &str,
+    [input, weight_name]: [&str; 2],
+    x: &impl TensorMetadata,
+    weight: &impl TensorMetadata,
+) {
     let (x, weight) = (x.shape(), weight.shape());
     let width = x.last().copied().unwrap_or(0);
     assert!(
         weight.first() == Some(&width),
-        "{op}: `weight` has shape {:?}, but its rows must be `{input}`'s width {width} (`{input}` has \
-         shape {:?}); pass the weight as `[{width}, outputs]`, as Burn's `Linear` keeps it (transpose \
-         a `[outputs, {width}]` one)",
+        "{op}: `{weight_name}` has shape {:?}, but its rows must be `{input}`'s width {width} \
+         (`{input}` has shape {:?}); pass it as `[{width}, outputs]`, as Burn's `Linear` keeps \
+         it (transpose a `[outputs, {width}]` one)",
         weight.as_slice(),
         x.as_slice(),
     );
@@ -48,12 +54,12 @@ fn linear_after<B: Backend>(
     weight: FloatTensor<B>,
     bias: Option<FloatTensor<B>>,
 ) -> FloatTensor<B> {
-    check_weight(op, name, &input, &weight);
+    check_weight(op, [name, "weight"], &input, &weight);
     B::linear(make(input), weight, bias)
 }
 
 /// `t`'s rows (every dimension but the last, flattened) in `range`, as `[rows, width]`.
-fn rows_of<B: Backend>(t: &FloatTensor<B>, range: Range<usize>) -> FloatTensor<B> {
+pub(crate) fn rows_of<B: Backend>(t: &FloatTensor<B>, range: Range<usize>) -> FloatTensor<B> {
     let shape = t.shape();
     let width = shape.last().copied().unwrap_or(1);
     let all = B::float_reshape(

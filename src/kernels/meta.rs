@@ -47,6 +47,18 @@ pub fn swiglu_linear(
     projected(gate, weight)
 }
 
+/// `rms_norm_swiglu_mlp`'s output: `x`'s shape, `down_weight`'s columns last.
+pub fn rms_norm_swiglu_mlp(
+    x: &TensorSpec,
+    _norm_weight: &TensorSpec,
+    _gate_weight: &TensorSpec,
+    _up_weight: &TensorSpec,
+    down_weight: &TensorSpec,
+    _eps: &f32,
+) -> Shape {
+    projected(x, down_weight)
+}
+
 /// The shape of `lhs` and `rhs` broadcast together (same rank; each pair of dimensions equal or
 /// one of them 1), as the shape contract `broadcast_with` guarantees.
 pub fn broadcast(lhs: &TensorSpec, rhs: &TensorSpec) -> Shape {

@@ -283,7 +283,7 @@ fn a_weight_whose_rows_are_not_the_inputs_width_panics_with_both_shapes() {
     assert_eq!(
         message,
         "rms_norm_linear: `weight` has shape [4, 5], but its rows must be `x`'s width 5 (`x` has \
-         shape [2, 3, 5]); pass the weight as `[5, outputs]`, as Burn's `Linear` keeps it \
+         shape [2, 3, 5]); pass it as `[5, outputs]`, as Burn's `Linear` keeps it \
          (transpose a `[outputs, 5]` one)"
     );
     let message = panic_message(|| {

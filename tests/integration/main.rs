@@ -32,6 +32,7 @@ mod forward;
 mod fused_forward;
 mod fused_gradients;
 mod fused_linear;
+mod fused_mlp;
 mod gradient_shapes;
 mod half_precision;
 mod lazy_forms;

@@ -1,0 +1,220 @@
+//! A pre-norm SwiGLU MLP as one op (`rms_norm_swiglu_mlp`): `rms_norm`, the gate and up
+//! projections, the SwiGLU gate and the down projection. Its backward pass keeps only `x` (and
+//! the weights): the normalised tensor, both projections and their product, which Burn's ops
+//! (and the `*_linear` ops of [`fused_linear`](super::fused_linear)) keep or rebuild whole, are
+//! rebuilt a chunk of rows at a time, each chunk's gradients formed and the chunk dropped before
+//! the next. On Flex a chunk is about 32 KiB of hidden-width `f32` values
+//! ([`BackwardKernels::PROJECTION_CHUNKS`](super::backward::BackwardKernels::PROJECTION_CHUNKS)),
+//! so no `[rows, hidden]` tensor exists in the backward pass; a GPU takes every row at once.
+//!
+//! The forward function is generic over the ops' trait (each backend's own norm and gate
+//! kernels, Burn's `linear` between them); the composition is the same with Burn's primitives.
+
+use burn_backend::tensor::FloatTensor;
+use burn_backend::{Backend, FloatDType, Shape, Slice, TensorMetadata};
+
+use super::composed;
+use super::fused_linear::{Chunks, check_weight, rows_of};
+use crate::ops::RoutedOps;
+
+/// The op's name, in its panics.
+const OP: &str = "rms_norm_swiglu_mlp";
+
+/// Panics unless the three weights chain: `gate_weight` `[width, hidden]` for `x`'s width
+/// (`up_weight` has its shape: the manifest checks that), and `down_weight` `[hidden, outputs]`.
+fn check_weights(
+    x: &impl TensorMetadata,
+    gate_weight: &impl TensorMetadata,
+    down_weight: &impl TensorMetadata,
+) {
+    check_weight(OP, ["x", "gate_weight"], x, gate_weight);
+    let (gate, down) = (gate_weight.shape(), down_weight.shape());
+    let hidden = gate.get(1).copied().unwrap_or(0);
+    assert!(
+        down.first() == Some(&hidden),
+        "{OP}: `down_weight` has shape {:?}, but its rows must be the hidden width {hidden} \
+         (`gate_weight` has shape {:?}); pass it as `[{hidden}, outputs]`, as Burn's `Linear` \
+         keeps it",
+        down.as_slice(),
+        gate.as_slice(),
+    );
+}
+
+/// The MLP with `norm` and `gate` as the RMS norm and the SwiGLU gate, Burn's `linear` between,
+/// `chunks` rows at a time: with more than one chunk, each chunk's output is written into the
+/// rows it came from, so the `[rows, hidden]` tensors between never exist whole.
+fn mlp<B: Backend>(
+    x: FloatTensor<B>,
+    [gate_weight, up_weight, down_weight]: [FloatTensor<B>; 3],
+    chunks: Chunks,
+    norm: impl Fn(FloatTensor<B>) -> FloatTensor<B>,
+    gate: impl Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+) -> FloatTensor<B> {
+    check_weights(&x, &gate_weight, &down_weight);
+    let run = |x: FloatTensor<B>| {
+        let h = norm(x);
+        let up = B::linear(h.clone(), up_weight.clone(), None);
+        let product = gate(B::linear(h, gate_weight.clone(), None), up);
+        B::linear(product, down_weight.clone(), None)
+    };
+    let shape = x.shape();
+    let width = shape.last().copied().unwrap_or(1).max(1);
+    let rows = shape.num_elements() / width;
+    let (hidden, outputs) = (gate_weight.shape()[1], down_weight.shape()[1]);
+    let step = chunks.rows(rows, hidden.max(width));
+    if step >= rows {
+        return run(x);
+    }
+    let mut out_shape = shape;
+    let last = out_shape.num_dims() - 1;
+    out_shape[last] = outputs;
+    let all = B::float_zeros(
+        Shape::new([rows, outputs]),
+        &x.device(),
+        FloatDType::from(x.dtype()),
+    );
+    let all = (0..rows).step_by(step).fold(all, |all, first| {
+        let range = first..(first + step).min(rows);
+        let out = run(rows_of::<B>(&x, range.clone()));
+        B::float_slice_assign(all, &[Slice::from(range)], out)
+    });
+    B::float_reshape(all, out_shape)
+}
+
+/// `rms_norm_swiglu_mlp` with `B`'s own `rms_norm` and `swiglu` kernels, `chunks` rows at a time.
+pub(crate) fn rms_norm_swiglu_mlp_on<B: RoutedOps>(
+    x: FloatTensor<B>,
+    norm_weight: FloatTensor<B>,
+    weights: [FloatTensor<B>; 3],
+    eps: f32,
+    chunks: Chunks,
+) -> FloatTensor<B> {
+    let norm = |x| B::rms_norm(x, norm_weight.clone(), eps);
+    mlp::<B>(x, weights, chunks, norm, B::swiglu)
+}
+
+/// [`rms_norm_swiglu_mlp`](crate::tensor::rms_norm_swiglu_mlp) written with `B`'s primitives.
+pub fn rms_norm_swiglu_mlp<B: Backend>(
+    x: FloatTensor<B>,
+    norm_weight: FloatTensor<B>,
+    gate_weight: FloatTensor<B>,
+    up_weight: FloatTensor<B>,
+    down_weight: FloatTensor<B>,
+    eps: f32,
+) -> FloatTensor<B> {
+    let norm = |x| composed::rms_norm::<B>(x, norm_weight.clone(), eps);
+    let weights = [gate_weight, up_weight, down_weight];
+    mlp::<B>(x, weights, Chunks::Whole, norm, composed::swiglu::<B>)
+}
+
+/// The backward kernels a chunk's gradients are formed with: the RMS norm's
+/// (`[dx, dnorm_weight]`) and the SwiGLU gate's (`[dgate, dup]`), as
+/// [`BackwardKernels`](super::backward::BackwardKernels) has them.
+pub(crate) struct Kernels<N, G> {
+    pub norm: N,
+    pub gate: G,
+}
+
+/// `acc + value`, or `value` for the first chunk.
+fn accumulate<B: Backend>(acc: &mut Option<FloatTensor<B>>, value: FloatTensor<B>) {
+    *acc = Some(match acc.take() {
+        Some(sum) => B::float_add(sum, value),
+        None => value,
+    });
+}
+
+/// `[dx, dnorm_weight, dgate_weight, dup_weight, ddown_weight]` of `rms_norm_swiglu_mlp`, for the
+/// wanted ones: per chunk of rows, the norm, both projections and their product are rebuilt from
+/// `x`, the weight gradients summed, and the chunk's `dx` written into the rows it came from.
+#[allow(clippy::too_many_arguments)] // The op's inputs, its gradient, what is wanted and how.
+pub(crate) fn rms_norm_swiglu_mlp_backward<B: RoutedOps, N, G>(
+    x: FloatTensor<B>,
+    norm_weight: FloatTensor<B>,
+    [gate_weight, up_weight, down_weight]: [FloatTensor<B>; 3],
+    eps: f32,
+    grad: FloatTensor<B>,
+    [want_x, want_norm, want_gate, want_up, want_down]: [bool; 5],
+    chunks: Chunks,
+    kernels: Kernels<N, G>,
+) -> [Option<FloatTensor<B>>; 5]
+where
+    N: Fn(
+        FloatTensor<B>,
+        FloatTensor<B>,
+        f32,
+        FloatTensor<B>,
+        [bool; 2],
+    ) -> [Option<FloatTensor<B>>; 2],
+    G: Fn(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, [bool; 2]) -> [Option<FloatTensor<B>>; 2],
+{
+    let shape = x.shape();
+    let width = shape.last().copied().unwrap_or(1).max(1);
+    let rows = shape.num_elements() / width;
+    let hidden = gate_weight.shape()[1];
+    let want_input = want_x || want_norm;
+    let [mut d_x, mut d_norm, mut d_gate, mut d_up, mut d_down] = [const { None }; 5];
+    let step = chunks.rows(rows, hidden.max(width));
+    // (No rows: one empty chunk, whose products are the zero gradients.)
+    for first in (0..rows.max(1)).step_by(step) {
+        let range = first..(first + step).min(rows);
+        let x_rows = rows_of::<B>(&x, range.clone());
+        let grad_rows = rows_of::<B>(&grad, range.clone());
+        let h = B::rms_norm(x_rows.clone(), norm_weight.clone(), eps);
+        let gate = B::linear(h.clone(), gate_weight.clone(), None);
+        let up = B::linear(h.clone(), up_weight.clone(), None);
+        if want_down {
+            let product = B::swiglu(gate.clone(), up.clone());
+            accumulate::<B>(
+                &mut d_down,
+                B::linear_weight_backward(product, grad_rows.clone()),
+            );
+        }
+        if !(want_input || want_gate || want_up) {
+            continue;
+        }
+        let d_product = B::linear_x_backward(down_weight.clone(), grad_rows);
+        let [dg, du] = (kernels.gate)(
+            gate,
+            up,
+            d_product,
+            [want_input || want_gate, want_input || want_up],
+        );
+        if let (true, Some(dg)) = (want_gate, &dg) {
+            accumulate::<B>(
+                &mut d_gate,
+                B::linear_weight_backward(h.clone(), dg.clone()),
+            );
+        }
+        if let (true, Some(du)) = (want_up, &du) {
+            accumulate::<B>(&mut d_up, B::linear_weight_backward(h.clone(), du.clone()));
+        }
+        drop(h);
+        let (Some(dg), Some(du), true) = (dg, du, want_input) else {
+            continue;
+        };
+        let d_h = B::float_add(
+            B::linear_x_backward(gate_weight.clone(), dg),
+            B::linear_x_backward(up_weight.clone(), du),
+        );
+        let [dx, dn] = (kernels.norm)(x_rows, norm_weight.clone(), eps, d_h, [want_x, want_norm]);
+        if let Some(dn) = dn {
+            accumulate::<B>(&mut d_norm, dn);
+        }
+        if let Some(dx) = dx {
+            d_x = Some(if range.len() == rows {
+                dx
+            } else {
+                let all = d_x.unwrap_or_else(|| {
+                    B::float_zeros(
+                        Shape::new([rows, width]),
+                        &x.device(),
+                        FloatDType::from(x.dtype()),
+                    )
+                });
+                B::float_slice_assign(all, &[Slice::from(range)], dx)
+            });
+        }
+    }
+    let d_x = d_x.map(|dx| B::float_reshape(dx, shape));
+    [d_x, d_norm, d_gate, d_up, d_down]
+}

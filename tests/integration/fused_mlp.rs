@@ -1,0 +1,325 @@
+#![cfg(feature = "autodiff")]
+//! `rms_norm_swiglu_mlp` through `Device::flex()`: values against what a Burn user writes
+//! (`RmsNorm`'s composition, `module::linear`, `silu(gate) * up`, `module::linear`), gradients of
+//! every input against central finite differences of `sum(w * mlp(...))` (in `f64`, where the op
+//! runs its composition) and against Burn's autodiff of that composition, at a size whose rows
+//! go in several chunks on Flex (the last one short), with some inputs untracked, under gradient
+//! checkpointing (the same bits), in half precision, and the weight-shape panics.
+
+use crate::common::{Rng, assert_close, finite_difference, panic_message, values};
+use burn_route::rms_norm_swiglu_mlp;
+use burn_tensor::activation::silu;
+use burn_tensor::module::linear;
+use burn_tensor::{DType, Device, FloatDType, Gradients, Tensor, TensorData};
+
+const EPS: f32 = 1e-5;
+
+/// Rows, width, hidden width, outputs.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    rows: usize,
+    width: usize,
+    hidden: usize,
+    outputs: usize,
+}
+
+/// Small enough for finite differences.
+const SMALL: Dims = Dims {
+    rows: 6,
+    width: 5,
+    hidden: 7,
+    outputs: 3,
+};
+
+/// On Flex a chunk is about 8K hidden-width values: 128 rows of 64, so 300 rows are three
+/// chunks, the last one of 44 rows.
+const CHUNKED: Dims = Dims {
+    rows: 300,
+    width: 16,
+    hidden: 64,
+    outputs: 8,
+};
+
+impl Dims {
+    /// Each input's shape, in input order: `x`, `norm_weight`, `gate_weight`, `up_weight`,
+    /// `down_weight`.
+    fn shapes(self) -> [Vec<usize>; 5] {
+        let Self {
+            rows,
+            width,
+            hidden,
+            outputs,
+        } = self;
+        [
+            vec![rows, width],
+            vec![width],
+            vec![width, hidden],
+            vec![width, hidden],
+            vec![hidden, outputs],
+        ]
+    }
+
+    fn inputs(self, seed: u64) -> Vec<Vec<f32>> {
+        let mut rng = Rng::new(seed);
+        let shapes = self.shapes();
+        shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                // A norm weight around 1, the rest around 0.
+                let (lo, hi) = if i == 1 { (0.5, 1.5) } else { (-1.0, 1.0) };
+                rng.vec(s.iter().product(), lo, hi)
+            })
+            .collect()
+    }
+
+    fn weights(self, seed: u64) -> Vec<f32> {
+        Rng::new(seed).vec(self.rows * self.outputs, -1.0, 1.0)
+    }
+}
+
+/// The inputs on `device` in `dtype`, tracked where `tracked` says.
+struct Inputs {
+    x: Tensor<2>,
+    norm_weight: Tensor<1>,
+    gate_weight: Tensor<2>,
+    up_weight: Tensor<2>,
+    down_weight: Tensor<2>,
+}
+
+impl Inputs {
+    fn new(
+        dims: Dims,
+        leaves: &[Vec<f32>],
+        device: &Device,
+        dtype: FloatDType,
+        tracked: &[bool],
+    ) -> Self {
+        let shapes = dims.shapes();
+        let two = |i: usize| {
+            let t = Tensor::<2>::from_data(
+                TensorData::new(leaves[i].clone(), shapes[i].clone()),
+                device,
+            )
+            .cast(dtype);
+            if tracked[i] { t.require_grad() } else { t }
+        };
+        let norm_weight = Tensor::<1>::from_data(
+            TensorData::new(leaves[1].clone(), shapes[1].clone()),
+            device,
+        )
+        .cast(dtype);
+        let norm_weight = if tracked[1] {
+            norm_weight.require_grad()
+        } else {
+            norm_weight
+        };
+        Self {
+            x: two(0),
+            norm_weight,
+            gate_weight: two(2),
+            up_weight: two(3),
+            down_weight: two(4),
+        }
+    }
+
+    /// The routed op, or what a Burn user writes.
+    fn mlp(&self, routed: bool) -> Tensor<2> {
+        let (x, n) = (self.x.clone(), self.norm_weight.clone());
+        if routed {
+            return rms_norm_swiglu_mlp(
+                x,
+                n,
+                self.gate_weight.clone(),
+                self.up_weight.clone(),
+                self.down_weight.clone(),
+                EPS,
+            );
+        }
+        let inverse = (x.clone().powi_scalar(2).mean_dim(1) + EPS).sqrt().recip();
+        let h = x * inverse * n.unsqueeze::<2>();
+        let gate = linear(h.clone(), self.gate_weight.clone(), None);
+        let up = linear(h, self.up_weight.clone(), None);
+        linear(silu(gate) * up, self.down_weight.clone(), None)
+    }
+
+    /// Each input's gradient, `None` when it got none.
+    fn grads(&self, grads: &Gradients) -> Vec<Option<Vec<f32>>> {
+        let two = |t: &Tensor<2>| t.grad(grads).map(|g| values(&g));
+        vec![
+            two(&self.x),
+            self.norm_weight.grad(grads).map(|g| values(&g)),
+            two(&self.gate_weight),
+            two(&self.up_weight),
+            two(&self.down_weight),
+        ]
+    }
+}
+
+/// The values of the op and each input's gradient of `sum(w * mlp(...))`.
+fn gradients(
+    dims: Dims,
+    leaves: &[Vec<f32>],
+    w: &[f32],
+    tracked: &[bool],
+    device: &Device,
+    routed: bool,
+) -> (Vec<f32>, Vec<Option<Vec<f32>>>) {
+    let inputs = Inputs::new(dims, leaves, device, FloatDType::F32, tracked);
+    let out = inputs.mlp(routed);
+    let weights = Tensor::<2>::from_data(
+        TensorData::new(w.to_vec(), [dims.rows, dims.outputs]),
+        device,
+    );
+    let grads = (out.clone() * weights).sum().backward();
+    (values(&out), inputs.grads(&grads))
+}
+
+/// `sum(w * mlp(...))` in `f64` on the plain device (the op's composition runs there).
+fn loss_f64(dims: Dims, leaves: &[Vec<f32>], w: &[f32]) -> f64 {
+    let tracked = [false; 5];
+    let inputs = Inputs::new(dims, leaves, &Device::flex(), FloatDType::F64, &tracked);
+    let out = inputs
+        .mlp(true)
+        .into_data()
+        .convert::<f64>()
+        .try_to_vec::<f64>()
+        .expect("f64 values");
+    out.iter().zip(w).map(|(o, w)| o * f64::from(*w)).sum()
+}
+
+#[test]
+fn values_and_gradients_match_finite_differences_and_burns_composition() {
+    let autodiff = Device::flex().autodiff();
+    for (seed, dims) in [(1, SMALL), (2, CHUNKED)] {
+        let leaves = dims.inputs(seed);
+        let w = dims.weights(seed + 10);
+        let all = [true; 5];
+        let (out, grads) = gradients(dims, &leaves, &w, &all, &autodiff, true);
+        let (out_ref, grads_ref) = gradients(dims, &leaves, &w, &all, &autodiff, false);
+        assert_close(&out, &out_ref, 1e-5, &format!("{dims:?}: values"));
+        for (i, (g, r)) in grads.iter().zip(&grads_ref).enumerate() {
+            let name = format!("{dims:?}: input {i}");
+            let (g, r) = (g.as_ref().expect(&name), r.as_ref().expect(&name));
+            assert_close(g, r, 1e-4, &format!("{name} against Burn's autodiff"));
+            if seed == 1 {
+                let fd = finite_difference(
+                    |v| {
+                        let mut at = leaves.clone();
+                        at[i] = v.to_vec();
+                        loss_f64(dims, &at, &w)
+                    },
+                    &leaves[i],
+                    1.0 / 128.0,
+                );
+                assert_close(g, &fd, 1e-3, &format!("{name} against finite differences"));
+            }
+        }
+    }
+}
+
+#[test]
+fn untracked_inputs_get_no_gradient_and_the_others_the_same_one() {
+    let autodiff = Device::flex().autodiff();
+    for dims in [SMALL, CHUNKED] {
+        let leaves = dims.inputs(7);
+        let w = dims.weights(8);
+        let (_, full) = gradients(dims, &leaves, &w, &[true; 5], &autodiff, true);
+        for only in 0..5 {
+            let tracked: Vec<bool> = (0..5).map(|i| i == only).collect();
+            let (_, some) = gradients(dims, &leaves, &w, &tracked, &autodiff, true);
+            for (i, g) in some.iter().enumerate() {
+                if i == only {
+                    let (g, f) = (g.as_ref().expect("tracked"), full[i].as_ref().expect("all"));
+                    assert_close(g, f, 1e-6, &format!("{dims:?}: input {i} alone"));
+                } else {
+                    assert!(g.is_none(), "{dims:?}: untracked input {i} got a gradient");
+                }
+            }
+        }
+    }
+}
+
+/// The MLP on a residual stream made by memory-bound ops (`x * 2 + 1`, the residual sum), twice:
+/// loss and gradients bit for bit those without checkpointing.
+#[test]
+fn checkpointing_gives_the_same_bits() {
+    fn run(device: &Device) -> (Vec<f32>, Vec<Option<Vec<f32>>>) {
+        let dims = Dims {
+            outputs: CHUNKED.width,
+            ..CHUNKED
+        };
+        let leaves = dims.inputs(9);
+        let inputs = Inputs::new(dims, &leaves, device, FloatDType::F32, &[true; 5]);
+        let h = inputs.x.clone() * 2.0 + 1.0;
+        let mlp = |x: Tensor<2>| {
+            rms_norm_swiglu_mlp(
+                x,
+                inputs.norm_weight.clone(),
+                inputs.gate_weight.clone(),
+                inputs.up_weight.clone(),
+                inputs.down_weight.clone(),
+                EPS,
+            )
+        };
+        let r = h.clone() + mlp(h);
+        let r = r.clone() + mlp(r);
+        let loss = (r.clone() * r).sum();
+        let grads = loss.backward();
+        (values(&loss), inputs.grads(&grads))
+    }
+    let plain = run(&Device::flex().autodiff());
+    let checkpointed = run(&Device::flex().autodiff().gradient_checkpointing());
+    assert_eq!(plain, checkpointed);
+}
+
+#[test]
+fn half_precision_runs_the_kernels_close_to_f32() {
+    let device = Device::flex();
+    let leaves = SMALL.inputs(5);
+    let tracked = [false; 5];
+    let reference = Inputs::new(SMALL, &leaves, &device, FloatDType::F32, &tracked).mlp(false);
+    for (dtype, float) in [
+        (DType::F16, FloatDType::F16),
+        (DType::BF16, FloatDType::BF16),
+    ] {
+        let out = Inputs::new(SMALL, &leaves, &device, float, &tracked).mlp(true);
+        assert_eq!(out.dtype(), dtype);
+        assert_close(
+            &values(&out),
+            &values(&reference),
+            5e-2,
+            &format!("{dtype:?}"),
+        );
+    }
+}
+
+#[test]
+fn weights_that_do_not_chain_panic_with_both_shapes() {
+    let device = Device::flex();
+    let leaves = SMALL.inputs(6);
+    let good = || Inputs::new(SMALL, &leaves, &device, FloatDType::F32, &[false; 5]);
+    let message = panic_message(|| {
+        let mut inputs = good();
+        inputs.gate_weight = inputs.gate_weight.transpose();
+        inputs.up_weight = inputs.up_weight.transpose();
+        inputs.mlp(true);
+    });
+    assert_eq!(
+        message,
+        "rms_norm_swiglu_mlp: `gate_weight` has shape [7, 5], but its rows must be `x`'s width 5 \
+         (`x` has shape [6, 5]); pass it as `[5, outputs]`, as Burn's `Linear` keeps it \
+         (transpose a `[outputs, 5]` one)"
+    );
+    let message = panic_message(|| {
+        let mut inputs = good();
+        inputs.down_weight = inputs.down_weight.transpose();
+        inputs.mlp(true);
+    });
+    assert_eq!(
+        message,
+        "rms_norm_swiglu_mlp: `down_weight` has shape [3, 7], but its rows must be the hidden \
+         width 7 (`gate_weight` has shape [5, 7]); pass it as `[7, outputs]`, as Burn's `Linear` \
+         keeps it"
+    );
+}
