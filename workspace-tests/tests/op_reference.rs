@@ -34,7 +34,7 @@ fn lowered(source: &str) -> Ir {
 }
 
 /// The methods of every `impl <trait starting with RoutedOps> for <self_ty>` in `file`.
-fn kernels_of(file: &str, self_ty: &str) -> Vec<String> {
+fn kernels_of(file: &str, self_ty: &str) -> Vec<(String, bool)> {
     let parsed = syn::parse_file(&read(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
     let mut out = Vec::new();
     for item in parsed.items {
@@ -55,7 +55,15 @@ fn kernels_of(file: &str, self_ty: &str) -> Vec<String> {
         }
         for item in imp.items {
             if let syn::ImplItem::Fn(f) = item {
-                out.push(f.sig.ident.to_string());
+                // Whether the body calls into the `cube` module (a CubeCL kernel of its own),
+                // or is built of other kernels and Burn's ops.
+                let calls_cube = f
+                    .block
+                    .stmts
+                    .iter()
+                    .map(|s| quote::quote!(#s).to_string())
+                    .any(|s| s.contains("cube ::"));
+                out.push((f.sig.ident.to_string(), calls_cube));
             }
         }
     }
@@ -150,27 +158,43 @@ fn backward(op: &Op) -> String {
 }
 
 /// How the op runs on each of its backends: one `(backend, how)` row each.
-fn backends(op: &Op, flex: &[String], cube: &[String]) -> Vec<(&'static str, String)> {
+fn backends(
+    op: &Op,
+    flex: &[(String, bool)],
+    cube: &[(String, bool)],
+) -> Vec<(&'static str, String)> {
+    let has = |kernels: &[(String, bool)]| {
+        kernels
+            .iter()
+            .find(|(name, _)| *name == op.name)
+            .map(|k| k.1)
+    };
     op.backends
         .iter()
         .map(|backend| {
             let name = backend.name.key();
             let how = match backend.name {
-                BackendId::Flex if flex.contains(&op.name) => "its own kernel".to_owned(),
-                BackendId::Cube => match (op.fusion, cube.contains(&op.name)) {
-                    (FusionImpl::Lazy, true) => {
-                        "its own CubeCL kernel; with fusion on, one deferred operation".to_owned()
+                BackendId::Flex if has(flex).is_some() => "its own kernel".to_owned(),
+                BackendId::Cube => {
+                    let Some(cubecl) = has(cube) else {
+                        return (name, "its composition".to_owned());
+                    };
+                    let kernel = if cubecl {
+                        "its own CubeCL kernel"
+                    } else {
+                        "its own kernel, of this crate's CubeCL kernels and Burn's ops"
+                    };
+                    match op.fusion {
+                        FusionImpl::Lazy => {
+                            format!("{kernel}; with fusion on, one deferred operation")
+                        }
+                        FusionImpl::Composition => {
+                            format!("{kernel}; with fusion on, its composition, which Burn fuses")
+                        }
+                        FusionImpl::Eager => format!("{kernel}; with fusion on, run at the call"),
+                        _ => kernel.to_owned(),
                     }
-                    (FusionImpl::Composition, true) => {
-                        "its own CubeCL kernel; with fusion on, its composition, which Burn fuses"
-                            .to_owned()
-                    }
-                    (FusionImpl::Eager, true) => {
-                        "its own CubeCL kernel; with fusion on, run at the call".to_owned()
-                    }
-                    (_, true) => "its own CubeCL kernel".to_owned(),
-                    (_, false) => "its composition".to_owned(),
-                },
+                }
                 BackendId::Remote => match op.remote {
                     RemoteImpl::Kernel => "one operation: the server runs its kernel".to_owned(),
                     _ => "its composition, primitive by primitive".to_owned(),
@@ -222,7 +246,7 @@ fn dtypes(op: &Op) -> String {
 }
 
 /// One op's entry.
-fn entry(op: &Op, tensor_rs: &str, flex: &[String], cube: &[String]) -> String {
+fn entry(op: &Op, tensor_rs: &str, flex: &[(String, bool)], cube: &[(String, bool)]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### `{}`\n", op.name);
     let _ = writeln!(
