@@ -274,3 +274,10 @@ pub fn double_to_default<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     let dtype = get_or_init_device_settings::<B>(&x.device()).float_dtype;
     B::float_cast(B::float_mul_scalar(x, s(2.0)), dtype)
 }
+
+/// `x² / 2` in the device's default float dtype.
+pub fn half_square_to_default<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    let dtype = get_or_init_device_settings::<B>(&x.device()).float_dtype;
+    let square = B::float_mul(x.clone(), x);
+    B::float_cast(B::float_mul_scalar(square, s(0.5)), dtype)
+}

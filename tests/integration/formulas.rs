@@ -846,3 +846,26 @@ fn a_gradient_comes_back_in_its_inputs_dtype() {
         assert_eq!(values(&grad), [7.0, 7.0]);
     }
 }
+
+/// A formula that reads `x` beside the incoming gradient of an output in the default float
+/// dtype: called on `f64`, the gradient (`f32`) is cast to `x`'s dtype before the formula mixes
+/// them (Burn's Flex panicked multiplying an `f32` tensor by an `f64` one), and `x`'s gradient
+/// comes back in `f64`, with and without checkpointing.
+#[test]
+fn a_formula_mixing_the_gradient_and_an_input_of_another_dtype_runs_in_the_inputs() {
+    use burn_tensor::DType;
+    let plain = Device::flex().autodiff();
+    let checkpointed = Device::flex().autodiff().gradient_checkpointing();
+    for device in [plain, checkpointed] {
+        let x = tensor(&[1.5, -2.0], [1, 2], &device)
+            .cast(DType::F64)
+            .require_grad();
+        let y = ops::half_square_to_default(x.clone());
+        assert_eq!(y.dtype(), DType::F32);
+        assert_eq!(values(&y), [1.125, 2.0]);
+        let grads = (y * 3.0).sum().backward();
+        let grad = x.grad(&grads).expect("x's gradient");
+        assert_eq!(grad.dtype(), DType::F64);
+        assert_eq!(values(&grad), [4.5, -6.0]);
+    }
+}

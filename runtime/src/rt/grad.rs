@@ -222,6 +222,14 @@ impl<B: Backend, const N: usize, const R: bool> Backward<B, N> for Node<R> {
             state,
         } = ops;
         let derivative = state.derivative.0;
+        // The float inputs' one dtype (routing refuses a call that mixes two): an output in
+        // another (`dtype = "default"`, a cast) has its gradient, and its value when the
+        // backward pass reads it, cast to it, so that the pass computes in one dtype.
+        let dtype = (0..N).find(|&i| state.present[i]).map(|i| state.dtypes[i]);
+        let in_inputs = |t: FloatTensor<B>| match dtype {
+            Some(dtype) if t.dtype() != dtype => B::float_cast(t, FloatDType::from(dtype)),
+            _ => t,
+        };
         let saved = match state.kept {
             Kept::Tensors { inputs, output } => Saved { inputs, output },
             Kept::Checkpointed { ids, output } => {
@@ -237,8 +245,12 @@ impl<B: Backend, const N: usize, const R: bool> Backward<B, N> for Node<R> {
                 Saved { inputs, output }
             }
         };
+        let saved = Saved {
+            output: saved.output.map(in_inputs),
+            ..saved
+        };
         let parents = parents.map(|p| p.map(|p| p.id));
-        let grad = grads.consume::<B>(&node);
+        let grad = in_inputs(grads.consume::<B>(&node));
         let mut tracked = [false; N];
         let gradients = derivative.gradients();
         for i in 0..N {

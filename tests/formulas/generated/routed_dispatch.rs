@@ -289,6 +289,12 @@ impl FormulaOps for rt::Dispatch {
     fn double_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         self::route_double_to_default::<__rt::Panic>(x)
     }
+    /// Routes like [`try_half_square_to_default`](fn@try_half_square_to_default), and panics with
+    /// its error.
+    #[inline]
+    fn half_square_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        self::route_half_square_to_default::<__rt::Panic>(x)
+    }
 }
 
 /// The kernel call of [`try_mul`](fn@try_mul): unwraps the inputs for backend `B`, calls the
@@ -465,7 +471,7 @@ fn route_mul<F: __rt::OnError>(
 
 /// The kernel call of [`try_exp`](fn@try_exp): unwraps the inputs for backend `B`, calls the
 /// kernel, wraps the outputs. Shared by the ops with the same inputs and output: `log`, `xlogx`,
-/// `sqrt`, `tanh`, `sigmoid` and 16 more.
+/// `sqrt`, `tanh`, `sigmoid` and 17 more.
 #[allow(clippy::type_complexity)]
 fn __run_exp<B: __rt::Target>(
     __route: &__rt::Route,
@@ -6996,6 +7002,151 @@ fn route_double_to_default<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt
     }
 }
 
+/// [`FormulaOps::half_square_to_default`] for `Dispatch` primitives, returning the routing error
+/// instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_half_square_to_default(
+    x: rt::DispatchTensor,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_half_square_to_default::<__rt::Fallible>(x)
+}
+
+/// The routing of [`try_half_square_to_default`](fn@try_half_square_to_default) and of the
+/// panicking `Dispatch` method (`F` says how an error is reported). Inlined into both, the common
+/// call writes its outputs straight into theirs; the rest of the routing is `__plan_and_run`, out
+/// of line.
+#[inline]
+fn route_half_square_to_default<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "half_square_to_default",
+        rt::Policy::Differentiable,
+        "tests/formulas/ops.toml:553",
+        "tests/formulas/ops.toml:10",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        Some(&__REMOTE_HALF_SQUARE_TO_DEFAULT),
+    );
+    use self::__run_exp as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(x: rt::DispatchTensor) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(&__OP, [__rt::Input::float("x", &x)])?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as FormulaOps>::half_square_to_default,
+                x,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    autodiff::half_square_to_default::<rt::Flex, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    autodiff::half_square_to_default::<rt::Flex, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as FormulaOps>::half_square_to_default,
+                x,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    autodiff::half_square_to_default::<rt::Cube, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    autodiff::half_square_to_default::<rt::Cube, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as FormulaOps>::half_square_to_default,
+                x,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    autodiff::half_square_to_default::<rt::Remote, rt::NoCheckpointing>,
+                    x,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    autodiff::half_square_to_default::<rt::Remote, rt::BalancedCheckpointing>,
+                    x,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as FormulaOps>::half_square_to_default,
+                x,
+            ),
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as FormulaOps>::half_square_to_default,
+                x,
+            ),
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as FormulaOps>::half_square_to_default,
+                x,
+            ),
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(x)),
+    }
+}
+
 impl<B: __rt::Target> SinCosPrimitive<B> {
     /// Wraps every tensor of a kernel's result as a `Dispatch` tensor, under the route's autodiff
     /// context.
@@ -7040,6 +7191,17 @@ static __REMOTE_DOUBLE_TO_DEFAULT: rt::__private::RemoteOp = rt::__private::Remo
     serve: concat!(module_path!(), "::serve_remote_ops"),
 };
 
+/// `half_square_to_default` as one operation on Remote: its id is this module, the op and the hash
+/// of
+/// its declaration.
+static __REMOTE_HALF_SQUARE_TO_DEFAULT: rt::__private::RemoteOp = rt::__private::RemoteOp {
+    op: "half_square_to_default",
+    hash: 0xd60c_9cea_fd9f_51c3,
+    krate: env!("CARGO_PKG_NAME"),
+    module: module_path!(),
+    serve: concat!(module_path!(), "::serve_remote_ops"),
+};
+
 /// [`FormulaOps`] on `Remote`: each op with output metadata is one operation that the
 /// server runs with its kernel (registered by [`serve_remote_ops`]); the others run their
 /// composition, each primitive an operation on the server.
@@ -7047,6 +7209,20 @@ static __REMOTE_DOUBLE_TO_DEFAULT: rt::__private::RemoteOp = rt::__private::Remo
 impl FormulaOps for rt::Remote {
     fn double_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         let mut __call = rt::remote::Call::new(&__REMOTE_DOUBLE_TO_DEFAULT);
+        let __in_x = __call.input(x);
+        let __spec_x = __call.spec(&__in_x);
+        __call.output(
+            rt::TensorKind::Float,
+            "output",
+            __spec_x.shape.clone(),
+            __call.default_dtype(rt::TensorKind::Float),
+        );
+        let mut __outputs = __call.send();
+        __outputs.one()
+    }
+
+    fn half_square_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __call = rt::remote::Call::new(&__REMOTE_HALF_SQUARE_TO_DEFAULT);
         let __in_x = __call.input(x);
         let __spec_x = __call.spec(&__in_x);
         __call.output(
@@ -7069,6 +7245,19 @@ where
 {
     let x = __args.float()?;
     let __result = <B as FormulaOps>::double_to_default(x);
+    __args.float_out(__result)?;
+    Ok(())
+}
+
+/// `half_square_to_default` on a Remote server's backend `B`: reads the operation's inputs and
+/// arguments, runs the kernel, registers its outputs.
+#[cfg(burn_route_remote)]
+fn __serve_half_square_to_default<B>(__args: &mut rt::remote::Args<'_, B>) -> Result<(), String>
+where
+    B: rt::remote::BackendIr + FormulaOps,
+{
+    let x = __args.float()?;
+    let __result = <B as FormulaOps>::half_square_to_default(x);
     __args.float_out(__result)?;
     Ok(())
 }
@@ -7104,6 +7293,10 @@ pub fn serve_remote_ops(
 fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer {
     let __serve = rt::remote::Serve::<rt::Flex>::new(server, module_path!());
     let __serve = __serve.op(&__REMOTE_DOUBLE_TO_DEFAULT, __serve_double_to_default);
+    let __serve = __serve.op(
+        &__REMOTE_HALF_SQUARE_TO_DEFAULT,
+        __serve_half_square_to_default,
+    );
     __serve.finish()
 }
 
@@ -7112,5 +7305,9 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
 fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer {
     let __serve = rt::remote::Serve::<rt::Cube>::new(server, module_path!());
     let __serve = __serve.op(&__REMOTE_DOUBLE_TO_DEFAULT, __serve_double_to_default);
+    let __serve = __serve.op(
+        &__REMOTE_HALF_SQUARE_TO_DEFAULT,
+        __serve_half_square_to_default,
+    );
     __serve.finish()
 }

@@ -584,6 +584,18 @@ pub trait FormulaOps: rt::Backend {
     fn double_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
         crate::formulas::forward::double_to_default::<Self>(x)
     }
+    /// `x² / 2` in the device's default float dtype: its formula reads `x` (in `x`'s dtype) beside
+    /// the incoming gradient (in the output's), which the backward pass casts to `x`'s first.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `tests/formulas/ops.toml:553`.
+    #[must_use]
+    fn half_square_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        crate::formulas::forward::half_square_to_default::<Self>(x)
+    }
 }
 
 /// [`FormulaOps`] on `Fusion<B>`: what `Cube` is when burn-cubecl's `fusion` feature is on.
@@ -606,6 +618,26 @@ impl<B: rt::fusion::FusionBackend + FormulaOps> FormulaOps for rt::fusion::Fusio
         );
         let mut __outputs = __lazy.register(move |__handles| {
             let __result = <B as FormulaOps>::double_to_default(__handles.float(&__in_x));
+            __handles.check(&__out, &__result)?;
+            __handles.publish_float(&__out, __result);
+            Ok(())
+        });
+        __outputs.one()
+    }
+
+    fn half_square_to_default(x: rt::FloatTensor<Self>) -> rt::FloatTensor<Self> {
+        let mut __lazy =
+            rt::fusion::Lazy::<B>::new("half_square_to_default", "tests/formulas/ops.toml:556");
+        let __in_x = __lazy.input(x);
+        let __spec_x = __lazy.spec(&__in_x);
+        let __out = __lazy.output(
+            rt::TensorKind::Float,
+            "output",
+            __spec_x.shape.clone(),
+            __lazy.default_dtype(rt::TensorKind::Float),
+        );
+        let mut __outputs = __lazy.register(move |__handles| {
+            let __result = <B as FormulaOps>::half_square_to_default(__handles.float(&__in_x));
             __handles.check(&__out, &__result)?;
             __handles.publish_float(&__out, __result);
             Ok(())
@@ -3395,5 +3427,54 @@ pub mod autodiff {
         let __output = <B as super::FormulaOps>::double_to_default(x);
         let __derivative = DoubleToDefaultBackward;
         __tape.finish_recomputed::<C, _>(__derivative, __output)
+    }
+
+    /// The backward pass of
+    /// [`FormulaOps::half_square_to_default`](super::FormulaOps::half_square_to_default), from its
+    /// formulas (tests/formulas/ops.toml:557).
+    ///
+    /// - `x`: `grad * x`
+    #[derive(Clone, Debug)]
+    pub struct HalfSquareToDefaultBackward;
+
+    impl<B> __grad::Derivative<B, 1> for HalfSquareToDefaultBackward
+    where
+        B: rt::Backend,
+    {
+        const OP: &'static str = "half_square_to_default";
+        const INPUTS: [&'static str; 1] = ["x"];
+        const GRADIENTS: [bool; 1] = [true];
+        const OUTPUT: bool = false;
+
+        fn backward(
+            self,
+            mut __saved: __grad::Saved<B, 1>,
+            grad: rt::FloatTensor<B>,
+            __tracked: [bool; 1],
+        ) -> [Option<rt::FloatTensor<B>>; 1] {
+            let x = __saved.input(0);
+            let mut __grads = [None];
+            if __tracked[0] {
+                __grads[0] = Some(B::float_mul(grad, x));
+            }
+            __grads
+        }
+    }
+
+    /// [`FormulaOps::half_square_to_default`](super::FormulaOps::half_square_to_default) on
+    /// `Autodiff<B, C>`: the forward pass on `B`, and [`HalfSquareToDefaultBackward`] as its
+    /// backward pass.
+    pub fn half_square_to_default<B, C>(
+        x: rt::FloatTensor<rt::Autodiff<B, C>>,
+    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
+    where
+        B: super::FormulaOps,
+        C: rt::CheckpointStrategy,
+    {
+        let mut __tape = __grad::Tape::new([Some(x)], [true]);
+        let x = __tape.input(0);
+        let __output = <B as super::FormulaOps>::half_square_to_default(x);
+        let __derivative = HalfSquareToDefaultBackward;
+        __tape.finish::<C, _>(__derivative, __output)
     }
 }

@@ -1277,3 +1277,29 @@ pub fn try_double_to_default<const D: usize>(
     let __out = dispatch::try_double_to_default(x.into_dispatch())?;
     Ok(rt::Tensor::from_dispatch(__out))
 }
+
+/// [`FormulaOps::half_square_to_default`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_half_square_to_default`](fn@try_half_square_to_default) returns the
+/// error instead.
+#[must_use]
+pub fn half_square_to_default<const D: usize>(x: rt::Tensor<D>) -> rt::Tensor<D> {
+    let __out = <rt::Dispatch as FormulaOps>::half_square_to_default(x.into_dispatch());
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`half_square_to_default`](fn@half_square_to_default), returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_half_square_to_default<const D: usize>(
+    x: rt::Tensor<D>,
+) -> Result<rt::Tensor<D>, rt::RouteError> {
+    let __out = dispatch::try_half_square_to_default(x.into_dispatch())?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}
