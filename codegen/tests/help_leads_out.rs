@@ -634,3 +634,35 @@ fn set_op_key(source: &str, index: usize, key: &str, value: &str) -> Option<Stri
     }
     Some(fixed)
 }
+
+#[test]
+fn other_dtypes_on_ops_that_take_no_dtypes_leads_out() {
+    // A composite op, an op without float input and an async one take no `dtypes`: the help
+    // for `other_dtypes` alone removes it (adding `dtypes` would be refused), and the help for
+    // `dtypes` beside `other_dtypes` removes both.
+    let ops = [
+        "[[op]]\nname = \"c\"\ninputs = [{ name = \"x\", tensor = \"float\" }]\ncomposite = \"crate::k::c\"\noutput = { tensor = \"float\" }\n",
+        "[[op]]\nname = \"i\"\ninputs = [{ name = \"x\", tensor = \"int\" }]\ncomposition = \"crate::k::i\"\noutput = { tensor = \"int\", shape = \"x\", dtype = \"x\" }\n",
+        "[[op]]\nname = \"w\"\nasync = true\ninputs = [{ name = \"x\", tensor = \"float\", borrowed = true }]\ncomposition = \"crate::k::w\"\noutput = { type = \"usize\" }\n",
+    ];
+    for op in ops {
+        let other = "other_dtypes = \"error\"\n";
+        let source = manifest("[\"Flex\"]", &format!("{op}{other}"));
+        follow(
+            &source,
+            "op[0].other_dtypes",
+            "remove `other_dtypes`",
+            other,
+            "",
+        );
+        let both = format!("dtypes = [\"f32\"]\n{other}");
+        let source = manifest("[\"Flex\"]", &format!("{op}{both}"));
+        follow(
+            &source,
+            "op[0].dtypes",
+            "remove `dtypes` and `other_dtypes`",
+            &both,
+            "",
+        );
+    }
+}

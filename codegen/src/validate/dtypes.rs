@@ -97,8 +97,22 @@ fn dtypes_keys_apply(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 .page(page::DTYPES)
                 .help(help)
         };
+        // Why the op can have no `dtypes` at all, if it cannot.
+        let no_dtypes = if op.composite.is_some() {
+            Some("is composite (its composition runs in every dtype)")
+        } else if !op.has_float_input() {
+            Some("has no float tensor input to route by")
+        } else if op.asynchronous {
+            Some("is async (routing by dtype is not supported for async ops)")
+        } else {
+            None
+        };
         let Some(list) = spec.dtypes.as_ref() else {
             if let Some(other) = spec.other_dtypes.as_ref() {
+                let help = match no_dtypes {
+                    Some(why) => format!("remove `other_dtypes`: the op {why}, so it takes no `dtypes` either"),
+                    None => "declare the dtypes the op's kernels take (`dtypes = [\"f32\", \"f16\", \"bf16\"]`), or remove `other_dtypes`".to_owned(),
+                };
                 out.push(diagnostic(
                     other.span.clone(),
                     "other_dtypes",
@@ -106,10 +120,16 @@ fn dtypes_keys_apply(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                         "op `{}` has `other_dtypes` but no `dtypes`: its kernels take every dtype, so there is no other dtype",
                         op.name
                     ),
-                    "declare the dtypes the op's kernels take (`dtypes = [\"f32\", \"f16\", \"bf16\"]`), or remove `other_dtypes`",
+                    &help,
                 ));
             }
             continue;
+        };
+        // The fix for `dtypes` on such an op also removes `other_dtypes`, which needs `dtypes`.
+        let remove = if spec.other_dtypes.is_some() {
+            "remove `dtypes` and `other_dtypes`"
+        } else {
+            "remove `dtypes`"
         };
         let refuse =
             |message: String, help: &str| diagnostic(list.span.clone(), "dtypes", message, help);
@@ -119,7 +139,7 @@ fn dtypes_keys_apply(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     "op `{}` is composite: its composition runs on every backend in every dtype, so `dtypes` has no kernel to describe",
                     op.name
                 ),
-                "remove `dtypes`",
+                remove,
             ));
         } else if !op.has_float_input() {
             out.push(refuse(
@@ -127,7 +147,7 @@ fn dtypes_keys_apply(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     "op `{}` has no float tensor input, so no call has a float dtype for `dtypes` to route by",
                     op.name
                 ),
-                "remove `dtypes`",
+                remove,
             ));
         } else if op.asynchronous {
             out.push(refuse(
@@ -135,7 +155,7 @@ fn dtypes_keys_apply(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                     "op `{}` is async, and routing by dtype is not supported for async ops yet",
                     op.name
                 ),
-                "remove `dtypes` (and `other_dtypes`), and have the op's kernels handle (or convert) every dtype they are given",
+                &format!("{remove}, and have the op's kernels handle (or convert) every dtype they are given"),
             ));
         } else if let Some(other) = spec.other_dtypes.as_ref()
             && other.value == "composition"
