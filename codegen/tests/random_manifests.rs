@@ -205,6 +205,8 @@ fn backward() -> impl Strategy<Value = &'static str> {
         Just(
             "check = { shapes = { a = [2, 3], b = [[1], [2]] }, ranges = { a = [1, 0] }, args = { a = \"1 +\" }, tolerance = 0, gradients = 1 }\n"
         ),
+        // Literals of another type than the plain input's (refused at the manifest's line).
+        Just("check = { args = { a = \"1.5\", b = \"'c'\" } }\n"),
         Just("check = { value_tolerance = 0 }\n"),
         Just("check = { value_tolerance = \"1e-3\" }\n"),
         Just("check = { value_tolerance = 1e-3 }\n"),

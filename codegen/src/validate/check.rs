@@ -13,7 +13,8 @@ use crate::model::OpSpec;
 /// its path (`p.scale`, `fill.From.0`), as routing errors name it.
 enum Target<'a> {
     Tensor(&'a TensorArg),
-    Plain,
+    /// A plain input, and its type as the manifest writes it.
+    Plain(&'a str),
     /// The device, or a declared-type input as a whole.
     Other,
     /// A member inside a variant the check does not build: `(enum, variant, built variant)`.
@@ -26,7 +27,7 @@ fn targets<'a>(op: &'a Op, types: &'a [TypeDef]) -> Vec<(String, Target<'a>)> {
     for input in &op.inputs {
         match &input.arg {
             Arg::Tensor(t) => out.push((input.name.clone(), Target::Tensor(t))),
-            Arg::Plain(_) => out.push((input.name.clone(), Target::Plain)),
+            Arg::Plain(ty) => out.push((input.name.clone(), Target::Plain(ty))),
             Arg::Device => out.push((input.name.clone(), Target::Other)),
             Arg::Declared { name, .. } => {
                 out.push((input.name.clone(), Target::Other));
@@ -43,7 +44,7 @@ fn targets<'a>(op: &'a Op, types: &'a [TypeDef]) -> Vec<(String, Target<'a>)> {
                     let target = match (unbuilt, member) {
                         (Some((ty, variant, built)), _) => Target::Unbuilt(ty, variant, built),
                         (None, MemberType::Tensor(t)) => Target::Tensor(t),
-                        (None, MemberType::Plain(_)) => Target::Plain,
+                        (None, MemberType::Plain(ty)) => Target::Plain(ty),
                         (None, MemberType::Declared(_)) => Target::Other,
                     };
                     let label = crate::ir::label(&path);
@@ -275,7 +276,7 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
                 key,
                 "args",
                 "plain input",
-                &|t| matches!(t, Target::Plain),
+                &|t| matches!(t, Target::Plain(_)),
                 &keyed,
             ));
             continue;
@@ -285,17 +286,31 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
             continue;
         }
         let key_path = format!("{path}.args.{}", key.value);
-        if !matches!(target, Target::Plain) {
+        let Target::Plain(ty) = target else {
             diags.push(
                 Diagnostic::new(key.span.clone(), key_path, format!("`{}` is not a plain input", key.value))
                     .help("`args` gives values of plain (`type = ...`) inputs; tensors are drawn from `shapes` and `ranges`"),
             );
             continue;
-        }
+        };
         match syn::parse_str::<syn::Expr>(&expr.value) {
-            Ok(_) => check
-                .args
-                .push((key.value.clone(), expr.value.trim().to_owned())),
+            Ok(parsed) => match super::literal::mismatch(&parsed, ty) {
+                Some((message, help)) => diags.push(
+                    Diagnostic::new(
+                        expr.span.clone(),
+                        key_path,
+                        format!(
+                            "`{}` {message}, but `{}` has type `{ty}`",
+                            expr.value.trim(),
+                            key.value
+                        ),
+                    )
+                    .help(help),
+                ),
+                None => check
+                    .args
+                    .push((key.value.clone(), expr.value.trim().to_owned())),
+            },
             Err(err) => diags.push(
                 Diagnostic::new(
                     expr.span.clone(),

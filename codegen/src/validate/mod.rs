@@ -24,6 +24,7 @@ mod fusion;
 mod generated_names;
 mod gradients;
 mod linear;
+mod literal;
 mod lower;
 mod plain;
 mod remote;
