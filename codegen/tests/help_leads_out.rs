@@ -349,6 +349,43 @@ fn an_op_that_gives_no_gradient_is_warned() {
     assert!(report.is_none(), "{report:?}");
 }
 
+#[test]
+fn a_differentiable_op_without_float_output_is_warned() {
+    let source = manifest(
+        "[\"Flex\"]",
+        "[[op]]\nname = \"count\"\nautodiff = \"differentiable\"\ninputs = [{ name = \"x\", tensor = \"float\" }]\ncomposition = \"crate::k::count\"\noutput = { tensor = \"int\" }\n",
+    );
+    let dir =
+        std::env::temp_dir().join(format!("burn-route-no-float-output-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("ops.toml");
+    std::fs::write(&path, &source).unwrap();
+    let warnings = |path: &std::path::Path| {
+        let (_, report) = Builder::new(path)
+            .manifest_name("ops.toml")
+            .render_with_warnings()
+            .expect("the op is valid");
+        report.map(|report| {
+            report
+                .diagnostics
+                .iter()
+                .map(|d| d.render_line(&report.file, &report.source))
+                .collect::<Vec<_>>()
+        })
+    };
+    assert_eq!(
+        warnings(&path).expect("a warning"),
+        [
+            "ops.toml:7:12: `op[0].autodiff`: op `count` is `differentiable`, but returns no float tensor: nothing it returns carries a gradient back; help: write `autodiff = \"detach\"` (what the op does now: a tracked input is read, and no gradient flows back through the op), or return a float tensor"
+        ]
+    );
+    // Following it renders without the warning.
+    std::fs::write(&path, source.replace("\"differentiable\"", "\"detach\"")).unwrap();
+    let left = warnings(&path);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(left.is_none(), "{left:?}");
+}
+
 /// The kinds of help every fixture can follow mechanically, over all of `tests/ui`: "did you
 /// mean `X`" (the name at the span replaced by `X`), and "remove `KEY`" on a diagnostic at that
 /// key, "remove this key", "remove this formula" and "remove it" (the `KEY = value` pair

@@ -759,7 +759,8 @@ fn value_tolerance(
     }
 }
 
-fn float_output(output: &Output, types: &[TypeDef]) -> bool {
+/// Whether `output` holds a float tensor (a tuple's element, a declared struct's field).
+pub(super) fn float_output(output: &Output, types: &[TypeDef]) -> bool {
     match output {
         Output::Tensor(t) => t.kind == TensorKind::Float,
         Output::Tuple(items) => items.iter().any(|o| float_output(o, types)),

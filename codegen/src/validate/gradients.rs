@@ -1,9 +1,12 @@
-//! A declared backward pass that gives no float input a gradient (every formula `"none"`, or
-//! every float input in `no_gradient`): the op is `differentiable` in name only, which is almost
-//! always a slip. A warning, not an error: the op builds and runs as declared.
+//! A `differentiable` op through which no gradient can flow: a declared backward pass that gives
+//! no float input a gradient (every formula `"none"`, or every float input in `no_gradient`),
+//! or no float tensor output at all. The op is `differentiable` in name only, which is almost
+//! always a slip. Warnings, not errors: the op builds and runs as declared.
 
+use super::check::float_output;
 use super::context::Context;
 use crate::diag::{Diagnostic, page};
+use crate::ir::Policy;
 use crate::model::BackwardSpec;
 
 /// A warning for each op whose declared backward pass differentiates none of its float inputs.
@@ -45,6 +48,39 @@ pub(super) fn no_gradient_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
             )
             .page(page::BACKWARD)
             .help(format!("write `autodiff = \"detach\"` and remove {keys} (what the op does now: its output carries no gradient back), or give the inputs that have a gradient one"))
+            .warning(),
+        );
+    }
+    out
+}
+
+/// A warning for each `differentiable` op with a float input but no float tensor output (int,
+/// bool or plain values only): nothing it returns carries a gradient back. (With `backward`,
+/// the backward pass's own rule refuses it.)
+pub(super) fn no_float_output_warnings(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (spec, op) in cx.ops {
+        let Some(policy) = &spec.autodiff else {
+            continue;
+        };
+        if op.policy != Policy::Differentiable
+            || op.backward.is_some()
+            || !op.has_float_input()
+            || float_output(&op.output, cx.types)
+        {
+            continue;
+        }
+        out.push(
+            Diagnostic::new(
+                policy.span.clone(),
+                format!("op[{}].autodiff", spec.index),
+                format!(
+                    "op `{}` is `differentiable`, but returns no float tensor: nothing it returns carries a gradient back",
+                    op.name
+                ),
+            )
+            .page(page::BACKWARD)
+            .help("write `autodiff = \"detach\"` (what the op does now: a tracked input is read, and no gradient flows back through the op), or return a float tensor")
             .warning(),
         );
     }

@@ -89,7 +89,8 @@ pub fn validate(
         .into_iter()
         .chain(remote::hand_written_warnings(&cx))
         .chain(fusion::eager_warnings(&cx))
-        .chain(gradients::no_gradient_warnings(&cx));
+        .chain(gradients::no_gradient_warnings(&cx))
+        .chain(gradients::no_float_output_warnings(&cx));
     for warning in warnings {
         diags.warn(warning);
     }

@@ -85,7 +85,7 @@ impl<'a> Check<'a, '_> {
         if members.is_empty() {
             self.push(
                 Diagnostic::new(at.clone(), self.key("backward"), format!("op `{}` declares a backward pass but its declared output `{ty}` has no float tensor field to differentiate", op.name))
-                    .help("remove `backward`: an op without a float output has no gradient to propagate"),
+                    .help("remove `backward`: an op without a float output has no gradient to propagate (and write `autodiff = \"detach\"`, which is what it does)"),
             );
             return None;
         }

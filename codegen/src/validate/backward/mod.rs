@@ -435,7 +435,7 @@ impl<'a> Check<'a, '_> {
             [] => {
                 self.push(
                     Diagnostic::new(at.clone(), self.key("backward"), format!("op `{}` declares a backward pass but returns no float tensor to differentiate", self.op.name))
-                        .help("remove `backward`: an op without a float output has no gradient to propagate"),
+                        .help("remove `backward`: an op without a float output has no gradient to propagate (and write `autodiff = \"detach\"`, which is what it does)"),
                 );
                 None
             }
