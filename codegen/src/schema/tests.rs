@@ -105,6 +105,12 @@ fn every_checkpoint_mode_the_schema_lists_is_accepted() {
 fn every_numeric_type_the_schema_lists_is_read_as_a_number() {
     for ty in burn_route_core::primitive::NUMBERS {
         let source = MANIFEST.replace("type = \"f32\"", &format!("type = \"{ty}\""));
+        // The op check's value of `beta` is a literal of its type.
+        let source = if burn_route_core::primitive::is_integer(ty) {
+            source.replace("args = { beta = \"0.5\" }", "args = { beta = \"1\" }")
+        } else {
+            source
+        };
         assert!(renders(&source), "a formula cannot read a `{ty}`");
     }
     let source = MANIFEST.replace("type = \"f32\"", "type = \"bool\"");
