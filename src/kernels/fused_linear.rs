@@ -132,13 +132,7 @@ pub(crate) fn rms_norm_linear_backward<B: RoutedOps>(
     grad: FloatTensor<B>,
     [want_x, want_norm, want_weight, want_bias]: [bool; 4],
     chunks: Chunks,
-    norm_backward: impl FnOnce(
-        FloatTensor<B>,
-        FloatTensor<B>,
-        f32,
-        FloatTensor<B>,
-        [bool; 2],
-    ) -> [Option<FloatTensor<B>>; 2],
+    norm_backward: impl RmsNormBackward<B>,
 ) -> [Option<FloatTensor<B>>; 4] {
     let [d_normalized, d_weight, d_bias] = projection_grads::<B>(
         |rows| B::rms_norm(rows_of::<B>(&x, rows), norm_weight.clone(), eps),
@@ -208,16 +202,30 @@ pub(crate) fn swiglu_projection_grads<B: RoutedOps>(
 }
 
 /// The backward kernel of the SwiGLU gate: `[dgate, dup]` from `gate`, `up`, the product's
-/// gradient and the wanted flags (`swiglu_backward`'s arguments).
+/// gradient and the wanted flags (`swiglu_backward`'s arguments). `Fn`: a chunked pass calls it
+/// once per chunk.
 pub(crate) trait GateBackward<B: Backend>:
-    FnOnce(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, [bool; 2]) -> [Option<FloatTensor<B>>; 2]
+    Fn(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, [bool; 2]) -> [Option<FloatTensor<B>>; 2]
 {
 }
 
 impl<B: Backend, F> GateBackward<B> for F where
-    F: FnOnce(
+    F: Fn(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, [bool; 2]) -> [Option<FloatTensor<B>>; 2]
+{
+}
+
+/// The backward kernel of RMS normalisation: `[dx, dweight]` from `x`, the weight, `eps`, the
+/// normalised tensor's gradient and the wanted flags (`rms_norm_backward`'s arguments).
+pub(crate) trait RmsNormBackward<B: Backend>:
+    Fn(FloatTensor<B>, FloatTensor<B>, f32, FloatTensor<B>, [bool; 2]) -> [Option<FloatTensor<B>>; 2]
+{
+}
+
+impl<B: Backend, F> RmsNormBackward<B> for F where
+    F: Fn(
         FloatTensor<B>,
         FloatTensor<B>,
+        f32,
         FloatTensor<B>,
         [bool; 2],
     ) -> [Option<FloatTensor<B>>; 2]

@@ -14,7 +14,7 @@ use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, FloatDType, Shape, Slice, TensorMetadata};
 
 use super::composed;
-use super::fused_linear::{Chunks, check_weight, rows_of};
+use super::fused_linear::{Chunks, GateBackward, RmsNormBackward, check_weight, rows_of};
 use crate::ops::RoutedOps;
 
 /// The op's name, in its panics.
@@ -138,14 +138,8 @@ pub(crate) fn rms_norm_swiglu_mlp_backward<B: RoutedOps, N, G>(
     kernels: Kernels<N, G>,
 ) -> [Option<FloatTensor<B>>; 5]
 where
-    N: Fn(
-        FloatTensor<B>,
-        FloatTensor<B>,
-        f32,
-        FloatTensor<B>,
-        [bool; 2],
-    ) -> [Option<FloatTensor<B>>; 2],
-    G: Fn(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, [bool; 2]) -> [Option<FloatTensor<B>>; 2],
+    N: RmsNormBackward<B>,
+    G: GateBackward<B>,
 {
     let shape = x.shape();
     let width = shape.last().copied().unwrap_or(1).max(1);
