@@ -4,7 +4,7 @@
 
 use super::context::{Context, ManifestRule, unknown_modes};
 use crate::diag::{Diagnostic, did_you_mean, page};
-use crate::ir::FloatDtype;
+use crate::ir::{FloatDtype, Op};
 
 /// The rules about `dtypes` and `other_dtypes`, checked with the other manifest rules.
 pub(super) const MANIFEST_RULES: &[ManifestRule] = &[
@@ -97,20 +97,11 @@ fn dtypes_keys_apply(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
                 .page(page::DTYPES)
                 .help(help)
         };
-        // Why the op can have no `dtypes` at all, if it cannot.
-        let no_dtypes = if op.composite.is_some() {
-            Some("is composite (its composition runs in every dtype)")
-        } else if !op.has_float_input() {
-            Some("has no float tensor input to route by")
-        } else if op.asynchronous {
-            Some("is async (routing by dtype is not supported for async ops)")
-        } else {
-            None
-        };
+        let why = why_no_dtypes(op);
         let Some(list) = spec.dtypes.as_ref() else {
             if let Some(other) = spec.other_dtypes.as_ref() {
-                let help = match no_dtypes {
-                    Some(why) => format!("remove `other_dtypes`: the op {why}, so it takes no `dtypes` either"),
+                let help = match &why {
+                    Some((why, _, _)) => format!("remove `other_dtypes`: the op {why}, so it takes no `dtypes` either"),
                     None => "declare the dtypes the op's kernels take (`dtypes = [\"f32\", \"f16\", \"bf16\"]`), or remove `other_dtypes`".to_owned(),
                 };
                 out.push(diagnostic(
@@ -131,32 +122,9 @@ fn dtypes_keys_apply(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         } else {
             "remove `dtypes`"
         };
-        let refuse =
-            |message: String, help: &str| diagnostic(list.span.clone(), "dtypes", message, help);
-        if op.composite.is_some() {
-            out.push(refuse(
-                format!(
-                    "op `{}` is composite: its composition runs on every backend in every dtype, so `dtypes` has no kernel to describe",
-                    op.name
-                ),
-                remove,
-            ));
-        } else if !op.has_float_input() {
-            out.push(refuse(
-                format!(
-                    "op `{}` has no float tensor input, so no call has a float dtype for `dtypes` to route by",
-                    op.name
-                ),
-                remove,
-            ));
-        } else if op.asynchronous {
-            out.push(refuse(
-                format!(
-                    "op `{}` is async, and routing by dtype is not supported for async ops yet",
-                    op.name
-                ),
-                &format!("{remove}, and have the op's kernels handle (or convert) every dtype they are given"),
-            ));
+        if let Some((_, message, more)) = why {
+            let help = format!("{remove}{more}");
+            out.push(diagnostic(list.span.clone(), "dtypes", message, &help));
         } else if let Some(other) = spec.other_dtypes.as_ref()
             && other.value == "composition"
             && op.composition.is_none()
@@ -173,6 +141,39 @@ fn dtypes_keys_apply(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// Why `op` can take no `dtypes`, if it cannot: what it is (a clause of `other_dtypes`' help),
+/// the error on its `dtypes`, and what the help to remove them adds.
+fn why_no_dtypes(op: &Op) -> Option<(&'static str, String, &'static str)> {
+    let name = &op.name;
+    if op.composite.is_some() {
+        Some((
+            "is composite (its composition runs in every dtype)",
+            format!(
+                "op `{name}` is composite: its composition runs on every backend in every dtype, so `dtypes` has no kernel to describe"
+            ),
+            "",
+        ))
+    } else if !op.has_float_input() {
+        Some((
+            "has no float tensor input to route by",
+            format!(
+                "op `{name}` has no float tensor input, so no call has a float dtype for `dtypes` to route by"
+            ),
+            "",
+        ))
+    } else if op.asynchronous {
+        Some((
+            "is async (routing by dtype is not supported for async ops)",
+            format!(
+                "op `{name}` is async, and routing by dtype is not supported for async ops yet"
+            ),
+            ", and have the op's kernels handle (or convert) every dtype they are given",
+        ))
+    } else {
+        None
+    }
 }
 
 /// Flex stores no `flex32`: an op routed to Flex whose `dtypes` list no other dtype would
