@@ -10,6 +10,8 @@
 //! The forward function is generic over the ops' trait (each backend's own norm and gate
 //! kernels, Burn's `linear` between them); the composition is the same with Burn's primitives.
 
+use std::ops::Range;
+
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, FloatDType, Shape, Slice, TensorMetadata};
 
@@ -68,17 +70,32 @@ fn mlp<B: Backend>(
     let mut out_shape = shape;
     let last = out_shape.num_dims() - 1;
     out_shape[last] = outputs;
-    let all = B::float_zeros(
-        Shape::new([rows, outputs]),
-        &x.device(),
-        FloatDType::from(x.dtype()),
-    );
-    let all = (0..rows).step_by(step).fold(all, |all, first| {
+    let all = (0..rows).step_by(step).fold(None, |all, first| {
         let range = first..(first + step).min(rows);
         let out = run(rows_of::<B>(&x, range.clone()));
-        B::float_slice_assign(all, &[Slice::from(range)], out)
+        Some(write_rows::<B>(all, rows, range, out))
     });
+    let all = all.expect("more than one chunk");
     B::float_reshape(all, out_shape)
+}
+
+/// `value`, a chunk's `[rows in range, width]` result, written over the rows in `range` of
+/// `all`, the `[rows, width]` result being assembled (made, zeroed, at the first chunk); `value`
+/// itself when the chunk is every row.
+fn write_rows<B: Backend>(
+    all: Option<FloatTensor<B>>,
+    rows: usize,
+    range: Range<usize>,
+    value: FloatTensor<B>,
+) -> FloatTensor<B> {
+    if range.len() == rows {
+        return value;
+    }
+    let all = all.unwrap_or_else(|| {
+        let shape = Shape::new([rows, value.shape()[1]]);
+        B::float_zeros(shape, &value.device(), FloatDType::from(value.dtype()))
+    });
+    B::float_slice_assign(all, &[Slice::from(range)], value)
 }
 
 /// `rms_norm_swiglu_mlp` with `B`'s own `rms_norm` and `swiglu` kernels, `chunks` rows at a time.
@@ -195,18 +212,7 @@ where
             accumulate::<B>(&mut d_norm, dn);
         }
         if let Some(dx) = dx {
-            d_x = Some(if range.len() == rows {
-                dx
-            } else {
-                let all = d_x.unwrap_or_else(|| {
-                    B::float_zeros(
-                        Shape::new([rows, width]),
-                        &x.device(),
-                        FloatDType::from(x.dtype()),
-                    )
-                });
-                B::float_slice_assign(all, &[Slice::from(range)], dx)
-            });
+            d_x = Some(write_rows::<B>(d_x, rows, range, dx));
         }
     }
     let d_x = d_x.map(|dx| B::float_reshape(dx, shape));
