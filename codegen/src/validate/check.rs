@@ -300,9 +300,9 @@ pub(super) fn lower(spec: &OpSpec, op: &Op, types: &[TypeDef]) -> Result<Check, 
                         expr.span.clone(),
                         key_path,
                         format!(
-                            "`{}` {message}, but `{}` has type `{ty}`",
-                            expr.value.trim(),
-                            key.value
+                            "`{}` has type `{ty}`, and its value `{}` {message}",
+                            key.value,
+                            expr.value.trim()
                         ),
                     )
                     .help(help),

@@ -177,7 +177,7 @@ fn fits(lit: &syn::LitInt, negative: bool, ty: &str) -> Option<(String, String)>
     };
     (!in_range).then(|| {
         (
-            format!("is out of `{ty}`'s range"),
+            "is out of its range".to_owned(),
             format!("write a value from {min} to {max}"),
         )
     })
@@ -226,8 +226,8 @@ mod tests {
             ("1u8", "usize", "has the suffix `u8`"),
             ("0.5f64", "f32", "has the suffix `f64`"),
             ("-1", "usize", "is negative"),
-            ("256", "u8", "is out of `u8`'s range"),
-            ("-129", "i8", "is out of `i8`'s range"),
+            ("256", "u8", "is out of its range"),
+            ("-129", "i8", "is out of its range"),
             ("1", "bool", "is an integer literal"),
             ("'a'", "&str", "is a `char` literal"),
             ("\"abc\"", "Vec<u8>", "is a string literal"),
