@@ -70,7 +70,10 @@ fn mlp<B: Backend>(
     let mut out_shape = shape;
     let last = out_shape.num_dims() - 1;
     out_shape[last] = outputs;
-    let all = (0..rows).step_by(step).fold(None, |all, first| {
+    // The output's buffer is made before the first chunk runs (made after it, the forward
+    // pass's peak measured 32 KiB higher at 64K values).
+    let all = rows_buffer::<B>(rows, outputs, &x);
+    let all = (0..rows).step_by(step).fold(Some(all), |all, first| {
         let range = first..(first + step).min(rows);
         let out = run(rows_of::<B>(&x, range.clone()));
         Some(write_rows::<B>(all, rows, range, out))
@@ -91,11 +94,14 @@ fn write_rows<B: Backend>(
     if range.len() == rows {
         return value;
     }
-    let all = all.unwrap_or_else(|| {
-        let shape = Shape::new([rows, value.shape()[1]]);
-        B::float_zeros(shape, &value.device(), FloatDType::from(value.dtype()))
-    });
+    let all = all.unwrap_or_else(|| rows_buffer::<B>(rows, value.shape()[1], &value));
     B::float_slice_assign(all, &[Slice::from(range)], value)
+}
+
+/// A zeroed `[rows, width]` tensor on `like`'s device, in its dtype.
+fn rows_buffer<B: Backend>(rows: usize, width: usize, like: &FloatTensor<B>) -> FloatTensor<B> {
+    let shape = Shape::new([rows, width]);
+    B::float_zeros(shape, &like.device(), FloatDType::from(like.dtype()))
 }
 
 /// `rms_norm_swiglu_mlp` with `B`'s own `rms_norm` and `swiglu` kernels, `chunks` rows at a time.
