@@ -6,8 +6,9 @@
 use burn_route::{
     Affine, Fill, Moments, add_relu, affine, argmax_last, axpby, bias_gelu, clamp_ste,
     cross_entropy_logits, dequantize_relu, dispatch, dropout, fill_where, iota, layer_norm,
-    linear_cross_entropy, masked_fill_count, moments, nan_to_num, ramp, rms_norm, round_half_even,
-    scale, softmax_last, softplus, split_last, sum_all, swiglu, topk_last,
+    layer_norm_linear, linear_cross_entropy, masked_fill_count, moments, nan_to_num, ramp,
+    rms_norm, rms_norm_linear, rms_norm_swiglu_mlp, round_half_even, scale, softmax_last, softplus,
+    split_last, sum_all, swiglu, swiglu_linear, topk_last,
 };
 use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Int, Tensor};
@@ -82,6 +83,49 @@ fn fused_layers(device: &Device) {
             Default::default(),
         )),
     );
+    // The norm or gate fused with the projection after it, and the whole SwiGLU MLP: `[3, 2]`
+    // and `[2, 3]` projections, `[in, out]` as Burn's `Linear` keeps them.
+    let (w_in, w_out) = projections(device);
+    show(
+        "rms_norm_linear(x, 1, W)",
+        "rms_norm, then x @ W: [2, 2]",
+        values(&rms_norm_linear(
+            x.clone(),
+            row.clone() * 0.0 + 1.0,
+            w_in.clone(),
+            None,
+            1e-6,
+        )),
+    );
+    show(
+        "layer_norm_linear(x, 1, 0, W)",
+        "layer_norm, then x @ W",
+        values(&layer_norm_linear(
+            x.clone(),
+            row.clone() * 0.0 + 1.0,
+            row.clone() * 0.0,
+            w_in.clone(),
+            None,
+            1e-5,
+        )),
+    );
+    show(
+        "swiglu_linear(x, x, W)",
+        "swiglu, then @ W",
+        values(&swiglu_linear(x.clone(), x.clone(), w_in.clone(), None)),
+    );
+    show(
+        "rms_norm_swiglu_mlp(x, ..)",
+        "the pre-norm SwiGLU MLP: [2, 3]",
+        values(&rms_norm_swiglu_mlp(
+            x.clone(),
+            row.clone() * 0.0 + 1.0,
+            w_in.clone(),
+            w_in,
+            w_out,
+            1e-6,
+        )),
+    );
     let (dropped, keep) = dropout(x.clone(), 0.5, 7);
     show(
         "dropout(x, 0.5, seed 7)",
@@ -105,6 +149,14 @@ fn fused_layers(device: &Device) {
         values(&top),
         ints(&index)
     );
+}
+
+/// The projections of the `*_linear` ops and of the MLP: `[3, 2]` (in) and `[2, 3]` (out).
+fn projections(device: &Device) -> (Tensor<2>, Tensor<2>) {
+    (
+        Tensor::<2>::from_data([[0.5, -1.0], [1.0, 0.25], [-0.5, 0.75]], device),
+        Tensor::<2>::from_data([[1.0, 0.0, -1.0], [0.5, 2.0, 0.25]], device),
+    )
 }
 
 /// Gradients of the fused layers' hand-written backward passes.
@@ -167,6 +219,46 @@ fn fused_gradients(device: &Device) {
     show(
         "linear_cross_entropy(x, I)",
         "the same, formed in the forward pass",
+        &x,
+        &grads,
+    );
+    let (w_in, w_out) = projections(device);
+    let grads = rms_norm_linear(x.clone(), row.clone(), w_in.clone(), None, 1e-6)
+        .sum()
+        .backward();
+    show(
+        "sum(rms_norm_linear)",
+        "the normalised x recomputed, not kept",
+        &x,
+        &grads,
+    );
+    let grads = layer_norm_linear(
+        x.clone(),
+        row.clone(),
+        row.clone(),
+        w_in.clone(),
+        None,
+        1e-5,
+    )
+    .sum()
+    .backward();
+    show("sum(layer_norm_linear)", "sums to 0 per row", &x, &grads);
+    let grads = swiglu_linear(x.clone(), x.clone(), w_in.clone(), None)
+        .sum()
+        .backward();
+    show(
+        "sum(swiglu_linear(x, x))",
+        "the product recomputed",
+        &x,
+        &grads,
+    );
+    let grads = (rms_norm_swiglu_mlp(x.clone(), row.clone(), w_in.clone(), w_in, w_out, 1e-6)
+        * w.clone())
+    .sum()
+    .backward();
+    show(
+        "sum(w * rms_norm_swiglu_mlp)",
+        "only x kept, the rest rebuilt",
         &x,
         &grads,
     );
