@@ -882,3 +882,19 @@ fn the_op_counts_the_docs_state_are_the_sources() {
         );
     }
 }
+
+/// The tour (`cargo run --example tour`, the README's main command) says it shows every op of
+/// `ops.toml`: each op's name appears in a call in `examples/tour.rs`.
+#[test]
+fn the_tour_calls_every_shipped_op() {
+    let shipped: toml::Table = toml::from_str(&read("ops.toml")).expect("ops.toml parses");
+    let tour = read("examples/tour.rs");
+    let missing: Vec<String> = shipped["op"]
+        .as_array()
+        .expect("ops")
+        .iter()
+        .map(|op| op["name"].as_str().expect("a name").to_owned())
+        .filter(|name| !tour.contains(&format!("{name}(")) && !tour.contains(&format!("{name}::<")))
+        .collect();
+    assert!(missing.is_empty(), "the tour calls none of: {missing:?}");
+}
