@@ -10,6 +10,8 @@
 //!   the backward pass than the two apart.
 //! - [`fused_mlp`]: a pre-norm SwiGLU MLP as one op, whose backward pass keeps only its input
 //!   and rebuilds the rest a chunk of rows at a time.
+//! - `gemm`: matrix products on `f32` buffers in place, for the Flex kernels that multiply
+//!   chunks of rows (`linear_cross_entropy`, `rms_norm_swiglu_mlp`).
 //! - [`backward`]: the fused backward kernels that `ops.toml`'s function-form backward passes
 //!   name (`BackwardKernels`, fused on Flex and Cube). The `Autodiff<B, C>` implementations
 //!   themselves are generated from the manifest's `backward` keys (formulas or these
@@ -28,6 +30,7 @@ mod cube_routed;
 pub mod flex;
 pub mod fused_linear;
 pub mod fused_mlp;
+mod gemm;
 mod half;
 pub mod linear_ce;
 pub mod meta;

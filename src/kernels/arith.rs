@@ -8,7 +8,7 @@
 //! written here, passed to `for_each`, would be one function shared by every caller, which the
 //! inliner may leave out of line, compiled for the baseline.)
 
-use crate::flex::{keep_if, math, max_of, sum_by};
+use crate::flex::{keep_if, math, max_of, sum_by, sum_by3};
 
 /// `relu(a + b)`.
 #[inline(always)]
@@ -42,6 +42,14 @@ pub fn swiglu(gate: f32, up: f32) -> f32 {
     gate * math::sigmoid(gate) * up
 }
 
+/// Both gradients of `swiglu` at one element for the incoming gradient `grad`: `[dgate, dup]`.
+#[inline(always)]
+pub fn swiglu_grads(gate: f32, up: f32, grad: f32) -> [f32; 2] {
+    let s = math::sigmoid(gate);
+    let silu = gate * s;
+    [grad * (up * (s + silu * (1.0 - s))), grad * silu]
+}
+
 /// `row` normalised to mean square 1 and scaled by `weight`, in place.
 #[inline(always)]
 pub fn rms_norm_row(row: &mut [f32], weight: &[f32], eps: f32) {
@@ -49,6 +57,31 @@ pub fn rms_norm_row(row: &mut [f32], weight: &[f32], eps: f32) {
     let inverse = 1.0 / (mean_square + eps).sqrt();
     for (v, g) in row.iter_mut().zip(weight) {
         *v *= inverse * g;
+    }
+}
+
+/// The backward pass of [`rms_norm_row`] over one row `x`: `grad`, the incoming gradient,
+/// becomes the gradient of `x` in place, and `weight_grad`, when given, gets the row's share of
+/// the weight's gradient added.
+#[inline(always)]
+pub fn rms_norm_grad_row(
+    grad: &mut [f32],
+    x: &[f32],
+    weight: &[f32],
+    eps: f32,
+    weight_grad: Option<&mut [f32]>,
+) {
+    let n = x.len() as f32;
+    let inverse = 1.0 / (sum_by(x, |v| v * v) / n + eps).sqrt();
+    // mean(g x^) with g = grad * weight and x^ = x r.
+    let projection = inverse * sum_by3(grad, x, weight, |d, x, w| d * w * x) / n;
+    if let Some(sums) = weight_grad {
+        for ((s, d), x) in sums.iter_mut().zip(grad.iter()).zip(x) {
+            *s += d * x * inverse;
+        }
+    }
+    for ((d, x), w) in grad.iter_mut().zip(x).zip(weight) {
+        *d = inverse * (*d * w - x * inverse * projection);
     }
 }
 

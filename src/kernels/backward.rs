@@ -167,19 +167,8 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
         grad: FloatTensor<Self>,
         wanted: [bool; 5],
     ) -> [Option<FloatTensor<Self>>; 5] {
-        fused_mlp::rms_norm_swiglu_mlp_backward::<Self, _, _>(
-            x,
-            norm_weight,
-            [gate_weight, up_weight, down_weight],
-            eps,
-            grad,
-            wanted,
-            Self::PROJECTION_CHUNKS,
-            fused_mlp::Kernels {
-                norm: Self::rms_norm_backward,
-                gate: Self::swiglu_backward,
-            },
-        )
+        let weights = [gate_weight, up_weight, down_weight];
+        mlp_by_chunks::<Self>(x, norm_weight, weights, eps, grad, wanted)
     }
 
     /// `dx` of the last-dimension softmax with output `y`: `y (grad - sum(grad y))`.
@@ -343,3 +332,29 @@ pub(crate) mod generic {
 // `Fusion<B>`'s and `Remote`'s implementations are generated (the ops and dispatch modules):
 // the backward kernel of an op that runs there as one operation is one operation too, running
 // the inner backend's (or the server's) kernel; the others keep these default bodies.
+
+/// `rms_norm_swiglu_mlp`'s backward pass in `B`'s chunks (`PROJECTION_CHUNKS`) with `B`'s
+/// `rms_norm_backward` and `swiglu_backward`: the trait's default, and Flex's pass where its
+/// `f32` kernel does not apply.
+fn mlp_by_chunks<B: BackwardKernels>(
+    x: FloatTensor<B>,
+    norm_weight: FloatTensor<B>,
+    weights: [FloatTensor<B>; 3],
+    eps: f32,
+    grad: FloatTensor<B>,
+    wanted: [bool; 5],
+) -> [Option<FloatTensor<B>>; 5] {
+    fused_mlp::rms_norm_swiglu_mlp_backward::<B, _, _>(
+        x,
+        norm_weight,
+        weights,
+        eps,
+        grad,
+        wanted,
+        B::PROJECTION_CHUNKS,
+        fused_mlp::Kernels {
+            norm: B::rms_norm_backward,
+            gate: B::swiglu_backward,
+        },
+    )
+}

@@ -316,6 +316,11 @@ impl RoutedOps for Flex {
         down_weight: FloatTensor<Self>,
         eps: f32,
     ) -> FloatTensor<Self> {
+        fused_mlp::check_weights(&x, &gate_weight, &down_weight);
+        let weights = [&gate_weight, &up_weight, &down_weight];
+        if let Some(inputs) = fused_mlp::flex::Inputs::of(&x, &norm_weight, weights, eps) {
+            return inputs.forward();
+        }
         let weights = [gate_weight, up_weight, down_weight];
         fused_mlp::rms_norm_swiglu_mlp_on::<Self>(
             x,

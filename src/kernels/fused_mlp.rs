@@ -15,6 +15,8 @@ use std::ops::Range;
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, FloatDType, Shape, Slice, TensorMetadata};
 
+pub(crate) mod flex;
+
 use super::composed;
 use super::fused_linear::{Chunks, GateBackward, RmsNormBackward, check_weight, rows_of};
 use crate::ops::RoutedOps;
@@ -24,7 +26,7 @@ const OP: &str = "rms_norm_swiglu_mlp";
 
 /// Panics unless the three weights chain: `gate_weight` `[width, hidden]` for `x`'s width
 /// (`up_weight` has its shape: the manifest checks that), and `down_weight` `[hidden, outputs]`.
-fn check_weights(
+pub(crate) fn check_weights(
     x: &impl TensorMetadata,
     gate_weight: &impl TensorMetadata,
     down_weight: &impl TensorMetadata,

@@ -218,6 +218,94 @@ fn values_and_gradients_match_finite_differences_and_burns_composition() {
     }
 }
 
+/// `values` of a row-major `[rows, cols]` matrix, transposed.
+fn transposed(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..cols)
+        .flat_map(|c| (0..rows).map(move |r| values[r * cols + c]))
+        .collect()
+}
+
+/// Flex's kernel reads the weights in place at any strides, and takes `x` of any rank; other
+/// layouts of `x`, and the broadcast gradient of a plain `sum`, go through the composition. Each
+/// gives the values and gradients of contiguous `[rows, width]` inputs.
+#[test]
+fn strided_weights_a_strided_or_3d_x_and_a_broadcast_gradient_give_the_same_results() {
+    let device = Device::flex().autodiff();
+    let dims = CHUNKED;
+    let Dims {
+        rows,
+        width,
+        hidden,
+        outputs,
+    } = dims;
+    let leaves = dims.inputs(11);
+    let run = |x_layout: usize, weights_transposed: bool, plain_sum: bool| {
+        // Tracked leaves as stored; the op's inputs are views of them.
+        let leaf = |i: usize, [r, c]: [usize; 2], transpose: bool| {
+            let (data, shape) = if transpose {
+                (transposed(&leaves[i], r, c), [c, r])
+            } else {
+                (leaves[i].clone(), [r, c])
+            };
+            let leaf = Tensor::<2>::from_data(TensorData::new(data, shape), &device).require_grad();
+            let view = if transpose {
+                leaf.clone().transpose()
+            } else {
+                leaf.clone()
+            };
+            (leaf, view)
+        };
+        let (x, x_view) = leaf(0, [rows, width], x_layout == 1);
+        let norm = Tensor::<1>::from_data(TensorData::new(leaves[1].clone(), [width]), &device)
+            .require_grad();
+        let (wg, wg_view) = leaf(2, [width, hidden], weights_transposed);
+        let (wu, wu_view) = leaf(3, [width, hidden], weights_transposed);
+        let (wd, wd_view) = leaf(4, [hidden, outputs], weights_transposed);
+        let weights = || (wg_view.clone(), wu_view.clone(), wd_view.clone());
+        let out = if x_layout == 2 {
+            let (g, u, d) = weights();
+            let x = x_view.reshape([3, rows / 3, width]);
+            rms_norm_swiglu_mlp(x, norm.clone(), g, u, d, EPS).reshape([rows, outputs])
+        } else {
+            let (g, u, d) = weights();
+            rms_norm_swiglu_mlp(x_view, norm.clone(), g, u, d, EPS)
+        };
+        let loss = if plain_sum {
+            out.clone().sum()
+        } else {
+            let w =
+                Tensor::<2>::from_data(TensorData::new(dims.weights(12), [rows, outputs]), &device);
+            (out.clone() * w).sum()
+        };
+        let grads = loss.backward();
+        let stored = |t: &Tensor<2>, [r, c]: [usize; 2], transpose: bool| {
+            let g = values(&t.grad(&grads).expect("a gradient"));
+            if transpose { transposed(&g, c, r) } else { g }
+        };
+        let all = vec![
+            stored(&x, [rows, width], x_layout == 1),
+            values(&norm.grad(&grads).expect("a gradient")),
+            stored(&wg, [width, hidden], weights_transposed),
+            stored(&wu, [width, hidden], weights_transposed),
+            stored(&wd, [hidden, outputs], weights_transposed),
+        ];
+        (values(&out), all)
+    };
+    for plain_sum in [false, true] {
+        let (out, grads) = run(0, false, plain_sum);
+        for (x_layout, weights_transposed) in [(0, true), (1, false), (2, false), (2, true)] {
+            let what = format!(
+                "x layout {x_layout}, weights transposed {weights_transposed}, plain sum {plain_sum}"
+            );
+            let (o, g) = run(x_layout, weights_transposed, plain_sum);
+            assert_close(&o, &out, 1e-5, &format!("{what}: values"));
+            for (i, (g, r)) in g.iter().zip(&grads).enumerate() {
+                assert_close(g, r, 1e-5, &format!("{what}: input {i}"));
+            }
+        }
+    }
+}
+
 #[test]
 fn untracked_inputs_get_no_gradient_and_the_others_the_same_one() {
     let autodiff = Device::flex().autodiff();

@@ -9,12 +9,13 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
 use super::{BackwardKernels, generic, shared};
-use crate::flex::math::sigmoid;
 use crate::flex::{
     Rows, Work, is_writable, keep_if, max_of, simd_fn, sum_by, sum_by2, sum_by3, tensor,
     update_many, update_rows, update_rows_with,
 };
+use crate::kernels::arith::{self, rms_norm_grad_row};
 use crate::kernels::fused_linear::{self, Chunks};
+use crate::kernels::fused_mlp;
 use crate::kernels::half::{grads_in_f32, in_f32};
 
 /// `t` readable row by row. The incoming gradient is often a broadcast view (the gradient of a
@@ -75,6 +76,27 @@ fn gelu_derivative(z: f32) -> f32 {
 
 impl BackwardKernels for Flex {
     const PROJECTION_CHUNKS: Chunks = Chunks::Small;
+
+    fn rms_norm_swiglu_mlp_backward(
+        x: FloatTensor<Self>,
+        norm_weight: FloatTensor<Self>,
+        gate_weight: FloatTensor<Self>,
+        up_weight: FloatTensor<Self>,
+        down_weight: FloatTensor<Self>,
+        eps: f32,
+        grad: FloatTensor<Self>,
+        wanted: [bool; 5],
+    ) -> [Option<FloatTensor<Self>>; 5] {
+        let grad = readable(grad);
+        let weights = [&gate_weight, &up_weight, &down_weight];
+        let grads = fused_mlp::flex::Inputs::of(&x, &norm_weight, weights, eps)
+            .and_then(|inputs| inputs.backward(&grad, wanted));
+        if let Some(grads) = grads {
+            return grads;
+        }
+        let weights = [gate_weight, up_weight, down_weight];
+        super::mlp_by_chunks::<Self>(x, norm_weight, weights, eps, grad, wanted)
+    }
 
     fn swiglu_linear_backward(
         gate: FloatTensor<Self>,
@@ -174,7 +196,6 @@ impl BackwardKernels for Flex {
             return generic::rms_norm_backward::<Self>(x, weight, eps, grad, wanted);
         };
         let (width, [_, want_weight]) = (wt.len(), wanted);
-        let n = width as f32;
         let (dx, partials) = update_rows_with(
             grad,
             Work::Moderate,
@@ -182,18 +203,8 @@ impl BackwardKernels for Flex {
             |dw, first, rows| {
                 xs.zip(first, rows, |d, xs| {
                     for (d, x) in d.chunks_exact_mut(width).zip(xs.chunks_exact(width)) {
-                        let inverse = 1.0 / (sum_by(x, |v| v * v) / n + eps).sqrt();
-                        // mean(g x^) with g = grad * weight and x^ = x r.
-                        let projection = inverse * sum_by3(d, x, wt, |d, x, w| d * w * x) / n;
-                        if want_weight {
-                            dw.iter_mut()
-                                .zip(d.iter())
-                                .zip(x)
-                                .for_each(|((s, d), x)| *s += d * x * inverse);
-                        }
-                        for ((d, x), w) in d.iter_mut().zip(x).zip(wt) {
-                            *d = inverse * (*d * w - x * inverse * projection);
-                        }
+                        let sums = want_weight.then_some(dw.as_mut_slice());
+                        rms_norm_grad_row(d, x, wt, eps, sums);
                     }
                 });
             },
@@ -401,10 +412,7 @@ simd_fn! {
                         &mut g[offset..offset + u.len()],
                     );
                     for ((d, g), u) in d.iter_mut().zip(g.iter_mut()).zip(u) {
-                        let s = sigmoid(*g);
-                        let silu = *g * s;
-                        *g = *d * silu;
-                        *d *= u * (s + silu * (1.0 - s));
+                        [*d, *g] = arith::swiglu_grads(*g, *u, *d);
                     }
                 });
             },
@@ -426,13 +434,8 @@ simd_fn! {
             gate_rows.stretches2(up_rows, first, d.len(), |offset, g, u| {
                 let d = &mut d[offset..offset + g.len()];
                 for ((d, g), u) in d.iter_mut().zip(g).zip(u) {
-                    let s = sigmoid(*g);
-                    let silu = g * s;
-                    *d *= if want_gate {
-                        u * (s + silu * (1.0 - s))
-                    } else {
-                        silu
-                    };
+                    let [d_gate, d_up] = arith::swiglu_grads(*g, *u, *d);
+                    *d = if want_gate { d_gate } else { d_up };
                 }
             });
         })

@@ -1,0 +1,293 @@
+//! `rms_norm_swiglu_mlp` on Flex's contiguous `f32` rows: the chunks of [`super`], each
+//! product written by `gemm` straight into its place. A chunk's norm, projections and product
+//! live in scratch buffers made once for the call, each chunk's output (or `dx`) is written into
+//! its rows of the result, and the weights' gradients are summed in place across the chunks
+//! (`accumulate`), where the composition of Flex's ops made a tensor per step of each chunk and
+//! added the chunks' weight gradients pairwise. The arithmetic is [`arith`]'s, as in the
+//! unfused kernels.
+
+use burn_backend::{Shape, TensorMetadata};
+use burn_dispatch::backends::flex::FlexTensor;
+
+use super::super::arith::{rms_norm_grad_row, rms_norm_row, swiglu, swiglu_grads};
+use super::super::fused_linear::Chunks;
+use super::super::gemm::{Operand, Out, dense, operand, product};
+use crate::flex::{simd_fn, tensor};
+
+/// The op's `f32` inputs, read in place: `x` as rows of `width`, the norm's weight, and the
+/// three projections as `gemm` operands (a transposed weight is read as it is).
+pub(crate) struct Inputs<'a> {
+    x: &'a [f32],
+    norm: &'a [f32],
+    gate: Operand,
+    up: Operand,
+    down: Operand,
+    /// Rows, `x`'s width, the hidden width, the outputs, the rows of a chunk.
+    dims: [usize; 5],
+    x_shape: Shape,
+    eps: f32,
+}
+
+impl<'a> Inputs<'a> {
+    /// The inputs when each is an `f32` tensor Flex can read in place and the shapes chain
+    /// (`check_weights` has panicked on the rest already); `None` sends the caller to the
+    /// composition (half dtypes, other layouts, no rows).
+    pub(crate) fn of(
+        x: &'a FlexTensor,
+        norm_weight: &'a FlexTensor,
+        [gate, up, down]: [&FlexTensor; 3],
+        eps: f32,
+    ) -> Option<Self> {
+        let x_shape = x.shape();
+        let width = x_shape.last().copied()?;
+        let (values, norm) = (dense(x)?, dense(norm_weight)?);
+        let (gate_shape, down_shape) = (gate.shape(), down.shape());
+        let hidden = gate_shape.get(1).copied()?;
+        let outputs = down_shape.get(1).copied()?;
+        let chained = width > 0
+            && norm.len() == width
+            && gate_shape.as_slice() == [width, hidden]
+            && up.shape() == gate_shape
+            && down_shape.as_slice() == [hidden, outputs]
+            && !values.is_empty();
+        if !chained {
+            return None;
+        }
+        let rows = values.len() / width;
+        let step = Chunks::Small.rows(rows, hidden.max(width));
+        Some(Self {
+            x: values,
+            norm,
+            gate: operand(gate)?,
+            up: operand(up)?,
+            down: operand(down)?,
+            dims: [rows, width, hidden, outputs, step],
+            x_shape,
+            eps,
+        })
+    }
+
+    /// `h = rms_norm(x's rows from `first`)`, `gate = h @ gate_weight` and `up = h @ up_weight`,
+    /// into the first rows of the three scratch buffers (rows of `width`, `hidden`, `hidden`).
+    fn project(&self, first: usize, n: usize, [h, gate, up]: [&mut [f32]; 3]) {
+        let [_, width, hidden, ..] = self.dims;
+        norm_rows(
+            &mut h[..n * width],
+            &self.x[first * width..(first + n) * width],
+            self.norm,
+            self.eps,
+        );
+        let h = Operand::rows(&*h, width);
+        // SAFETY: `gate` and `up` hold at least n × hidden values, `h` n × width, and the
+        // weights width × hidden (checked in `of`); nothing else touches the buffers meanwhile.
+        unsafe {
+            product(
+                (n, hidden, width),
+                Out::rows(gate, hidden),
+                false,
+                h,
+                self.gate,
+            );
+            product((n, hidden, width), Out::rows(up, hidden), false, h, self.up);
+        }
+    }
+
+    /// The op's output, `[.., outputs]` in `x`'s shape.
+    pub(crate) fn forward(&self) -> FlexTensor {
+        let [rows, width, hidden, outputs, step] = self.dims;
+        let mut out = vec![0.0_f32; rows * outputs];
+        let mut h = vec![0.0_f32; step * width];
+        let (mut gate, mut up) = (vec![0.0_f32; step * hidden], vec![0.0_f32; step * hidden]);
+        for first in (0..rows).step_by(step) {
+            let n = step.min(rows - first);
+            self.project(first, n, [&mut h[..], &mut gate[..], &mut up[..]]);
+            swiglu_rows(&mut gate[..n * hidden], &up[..n * hidden]);
+            let rows_out = Out::rows(&mut out[first * outputs..], outputs);
+            // SAFETY: `out`'s rows `first..first + n` hold n × outputs values, `gate` n × hidden
+            // and `down_weight` hidden × outputs.
+            unsafe {
+                product(
+                    (n, outputs, hidden),
+                    rows_out,
+                    false,
+                    Operand::rows(&gate, hidden),
+                    self.down,
+                );
+            }
+        }
+        let mut shape = self.x_shape.clone();
+        let last = shape.num_dims() - 1;
+        shape[last] = outputs;
+        tensor(out, shape)
+    }
+
+    /// `[dx, dnorm_weight, dgate_weight, dup_weight, ddown_weight]` for the wanted ones, from
+    /// `grad` (the output's gradient, contiguous `f32`; `None` otherwise): per chunk, the norm
+    /// and both projections are rebuilt, and the weights' gradients summed in place.
+    pub(crate) fn backward(
+        &self,
+        grad: &FlexTensor,
+        [want_x, want_norm, want_gate, want_up, want_down]: [bool; 5],
+    ) -> Option<[Option<FlexTensor>; 5]> {
+        let [rows, width, hidden, outputs, step] = self.dims;
+        let grad = dense(grad).filter(|g| g.len() == rows * outputs)?;
+        let want_input = want_x || want_norm;
+        let zeros = |want: bool, len: usize| want.then(|| vec![0.0_f32; len]);
+        let mut dx = zeros(want_x, rows * width);
+        let mut d_norm = zeros(want_norm, width);
+        let mut d_gate = zeros(want_gate, width * hidden);
+        let mut d_up = zeros(want_up, width * hidden);
+        let mut d_down = zeros(want_down, hidden * outputs);
+        let mut h = vec![0.0_f32; step * width];
+        let (mut gate, mut up) = (vec![0.0_f32; step * hidden], vec![0.0_f32; step * hidden]);
+        let mut product_rows = vec![0.0_f32; step * hidden];
+        // The gradient of the norm's output, when `dx` is not wanted (else it is formed in
+        // `dx`'s rows).
+        let mut d_h_rows = zeros(want_norm && !want_x, step * width).unwrap_or_default();
+        for first in (0..rows).step_by(step) {
+            let n = step.min(rows - first);
+            let accumulate = first > 0;
+            self.project(first, n, [&mut h[..], &mut gate[..], &mut up[..]]);
+            let dy = Operand::rows(&grad[first * outputs..], outputs);
+            let p = &mut product_rows[..n * hidden];
+            if let Some(d_down) = d_down.as_mut() {
+                swiglu_into(p, &gate[..n * hidden], &up[..n * hidden]);
+                // SAFETY: d_down holds hidden × outputs values; p^T is hidden × n, dy n ×
+                // outputs.
+                unsafe {
+                    product(
+                        (hidden, outputs, n),
+                        Out::rows(d_down, outputs),
+                        accumulate,
+                        Operand::rows(p, hidden).t(),
+                        dy,
+                    );
+                }
+            }
+            if !(want_input || want_gate || want_up) {
+                continue;
+            }
+            // SAFETY: p holds n × hidden values; dy is n × outputs, down_weight^T outputs ×
+            // hidden.
+            unsafe {
+                product(
+                    (n, hidden, outputs),
+                    Out::rows(p, hidden),
+                    false,
+                    dy,
+                    self.down.t(),
+                )
+            };
+            swiglu_grads_rows(&mut gate[..n * hidden], &mut up[..n * hidden], p);
+            let h_t = Operand::rows(&h, width).t();
+            for (sum, d) in [(&mut d_gate, &gate), (&mut d_up, &up)] {
+                if let Some(sum) = sum.as_mut() {
+                    // SAFETY: the sum holds width × hidden values; h^T is width × n, d n ×
+                    // hidden.
+                    unsafe {
+                        product(
+                            (width, hidden, n),
+                            Out::rows(sum, hidden),
+                            accumulate,
+                            h_t,
+                            Operand::rows(d, hidden),
+                        );
+                    }
+                }
+            }
+            if !want_input {
+                continue;
+            }
+            let d_h = match dx.as_mut() {
+                Some(dx) => &mut dx[first * width..(first + n) * width],
+                None => &mut d_h_rows[..n * width],
+            };
+            let out = Out::rows(d_h, width);
+            // SAFETY: d_h holds n × width values; gate and up (now their gradients) n × hidden,
+            // the weights' transposes hidden × width.
+            unsafe {
+                product(
+                    (n, width, hidden),
+                    out,
+                    false,
+                    Operand::rows(&gate, hidden),
+                    self.gate.t(),
+                );
+                product(
+                    (n, width, hidden),
+                    out,
+                    true,
+                    Operand::rows(&up, hidden),
+                    self.up.t(),
+                );
+            }
+            let x = &self.x[first * width..(first + n) * width];
+            norm_grad_rows(d_h, x, self.norm, self.eps, d_norm.as_deref_mut());
+        }
+        let to_tensor = |values: Option<Vec<f32>>, shape: Shape| values.map(|v| tensor(v, shape));
+        Some([
+            to_tensor(dx, self.x_shape.clone()),
+            to_tensor(d_norm, Shape::new([width])),
+            to_tensor(d_gate, Shape::new([width, hidden])),
+            to_tensor(d_up, Shape::new([width, hidden])),
+            to_tensor(d_down, Shape::new([hidden, outputs])),
+        ])
+    }
+}
+
+// The row loops, each compiled per instruction set (`simd_fn!`; the same bits on each).
+
+simd_fn! {
+    /// `h = rms_norm(x)` row by row (rows of the weight's width).
+    fn norm_rows(h: &mut [f32], x: &[f32], weight: &[f32], eps: f32) {
+        h.copy_from_slice(x);
+        for row in h.chunks_exact_mut(weight.len()) {
+            rms_norm_row(row, weight, eps);
+        }
+    }
+}
+
+simd_fn! {
+    /// `gate = swiglu(gate, up)`, in place.
+    fn swiglu_rows(gate: &mut [f32], up: &[f32]) {
+        for (g, u) in gate.iter_mut().zip(up) {
+            *g = swiglu(*g, *u);
+        }
+    }
+}
+
+simd_fn! {
+    /// `out = swiglu(gate, up)`.
+    fn swiglu_into(out: &mut [f32], gate: &[f32], up: &[f32]) {
+        for ((o, g), u) in out.iter_mut().zip(gate).zip(up) {
+            *o = swiglu(*g, *u);
+        }
+    }
+}
+
+simd_fn! {
+    /// `swiglu`'s gradients for the incoming `grad`: `dgate` over `gate`, `dup` over `up`.
+    fn swiglu_grads_rows(gate: &mut [f32], up: &mut [f32], grad: &[f32]) {
+        for ((g, u), d) in gate.iter_mut().zip(up.iter_mut()).zip(grad) {
+            [*g, *u] = swiglu_grads(*g, *u, *d);
+        }
+    }
+}
+
+simd_fn! {
+    /// The norm's backward pass row by row: `grad` becomes the gradient of `x` in place, and
+    /// the weight's gradient, when given, gets each row's share added.
+    fn norm_grad_rows(
+        grad: &mut [f32],
+        x: &[f32],
+        weight: &[f32],
+        eps: f32,
+        weight_grad: Option<&mut [f32]>,
+    ) {
+        let mut weight_grad = weight_grad;
+        let width = weight.len();
+        for (d, x) in grad.chunks_exact_mut(width).zip(x.chunks_exact(width)) {
+            rms_norm_grad_row(d, x, weight, eps, weight_grad.as_deref_mut());
+        }
+    }
+}
