@@ -140,7 +140,10 @@ impl<'a> Inputs<'a> {
         let mut d_down = zeros(want_down, hidden * outputs);
         let mut h = vec![0.0_f32; step * width];
         let (mut gate, mut up) = (vec![0.0_f32; step * hidden], vec![0.0_f32; step * hidden]);
-        let mut product_rows = vec![0.0_f32; step * hidden];
+        // The gate's product (for `ddown_weight`) and its gradient.
+        let want_grads = want_input || want_gate || want_up;
+        let mut product_rows = zeros(want_down, step * hidden).unwrap_or_default();
+        let mut d_product = zeros(want_grads, step * hidden).unwrap_or_default();
         // The gradient of the norm's output, when `dx` is not wanted (else it is formed in
         // `dx`'s rows).
         let mut d_h_rows = zeros(want_norm && !want_x, step * width).unwrap_or_default();
@@ -149,9 +152,29 @@ impl<'a> Inputs<'a> {
             let accumulate = first > 0;
             self.project(first, n, [&mut h[..], &mut gate[..], &mut up[..]]);
             let dy = Operand::rows(&grad[first * outputs..], outputs);
-            let p = &mut product_rows[..n * hidden];
+            let (g, u) = (&mut gate[..n * hidden], &mut up[..n * hidden]);
+            if want_grads {
+                let dp = &mut d_product[..n * hidden];
+                // SAFETY: dp holds n × hidden values; dy is n × outputs, down_weight^T outputs ×
+                // hidden.
+                unsafe {
+                    product(
+                        (n, hidden, outputs),
+                        Out::rows(dp, hidden),
+                        false,
+                        dy,
+                        self.down.t(),
+                    );
+                }
+                if want_down {
+                    swiglu_and_grads(&mut product_rows[..n * hidden], g, u, dp);
+                } else {
+                    swiglu_grads_rows(g, u, dp);
+                }
+            } else if want_down {
+                swiglu_into(&mut product_rows[..n * hidden], g, u);
+            }
             if let Some(d_down) = d_down.as_mut() {
-                swiglu_into(p, &gate[..n * hidden], &up[..n * hidden]);
                 // SAFETY: d_down holds hidden × outputs values; p^T is hidden × n, dy n ×
                 // outputs.
                 unsafe {
@@ -159,26 +182,14 @@ impl<'a> Inputs<'a> {
                         (hidden, outputs, n),
                         Out::rows(d_down, outputs),
                         accumulate,
-                        Operand::rows(p, hidden).t(),
+                        Operand::rows(&product_rows[..n * hidden], hidden).t(),
                         dy,
                     );
                 }
             }
-            if !(want_input || want_gate || want_up) {
+            if !want_grads {
                 continue;
             }
-            // SAFETY: p holds n × hidden values; dy is n × outputs, down_weight^T outputs ×
-            // hidden.
-            unsafe {
-                product(
-                    (n, hidden, outputs),
-                    Out::rows(p, hidden),
-                    false,
-                    dy,
-                    self.down.t(),
-                )
-            };
-            swiglu_grads_rows(&mut gate[..n * hidden], &mut up[..n * hidden], p);
             let h_t = Operand::rows(&h, width).t();
             for (sum, d) in [(&mut d_gate, &gate), (&mut d_up, &up)] {
                 if let Some(sum) = sum.as_mut() {
@@ -261,6 +272,17 @@ simd_fn! {
     fn swiglu_into(out: &mut [f32], gate: &[f32], up: &[f32]) {
         for ((o, g), u) in out.iter_mut().zip(gate).zip(up) {
             *o = swiglu(*g, *u);
+        }
+    }
+}
+
+simd_fn! {
+    /// `out = swiglu(gate, up)`, then `swiglu`'s gradients for the incoming `grad`: `dgate` over
+    /// `gate`, `dup` over `up` (one sigmoid for both).
+    fn swiglu_and_grads(out: &mut [f32], gate: &mut [f32], up: &mut [f32], grad: &[f32]) {
+        for (((o, g), u), d) in out.iter_mut().zip(gate.iter_mut()).zip(up.iter_mut()).zip(grad) {
+            *o = swiglu(*g, *u);
+            [*g, *u] = swiglu_grads(*g, *u, *d);
         }
     }
 }
