@@ -154,8 +154,6 @@ fn scale(options: &CrossEntropyOptions, targets: &[Option<usize>]) -> f64 {
 fn row(z: &mut [f32], target: usize, options: &CrossEntropyOptions, scale: f32, grad: bool) -> f64 {
     let classes = z.len();
     let max = max_of(z);
-    let sum = sum_by(z, |v| exp(v - max));
-    let lse = max + ln(sum);
     let eps = options.label_smoothing;
     #[allow(clippy::cast_precision_loss)] // A class count is far below 2^24.
     let inv_classes = 1.0 / classes as f32;
@@ -164,16 +162,27 @@ fn row(z: &mut [f32], target: usize, options: &CrossEntropyOptions, scale: f32, 
     } else {
         0.0
     };
-    let (lse64, picked) = (f64::from(lse), f64::from(z[target]));
+    let picked = f64::from(z[target]);
+    // With the gradient, `z` keeps `exp(z - max)`, so each element takes one `exp`.
+    let sum = if grad {
+        for v in z.iter_mut() {
+            *v = exp(*v - max);
+        }
+        sum_by(z, |e| e)
+    } else {
+        sum_by(z, |v| exp(v - max))
+    };
+    let lse = max + ln(sum);
+    let lse64 = f64::from(lse);
     let loss = (1.0 - f64::from(eps)) * (lse64 - picked)
         + f64::from(eps) * (lse64 - mean)
         + f64::from(options.z_loss) * lse64 * lse64;
     if grad {
-        // d/dz_j = (1 + 2 λ lse) p_j - ε / classes - (1 - ε) [j = target].
-        let gain = scale * (1.0 + 2.0 * options.z_loss * lse);
+        // d/dz_j = (1 + 2 λ lse) p_j - ε / classes - (1 - ε) [j = target], p_j = e_j / sum.
+        let gain = scale * (1.0 + 2.0 * options.z_loss * lse) / sum;
         let floor = scale * eps * inv_classes;
-        for v in z.iter_mut() {
-            *v = gain * exp(*v - lse) - floor;
+        for e in z.iter_mut() {
+            *e = gain * *e - floor;
         }
         z[target] -= scale * (1.0 - eps);
     }
