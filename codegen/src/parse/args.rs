@@ -261,6 +261,16 @@ impl Parser<'_> {
                 .copied()
             {
                 if let Some((k, _)) = table.toml.get_key_value(key) {
+                    let help = match &plain {
+                        // A plain value is borrowed by its type.
+                        Some(ty) if key == "borrowed" && !ty.value.starts_with('&') => format!(
+                            "remove `borrowed`; to pass the value by reference, write it in its type: `type = \"&{}\"`",
+                            ty.value
+                        ),
+                        _ => format!(
+                            "remove `{key}`, or make the entry a tensor with `tensor = \"float\"`"
+                        ),
+                    };
                     self.diags.push(
                         Diagnostic::new(
                             k.span(),
@@ -270,9 +280,7 @@ impl Parser<'_> {
                             ),
                         )
                         .page(page::TENSOR_ONLY_KEY)
-                        .help(format!(
-                            "remove `{key}`, or make the entry a tensor with `tensor = \"float\"`"
-                        )),
+                        .help(help),
                     );
                 }
             }
