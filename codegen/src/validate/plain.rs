@@ -174,8 +174,9 @@ fn kept_values_can_be_kept(cx: &Context<'_, '_>) -> Vec<Diagnostic> {
 
 /// Why a plain type has no `Default`, for the shapes its text shows: a function pointer, a raw
 /// pointer, a reference (but to a slice or `str`), a pointer to a trait object, `Result`, a
-/// `NonZero` integer, an array of more than 32 elements, or a tuple holding one of them. (An
-/// `Option` of anything has one.)
+/// `NonZero` integer, an array of more than 32 elements (or of a length that is not a number),
+/// or a tuple, an array or a `Box`, `Arc` or `Rc` holding one of them. (An `Option` of anything
+/// has one.)
 fn no_default(ty: &syn::Type) -> Option<&'static str> {
     match ty {
         syn::Type::BareFn(_) => Some("a function pointer has none"),
@@ -189,22 +190,34 @@ fn no_default(ty: &syn::Type) -> Option<&'static str> {
         syn::Type::Paren(p) => no_default(&p.elem),
         syn::Type::Group(g) => no_default(&g.elem),
         syn::Type::Tuple(t) => t.elems.iter().find_map(no_default),
-        syn::Type::Array(a) => {
-            let long = matches!(&a.len, syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(n), .. })
-                if n.base10_parse::<usize>().is_ok_and(|n| n > 32));
-            if long {
-                Some("an array of more than 32 elements has none")
-            } else {
-                no_default(&a.elem)
-            }
-        }
+        syn::Type::Array(a) => match &a.len {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(n),
+                ..
+            }) if n.base10_parse::<usize>().is_ok_and(|n| n <= 32) => no_default(&a.elem),
+            syn::Expr::Lit(_) => Some("an array of more than 32 elements has none"),
+            // `[T; N]` with a constant: `Default` only if it is at most 32, which the text
+            // does not show.
+            _ => Some("an array has one only up to 32 elements, and its length is not a number"),
+        },
         syn::Type::Path(p) => {
             let last = p.path.segments.last()?;
-            let pointee_is_dyn = matches!(&last.arguments, syn::PathArguments::AngleBracketed(args)
-                if args.args.iter().any(|a| matches!(a, syn::GenericArgument::Type(syn::Type::TraitObject(_)))));
+            let pointee = match &last.arguments {
+                syn::PathArguments::AngleBracketed(args) => {
+                    args.args.iter().find_map(|a| match a {
+                        syn::GenericArgument::Type(t) => Some(t),
+                        _ => None,
+                    })
+                }
+                _ => None,
+            };
             let name = last.ident.to_string();
-            if ["Box", "Arc", "Rc"].contains(&name.as_str()) && pointee_is_dyn {
+            let pointer = ["Box", "Arc", "Rc"].contains(&name.as_str());
+            if pointer && matches!(pointee, Some(syn::Type::TraitObject(_))) {
                 Some("a pointer to a trait object has none")
+            } else if let (true, Some(pointee)) = (pointer, pointee) {
+                // A pointer has one where its pointee has.
+                no_default(pointee)
             } else if name == "Result" {
                 Some("`Result` has none")
             } else if name.starts_with("NonZero") {

@@ -59,10 +59,7 @@ impl CheckConfig {
         } else if let Some(rest) = trait_module.strip_prefix("crate::")
             && !config.in_crate()
         {
-            // The crate's root: the first segment of the check's path.
-            let root = crate_path.trim_start_matches("::");
-            let root = root.split("::").next().unwrap_or(root);
-            format!("::{root}::{rest}")
+            format!("{}::{rest}", config.crate_root())
         } else {
             trait_module.to_owned()
         };
@@ -73,6 +70,13 @@ impl CheckConfig {
     /// starts with `crate::`), so the manifest's `crate::` paths mean the same there.
     fn in_crate(&self) -> bool {
         self.crate_path == "crate" || self.crate_path.starts_with("crate::")
+    }
+
+    /// The root of the crate under test, what the manifest's `crate::` means: the first segment
+    /// of `crate_path` (`::my_ops` for `::my_ops::routed`).
+    fn crate_root(&self) -> String {
+        let path = self.crate_path.trim_start_matches("::");
+        format!("::{}", path.split("::").next().unwrap_or(path))
     }
 }
 
@@ -87,24 +91,29 @@ pub fn emit(ir: &Ir, config: &CheckConfig, regenerate: &str) -> String {
         "// Do not edit. Change {} and rebuild; {regenerate}.",
         ir.manifest_name
     ));
-    w.blank();
     if ir.ops.is_empty() {
+        w.blank();
         w.line("// The manifest declares no ops.");
         return w.finish();
     }
     // An op named `check` would clash with the module's name: it is imported as `__chk` (as
     // long as `check`, so the layout does not change).
     let alias = ir.ops.iter().any(|op| op.name == "check");
-    if alias {
+    // Every op's test may be an ignored stub (quantized inputs): then nothing is imported.
+    let any_checked = ir.ops.iter().any(|op| op.unchecked().is_none());
+    if any_checked {
+        w.blank();
+    }
+    if any_checked && alias {
         w.line(format!("use {} as {};", config.check, names::CHECK_ALIAS));
-    } else {
+    } else if any_checked {
         w.line(format!("use {};", config.check));
     }
     // `Dispatch` names the backend of a composition's call and of a declared value's type.
     if ir.ops.iter().any(|op| {
-        (op.check.composition && op.composition.is_some())
-            || (op.unchecked().is_none()
-                && op
+        op.unchecked().is_none()
+            && ((op.check.composition && op.composition.is_some())
+                || op
                     .inputs
                     .iter()
                     .any(|i| matches!(i.arg, Arg::Declared { .. })))
@@ -149,14 +158,15 @@ fn aliased(text: &str) -> String {
 }
 
 /// A manifest path (as seen from the ops module, `crate::ops` in the guide's layout) as seen
-/// from the test crate. A check inside the crate itself (`crate_path` is `crate` or starts with
-/// `crate::`) keeps `crate::` paths as they are.
+/// from the test crate: `crate::` is the crate's root, `super::` the module that holds the
+/// generated modules (`crate_path`). A check inside the crate itself (`crate_path` is `crate` or
+/// starts with `crate::`) keeps `crate::` paths as they are.
 fn external(path: &str, config: &CheckConfig) -> String {
     if let Some(rest) = path.strip_prefix("crate::") {
         if config.in_crate() {
             path.to_owned()
         } else {
-            format!("{}::{rest}", config.crate_path)
+            format!("{}::{rest}", config.crate_root())
         }
     } else if let Some(rest) = path.strip_prefix("super::") {
         format!("{}::{rest}", config.crate_path)
@@ -167,14 +177,38 @@ fn external(path: &str, config: &CheckConfig) -> String {
     }
 }
 
-/// A plain type from the manifest as seen from the test crate: its `crate::` paths through
-/// [`external`].
-fn in_test_crate(ty: &str, config: &CheckConfig) -> String {
-    if config.in_crate() {
-        ty.to_owned()
-    } else {
-        ty.replace("crate::", &format!("{}::", config.crate_path))
+/// A plain type or a `check.args` expression from the manifest as seen from the test crate: each
+/// path in it that starts with `crate::` (not the tail of a name such as `my_crate::`) starts at
+/// the crate's root, as in [`external`], and one that starts with `rt::` (the generated modules'
+/// name for the runtime) at the runtime's path.
+fn in_test_crate(text: &str, config: &CheckConfig) -> String {
+    let root = config.crate_root();
+    let mut prefixes = vec![("rt::", config.rt.as_str())];
+    if !config.in_crate() {
+        prefixes.push(("crate::", root.as_str()));
     }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((at, prefix, to)) = prefixes
+        .iter()
+        .filter_map(|&(prefix, to)| rest.find(prefix).map(|at| (at, prefix, to)))
+        .min_by_key(|(at, ..)| *at)
+    {
+        let starts_a_path = !rest[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':');
+        out.push_str(&rest[..at]);
+        if starts_a_path {
+            out.push_str(to);
+            out.push_str("::");
+        } else {
+            out.push_str(prefix);
+        }
+        rest = &rest[at + prefix.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn dims_text(shape: &[usize]) -> String {
@@ -327,6 +361,12 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
     // Nor are they after an enum (a variant is a leaf, and the variant's tensors follow it).
     let mut leaves = Vec::new();
     let pattern = output_leaves(ir, &op.output, &mut leaves);
+    // A lone plain output that is a future is bound rather than `let _ =`, which clippy refuses
+    // for one (`let_underscore_future`).
+    let pattern = match &op.output {
+        Output::Plain(ty) if ty.contains("Future") => names::check_output(0),
+        _ => pattern,
+    };
     let mut tensors = Vec::new();
     for leaf in &leaves {
         match leaf {
@@ -488,7 +528,19 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         }
     };
     let dispatch = format!("{}::try_{}", config.dispatch, op.name);
-    w.open("check::run(&op, |args: &mut check::Args| {");
+    // The closures' parameter: `_` where no input comes from the check's arguments (an op
+    // without inputs, or with plain values only), which would leave `args` unused.
+    let takes_args = plan
+        .args
+        .iter()
+        .chain(plan.lets.iter().map(|(_, value)| value))
+        .any(|doc| {
+            let mut text = String::new();
+            doc.write_flat_into(&mut text);
+            text.contains("args.")
+        });
+    let param = if takes_args { "args" } else { "_" };
+    w.open(format!("check::run(&op, |{param}: &mut check::Args| {{"));
     call_op(w, dispatch.clone(), true);
     w.close("});");
     if op.check.composition
@@ -497,10 +549,10 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         w.open("check::compare_with(");
         w.line("&op,");
         w.line("\"composition\",");
-        w.open("|args: &mut check::Args| {");
+        w.open(format!("|{param}: &mut check::Args| {{"));
         call_op(w, dispatch, true);
         w.close("},");
-        w.open("|args: &mut check::Args| {");
+        w.open(format!("|{param}: &mut check::Args| {{"));
         let path = external(path, config);
         let callee = if w.fits(&Doc::Text(format!("                {path}::<Dispatch>("))) {
             format!("{path}::<Dispatch>")
@@ -543,7 +595,7 @@ fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>, config: &Check
 
 fn plain_value(op: &Op, name: &str, ty: &str, config: &CheckConfig) -> String {
     match op.check.args.iter().find(|(n, _)| n == name) {
-        Some((_, expr)) => expr.clone(),
+        Some((_, expr)) => in_test_crate(expr, config),
         None => plain_default(ty, config),
     }
 }
@@ -553,3 +605,64 @@ mod plan;
 
 use outputs::*;
 use plan::*;
+
+#[cfg(test)]
+mod tests {
+    use super::{CheckConfig, in_test_crate};
+
+    #[test]
+    fn crate_paths_in_types_and_args_start_at_the_crate_root_seen_from_the_test_crate() {
+        let config = CheckConfig::new("::my_ops::routed".into(), "crate::ops", "::burn_route::rt");
+        assert_eq!(
+            in_test_crate("crate::k::Cfg { k: 2.0, mode: crate::k::Mode::A }", &config),
+            "::my_ops::k::Cfg { k: 2.0, mode: ::my_ops::k::Mode::A }"
+        );
+        assert_eq!(
+            in_test_crate("Vec<crate::a::B>", &config),
+            "Vec<::my_ops::a::B>"
+        );
+        assert_eq!(in_test_crate("my_crate::X", &config), "my_crate::X");
+        assert_eq!(
+            in_test_crate(
+                "(rt::Float, ::burn_route_runtime::rt::Policy, sort::X)",
+                &config
+            ),
+            "(::burn_route::rt::Float, ::burn_route_runtime::rt::Policy, sort::X)"
+        );
+        let inside = CheckConfig::new("crate::routed".into(), "crate::ops", "::burn_route::rt");
+        assert_eq!(in_test_crate("crate::k::Cfg", &inside), "crate::k::Cfg");
+    }
+
+    /// The `check.args` value of a plain input, as written in the manifest with a `crate::`
+    /// path, compiles from the test crate (adversarial run 7).
+    #[test]
+    fn a_crate_path_in_check_args_is_named_from_the_test_crate() {
+        let manifest = r#"
+[routing]
+trait = "Ops"
+backends = ["Flex"]
+
+[[op]]
+name = "scaled"
+autodiff = "differentiable"
+inputs = [{ name = "x", tensor = "float" }, { name = "cfg", type = "crate::kernels::Cfg" }]
+output = { tensor = "float" }
+composition = "crate::kernels::scaled"
+check = { args = { cfg = "crate::kernels::Cfg { k: 2.0 }" } }
+"#;
+        let files = crate::Builder::new("ops.toml")
+            .op_check_crate("::d_a")
+            .render_str(manifest)
+            .expect("a valid manifest");
+        let check = files
+            .iter()
+            .find(|f| f.name == crate::emit::CHECK_FILE)
+            .expect("the op check");
+        assert!(
+            check.contents.contains("::d_a::kernels::Cfg { k: 2.0 }"),
+            "{}",
+            check.contents
+        );
+        assert!(!check.contents.contains("crate::"), "{}", check.contents);
+    }
+}

@@ -40,10 +40,7 @@ pub(super) fn output_leaves(ir: &Ir, out: &Output, acc: &mut Vec<OutLeaf>) -> St
         } => {
             let name = names::check_output(acc.len());
             if has_enum(ir, ty) {
-                acc.push(OutLeaf::Walk {
-                    ty: ty.clone(),
-                    expr: name.clone(),
-                });
+                enum_leaves(ir, ty, &name, acc);
             } else {
                 for leaf in leaves {
                     acc.push(OutLeaf::Tensor {
@@ -53,6 +50,32 @@ pub(super) fn output_leaves(ir: &Ir, out: &Output, acc: &mut Vec<OutLeaf>) -> St
                 }
             }
             name
+        }
+    }
+}
+
+/// The leaves of declared value `expr` of type `ty`, which holds an enum: a struct's members in
+/// order (its tensors as leaves of their own), each enum a [`OutLeaf::Walk`]. (So a struct's
+/// tensors before its first enum start the list the closure returns, which clippy wants
+/// written as `vec![..]` rather than pushed.)
+fn enum_leaves(ir: &Ir, ty: &str, expr: &str, acc: &mut Vec<OutLeaf>) {
+    let TypeBody::Struct(fields) = &ir.type_def(ty).body else {
+        acc.push(OutLeaf::Walk {
+            ty: ty.to_owned(),
+            expr: expr.to_owned(),
+        });
+        return;
+    };
+    for m in fields {
+        let field = m.name.as_deref().expect("struct fields are named");
+        let at = format!("{expr}.{field}");
+        match &m.ty {
+            MemberType::Tensor(t) => acc.push(OutLeaf::Tensor {
+                tensor: t.clone(),
+                expr: at,
+            }),
+            MemberType::Declared(inner) => enum_leaves(ir, inner, &at, acc),
+            MemberType::Plain(_) => {}
         }
     }
 }
