@@ -197,8 +197,11 @@ impl<'a> Check<'a, '_> {
         };
         self.float_inputs_are_slots(&backward_span)?;
         // (An unknown mode is reported; the rest is still checked.)
-        let recompute = self.checkpoint().unwrap_or(false);
-        if recompute
+        let asked = self.checkpoint().unwrap_or(false);
+        // A refused `checkpoint` is reported, and the rest of the pass is still checked (as
+        // without it), so that every error of the op shows in one run.
+        let mut refused = false;
+        if asked
             && op
                 .inputs
                 .iter()
@@ -213,9 +216,9 @@ impl<'a> Check<'a, '_> {
                 Diagnostic::new(span, self.key("checkpoint"), format!("op `{}` takes a declared type, and `checkpoint = \"recompute\"` does not keep one to run the op again yet", op.name))
                     .help("remove `checkpoint` (the backward pass keeps what it reads), or pass the struct's fields as inputs of their own"),
             );
-            return None;
+            refused = true;
         }
-        if recompute && !self.members.is_empty() {
+        if asked && !self.members.is_empty() {
             let span = self
                 .spec
                 .checkpoint
@@ -225,8 +228,9 @@ impl<'a> Check<'a, '_> {
                 Diagnostic::new(span, self.key("checkpoint"), format!("op `{}` returns a declared type, and `checkpoint = \"recompute\"` does not run an op again for one of its fields yet", op.name))
                     .help("remove `checkpoint` (the backward pass keeps what it reads)"),
             );
-            return None;
+            refused = true;
         }
+        let recompute = asked && !refused;
         let save = self.save(&output_path);
         let mut reads = vec![false; op.float_slots().count()];
         let mut reads_output = false;
@@ -361,6 +365,9 @@ impl<'a> Check<'a, '_> {
             }
         }
         self.fields_are_owned(&all_fields, recompute)?;
+        if refused {
+            return None;
+        }
         Some(Backward {
             form,
             recompute,
