@@ -24,7 +24,7 @@ use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
 use super::composed::Targets;
-use super::gemm::{Operand, Out, dense, matmul, operand};
+use super::gemm::{Operand, Out, dense, matmul, operand, product};
 use super::half::{half_dtype, narrow, widen};
 use crate::flex::math::{exp, ln};
 use crate::flex::{Work, max_of, simd_fn, split, sum_by, tensor};
@@ -264,19 +264,9 @@ fn flex_pass(
             row: wide(classes),
         };
         // z = x_chunk @ weight^T, by blocks of classes (columns of z).
-        split(classes, n * features, Work::Heavy, |r| {
-            // SAFETY: z holds n × classes values and this block writes only its columns `r`;
-            // x's rows `first..first + n` and weight's rows `r` are inside their storage.
-            unsafe {
-                matmul(
-                    (n, r.len(), features),
-                    z.at(0, r.start),
-                    false,
-                    xs,
-                    weight.at(r.start, 0).t(),
-                )
-            };
-        });
+        // SAFETY: z holds n × classes values; x's rows `first..first + n` and the weight are
+        // inside their storage.
+        unsafe { product((n, classes, features), z, false, xs, weight.t()) };
         // The rows' losses and, when wanted, their gradients over the logits, by rows.
         total += split(n, classes, Work::Moderate, |r| {
             // SAFETY: rows `r` of z are this block's alone.
@@ -317,20 +307,9 @@ fn flex_pass(
         if let Some(out) = dx_out {
             // dx_chunk = dz @ weight, by blocks of features (columns of dx); after dweight,
             // which reads the chunk's rows of x that dx may overwrite.
-            let out = out.at(first, 0);
-            split(features, n * classes, Work::Heavy, |r| {
-                // SAFETY: dx's rows `first..first + n`, columns `r`, are this block's alone, and
-                // no later product reads x's rows `first..first + n`.
-                unsafe {
-                    matmul(
-                        (n, r.len(), classes),
-                        out.at(0, r.start),
-                        false,
-                        dz,
-                        weight.at(0, r.start),
-                    )
-                };
-            });
+            // SAFETY: dx's rows `first..first + n` are written by this product alone (by
+            // blocks of columns), and no later product reads x's rows `first..first + n`.
+            unsafe { product((n, features, classes), out.at(first, 0), false, dz, weight) };
         }
         if let Some(db) = db.as_mut() {
             for z in logits[..n * classes].chunks_exact(classes) {
