@@ -3,8 +3,8 @@
 //! live in scratch buffers made once for the call, each chunk's output (or `dx`) is written into
 //! its rows of the result, and the weights' gradients are summed in place across the chunks
 //! (`accumulate`), where the composition of Flex's ops made a tensor per step of each chunk and
-//! added the chunks' weight gradients pairwise. The arithmetic is [`arith`]'s, as in the
-//! unfused kernels.
+//! added the chunks' weight gradients pairwise. The arithmetic is
+//! [`arith`](super::super::arith)'s, as in the unfused kernels.
 
 use burn_backend::{Shape, TensorMetadata};
 use burn_dispatch::backends::flex::FlexTensor;
