@@ -503,7 +503,17 @@ pub fn composed_pass<B: Backend>(
         }
         None => B::float_zeros(Shape::new([1]), &device, dtype),
     };
-    let dx = wanted[0].then(|| B::float_cat(dxs, 0));
+    // (No rows: no chunk, and the gradients are zeros of their shapes.)
+    let zeros = |shape: Shape| B::float_zeros(shape, &device, dtype);
+    let dx = wanted[0].then(|| {
+        if dxs.is_empty() {
+            zeros(Shape::new([0, features]))
+        } else {
+            B::float_cat(dxs, 0)
+        }
+    });
+    let dw = dw.or_else(|| wanted[1].then(|| zeros(Shape::new([classes, features]))));
+    let db = db.or_else(|| wanted[2].then(|| zeros(Shape::new([classes]))));
     Pass {
         loss,
         grads: [dx, dw, db],

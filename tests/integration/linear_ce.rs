@@ -379,6 +379,50 @@ fn a_mean_over_ignored_rows_only_is_zero_with_zero_gradients() {
     assert_eq!(values(&x.grad(&grads).expect("x grad")), [0.0; 6]);
 }
 
+/// No rows, every input tracked, with and without a bias, both reductions: the loss is 0 (a
+/// mean over no counted row, as documented) and each gradient the zeros of its input's shape.
+#[test]
+fn no_rows_give_a_zero_loss_and_zero_gradients_of_the_inputs_shapes() {
+    let device = Device::flex().autodiff();
+    for reduction in [Reduction::Mean, Reduction::Sum] {
+        for with_bias in [false, true] {
+            let what = format!("{reduction:?}, bias {with_bias}");
+            let x = Tensor::<2>::zeros([0, 8], &device).require_grad();
+            let weight = tensor(&Rng::new(3).vec(4 * 8, -1.0, 1.0), [4, 8], &device).require_grad();
+            let bias = Tensor::<1>::zeros([4], &device).require_grad();
+            let targets =
+                Tensor::<1, Int>::from_data(TensorData::new(Vec::<i64>::new(), [0]), &device);
+            let o = CrossEntropyOptions {
+                reduction,
+                ..Default::default()
+            };
+            let loss = linear_cross_entropy(
+                x.clone(),
+                weight.clone(),
+                with_bias.then(|| bias.clone()),
+                targets,
+                o,
+            );
+            assert_eq!(values(&loss), [0.0], "{what}");
+            let grads = loss.backward();
+            let dx = x.grad(&grads).expect("x grad");
+            assert_eq!(dx.dims(), [0, 8], "{what}");
+            assert_eq!(
+                values(&weight.grad(&grads).expect("weight grad")),
+                [0.0; 32],
+                "{what}"
+            );
+            if with_bias {
+                assert_eq!(
+                    values(&bias.grad(&grads).expect("bias grad")),
+                    [0.0; 4],
+                    "{what}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn half_dtypes_give_the_f32_loss_within_their_precision() {
     let device = Device::flex();
