@@ -77,7 +77,7 @@ pub(crate) fn rows_of<B: Backend>(t: &FloatTensor<B>, range: Range<usize>) -> Fl
 pub enum Chunks {
     /// Every row at once.
     Whole,
-    /// About 32 KiB of `f32` input a chunk.
+    /// About 32 KiB of `f32` input a chunk, and at least 64 rows.
     Small,
 }
 
@@ -85,7 +85,8 @@ impl Chunks {
     pub(crate) fn rows(self, rows: usize, width: usize) -> usize {
         match self {
             Self::Whole => rows.max(1),
-            Self::Small => (8 * 1024 / width.max(1)).clamp(1, rows.max(1)),
+            // (At least 64 rows: a product of fewer rows runs far below `gemm`'s speed.)
+            Self::Small => (8 * 1024 / width.max(1)).max(64).min(rows.max(1)),
         }
     }
 }

@@ -87,6 +87,16 @@ impl BackwardKernels for Flex {
         grad: FloatTensor<Self>,
         wanted: [bool; 5],
     ) -> [Option<FloatTensor<Self>>; 5] {
+        // Half dtypes run the `f32` kernel on widened copies: the weights' gradients are summed
+        // over the chunks in `f32`, and rounded once.
+        let inputs = [x, norm_weight, gate_weight, up_weight, down_weight, grad];
+        let [x, norm_weight, gate_weight, up_weight, down_weight, grad] =
+            match grads_in_f32(inputs, |[x, n, g, u, d, dy]| {
+                Self::rms_norm_swiglu_mlp_backward(x, n, g, u, d, eps, dy, wanted)
+            }) {
+                Ok(grads) => return grads,
+                Err(inputs) => inputs,
+            };
         let grad = readable(grad);
         let weights = [&gate_weight, &up_weight, &down_weight];
         let grads = fused_mlp::flex::Inputs::of(&x, &norm_weight, weights, eps)
