@@ -3,7 +3,7 @@
 //! the weights): the normalised tensor, both projections and their product, which Burn's ops
 //! (and the `*_linear` ops of [`fused_linear`](super::fused_linear)) keep or rebuild whole, are
 //! rebuilt a chunk of rows at a time, each chunk's gradients formed and the chunk dropped before
-//! the next. On Flex a chunk is about 32 KiB of hidden-width `f32` values
+//! the next. On Flex a chunk is about 32 KiB of hidden-width `f32` values (and at least 64 rows)
 //! ([`BackwardKernels::PROJECTION_CHUNKS`](super::backward::BackwardKernels::PROJECTION_CHUNKS)),
 //! so no `[rows, hidden]` tensor exists in the backward pass; a GPU takes every row at once.
 //!

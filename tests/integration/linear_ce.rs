@@ -478,6 +478,45 @@ fn a_target_outside_the_classes_and_a_weight_of_another_width_panic_with_what_is
         message.contains("linear_cross_entropy: weight has shape [4, 2], but x is [2, 3]"),
         "{message}"
     );
+    // Options out of their ranges, as the guide's table says.
+    for (options, expected) in [
+        (
+            CrossEntropyOptions {
+                label_smoothing: 1.5,
+                ..Default::default()
+            },
+            "linear_cross_entropy: label_smoothing 1.5 is outside [0, 1]",
+        ),
+        (
+            CrossEntropyOptions {
+                z_loss: -0.5,
+                ..Default::default()
+            },
+            "linear_cross_entropy: z_loss -0.5 must be finite and at least 0",
+        ),
+    ] {
+        let message = panic_message(|| {
+            let _ = linear_cross_entropy(
+                tensor(&case.x, [2, 3], &device),
+                tensor(&case.weight, [4, 3], &device),
+                None,
+                case.targets(&device),
+                options,
+            );
+        });
+        assert_eq!(message, expected);
+        // The `try_` twin returns routing's errors; these are the kernel's, and panic there too.
+        let message = panic_message(|| {
+            let _ = burn_route::try_linear_cross_entropy(
+                tensor(&case.x, [2, 3], &device),
+                tensor(&case.weight, [4, 3], &device),
+                None,
+                case.targets(&device),
+                options,
+            );
+        });
+        assert_eq!(message, expected);
+    }
 }
 
 /// Large enough that each product is split across rayon's threads when Flex runs on rayon
