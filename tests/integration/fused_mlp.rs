@@ -225,9 +225,10 @@ fn transposed(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
         .collect()
 }
 
-/// Flex's kernel reads the weights in place at any strides, and takes `x` of any rank; other
-/// layouts of `x`, and the broadcast gradient of a plain `sum`, go through the composition. Each
-/// gives the values and gradients of contiguous `[rows, width]` inputs.
+/// Flex's kernel reads the weights in place at any strides, and takes `x` of any rank and row
+/// stride (a slice along its last dimension); a transposed `x` goes through the composition,
+/// and a plain `sum`'s broadcast gradient is made readable first. Each gives the values and
+/// gradients of contiguous `[rows, width]` inputs.
 #[test]
 fn strided_weights_a_strided_or_3d_x_and_a_broadcast_gradient_give_the_same_results() {
     let device = Device::flex().autodiff();
@@ -255,7 +256,18 @@ fn strided_weights_a_strided_or_3d_x_and_a_broadcast_gradient_give_the_same_resu
             };
             (leaf, view)
         };
-        let (x, x_view) = leaf(0, [rows, width], x_layout == 1);
+        let (x, x_view) = if x_layout == 3 {
+            // `x` a slice of a wider tensor along its last dimension (rows of stride width + 8).
+            let wide: Vec<f32> = leaves[0]
+                .chunks_exact(width)
+                .flat_map(|row| [&[9.0; 4][..], row, &[9.0; 4][..]].concat())
+                .collect();
+            let leaf = Tensor::<2>::from_data(TensorData::new(wide, [rows, width + 8]), &device)
+                .require_grad();
+            (leaf.clone(), leaf.narrow(1, 4, width))
+        } else {
+            leaf(0, [rows, width], x_layout == 1)
+        };
         let norm = Tensor::<1>::from_data(TensorData::new(leaves[1].clone(), [width]), &device)
             .require_grad();
         let (wg, wg_view) = leaf(2, [width, hidden], weights_transposed);
@@ -283,7 +295,14 @@ fn strided_weights_a_strided_or_3d_x_and_a_broadcast_gradient_give_the_same_resu
             if transpose { transposed(&g, c, r) } else { g }
         };
         let all = vec![
-            stored(&x, [rows, width], x_layout == 1),
+            if x_layout == 3 {
+                let g = values(&x.grad(&grads).expect("a gradient"));
+                g.chunks_exact(width + 8)
+                    .flat_map(|row| row[4..4 + width].to_vec())
+                    .collect()
+            } else {
+                stored(&x, [rows, width], x_layout == 1)
+            },
             values(&norm.grad(&grads).expect("a gradient")),
             stored(&wg, [width, hidden], weights_transposed),
             stored(&wu, [width, hidden], weights_transposed),
@@ -293,7 +312,9 @@ fn strided_weights_a_strided_or_3d_x_and_a_broadcast_gradient_give_the_same_resu
     };
     for plain_sum in [false, true] {
         let (out, grads) = run(0, false, plain_sum);
-        for (x_layout, weights_transposed) in [(0, true), (1, false), (2, false), (2, true)] {
+        for (x_layout, weights_transposed) in
+            [(0, true), (1, false), (2, false), (2, true), (3, false)]
+        {
             let what = format!(
                 "x layout {x_layout}, weights transposed {weights_transposed}, plain sum {plain_sum}"
             );

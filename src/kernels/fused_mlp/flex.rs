@@ -1,4 +1,4 @@
-//! `rms_norm_swiglu_mlp` on Flex's contiguous `f32` rows: the chunks of [`super`], each
+//! `rms_norm_swiglu_mlp` on Flex's `f32` rows (any row stride): the chunks of [`super`], each
 //! product written by `gemm` straight into its place. A chunk's norm, projections and product
 //! live in scratch buffers made once for the call, each chunk's output (or `dx`) is written into
 //! its rows of the result, and the weights' gradients are summed in place across the chunks
@@ -12,12 +12,14 @@ use burn_dispatch::backends::flex::FlexTensor;
 use super::super::arith::{rms_norm_grad_row, rms_norm_row, swiglu, swiglu_grads};
 use super::super::fused_linear::Chunks;
 use super::super::gemm::{Operand, Out, dense, operand, product};
-use crate::flex::{simd_fn, tensor};
+use crate::flex::{Rows, simd_fn, tensor};
 
 /// The op's `f32` inputs, read in place: `x` as rows of `width`, the norm's weight, and the
 /// three projections as `gemm` operands (a transposed weight is read as it is).
 pub(crate) struct Inputs<'a> {
-    x: &'a [f32],
+    x: Rows<'a>,
+    /// `x`'s values when it is dense (its chunks are then read in place).
+    dense_x: Option<&'a [f32]>,
     norm: &'a [f32],
     gate: Operand,
     up: Operand,
@@ -29,9 +31,10 @@ pub(crate) struct Inputs<'a> {
 }
 
 impl<'a> Inputs<'a> {
-    /// The inputs when each is an `f32` tensor Flex can read in place and the shapes chain
-    /// (`check_weights` has panicked on the rest already); `None` sends the caller to the
-    /// composition (half dtypes, other layouts, no rows).
+    /// The inputs when each is an `f32` tensor Flex can read in place (`x` by rows of any
+    /// stride) and the shapes chain (`check_weights` has panicked on the rest already); `None`
+    /// sends the caller to the composition (other dtypes, an `x` whose last dimension is
+    /// strided, no rows).
     pub(crate) fn of(
         x: &'a FlexTensor,
         norm_weight: &'a FlexTensor,
@@ -40,7 +43,7 @@ impl<'a> Inputs<'a> {
     ) -> Option<Self> {
         let x_shape = x.shape();
         let width = x_shape.last().copied()?;
-        let (values, norm) = (dense(x)?, dense(norm_weight)?);
+        let (rows_of_x, norm) = (Rows::of(x)?, dense(norm_weight)?);
         let (gate_shape, down_shape) = (gate.shape(), down.shape());
         let hidden = gate_shape.get(1).copied()?;
         let outputs = down_shape.get(1).copied()?;
@@ -49,14 +52,15 @@ impl<'a> Inputs<'a> {
             && gate_shape.as_slice() == [width, hidden]
             && up.shape() == gate_shape
             && down_shape.as_slice() == [hidden, outputs]
-            && !values.is_empty();
+            && rows_of_x.width() == width;
         if !chained {
             return None;
         }
-        let rows = values.len() / width;
+        let rows = rows_of_x.count();
         let step = Chunks::Small.rows(rows, hidden.max(width));
         Some(Self {
-            x: values,
+            x: rows_of_x,
+            dense_x: dense(x),
             norm,
             gate: operand(gate)?,
             up: operand(up)?,
@@ -67,16 +71,26 @@ impl<'a> Inputs<'a> {
         })
     }
 
-    /// `h = rms_norm(x's rows from `first`)`, `gate = h @ gate_weight` and `up = h @ up_weight`,
-    /// into the first rows of the three scratch buffers (rows of `width`, `hidden`, `hidden`).
-    fn project(&self, first: usize, n: usize, [h, gate, up]: [&mut [f32]; 3]) {
+    /// `x`'s `n` rows from `first`: in place when `x` is dense, else copied into `scratch`.
+    fn x_rows<'s>(&'s self, first: usize, n: usize, scratch: &'s mut Vec<f32>) -> &'s [f32] {
+        let width = self.dims[1];
+        if let Some(values) = self.dense_x {
+            return &values[first * width..(first + n) * width];
+        }
+        scratch.resize(n * width, 0.0);
+        for (i, row) in scratch.chunks_exact_mut(width).enumerate() {
+            row.copy_from_slice(self.x.row(first + i));
+        }
+        scratch
+    }
+
+    /// `h = rms_norm(x)` of a chunk's rows `x`, `gate = h @ gate_weight` and `up = h @
+    /// up_weight`, into the first rows of the three scratch buffers (rows of `width`, `hidden`,
+    /// `hidden`).
+    fn project(&self, x: &[f32], [h, gate, up]: [&mut [f32]; 3]) {
         let [_, width, hidden, ..] = self.dims;
-        norm_rows(
-            &mut h[..n * width],
-            &self.x[first * width..(first + n) * width],
-            self.norm,
-            self.eps,
-        );
+        let n = x.len() / width;
+        norm_rows(&mut h[..n * width], x, self.norm, self.eps);
         let h = Operand::rows(&*h, width);
         // SAFETY: `gate` and `up` hold at least n × hidden values, `h` n × width, and the
         // weights width × hidden (checked in `of`); nothing else touches the buffers meanwhile.
@@ -98,9 +112,11 @@ impl<'a> Inputs<'a> {
         let mut out = vec![0.0_f32; rows * outputs];
         let mut h = vec![0.0_f32; step * width];
         let (mut gate, mut up) = (vec![0.0_f32; step * hidden], vec![0.0_f32; step * hidden]);
+        let mut x_scratch = Vec::new();
         for first in (0..rows).step_by(step) {
             let n = step.min(rows - first);
-            self.project(first, n, [&mut h[..], &mut gate[..], &mut up[..]]);
+            let x = self.x_rows(first, n, &mut x_scratch);
+            self.project(x, [&mut h[..], &mut gate[..], &mut up[..]]);
             swiglu_rows(&mut gate[..n * hidden], &up[..n * hidden]);
             let rows_out = Out::rows(&mut out[first * outputs..], outputs);
             // SAFETY: `out`'s rows `first..first + n` hold n × outputs values, `gate` n × hidden
@@ -147,10 +163,12 @@ impl<'a> Inputs<'a> {
         // The gradient of the norm's output, when `dx` is not wanted (else it is formed in
         // `dx`'s rows).
         let mut d_h_rows = zeros(want_norm && !want_x, step * width).unwrap_or_default();
+        let mut x_scratch = Vec::new();
         for first in (0..rows).step_by(step) {
             let n = step.min(rows - first);
             let accumulate = first > 0;
-            self.project(first, n, [&mut h[..], &mut gate[..], &mut up[..]]);
+            let x = self.x_rows(first, n, &mut x_scratch);
+            self.project(x, [&mut h[..], &mut gate[..], &mut up[..]]);
             let dy = Operand::rows(&grad[first * outputs..], outputs);
             let (g, u) = (&mut gate[..n * hidden], &mut up[..n * hidden]);
             if want_grads {
@@ -232,7 +250,6 @@ impl<'a> Inputs<'a> {
                     self.up.t(),
                 );
             }
-            let x = &self.x[first * width..(first + n) * width];
             norm_grad_rows(d_h, x, self.norm, self.eps, d_norm.as_deref_mut());
         }
         let to_tensor = |values: Option<Vec<f32>>, shape: Shape| values.map(|v| tensor(v, shape));
