@@ -496,21 +496,17 @@ fn a_target_outside_the_classes_and_a_weight_of_another_width_panic_with_what_is
             "linear_cross_entropy: z_loss -0.5 must be finite and at least 0",
         ),
     ] {
+        let x = || tensor(&case.x, [2, 3], &device);
+        let weight = || tensor(&case.weight, [4, 3], &device);
         let message = panic_message(|| {
-            let _ = linear_cross_entropy(
-                tensor(&case.x, [2, 3], &device),
-                tensor(&case.weight, [4, 3], &device),
-                None,
-                case.targets(&device),
-                options,
-            );
+            let _ = linear_cross_entropy(x(), weight(), None, case.targets(&device), options);
         });
         assert_eq!(message, expected);
         // The `try_` twin returns routing's errors; these are the kernel's, and panic there too.
         let message = panic_message(|| {
             let _ = burn_route::try_linear_cross_entropy(
-                tensor(&case.x, [2, 3], &device),
-                tensor(&case.weight, [4, 3], &device),
+                x(),
+                weight(),
                 None,
                 case.targets(&device),
                 options,
