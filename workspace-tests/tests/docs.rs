@@ -898,3 +898,54 @@ fn the_tour_calls_every_shipped_op() {
         .collect();
     assert!(missing.is_empty(), "the tour calls none of: {missing:?}");
 }
+
+/// The guide's feature table (`using_the_ops.md`, `# Features`) lists exactly burn-route's
+/// features, each marked `on` when the default features turn it on and `off` otherwise.
+#[test]
+fn the_feature_table_is_the_packages_features() {
+    let manifest: toml::Table = read("Cargo.toml").parse().expect("Cargo.toml");
+    let features = manifest["features"].as_table().expect("[features]");
+    let default: Vec<&str> = features["default"]
+        .as_array()
+        .expect("default features")
+        .iter()
+        .map(|f| f.as_str().expect("a feature name"))
+        .collect();
+    let mut declared: Vec<(String, &str)> = features
+        .keys()
+        .filter(|name| *name != "default")
+        .map(|name| {
+            let on = if default.contains(&name.as_str()) {
+                "on"
+            } else {
+                "off"
+            };
+            (name.clone(), on)
+        })
+        .collect();
+    let guide = read("src/guide/using_the_ops.md");
+    let table = guide
+        .split("\n# Features\n")
+        .nth(1)
+        .and_then(|rest| {
+            rest.split("\n\n")
+                .map(str::trim_start)
+                .find(|p| p.starts_with("| feature |"))
+        })
+        .expect("the table of `# Features` in using_the_ops.md");
+    let mut listed: Vec<(String, &str)> = table
+        .lines()
+        .skip(2)
+        .map(|row| {
+            let cells: Vec<&str> = row.split(" | ").collect();
+            let name = cells[0].trim_start_matches("| ").trim_matches('`');
+            (name.to_owned(), cells[1])
+        })
+        .collect();
+    declared.sort();
+    listed.sort();
+    assert_eq!(
+        listed, declared,
+        "using_the_ops.md's feature table against Cargo.toml's [features]"
+    );
+}
