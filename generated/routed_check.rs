@@ -42,8 +42,8 @@ fn add_relu() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 =
-                ::burn_route::kernels::composed::add_relu::<Dispatch>(args.float(0), args.float(1));
+            use ::burn_route::kernels::composed::add_relu as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0), args.float(1));
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -69,8 +69,8 @@ fn scale() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 =
-                ::burn_route::kernels::composed::scale::<Dispatch>(args.float(0), 0.5_f32);
+            use ::burn_route::kernels::composed::scale as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0), 0.5_f32);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -97,7 +97,8 @@ fn argmax_last() {
             Ok(vec![check::Value::int(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::composed::argmax_last::<Dispatch>(&args.float(0));
+            use ::burn_route::kernels::composed::argmax_last as __composition;
+            let __out_0 = __composition::<Dispatch>(&args.float(0));
             Ok(vec![check::Value::int(__out_0)])
         },
     );
@@ -124,8 +125,8 @@ fn round_half_even() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 =
-                ::burn_route::kernels::composed::round_half_even::<Dispatch>(args.float(0));
+            use ::burn_route::kernels::composed::round_half_even as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0));
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -170,12 +171,9 @@ fn axpby() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::composed::axpby::<Dispatch>(
-                args.float(0),
-                args.optional_float(1),
-                0.5_f32,
-                0.5_f32,
-            );
+            use ::burn_route::kernels::composed::axpby as __composition;
+            let __out_0 =
+                __composition::<Dispatch>(args.float(0), args.optional_float(1), 0.5_f32, 0.5_f32);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -259,11 +257,9 @@ fn masked_fill_count() {
             ])
         },
         |args: &mut check::Args| {
-            let (__out_0, __out_1) = ::burn_route::kernels::composed::masked_fill_count::<Dispatch>(
-                args.float(0),
-                &args.bool(1),
-                0.5_f32,
-            );
+            use ::burn_route::kernels::composed::masked_fill_count as __composition;
+            let (__out_0, __out_1) =
+                __composition::<Dispatch>(args.float(0), &args.bool(1), 0.5_f32);
             Ok(vec![
                 check::Value::float(__out_0),
                 check::Value::int(__out_1),
@@ -301,11 +297,8 @@ fn nan_to_num() {
             ])
         },
         |args: &mut check::Args| {
-            let (__out_0, __out_1) = ::burn_route::kernels::composed::nan_to_num::<Dispatch>(
-                args.float(0),
-                0.5_f32,
-                false,
-            );
+            use ::burn_route::kernels::composed::nan_to_num as __composition;
+            let (__out_0, __out_1) = __composition::<Dispatch>(args.float(0), 0.5_f32, false);
             Ok(vec![
                 check::Value::float(__out_0),
                 check::Value::optional_bool(__out_1),
@@ -375,10 +368,8 @@ fn bias_gelu() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::composed::bias_gelu::<Dispatch>(
-                args.float(0),
-                args.float(1),
-            );
+            use ::burn_route::kernels::composed::bias_gelu as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0), args.float(1));
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -421,8 +412,8 @@ fn swiglu() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 =
-                ::burn_route::kernels::composed::swiglu::<Dispatch>(args.float(0), args.float(1));
+            use ::burn_route::kernels::composed::swiglu as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0), args.float(1));
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -461,11 +452,8 @@ fn rms_norm() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::composed::rms_norm::<Dispatch>(
-                args.float(0),
-                args.float(1),
-                0.5_f32,
-            );
+            use ::burn_route::kernels::composed::rms_norm as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0), args.float(1), 0.5_f32);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -514,12 +502,9 @@ fn layer_norm() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::composed::layer_norm::<Dispatch>(
-                args.float(0),
-                args.float(1),
-                args.float(2),
-                0.5_f32,
-            );
+            use ::burn_route::kernels::composed::layer_norm as __composition;
+            let __out_0 =
+                __composition::<Dispatch>(args.float(0), args.float(1), args.float(2), 0.5_f32);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -556,7 +541,8 @@ fn softmax_last() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::composed::softmax_last::<Dispatch>(args.float(0));
+            use ::burn_route::kernels::composed::softmax_last as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0));
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -602,10 +588,8 @@ fn cross_entropy_logits() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::composed::cross_entropy_logits::<Dispatch>(
-                args.float(0),
-                args.int(1),
-            );
+            use ::burn_route::kernels::composed::cross_entropy_logits as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0), args.int(1));
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -652,8 +636,8 @@ fn dropout() {
             ])
         },
         |args: &mut check::Args| {
-            let (__out_0, __out_1) =
-                ::burn_route::kernels::composed::dropout::<Dispatch>(args.float(0), 0.5_f32, 1_u64);
+            use ::burn_route::kernels::composed::dropout as __composition;
+            let (__out_0, __out_1) = __composition::<Dispatch>(args.float(0), 0.5_f32, 1_u64);
             Ok(vec![
                 check::Value::float(__out_0),
                 check::Value::bool(__out_1),
@@ -683,8 +667,8 @@ fn clamp_ste() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 =
-                ::burn_route::kernels::composed::clamp_ste::<Dispatch>(args.float(0), -10.0, 10.0);
+            use ::burn_route::kernels::composed::clamp_ste as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0), -10.0, 10.0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -719,8 +703,8 @@ fn topk_last() {
             ])
         },
         |args: &mut check::Args| {
-            let (__out_0, __out_1) =
-                ::burn_route::kernels::composed::topk_last::<Dispatch>(&args.float(0), 1_usize);
+            use ::burn_route::kernels::composed::topk_last as __composition;
+            let (__out_0, __out_1) = __composition::<Dispatch>(&args.float(0), 1_usize);
             Ok(vec![
                 check::Value::float(__out_0),
                 check::Value::int(__out_1),
@@ -761,12 +745,12 @@ fn affine() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use ::burn_route::kernels::composed::affine as __composition;
             let __arg_1_0 = ::burn_route::ops::AffinePrimitive::<Dispatch> {
                 scale: args.float(1),
                 shift: args.optional_float(2),
             };
-            let __out_0 =
-                ::burn_route::kernels::composed::affine::<Dispatch>(args.float(0), __arg_1_0);
+            let __out_0 = __composition::<Dispatch>(args.float(0), __arg_1_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -799,7 +783,8 @@ fn moments() {
             ])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::composed::moments::<Dispatch>(args.float(0));
+            use ::burn_route::kernels::composed::moments as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0));
             Ok(vec![
                 check::Value::float(__out_0.mean),
                 check::Value::float(__out_0.variance),
@@ -837,12 +822,9 @@ fn fill_where() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use ::burn_route::kernels::composed::fill_where as __composition;
             let __arg_2_0 = ::burn_route::ops::FillPrimitive::<Dispatch>::From(args.float(2));
-            let __out_0 = ::burn_route::kernels::composed::fill_where::<Dispatch>(
-                args.float(0),
-                &args.bool(1),
-                __arg_2_0,
-            );
+            let __out_0 = __composition::<Dispatch>(args.float(0), &args.bool(1), __arg_2_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -869,9 +851,8 @@ fn count_nonfinite() {
             Ok(vec![check::Value::plain()])
         },
         |args: &mut check::Args| {
-            let _ = check::block_on(
-                ::burn_route::kernels::composed::count_nonfinite::<Dispatch>(&args.float(0)),
-            );
+            use ::burn_route::kernels::composed::count_nonfinite as __composition;
+            let _ = check::block_on(__composition::<Dispatch>(&args.float(0)));
             Ok(vec![check::Value::plain()])
         },
     );
@@ -932,7 +913,8 @@ fn rms_norm_linear() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::fused_linear::rms_norm_linear::<Dispatch>(
+            use ::burn_route::kernels::fused_linear::rms_norm_linear as __composition;
+            let __out_0 = __composition::<Dispatch>(
                 args.float(0),
                 args.float(1),
                 args.float(2),
@@ -1003,7 +985,8 @@ fn layer_norm_linear() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::fused_linear::layer_norm_linear::<Dispatch>(
+            use ::burn_route::kernels::fused_linear::layer_norm_linear as __composition;
+            let __out_0 = __composition::<Dispatch>(
                 args.float(0),
                 args.float(1),
                 args.float(2),
@@ -1068,7 +1051,8 @@ fn swiglu_linear() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::fused_linear::swiglu_linear::<Dispatch>(
+            use ::burn_route::kernels::fused_linear::swiglu_linear as __composition;
+            let __out_0 = __composition::<Dispatch>(
                 args.float(0),
                 args.float(1),
                 args.float(2),
@@ -1138,7 +1122,8 @@ fn rms_norm_swiglu_mlp() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::fused_mlp::rms_norm_swiglu_mlp::<Dispatch>(
+            use ::burn_route::kernels::fused_mlp::rms_norm_swiglu_mlp as __composition;
+            let __out_0 = __composition::<Dispatch>(
                 args.float(0),
                 args.float(1),
                 args.float(2),
@@ -1196,7 +1181,8 @@ fn linear_cross_entropy() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
-            let __out_0 = ::burn_route::kernels::linear_ce::composed::<Dispatch>(
+            use ::burn_route::kernels::linear_ce::composed as __composition;
+            let __out_0 = __composition::<Dispatch>(
                 args.float(0),
                 args.float(1),
                 args.optional_float(2),

@@ -898,7 +898,7 @@ fn random_valid_manifests_compile_with_the_runtime() {
     }
 }
 
-/// The generated modules and stubs of every manifest pass `rustfmt --check --edition 2024`
+/// The generated modules, op checks and stubs of every manifest pass `rustfmt --check --edition 2024`
 /// (skipped, with the reason printed, where rustfmt is not installed).
 fn rustfmt_clean(dir: &Path, manifests: &[String], kernels: &[String]) {
     let rustfmt = std::env::var("RUSTFMT").unwrap_or_else(|_| "rustfmt".to_owned());
@@ -908,9 +908,16 @@ fn rustfmt_clean(dir: &Path, manifests: &[String], kernels: &[String]) {
     }
     let mut files = Vec::new();
     for (i, (source, stubs)) in manifests.iter().zip(kernels).enumerate() {
+        // With the op check where the manifest gives it every value it needs.
         let rendered = Builder::new("ops.toml")
             .manifest_name(format!("m{i}/ops.toml"))
+            .op_check_crate(format!("::scratch::m{i}"))
             .render_str(source)
+            .or_else(|_| {
+                Builder::new("ops.toml")
+                    .manifest_name(format!("m{i}/ops.toml"))
+                    .render_str(source)
+            })
             .expect("validated above");
         for file in rendered {
             let path = dir.join("fmt").join(format!("m{i}_{}", file.name));

@@ -459,7 +459,7 @@ fn param(name: &str, ty: &str) -> Doc {
 
 /// A type (canonical text) as a doc whose generic argument lists and tuples break one item
 /// per line when they do not fit, as rustfmt breaks them.
-fn type_doc(text: &str) -> Doc {
+pub(in crate::emit) fn type_doc(text: &str) -> Doc {
     let text = text.trim();
     // `&T`, `&'a mut T`: the reference stays with the type it points to.
     if let Some(rest) = text.strip_prefix('&') {

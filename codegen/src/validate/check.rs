@@ -428,8 +428,12 @@ pub(crate) fn input_shapes(
             _ => None,
         })
     };
-    // Contracts refer to other inputs: resolve in rounds.
-    for _ in 0..=op.inputs.len() {
+    // Contracts refer to other inputs: resolve in rounds. Contracts that refer to each other
+    // in a cycle (`a` the same as `b`, `b` the same as `a`) resolve none of their inputs: the
+    // cycle's first input then gets the shape of an input without a contract, and the others
+    // follow it.
+    for round in 0..=2 * op.inputs.len() {
+        let mut cycle_start = round > op.inputs.len();
         for (i, input) in op.inputs.iter().enumerate() {
             if out[i].is_some() {
                 continue;
@@ -439,8 +443,10 @@ pub(crate) fn input_shapes(
                 Rank::Fixed(r) => r,
                 Rank::Generic(_) => 2,
             };
+            let unconstrained = || Some(same_rank_shape(&t.rank).unwrap_or_else(|| base(rank)));
             let shape = match &input.shape {
-                None => Some(same_rank_shape(&t.rank).unwrap_or_else(|| base(rank))),
+                None => unconstrained(),
+                Some(_) if std::mem::take(&mut cycle_start) => unconstrained(),
                 Some(c) => {
                     let other = op.inputs.iter().position(|o| o.name == c.of);
                     other

@@ -29,9 +29,10 @@ fn pick() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::pick as __composition;
             let __arg_0_0 =
                 crate::declared::routed::ops::OperandPrimitive::<Dispatch>::Dense(args.float(0));
-            let __out_0 = crate::declared::forward::pick::<Dispatch>(__arg_0_0);
+            let __out_0 = __composition::<Dispatch>(__arg_0_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -62,9 +63,10 @@ fn pick_untracked() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::pick as __composition;
             let __arg_0_0 =
                 crate::declared::routed::ops::OperandPrimitive::<Dispatch>::Dense(args.float(0));
-            let __out_0 = crate::declared::forward::pick::<Dispatch>(__arg_0_0);
+            let __out_0 = __composition::<Dispatch>(__arg_0_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -97,9 +99,10 @@ fn mix_pick() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::mix_pick as __composition;
             let __arg_0_0 =
                 crate::declared::routed::ops::OperandPrimitive::<Dispatch>::Dense(args.float(0));
-            let __out_0 = crate::declared::forward::mix_pick::<Dispatch>(__arg_0_0, args.float(1));
+            let __out_0 = __composition::<Dispatch>(__arg_0_0, args.float(1));
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -148,6 +151,7 @@ fn select() {
             Ok(vec![check::Value::int(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::select as __composition;
             let __arg_0_1 = crate::declared::routed::ops::IntPairPrimitive::<Dispatch> {
                 left: args.int(0),
                 right: args.int(1),
@@ -158,7 +162,7 @@ fn select() {
                 pair: __arg_0_1,
                 choice: __arg_0_2,
             };
-            let __out_0 = crate::declared::forward::select::<Dispatch>(__arg_0_0);
+            let __out_0 = __composition::<Dispatch>(__arg_0_0);
             Ok(vec![check::Value::int(__out_0)])
         },
     );
@@ -194,11 +198,12 @@ fn int_to_float() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::int_to_float as __composition;
             let __arg_0_0 = crate::declared::routed::ops::IntPairPrimitive::<Dispatch> {
                 left: args.int(0),
                 right: args.int(1),
             };
-            let __out_0 = crate::declared::forward::int_to_float::<Dispatch>(__arg_0_0);
+            let __out_0 = __composition::<Dispatch>(__arg_0_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -234,11 +239,12 @@ fn mul_pair() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::mul_pair as __composition;
             let __arg_0_0 = crate::declared::routed::ops::FloatPairPrimitive::<Dispatch> {
                 x: args.float(0),
                 y: args.float(1),
             };
-            let __out_0 = crate::declared::forward::mul_pair::<Dispatch>(__arg_0_0);
+            let __out_0 = __composition::<Dispatch>(__arg_0_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -274,11 +280,12 @@ fn norm_pair() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::norm_pair as __composition;
             let __arg_0_0 = crate::declared::routed::ops::FloatPairPrimitive::<Dispatch> {
                 x: args.float(0),
                 y: args.float(1),
             };
-            let __out_0 = crate::declared::forward::norm_pair::<Dispatch>(&__arg_0_0);
+            let __out_0 = __composition::<Dispatch>(&__arg_0_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -316,8 +323,8 @@ fn split_scaled() {
             ])
         },
         |args: &mut check::Args| {
-            let __out_0 =
-                crate::declared::forward::split_scaled::<Dispatch>(args.float(0), 0.5_f32, 0.5_f32);
+            use crate::declared::forward::split_scaled as __composition;
+            let __out_0 = __composition::<Dispatch>(args.float(0), 0.5_f32, 0.5_f32);
             Ok(vec![
                 check::Value::float(__out_0.x),
                 check::Value::float(__out_0.y),
@@ -394,10 +401,10 @@ fn apply_mask() {
             Ok(__leaves)
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::apply_mask as __composition;
             let __arg_0_0 =
                 crate::declared::routed::ops::MaskedPrimitive::<Dispatch>::Plain(args.float(0));
-            let (__out_0, __out_1) =
-                crate::declared::forward::apply_mask::<Dispatch>(__arg_0_0, args.optional_float(1));
+            let (__out_0, __out_1) = __composition::<Dispatch>(__arg_0_0, args.optional_float(1));
             let mut __leaves = vec![check::Value::float(__out_0)];
             match __out_1 {
                 crate::declared::routed::ops::MaskedPrimitive::Plain(__field_0) => {
@@ -458,12 +465,13 @@ fn weighted_sum() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::weighted_sum as __composition;
             let __arg_0_0 = crate::declared::routed::ops::BatchPrimitive::<Dispatch> {
                 items: args.floats(0),
                 weights: args.optional_float(1),
                 scale: 2.0,
             };
-            let __out_0 = crate::declared::forward::weighted_sum::<Dispatch>(__arg_0_0);
+            let __out_0 = __composition::<Dispatch>(__arg_0_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -512,6 +520,7 @@ fn scale_bias() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::scale_bias as __composition;
             let __arg_1_1 = crate::declared::routed::ops::BiasPrimitive::<Dispatch> {
                 b: args.float(2),
                 gain: 0.5_f32,
@@ -521,8 +530,7 @@ fn scale_bias() {
                 bias: __arg_1_1,
                 tag: args.optional_int(3),
             };
-            let __out_0 =
-                crate::declared::forward::scale_bias::<Dispatch>(args.float(0), __arg_1_0);
+            let __out_0 = __composition::<Dispatch>(args.float(0), __arg_1_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -558,11 +566,12 @@ fn mul_pair_fn() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::mul_pair as __composition;
             let __arg_0_0 = crate::declared::routed::ops::FloatPairPrimitive::<Dispatch> {
                 x: args.float(0),
                 y: args.float(1),
             };
-            let __out_0 = crate::declared::forward::mul_pair::<Dispatch>(__arg_0_0);
+            let __out_0 = __composition::<Dispatch>(__arg_0_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );
@@ -594,9 +603,10 @@ fn pick_dense() {
             Ok(vec![check::Value::float(__out_0)])
         },
         |args: &mut check::Args| {
+            use crate::declared::forward::pick as __composition;
             let __arg_0_0 =
                 crate::declared::routed::ops::OperandPrimitive::<Dispatch>::Dense(args.float(0));
-            let __out_0 = crate::declared::forward::pick::<Dispatch>(__arg_0_0);
+            let __out_0 = __composition::<Dispatch>(__arg_0_0);
             Ok(vec![check::Value::float(__out_0)])
         },
     );

@@ -216,6 +216,14 @@ fn dims_text(shape: &[usize]) -> String {
     format!("&[{}]", parts.join(", "))
 }
 
+/// The method name of a chain link (`.name(args)`).
+fn link_name(link: &Doc) -> String {
+    let mut text = String::new();
+    link.write_flat_into(&mut text);
+    let name = text.trim_start_matches('.');
+    name[..name.find('(').unwrap_or(name.len())].to_owned()
+}
+
 fn number_text(v: f64) -> String {
     format!("{v:?}")
 }
@@ -283,15 +291,20 @@ fn leaf_shape(op: &Op, shapes: &[Option<Vec<Vec<usize>>>], t: &TensorArg) -> Vec
 
 /// The value a plain input or field gets without `[op.check] args`: a small number, `false`, or
 /// `Default::default()`.
-fn plain_default(ty: &str, config: &CheckConfig) -> String {
+fn plain_default(ty: &str, config: &CheckConfig) -> Doc {
     if primitive::is_float(ty) {
-        format!("0.5_{ty}")
+        format!("0.5_{ty}").into()
     } else if primitive::is_integer(ty) {
-        format!("1_{ty}")
+        format!("1_{ty}").into()
     } else if ty == "bool" {
-        "false".to_owned()
+        "false".into()
     } else {
-        format!("<{} as Default>::default()", in_test_crate(ty, config))
+        // The type breaks as rustfmt breaks a long one.
+        super::code::cat([
+            "<".into(),
+            super::type_doc(&in_test_crate(ty, config)),
+            " as Default>::default()".into(),
+        ])
     }
 }
 
@@ -314,7 +327,14 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         // The check calls the op it checks, deprecated or not.
         w.line("#[allow(deprecated)]");
     }
-    w.open(format!("fn {}() {{", op.name));
+    if w.fits(&Doc::Text(format!("fn {}() {{", op.name))) {
+        w.open(format!("fn {}() {{", op.name));
+    } else {
+        // rustfmt's layout of a signature past the line width: the brace on the next line,
+        // after a space.
+        w.line(format!("fn {}()", op.name));
+        w.open(" {");
+    }
     let shapes = op.check.input_shapes.clone();
     let plan = CallPlan::new(ir, op, &shapes, config);
     let policy = op.policy.variant();
@@ -413,7 +433,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
                     .iter()
                     .enumerate()
                     .filter(|(_, input)| !matches!(input.arg, Arg::Device))
-                    .map(|(i, input)| meta_arg(op, input, shapes[i].as_deref(), config).into())
+                    .map(|(i, input)| meta_arg(op, input, shapes[i].as_deref(), config))
                     .collect();
                 chain.push(link(
                     "output_shape",
@@ -466,6 +486,13 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         if w.fits(&Doc::Text(one.clone())) {
             w.line(one);
             chain.clear();
+        } else if w.fits(&Doc::Text(format!("{head}.{}(", link_name(&chain[0])))) {
+            // rustfmt keeps a lone link on the line and breaks its arguments.
+            w.line(super::code::cat([
+                head.clone().into(),
+                chain.remove(0),
+                ";".into(),
+            ]));
         }
     }
     if !chain.is_empty() {
@@ -554,12 +581,10 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
         w.close("},");
         w.open(format!("|{param}: &mut check::Args| {{"));
         let path = external(path, config);
-        let callee = if w.fits(&Doc::Text(format!("                {path}::<Dispatch>("))) {
-            format!("{path}::<Dispatch>")
-        } else {
-            w.line(format!("use {path} as {};", crate::names::COMPOSITION));
-            format!("{}::<Dispatch>", crate::names::COMPOSITION)
-        };
+        // Through a short name: a long path with its turbofish (`path::<Dispatch>(`) is where
+        // rustfmt's layout of a call turns irregular.
+        w.line(format!("use {path} as {};", crate::names::COMPOSITION));
+        let callee = format!("{}::<Dispatch>", crate::names::COMPOSITION);
         call_op(w, callee, false);
         w.close("},");
         w.close(");");
@@ -569,23 +594,20 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
 
 /// The argument a metadata function gets for `input` (specs by reference, plain values by
 /// reference).
-fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>, config: &CheckConfig) -> String {
+fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>, config: &CheckConfig) -> Doc {
+    use super::code::{args, cat};
     match &input.arg {
         Arg::Tensor(t) => {
-            let kind = t.kind.variant();
-            let spec =
-                |s: &[usize]| format!("check::spec(check::TensorKind::{kind}, {})", dims_text(s));
+            let kind = format!("check::TensorKind::{}", t.kind.variant());
+            let spec = |s: &[usize]| call("check::spec", [kind.clone(), dims_text(s)]);
             let shape = shape.unwrap_or_default();
             match t.container {
-                Container::One => format!("&{}", spec(&shape[0])),
-                Container::Option => format!("Some(&{})", spec(&shape[0])),
-                Container::Vec => {
-                    let specs: Vec<String> = shape.iter().map(|s| spec(s)).collect();
-                    format!("&[{}]", specs.join(", "))
-                }
+                Container::One => cat(["&".into(), spec(&shape[0])]),
+                Container::Option => call("Some", [cat(["&".into(), spec(&shape[0])])]),
+                Container::Vec => args("&[", shape.iter().map(|s| spec(s)).collect(), "]"),
             }
         }
-        Arg::Plain(ty) => format!("&{}", plain_value(op, &input.name, ty, config)),
+        Arg::Plain(ty) => cat(["&".into(), plain_value(op, &input.name, ty, config)]),
         Arg::Device => unreachable!("metadata functions take no device"),
         Arg::Declared { .. } => {
             unreachable!("validation: an op with a declared-type input declares no output metadata")
@@ -593,9 +615,9 @@ fn meta_arg(op: &Op, input: &Input, shape: Option<&[Vec<usize>]>, config: &Check
     }
 }
 
-fn plain_value(op: &Op, name: &str, ty: &str, config: &CheckConfig) -> String {
+fn plain_value(op: &Op, name: &str, ty: &str, config: &CheckConfig) -> Doc {
     match op.check.args.iter().find(|(n, _)| n == name) {
-        Some((_, expr)) => in_test_crate(expr, config),
+        Some((_, expr)) => in_test_crate(expr, config).into(),
         None => plain_default(ty, config),
     }
 }

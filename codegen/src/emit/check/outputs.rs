@@ -149,7 +149,13 @@ pub(super) fn walk(
                             .iter()
                             .map(|b| b.clone().unwrap_or_else(|| "_".to_owned()).into())
                             .collect();
-                        w.open(crate::emit::code::cat([call(head, parts), " => {".into()]));
+                        // A pattern's fields break one per line, never filling lines as
+                        // short call arguments do (rustfmt's mixed layout is for expressions).
+                        w.open(crate::emit::code::cat([
+                            head.into(),
+                            crate::emit::code::list("(", parts, ")"),
+                            " => {".into(),
+                        ]));
                     }
                     VariantKind::Struct => {
                         // Every field is named (`field: _` when plain): rustfmt lays out a rest

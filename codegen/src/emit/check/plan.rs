@@ -52,7 +52,7 @@ impl CallPlan {
                     let shape = shapes[i].clone().unwrap_or_else(|| vec![vec![2, 3]]);
                     plan.tensor(&input.name, t, shape).into()
                 }
-                Arg::Plain(ty) => plain_value(op, &input.name, ty, config).into(),
+                Arg::Plain(ty) => plain_value(op, &input.name, ty, config),
                 Arg::Device => "args.device().as_dispatch()".into(),
                 Arg::Declared { name, borrowed, .. } => {
                     let binding = names::check_arg(i, 0);
@@ -131,13 +131,13 @@ impl CallPlan {
         for (k, m) in members.iter().enumerate() {
             let label = m.name.clone().unwrap_or_else(|| k.to_string());
             let at = format!("{path}.{label}");
-            let value: String = match &m.ty {
+            let value: Doc = match &m.ty {
                 MemberType::Tensor(t) => {
                     let shape = match op.check.shapes.iter().find(|(n, _)| n == &at) {
                         Some((_, shape)) => shape.clone(),
                         None => leaf_shape(op, shapes, t),
                     };
-                    self.tensor(&at, t, shape)
+                    self.tensor(&at, t, shape).into()
                 }
                 MemberType::Plain(ty) => plain_value(op, &at, ty, config),
                 MemberType::Declared(inner) => {
@@ -145,15 +145,14 @@ impl CallPlan {
                     *count += 1;
                     let value = self.declared(cx, inner, &at, input, count);
                     self.lets.push((binding.clone(), value));
-                    binding
+                    binding.into()
                 }
             };
             values.push(match &m.name {
-                Some(name) => format!("{name}: {value}"),
+                Some(name) => crate::emit::code::cat([format!("{name}: ").into(), value]),
                 None => value,
             });
         }
-        let values: Vec<Doc> = values.into_iter().map(Doc::from).collect();
         match kind {
             VariantKind::Struct => crate::emit::code::cat([
                 format!("{head} ").into(),
