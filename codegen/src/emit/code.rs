@@ -76,7 +76,10 @@ impl Writer {
         let head_too_long = is_call(&rhs)
             && self.depth * INDENT.len() + head.width() + head_width(&rhs) > WIDTH
             && (self.depth + 1) * INDENT.len() + head_width(&rhs) <= WIDTH;
-        if (rhs.flat_ok() && next_line <= WIDTH) || head_too_long {
+        if (rhs.flat_ok() && next_line <= WIDTH)
+            || head_too_long
+            || self.prefer_next_line(&whole, &rhs, tail)
+        {
             let head_text = {
                 let mut t = String::new();
                 head.write_flat(&mut t);
@@ -89,6 +92,45 @@ impl Writer {
             return;
         }
         self.line(whole);
+    }
+
+    /// rustfmt's `prefer_next_line` for a right-hand side that breaks either way: it moves to
+    /// the next line when it takes at least two fewer lines there, or when its first line here
+    /// ends in an opening bracket and there does not (`let x = f(\n    g(\n` against
+    /// `let x =\n    f(g(\n`).
+    fn prefer_next_line(&self, whole: &Doc, rhs: &Doc, tail: &str) -> bool {
+        // Only a call of one call (`f(g(..))`) lays out in fewer lines on the next line, where
+        // the inner call can hug the outer: the probes below are not paid for the others.
+        fn nests(doc: &Doc) -> bool {
+            match doc {
+                Doc::Cat(parts) => parts.iter().any(nests),
+                Doc::List {
+                    open: "(", items, ..
+                } => items.len() == 1 && items[0].breakable(),
+                _ => false,
+            }
+        }
+        if !nests(rhs) {
+            return false;
+        }
+        let probe = |doc: &Doc, depth: usize| {
+            let mut w = Self {
+                depth,
+                ..Self::default()
+            };
+            w.line(doc.clone());
+            w.out
+        };
+        let here = probe(whole, self.depth);
+        let there = probe(&cat([rhs.clone(), tail.into()]), self.depth + 1);
+        if there.lines().any(|l| l.chars().count() > WIDTH) {
+            return false;
+        }
+        let first_ends = |text: &str, c: char| text.lines().next().is_some_and(|l| l.ends_with(c));
+        here.lines().count() > there.lines().count() + 1
+            || ['(', '{', '[']
+                .into_iter()
+                .any(|c| first_ends(&here, c) && !first_ends(&there, c))
     }
 
     /// `pattern => expr,` on one line when it fits; `pattern => call(` with the call's items
@@ -271,9 +313,12 @@ impl Writer {
     /// (it is the overflowing item of a list that did not fit).
     fn render(&mut self, doc: &Doc, depth: usize, trail: usize, must_break: bool) {
         let width = doc.width();
-        // rustfmt keeps a declaration (`fn f(..) -> R;`) on one line only up to 99 columns.
+        // rustfmt keeps a declaration with a return type (`fn f(..) -> R;`) on one line only
+        // up to 99 columns (one without, up to 100).
         let room = match doc {
-            Doc::Sig { end, .. } if end == ";" => WIDTH - 1,
+            Doc::Sig {
+                end, ret: Some(_), ..
+            } if end == ";" => WIDTH - 1,
             _ => WIDTH,
         };
         if !must_break && doc.flat_ok() && self.col + width + trail <= room {
@@ -360,7 +405,7 @@ impl Writer {
                 trailing_comma,
                 ..
             } => {
-                self.push(open);
+                self.push(open.trim_end());
                 for (i, item) in items.iter().enumerate() {
                     self.out.push('\n');
                     self.start_line(depth + 1);
@@ -371,7 +416,7 @@ impl Writer {
                 }
                 self.out.push('\n');
                 self.start_line(depth);
-                self.push(close);
+                self.push(close.trim_start());
             }
         }
     }
@@ -476,6 +521,19 @@ impl Writer {
             && depth * INDENT.len() + 3 + ret.width() + end.chars().count() <= WIDTH
         {
             // `fn f()` then `-> R {` on the next line, at the signature's indentation.
+            self.out.push('\n');
+            self.start_line(depth);
+            self.push("-> ");
+            self.render(ret, depth, end.chars().count(), false);
+            self.push(end);
+            return;
+        }
+        if params.is_empty()
+            && !fits(self, end.chars().count(), room)
+            && self.col + 4 + head_width(ret) > WIDTH
+        {
+            // `fn f()` then `-> R<` broken, when even the return type's first line does not
+            // fit after `()`.
             self.out.push('\n');
             self.start_line(depth);
             self.push("-> ");

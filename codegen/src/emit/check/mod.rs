@@ -538,7 +538,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
             let init = if head.is_empty() {
                 "Vec::new()".into()
             } else {
-                super::code::list("vec![", head, "]")
+                super::code::args("vec![", head, "]")
             };
             w.assign(format!("let mut {} = ", names::CHECK_LEAVES), init, ";");
             let mut bindings = 0;
@@ -551,7 +551,7 @@ fn op_test(ir: &Ir, op: &Op, config: &CheckConfig, w: &mut Writer) {
             w.line(format!("Ok({})", names::CHECK_LEAVES));
         } else {
             let values: Vec<Doc> = leaves.iter().map(value_doc).collect();
-            w.line(call("Ok", [super::code::list("vec![", values, "]")]));
+            w.line(call("Ok", [super::code::args("vec![", values, "]")]));
         }
     };
     let dispatch = format!("{}::try_{}", config.dispatch, op.name);

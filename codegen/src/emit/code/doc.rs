@@ -230,14 +230,20 @@ pub(in crate::emit) fn parens(items: impl IntoIterator<Item = impl Into<Doc>>) -
 }
 
 /// `{ a, b: c }` as rustfmt lays out a struct literal.
+/// On one line when its fields take at most rustfmt's `struct_lit_width` (18 columns) and the
+/// line has room; else one field per line.
 pub(in crate::emit) fn struct_literal(items: Vec<Doc>) -> Doc {
-    let flat: Vec<String> = items.iter().map(Doc::flat_text).collect();
-    let one_line = format!("{{ {} }}", flat.join(", "));
-    // rustfmt's `struct_lit_width` is 18.
-    if one_line.len() - 4 <= 18 {
-        one_line.into()
-    } else {
-        vertical("{", items, "}")
+    if items.is_empty() {
+        return "{}".into();
+    }
+    Doc::List {
+        // (The spaces inside the braces are dropped when the list breaks.)
+        open: "{ ",
+        items,
+        close: " }",
+        limit: Some(18),
+        trailing_comma: true,
+        hug: false,
     }
 }
 

@@ -151,3 +151,57 @@ fn docs_wrap_at_the_line_width_under_list_items() {
     // Inside a code fence nothing is wrapped.
     assert_eq!(lines[lines.len() - 2], format!("/// {words}"));
 }
+
+/// A right-hand side that breaks either way moves to the next line when it takes two fewer
+/// lines there (rustfmt's `prefer_next_line`): a nested call then hugs its parent.
+#[test]
+fn a_right_hand_side_moves_down_when_that_saves_lines() {
+    let mut w = Writer {
+        depth: 3,
+        ..Writer::default()
+    };
+    let inner = call(
+        "::scratch::m1030::dispatch::try_b1",
+        ["args.optional_float(0)", "args.optional_bool(1).as_ref()"],
+    );
+    let rhs = cat([call("check::block_on", [inner]), "?".into()]);
+    w.assign("let (__out_0, (__out_1, __out_2)) = ", rhs, ";");
+    assert_eq!(
+        w.finish(),
+        "            let (__out_0, (__out_1, __out_2)) =
+                check::block_on(::scratch::m1030::dispatch::try_b1(
+                    args.optional_float(0),
+                    args.optional_bool(1).as_ref(),
+                ))?;
+"
+    );
+}
+
+/// A struct literal within `struct_lit_width` stays on one line only when the line has room.
+#[test]
+fn a_short_struct_literal_breaks_on_a_long_line() {
+    let literal = |head: &str| {
+        cat([
+            format!("{head} ").into(),
+            struct_literal(vec!["names: args.int(0)".into()]),
+        ])
+    };
+    let mut w = Writer {
+        depth: 3,
+        ..Writer::default()
+    };
+    w.assign("let __arg_1_0 = ", literal("Short::Dense"), ";");
+    w.assign(
+        "let __arg_1_0 = ",
+        literal("::scratch::m1082::ops::DetectionsPrimitive::<Dispatch>::Dense"),
+        ";",
+    );
+    assert_eq!(
+        w.finish(),
+        "            let __arg_1_0 = Short::Dense { names: args.int(0) };
+            let __arg_1_0 = ::scratch::m1082::ops::DetectionsPrimitive::<Dispatch>::Dense {
+                names: args.int(0),
+            };
+"
+    );
+}
