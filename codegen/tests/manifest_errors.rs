@@ -768,3 +768,38 @@ fn bare_grad_is_the_one_float_field_of_a_declared_output() {
         ops.contents
     );
 }
+
+/// Shape contracts in a cycle of three rules (`a` the same as `c`, `c` broadcast with `a`),
+/// with `b` depending on the cycle: the op check gives the cycle's first input a shape and
+/// the others follow it, so its shapes meet every contract. The second input of the cycle got
+/// a shape of its own, and the valid manifest was refused ("the op check would call `tri` with
+/// `b` of shape [2] and `c` of shape [2, 3], which breaks `b`'s shape contract").
+#[test]
+fn contracts_in_a_cycle_get_shapes_that_meet_them() {
+    let source = r#"
+[routing]
+trait = "Ops"
+backends = ["Flex", "Remote"]
+
+[[op]]
+name = "tri"
+autodiff = "differentiable"
+inputs = [
+    { name = "a", tensor = "float", dims = 2, borrowed = true, container = "option", shape = { same_as = "c" } },
+    { name = "b", tensor = "float", dims = 1, shape = { last_dim_of = "c" } },
+    { name = "c", tensor = "float", dims = 2, shape = { broadcast_with = "a" } },
+    { name = "k", type = "Option<(u8, Vec<f32>)>" },
+]
+output = [{ tensor = "float", dims = 2, shape = "super::kernels::tri_shape", dtype = "b" }, { type = "u64" }]
+composition = "super::kernels::tri"
+check = { tolerance = 1e-3, ranges = { a = [-1.0, 1.0] } }
+"#;
+    let rendered = Builder::new("ops.toml")
+        .op_check_crate("::my_ops")
+        .render_str(source);
+    assert!(
+        rendered.is_ok(),
+        "{:?}",
+        rendered.err().map(|e| e.to_string())
+    );
+}

@@ -432,8 +432,11 @@ pub(crate) fn input_shapes(
     // in a cycle (`a` the same as `b`, `b` the same as `a`) resolve none of their inputs: the
     // cycle's first input then gets the shape of an input without a contract, and the others
     // follow it.
-    for round in 0..=2 * op.inputs.len() {
-        let mut cycle_start = round > op.inputs.len();
+    let mut stuck = false;
+    for _ in 0..=2 * op.inputs.len() {
+        // A round after one that resolved nothing starts the first cycle left.
+        let mut cycle_start = std::mem::take(&mut stuck);
+        let mut progressed = false;
         for (i, input) in op.inputs.iter().enumerate() {
             if out[i].is_some() {
                 continue;
@@ -464,8 +467,10 @@ pub(crate) fn input_shapes(
             if let Some(shape) = shape {
                 let n = if t.container == Container::Vec { 2 } else { 1 };
                 out[i] = Some(vec![shape; n]);
+                progressed = true;
             }
         }
+        stuck = !progressed;
     }
     out
 }
