@@ -7,8 +7,8 @@ use burn_route::{
     Affine, Fill, Moments, add_relu, affine, argmax_last, axpby, bias_gelu, clamp_ste,
     cross_entropy_logits, dequantize_relu, dispatch, dropout, fill_where, iota, layer_norm,
     layer_norm_linear, linear_cross_entropy, masked_fill_count, moments, nan_to_num, ramp,
-    rms_norm, rms_norm_linear, rms_norm_swiglu_mlp, round_half_even, scale, softmax_last, softplus,
-    split_last, sum_all, swiglu, swiglu_linear, topk_last,
+    rms_norm, rms_norm_linear, rms_norm_swiglu_mlp, round_half_even, scale, self_attention,
+    softmax_last, softplus, split_last, sum_all, swiglu, swiglu_linear, topk_last,
 };
 use burn_tensor::quantization::QuantScheme;
 use burn_tensor::{Bool, Device, Int, Tensor};
@@ -124,6 +124,21 @@ fn fused_layers(device: &Device) {
             w_in,
             w_out,
             1e-6,
+        )),
+    );
+    // Causal self-attention over x's two rows as one sequence, identity projections, one head.
+    let eye = || Tensor::<2>::eye(3, device);
+    show(
+        "self_attention(x, I, .., I)",
+        "causal, one head: row 0 is x's row 0",
+        values(&self_attention(
+            x.clone().unsqueeze::<3>(),
+            eye(),
+            eye(),
+            eye(),
+            eye(),
+            1,
+            true,
         )),
     );
     let (dropped, keep) = dropout(x.clone(), 0.5, 7);

@@ -1193,3 +1193,59 @@ fn linear_cross_entropy() {
         },
     );
 }
+
+/// `self_attention` (ops.toml:614): values, policy, gradients and backends, by
+/// `burn_route_runtime::check`.
+#[test]
+fn self_attention() {
+    let op = check::Op::differentiable("self_attention")
+        .backend(check::BackendId::Flex, true)
+        .backend(check::BackendId::Cube, cfg!(burn_route_cube))
+        .backend(check::BackendId::Remote, cfg!(burn_route_remote))
+        .input(check::Input::float("x", &[2, 3, 4]))
+        .input(check::Input::float("q_weight", &[4, 4]))
+        .input(check::Input::float("k_weight", &[4, 4]))
+        .input(check::Input::float("v_weight", &[4, 4]))
+        .input(check::Input::float("out_weight", &[4, 3]));
+    check::run(&op, |args: &mut check::Args| {
+        let __out_0 = ::burn_route::dispatch::try_self_attention(
+            args.float(0),
+            args.float(1),
+            args.float(2),
+            args.float(3),
+            args.float(4),
+            2,
+            true,
+        )?;
+        Ok(vec![check::Value::float(__out_0)])
+    });
+    check::compare_with(
+        &op,
+        "composition",
+        |args: &mut check::Args| {
+            let __out_0 = ::burn_route::dispatch::try_self_attention(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                args.float(3),
+                args.float(4),
+                2,
+                true,
+            )?;
+            Ok(vec![check::Value::float(__out_0)])
+        },
+        |args: &mut check::Args| {
+            use ::burn_route::kernels::attention::self_attention as __composition;
+            let __out_0 = __composition::<Dispatch>(
+                args.float(0),
+                args.float(1),
+                args.float(2),
+                args.float(3),
+                args.float(4),
+                2,
+                true,
+            );
+            Ok(vec![check::Value::float(__out_0)])
+        },
+    );
+}

@@ -248,6 +248,21 @@ impl RoutedOps for rt::Dispatch {
     ) -> rt::FloatTensor<Self> {
         self::route_linear_cross_entropy::<__rt::Panic>(x, weight, bias, targets, options)
     }
+    /// Routes like [`try_self_attention`](fn@try_self_attention), and panics with its error.
+    #[inline]
+    fn self_attention(
+        x: rt::FloatTensor<Self>,
+        q_weight: rt::FloatTensor<Self>,
+        k_weight: rt::FloatTensor<Self>,
+        v_weight: rt::FloatTensor<Self>,
+        out_weight: rt::FloatTensor<Self>,
+        heads: usize,
+        causal: bool,
+    ) -> rt::FloatTensor<Self> {
+        self::route_self_attention::<__rt::Panic>(
+            x, q_weight, k_weight, v_weight, out_weight, heads, causal,
+        )
+    }
 }
 
 impl RoutedOpsComposite for rt::Dispatch {
@@ -6952,6 +6967,315 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
             _ => __route.unrouted(),
         }),
         None => F::result(__plan_and_run(x, weight, bias, targets, options)),
+    }
+}
+
+/// The kernel call of [`try_self_attention`](fn@try_self_attention): unwraps the inputs for backend
+/// `B`, calls the kernel, wraps the outputs.
+#[allow(clippy::type_complexity)]
+#[allow(clippy::too_many_arguments)]
+fn __run_self_attention<B: __rt::Target>(
+    __route: &__rt::Route,
+    __kernel: fn(
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        rt::FloatTensor<B>,
+        usize,
+        bool,
+    ) -> rt::FloatTensor<B>,
+    x: rt::DispatchTensor,
+    q_weight: rt::DispatchTensor,
+    k_weight: rt::DispatchTensor,
+    v_weight: rt::DispatchTensor,
+    out_weight: rt::DispatchTensor,
+    heads: usize,
+    causal: bool,
+) -> rt::DispatchTensor {
+    let x = B::float(__route, "x", x);
+    let q_weight = B::float(__route, "q_weight", q_weight);
+    let k_weight = B::float(__route, "k_weight", k_weight);
+    let v_weight = B::float(__route, "v_weight", v_weight);
+    let out_weight = B::float(__route, "out_weight", out_weight);
+    let __out = __kernel(x, q_weight, k_weight, v_weight, out_weight, heads, causal);
+    B::float_out(__route, __out)
+}
+
+/// [`RoutedOps::self_attention`] for `Dispatch` primitives, returning the routing error instead of
+/// panicking.
+///
+/// # Errors
+///
+/// A [`rt::RouteError`] when the call breaks the routing contract (see [`rt::errors`]).
+#[inline]
+pub fn try_self_attention(
+    x: rt::DispatchTensor,
+    q_weight: rt::DispatchTensor,
+    k_weight: rt::DispatchTensor,
+    v_weight: rt::DispatchTensor,
+    out_weight: rt::DispatchTensor,
+    heads: usize,
+    causal: bool,
+) -> Result<rt::DispatchTensor, rt::RouteError> {
+    self::route_self_attention::<__rt::Fallible>(
+        x, q_weight, k_weight, v_weight, out_weight, heads, causal,
+    )
+}
+
+/// The routing of [`try_self_attention`](fn@try_self_attention) and of the panicking `Dispatch`
+/// method (`F` says how an error is reported). Inlined into both, the common call writes its
+/// outputs straight into theirs; the rest of the routing is `__plan_and_run`, out of line.
+#[inline]
+fn route_self_attention<F: __rt::OnError>(
+    x: rt::DispatchTensor,
+    q_weight: rt::DispatchTensor,
+    k_weight: rt::DispatchTensor,
+    v_weight: rt::DispatchTensor,
+    out_weight: rt::DispatchTensor,
+    heads: usize,
+    causal: bool,
+) -> F::Out<rt::DispatchTensor> {
+    static __OP: __rt::OpInfo = __rt::OpInfo::new(
+        "self_attention",
+        rt::Policy::Differentiable,
+        "ops.toml:614",
+        "ops.toml:18",
+        &[
+            (rt::BackendId::Flex, true, ""),
+            (
+                rt::BackendId::Cube,
+                cfg!(burn_route_cube),
+                "burn_route_cube",
+            ),
+            (
+                rt::BackendId::Remote,
+                cfg!(burn_route_remote),
+                "burn_route_remote",
+            ),
+        ],
+        cfg!(burn_route_autodiff),
+        "burn_route_autodiff",
+        env!("CARGO_PKG_NAME"),
+        None,
+    );
+    use self::__run_self_attention as __run;
+    /// Every call the fast path below does not take (autodiff, primitives to convert,
+    /// contract violations): planned with the whole routing contract checked.
+    #[inline(never)]
+    fn __plan_and_run(
+        x: rt::DispatchTensor,
+        q_weight: rt::DispatchTensor,
+        k_weight: rt::DispatchTensor,
+        v_weight: rt::DispatchTensor,
+        out_weight: rt::DispatchTensor,
+        heads: usize,
+        causal: bool,
+    ) -> Result<rt::DispatchTensor, rt::RouteError> {
+        let __route = __rt::Route::plan(
+            &__OP,
+            [
+                __rt::Input::float("x", &x),
+                __rt::Input::float("q_weight", &q_weight),
+                __rt::Input::float("k_weight", &k_weight),
+                __rt::Input::float("v_weight", &v_weight),
+                __rt::Input::float("out_weight", &out_weight),
+            ],
+        )?;
+        Ok(match __route.target() {
+            (rt::BackendId::Flex, __rt::Mode::Concrete) => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::self_attention,
+                x,
+                q_weight,
+                k_weight,
+                v_weight,
+                out_weight,
+                heads,
+                causal,
+            ),
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffFlex>(
+                    &__route,
+                    <AutodiffFlex as RoutedOpsAutodiff>::self_attention,
+                    x,
+                    q_weight,
+                    k_weight,
+                    v_weight,
+                    out_weight,
+                    heads,
+                    causal,
+                )
+            }
+            #[cfg(burn_route_autodiff)]
+            (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedFlex>(
+                    &__route,
+                    <BalancedFlex as RoutedOpsAutodiff>::self_attention,
+                    x,
+                    q_weight,
+                    k_weight,
+                    v_weight,
+                    out_weight,
+                    heads,
+                    causal,
+                )
+            }
+            #[cfg(burn_route_cube)]
+            (rt::BackendId::Cube, __rt::Mode::Concrete) => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::self_attention,
+                x,
+                q_weight,
+                k_weight,
+                v_weight,
+                out_weight,
+                heads,
+                causal,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffCube>(
+                    &__route,
+                    <AutodiffCube as RoutedOpsAutodiff>::self_attention,
+                    x,
+                    q_weight,
+                    k_weight,
+                    v_weight,
+                    out_weight,
+                    heads,
+                    causal,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_cube))]
+            (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedCube>(
+                    &__route,
+                    <BalancedCube as RoutedOpsAutodiff>::self_attention,
+                    x,
+                    q_weight,
+                    k_weight,
+                    v_weight,
+                    out_weight,
+                    heads,
+                    causal,
+                )
+            }
+            #[cfg(burn_route_remote)]
+            (rt::BackendId::Remote, __rt::Mode::Concrete) => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::self_attention,
+                x,
+                q_weight,
+                k_weight,
+                v_weight,
+                out_weight,
+                heads,
+                causal,
+            ),
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
+                __run::<AutodiffRemote>(
+                    &__route,
+                    <AutodiffRemote as RoutedOpsAutodiff>::self_attention,
+                    x,
+                    q_weight,
+                    k_weight,
+                    v_weight,
+                    out_weight,
+                    heads,
+                    causal,
+                )
+            }
+            #[cfg(all(burn_route_autodiff, burn_route_remote))]
+            (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
+                __run::<BalancedRemote>(
+                    &__route,
+                    <BalancedRemote as RoutedOpsAutodiff>::self_attention,
+                    x,
+                    q_weight,
+                    k_weight,
+                    v_weight,
+                    out_weight,
+                    heads,
+                    causal,
+                )
+            }
+            _ => __route.unrouted(),
+        })
+    }
+    let __shapes = __rt::check_shapes(
+        &__OP,
+        [
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::SameAs,
+                "ops.toml:618",
+                ("k_weight", Some(&k_weight)),
+                ("q_weight", Some(&q_weight)),
+            ),
+            __rt::ShapeCheck::new(
+                rt::ShapeRule::SameAs,
+                "ops.toml:619",
+                ("v_weight", Some(&v_weight)),
+                ("q_weight", Some(&q_weight)),
+            ),
+        ],
+    );
+    if let Err(__error) = __shapes {
+        return F::result(Err(__error));
+    }
+    match __rt::Route::fast(
+        &__OP,
+        [
+            __rt::Input::float("x", &x),
+            __rt::Input::float("q_weight", &q_weight),
+            __rt::Input::float("k_weight", &k_weight),
+            __rt::Input::float("v_weight", &v_weight),
+            __rt::Input::float("out_weight", &out_weight),
+        ],
+    ) {
+        Some(__route) => F::ok(match __route.backend() {
+            rt::BackendId::Flex => __run::<rt::Flex>(
+                &__route,
+                <rt::Flex as RoutedOps>::self_attention,
+                x,
+                q_weight,
+                k_weight,
+                v_weight,
+                out_weight,
+                heads,
+                causal,
+            ),
+            #[cfg(burn_route_cube)]
+            rt::BackendId::Cube => __run::<rt::Cube>(
+                &__route,
+                <rt::Cube as RoutedOps>::self_attention,
+                x,
+                q_weight,
+                k_weight,
+                v_weight,
+                out_weight,
+                heads,
+                causal,
+            ),
+            #[cfg(burn_route_remote)]
+            rt::BackendId::Remote => __run::<rt::Remote>(
+                &__route,
+                <rt::Remote as RoutedOps>::self_attention,
+                x,
+                q_weight,
+                k_weight,
+                v_weight,
+                out_weight,
+                heads,
+                causal,
+            ),
+            _ => __route.unrouted(),
+        }),
+        None => F::result(__plan_and_run(
+            x, q_weight, k_weight, v_weight, out_weight, heads, causal,
+        )),
     }
 }
 

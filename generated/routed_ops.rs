@@ -494,6 +494,42 @@ pub trait RoutedOps: rt::Backend {
     ) -> rt::FloatTensor<Self> {
         crate::kernels::linear_ce::composed::<Self>(x, weight, bias, targets, options)
     }
+    /// Multi-head self-attention with its projections, as in a transformer block: `x` (`[batch,
+    /// seq,
+    /// features]`) is projected by `q_weight`, `k_weight` and `v_weight` (`[features, inner]`, as
+    /// Burn's `Linear` keeps them), each split into `heads` heads of `inner / heads` columns; each
+    /// head's
+    /// weights are `softmax(q k^T / sqrt(inner / heads))` over the keys (with `causal`, a position
+    /// sees
+    /// itself and the ones before it), its output the weights times `v`, and the heads' outputs
+    /// side by
+    /// side are projected by `out_weight` (`[inner, outputs]`), without biases: `[batch, seq,
+    /// outputs]`. Without gradient checkpointing the backward pass keeps the queries, keys, values,
+    /// weights and output, as the block written with Burn's matmuls does; under
+    /// `gradient_checkpointing()` it keeps only the inputs and rebuilds the rest a chunk of
+    /// sequences
+    /// at a time. A `q_weight` whose rows are not `x`'s width, an `out_weight` whose rows are not
+    /// `inner`, or `heads` that does not divide `inner` panics with the shapes.
+    ///
+    /// Routing:
+    /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
+    ///   and get gradients.
+    /// - backends: Flex, Cube, Remote.
+    /// - declared at `ops.toml:614`.
+    #[must_use]
+    fn self_attention(
+        x: rt::FloatTensor<Self>,
+        q_weight: rt::FloatTensor<Self>,
+        k_weight: rt::FloatTensor<Self>,
+        v_weight: rt::FloatTensor<Self>,
+        out_weight: rt::FloatTensor<Self>,
+        heads: usize,
+        causal: bool,
+    ) -> rt::FloatTensor<Self> {
+        crate::kernels::attention::self_attention::<Self>(
+            x, q_weight, k_weight, v_weight, out_weight, heads, causal,
+        )
+    }
 }
 
 /// `Autodiff<B, C>` kernels of the differentiable ops of [`RoutedOps`].
@@ -509,6 +545,16 @@ pub trait RoutedOpsAutodiff: rt::Backend {
         bias: Option<rt::FloatTensor<Self>>,
         targets: rt::IntTensor<Self>,
         options: crate::CrossEntropyOptions,
+    ) -> rt::FloatTensor<Self>;
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::self_attention`].
+    fn self_attention(
+        x: rt::FloatTensor<Self>,
+        q_weight: rt::FloatTensor<Self>,
+        k_weight: rt::FloatTensor<Self>,
+        v_weight: rt::FloatTensor<Self>,
+        out_weight: rt::FloatTensor<Self>,
+        heads: usize,
+        causal: bool,
     ) -> rt::FloatTensor<Self>;
 }
 

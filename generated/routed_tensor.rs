@@ -1105,3 +1105,57 @@ pub fn try_linear_cross_entropy(
     )?;
     Ok(rt::Tensor::from_dispatch(__out))
 }
+
+/// [`RoutedOps::self_attention`] on `Tensor`s, routed to the backend of its inputs.
+///
+/// # Panics
+///
+/// When the inputs break the routing contract; the message names the input and the fix
+/// (see [`rt::errors`]). [`try_self_attention`](fn@try_self_attention) returns the error instead.
+#[must_use]
+pub fn self_attention(
+    x: rt::Tensor<3>,
+    q_weight: rt::Tensor<2>,
+    k_weight: rt::Tensor<2>,
+    v_weight: rt::Tensor<2>,
+    out_weight: rt::Tensor<2>,
+    heads: usize,
+    causal: bool,
+) -> rt::Tensor<3> {
+    let __out = <rt::Dispatch as RoutedOps>::self_attention(
+        x.into_dispatch(),
+        q_weight.into_dispatch(),
+        k_weight.into_dispatch(),
+        v_weight.into_dispatch(),
+        out_weight.into_dispatch(),
+        heads,
+        causal,
+    );
+    rt::Tensor::from_dispatch(__out)
+}
+
+/// [`self_attention`](fn@self_attention), returning the routing error instead of panicking.
+///
+/// # Errors
+///
+/// The [`rt::RouteError`] for inputs that break the routing contract (see [`rt::errors`]).
+pub fn try_self_attention(
+    x: rt::Tensor<3>,
+    q_weight: rt::Tensor<2>,
+    k_weight: rt::Tensor<2>,
+    v_weight: rt::Tensor<2>,
+    out_weight: rt::Tensor<2>,
+    heads: usize,
+    causal: bool,
+) -> Result<rt::Tensor<3>, rt::RouteError> {
+    let __out = dispatch::try_self_attention(
+        x.into_dispatch(),
+        q_weight.into_dispatch(),
+        k_weight.into_dispatch(),
+        v_weight.into_dispatch(),
+        out_weight.into_dispatch(),
+        heads,
+        causal,
+    )?;
+    Ok(rt::Tensor::from_dispatch(__out))
+}

@@ -10,6 +10,11 @@
 //!   the backward pass than the two apart.
 //! - [`fused_mlp`]: a pre-norm SwiGLU MLP as one op, whose backward pass keeps only its input
 //!   and rebuilds the rest a chunk of rows at a time.
+//! - [`attention`]: multi-head self-attention with its projections as one op, whose backward
+//!   pass keeps its inputs alone under gradient checkpointing and rebuilds the rest a chunk of
+//!   sequences at a time.
+//! - `autodiff`: `RoutedOpsAutodiff`, the hand-written `Autodiff<B, C>` kernels
+//!   (`linear_cross_entropy`, `self_attention`).
 //! - `gemm`: matrix products on `f32` buffers in place, for the Flex kernels that multiply
 //!   chunks of rows (`linear_cross_entropy`, `rms_norm_swiglu_mlp`).
 //! - [`backward`]: the fused backward kernels that `ops.toml`'s function-form backward passes
@@ -21,6 +26,9 @@
 //! [`crate::composite`].
 
 pub mod arith;
+pub mod attention;
+#[cfg(feature = "autodiff")]
+mod autodiff;
 pub mod backward;
 pub mod composed;
 #[cfg(feature = "cube")]

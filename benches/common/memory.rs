@@ -22,10 +22,12 @@ pub enum Model {
     FusedLinear,
     /// As `FusedLinear`, with the whole MLP one op (`rms_norm_swiglu_mlp`).
     FusedMlp,
+    /// As `FusedMlp`, with the attention one op too (`self_attention`).
+    FusedAttention,
 }
 
 /// The models in the order the benches print them, with their names.
-pub const MODELS: [(&str, Model); 4] = [
+pub const MODELS: [(&str, Model); 5] = [
     ("Burn's ops and compositions", Model::Burn),
     ("burn-route's fused ops", Model::Fused),
     (
@@ -35,6 +37,10 @@ pub const MODELS: [(&str, Model); 4] = [
     (
         "burn-route's fused ops, the MLP one op (`rms_norm_swiglu_mlp`)",
         Model::FusedMlp,
+    ),
+    (
+        "burn-route's fused ops, the MLP and the attention one op each (`self_attention`)",
+        Model::FusedAttention,
     ),
 ];
 
@@ -99,23 +105,40 @@ impl Block {
         let v = &self.vectors;
         let rows = BATCH * SEQ;
         let x = m[0].clone().select(0, tokens);
-        let heads =
-            |w: &Tensor<2>, x: &Tensor<2>| x.clone().matmul(w.clone()).reshape([BATCH, SEQ, MODEL]);
-        let (q, k, val) = (heads(&m[1], &x), heads(&m[2], &x), heads(&m[3], &x));
-        #[allow(clippy::cast_precision_loss)]
-        let scores = q.matmul(k.swap_dims(1, 2)) * (1.0 / (MODEL as f32).sqrt());
-        let attn = if fused {
-            burn_route::softmax_last(scores)
+        // One head over the whole width; with `Model::FusedAttention` one op, which keeps only
+        // its input under checkpointing.
+        let attention = if model == Model::FusedAttention {
+            burn_route::self_attention(
+                x.clone().reshape([BATCH, SEQ, MODEL]),
+                m[1].clone(),
+                m[2].clone(),
+                m[3].clone(),
+                m[4].clone(),
+                1,
+                false,
+            )
+            .reshape([rows, MODEL])
         } else {
-            softmax(scores, 2)
+            let heads = |w: &Tensor<2>, x: &Tensor<2>| {
+                x.clone().matmul(w.clone()).reshape([BATCH, SEQ, MODEL])
+            };
+            let (q, k, val) = (heads(&m[1], &x), heads(&m[2], &x), heads(&m[3], &x));
+            #[allow(clippy::cast_precision_loss)]
+            let scores = q.matmul(k.swap_dims(1, 2)) * (1.0 / (MODEL as f32).sqrt());
+            let attn = if fused {
+                burn_route::softmax_last(scores)
+            } else {
+                softmax(scores, 2)
+            };
+            let a = attn.matmul(val).reshape([rows, MODEL]);
+            a.matmul(m[4].clone())
         };
-        let a = attn.matmul(val).reshape([rows, MODEL]);
-        let x = x + a.matmul(m[4].clone());
+        let x = x + attention;
         // The MLP and the dense layer: with `Model::FusedLinear`, burn-route's norm and gate
         // fused with the projection after them (the normalised tensor and the gate's product
         // are recomputed in the backward pass, not kept).
         let x = match model {
-            Model::FusedMlp => {
+            Model::FusedMlp | Model::FusedAttention => {
                 let mlp = burn_route::rms_norm_swiglu_mlp(
                     x.clone(),
                     v[0].clone(),
@@ -145,7 +168,7 @@ impl Block {
             }
         };
         let dense = match model {
-            Model::FusedLinear | Model::FusedMlp => {
+            Model::FusedLinear | Model::FusedMlp | Model::FusedAttention => {
                 let z = burn_route::layer_norm_linear(
                     x.clone(),
                     v[1].clone(),

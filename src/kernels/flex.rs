@@ -352,6 +352,20 @@ impl RoutedOps for Flex {
         softmax_rows(x, w).unwrap_or_else(composed::softmax_last::<Self>)
     }
 
+    fn self_attention(
+        x: FloatTensor<Self>,
+        q_weight: FloatTensor<Self>,
+        k_weight: FloatTensor<Self>,
+        v_weight: FloatTensor<Self>,
+        out_weight: FloatTensor<Self>,
+        heads: usize,
+        causal: bool,
+    ) -> FloatTensor<Self> {
+        // In chunks of sequences, with the fused softmax.
+        let weights = [q_weight, k_weight, v_weight, out_weight];
+        super::attention::self_attention_on::<Self>(x, weights, heads, causal)
+    }
+
     fn linear_cross_entropy(
         x: FloatTensor<Self>,
         weight: FloatTensor<Self>,

@@ -14,9 +14,9 @@
 //! - [`CrossEntropyOptions`]: the reduction, an ignored target, label smoothing, z-loss.
 //! - [`composed`]: the pass written with backend primitives (`Cube`, `Remote`, `f64`), and
 //!   [`Flex`]'s kernel on `f32` rows with `gemm` (`f16` and `bf16` widened to `f32`).
-//! - The `Autodiff<B, C>` kernel (hand-written, `RoutedOpsAutodiff`): a tracked call runs the
-//!   pass with gradients and keeps them; its backward pass only scales them by the incoming
-//!   gradient.
+//! - The `Autodiff<B, C>` kernel (hand-written; `RoutedOpsAutodiff` calls it): a tracked call
+//!   runs the pass with gradients and keeps them; its backward pass only scales them by the
+//!   incoming gradient.
 
 use burn_backend::tensor::{FloatTensor, IntTensor};
 use burn_backend::{Backend, FloatDType, Scalar, Shape, TensorMetadata};
@@ -580,12 +580,12 @@ pub(crate) fn flex_loss(
 }
 
 #[cfg(feature = "autodiff")]
-mod autodiff {
+pub(crate) mod autodiff {
     use burn_backend::tensor::{FloatTensor, IntTensor};
     use burn_backend::{FloatDType, Shape, TensorMetadata};
 
     use super::{CrossEntropyOptions, LinearCrossEntropyPass};
-    use crate::ops::{RoutedOps, RoutedOpsAutodiff};
+    use crate::ops::RoutedOps;
     use crate::rt::autodiff::Autodiff;
     use crate::rt::autodiff::checkpoint::base::Checkpointer;
     use crate::rt::autodiff::grads::Gradients;
@@ -612,53 +612,52 @@ mod autodiff {
         }
     }
 
-    impl<B, C> RoutedOpsAutodiff for Autodiff<B, C>
+    /// The kernel: see the module.
+    pub(crate) fn linear_cross_entropy<B, C>(
+        x: FloatTensor<Autodiff<B, C>>,
+        weight: FloatTensor<Autodiff<B, C>>,
+        bias: Option<FloatTensor<Autodiff<B, C>>>,
+        targets: IntTensor<Autodiff<B, C>>,
+        options: CrossEntropyOptions,
+    ) -> FloatTensor<Autodiff<B, C>>
     where
         B: RoutedOps + LinearCrossEntropyPass,
         C: CheckpointStrategy,
     {
-        fn linear_cross_entropy(
-            x: FloatTensor<Self>,
-            weight: FloatTensor<Self>,
-            bias: Option<FloatTensor<Self>>,
-            targets: IntTensor<Self>,
-            options: CrossEntropyOptions,
-        ) -> FloatTensor<Self> {
-            let wanted = [
-                x.is_tracked(),
-                weight.is_tracked(),
-                bias.as_ref().is_some_and(|b| b.is_tracked()),
-            ];
-            let dtype = FloatDType::from(x.primitive().dtype());
-            let device = x.primitive().device();
-            let (x, x_node) = x.into_parts();
-            let (weight, weight_node) = weight.into_parts();
-            // Without a bias, a fresh untracked leaf stands in its place among the parents.
-            let (bias, bias_node) = match bias {
-                Some(b) => {
-                    let (b, node) = b.into_parts();
-                    (Some(b), node)
-                }
-                None => {
-                    let empty = B::float_empty(Shape::new([0]), &device, dtype);
-                    (None, FloatTensor::<Autodiff<B>>::new(empty).node())
-                }
-            };
-            let parents = [x_node, weight_node, bias_node];
-            match LinearCrossEntropyBackward
-                .prepare::<C>(parents)
-                .compute_bound()
-                .stateful()
-            {
-                OpsKind::Tracked(prep) => {
-                    let pass =
-                        B::linear_cross_entropy_pass(x, weight, bias, &targets, &options, wanted);
-                    prep.finish(pass.grads, pass.loss)
-                }
-                OpsKind::UnTracked(prep) => prep.finish(<B as RoutedOps>::linear_cross_entropy(
-                    x, weight, bias, targets, options,
-                )),
+        let wanted = [
+            x.is_tracked(),
+            weight.is_tracked(),
+            bias.as_ref().is_some_and(|b| b.is_tracked()),
+        ];
+        let dtype = FloatDType::from(x.primitive().dtype());
+        let device = x.primitive().device();
+        let (x, x_node) = x.into_parts();
+        let (weight, weight_node) = weight.into_parts();
+        // Without a bias, a fresh untracked leaf stands in its place among the parents.
+        let (bias, bias_node) = match bias {
+            Some(b) => {
+                let (b, node) = b.into_parts();
+                (Some(b), node)
             }
+            None => {
+                let empty = B::float_empty(Shape::new([0]), &device, dtype);
+                (None, FloatTensor::<Autodiff<B>>::new(empty).node())
+            }
+        };
+        let parents = [x_node, weight_node, bias_node];
+        match LinearCrossEntropyBackward
+            .prepare::<C>(parents)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let pass =
+                    B::linear_cross_entropy_pass(x, weight, bias, &targets, &options, wanted);
+                prep.finish(pass.grads, pass.loss)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(<B as RoutedOps>::linear_cross_entropy(
+                x, weight, bias, targets, options,
+            )),
         }
     }
 }

@@ -18,6 +18,7 @@ mod loopback;
 mod parity;
 
 mod async_ops;
+mod attention;
 mod autodiff;
 mod check_runtime;
 mod cube;

@@ -574,8 +574,9 @@ impl<B: Backend, const N: usize> Tape<B, N> {
 }
 
 /// Whether strategy `C` may recompute a memory-bound op for a later one: every strategy but
-/// `NoCheckpointing`, under which Burn treats every op as compute-bound.
-fn checkpoints<C: CheckpointStrategy>() -> bool {
+/// `NoCheckpointing`, under which Burn treats every op as compute-bound. (Hand-written
+/// `Autodiff<B, C>` kernels read it too, to keep less under gradient checkpointing.)
+pub fn checkpoints<C: CheckpointStrategy>() -> bool {
     core::any::TypeId::of::<C>() != core::any::TypeId::of::<NoCheckpointing>()
 }
 

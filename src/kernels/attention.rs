@@ -1,0 +1,556 @@
+//! `self_attention`: multi-head self-attention with its four projections as one op, whose
+//! backward pass follows the gradient-checkpointing strategy.
+//!
+//! The rows go in chunks of whole sequences (`BackwardKernels::PROJECTION_CHUNKS`: on Flex about
+//! 32 KiB of values a chunk, a GPU every row at once). For each chunk the forward pass forms the
+//! queries, keys and values (`x @ q_weight` and the like, split into heads), the attention
+//! weights `softmax(q k^T / sqrt(head width))` (causal: a position sees itself and the ones
+//! before it), their output `weights @ v`, and its projection by `out_weight`.
+//!
+//! - Without gradient checkpointing a tracked call keeps each chunk's queries, keys, values,
+//!   weights and output, the tensors Burn's matmuls keep when the block is written with them, and
+//!   the backward pass reads them.
+//! - Under `gradient_checkpointing()` it keeps only its inputs, through the checkpointer (which
+//!   recomputes an input a memory-bound op made), and its output is kept as a compute-bound op's:
+//!   the backward pass rebuilds each chunk's tensors with the same function as the forward pass
+//!   (so the same bits) and forms that chunk's gradients before the next, so no `[rows, width]`
+//!   tensor between the projections is kept or rebuilt whole.
+//!
+//! [`self_attention`] is the op with `B`'s primitives (the `Cube` and `Remote` kernels); the
+//! `Autodiff<B, C>` kernel ([`autodiff`]) is hand-written, for the mode-dependent state.
+
+use std::ops::Range;
+
+use burn_backend::tensor::{BoolTensor, FloatTensor};
+use burn_backend::{Backend, FloatDType, Scalar, Shape, TensorData, TensorMetadata};
+
+use super::backward::BackwardKernels;
+use super::composed;
+use super::fused_linear::{Chunks, check_weight, rows_of};
+
+/// The op's name, in its panics.
+const OP: &str = "self_attention";
+
+/// The sizes of one call, checked against each other.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dims {
+    batch: usize,
+    seq: usize,
+    inner: usize,
+    outputs: usize,
+    heads: usize,
+    causal: bool,
+}
+
+impl Dims {
+    /// The sizes of `self_attention(x, q_weight, .., out_weight, heads, causal)`; panics with
+    /// both shapes where they do not chain (the manifest checks that `k_weight` and `v_weight`
+    /// have `q_weight`'s shape).
+    pub(crate) fn of(
+        x: &impl TensorMetadata,
+        q_weight: &impl TensorMetadata,
+        out_weight: &impl TensorMetadata,
+        heads: usize,
+        causal: bool,
+    ) -> Self {
+        check_weight(OP, ["x", "q_weight"], x, q_weight);
+        let (q, out) = (q_weight.shape(), out_weight.shape());
+        let inner = q[1];
+        assert!(
+            heads > 0 && inner % heads == 0,
+            "{OP}: `heads` is {heads}, which must be at least 1 and divide the projections' \
+             width {inner} (`q_weight` has shape {:?}); pass a divisor of {inner}",
+            q.as_slice(),
+        );
+        assert!(
+            out.first() == Some(&inner),
+            "{OP}: `out_weight` has shape {:?}, but its rows must be the projections' width \
+             {inner} (`q_weight` has shape {:?}); pass it as `[{inner}, outputs]`, as Burn's \
+             `Linear` keeps it",
+            out.as_slice(),
+            q.as_slice(),
+        );
+        let shape = x.shape();
+        Self {
+            batch: shape[0],
+            seq: shape[1],
+            inner,
+            outputs: out[1],
+            heads,
+            causal,
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.batch * self.seq
+    }
+
+    /// Whether the call has no rows, or rows of no width: its output and gradients are zeros
+    /// (no product runs on an empty operand).
+    fn empty(&self, features: usize) -> bool {
+        self.rows() == 0 || features == 0
+    }
+
+    /// The factor of the scores: one over the square root of a head's width.
+    fn scale(&self) -> f32 {
+        #[allow(clippy::cast_precision_loss)] // A head's width is far below 2^24.
+        let width = (self.inner / self.heads) as f32;
+        1.0 / width.sqrt()
+    }
+
+    /// The ranges of sequences (batch entries) in each chunk.
+    fn chunks(&self, chunks: Chunks) -> impl Iterator<Item = Range<usize>> + use<> {
+        let width = self.inner.max(self.seq * self.heads);
+        let sequences = (chunks.rows(self.rows(), width) / self.seq.max(1)).max(1);
+        let batch = self.batch;
+        (0..batch)
+            .step_by(sequences)
+            .map(move |first| first..(first + sequences).min(batch))
+    }
+
+    /// The rows of the sequences in `sequences`.
+    fn rows_of(&self, sequences: &Range<usize>) -> Range<usize> {
+        sequences.start * self.seq..sequences.end * self.seq
+    }
+}
+
+/// What a chunk's backward pass reads: the queries, keys and values split into heads
+/// (`[sequences, heads, seq, head width]`), the attention weights (`[sequences, heads, seq,
+/// seq]`) and their output with the heads merged (`[rows, inner]`).
+#[derive(Clone, Debug)]
+pub(crate) struct Chunk<B: Backend> {
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    weights: FloatTensor<B>,
+    output: FloatTensor<B>,
+}
+
+/// `[rows, inner]` as `[sequences, heads, seq, head width]`.
+fn split_heads<B: Backend>(t: FloatTensor<B>, d: &Dims, sequences: usize) -> FloatTensor<B> {
+    let shape = Shape::new([sequences, d.seq, d.heads, d.inner / d.heads]);
+    B::float_swap_dims(B::float_reshape(t, shape), 1, 2)
+}
+
+/// `[sequences, heads, seq, head width]` as `[rows, inner]`.
+fn merge_heads<B: Backend>(t: FloatTensor<B>, d: &Dims, sequences: usize) -> FloatTensor<B> {
+    let merged = B::float_swap_dims(t, 1, 2);
+    B::float_reshape(merged, Shape::new([sequences * d.seq, d.inner]))
+}
+
+/// `[sequences, heads, seq, seq]` true above the diagonal (a position after the query's).
+fn causal_mask<B: Backend>(d: &Dims, sequences: usize, device: &B::Device) -> BoolTensor<B> {
+    let s = d.seq;
+    let above: Vec<bool> = (0..s * s).map(|i| i % s > i / s).collect();
+    let mask = B::bool_from_data(TensorData::new(above, [1, 1, s, s]), device);
+    B::bool_expand(mask, Shape::new([sequences, d.heads, s, s]))
+}
+
+/// One chunk's forward pass: its tensors for the backward pass and its output rows
+/// (`[rows, outputs]`), from its rows of `x` (`[rows, features]`), with `softmax` over the last
+/// dimension.
+fn chunk_forward<B: Backend>(
+    x: FloatTensor<B>,
+    [q_weight, k_weight, v_weight, out_weight]: &[FloatTensor<B>; 4],
+    d: &Dims,
+    softmax: &impl Fn(FloatTensor<B>) -> FloatTensor<B>,
+) -> (Chunk<B>, FloatTensor<B>) {
+    let sequences = x.shape()[0] / d.seq;
+    let project =
+        |w: &FloatTensor<B>| split_heads::<B>(B::linear(x.clone(), w.clone(), None), d, sequences);
+    let (q, k, v) = (project(q_weight), project(k_weight), project(v_weight));
+    let scores = B::float_matmul(q.clone(), B::float_swap_dims(k.clone(), 2, 3));
+    let mut scores = B::float_mul_scalar(scores, Scalar::from(d.scale()));
+    if d.causal {
+        let mask = causal_mask::<B>(d, sequences, &x.device());
+        scores = B::float_mask_fill(scores, mask, Scalar::from(f32::NEG_INFINITY));
+    }
+    let weights = softmax(scores);
+    let heads = B::float_matmul(weights.clone(), v.clone());
+    let output = merge_heads::<B>(heads, d, sequences);
+    let projected = B::linear(output.clone(), out_weight.clone(), None);
+    let chunk = Chunk {
+        q,
+        k,
+        v,
+        weights,
+        output,
+    };
+    (chunk, projected)
+}
+
+/// `[d_x, d_q_weight, d_k_weight, d_v_weight, d_out_weight]` of one chunk, for the wanted ones
+/// (`d_x` its rows), with `softmax_backward(weights, grad)` the softmax's input gradient.
+fn chunk_backward<B: Backend>(
+    chunk: Chunk<B>,
+    x: FloatTensor<B>,
+    [q_weight, k_weight, v_weight, out_weight]: &[FloatTensor<B>; 4],
+    grad: FloatTensor<B>,
+    d: &Dims,
+    wanted: [bool; 5],
+    softmax_backward: &impl Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+) -> [Option<FloatTensor<B>>; 5] {
+    let Chunk {
+        q,
+        k,
+        v,
+        weights,
+        output,
+    } = chunk;
+    let sequences = x.shape()[0] / d.seq;
+    let d_out = wanted[4].then(|| B::linear_weight_backward(output, grad.clone()));
+    if !wanted[..4].contains(&true) {
+        return [None, None, None, None, d_out];
+    }
+    let d_heads = split_heads::<B>(B::linear_x_backward(out_weight.clone(), grad), d, sequences);
+    let d_weights = B::float_matmul(d_heads.clone(), B::float_swap_dims(v, 2, 3));
+    let d_v = B::float_matmul(B::float_swap_dims(weights.clone(), 2, 3), d_heads);
+    let d_scores = softmax_backward(weights, d_weights);
+    let d_scores = B::float_mul_scalar(d_scores, Scalar::from(d.scale()));
+    let d_q = B::float_matmul(d_scores.clone(), k);
+    let d_k = B::float_matmul(B::float_swap_dims(d_scores, 2, 3), q);
+    let projections = [q_weight, k_weight, v_weight];
+    let grads = [d_q, d_k, d_v].map(|g| merge_heads::<B>(g, d, sequences));
+    let mut d_weights = [None, None, None];
+    for ((slot, g), want) in d_weights.iter_mut().zip(&grads).zip(&wanted[1..4]) {
+        if *want {
+            *slot = Some(B::linear_weight_backward(x.clone(), g.clone()));
+        }
+    }
+    let d_x = wanted[0].then(|| {
+        grads
+            .into_iter()
+            .zip(projections)
+            .map(|(g, w)| B::linear_x_backward(w.clone(), g))
+            .reduce(B::float_add)
+            .expect("three projections")
+    });
+    let [d_q, d_k, d_v] = d_weights;
+    [d_x, d_q, d_k, d_v, d_out]
+}
+
+/// `acc + value`, or `value` for the first chunk.
+fn accumulate<B: Backend>(acc: &mut Option<FloatTensor<B>>, value: Option<FloatTensor<B>>) {
+    if let Some(value) = value {
+        *acc = Some(match acc.take() {
+            Some(sum) => B::float_add(sum, value),
+            None => value,
+        });
+    }
+}
+
+/// A zeroed tensor of `shape` on `like`'s device, in its dtype.
+fn zeros<B: Backend>(shape: Shape, like: &FloatTensor<B>) -> FloatTensor<B> {
+    B::float_zeros(shape, &like.device(), FloatDType::from(like.dtype()))
+}
+
+/// Each chunk's result (`[rows, width]`), written into the rows it came from of one `[batch,
+/// seq, width]` tensor (the chunk itself when it is every row).
+struct Rows<B: Backend> {
+    all: Option<FloatTensor<B>>,
+    rows: usize,
+    width: usize,
+}
+
+impl<B: Backend> Rows<B> {
+    fn new(d: &Dims, width: usize) -> Self {
+        Self {
+            all: None,
+            rows: d.rows(),
+            width,
+        }
+    }
+
+    fn write(&mut self, range: Range<usize>, value: FloatTensor<B>) {
+        self.all = Some(if range.len() == self.rows {
+            value
+        } else {
+            let all = self
+                .all
+                .take()
+                .unwrap_or_else(|| zeros::<B>(Shape::new([self.rows, self.width]), &value));
+            B::float_slice_assign(all, &[range.into()], value)
+        });
+    }
+
+    fn finish(self, d: &Dims) -> Option<FloatTensor<B>> {
+        let shape = Shape::new([d.batch, d.seq, self.width]);
+        self.all.map(|all| B::float_reshape(all, shape))
+    }
+}
+
+/// The forward pass in `chunks`: the output, and each chunk's tensors when `keep` is set.
+fn forward<B: Backend>(
+    x: &FloatTensor<B>,
+    weights: &[FloatTensor<B>; 4],
+    d: &Dims,
+    chunks: Chunks,
+    keep: bool,
+    softmax: &impl Fn(FloatTensor<B>) -> FloatTensor<B>,
+) -> (FloatTensor<B>, Vec<Chunk<B>>) {
+    let features = x.shape()[2];
+    if d.empty(features) {
+        let output = zeros::<B>(Shape::new([d.batch, d.seq, d.outputs]), x);
+        return (output, Vec::new());
+    }
+    let mut output = Rows::<B>::new(d, d.outputs);
+    let mut kept = Vec::new();
+    for sequences in d.chunks(chunks) {
+        let rows = d.rows_of(&sequences);
+        let (chunk, out) = chunk_forward::<B>(rows_of::<B>(x, rows.clone()), weights, d, softmax);
+        output.write(rows, out);
+        if keep {
+            kept.push(chunk);
+        }
+    }
+    (output.finish(d).expect("a chunk at least"), kept)
+}
+
+/// The softmax over the last dimension and its backward kernel (`dx` from the output and the
+/// incoming gradient): the backend's own in the `Autodiff<B, C>` kernel, Burn's in the
+/// composition.
+pub(crate) struct Softmax<F, G> {
+    pub forward: F,
+    pub backward: G,
+}
+
+/// The gradients of the five float inputs (`None` where not wanted): each chunk's tensors taken
+/// from `kept`, or rebuilt from `x` when it is empty, in the chunks of the forward pass.
+#[allow(clippy::too_many_arguments)] // The op's inputs, what was kept, the gradient, what is wanted.
+fn backward<B: Backend, F, G>(
+    x: &FloatTensor<B>,
+    weights: &[FloatTensor<B>; 4],
+    d: &Dims,
+    chunks: Chunks,
+    kept: Vec<Chunk<B>>,
+    grad: &FloatTensor<B>,
+    wanted: [bool; 5],
+    softmax: &Softmax<F, G>,
+) -> [Option<FloatTensor<B>>; 5]
+where
+    F: Fn(FloatTensor<B>) -> FloatTensor<B>,
+    G: Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+{
+    let features = x.shape()[2];
+    if d.empty(features) {
+        let shapes = [x.shape()]
+            .into_iter()
+            .chain(weights.iter().map(|w| w.shape()));
+        let mut out = [const { None }; 5];
+        for ((slot, shape), want) in out.iter_mut().zip(shapes).zip(wanted) {
+            *slot = want.then(|| zeros::<B>(shape, x));
+        }
+        return out;
+    }
+    let mut kept = kept.into_iter();
+    let mut d_x = Rows::<B>::new(d, features);
+    let mut sums: [Option<FloatTensor<B>>; 4] = [const { None }; 4];
+    for sequences in d.chunks(chunks) {
+        let rows = d.rows_of(&sequences);
+        let x_rows = rows_of::<B>(x, rows.clone());
+        let chunk = match kept.next() {
+            Some(chunk) => chunk,
+            None => chunk_forward::<B>(x_rows.clone(), weights, d, &softmax.forward).0,
+        };
+        let grad_rows = rows_of::<B>(grad, rows.clone());
+        let [dx, rest @ ..] = chunk_backward::<B>(
+            chunk,
+            x_rows,
+            weights,
+            grad_rows,
+            d,
+            wanted,
+            &softmax.backward,
+        );
+        for (sum, value) in sums.iter_mut().zip(rest) {
+            accumulate::<B>(sum, value);
+        }
+        if let Some(dx) = dx {
+            d_x.write(rows, dx);
+        }
+    }
+    let [d_q, d_k, d_v, d_out] = sums;
+    [d_x.finish(d), d_q, d_k, d_v, d_out]
+}
+
+/// [`self_attention`](crate::tensor::self_attention) written with `B`'s primitives: the
+/// `composition` that `Cube` and `Remote` run, every row at once.
+pub fn self_attention<B: Backend>(
+    x: FloatTensor<B>,
+    q_weight: FloatTensor<B>,
+    k_weight: FloatTensor<B>,
+    v_weight: FloatTensor<B>,
+    out_weight: FloatTensor<B>,
+    heads: usize,
+    causal: bool,
+) -> FloatTensor<B> {
+    let d = Dims::of(&x, &q_weight, &out_weight, heads, causal);
+    let weights = [q_weight, k_weight, v_weight, out_weight];
+    forward::<B>(
+        &x,
+        &weights,
+        &d,
+        Chunks::Whole,
+        false,
+        &composed::softmax_last::<B>,
+    )
+    .0
+}
+
+/// `self_attention` with `B`'s own softmax kernel, in `B`'s chunks: Flex's kernel.
+pub(crate) fn self_attention_on<B: BackwardKernels>(
+    x: FloatTensor<B>,
+    weights: [FloatTensor<B>; 4],
+    heads: usize,
+    causal: bool,
+) -> FloatTensor<B> {
+    let d = Dims::of(&x, &weights[0], &weights[3], heads, causal);
+    forward::<B>(
+        &x,
+        &weights,
+        &d,
+        B::PROJECTION_CHUNKS,
+        false,
+        &B::softmax_last,
+    )
+    .0
+}
+
+#[cfg(feature = "autodiff")]
+pub(crate) mod autodiff {
+    //! The `Autodiff<B, C>` kernel: the state its backward pass keeps depends on the
+    //! checkpointing strategy (see the module above).
+
+    use burn_backend::tensor::FloatTensor;
+
+    use super::{Chunk, Dims, Softmax, backward, forward};
+    use crate::kernels::backward::BackwardKernels;
+    use crate::rt::__private::grad::checkpoints;
+    use crate::rt::autodiff::checkpoint::base::Checkpointer;
+    use crate::rt::autodiff::grads::Gradients;
+    use crate::rt::autodiff::ops::{Backward, Ops, OpsKind};
+    use crate::rt::autodiff::{Autodiff, NodeId};
+    use crate::rt::{Backend, CheckpointStrategy};
+
+    /// What the backward pass keeps: the inputs and each chunk's tensors, or (under gradient
+    /// checkpointing) the inputs' node ids.
+    #[derive(Clone, Debug)]
+    enum Kept<B: Backend> {
+        Tensors {
+            inputs: [FloatTensor<B>; 5],
+            chunks: Vec<Chunk<B>>,
+        },
+        Checkpointed([NodeId; 5]),
+    }
+
+    #[derive(Clone, Debug)]
+    struct State<B: Backend> {
+        kept: Kept<B>,
+        dims: Dims,
+    }
+
+    #[derive(Debug)]
+    struct SelfAttentionBackward;
+
+    impl<B: BackwardKernels> Backward<B, 5> for SelfAttentionBackward {
+        type State = State<B>;
+
+        fn backward(
+            self,
+            ops: Ops<Self::State, 5>,
+            grads: &mut Gradients,
+            checkpointer: &mut Checkpointer,
+        ) {
+            let grad = grads.consume::<B>(&ops.node);
+            let wanted = ops.parents.each_ref().map(Option::is_some);
+            let State { kept, dims } = ops.state;
+            let (inputs, chunks) = match kept {
+                Kept::Tensors { inputs, chunks } => (inputs, chunks),
+                Kept::Checkpointed(ids) => (
+                    ids.map(|id| checkpointer.retrieve_node_output::<FloatTensor<B>>(id)),
+                    Vec::new(),
+                ),
+            };
+            let [x, weights @ ..] = inputs;
+            let softmax = Softmax {
+                forward: B::softmax_last,
+                backward: B::softmax_last_backward,
+            };
+            let formed = backward::<B, _, _>(
+                &x,
+                &weights,
+                &dims,
+                B::PROJECTION_CHUNKS,
+                chunks,
+                &grad,
+                wanted,
+                &softmax,
+            );
+            for (parent, formed) in ops.parents.into_iter().zip(formed) {
+                if let (Some(parent), Some(formed)) = (parent, formed) {
+                    grads.register::<B>(parent.id, formed);
+                }
+            }
+        }
+    }
+
+    /// The kernel: see the module.
+    pub(crate) fn self_attention<B: BackwardKernels, C: CheckpointStrategy>(
+        inputs: [FloatTensor<Autodiff<B, C>>; 5],
+        heads: usize,
+        causal: bool,
+    ) -> FloatTensor<Autodiff<B, C>> {
+        let dims = Dims::of(
+            inputs[0].primitive(),
+            inputs[1].primitive(),
+            inputs[4].primitive(),
+            heads,
+            causal,
+        );
+        let parents = inputs.each_ref().map(|t| t.node());
+        match SelfAttentionBackward
+            .prepare::<C>(parents)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) if checkpoints::<C>() => {
+                let ids = inputs.each_ref().map(|t| prep.checkpoint(t));
+                let [x, weights @ ..] = inputs.map(|t| t.into_primitive());
+                let (output, _) = forward::<B>(
+                    &x,
+                    &weights,
+                    &dims,
+                    B::PROJECTION_CHUNKS,
+                    false,
+                    &B::softmax_last,
+                );
+                let state = State {
+                    kept: Kept::Checkpointed(ids),
+                    dims,
+                };
+                prep.finish(state, output)
+            }
+            OpsKind::Tracked(prep) => {
+                let inputs = inputs.map(|t| t.into_primitive());
+                let [x, weights @ ..] = &inputs;
+                let (output, chunks) = forward::<B>(
+                    x,
+                    weights,
+                    &dims,
+                    B::PROJECTION_CHUNKS,
+                    true,
+                    &B::softmax_last,
+                );
+                let state = State {
+                    kept: Kept::Tensors { inputs, chunks },
+                    dims,
+                };
+                prep.finish(state, output)
+            }
+            OpsKind::UnTracked(prep) => {
+                let [x, weights @ ..] = inputs.map(|t| t.into_primitive());
+                prep.finish(super::self_attention_on::<B>(x, weights, heads, causal))
+            }
+        }
+    }
+}
