@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use burn_tensor::activation::{gelu, relu, silu, softmax};
 use burn_tensor::module::linear;
-use burn_tensor::{Device, Int, Tensor, TensorData};
+use burn_tensor::{Bool, Device, Int, Tensor, TensorData};
 use common::uniform;
 use flex::{
     CLASSES, EPS, P, WIDTH, cross_entropy_burn, dropout_burn, features, float, layer_norm_burn,
@@ -340,6 +340,18 @@ fn measure(n: usize, size: &'static str, rows: &mut Vec<Row>) {
             |(x, g, [wg, wu, wd])| mlp_burn(x, g, [wg, wu, wd]),
         ),
     );
+    row(
+        "self_attention",
+        fwd,
+        peak(
+            || attention_inputs(&x, &proj, f, false),
+            |(x, [wq, wk, wv, wo])| burn_route::self_attention(x, wq, wk, wv, wo, HEADS, true),
+        ),
+        peak(
+            || attention_inputs(&x, &proj, f, false),
+            |(x, weights)| attention_burn(x, weights),
+        ),
+    );
 
     let bwd = "fwd+bwd";
     row(
@@ -561,6 +573,71 @@ fn measure(n: usize, size: &'static str, rows: &mut Vec<Row>) {
             |((x, g, weights), w)| (mlp_burn(x, g, weights) * w).sum().backward(),
         ),
     );
+    let w3 = |d: &Device| float::<2>(&w, d).reshape(attention_shape(n));
+    row(
+        "self_attention",
+        bwd,
+        peak(
+            || (attention_inputs(&x, &proj, a, true), w3(a)),
+            |((x, [wq, wk, wv, wo]), w)| {
+                (burn_route::self_attention(x, wq, wk, wv, wo, HEADS, true) * w)
+                    .sum()
+                    .backward()
+            },
+        ),
+        peak(
+            || (attention_inputs(&x, &proj, a, true), w3(a)),
+            |((x, weights), w)| (attention_burn(x, weights) * w).sum().backward(),
+        ),
+    );
+}
+
+/// `self_attention`'s sequence length and heads in the per-op rows.
+const SEQUENCE: usize = 16;
+const HEADS: usize = 4;
+
+/// `x`'s `[n / WIDTH / SEQUENCE, SEQUENCE, WIDTH]`.
+fn attention_shape(n: usize) -> [usize; 3] {
+    [n / WIDTH / SEQUENCE, SEQUENCE, WIDTH]
+}
+
+/// `self_attention`'s inputs: `x` as sequences of `SEQUENCE` rows and four `[WIDTH, WIDTH]`
+/// projections, tracked leaves when `tracked` (on an autodiff device).
+fn attention_inputs(
+    x: &TensorData,
+    proj: &TensorData,
+    device: &Device,
+    tracked: bool,
+) -> (Tensor<3>, [Tensor<2>; 4]) {
+    let n = x.num_elements();
+    let two = |d| float::<2>(d, device);
+    let x = two(x).reshape(attention_shape(n)).set_require_grad(tracked);
+    (x, [0; 4].map(|_| two(proj).set_require_grad(tracked)))
+}
+
+/// Causal multi-head self-attention as a Burn user writes it: `module::linear` for the four
+/// projections, the heads by `reshape` and `swap_dims`, `matmul`, a `mask_fill` above the
+/// diagonal and Burn's `softmax`.
+fn attention_burn(x: Tensor<3>, [wq, wk, wv, wo]: [Tensor<2>; 4]) -> Tensor<3> {
+    let [b, s, f] = x.dims();
+    let head = f / HEADS;
+    let split = |w: Tensor<2>| {
+        linear(x.clone(), w, None)
+            .reshape([b, s, HEADS, head])
+            .swap_dims(1, 2)
+    };
+    let (q, k, v) = (split(wq), split(wk), split(wv));
+    #[allow(clippy::cast_precision_loss)]
+    let scores = q.matmul(k.swap_dims(2, 3)) * (1.0 / (head as f32).sqrt());
+    let mask = Tensor::<2, Bool>::tril_mask([s, s], 0, &x.device())
+        .unsqueeze::<4>()
+        .expand([b, HEADS, s, s]);
+    let weights = softmax(scores.mask_fill(mask, f32::NEG_INFINITY), 3);
+    linear(
+        weights.matmul(v).swap_dims(1, 2).reshape([b, s, f]),
+        wo,
+        None,
+    )
 }
 
 /// `rms_norm_swiglu_mlp`'s inputs: `x`, the norm's weight and three `[WIDTH, WIDTH]`

@@ -179,8 +179,10 @@ fn chunk_forward<B: Backend>(
     (chunk, projected)
 }
 
-/// `[d_x, d_q_weight, d_k_weight, d_v_weight, d_out_weight]` of one chunk, for the wanted ones
-/// (`d_x` its rows), with `softmax_backward(weights, grad)` the softmax's input gradient.
+/// One chunk's backward pass: each wanted weight's gradient added into `sums` (`[q, k, v,
+/// out]`) as soon as it is formed, and the chunk's `d_x` rows when wanted, with
+/// `softmax_backward(weights, grad)` the softmax's input gradient.
+#[allow(clippy::too_many_arguments)] // The chunk, its inputs and gradient, what is wanted, where.
 fn chunk_backward<B: Backend>(
     chunk: Chunk<B>,
     x: FloatTensor<B>,
@@ -188,8 +190,9 @@ fn chunk_backward<B: Backend>(
     grad: FloatTensor<B>,
     d: &Dims,
     wanted: [bool; 5],
+    sums: &mut [Option<FloatTensor<B>>; 4],
     softmax_backward: &impl Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
-) -> [Option<FloatTensor<B>>; 5] {
+) -> Option<FloatTensor<B>> {
     let Chunk {
         q,
         k,
@@ -198,9 +201,14 @@ fn chunk_backward<B: Backend>(
         output,
     } = chunk;
     let sequences = x.shape()[0] / d.seq;
-    let d_out = wanted[4].then(|| B::linear_weight_backward(output, grad.clone()));
+    if wanted[4] {
+        accumulate::<B>(
+            &mut sums[3],
+            B::linear_weight_backward(output, grad.clone()),
+        );
+    }
     if !wanted[..4].contains(&true) {
-        return [None, None, None, None, d_out];
+        return None;
     }
     let d_heads = split_heads::<B>(B::linear_x_backward(out_weight.clone(), grad), d, sequences);
     let d_weights = B::float_matmul(d_heads.clone(), B::float_swap_dims(v, 2, 3));
@@ -209,34 +217,29 @@ fn chunk_backward<B: Backend>(
     let d_scores = B::float_mul_scalar(d_scores, Scalar::from(d.scale()));
     let d_q = B::float_matmul(d_scores.clone(), k);
     let d_k = B::float_matmul(B::float_swap_dims(d_scores, 2, 3), q);
-    let projections = [q_weight, k_weight, v_weight];
-    let grads = [d_q, d_k, d_v].map(|g| merge_heads::<B>(g, d, sequences));
-    let mut d_weights = [None, None, None];
-    for ((slot, g), want) in d_weights.iter_mut().zip(&grads).zip(&wanted[1..4]) {
-        if *want {
-            *slot = Some(B::linear_weight_backward(x.clone(), g.clone()));
+    let mut d_x = None;
+    let projections = [(d_q, q_weight), (d_k, k_weight), (d_v, v_weight)];
+    for (i, (g, w)) in projections.into_iter().enumerate() {
+        let g = merge_heads::<B>(g, d, sequences);
+        if wanted[i + 1] {
+            accumulate::<B>(
+                &mut sums[i],
+                B::linear_weight_backward(x.clone(), g.clone()),
+            );
+        }
+        if wanted[0] {
+            accumulate::<B>(&mut d_x, B::linear_x_backward(w.clone(), g));
         }
     }
-    let d_x = wanted[0].then(|| {
-        grads
-            .into_iter()
-            .zip(projections)
-            .map(|(g, w)| B::linear_x_backward(w.clone(), g))
-            .reduce(B::float_add)
-            .expect("three projections")
-    });
-    let [d_q, d_k, d_v] = d_weights;
-    [d_x, d_q, d_k, d_v, d_out]
+    d_x
 }
 
-/// `acc + value`, or `value` for the first chunk.
-fn accumulate<B: Backend>(acc: &mut Option<FloatTensor<B>>, value: Option<FloatTensor<B>>) {
-    if let Some(value) = value {
-        *acc = Some(match acc.take() {
-            Some(sum) => B::float_add(sum, value),
-            None => value,
-        });
-    }
+/// `acc + value`, or `value` for the first.
+fn accumulate<B: Backend>(acc: &mut Option<FloatTensor<B>>, value: FloatTensor<B>) {
+    *acc = Some(match acc.take() {
+        Some(sum) => B::float_add(sum, value),
+        None => value,
+    });
 }
 
 /// A zeroed tensor of `shape` on `like`'s device, in its dtype.
@@ -353,18 +356,16 @@ where
             None => chunk_forward::<B>(x_rows.clone(), weights, d, &softmax.forward).0,
         };
         let grad_rows = rows_of::<B>(grad, rows.clone());
-        let [dx, rest @ ..] = chunk_backward::<B>(
+        let dx = chunk_backward::<B>(
             chunk,
             x_rows,
             weights,
             grad_rows,
             d,
             wanted,
+            &mut sums,
             &softmax.backward,
         );
-        for (sum, value) in sums.iter_mut().zip(rest) {
-            accumulate::<B>(sum, value);
-        }
         if let Some(dx) = dx {
             d_x.write(rows, dx);
         }
