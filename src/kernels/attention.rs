@@ -21,7 +21,7 @@
 
 use std::ops::Range;
 
-use burn_backend::tensor::{BoolTensor, FloatTensor};
+use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, FloatDType, Scalar, Shape, TensorData, TensorMetadata};
 
 use super::backward::BackwardKernels;
@@ -138,12 +138,22 @@ fn merge_heads<B: Backend>(t: FloatTensor<B>, d: &Dims, sequences: usize) -> Flo
     B::float_reshape(merged, Shape::new([sequences * d.seq, d.inner]))
 }
 
-/// `[sequences, heads, seq, seq]` true above the diagonal (a position after the query's).
-fn causal_mask<B: Backend>(d: &Dims, sequences: usize, device: &B::Device) -> BoolTensor<B> {
+/// `[1, 1, seq, seq]` in `like`'s dtype: `-inf` above the diagonal (a key after the query),
+/// 0 elsewhere, added to the scores. (A float mask rather than a bool one: a bool tensor made
+/// from data takes each backend's own bool dtype, which its `from_data` does not convert to.)
+fn causal_mask<B: Backend>(d: &Dims, like: &FloatTensor<B>) -> FloatTensor<B> {
     let s = d.seq;
-    let above: Vec<bool> = (0..s * s).map(|i| i % s > i / s).collect();
-    let mask = B::bool_from_data(TensorData::new(above, [1, 1, s, s]), device);
-    B::bool_expand(mask, Shape::new([sequences, d.heads, s, s]))
+    let bias: Vec<f32> = (0..s * s)
+        .map(|i| {
+            if i % s > i / s {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let bias = B::float_from_data(TensorData::new(bias, [1, 1, s, s]), &like.device());
+    B::float_cast(bias, FloatDType::from(like.dtype()))
 }
 
 /// One chunk's forward pass: its tensors for the backward pass and its output rows
@@ -162,8 +172,7 @@ fn chunk_forward<B: Backend>(
     let scores = B::float_matmul(q.clone(), B::float_swap_dims(k.clone(), 2, 3));
     let mut scores = B::float_mul_scalar(scores, Scalar::from(d.scale()));
     if d.causal {
-        let mask = causal_mask::<B>(d, sequences, &x.device());
-        scores = B::float_mask_fill(scores, mask, Scalar::from(f32::NEG_INFINITY));
+        scores = B::float_add(scores, causal_mask::<B>(d, &x));
     }
     let weights = softmax(scores);
     let heads = B::float_matmul(weights.clone(), v.clone());

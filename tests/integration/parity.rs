@@ -6,8 +6,8 @@
 use burn_route::{
     Affine, Fill, add_relu, affine, argmax_last, axpby, bias_gelu, clamp_ste, cross_entropy_logits,
     dequantize_relu, dropout, fill_where, layer_norm, masked_fill_count, moments, nan_to_num,
-    rms_norm, round_half_even, scale, softmax_last, softplus, split_last, sum_all, swiglu,
-    topk_last,
+    rms_norm, round_half_even, scale, self_attention, softmax_last, softplus, split_last, sum_all,
+    swiglu, topk_last,
 };
 use burn_tensor::activation::relu;
 use burn_tensor::quantization::QuantScheme;
@@ -250,4 +250,33 @@ pub fn gradients_match_flex(other: &Device) {
         TOL,
         &format!("cross_entropy_logits on {other:?}"),
     );
+    // Self-attention on `a`'s rows as two causal sequences of three, with four `[16, 16]`
+    // projections, on an input a memory-bound op makes: without and with gradient checkpointing
+    // (its hand-written kernel keeps other tensors under each).
+    let attention = |device: &Device| {
+        let x = Tensor::<3>::from_data(TensorData::new(a.clone(), [2, 3, SHAPE[1]]), device)
+            .require_grad();
+        let mut rng = Rng::new(4);
+        let weights = [0; 4].map(|_| {
+            let w = TensorData::new(rng.vec(SHAPE[1] * SHAPE[1], -0.5, 0.5), [SHAPE[1]; 2]);
+            Tensor::<2>::from_data(w, device).require_grad()
+        });
+        let [wq, wk, wv, wo] = weights.clone();
+        let out = self_attention(x.clone() * 2.0, wq, wk, wv, wo, 4, true);
+        let g = (out.clone() * out).sum().backward();
+        let mut all = values(&x.grad(&g).expect("x's gradient"));
+        for w in &weights {
+            all.extend(values(&w.grad(&g).expect("a weight's gradient")));
+        }
+        all
+    };
+    let flex = attention(&Device::flex().autodiff());
+    for device in [other.clone(), other.clone().gradient_checkpointing()] {
+        assert_close(
+            &attention(&device),
+            &flex,
+            TOL,
+            &format!("self_attention on {device:?}"),
+        );
+    }
 }
