@@ -26,7 +26,7 @@ use burn_backend::{Backend, FloatDType, Scalar, Shape, TensorData, TensorMetadat
 
 use super::backward::BackwardKernels;
 use super::composed;
-use super::fused_linear::{Chunks, check_weight, rows_of};
+use super::fused_linear::{Chunks, check_weight, rows_of, zeros};
 
 /// The op's name, in its panics.
 const OP: &str = "self_attention";
@@ -188,20 +188,51 @@ fn chunk_forward<B: Backend>(
     (chunk, projected)
 }
 
-/// One chunk's backward pass: each wanted weight's gradient added into `sums` (`[q, k, v,
-/// out]`) as soon as it is formed, and the chunk's `d_x` rows when wanted, with
-/// `softmax_backward(weights, grad)` the softmax's input gradient.
-#[allow(clippy::too_many_arguments)] // The chunk, its inputs and gradient, what is wanted, where.
-fn chunk_backward<B: Backend>(
-    chunk: Chunk<B>,
-    x: FloatTensor<B>,
-    [q_weight, k_weight, v_weight, out_weight]: &[FloatTensor<B>; 4],
-    grad: FloatTensor<B>,
-    d: &Dims,
+/// A chunk between the backward pass's phases, after the output projection's: its queries,
+/// keys, values and weights, and the gradient of its heads' output (`[sequences, heads, seq,
+/// head width]`).
+struct Heads<B: Backend> {
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    weights: FloatTensor<B>,
+    d_heads: FloatTensor<B>,
+}
+
+/// What the backward pass forms, and where: the wanted inputs, the weights' gradients summed
+/// over the chunks (`[q, k, v, out]`), and `x`'s gradient written a chunk of rows at a time.
+struct Formed<B: Backend> {
     wanted: [bool; 5],
-    sums: &mut [Option<FloatTensor<B>>; 4],
-    softmax_backward: &impl Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
-) -> Option<FloatTensor<B>> {
+    sums: [Option<FloatTensor<B>>; 4],
+    d_x: Rows<B>,
+}
+
+impl<B: Backend> Formed<B> {
+    /// Whether anything before the output projection is wanted (its input's gradient is).
+    fn inner(&self) -> bool {
+        self.wanted[..4].contains(&true)
+    }
+
+    /// Adds `value` into the sum of weight `index`'s gradient (`value` itself for the first
+    /// chunk).
+    fn add(&mut self, index: usize, value: FloatTensor<B>) {
+        let sum = &mut self.sums[index];
+        *sum = Some(match sum.take() {
+            Some(sum) => B::float_add(sum, value),
+            None => value,
+        });
+    }
+}
+
+/// The output projection's phase of one chunk: `d_out_weight`'s part, and the gradient of the
+/// heads' output when anything before it is wanted. The chunk's output is dropped.
+fn output_phase<B: Backend>(
+    chunk: Chunk<B>,
+    grad: FloatTensor<B>,
+    out_weight: &FloatTensor<B>,
+    d: &Dims,
+    formed: &mut Formed<B>,
+) -> Option<Heads<B>> {
     let Chunk {
         q,
         k,
@@ -209,51 +240,70 @@ fn chunk_backward<B: Backend>(
         weights,
         output,
     } = chunk;
-    let sequences = x.shape()[0] / d.seq;
-    if wanted[4] {
-        accumulate::<B>(
-            &mut sums[3],
-            B::linear_weight_backward(output, grad.clone()),
-        );
+    let sequences = output.shape()[0] / d.seq;
+    if formed.wanted[4] {
+        formed.add(3, B::linear_weight_backward(output, grad.clone()));
     }
-    if !wanted[..4].contains(&true) {
+    if !formed.inner() {
         return None;
     }
-    let d_heads = split_heads::<B>(B::linear_x_backward(out_weight.clone(), grad), d, sequences);
+    let d_heads = B::linear_x_backward(out_weight.clone(), grad);
+    Some(Heads {
+        q,
+        k,
+        v,
+        weights,
+        d_heads: split_heads::<B>(d_heads, d, sequences),
+    })
+}
+
+/// The attention's phase of one chunk: the gradients of its queries, keys and values, the heads
+/// merged (`[rows, inner]`), with `softmax_backward(weights, grad)` the softmax's input
+/// gradient. The chunk's tensors are dropped.
+fn attention_phase<B: Backend>(
+    heads: Heads<B>,
+    d: &Dims,
+    softmax_backward: &impl Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+) -> [Option<FloatTensor<B>>; 3] {
+    let Heads {
+        q,
+        k,
+        v,
+        weights,
+        d_heads,
+    } = heads;
+    let sequences = q.shape()[0];
     let d_weights = B::float_matmul(d_heads.clone(), B::float_swap_dims(v, 2, 3));
     let d_v = B::float_matmul(B::float_swap_dims(weights.clone(), 2, 3), d_heads);
     let d_scores = softmax_backward(weights, d_weights);
     let d_scores = B::float_mul_scalar(d_scores, Scalar::from(d.scale()));
     let d_q = B::float_matmul(d_scores.clone(), k);
     let d_k = B::float_matmul(B::float_swap_dims(d_scores, 2, 3), q);
-    let mut d_x = None;
-    let projections = [(d_q, q_weight), (d_k, k_weight), (d_v, v_weight)];
-    for (i, (g, w)) in projections.into_iter().enumerate() {
-        let g = merge_heads::<B>(g, d, sequences);
-        if wanted[i + 1] {
-            accumulate::<B>(
-                &mut sums[i],
-                B::linear_weight_backward(x.clone(), g.clone()),
-            );
-        }
-        if wanted[0] {
-            accumulate::<B>(&mut d_x, B::linear_x_backward(w.clone(), g));
+    [d_q, d_k, d_v].map(|g| Some(merge_heads::<B>(g, d, sequences)))
+}
+
+/// The phase of projection `index` (`q`, `k`, `v`) of one chunk, from the gradient of its output
+/// `grad` (`[rows, inner]`): the weight's gradient's part, and its part of `x`'s gradient, the
+/// first of three written and the others added in that order.
+fn projection_phase<B: Backend>(
+    index: usize,
+    grad: FloatTensor<B>,
+    x: FloatTensor<B>,
+    weight: &FloatTensor<B>,
+    rows: Range<usize>,
+    formed: &mut Formed<B>,
+) {
+    if formed.wanted[index + 1] {
+        formed.add(index, B::linear_weight_backward(x, grad.clone()));
+    }
+    if formed.wanted[0] {
+        let part = B::linear_x_backward(weight.clone(), grad);
+        if index == 0 {
+            formed.d_x.write(rows, part);
+        } else {
+            formed.d_x.add(rows, part);
         }
     }
-    d_x
-}
-
-/// `acc + value`, or `value` for the first.
-fn accumulate<B: Backend>(acc: &mut Option<FloatTensor<B>>, value: FloatTensor<B>) {
-    *acc = Some(match acc.take() {
-        Some(sum) => B::float_add(sum, value),
-        None => value,
-    });
-}
-
-/// A zeroed tensor of `shape` on `like`'s device, in its dtype.
-fn zeros<B: Backend>(shape: Shape, like: &FloatTensor<B>) -> FloatTensor<B> {
-    B::float_zeros(shape, &like.device(), FloatDType::from(like.dtype()))
 }
 
 /// Each chunk's result (`[rows, width]`), written into the rows it came from of one `[batch,
@@ -282,6 +332,17 @@ impl<B: Backend> Rows<B> {
                 .take()
                 .unwrap_or_else(|| zeros::<B>(Shape::new([self.rows, self.width]), &value));
             B::float_slice_assign(all, &[range.into()], value)
+        });
+    }
+
+    /// Adds `value` into the rows in `range`, which were written.
+    fn add(&mut self, range: Range<usize>, value: FloatTensor<B>) {
+        let all = self.all.take().expect("rows written before");
+        self.all = Some(if range.len() == self.rows {
+            B::float_add(all, value)
+        } else {
+            let sum = B::float_add(B::float_slice(all.clone(), &[range.clone().into()]), value);
+            B::float_slice_assign(all, &[range.into()], sum)
         });
     }
 
@@ -326,8 +387,13 @@ pub(crate) struct Softmax<F, G> {
     pub backward: G,
 }
 
-/// The gradients of the five float inputs (`None` where not wanted): each chunk's tensors taken
-/// from `kept`, or rebuilt from `x` when it is empty, in the chunks of the forward pass.
+/// The gradients of the five float inputs (`None` where not wanted), in the chunks of the
+/// forward pass. With the chunks' tensors `kept`, each phase runs over every chunk before the
+/// next (the output projection's, the attention's, then each projection's), so that what a
+/// phase reads is dropped as its gradients are formed, as Burn's graph drops a matmul's
+/// operands; with none kept (under gradient checkpointing), each chunk is rebuilt from `x` and
+/// goes through every phase before the next chunk. Each gradient is formed by the same
+/// operations in the same order either way, so with the same bits.
 #[allow(clippy::too_many_arguments)] // The op's inputs, what was kept, the gradient, what is wanted.
 fn backward<B: Backend, F, G>(
     x: &FloatTensor<B>,
@@ -335,7 +401,7 @@ fn backward<B: Backend, F, G>(
     d: &Dims,
     chunks: Chunks,
     kept: Vec<Chunk<B>>,
-    grad: &FloatTensor<B>,
+    grad: FloatTensor<B>,
     wanted: [bool; 5],
     softmax: &Softmax<F, G>,
 ) -> [Option<FloatTensor<B>>; 5]
@@ -354,33 +420,54 @@ where
         }
         return out;
     }
-    let mut kept = kept.into_iter();
-    let mut d_x = Rows::<B>::new(d, features);
-    let mut sums: [Option<FloatTensor<B>>; 4] = [const { None }; 4];
-    for sequences in d.chunks(chunks) {
-        let rows = d.rows_of(&sequences);
-        let x_rows = rows_of::<B>(x, rows.clone());
-        let chunk = match kept.next() {
-            Some(chunk) => chunk,
-            None => chunk_forward::<B>(x_rows.clone(), weights, d, &softmax.forward).0,
-        };
-        let grad_rows = rows_of::<B>(grad, rows.clone());
-        let dx = chunk_backward::<B>(
-            chunk,
-            x_rows,
-            weights,
-            grad_rows,
-            d,
-            wanted,
-            &mut sums,
-            &softmax.backward,
-        );
-        if let Some(dx) = dx {
-            d_x.write(rows, dx);
+    let ranges: Vec<Range<usize>> = d.chunks(chunks).map(|s| d.rows_of(&s)).collect();
+    let mut formed = Formed {
+        wanted,
+        sums: [const { None }; 4],
+        d_x: Rows::<B>::new(d, features),
+    };
+    let [q_weight, k_weight, v_weight, out_weight] = weights;
+    let projections = [q_weight, k_weight, v_weight];
+    if kept.is_empty() {
+        for rows in ranges {
+            let x_rows = rows_of::<B>(x, rows.clone());
+            let chunk = chunk_forward::<B>(x_rows.clone(), weights, d, &softmax.forward).0;
+            let grad_rows = rows_of::<B>(&grad, rows.clone());
+            let Some(heads) = output_phase::<B>(chunk, grad_rows, out_weight, d, &mut formed)
+            else {
+                continue;
+            };
+            let grads = attention_phase::<B>(heads, d, &softmax.backward);
+            for (index, (g, w)) in grads.into_iter().zip(projections).enumerate() {
+                let g = g.expect("formed");
+                projection_phase::<B>(index, g, x_rows.clone(), w, rows.clone(), &mut formed);
+            }
+        }
+    } else {
+        let heads: Vec<Option<Heads<B>>> = kept
+            .into_iter()
+            .zip(&ranges)
+            .map(|(chunk, rows)| {
+                let grad_rows = rows_of::<B>(&grad, rows.clone());
+                output_phase::<B>(chunk, grad_rows, out_weight, d, &mut formed)
+            })
+            .collect();
+        drop(grad);
+        let mut grads: Vec<[Option<FloatTensor<B>>; 3]> = heads
+            .into_iter()
+            .flatten()
+            .map(|heads| attention_phase::<B>(heads, d, &softmax.backward))
+            .collect();
+        for (index, w) in projections.into_iter().enumerate() {
+            for (chunk, rows) in grads.iter_mut().zip(&ranges) {
+                let g = chunk[index].take().expect("formed");
+                let x_rows = rows_of::<B>(x, rows.clone());
+                projection_phase::<B>(index, g, x_rows, w, rows.clone(), &mut formed);
+            }
         }
     }
-    let [d_q, d_k, d_v, d_out] = sums;
-    [d_x.finish(d), d_q, d_k, d_v, d_out]
+    let [d_q, d_k, d_v, d_out] = formed.sums;
+    [formed.d_x.finish(d), d_q, d_k, d_v, d_out]
 }
 
 /// [`self_attention`](crate::tensor::self_attention) written with `B`'s primitives: the
@@ -492,7 +579,7 @@ pub(crate) mod autodiff {
                 &dims,
                 B::PROJECTION_CHUNKS,
                 chunks,
-                &grad,
+                grad,
                 wanted,
                 &softmax,
             );

@@ -14,7 +14,7 @@ use std::ops::Range;
 
 use burn_backend::backend::ops::FloatTensorOps;
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{Backend, DType, Shape, TensorMetadata};
+use burn_backend::{Backend, DType, Shape, TensorData, TensorMetadata};
 use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
@@ -56,6 +56,18 @@ fn linear_after<B: Backend>(
 ) -> FloatTensor<B> {
     check_weight(op, [name, "weight"], &input, &weight);
     B::linear(make(input), weight, bias)
+}
+
+/// A zeroed tensor of `shape` on `like`'s device, in its dtype, for chunks of rows to be written
+/// into. Made from data rather than with `float_zeros`: Flex's makes a byte vector and copies it
+/// into an aligned buffer, so the tensor briefly took twice its size (an extra 4 MiB in
+/// `self_attention`'s forward pass at 1M values); `TensorData`'s typed zeros are taken as they
+/// are. (On a GPU the chunks are every row, and no such tensor is made.)
+pub(crate) fn zeros<B: Backend>(shape: Shape, like: &FloatTensor<B>) -> FloatTensor<B> {
+    B::float_from_data(
+        TensorData::full_dtype(shape, 0.0, like.dtype()),
+        &like.device(),
+    )
 }
 
 /// `t`'s rows (every dimension but the last, flattened) in `range`, as `[rows, width]`.

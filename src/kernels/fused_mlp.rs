@@ -13,12 +13,12 @@
 use std::ops::Range;
 
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{Backend, FloatDType, Shape, Slice, TensorMetadata};
+use burn_backend::{Backend, Shape, Slice, TensorMetadata};
 
 pub(crate) mod flex;
 
 use super::composed;
-use super::fused_linear::{Chunks, GateBackward, RmsNormBackward, check_weight, rows_of};
+use super::fused_linear::{Chunks, GateBackward, RmsNormBackward, check_weight, rows_of, zeros};
 use crate::ops::RoutedOps;
 
 /// The op's name, in its panics.
@@ -101,8 +101,7 @@ fn write_rows<B: Backend>(
 
 /// A zeroed `[rows, width]` tensor on `like`'s device, in its dtype.
 fn rows_buffer<B: Backend>(rows: usize, width: usize, like: &FloatTensor<B>) -> FloatTensor<B> {
-    let shape = Shape::new([rows, width]);
-    B::float_zeros(shape, &like.device(), FloatDType::from(like.dtype()))
+    zeros::<B>(Shape::new([rows, width]), like)
 }
 
 /// `rms_norm_swiglu_mlp` with `B`'s own `rms_norm` and `swiglu` kernels, `chunks` rows at a time.
