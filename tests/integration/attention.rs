@@ -34,10 +34,10 @@ const SMALL: Dims = Dims {
     outputs: 3,
 };
 
-/// On Flex a chunk is about 8K values of the projections' width (at least 64 rows): 256 rows of
-/// 32, so 50 sequences of 8 go in chunks of 32 and 18 sequences.
+/// On Flex a chunk is about 16K values of the projections' width (at least 64 rows): 512 rows of
+/// 32, so 100 sequences of 8 go in chunks of 64 and 36 sequences.
 const CHUNKED: Dims = Dims {
-    batch: 50,
+    batch: 100,
     seq: 8,
     features: 16,
     inner: 32,
