@@ -39,6 +39,7 @@ const OP: &str = "self_attention";
 pub(crate) struct Dims {
     batch: usize,
     seq: usize,
+    features: usize,
     inner: usize,
     outputs: usize,
     heads: usize,
@@ -77,6 +78,7 @@ impl Dims {
         Self {
             batch: shape[0],
             seq: shape[1],
+            features: shape[2],
             inner,
             outputs: out[1],
             heads,
@@ -90,23 +92,24 @@ impl Dims {
 
     /// Whether the call has no rows, or rows of no width: its output and gradients are zeros
     /// (no product runs on an empty operand).
-    fn empty(&self, features: usize) -> bool {
-        self.rows() == 0 || features == 0
+    fn empty(&self) -> bool {
+        self.rows() == 0 || self.features == 0
     }
 
     /// The factor of the scores: one over the square root of a head's width.
-    fn scale(&self) -> f32 {
-        #[allow(clippy::cast_precision_loss)] // A head's width is far below 2^24.
-        let width = (self.inner / self.heads) as f32;
+    fn scale(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)] // A head's width is far below 2^52.
+        let width = (self.inner / self.heads) as f64;
         1.0 / width.sqrt()
     }
 
     /// The ranges of sequences (batch entries) in each chunk: with `Chunks::Small`, about 64 KiB
     /// of projection-width `f32` values (or of one row's scores over every head), twice a
-    /// projection's chunk, and at least 64 rows. A chunk here is some forty small ops, whose
-    /// count a bigger chunk divides: in the memory bench's training step, 128-row chunks took
-    /// 1.05x-1.08x the step time of the model with Burn's attention, 256-row ones 1.02x, with
-    /// checkpointing at 995 KiB against 949 (one chunk: 1,203).
+    /// projection's chunk, and at least 64 rows, rounded down to whole sequences (one at least).
+    /// A chunk here is some forty small ops, whose count a bigger chunk divides: in the memory
+    /// bench's training step, 128-row chunks took 1.05x-1.08x the step time of the model with
+    /// Burn's attention, 256-row ones 1.02x, with checkpointing at 995 KiB against 949 (one
+    /// chunk: 1,203).
     fn chunks(&self, chunks: Chunks) -> impl Iterator<Item = Range<usize>> + use<> {
         let width = self.inner.max(self.seq * self.heads).div_ceil(2);
         let sequences = (chunks.rows(self.rows(), width) / self.seq.max(1)).max(1);
@@ -120,18 +123,36 @@ impl Dims {
     fn rows_of(&self, sequences: &Range<usize>) -> Range<usize> {
         sequences.start * self.seq..sequences.end * self.seq
     }
+
+    /// `t` (`[batch, seq, width]`) as `[rows, width]`, copied once here if it is not contiguous
+    /// (each chunk's rows are then a view).
+    fn flat<B: Backend>(&self, t: FloatTensor<B>) -> FloatTensor<B> {
+        let width = t.shape()[2];
+        B::float_reshape(t, Shape::new([self.rows(), width]))
+    }
+
+    /// Whether anything before the output projection gets a gradient.
+    fn inner_wanted(wanted: [bool; 5]) -> bool {
+        wanted[..4].contains(&true)
+    }
 }
 
-/// What a chunk's backward pass reads: the queries, keys and values split into heads
-/// (`[sequences, heads, seq, head width]`), the attention weights (`[sequences, heads, seq,
-/// seq]`) and their output with the heads merged (`[rows, inner]`).
+/// A chunk's queries, keys and values split into heads (`[sequences, heads, seq, head
+/// width]`) and its attention weights (`[sequences, heads, seq, seq]`).
 #[derive(Clone, Debug)]
-pub(crate) struct Chunk<B: Backend> {
+pub(crate) struct Attention<B: Backend> {
     q: FloatTensor<B>,
     k: FloatTensor<B>,
     v: FloatTensor<B>,
     weights: FloatTensor<B>,
-    output: FloatTensor<B>,
+}
+
+/// What the backward pass reads of a chunk: its [`Attention`] when anything before the output
+/// projection gets a gradient, and the heads' output (`[rows, inner]`) when `out_weight` does.
+#[derive(Clone, Debug)]
+pub(crate) struct Chunk<B: Backend> {
+    attention: Option<Attention<B>>,
+    output: Option<FloatTensor<B>>,
 }
 
 /// `[rows, inner]` as `[sequences, heads, seq, head width]`.
@@ -164,15 +185,16 @@ fn causal_mask<B: Backend>(d: &Dims, like: &FloatTensor<B>) -> FloatTensor<B> {
     B::float_cast(bias, FloatDType::from(like.dtype()))
 }
 
-/// One chunk's forward pass: its tensors for the backward pass and its output rows
-/// (`[rows, outputs]`), from its rows of `x` (`[rows, features]`), with `softmax` over the last
-/// dimension.
-fn chunk_forward<B: Backend>(
+/// One chunk's attention, from its rows of `x` (`[rows, features]`), with `softmax` over the
+/// last dimension: its queries, keys, values and weights, and the heads' output (`[rows,
+/// inner]`), which the output projection takes. The forward pass and the rebuilding of a chunk
+/// in the backward pass both run this.
+fn chunk_attention<B: Backend>(
     x: FloatTensor<B>,
-    [q_weight, k_weight, v_weight, out_weight]: &[FloatTensor<B>; 4],
+    [q_weight, k_weight, v_weight]: [&FloatTensor<B>; 3],
     d: &Dims,
     softmax: &impl Fn(FloatTensor<B>) -> FloatTensor<B>,
-) -> (Chunk<B>, FloatTensor<B>) {
+) -> (Attention<B>, FloatTensor<B>) {
     let sequences = x.shape()[0] / d.seq;
     let project =
         |w: &FloatTensor<B>| split_heads::<B>(B::linear(x.clone(), w.clone(), None), d, sequences);
@@ -185,25 +207,13 @@ fn chunk_forward<B: Backend>(
     let weights = softmax(scores);
     let heads = B::float_matmul(weights.clone(), v.clone());
     let output = merge_heads::<B>(heads, d, sequences);
-    let projected = B::linear(output.clone(), out_weight.clone(), None);
-    let chunk = Chunk {
-        q,
-        k,
-        v,
-        weights,
-        output,
-    };
-    (chunk, projected)
+    (Attention { q, k, v, weights }, output)
 }
 
-/// A chunk between the backward pass's phases, after the output projection's: its queries,
-/// keys, values and weights, and the gradient of its heads' output (`[sequences, heads, seq,
-/// head width]`).
+/// A chunk between the backward pass's phases, after the output projection's: its
+/// [`Attention`] and the gradient of its heads' output (`[sequences, heads, seq, head width]`).
 struct Heads<B: Backend> {
-    q: FloatTensor<B>,
-    k: FloatTensor<B>,
-    v: FloatTensor<B>,
-    weights: FloatTensor<B>,
+    attention: Attention<B>,
     d_heads: FloatTensor<B>,
 }
 
@@ -216,11 +226,6 @@ struct Formed<B: Backend> {
 }
 
 impl<B: Backend> Formed<B> {
-    /// Whether anything before the output projection is wanted (its input's gradient is).
-    fn inner(&self) -> bool {
-        self.wanted[..4].contains(&true)
-    }
-
     /// Adds `value` into the sum of weight `index`'s gradient (`value` itself for the first
     /// chunk).
     fn add(&mut self, index: usize, value: FloatTensor<B>) {
@@ -232,8 +237,9 @@ impl<B: Backend> Formed<B> {
     }
 }
 
-/// The output projection's phase of one chunk: `d_out_weight`'s part, and the gradient of the
-/// heads' output when anything before it is wanted. The chunk's output is dropped.
+/// The output projection's phase of one chunk, from its rows of the incoming gradient
+/// (`[rows, outputs]`): `d_out_weight`'s part, and the gradient of the heads' output when
+/// anything before the projection is wanted. What the chunk kept is dropped or moved on.
 fn output_phase<B: Backend>(
     chunk: Chunk<B>,
     grad: FloatTensor<B>,
@@ -241,26 +247,18 @@ fn output_phase<B: Backend>(
     d: &Dims,
     formed: &mut Formed<B>,
 ) -> Option<Heads<B>> {
-    let Chunk {
-        q,
-        k,
-        v,
-        weights,
-        output,
-    } = chunk;
-    let sequences = output.shape()[0] / d.seq;
+    const KEPT: &str = "kept for what is wanted";
+    let sequences = grad.shape()[0] / d.seq;
     if formed.wanted[4] {
+        let output = chunk.output.expect(KEPT);
         formed.add(3, B::linear_weight_backward(output, grad.clone()));
     }
-    if !formed.inner() {
+    if !Dims::inner_wanted(formed.wanted) {
         return None;
     }
     let d_heads = B::linear_x_backward(out_weight.clone(), grad);
     Some(Heads {
-        q,
-        k,
-        v,
-        weights,
+        attention: chunk.attention.expect(KEPT),
         d_heads: split_heads::<B>(d_heads, d, sequences),
     })
 }
@@ -274,10 +272,7 @@ fn attention_phase<B: Backend>(
     softmax_backward: &impl Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
 ) -> [Option<FloatTensor<B>>; 3] {
     let Heads {
-        q,
-        k,
-        v,
-        weights,
+        attention: Attention { q, k, v, weights },
         d_heads,
     } = heads;
     let sequences = q.shape()[0];
@@ -291,17 +286,19 @@ fn attention_phase<B: Backend>(
 }
 
 /// The phase of projection `index` (`q`, `k`, `v`) of one chunk, from the gradient of its output
-/// `grad` (`[rows, inner]`): the weight's gradient's part, and its part of `x`'s gradient, the
-/// first of three written and the others added in that order.
+/// `grad` (`[rows, inner]`) and the chunk's rows of `x` (given when the weight's gradient is
+/// wanted): the weight's gradient's part, and its part of `x`'s gradient, the first of three
+/// written and the others added in that order.
 fn projection_phase<B: Backend>(
     index: usize,
     grad: FloatTensor<B>,
-    x: FloatTensor<B>,
+    x: Option<FloatTensor<B>>,
     weight: &FloatTensor<B>,
     rows: Range<usize>,
     formed: &mut Formed<B>,
 ) {
     if formed.wanted[index + 1] {
+        let x = x.expect("x is kept when a projection's weight gradient is wanted");
         formed.add(index, B::linear_weight_backward(x, grad.clone()));
     }
     if formed.wanted[0] {
@@ -360,28 +357,35 @@ impl<B: Backend> Rows<B> {
     }
 }
 
-/// The forward pass in `chunks`: the output, and each chunk's tensors when `keep` is set.
+/// The forward pass in `chunks`: the output, and each chunk's tensors for the backward pass of
+/// the inputs `keep` says are wanted (none without it).
 fn forward<B: Backend>(
-    x: &FloatTensor<B>,
+    x: FloatTensor<B>,
     weights: &[FloatTensor<B>; 4],
     d: &Dims,
     chunks: Chunks,
-    keep: bool,
+    keep: Option<[bool; 5]>,
     softmax: &impl Fn(FloatTensor<B>) -> FloatTensor<B>,
 ) -> (FloatTensor<B>, Vec<Chunk<B>>) {
-    let features = x.shape()[2];
-    if d.empty(features) {
-        let output = zeros::<B>(Shape::new([d.batch, d.seq, d.outputs]), x);
+    if d.empty() {
+        let output = zeros::<B>(Shape::new([d.batch, d.seq, d.outputs]), &x);
         return (output, Vec::new());
     }
+    let [q_weight, k_weight, v_weight, out_weight] = weights;
+    let x = d.flat::<B>(x);
     let mut output = Rows::<B>::new(d, d.outputs);
     let mut kept = Vec::new();
     for sequences in d.chunks(chunks) {
         let rows = d.rows_of(&sequences);
-        let (chunk, out) = chunk_forward::<B>(rows_of::<B>(x, rows.clone()), weights, d, softmax);
-        output.write(rows, out);
-        if keep {
-            kept.push(chunk);
+        let x_rows = rows_of::<B>(&x, rows.clone());
+        let (attention, heads) =
+            chunk_attention::<B>(x_rows, [q_weight, k_weight, v_weight], d, softmax);
+        output.write(rows, B::linear(heads.clone(), out_weight.clone(), None));
+        if let Some(wanted) = keep {
+            kept.push(Chunk {
+                attention: Dims::inner_wanted(wanted).then_some(attention),
+                output: wanted[4].then_some(heads),
+            });
         }
     }
     (output.finish(d).expect("a chunk at least"), kept)
@@ -396,19 +400,22 @@ pub(crate) struct Softmax<F, G> {
 }
 
 /// The gradients of the five float inputs (`None` where not wanted), in the chunks of the
-/// forward pass. With the chunks' tensors `kept`, each phase runs over every chunk before the
-/// next (the output projection's, the attention's, then each projection's), so that what a
-/// phase reads is dropped as its gradients are formed, as Burn's graph drops a matmul's
-/// operands; with none kept (under gradient checkpointing), each chunk is rebuilt from `x` and
-/// goes through every phase before the next chunk. Each gradient is formed by the same
-/// operations in the same order either way, so with the same bits.
+/// forward pass, from `x` (when kept or rebuilt: the projections' weight gradients read it),
+/// the weights and the incoming gradient `grad`.
+///
+/// With the chunks' tensors `kept`, each phase runs over every chunk before the next (the
+/// output projection's, the attention's, then each projection's), so that what a phase reads
+/// is dropped as its gradients are formed, as Burn's graph drops a matmul's operands. Without
+/// (under gradient checkpointing), each chunk is rebuilt from `x` and goes through every phase
+/// before the next chunk. Each gradient is formed by the same operations in the same order
+/// either way, so with the same bits.
 #[allow(clippy::too_many_arguments)] // The op's inputs, what was kept, the gradient, what is wanted.
 fn backward<B: Backend, F, G>(
-    x: &FloatTensor<B>,
+    x: Option<FloatTensor<B>>,
     weights: &[FloatTensor<B>; 4],
     d: &Dims,
     chunks: Chunks,
-    kept: Vec<Chunk<B>>,
+    kept: Option<Vec<Chunk<B>>>,
     grad: FloatTensor<B>,
     wanted: [bool; 5],
     softmax: &Softmax<F, G>,
@@ -417,14 +424,13 @@ where
     F: Fn(FloatTensor<B>) -> FloatTensor<B>,
     G: Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
 {
-    let features = x.shape()[2];
-    if d.empty(features) {
-        let shapes = [x.shape()]
+    if d.empty() {
+        let shapes = [Shape::new([d.batch, d.seq, d.features])]
             .into_iter()
             .chain(weights.iter().map(|w| w.shape()));
         let mut out = [const { None }; 5];
         for ((slot, shape), want) in out.iter_mut().zip(shapes).zip(wanted) {
-            *slot = want.then(|| zeros::<B>(shape, x));
+            *slot = want.then(|| zeros::<B>(shape, &grad));
         }
         return out;
     }
@@ -432,45 +438,56 @@ where
     let mut formed = Formed {
         wanted,
         sums: [const { None }; 4],
-        d_x: Rows::<B>::new(d, features),
+        d_x: Rows::<B>::new(d, d.features),
     };
     let [q_weight, k_weight, v_weight, out_weight] = weights;
     let projections = [q_weight, k_weight, v_weight];
-    if kept.is_empty() {
-        for rows in ranges {
-            let x_rows = rows_of::<B>(x, rows.clone());
-            let chunk = chunk_forward::<B>(x_rows.clone(), weights, d, &softmax.forward).0;
-            let grad_rows = rows_of::<B>(&grad, rows.clone());
-            let Some(heads) = output_phase::<B>(chunk, grad_rows, out_weight, d, &mut formed)
-            else {
-                continue;
-            };
-            let grads = attention_phase::<B>(heads, d, &softmax.backward);
-            for (index, (g, w)) in grads.into_iter().zip(projections).enumerate() {
-                let g = g.expect("formed");
-                projection_phase::<B>(index, g, x_rows.clone(), w, rows.clone(), &mut formed);
+    let x = x.map(|x| d.flat::<B>(x));
+    let x_rows = |rows: &Range<usize>| x.as_ref().map(|x| rows_of::<B>(x, rows.clone()));
+    let grad = d.flat::<B>(grad);
+    match kept {
+        None => {
+            for rows in ranges {
+                let x_chunk = x_rows(&rows).expect("x is kept to rebuild the chunks");
+                let (attention, heads) =
+                    chunk_attention::<B>(x_chunk.clone(), projections, d, &softmax.forward);
+                let chunk = Chunk {
+                    attention: Some(attention),
+                    output: Some(heads),
+                };
+                let grad_rows = rows_of::<B>(&grad, rows.clone());
+                let Some(heads) = output_phase::<B>(chunk, grad_rows, out_weight, d, &mut formed)
+                else {
+                    continue;
+                };
+                let grads = attention_phase::<B>(heads, d, &softmax.backward);
+                for (index, (g, w)) in grads.into_iter().zip(projections).enumerate() {
+                    let g = g.expect("formed");
+                    let x = Some(x_chunk.clone());
+                    projection_phase::<B>(index, g, x, w, rows.clone(), &mut formed);
+                }
             }
         }
-    } else {
-        let heads: Vec<Option<Heads<B>>> = kept
-            .into_iter()
-            .zip(&ranges)
-            .map(|(chunk, rows)| {
-                let grad_rows = rows_of::<B>(&grad, rows.clone());
-                output_phase::<B>(chunk, grad_rows, out_weight, d, &mut formed)
-            })
-            .collect();
-        drop(grad);
-        let mut grads: Vec<[Option<FloatTensor<B>>; 3]> = heads
-            .into_iter()
-            .flatten()
-            .map(|heads| attention_phase::<B>(heads, d, &softmax.backward))
-            .collect();
-        for (index, w) in projections.into_iter().enumerate() {
-            for (chunk, rows) in grads.iter_mut().zip(&ranges) {
-                let g = chunk[index].take().expect("formed");
-                let x_rows = rows_of::<B>(x, rows.clone());
-                projection_phase::<B>(index, g, x_rows, w, rows.clone(), &mut formed);
+        Some(kept) => {
+            let heads: Vec<Option<Heads<B>>> = kept
+                .into_iter()
+                .zip(&ranges)
+                .map(|(chunk, rows)| {
+                    let grad_rows = rows_of::<B>(&grad, rows.clone());
+                    output_phase::<B>(chunk, grad_rows, out_weight, d, &mut formed)
+                })
+                .collect();
+            drop(grad);
+            let mut grads: Vec<[Option<FloatTensor<B>>; 3]> = heads
+                .into_iter()
+                .flatten()
+                .map(|heads| attention_phase::<B>(heads, d, &softmax.backward))
+                .collect();
+            for (index, w) in projections.into_iter().enumerate() {
+                for (chunk, rows) in grads.iter_mut().zip(&ranges) {
+                    let g = chunk[index].take().expect("formed");
+                    projection_phase::<B>(index, g, x_rows(rows), w, rows.clone(), &mut formed);
+                }
             }
         }
     }
@@ -491,15 +508,8 @@ pub fn self_attention<B: Backend>(
 ) -> FloatTensor<B> {
     let d = Dims::of(&x, &q_weight, &out_weight, heads, causal);
     let weights = [q_weight, k_weight, v_weight, out_weight];
-    forward::<B>(
-        &x,
-        &weights,
-        &d,
-        Chunks::Whole,
-        false,
-        &composed::softmax_last::<B>,
-    )
-    .0
+    let softmax = composed::softmax_last::<B>;
+    forward::<B>(x, &weights, &d, Chunks::Whole, None, &softmax).0
 }
 
 /// `self_attention` with `B`'s own softmax kernel, in `B`'s chunks: Flex's kernel.
@@ -511,11 +521,11 @@ pub(crate) fn self_attention_on<B: BackwardKernels>(
 ) -> FloatTensor<B> {
     let d = Dims::of(&x, &weights[0], &weights[3], heads, causal);
     forward::<B>(
-        &x,
+        x,
         &weights,
         &d,
         B::PROJECTION_CHUNKS,
-        false,
+        None,
         &B::softmax_last,
     )
     .0
@@ -537,12 +547,14 @@ pub(crate) mod autodiff {
     use crate::rt::autodiff::{Autodiff, NodeId};
     use crate::rt::{Backend, CheckpointStrategy};
 
-    /// What the backward pass keeps: the inputs and each chunk's tensors, or (under gradient
-    /// checkpointing) the inputs' node ids.
+    /// What the backward pass keeps: the weights, `x` when a projection's weight gradient is
+    /// wanted, and each chunk's tensors for what is wanted; or (under gradient checkpointing)
+    /// the five inputs' node ids.
     #[derive(Clone, Debug)]
     enum Kept<B: Backend> {
         Tensors {
-            inputs: [FloatTensor<B>; 5],
+            x: Option<FloatTensor<B>>,
+            weights: [FloatTensor<B>; 4],
             chunks: Vec<Chunk<B>>,
         },
         Checkpointed([NodeId; 5]),
@@ -569,28 +581,21 @@ pub(crate) mod autodiff {
             let grad = grads.consume::<B>(&ops.node);
             let wanted = ops.parents.each_ref().map(Option::is_some);
             let State { kept, dims } = ops.state;
-            let (inputs, chunks) = match kept {
-                Kept::Tensors { inputs, chunks } => (inputs, chunks),
-                Kept::Checkpointed(ids) => (
-                    ids.map(|id| checkpointer.retrieve_node_output::<FloatTensor<B>>(id)),
-                    Vec::new(),
-                ),
+            let (x, weights, chunks) = match kept {
+                Kept::Tensors { x, weights, chunks } => (x, weights, Some(chunks)),
+                Kept::Checkpointed(ids) => {
+                    let [x, weights @ ..] =
+                        ids.map(|id| checkpointer.retrieve_node_output::<FloatTensor<B>>(id));
+                    (Some(x), weights, None)
+                }
             };
-            let [x, weights @ ..] = inputs;
             let softmax = Softmax {
                 forward: B::softmax_last,
                 backward: B::softmax_last_backward,
             };
-            let formed = backward::<B, _, _>(
-                &x,
-                &weights,
-                &dims,
-                B::PROJECTION_CHUNKS,
-                chunks,
-                grad,
-                wanted,
-                &softmax,
-            );
+            let chunking = B::PROJECTION_CHUNKS;
+            let formed =
+                backward::<B, _, _>(x, &weights, &dims, chunking, chunks, grad, wanted, &softmax);
             for (parent, formed) in ops.parents.into_iter().zip(formed) {
                 if let (Some(parent), Some(formed)) = (parent, formed) {
                     grads.register::<B>(parent.id, formed);
@@ -612,7 +617,9 @@ pub(crate) mod autodiff {
             heads,
             causal,
         );
+        let wanted = inputs.each_ref().map(|t| t.is_tracked());
         let parents = inputs.each_ref().map(|t| t.node());
+        let chunking = B::PROJECTION_CHUNKS;
         match SelfAttentionBackward
             .prepare::<C>(parents)
             .compute_bound()
@@ -621,36 +628,23 @@ pub(crate) mod autodiff {
             OpsKind::Tracked(mut prep) if checkpoints::<C>() => {
                 let ids = inputs.each_ref().map(|t| prep.checkpoint(t));
                 let [x, weights @ ..] = inputs.map(|t| t.into_primitive());
-                let (output, _) = forward::<B>(
-                    &x,
-                    &weights,
-                    &dims,
-                    B::PROJECTION_CHUNKS,
-                    false,
-                    &B::softmax_last,
-                );
-                let state = State {
-                    kept: Kept::Checkpointed(ids),
-                    dims,
-                };
-                prep.finish(state, output)
+                let softmax = B::softmax_last;
+                let (output, _) = forward::<B>(x, &weights, &dims, chunking, None, &softmax);
+                let kept = Kept::Checkpointed(ids);
+                prep.finish(State { kept, dims }, output)
             }
             OpsKind::Tracked(prep) => {
-                let inputs = inputs.map(|t| t.into_primitive());
-                let [x, weights @ ..] = &inputs;
-                let (output, chunks) = forward::<B>(
-                    x,
+                let [x, weights @ ..] = inputs.map(|t| t.into_primitive());
+                let keep_x = wanted[1..4].contains(&true).then(|| x.clone());
+                let softmax = B::softmax_last;
+                let (output, chunks) =
+                    forward::<B>(x, &weights, &dims, chunking, Some(wanted), &softmax);
+                let kept = Kept::Tensors {
+                    x: keep_x,
                     weights,
-                    &dims,
-                    B::PROJECTION_CHUNKS,
-                    true,
-                    &B::softmax_last,
-                );
-                let state = State {
-                    kept: Kept::Tensors { inputs, chunks },
-                    dims,
+                    chunks,
                 };
-                prep.finish(state, output)
+                prep.finish(State { kept, dims }, output)
             }
             OpsKind::UnTracked(prep) => {
                 let [x, weights @ ..] = inputs.map(|t| t.into_primitive());

@@ -62,7 +62,8 @@ fn linear_after<B: Backend>(
 /// into. Made from data rather than with `float_zeros`: Flex's makes a byte vector and copies it
 /// into an aligned buffer, so the tensor briefly took twice its size (an extra 4 MiB in
 /// `self_attention`'s forward pass at 1M values); `TensorData`'s typed zeros are taken as they
-/// are. (On a GPU the chunks are every row, and no such tensor is made.)
+/// are. (On a GPU the chunks are every row, and such a tensor is made only for a call without
+/// rows.)
 pub(crate) fn zeros<B: Backend>(shape: Shape, like: &FloatTensor<B>) -> FloatTensor<B> {
     B::float_from_data(
         TensorData::full_dtype(shape, 0.0, like.dtype()),

@@ -257,6 +257,77 @@ fn untracked_inputs_get_no_gradient_and_the_others_the_same_one() {
     }
 }
 
+/// A transposed `x` (a view, not contiguous), transposed weights, and a plain `sum` (whose
+/// gradient is a broadcast view) give the values and gradients of contiguous inputs, under
+/// checkpointing too.
+#[test]
+fn views_give_the_same_results() {
+    let dims = CHUNKED;
+    let leaves = dims.inputs(13);
+    let run = |device: &Device, views: bool| {
+        let shapes = dims.shapes();
+        let x = if views {
+            let [b, s, f] = [dims.batch, dims.seq, dims.features];
+            let stored: Vec<f32> = (0..b)
+                .flat_map(|i| (0..f).flat_map(move |c| (0..s).map(move |r| (i, r, c))))
+                .map(|(i, r, c)| leaves[0][(i * s + r) * f + c])
+                .collect();
+            Tensor::<3>::from_data(TensorData::new(stored, [b, f, s]), device).require_grad()
+        } else {
+            Tensor::<3>::from_data(
+                TensorData::new(leaves[0].clone(), shapes[0].clone()),
+                device,
+            )
+            .require_grad()
+        };
+        let weights = [1, 2, 3, 4].map(|i| {
+            let [r, c] = [shapes[i][0], shapes[i][1]];
+            if views {
+                let t: Vec<f32> = (0..c)
+                    .flat_map(|j| (0..r).map(move |k| (k, j)))
+                    .map(|(k, j)| leaves[i][k * c + j])
+                    .collect();
+                Tensor::<2>::from_data(TensorData::new(t, [c, r]), device).require_grad()
+            } else {
+                Tensor::<2>::from_data(TensorData::new(leaves[i].clone(), [r, c]), device)
+                    .require_grad()
+            }
+        });
+        let view = |w: &Tensor<2>| {
+            if views {
+                w.clone().transpose()
+            } else {
+                w.clone()
+            }
+        };
+        let x_in = if views {
+            x.clone().swap_dims(1, 2)
+        } else {
+            x.clone()
+        };
+        let [wq, wk, wv, wo] = weights.each_ref().map(view);
+        let out = self_attention(x_in, wq, wk, wv, wo, dims.heads, true);
+        let grads = out.clone().sum().backward();
+        let mut all = vec![values(&out)];
+        let gx = x.grad(&grads).expect("x's gradient");
+        all.push(values(&if views { gx.swap_dims(1, 2) } else { gx }));
+        for w in &weights {
+            let g = w.grad(&grads).expect("a weight's gradient");
+            all.push(values(&if views { g.transpose() } else { g }));
+        }
+        all
+    };
+    for device in [
+        Device::flex().autodiff(),
+        Device::flex().autodiff().gradient_checkpointing(),
+    ] {
+        let (plain, viewed) = (run(&device, false), run(&device, true));
+        for (i, (v, p)) in viewed.iter().zip(&plain).enumerate() {
+            assert_close(v, p, 1e-5, &format!("{device:?}: result {i}"));
+        }
+    }
+}
+
 /// Two blocks on a residual stream made by memory-bound ops (`x * 2 + 1`, the residual sums):
 /// under checkpointing the op keeps only its inputs and rebuilds the rest, and the loss and
 /// gradients are bit for bit those without checkpointing.
