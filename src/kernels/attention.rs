@@ -106,10 +106,9 @@ impl Dims {
     /// The ranges of sequences (batch entries) in each chunk: with `Chunks::Small`, about 64 KiB
     /// of projection-width `f32` values (or of one row's scores over every head), twice a
     /// projection's chunk, and at least 64 rows, rounded down to whole sequences (one at least).
-    /// A chunk here is some forty small ops, whose count a bigger chunk divides: in the memory
-    /// bench's training step, 128-row chunks took 1.05x-1.08x the step time of the model with
-    /// Burn's attention, 256-row ones 1.02x, with checkpointing at 995 KiB against 949 (one
-    /// chunk: 1,203).
+    /// A chunk here is some forty small ops, whose count a bigger chunk divides, against the
+    /// memory a rebuilt chunk takes under checkpointing (the trade as measured in the memory
+    /// bench's training step is in `BENCHMARKS.md`).
     fn chunks(&self, chunks: Chunks) -> impl Iterator<Item = Range<usize>> + use<> {
         let width = self.inner.max(self.seq * self.heads).div_ceil(2);
         let sequences = (chunks.rows(self.rows(), width) / self.seq.max(1)).max(1);
