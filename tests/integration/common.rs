@@ -58,6 +58,30 @@ pub fn assert_close(actual: &[f32], expected: &[f32], tol: f32, what: &str) {
     }
 }
 
+/// With only input `only` tracked, each input's gradient in `some`: `only`'s is within `tol` of
+/// its gradient with every input tracked (`full`; `0.0` asks for the same bits), and no other
+/// input has one.
+pub fn assert_only_tracked_gets_its_gradient(
+    some: &[Option<Vec<f32>>],
+    full: &[Option<Vec<f32>>],
+    only: usize,
+    tol: f32,
+    what: &str,
+) {
+    for (i, g) in some.iter().enumerate() {
+        if i != only {
+            assert!(g.is_none(), "{what}: untracked input {i} got a gradient");
+            continue;
+        }
+        let (g, f) = (g.as_ref().expect("tracked"), full[i].as_ref().expect("all"));
+        if tol == 0.0 {
+            assert_eq!(g, f, "{what}: input {i} alone");
+        } else {
+            assert_close(g, f, tol, &format!("{what}: input {i} alone"));
+        }
+    }
+}
+
 /// Central finite differences of a scalar function of a flat input.
 pub fn finite_difference(f: impl Fn(&[f32]) -> f64, at: &[f32], eps: f32) -> Vec<f32> {
     (0..at.len())
