@@ -1063,7 +1063,7 @@ fn swiglu_linear() {
     );
 }
 
-/// `rms_norm_swiglu_mlp` (ops.toml:545): values, policy, gradients and backends, by
+/// `rms_norm_swiglu_mlp` (ops.toml:547): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn rms_norm_swiglu_mlp() {
@@ -1136,7 +1136,7 @@ fn rms_norm_swiglu_mlp() {
     );
 }
 
-/// `linear_cross_entropy` (ops.toml:579): values, policy, gradients and backends, by
+/// `linear_cross_entropy` (ops.toml:582): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn linear_cross_entropy() {
@@ -1194,7 +1194,7 @@ fn linear_cross_entropy() {
     );
 }
 
-/// `self_attention` (ops.toml:614): values, policy, gradients and backends, by
+/// `self_attention` (ops.toml:617): values, policy, gradients and backends, by
 /// `burn_route_runtime::check`.
 #[test]
 fn self_attention() {

@@ -6241,7 +6241,7 @@ fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "rms_norm_swiglu_mlp",
         rt::Policy::Differentiable,
-        "ops.toml:545",
+        "ops.toml:547",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -6268,7 +6268,7 @@ fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:561",
+        "ops.toml:564",
     );
     use self::__run_rms_norm_swiglu_mlp as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -6307,7 +6307,7 @@ fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffFlex>(
                     &__route,
-                    autodiff::rms_norm_swiglu_mlp::<rt::Flex, rt::NoCheckpointing>,
+                    <AutodiffFlex as RoutedOpsAutodiff>::rms_norm_swiglu_mlp,
                     x,
                     norm_weight,
                     gate_weight,
@@ -6320,7 +6320,7 @@ fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
             (rt::BackendId::Flex, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedFlex>(
                     &__route,
-                    autodiff::rms_norm_swiglu_mlp::<rt::Flex, rt::BalancedCheckpointing>,
+                    <BalancedFlex as RoutedOpsAutodiff>::rms_norm_swiglu_mlp,
                     x,
                     norm_weight,
                     gate_weight,
@@ -6380,7 +6380,7 @@ fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffCube>(
                     &__route,
-                    autodiff::rms_norm_swiglu_mlp::<rt::Cube, rt::NoCheckpointing>,
+                    <AutodiffCube as RoutedOpsAutodiff>::rms_norm_swiglu_mlp,
                     x,
                     norm_weight,
                     gate_weight,
@@ -6393,7 +6393,7 @@ fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
             (rt::BackendId::Cube, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedCube>(
                     &__route,
-                    autodiff::rms_norm_swiglu_mlp::<rt::Cube, rt::BalancedCheckpointing>,
+                    <BalancedCube as RoutedOpsAutodiff>::rms_norm_swiglu_mlp,
                     x,
                     norm_weight,
                     gate_weight,
@@ -6454,7 +6454,7 @@ fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Disabled)) => {
                 __run::<AutodiffRemote>(
                     &__route,
-                    autodiff::rms_norm_swiglu_mlp::<rt::Remote, rt::NoCheckpointing>,
+                    <AutodiffRemote as RoutedOpsAutodiff>::rms_norm_swiglu_mlp,
                     x,
                     norm_weight,
                     gate_weight,
@@ -6467,7 +6467,7 @@ fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
             (rt::BackendId::Remote, __rt::Mode::Autodiff(rt::Checkpointing::Balanced)) => {
                 __run::<BalancedRemote>(
                     &__route,
-                    autodiff::rms_norm_swiglu_mlp::<rt::Remote, rt::BalancedCheckpointing>,
+                    <BalancedRemote as RoutedOpsAutodiff>::rms_norm_swiglu_mlp,
                     x,
                     norm_weight,
                     gate_weight,
@@ -6521,13 +6521,13 @@ fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LastDimOf,
-                "ops.toml:548",
+                "ops.toml:550",
                 ("norm_weight", Some(&norm_weight)),
                 ("x", Some(&x)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::SameAs,
-                "ops.toml:550",
+                "ops.toml:552",
                 ("up_weight", Some(&up_weight)),
                 ("gate_weight", Some(&gate_weight)),
             ),
@@ -6650,7 +6650,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "linear_cross_entropy",
         rt::Policy::Differentiable,
-        "ops.toml:579",
+        "ops.toml:582",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -6677,7 +6677,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
             rt::FloatDType::BF16,
         ],
         rt::OtherDtypes::Composition,
-        "ops.toml:594",
+        "ops.toml:597",
     );
     use self::__run_linear_cross_entropy as __run;
     /// Every call the fast path below does not take (autodiff, primitives to convert,
@@ -6910,13 +6910,13 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LeadingDimsOf,
-                "ops.toml:583",
+                "ops.toml:586",
                 ("bias", bias.as_ref()),
                 ("weight", Some(&weight)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::LeadingDimsOf,
-                "ops.toml:584",
+                "ops.toml:587",
                 ("targets", Some(&targets)),
                 ("x", Some(&x)),
             ),
@@ -7039,7 +7039,7 @@ fn route_self_attention<F: __rt::OnError>(
     static __OP: __rt::OpInfo = __rt::OpInfo::new(
         "self_attention",
         rt::Policy::Differentiable,
-        "ops.toml:614",
+        "ops.toml:617",
         "ops.toml:18",
         &[
             (rt::BackendId::Flex, true, ""),
@@ -7210,13 +7210,13 @@ fn route_self_attention<F: __rt::OnError>(
         [
             __rt::ShapeCheck::new(
                 rt::ShapeRule::SameAs,
-                "ops.toml:618",
+                "ops.toml:621",
                 ("k_weight", Some(&k_weight)),
                 ("q_weight", Some(&q_weight)),
             ),
             __rt::ShapeCheck::new(
                 rt::ShapeRule::SameAs,
-                "ops.toml:619",
+                "ops.toml:622",
                 ("v_weight", Some(&v_weight)),
                 ("q_weight", Some(&q_weight)),
             ),
@@ -7586,17 +7586,6 @@ static __REMOTE_BACKWARD_KERNELS_SWIGLU_LINEAR_BACKWARD: rt::__private::RemoteOp
     rt::__private::RemoteOp {
         op: "BackwardKernels::swiglu_linear_backward",
         hash: 0x04a7_a550_0a4b_b120,
-        krate: env!("CARGO_PKG_NAME"),
-        module: module_path!(),
-        serve: concat!(module_path!(), "::serve_remote_ops"),
-    };
-
-/// `BackwardKernels::rms_norm_swiglu_mlp_backward`, the backward kernel of `rms_norm_swiglu_mlp`,
-/// as one operation on Remote.
-static __REMOTE_BACKWARD_KERNELS_RMS_NORM_SWIGLU_MLP_BACKWARD: rt::__private::RemoteOp =
-    rt::__private::RemoteOp {
-        op: "BackwardKernels::rms_norm_swiglu_mlp_backward",
-        hash: 0x636b_aa31_2600_f419,
         krate: env!("CARGO_PKG_NAME"),
         module: module_path!(),
         serve: concat!(module_path!(), "::serve_remote_ops"),
@@ -8226,56 +8215,6 @@ impl crate::kernels::backward::BackwardKernels for rt::Remote {
         __call.gradient("gradient of bias", __tracked[3], __spec_bias.as_ref());
         __call.send().gradients()
     }
-
-    #[allow(clippy::too_many_arguments)]
-    fn rms_norm_swiglu_mlp_backward(
-        x: rt::FloatTensor<Self>,
-        norm_weight: rt::FloatTensor<Self>,
-        gate_weight: rt::FloatTensor<Self>,
-        up_weight: rt::FloatTensor<Self>,
-        down_weight: rt::FloatTensor<Self>,
-        eps: f32,
-        __grad: rt::FloatTensor<Self>,
-        __tracked: [bool; 5],
-    ) -> [Option<rt::FloatTensor<Self>>; 5] {
-        let mut __call =
-            rt::remote::Call::new(&__REMOTE_BACKWARD_KERNELS_RMS_NORM_SWIGLU_MLP_BACKWARD);
-        let __in_x = __call.input(x);
-        let __in_norm_weight = __call.input(norm_weight);
-        let __in_gate_weight = __call.input(gate_weight);
-        let __in_up_weight = __call.input(up_weight);
-        let __in_down_weight = __call.input(down_weight);
-        __call.arg(&eps);
-        let __grad_in = __call.input(__grad);
-        __call.arg(&__tracked);
-        let __spec_x = __call.spec(&__in_x);
-        let __spec_norm_weight = __call.spec(&__in_norm_weight);
-        let __spec_gate_weight = __call.spec(&__in_gate_weight);
-        let __spec_up_weight = __call.spec(&__in_up_weight);
-        let __spec_down_weight = __call.spec(&__in_down_weight);
-        __call.gradient("gradient of x", __tracked[0], Some(&__spec_x));
-        __call.gradient(
-            "gradient of norm_weight",
-            __tracked[1],
-            Some(&__spec_norm_weight),
-        );
-        __call.gradient(
-            "gradient of gate_weight",
-            __tracked[2],
-            Some(&__spec_gate_weight),
-        );
-        __call.gradient(
-            "gradient of up_weight",
-            __tracked[3],
-            Some(&__spec_up_weight),
-        );
-        __call.gradient(
-            "gradient of down_weight",
-            __tracked[4],
-            Some(&__spec_down_weight),
-        );
-        __call.send().gradients()
-    }
 }
 
 /// `add_relu` on a Remote server's backend `B`: reads the operation's inputs and arguments, runs
@@ -8723,37 +8662,6 @@ where
     __args.gradients_out(__result, __tracked, [true, true, true, true])
 }
 
-/// `BackwardKernels::rms_norm_swiglu_mlp_backward` on a Remote server's backend `B`: reads the
-/// saved values, the incoming gradient and which inputs want one, runs the kernel, registers the
-/// gradients.
-#[cfg(burn_route_remote)]
-fn __serve_backward_kernels_rms_norm_swiglu_mlp_backward<B>(
-    __args: &mut rt::remote::Args<'_, B>,
-) -> Result<(), String>
-where
-    B: rt::remote::BackendIr + crate::kernels::backward::BackwardKernels,
-{
-    let x = __args.float()?;
-    let norm_weight = __args.float()?;
-    let gate_weight = __args.float()?;
-    let up_weight = __args.float()?;
-    let down_weight = __args.float()?;
-    let eps: f32 = __args.arg("eps")?;
-    let __grad = __args.float()?;
-    let __tracked: [bool; 5] = __args.arg("tracked")?;
-    let __result = <B as crate::kernels::backward::BackwardKernels>::rms_norm_swiglu_mlp_backward(
-        x,
-        norm_weight,
-        gate_weight,
-        up_weight,
-        down_weight,
-        eps,
-        __grad,
-        __tracked,
-    );
-    __args.gradients_out(__result, __tracked, [true, true, true, true, true])
-}
-
 /// Registers every op of `ops.toml` that runs on the Remote server as one operation on `server`,
 /// for the backend of `devices` (the server's devices: Flex, or Cube when this build has it),
 /// and the handshake a client asks before its first call of each op. A server binary calls
@@ -8841,10 +8749,6 @@ fn __serve_on_flex(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
         &__REMOTE_BACKWARD_KERNELS_SWIGLU_LINEAR_BACKWARD,
         __serve_backward_kernels_swiglu_linear_backward,
     );
-    let __serve = __serve.op(
-        &__REMOTE_BACKWARD_KERNELS_RMS_NORM_SWIGLU_MLP_BACKWARD,
-        __serve_backward_kernels_rms_norm_swiglu_mlp_backward,
-    );
     __serve.finish()
 }
 
@@ -8909,10 +8813,6 @@ fn __serve_on_cube(server: rt::remote::RemoteServer) -> rt::remote::RemoteServer
     let __serve = __serve.op(
         &__REMOTE_BACKWARD_KERNELS_SWIGLU_LINEAR_BACKWARD,
         __serve_backward_kernels_swiglu_linear_backward,
-    );
-    let __serve = __serve.op(
-        &__REMOTE_BACKWARD_KERNELS_RMS_NORM_SWIGLU_MLP_BACKWARD,
-        __serve_backward_kernels_rms_norm_swiglu_mlp_backward,
     );
     __serve.finish()
 }

@@ -436,19 +436,22 @@ pub trait RoutedOps: rt::Backend {
     /// `silu(gate) * up`, projected by `down_weight` (`[hidden, outputs]`), without biases. The
     /// output
     /// has `x`'s shape with `outputs` as its last dimension. The same values as `rms_norm`, Burn's
-    /// `module::linear` twice, `swiglu` and `module::linear`; the backward pass keeps only `x` and
+    /// `module::linear` twice, `swiglu` and `module::linear`. Without gradient checkpointing the
+    /// backward pass keeps `x`, the weights and both projections (`[rows, hidden]`), and rebuilds
     /// the
-    /// weights, and rebuilds the normalised tensor, both projections and their product a chunk of
-    /// rows
-    /// at a time. A `gate_weight` whose rows are not `x`'s width, or a `down_weight` whose rows are
-    /// not
-    /// the hidden width, panics with both shapes.
+    /// normalised tensor; under `gradient_checkpointing()` it keeps only the inputs, and rebuilds
+    /// the
+    /// normalised tensor, both projections and their product a chunk of rows at a time. A
+    /// `gate_weight`
+    /// whose rows are not `x`'s width, or a `down_weight` whose rows are not the hidden width,
+    /// panics
+    /// with both shapes.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:545`.
+    /// - declared at `ops.toml:547`.
     #[must_use]
     fn rms_norm_swiglu_mlp(
         x: rt::FloatTensor<Self>,
@@ -483,7 +486,7 @@ pub trait RoutedOps: rt::Backend {
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:579`.
+    /// - declared at `ops.toml:582`.
     #[must_use]
     fn linear_cross_entropy(
         x: rt::FloatTensor<Self>,
@@ -504,18 +507,21 @@ pub trait RoutedOps: rt::Backend {
     /// itself and the ones before it), its output the weights times `v`, and the heads' outputs
     /// side by
     /// side are projected by `out_weight` (`[inner, outputs]`), without biases: `[batch, seq,
-    /// outputs]`. Without gradient checkpointing the backward pass keeps the queries, keys, values,
-    /// weights and output, as the block written with Burn's matmuls does; under
-    /// `gradient_checkpointing()` it keeps only the inputs and rebuilds the rest a chunk of
-    /// sequences
-    /// at a time. A `q_weight` whose rows are not `x`'s width, an `out_weight` whose rows are not
+    /// outputs]`. Without gradient checkpointing the backward pass keeps the queries, keys, values
+    /// and
+    /// weights, as the block written with Burn's matmuls does (which also keeps the heads' output,
+    /// here
+    /// rebuilt from the weights and values); under `gradient_checkpointing()` it keeps only the
+    /// inputs
+    /// and rebuilds the rest a chunk of sequences at a time. A `q_weight` whose rows are not `x`'s
+    /// width, an `out_weight` whose rows are not
     /// `inner`, or `heads` that does not divide `inner` panics with the shapes.
     ///
     /// Routing:
     /// - autodiff policy `differentiable`: tracked floats run the `Autodiff<B, C>` implementation
     ///   and get gradients.
     /// - backends: Flex, Cube, Remote.
-    /// - declared at `ops.toml:614`.
+    /// - declared at `ops.toml:617`.
     #[must_use]
     fn self_attention(
         x: rt::FloatTensor<Self>,
@@ -538,6 +544,15 @@ pub trait RoutedOps: rt::Backend {
 /// generated `Dispatch` routing calls it when an input carries an enabled autodiff context.
 #[cfg(burn_route_autodiff)]
 pub trait RoutedOpsAutodiff: rt::Backend {
+    /// The `Autodiff<B, C>` kernel of [`RoutedOps::rms_norm_swiglu_mlp`].
+    fn rms_norm_swiglu_mlp(
+        x: rt::FloatTensor<Self>,
+        norm_weight: rt::FloatTensor<Self>,
+        gate_weight: rt::FloatTensor<Self>,
+        up_weight: rt::FloatTensor<Self>,
+        down_weight: rt::FloatTensor<Self>,
+        eps: f32,
+    ) -> rt::FloatTensor<Self>;
     /// The `Autodiff<B, C>` kernel of [`RoutedOps::linear_cross_entropy`].
     fn linear_cross_entropy(
         x: rt::FloatTensor<Self>,
@@ -2023,89 +2038,6 @@ pub mod autodiff {
         let bias = __tape.optional(3);
         let __output = <B as super::RoutedOps>::swiglu_linear(gate, up, weight, bias);
         let __derivative = SwigluLinearBackward;
-        __tape.finish::<C, _>(__derivative, __output)
-    }
-
-    /// The backward pass of
-    /// [`RoutedOps::rms_norm_swiglu_mlp`](super::RoutedOps::rms_norm_swiglu_mlp), from its function
-    /// (ops.toml:555).
-    #[derive(Clone, Debug)]
-    pub struct RmsNormSwigluMlpBackward {
-        eps: f32,
-    }
-
-    impl<B> __grad::Derivative<B, 5> for RmsNormSwigluMlpBackward
-    where
-        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
-    {
-        const OP: &'static str = "rms_norm_swiglu_mlp";
-        const INPUTS: [&'static str; 5] = [
-            "x",
-            "norm_weight",
-            "gate_weight",
-            "up_weight",
-            "down_weight",
-        ];
-        const GRADIENTS: [bool; 5] = [true, true, true, true, true];
-        const OUTPUT: bool = false;
-
-        fn backward(
-            self,
-            mut __saved: __grad::Saved<B, 5>,
-            grad: rt::FloatTensor<B>,
-            __tracked: [bool; 5],
-        ) -> [Option<rt::FloatTensor<B>>; 5] {
-            <B as crate::kernels::backward::BackwardKernels>::rms_norm_swiglu_mlp_backward(
-                __saved.input(0),
-                __saved.input(1),
-                __saved.input(2),
-                __saved.input(3),
-                __saved.input(4),
-                self.eps,
-                grad,
-                __tracked,
-            )
-        }
-    }
-
-    /// [`RoutedOps::rms_norm_swiglu_mlp`](super::RoutedOps::rms_norm_swiglu_mlp) on `Autodiff<B,
-    /// C>`: the forward pass on `B`, and [`RmsNormSwigluMlpBackward`] as its backward pass.
-    pub fn rms_norm_swiglu_mlp<B, C>(
-        x: rt::FloatTensor<rt::Autodiff<B, C>>,
-        norm_weight: rt::FloatTensor<rt::Autodiff<B, C>>,
-        gate_weight: rt::FloatTensor<rt::Autodiff<B, C>>,
-        up_weight: rt::FloatTensor<rt::Autodiff<B, C>>,
-        down_weight: rt::FloatTensor<rt::Autodiff<B, C>>,
-        eps: f32,
-    ) -> rt::FloatTensor<rt::Autodiff<B, C>>
-    where
-        B: super::RoutedOps + crate::kernels::backward::BackwardKernels,
-        C: rt::CheckpointStrategy,
-    {
-        let mut __tape = __grad::Tape::new(
-            [
-                Some(x),
-                Some(norm_weight),
-                Some(gate_weight),
-                Some(up_weight),
-                Some(down_weight),
-            ],
-            [true, true, true, true, true],
-        );
-        let x = __tape.input(0);
-        let norm_weight = __tape.input(1);
-        let gate_weight = __tape.input(2);
-        let up_weight = __tape.input(3);
-        let down_weight = __tape.input(4);
-        let __output = <B as super::RoutedOps>::rms_norm_swiglu_mlp(
-            x,
-            norm_weight,
-            gate_weight,
-            up_weight,
-            down_weight,
-            __grad::keep(&eps),
-        );
-        let __derivative = RmsNormSwigluMlpBackward { eps };
         __tape.finish::<C, _>(__derivative, __output)
     }
 

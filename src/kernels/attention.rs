@@ -8,9 +8,11 @@
 //! itself and the ones before it), their output `weights @ v`, and its projection by
 //! `out_weight`.
 //!
-//! - Without gradient checkpointing a tracked call keeps each chunk's queries, keys, values,
-//!   weights and output, the tensors Burn's matmuls keep when the block is written with them.
-//!   The backward pass reads them phase by phase over every chunk, dropping them as it goes.
+//! - Without gradient checkpointing a tracked call keeps each chunk's queries, keys, values and
+//!   weights, the tensors Burn's matmuls keep when the block is written with them (those also
+//!   keep the heads' output, which `out_weight`'s gradient here rebuilds from the weights and
+//!   values). The backward pass reads them phase by phase over every chunk, dropping them as it
+//!   goes.
 //! - Under `gradient_checkpointing()` it keeps only its inputs, through the checkpointer (which
 //!   recomputes an input a memory-bound op made), and its output is kept as a compute-bound op's:
 //!   the backward pass rebuilds each chunk's tensors with the same function as the forward pass
@@ -147,11 +149,23 @@ pub(crate) struct Attention<B: Backend> {
 }
 
 /// What the backward pass reads of a chunk: its [`Attention`] when anything before the output
-/// projection gets a gradient, and the heads' output (`[rows, inner]`) when `out_weight` does.
+/// projection gets a gradient, and the heads' output (`[rows, inner]`) when only `out_weight`
+/// does (else `out_weight`'s gradient rebuilds it from the weights and values, one batched
+/// product of the attention's sizes, rather than keep a `[rows, inner]` tensor).
 #[derive(Clone, Debug)]
 pub(crate) struct Chunk<B: Backend> {
     attention: Option<Attention<B>>,
     output: Option<FloatTensor<B>>,
+}
+
+/// The heads' output (`[rows, inner]`) of attention `weights` over values `v`.
+fn heads_output<B: Backend>(
+    weights: FloatTensor<B>,
+    v: FloatTensor<B>,
+    d: &Dims,
+    sequences: usize,
+) -> FloatTensor<B> {
+    merge_heads::<B>(B::float_matmul(weights, v), d, sequences)
 }
 
 /// `[rows, inner]` as `[sequences, heads, seq, head width]`.
@@ -204,8 +218,7 @@ fn chunk_attention<B: Backend>(
         scores = B::float_add(scores, causal_mask::<B>(d, &x));
     }
     let weights = softmax(scores);
-    let heads = B::float_matmul(weights.clone(), v.clone());
-    let output = merge_heads::<B>(heads, d, sequences);
+    let output = heads_output::<B>(weights.clone(), v.clone(), d, sequences);
     (Attention { q, k, v, weights }, output)
 }
 
@@ -249,7 +262,10 @@ fn output_phase<B: Backend>(
     const KEPT: &str = "kept for what is wanted";
     let sequences = grad.shape()[0] / d.seq;
     if formed.wanted[4] {
-        let output = chunk.output.expect(KEPT);
+        let output = chunk.output.unwrap_or_else(|| {
+            let attention = chunk.attention.as_ref().expect(KEPT);
+            heads_output::<B>(attention.weights.clone(), attention.v.clone(), d, sequences)
+        });
         formed.add(3, B::linear_weight_backward(output, grad.clone()));
     }
     if !Dims::inner_wanted(formed.wanted) {
@@ -269,7 +285,7 @@ fn attention_phase<B: Backend>(
     heads: Heads<B>,
     d: &Dims,
     softmax_backward: &impl Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
-) -> [Option<FloatTensor<B>>; 3] {
+) -> [FloatTensor<B>; 3] {
     let Heads {
         attention: Attention { q, k, v, weights },
         d_heads,
@@ -281,32 +297,38 @@ fn attention_phase<B: Backend>(
     let d_scores = B::float_mul_scalar(d_scores, Scalar::from(d.scale()));
     let d_q = B::float_matmul(d_scores.clone(), k);
     let d_k = B::float_matmul(B::float_swap_dims(d_scores, 2, 3), q);
-    [d_q, d_k, d_v].map(|g| Some(merge_heads::<B>(g, d, sequences)))
+    [d_q, d_k, d_v].map(|g| merge_heads::<B>(g, d, sequences))
 }
 
-/// The phase of projection `index` (`q`, `k`, `v`) of one chunk, from the gradient of its output
-/// `grad` (`[rows, inner]`) and the chunk's rows of `x` (given when the weight's gradient is
-/// wanted): the weight's gradient's part, and its part of `x`'s gradient, the first of three
-/// written and the others added in that order.
+/// The projections' phase of one chunk, from the gradients of the queries, keys and values
+/// (`[rows, inner]` each) and the chunk's rows of `x` (given when a projection's weight gradient
+/// is wanted): each weight's gradient's part, and the chunk's rows of `x`'s gradient, the three
+/// projections' parts added in that order and written once.
 fn projection_phase<B: Backend>(
-    index: usize,
-    grad: FloatTensor<B>,
+    grads: [FloatTensor<B>; 3],
     x: Option<FloatTensor<B>>,
-    weight: &FloatTensor<B>,
+    weights: [&FloatTensor<B>; 3],
     rows: Range<usize>,
     formed: &mut Formed<B>,
 ) {
-    if formed.wanted[index + 1] {
-        let x = x.expect("x is kept when a projection's weight gradient is wanted");
-        formed.add(index, B::linear_weight_backward(x, grad.clone()));
-    }
-    if formed.wanted[0] {
-        let part = B::linear_x_backward(weight.clone(), grad);
-        if index == 0 {
-            formed.d_x.write(rows, part);
-        } else {
-            formed.d_x.add(rows, part);
+    let mut d_x = None;
+    for (index, (grad, weight)) in grads.into_iter().zip(weights).enumerate() {
+        if formed.wanted[index + 1] {
+            let x = x
+                .clone()
+                .expect("x is kept when a projection's weight gradient is wanted");
+            formed.add(index, B::linear_weight_backward(x, grad.clone()));
         }
+        if formed.wanted[0] {
+            let part = B::linear_x_backward(weight.clone(), grad);
+            d_x = Some(match d_x {
+                Some(sum) => B::float_add(sum, part),
+                None => part,
+            });
+        }
+    }
+    if let Some(d_x) = d_x {
+        formed.d_x.write(rows, d_x);
     }
 }
 
@@ -336,17 +358,6 @@ impl<B: Backend> Rows<B> {
                 .take()
                 .unwrap_or_else(|| zeros::<B>(Shape::new([self.rows, self.width]), &value));
             B::float_slice_assign(all, &[range.into()], value)
-        });
-    }
-
-    /// Adds `value` into the rows in `range`, which were written.
-    fn add(&mut self, range: Range<usize>, value: FloatTensor<B>) {
-        let all = self.all.take().expect("rows written before");
-        self.all = Some(if range.len() == self.rows {
-            B::float_add(all, value)
-        } else {
-            let sum = B::float_add(B::float_slice(all.clone(), &[range.clone().into()]), value);
-            B::float_slice_assign(all, &[range.into()], sum)
         });
     }
 
@@ -381,9 +392,10 @@ fn forward<B: Backend>(
             chunk_attention::<B>(x_rows, [q_weight, k_weight, v_weight], d, softmax);
         output.write(rows, B::linear(heads.clone(), out_weight.clone(), None));
         if let Some(wanted) = keep {
+            let inner = Dims::inner_wanted(wanted);
             kept.push(Chunk {
-                attention: Dims::inner_wanted(wanted).then_some(attention),
-                output: wanted[4].then_some(heads),
+                attention: inner.then_some(attention),
+                output: (wanted[4] && !inner).then_some(heads),
             });
         }
     }
@@ -403,7 +415,7 @@ pub(crate) struct Softmax<F, G> {
 /// the weights and the incoming gradient `grad`.
 ///
 /// With the chunks' tensors `kept`, each phase runs over every chunk before the next (the
-/// output projection's, the attention's, then each projection's), so that what a phase reads
+/// output projection's, the attention's, then the projections'), so that what a phase reads
 /// is dropped as its gradients are formed, as Burn's graph drops a matmul's operands. Without
 /// (under gradient checkpointing), each chunk is rebuilt from `x` and goes through every phase
 /// before the next chunk. Each gradient is formed by the same operations in the same order
@@ -460,11 +472,7 @@ where
                     continue;
                 };
                 let grads = attention_phase::<B>(heads, d, &softmax.backward);
-                for (index, (g, w)) in grads.into_iter().zip(projections).enumerate() {
-                    let g = g.expect("formed");
-                    let x = Some(x_chunk.clone());
-                    projection_phase::<B>(index, g, x, w, rows.clone(), &mut formed);
-                }
+                projection_phase::<B>(grads, Some(x_chunk), projections, rows, &mut formed);
             }
         }
         Some(kept) => {
@@ -477,16 +485,13 @@ where
                 })
                 .collect();
             drop(grad);
-            let mut grads: Vec<[Option<FloatTensor<B>>; 3]> = heads
+            let grads: Vec<[FloatTensor<B>; 3]> = heads
                 .into_iter()
                 .flatten()
                 .map(|heads| attention_phase::<B>(heads, d, &softmax.backward))
                 .collect();
-            for (index, w) in projections.into_iter().enumerate() {
-                for (chunk, rows) in grads.iter_mut().zip(&ranges) {
-                    let g = chunk[index].take().expect("formed");
-                    projection_phase::<B>(index, g, x_rows(rows), w, rows.clone(), &mut formed);
-                }
+            for (grads, rows) in grads.into_iter().zip(ranges) {
+                projection_phase::<B>(grads, x_rows(&rows), projections, rows, &mut formed);
             }
         }
     }

@@ -3,14 +3,15 @@
 //!
 //! - `linear_cross_entropy` forms its gradients in the forward pass, which the backward pass
 //!   only scales.
-//! - `self_attention` keeps what its backward pass reads without gradient checkpointing and
-//!   only its inputs under it, which the generated backward passes cannot express.
+//! - `self_attention` and `rms_norm_swiglu_mlp` keep what their backward passes read without
+//!   gradient checkpointing and only their inputs under it, which the generated backward passes
+//!   cannot express.
 
 use burn_backend::tensor::{FloatTensor, IntTensor};
 
-use super::attention;
 use super::backward::BackwardKernels;
 use super::linear_ce::{self, CrossEntropyOptions, LinearCrossEntropyPass};
+use super::{attention, fused_mlp};
 use crate::ops::RoutedOpsAutodiff;
 use crate::rt::CheckpointStrategy;
 use crate::rt::autodiff::Autodiff;
@@ -28,6 +29,18 @@ where
         options: CrossEntropyOptions,
     ) -> FloatTensor<Self> {
         linear_ce::autodiff::linear_cross_entropy::<B, C>(x, weight, bias, targets, options)
+    }
+
+    fn rms_norm_swiglu_mlp(
+        x: FloatTensor<Self>,
+        norm_weight: FloatTensor<Self>,
+        gate_weight: FloatTensor<Self>,
+        up_weight: FloatTensor<Self>,
+        down_weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        let inputs = [x, norm_weight, gate_weight, up_weight, down_weight];
+        fused_mlp::autodiff::rms_norm_swiglu_mlp::<B, C>(inputs, eps)
     }
 
     fn self_attention(

@@ -151,24 +151,41 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
     }
 
     /// `[dx, dnorm_weight, dgate_weight, dup_weight, ddown_weight]` of
+    /// `rms_norm_swiglu_mlp`'s output with its gate and up projections, `[rows, hidden]`, for
+    /// [`rms_norm_swiglu_mlp_backward`](Self::rms_norm_swiglu_mlp_backward) to read instead of
+    /// rebuilding them: the op's `Autodiff<B, C>` kernel without gradient checkpointing. The
+    /// output has the bits of `RoutedOps::rms_norm_swiglu_mlp` (the same chunks, the same
+    /// kernels).
+    fn rms_norm_swiglu_mlp_keeping(
+        x: FloatTensor<Self>,
+        norm_weight: FloatTensor<Self>,
+        weights: [FloatTensor<Self>; 3],
+        eps: f32,
+    ) -> (FloatTensor<Self>, fused_mlp::Projections<Self>) {
+        fused_mlp::rms_norm_swiglu_mlp_keeping_on::<Self>(
+            x,
+            norm_weight,
+            weights,
+            eps,
+            Self::PROJECTION_CHUNKS,
+        )
+    }
+
     /// `rms_norm_swiglu_mlp`: the norm, both projections and their product are rebuilt from `x`
     /// a chunk of rows at a time (`PROJECTION_CHUNKS`), each chunk's gradients formed with
-    /// `rms_norm_backward` and `swiglu_backward`.
-    // The generated calling convention: the op's five tensor inputs, `eps`, the gradient and the
-    // wanted flags.
-    #[allow(clippy::too_many_arguments)]
+    /// `rms_norm_backward` and `swiglu_backward`; the projections are read from `kept` when the
+    /// forward pass kept them ([`rms_norm_swiglu_mlp_keeping`](Self::rms_norm_swiglu_mlp_keeping)).
+    /// The gradients have the same bits either way.
     fn rms_norm_swiglu_mlp_backward(
         x: FloatTensor<Self>,
         norm_weight: FloatTensor<Self>,
-        gate_weight: FloatTensor<Self>,
-        up_weight: FloatTensor<Self>,
-        down_weight: FloatTensor<Self>,
+        weights: [FloatTensor<Self>; 3],
         eps: f32,
         grad: FloatTensor<Self>,
         wanted: [bool; 5],
+        kept: Option<fused_mlp::Projections<Self>>,
     ) -> [Option<FloatTensor<Self>>; 5] {
-        let weights = [gate_weight, up_weight, down_weight];
-        mlp_by_chunks::<Self>(x, norm_weight, weights, eps, grad, wanted)
+        mlp_by_chunks::<Self>(x, norm_weight, weights, eps, grad, wanted, kept)
     }
 
     /// `dx` of the last-dimension softmax with output `y`: `y (grad - sum(grad y))`.
@@ -343,6 +360,7 @@ fn mlp_by_chunks<B: BackwardKernels>(
     eps: f32,
     grad: FloatTensor<B>,
     wanted: [bool; 5],
+    kept: Option<fused_mlp::Projections<B>>,
 ) -> [Option<FloatTensor<B>>; 5] {
     fused_mlp::rms_norm_swiglu_mlp_backward::<B, _, _>(
         x,
@@ -351,6 +369,7 @@ fn mlp_by_chunks<B: BackwardKernels>(
         eps,
         grad,
         wanted,
+        kept,
         B::PROJECTION_CHUNKS,
         fused_mlp::Kernels {
             norm: B::rms_norm_backward,

@@ -65,10 +65,12 @@ fn linear_after<B: Backend>(
 /// are. (On a GPU the chunks are every row, and such a tensor is made only for a call without
 /// rows.)
 pub(crate) fn zeros<B: Backend>(shape: Shape, like: &FloatTensor<B>) -> FloatTensor<B> {
-    B::float_from_data(
-        TensorData::full_dtype(shape, 0.0, like.dtype()),
-        &like.device(),
-    )
+    // `f32` from zeroed memory (`full_dtype` pushes the values one by one).
+    let data = match like.dtype() {
+        DType::F32 => TensorData::new(vec![0.0_f32; shape.num_elements()], shape),
+        dtype => TensorData::full_dtype(shape, 0.0, dtype),
+    };
+    B::float_from_data(data, &like.device())
 }
 
 /// `t`'s rows (every dimension but the last, flattened) in `range`, as `[rows, width]`.

@@ -1,11 +1,16 @@
 //! A pre-norm SwiGLU MLP as one op (`rms_norm_swiglu_mlp`): `rms_norm`, the gate and up
-//! projections, the SwiGLU gate and the down projection. Its backward pass keeps only `x` (and
-//! the weights): the normalised tensor, both projections and their product, which Burn's ops
-//! (and the `*_linear` ops of [`fused_linear`](super::fused_linear)) keep or rebuild whole, are
-//! rebuilt a chunk of rows at a time, each chunk's gradients formed and the chunk dropped before
-//! the next. On Flex a chunk is about 32 KiB of hidden-width `f32` values (and at least 64 rows)
-//! ([`BackwardKernels::PROJECTION_CHUNKS`](super::backward::BackwardKernels::PROJECTION_CHUNKS)),
-//! so no `[rows, hidden]` tensor exists in the backward pass; a GPU takes every row at once.
+//! projections, the SwiGLU gate and the down projection, a chunk of rows at a time. On Flex a
+//! chunk is about 32 KiB of hidden-width `f32` values (and at least 64 rows)
+//! ([`BackwardKernels::PROJECTION_CHUNKS`](super::backward::BackwardKernels::PROJECTION_CHUNKS));
+//! a GPU takes every row at once.
+//!
+//! What the backward pass keeps follows the checkpointing strategy (the `Autodiff<B, C>`
+//! kernel, `autodiff`, is hand-written): without gradient checkpointing `x`, the weights and
+//! the gate and up projections ([`Projections`]), the normalised tensor rebuilt; under it only
+//! the inputs, the normalised tensor, both projections and their product rebuilt from `x` a
+//! chunk at a time, each chunk's gradients formed and the chunk dropped before the next, so no
+//! `[rows, hidden]` tensor exists in the backward pass. Burn's ops (and the `*_linear` ops of
+//! [`fused_linear`](super::fused_linear)) keep or rebuild those tensors whole.
 //!
 //! The forward function is generic over the ops' trait (each backend's own norm and gate
 //! kernels, Burn's `linear` between them); the composition is the same with Burn's primitives.
@@ -46,20 +51,28 @@ pub(crate) fn check_weights(
 
 /// The MLP with `norm` and `gate` as the RMS norm and the SwiGLU gate, Burn's `linear` between,
 /// `chunks` rows at a time: with more than one chunk, each chunk's output is written into the
-/// rows it came from, so the `[rows, hidden]` tensors between never exist whole.
+/// rows it came from, so the `[rows, hidden]` tensors between never exist whole. With `keep`, the
+/// gate and up projections are returned too, `[rows, hidden]` (each chunk's written into its
+/// rows), for a backward pass that reads them instead of rebuilding them.
 fn mlp<B: Backend>(
     x: FloatTensor<B>,
     [gate_weight, up_weight, down_weight]: [FloatTensor<B>; 3],
     chunks: Chunks,
     norm: impl Fn(FloatTensor<B>) -> FloatTensor<B>,
     gate: impl Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
-) -> FloatTensor<B> {
+    keep: bool,
+) -> (FloatTensor<B>, Option<Projections<B>>) {
     check_weights(&x, &gate_weight, &down_weight);
     let run = |x: FloatTensor<B>| {
         let h = norm(x);
         let up = B::linear(h.clone(), up_weight.clone(), None);
-        let product = gate(B::linear(h, gate_weight.clone(), None), up);
-        B::linear(product, down_weight.clone(), None)
+        let projection = B::linear(h, gate_weight.clone(), None);
+        let kept = keep.then(|| Projections {
+            gate: projection.clone(),
+            up: up.clone(),
+        });
+        let product = gate(projection, up);
+        (B::linear(product, down_weight.clone(), None), kept)
     };
     let shape = x.shape();
     let width = shape.last().copied().unwrap_or(1).max(1);
@@ -75,12 +88,31 @@ fn mlp<B: Backend>(
     // The output's buffer is made before the first chunk runs (made after it, the forward
     // pass's peak measured 32 KiB higher at 64K values).
     let mut all = rows_buffer::<B>(rows, outputs, &x);
+    let mut kept = keep.then(|| Projections {
+        gate: rows_buffer::<B>(rows, hidden, &x),
+        up: rows_buffer::<B>(rows, hidden, &x),
+    });
     for first in (0..rows).step_by(step) {
         let range = first..(first + step).min(rows);
-        let out = run(rows_of::<B>(&x, range.clone()));
-        all = write_rows::<B>(Some(all), rows, range, out);
+        let (out, chunk) = run(rows_of::<B>(&x, range.clone()));
+        all = write_rows::<B>(Some(all), rows, range.clone(), out);
+        kept = kept.zip(chunk).map(|(all, chunk)| Projections {
+            gate: write_rows::<B>(Some(all.gate), rows, range.clone(), chunk.gate),
+            up: write_rows::<B>(Some(all.up), rows, range.clone(), chunk.up),
+        });
     }
-    B::float_reshape(all, out_shape)
+    (B::float_reshape(all, out_shape), kept)
+}
+
+/// The gate and up projections of every row, `[rows, hidden]`, that the forward pass keeps for
+/// the backward pass without gradient checkpointing
+/// ([`BackwardKernels::rms_norm_swiglu_mlp_keeping`](super::backward::BackwardKernels::rms_norm_swiglu_mlp_keeping)).
+#[derive(Clone, Debug)]
+pub struct Projections<B: Backend> {
+    /// `rms_norm(x) @ gate_weight`.
+    pub gate: FloatTensor<B>,
+    /// `rms_norm(x) @ up_weight`.
+    pub up: FloatTensor<B>,
 }
 
 /// `value`, a chunk's `[rows in range, width]` result, written over the rows in `range` of
@@ -113,7 +145,23 @@ pub(crate) fn rms_norm_swiglu_mlp_on<B: RoutedOps>(
     chunks: Chunks,
 ) -> FloatTensor<B> {
     let norm = |x| B::rms_norm(x, norm_weight.clone(), eps);
-    mlp::<B>(x, weights, chunks, norm, B::swiglu)
+    mlp::<B>(x, weights, chunks, norm, B::swiglu, false).0
+}
+
+/// [`rms_norm_swiglu_mlp_on`] that also returns the gate and up projections (see [`mlp`]).
+pub(crate) fn rms_norm_swiglu_mlp_keeping_on<B: RoutedOps>(
+    x: FloatTensor<B>,
+    norm_weight: FloatTensor<B>,
+    weights: [FloatTensor<B>; 3],
+    eps: f32,
+    chunks: Chunks,
+) -> (FloatTensor<B>, Projections<B>) {
+    let norm = |x| B::rms_norm(x, norm_weight.clone(), eps);
+    let (out, kept) = mlp::<B>(x, weights, chunks, norm, B::swiglu, true);
+    (
+        out,
+        kept.expect("`mlp` returns the projections it is asked to keep"),
+    )
 }
 
 /// [`rms_norm_swiglu_mlp`](crate::tensor::rms_norm_swiglu_mlp) written with `B`'s primitives.
@@ -127,7 +175,15 @@ pub fn rms_norm_swiglu_mlp<B: Backend>(
 ) -> FloatTensor<B> {
     let norm = |x| composed::rms_norm::<B>(x, norm_weight.clone(), eps);
     let weights = [gate_weight, up_weight, down_weight];
-    mlp::<B>(x, weights, Chunks::Whole, norm, composed::swiglu::<B>)
+    mlp::<B>(
+        x,
+        weights,
+        Chunks::Whole,
+        norm,
+        composed::swiglu::<B>,
+        false,
+    )
+    .0
 }
 
 /// The backward kernels a chunk's gradients are formed with: the RMS norm's
@@ -148,7 +204,8 @@ fn accumulate<B: Backend>(acc: &mut Option<FloatTensor<B>>, value: FloatTensor<B
 
 /// `[dx, dnorm_weight, dgate_weight, dup_weight, ddown_weight]` of `rms_norm_swiglu_mlp`, for the
 /// wanted ones: per chunk of rows, the norm, both projections and their product are rebuilt from
-/// `x`, the weight gradients summed, and the chunk's `dx` written into the rows it came from.
+/// `x` (the projections read from `kept` when the forward pass kept them), the weight gradients
+/// summed, and the chunk's `dx` written into the rows it came from.
 #[allow(clippy::too_many_arguments)] // The op's inputs, its gradient, what is wanted and how.
 pub(crate) fn rms_norm_swiglu_mlp_backward<B: RoutedOps, N, G>(
     x: FloatTensor<B>,
@@ -157,6 +214,7 @@ pub(crate) fn rms_norm_swiglu_mlp_backward<B: RoutedOps, N, G>(
     eps: f32,
     grad: FloatTensor<B>,
     [want_x, want_norm, want_gate, want_up, want_down]: [bool; 5],
+    kept: Option<Projections<B>>,
     chunks: Chunks,
     kernels: Kernels<N, G>,
 ) -> [Option<FloatTensor<B>>; 5]
@@ -176,9 +234,22 @@ where
         let range = first..(first + step).min(rows);
         let x_rows = rows_of::<B>(&x, range.clone());
         let grad_rows = rows_of::<B>(&grad, range.clone());
-        let h = B::rms_norm(x_rows.clone(), norm_weight.clone(), eps);
-        let gate = B::linear(h.clone(), gate_weight.clone(), None);
-        let up = B::linear(h.clone(), up_weight.clone(), None);
+        // The normalised rows: for the projections when they were not kept, and for their
+        // weights' gradients.
+        let norm = || B::rms_norm(x_rows.clone(), norm_weight.clone(), eps);
+        let (h, gate, up) = match &kept {
+            Some(kept) => (
+                (want_gate || want_up).then(norm),
+                rows_of::<B>(&kept.gate, range.clone()),
+                rows_of::<B>(&kept.up, range.clone()),
+            ),
+            None => {
+                let h = norm();
+                let gate = B::linear(h.clone(), gate_weight.clone(), None);
+                let up = B::linear(h.clone(), up_weight.clone(), None);
+                (Some(h), gate, up)
+            }
+        };
         if want_down {
             let product = B::swiglu(gate.clone(), up.clone());
             accumulate::<B>(
@@ -196,13 +267,13 @@ where
             d_product,
             [want_input || want_gate, want_input || want_up],
         );
-        if let (true, Some(dg)) = (want_gate, &dg) {
+        if let (true, Some(dg), Some(h)) = (want_gate, &dg, &h) {
             accumulate::<B>(
                 &mut d_gate,
                 B::linear_weight_backward(h.clone(), dg.clone()),
             );
         }
-        if let (true, Some(du)) = (want_up, &du) {
+        if let (true, Some(du), Some(h)) = (want_up, &du, &h) {
             accumulate::<B>(&mut d_up, B::linear_weight_backward(h.clone(), du.clone()));
         }
         drop(h);
@@ -223,4 +294,120 @@ where
     }
     let d_x = d_x.map(|dx| B::float_reshape(dx, shape));
     [d_x, d_norm, d_gate, d_up, d_down]
+}
+
+#[cfg(feature = "autodiff")]
+pub(crate) mod autodiff {
+    //! The `Autodiff<B, C>` kernel. Without gradient checkpointing the backward pass keeps `x`,
+    //! the weights and the gate and up projections (`[rows, hidden]`, 2 of the MLP's 11
+    //! matrix products that it then does not redo), and rebuilds only the normalised rows;
+    //! under `gradient_checkpointing()` it keeps only the inputs, through the checkpointer, and
+    //! rebuilds the rest a chunk of rows at a time. The gradients have the same bits either way:
+    //! the same chunks and kernels form them, only the projections' source differs.
+
+    use burn_backend::tensor::FloatTensor;
+
+    use super::Projections;
+    use crate::kernels::backward::BackwardKernels;
+    use crate::rt::__private::grad::checkpoints;
+    use crate::rt::autodiff::checkpoint::base::Checkpointer;
+    use crate::rt::autodiff::grads::Gradients;
+    use crate::rt::autodiff::ops::{Backward, Ops, OpsKind};
+    use crate::rt::autodiff::{Autodiff, NodeId};
+    use crate::rt::{Backend, CheckpointStrategy};
+
+    /// What the backward pass keeps: the inputs and the projections, or (under gradient
+    /// checkpointing) the inputs' node ids.
+    #[derive(Clone, Debug)]
+    enum Kept<B: Backend> {
+        Tensors {
+            inputs: [FloatTensor<B>; 5],
+            projections: Projections<B>,
+        },
+        Checkpointed([NodeId; 5]),
+    }
+
+    #[derive(Clone, Debug)]
+    struct State<B: Backend> {
+        kept: Kept<B>,
+        eps: f32,
+    }
+
+    #[derive(Debug)]
+    struct RmsNormSwigluMlpBackward;
+
+    impl<B: BackwardKernels> Backward<B, 5> for RmsNormSwigluMlpBackward {
+        type State = State<B>;
+
+        fn backward(
+            self,
+            ops: Ops<Self::State, 5>,
+            grads: &mut Gradients,
+            checkpointer: &mut Checkpointer,
+        ) {
+            let grad = grads.consume::<B>(&ops.node);
+            let wanted = ops.parents.each_ref().map(Option::is_some);
+            let State { kept, eps } = ops.state;
+            let (inputs, projections) = match kept {
+                Kept::Tensors {
+                    inputs,
+                    projections,
+                } => (inputs, Some(projections)),
+                Kept::Checkpointed(ids) => (
+                    ids.map(|id| checkpointer.retrieve_node_output::<FloatTensor<B>>(id)),
+                    None,
+                ),
+            };
+            let [x, norm_weight, weights @ ..] = inputs;
+            let formed = B::rms_norm_swiglu_mlp_backward(
+                x,
+                norm_weight,
+                weights,
+                eps,
+                grad,
+                wanted,
+                projections,
+            );
+            for (parent, formed) in ops.parents.into_iter().zip(formed) {
+                if let (Some(parent), Some(formed)) = (parent, formed) {
+                    grads.register::<B>(parent.id, formed);
+                }
+            }
+        }
+    }
+
+    /// The kernel: see the module.
+    pub(crate) fn rms_norm_swiglu_mlp<B: BackwardKernels, C: CheckpointStrategy>(
+        inputs: [FloatTensor<Autodiff<B, C>>; 5],
+        eps: f32,
+    ) -> FloatTensor<Autodiff<B, C>> {
+        let parents = inputs.each_ref().map(|t| t.node());
+        match RmsNormSwigluMlpBackward
+            .prepare::<C>(parents)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) if checkpoints::<C>() => {
+                let ids = inputs.each_ref().map(|t| prep.checkpoint(t));
+                let [x, n, g, u, d] = inputs.map(|t| t.into_primitive());
+                let output = B::rms_norm_swiglu_mlp(x, n, g, u, d, eps);
+                let kept = Kept::Checkpointed(ids);
+                prep.finish(State { kept, eps }, output)
+            }
+            OpsKind::Tracked(prep) => {
+                let inputs = inputs.map(|t| t.into_primitive());
+                let [x, n, weights @ ..] = inputs.clone();
+                let (output, projections) = B::rms_norm_swiglu_mlp_keeping(x, n, weights, eps);
+                let kept = Kept::Tensors {
+                    inputs,
+                    projections,
+                };
+                prep.finish(State { kept, eps }, output)
+            }
+            OpsKind::UnTracked(prep) => {
+                let [x, n, g, u, d] = inputs.map(|t| t.into_primitive());
+                prep.finish(B::rms_norm_swiglu_mlp(x, n, g, u, d, eps))
+            }
+        }
+    }
 }

@@ -346,16 +346,18 @@ fn untracked_inputs_get_no_gradient_and_the_others_the_same_one() {
 }
 
 /// The MLP on a residual stream made by memory-bound ops (`x * 2 + 1`, the residual sum), twice:
-/// loss and gradients bit for bit those without checkpointing.
+/// loss and gradients bit for bit those without checkpointing (which keeps the projections
+/// where checkpointing rebuilds them), in `f32` and in `bf16` (whose projections are kept in
+/// `f32`, as they are rebuilt).
 #[test]
 fn checkpointing_gives_the_same_bits() {
-    fn run(device: &Device) -> (Vec<f32>, Vec<Option<Vec<f32>>>) {
+    fn run(device: &Device, dtype: FloatDType) -> (Vec<f32>, Vec<Option<Vec<f32>>>) {
         let dims = Dims {
             outputs: CHUNKED.width,
             ..CHUNKED
         };
         let leaves = dims.inputs(9);
-        let inputs = Inputs::new(dims, &leaves, device, FloatDType::F32, &[true; 5]);
+        let inputs = Inputs::new(dims, &leaves, device, dtype, &[true; 5]);
         let h = inputs.x.clone() * 2.0 + 1.0;
         let mlp = |x: Tensor<2>| {
             rms_norm_swiglu_mlp(
@@ -373,9 +375,11 @@ fn checkpointing_gives_the_same_bits() {
         let grads = loss.backward();
         (values(&loss), inputs.grads(&grads))
     }
-    let plain = run(&Device::flex().autodiff());
-    let checkpointed = run(&Device::flex().autodiff().gradient_checkpointing());
-    assert_eq!(plain, checkpointed);
+    for dtype in [FloatDType::F32, FloatDType::BF16] {
+        let plain = run(&Device::flex().autodiff(), dtype);
+        let checkpointed = run(&Device::flex().autodiff().gradient_checkpointing(), dtype);
+        assert_eq!(plain, checkpointed, "{dtype:?}");
+    }
 }
 
 #[test]

@@ -6,8 +6,8 @@
 use burn_route::{
     Affine, Fill, add_relu, affine, argmax_last, axpby, bias_gelu, clamp_ste, cross_entropy_logits,
     dequantize_relu, dropout, fill_where, layer_norm, masked_fill_count, moments, nan_to_num,
-    rms_norm, round_half_even, scale, self_attention, softmax_last, softplus, split_last, sum_all,
-    swiglu, topk_last,
+    rms_norm, rms_norm_swiglu_mlp, round_half_even, scale, self_attention, softmax_last, softplus,
+    split_last, sum_all, swiglu, topk_last,
 };
 use burn_tensor::activation::relu;
 use burn_tensor::quantization::QuantScheme;
@@ -277,6 +277,41 @@ pub fn gradients_match_flex(other: &Device) {
             &flex,
             TOL,
             &format!("self_attention on {device:?}"),
+        );
+    }
+    // The MLP one op on `a`'s rows, hidden width 24, on an input a memory-bound op makes:
+    // without gradient checkpointing (its hand-written kernel keeps the projections) and with
+    // it (it rebuilds them).
+    let mlp = |device: &Device| {
+        let x = on(device, &a, SHAPE).require_grad();
+        let norm = row(device, &w).require_grad();
+        let mut rng = Rng::new(5);
+        let mut weight = |rows: usize, cols: usize| {
+            let w = TensorData::new(rng.vec(rows * cols, -0.5, 0.5), [rows, cols]);
+            Tensor::<2>::from_data(w, device).require_grad()
+        };
+        let weights = [
+            weight(SHAPE[1], 24),
+            weight(SHAPE[1], 24),
+            weight(24, SHAPE[1]),
+        ];
+        let [gate, up, down] = weights.clone();
+        let out = rms_norm_swiglu_mlp(x.clone() * 2.0, norm.clone(), gate, up, down, 1e-5);
+        let g = (out.clone() * out).sum().backward();
+        let mut all = values(&x.grad(&g).expect("x's gradient"));
+        all.extend(values(&norm.grad(&g).expect("the norm weight's gradient")));
+        for w in &weights {
+            all.extend(values(&w.grad(&g).expect("a weight's gradient")));
+        }
+        all
+    };
+    let flex = mlp(&Device::flex().autodiff());
+    for device in [other.clone(), other.clone().gradient_checkpointing()] {
+        assert_close(
+            &mlp(&device),
+            &flex,
+            TOL,
+            &format!("rms_norm_swiglu_mlp on {device:?}"),
         );
     }
 }

@@ -11,12 +11,12 @@ use burn_dispatch::backends::flex::FlexTensor;
 use super::{BackwardKernels, generic, shared};
 use crate::flex::{
     Rows, Work, is_writable, keep_if, max_of, simd_fn, sum_by, sum_by2, sum_by3, tensor,
-    update_many, update_rows, update_rows_with,
+    update_many, update_rows, update_rows_with, writable,
 };
 use crate::kernels::arith::{self, rms_norm_grad_row};
 use crate::kernels::fused_linear::{self, Chunks};
 use crate::kernels::fused_mlp;
-use crate::kernels::half::{grads_in_f32, in_f32};
+use crate::kernels::half::{grads_in_f32, half_dtype, in_f32, narrow, widen};
 
 /// `t` readable row by row. The incoming gradient is often a broadcast view (the gradient of a
 /// `sum` is a scalar expanded to the output's shape, whose last dimension has stride 0); one
@@ -77,35 +77,73 @@ fn gelu_derivative(z: f32) -> f32 {
 impl BackwardKernels for Flex {
     const PROJECTION_CHUNKS: Chunks = Chunks::Small;
 
+    fn rms_norm_swiglu_mlp_keeping(
+        x: FloatTensor<Self>,
+        norm_weight: FloatTensor<Self>,
+        [gate_weight, up_weight, down_weight]: [FloatTensor<Self>; 3],
+        eps: f32,
+    ) -> (FloatTensor<Self>, fused_mlp::Projections<Self>) {
+        fused_mlp::check_weights(&x, &gate_weight, &down_weight);
+        // Half dtypes run the `f32` kernel on widened copies; the projections stay `f32`, as the
+        // backward pass would rebuild them.
+        let inputs = [x, norm_weight, gate_weight, up_weight, down_weight];
+        if let Some(dtype) = half_dtype(&inputs.each_ref()) {
+            let [x, n, g, u, d] = inputs.map(widen);
+            let (out, kept) = Self::rms_norm_swiglu_mlp_keeping(x, n, [g, u, d], eps);
+            return (narrow(out, dtype), kept);
+        }
+        let [x, norm_weight, gate_weight, up_weight, down_weight] = inputs;
+        let weights = [&gate_weight, &up_weight, &down_weight];
+        if let Some(inputs) = fused_mlp::flex::Inputs::of(&x, &norm_weight, weights, eps) {
+            let (out, [gate, up]) = inputs.forward_keeping();
+            return (out, fused_mlp::Projections { gate, up });
+        }
+        let weights = [gate_weight, up_weight, down_weight];
+        fused_mlp::rms_norm_swiglu_mlp_keeping_on::<Self>(
+            x,
+            norm_weight,
+            weights,
+            eps,
+            Self::PROJECTION_CHUNKS,
+        )
+    }
+
     fn rms_norm_swiglu_mlp_backward(
         x: FloatTensor<Self>,
         norm_weight: FloatTensor<Self>,
-        gate_weight: FloatTensor<Self>,
-        up_weight: FloatTensor<Self>,
-        down_weight: FloatTensor<Self>,
+        [gate_weight, up_weight, down_weight]: [FloatTensor<Self>; 3],
         eps: f32,
         grad: FloatTensor<Self>,
         wanted: [bool; 5],
+        kept: Option<fused_mlp::Projections<Self>>,
     ) -> [Option<FloatTensor<Self>>; 5] {
         // Half dtypes run the `f32` kernel on widened copies: the weights' gradients are summed
-        // over the chunks in `f32`, and rounded once.
+        // over the chunks in `f32`, and rounded once (the kept projections are `f32` already).
         let inputs = [x, norm_weight, gate_weight, up_weight, down_weight, grad];
-        let [x, norm_weight, gate_weight, up_weight, down_weight, grad] =
-            match grads_in_f32(inputs, |[x, n, g, u, d, dy]| {
-                Self::rms_norm_swiglu_mlp_backward(x, n, g, u, d, eps, dy, wanted)
-            }) {
-                Ok(grads) => return grads,
-                Err(inputs) => inputs,
-            };
+        if let Some(dtype) = half_dtype(&inputs.each_ref()) {
+            let [x, n, g, u, d, dy] = inputs.map(widen);
+            let grads = Self::rms_norm_swiglu_mlp_backward(x, n, [g, u, d], eps, dy, wanted, kept);
+            return grads.map(|g| g.map(|g| narrow(g, dtype)));
+        }
+        let [x, norm_weight, gate_weight, up_weight, down_weight, grad] = inputs;
         let grad = readable(grad);
         let weights = [&gate_weight, &up_weight, &down_weight];
-        let grads = fused_mlp::flex::Inputs::of(&x, &norm_weight, weights, eps)
-            .and_then(|inputs| inputs.backward(&grad, wanted));
-        if let Some(grads) = grads {
-            return grads;
+        if let Some(inputs) = fused_mlp::flex::Inputs::of(&x, &norm_weight, weights, eps) {
+            // The kept projections are overwritten with their gradients when nothing else
+            // holds them (else rebuilt, as under checkpointing).
+            let mut kept = kept;
+            let buffers = kept.as_mut().and_then(|k| {
+                let [gate, up] = [&mut k.gate, &mut k.up];
+                Some([writable(gate)?, writable(up)?])
+            });
+            if let Some(grads) = inputs.backward(&grad, wanted, buffers) {
+                return grads;
+            }
+            let weights = [gate_weight, up_weight, down_weight];
+            return super::mlp_by_chunks::<Self>(x, norm_weight, weights, eps, grad, wanted, kept);
         }
         let weights = [gate_weight, up_weight, down_weight];
-        super::mlp_by_chunks::<Self>(x, norm_weight, weights, eps, grad, wanted)
+        super::mlp_by_chunks::<Self>(x, norm_weight, weights, eps, grad, wanted, kept)
     }
 
     fn swiglu_linear_backward(

@@ -108,25 +108,57 @@ impl<'a> Inputs<'a> {
 
     /// The op's output, `[.., outputs]` in `x`'s shape.
     pub(crate) fn forward(&self) -> FlexTensor {
+        self.run(false).0
+    }
+
+    /// The op's output and the gate and up projections of every row (`[rows, hidden]`, each
+    /// chunk's written by `gemm` into its rows), for [`backward`](Self::backward) to read.
+    pub(crate) fn forward_keeping(&self) -> (FlexTensor, [FlexTensor; 2]) {
+        let [rows, _, hidden, ..] = self.dims;
+        let (out, [gate, up]) = self.run(true);
+        let shape = Shape::new([rows, hidden]);
+        (out, [tensor(gate, shape.clone()), tensor(up, shape)])
+    }
+
+    /// The forward pass: the output, and the projections' buffers (every row's with `keep`,
+    /// else the last chunk's).
+    fn run(&self, keep: bool) -> (FlexTensor, [Vec<f32>; 2]) {
         let [rows, width, hidden, outputs, step] = self.dims;
         let mut out = vec![0.0_f32; rows * outputs];
         let mut h = vec![0.0_f32; step * width];
-        let (mut gate, mut up) = (vec![0.0_f32; step * hidden], vec![0.0_f32; step * hidden]);
+        // The projections: a chunk's in scratch buffers, or every row's when they are kept
+        // (the gate's product then in a scratch buffer of its own).
+        let kept_rows = if keep { rows } else { step };
+        let mut gate = vec![0.0_f32; kept_rows * hidden];
+        let mut up = vec![0.0_f32; kept_rows * hidden];
+        let mut gated = if keep {
+            vec![0.0_f32; step * hidden]
+        } else {
+            Vec::new()
+        };
         let mut x_scratch = Vec::new();
         for first in (0..rows).step_by(step) {
             let n = step.min(rows - first);
             let x = self.x_rows(first, n, &mut x_scratch);
-            self.project(x, [&mut h[..], &mut gate[..], &mut up[..]]);
-            swiglu_rows(&mut gate[..n * hidden], &up[..n * hidden]);
+            let at = if keep { first * hidden } else { 0 };
+            let (g, u) = (&mut gate[at..at + n * hidden], &mut up[at..at + n * hidden]);
+            self.project(x, [&mut h[..], &mut *g, &mut *u]);
+            let p = if keep {
+                swiglu_into(&mut gated[..n * hidden], g, u);
+                &gated[..n * hidden]
+            } else {
+                swiglu_rows(g, u);
+                &*g
+            };
             let rows_out = Out::rows(&mut out[first * outputs..], outputs);
-            // SAFETY: `out`'s rows `first..first + n` hold n × outputs values, `gate` n × hidden
-            // and `down_weight` hidden × outputs.
+            // SAFETY: `out`'s rows `first..first + n` hold n × outputs values, the product n ×
+            // hidden and `down_weight` hidden × outputs.
             unsafe {
                 product(
                     (n, outputs, hidden),
                     rows_out,
                     false,
-                    Operand::rows(&gate, hidden),
+                    Operand::rows(p, hidden),
                     self.down,
                 );
             }
@@ -134,19 +166,28 @@ impl<'a> Inputs<'a> {
         let mut shape = self.x_shape.clone();
         let last = shape.num_dims() - 1;
         shape[last] = outputs;
-        tensor(out, shape)
+        (tensor(out, shape), [gate, up])
     }
 
     /// `[dx, dnorm_weight, dgate_weight, dup_weight, ddown_weight]` for the wanted ones, from
     /// `grad` (the output's gradient, contiguous `f32`; `None` otherwise): per chunk, the norm
-    /// and both projections are rebuilt, and the weights' gradients summed in place.
+    /// and both projections are rebuilt, and the weights' gradients summed in place. `kept`, the
+    /// projections [`forward`](Self::forward) kept (`[rows, hidden]` each), are read instead of
+    /// rebuilt, and overwritten with their gradients.
     pub(crate) fn backward(
         &self,
         grad: &FlexTensor,
         [want_x, want_norm, want_gate, want_up, want_down]: [bool; 5],
+        mut kept: Option<[&mut [f32]; 2]>,
     ) -> Option<[Option<FlexTensor>; 5]> {
         let [rows, width, hidden, outputs, step] = self.dims;
         let grad = dense(grad).filter(|g| g.len() == rows * outputs)?;
+        if kept
+            .as_ref()
+            .is_some_and(|k| k.iter().any(|p| p.len() != rows * hidden))
+        {
+            return None;
+        }
         let want_input = want_x || want_norm;
         let zeros = |want: bool, len: usize| want.then(|| vec![0.0_f32; len]);
         let mut dx = zeros(want_x, rows * width);
@@ -155,7 +196,15 @@ impl<'a> Inputs<'a> {
         let mut d_up = zeros(want_up, width * hidden);
         let mut d_down = zeros(want_down, hidden * outputs);
         let mut h = vec![0.0_f32; step * width];
-        let (mut gate, mut up) = (vec![0.0_f32; step * hidden], vec![0.0_f32; step * hidden]);
+        // A chunk's projections, when they are rebuilt.
+        let scratch = |len: usize| {
+            if kept.is_some() {
+                Vec::new()
+            } else {
+                vec![0.0_f32; len]
+            }
+        };
+        let (mut gate, mut up) = (scratch(step * hidden), scratch(step * hidden));
         // The gate's product (for `ddown_weight`) and its gradient.
         let want_grads = want_input || want_gate || want_up;
         let mut product_rows = zeros(want_down, step * hidden).unwrap_or_default();
@@ -168,9 +217,20 @@ impl<'a> Inputs<'a> {
             let n = step.min(rows - first);
             let accumulate = first > 0;
             let x = self.x_rows(first, n, &mut x_scratch);
-            self.project(x, [&mut h[..], &mut gate[..], &mut up[..]]);
+            let (g, u) = match kept.as_mut() {
+                Some([g, u]) => {
+                    if want_gate || want_up {
+                        norm_rows(&mut h[..n * width], x, self.norm, self.eps);
+                    }
+                    let at = first * hidden..(first + n) * hidden;
+                    (&mut g[at.clone()], &mut u[at])
+                }
+                None => {
+                    self.project(x, [&mut h[..], &mut gate[..], &mut up[..]]);
+                    (&mut gate[..n * hidden], &mut up[..n * hidden])
+                }
+            };
             let dy = Operand::rows(&grad[first * outputs..], outputs);
-            let (g, u) = (&mut gate[..n * hidden], &mut up[..n * hidden]);
             if want_grads {
                 let dp = &mut d_product[..n * hidden];
                 // SAFETY: dp holds n × hidden values; dy is n × outputs, down_weight^T outputs ×
@@ -208,8 +268,9 @@ impl<'a> Inputs<'a> {
             if !want_grads {
                 continue;
             }
+            let (g, u) = (Operand::rows(g, hidden), Operand::rows(u, hidden));
             let h_t = Operand::rows(&h, width).t();
-            for (sum, d) in [(&mut d_gate, &gate), (&mut d_up, &up)] {
+            for (sum, d) in [(&mut d_gate, g), (&mut d_up, u)] {
                 if let Some(sum) = sum.as_mut() {
                     // SAFETY: the sum holds width × hidden values; h^T is width × n, d n ×
                     // hidden.
@@ -219,7 +280,7 @@ impl<'a> Inputs<'a> {
                             Out::rows(sum, hidden),
                             accumulate,
                             h_t,
-                            Operand::rows(d, hidden),
+                            d,
                         );
                     }
                 }
@@ -235,20 +296,8 @@ impl<'a> Inputs<'a> {
             // SAFETY: d_h holds n × width values; gate and up (now their gradients) n × hidden,
             // the weights' transposes hidden × width.
             unsafe {
-                product(
-                    (n, width, hidden),
-                    out,
-                    false,
-                    Operand::rows(&gate, hidden),
-                    self.gate.t(),
-                );
-                product(
-                    (n, width, hidden),
-                    out,
-                    true,
-                    Operand::rows(&up, hidden),
-                    self.up.t(),
-                );
+                product((n, width, hidden), out, false, g, self.gate.t());
+                product((n, width, hidden), out, true, u, self.up.t());
             }
             norm_grad_rows(d_h, x, self.norm, self.eps, d_norm.as_deref_mut());
         }
