@@ -138,6 +138,74 @@ impl Dims {
     }
 }
 
+/// The kernels the attention is written with: `B`'s own ([`Own`], in the `Autodiff<B, C>`
+/// kernel and Flex's) or Burn's primitives ([`Burns`], the composition that `Cube` and `Remote`
+/// run).
+pub(crate) trait Kernels<B: Backend> {
+    /// `lhs @ rhs`, batched over the leading dimensions.
+    fn matmul(lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B>;
+    /// The softmax over the last dimension.
+    fn softmax(x: FloatTensor<B>) -> FloatTensor<B>;
+    /// The softmax's input gradient from its output `y` and the incoming gradient.
+    fn softmax_backward(y: FloatTensor<B>, grad: FloatTensor<B>) -> FloatTensor<B>;
+}
+
+/// Burn's primitives: see [`Kernels`].
+pub(crate) struct Burns;
+
+impl<B: Backend> Kernels<B> for Burns {
+    fn matmul(lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
+        B::float_matmul(lhs, rhs)
+    }
+
+    fn softmax(x: FloatTensor<B>) -> FloatTensor<B> {
+        composed::softmax_last::<B>(x)
+    }
+
+    fn softmax_backward(y: FloatTensor<B>, grad: FloatTensor<B>) -> FloatTensor<B> {
+        super::backward::generic::softmax_last_backward::<B>(y, grad)
+    }
+}
+
+/// `B`'s own kernels ([`BackwardKernels::matmul`], `softmax_last` and its backward kernel):
+/// see [`Kernels`].
+pub(crate) struct Own;
+
+impl<B: BackwardKernels> Kernels<B> for Own {
+    fn matmul(lhs: FloatTensor<B>, rhs: FloatTensor<B>) -> FloatTensor<B> {
+        B::matmul(lhs, rhs)
+    }
+
+    fn softmax(x: FloatTensor<B>) -> FloatTensor<B> {
+        B::softmax_last(x)
+    }
+
+    fn softmax_backward(y: FloatTensor<B>, grad: FloatTensor<B>) -> FloatTensor<B> {
+        B::softmax_last_backward(y, grad)
+    }
+}
+
+/// `x @ weight` for rows `x` (`[rows, in]`) and a weight `[in, out]`, as Burn's `linear`.
+fn linear<B: Backend, K: Kernels<B>>(x: FloatTensor<B>, weight: FloatTensor<B>) -> FloatTensor<B> {
+    K::matmul(x, weight)
+}
+
+/// The input's gradient of [`linear`]: `grad @ weight^T`.
+fn linear_x_backward<B: Backend, K: Kernels<B>>(
+    weight: FloatTensor<B>,
+    grad: FloatTensor<B>,
+) -> FloatTensor<B> {
+    K::matmul(grad, B::float_swap_dims(weight, 0, 1))
+}
+
+/// The weight's gradient of [`linear`]: `x^T @ grad`.
+fn linear_weight_backward<B: Backend, K: Kernels<B>>(
+    x: FloatTensor<B>,
+    grad: FloatTensor<B>,
+) -> FloatTensor<B> {
+    K::matmul(B::float_swap_dims(x, 0, 1), grad)
+}
+
 /// A chunk's queries, keys and values split into heads (`[sequences, heads, seq, head
 /// width]`) and its attention weights (`[sequences, heads, seq, seq]`).
 #[derive(Clone, Debug)]
@@ -159,13 +227,13 @@ pub(crate) struct Chunk<B: Backend> {
 }
 
 /// The heads' output (`[rows, inner]`) of attention `weights` over values `v`.
-fn heads_output<B: Backend>(
+fn heads_output<B: Backend, K: Kernels<B>>(
     weights: FloatTensor<B>,
     v: FloatTensor<B>,
     d: &Dims,
     sequences: usize,
 ) -> FloatTensor<B> {
-    merge_heads::<B>(B::float_matmul(weights, v), d, sequences)
+    merge_heads::<B>(K::matmul(weights, v), d, sequences)
 }
 
 /// `[rows, inner]` as `[sequences, heads, seq, head width]`.
@@ -198,27 +266,26 @@ fn causal_mask<B: Backend>(d: &Dims, like: &FloatTensor<B>) -> FloatTensor<B> {
     B::float_cast(bias, FloatDType::from(like.dtype()))
 }
 
-/// One chunk's attention, from its rows of `x` (`[rows, features]`), with `softmax` over the
-/// last dimension: its queries, keys, values and weights, and the heads' output (`[rows,
+/// One chunk's attention, from its rows of `x` (`[rows, features]`), with `K`'s kernels: its
+/// queries, keys, values and weights, and the heads' output (`[rows,
 /// inner]`), which the output projection takes. The forward pass and the rebuilding of a chunk
 /// in the backward pass both run this.
-fn chunk_attention<B: Backend>(
+fn chunk_attention<B: Backend, K: Kernels<B>>(
     x: FloatTensor<B>,
     [q_weight, k_weight, v_weight]: [&FloatTensor<B>; 3],
     d: &Dims,
-    softmax: &impl Fn(FloatTensor<B>) -> FloatTensor<B>,
 ) -> (Attention<B>, FloatTensor<B>) {
     let sequences = x.shape()[0] / d.seq;
     let project =
-        |w: &FloatTensor<B>| split_heads::<B>(B::linear(x.clone(), w.clone(), None), d, sequences);
+        |w: &FloatTensor<B>| split_heads::<B>(linear::<B, K>(x.clone(), w.clone()), d, sequences);
     let (q, k, v) = (project(q_weight), project(k_weight), project(v_weight));
-    let scores = B::float_matmul(q.clone(), B::float_swap_dims(k.clone(), 2, 3));
+    let scores = K::matmul(q.clone(), B::float_swap_dims(k.clone(), 2, 3));
     let mut scores = B::float_mul_scalar(scores, Scalar::from(d.scale()));
     if d.causal {
         scores = B::float_add(scores, causal_mask::<B>(d, &x));
     }
-    let weights = softmax(scores);
-    let output = heads_output::<B>(weights.clone(), v.clone(), d, sequences);
+    let weights = K::softmax(scores);
+    let output = heads_output::<B, K>(weights.clone(), v.clone(), d, sequences);
     (Attention { q, k, v, weights }, output)
 }
 
@@ -238,6 +305,13 @@ struct Formed<B: Backend> {
 }
 
 impl<B: Backend> Formed<B> {
+    /// Writes a chunk's rows of `x`'s gradient (summed by [`input_part`]), if wanted.
+    fn write_x(&mut self, rows: Range<usize>, d_x: Option<FloatTensor<B>>) {
+        if let Some(d_x) = d_x {
+            self.d_x.write(rows, d_x);
+        }
+    }
+
     /// Adds `value` into the sum of weight `index`'s gradient (`value` itself for the first
     /// chunk).
     fn add(&mut self, index: usize, value: FloatTensor<B>) {
@@ -252,7 +326,7 @@ impl<B: Backend> Formed<B> {
 /// The output projection's phase of one chunk, from its rows of the incoming gradient
 /// (`[rows, outputs]`): `d_out_weight`'s part, and the gradient of the heads' output when
 /// anything before the projection is wanted. What the chunk kept is dropped or moved on.
-fn output_phase<B: Backend>(
+fn output_phase<B: Backend, K: Kernels<B>>(
     chunk: Chunk<B>,
     grad: FloatTensor<B>,
     out_weight: &FloatTensor<B>,
@@ -264,14 +338,14 @@ fn output_phase<B: Backend>(
     if formed.wanted[4] {
         let output = chunk.output.unwrap_or_else(|| {
             let attention = chunk.attention.as_ref().expect(KEPT);
-            heads_output::<B>(attention.weights.clone(), attention.v.clone(), d, sequences)
+            heads_output::<B, K>(attention.weights.clone(), attention.v.clone(), d, sequences)
         });
-        formed.add(3, B::linear_weight_backward(output, grad.clone()));
+        formed.add(3, linear_weight_backward::<B, K>(output, grad.clone()));
     }
     if !Dims::inner_wanted(formed.wanted) {
         return None;
     }
-    let d_heads = B::linear_x_backward(out_weight.clone(), grad);
+    let d_heads = linear_x_backward::<B, K>(out_weight.clone(), grad);
     Some(Heads {
         attention: chunk.attention.expect(KEPT),
         d_heads: split_heads::<B>(d_heads, d, sequences),
@@ -279,56 +353,52 @@ fn output_phase<B: Backend>(
 }
 
 /// The attention's phase of one chunk: the gradients of its queries, keys and values, the heads
-/// merged (`[rows, inner]`), with `softmax_backward(weights, grad)` the softmax's input
-/// gradient. The chunk's tensors are dropped.
-fn attention_phase<B: Backend>(
-    heads: Heads<B>,
-    d: &Dims,
-    softmax_backward: &impl Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
-) -> [FloatTensor<B>; 3] {
+/// merged (`[rows, inner]`). The chunk's tensors are dropped.
+fn attention_phase<B: Backend, K: Kernels<B>>(heads: Heads<B>, d: &Dims) -> [FloatTensor<B>; 3] {
     let Heads {
         attention: Attention { q, k, v, weights },
         d_heads,
     } = heads;
     let sequences = q.shape()[0];
-    let d_weights = B::float_matmul(d_heads.clone(), B::float_swap_dims(v, 2, 3));
-    let d_v = B::float_matmul(B::float_swap_dims(weights.clone(), 2, 3), d_heads);
-    let d_scores = softmax_backward(weights, d_weights);
+    let d_weights = K::matmul(d_heads.clone(), B::float_swap_dims(v, 2, 3));
+    let d_v = K::matmul(B::float_swap_dims(weights.clone(), 2, 3), d_heads);
+    let d_scores = K::softmax_backward(weights, d_weights);
     let d_scores = B::float_mul_scalar(d_scores, Scalar::from(d.scale()));
-    let d_q = B::float_matmul(d_scores.clone(), k);
-    let d_k = B::float_matmul(B::float_swap_dims(d_scores, 2, 3), q);
+    let d_q = K::matmul(d_scores.clone(), k);
+    let d_k = K::matmul(B::float_swap_dims(d_scores, 2, 3), q);
     [d_q, d_k, d_v].map(|g| merge_heads::<B>(g, d, sequences))
 }
 
-/// The projections' phase of one chunk, from the gradients of the queries, keys and values
-/// (`[rows, inner]` each) and the chunk's rows of `x` (given when a projection's weight gradient
-/// is wanted): each weight's gradient's part, and the chunk's rows of `x`'s gradient, the three
-/// projections' parts added in that order and written once.
-fn projection_phase<B: Backend>(
-    grads: [FloatTensor<B>; 3],
+/// Projection `index`'s part of a chunk's rows of `x`'s gradient, from the gradient of the
+/// projection's output `grad` (`[rows, inner]`), added into `sum` (the parts of `q`, `k` and `v`
+/// in that order; [`Formed::write_x`] writes the sum), when `x`'s gradient is wanted.
+fn input_part<B: Backend, K: Kernels<B>>(
+    sum: &mut Option<FloatTensor<B>>,
+    weight: &FloatTensor<B>,
+    grad: FloatTensor<B>,
+    formed: &Formed<B>,
+) {
+    if formed.wanted[0] {
+        let part = linear_x_backward::<B, K>(weight.clone(), grad);
+        *sum = Some(match sum.take() {
+            Some(sum) => B::float_add(sum, part),
+            None => part,
+        });
+    }
+}
+
+/// The weight's phase of projection `index` (`q`, `k`, `v`) of one chunk, from the gradient of
+/// its output `grad` (`[rows, inner]`) and the chunk's rows of `x` (given when the weight's
+/// gradient is wanted): the weight's gradient's part.
+fn weight_phase<B: Backend, K: Kernels<B>>(
+    index: usize,
+    grad: FloatTensor<B>,
     x: Option<FloatTensor<B>>,
-    weights: [&FloatTensor<B>; 3],
-    rows: Range<usize>,
     formed: &mut Formed<B>,
 ) {
-    let mut d_x = None;
-    for (index, (grad, weight)) in grads.into_iter().zip(weights).enumerate() {
-        if formed.wanted[index + 1] {
-            let x = x
-                .clone()
-                .expect("x is kept when a projection's weight gradient is wanted");
-            formed.add(index, B::linear_weight_backward(x, grad.clone()));
-        }
-        if formed.wanted[0] {
-            let part = B::linear_x_backward(weight.clone(), grad);
-            d_x = Some(match d_x {
-                Some(sum) => B::float_add(sum, part),
-                None => part,
-            });
-        }
-    }
-    if let Some(d_x) = d_x {
-        formed.d_x.write(rows, d_x);
+    if formed.wanted[index + 1] {
+        let x = x.expect("x is kept when a projection's weight gradient is wanted");
+        formed.add(index, linear_weight_backward::<B, K>(x, grad));
     }
 }
 
@@ -369,13 +439,12 @@ impl<B: Backend> Rows<B> {
 
 /// The forward pass in `chunks`: the output, and each chunk's tensors for the backward pass of
 /// the inputs `keep` says are wanted (none without it).
-fn forward<B: Backend>(
+fn forward<B: Backend, K: Kernels<B>>(
     x: FloatTensor<B>,
     weights: &[FloatTensor<B>; 4],
     d: &Dims,
     chunks: Chunks,
     keep: Option<[bool; 5]>,
-    softmax: &impl Fn(FloatTensor<B>) -> FloatTensor<B>,
 ) -> (FloatTensor<B>, Vec<Chunk<B>>) {
     if d.empty() {
         let output = zeros::<B>(Shape::new([d.batch, d.seq, d.outputs]), &x);
@@ -388,9 +457,8 @@ fn forward<B: Backend>(
     for sequences in d.chunks(chunks) {
         let rows = d.rows_of(&sequences);
         let x_rows = rows_of::<B>(&x, rows.clone());
-        let (attention, heads) =
-            chunk_attention::<B>(x_rows, [q_weight, k_weight, v_weight], d, softmax);
-        output.write(rows, B::linear(heads.clone(), out_weight.clone(), None));
+        let (attention, heads) = chunk_attention::<B, K>(x_rows, [q_weight, k_weight, v_weight], d);
+        output.write(rows, linear::<B, K>(heads.clone(), out_weight.clone()));
         if let Some(wanted) = keep {
             let inner = Dims::inner_wanted(wanted);
             kept.push(Chunk {
@@ -400,14 +468,6 @@ fn forward<B: Backend>(
         }
     }
     (output.finish(d).expect("a chunk at least"), kept)
-}
-
-/// The softmax over the last dimension and its backward kernel (`dx` from the output and the
-/// incoming gradient): the backend's own in the `Autodiff<B, C>` kernel, Burn's in the
-/// composition.
-pub(crate) struct Softmax<F, G> {
-    pub forward: F,
-    pub backward: G,
 }
 
 /// The gradients of the five float inputs (`None` where not wanted), in the chunks of the
@@ -421,7 +481,7 @@ pub(crate) struct Softmax<F, G> {
 /// before the next chunk. Each gradient is formed by the same operations in the same order
 /// either way, so with the same bits.
 #[allow(clippy::too_many_arguments)] // The op's inputs, what was kept, the gradient, what is wanted.
-fn backward<B: Backend, F, G>(
+fn backward<B: Backend, K: Kernels<B>>(
     x: Option<FloatTensor<B>>,
     weights: &[FloatTensor<B>; 4],
     d: &Dims,
@@ -429,12 +489,7 @@ fn backward<B: Backend, F, G>(
     kept: Option<Vec<Chunk<B>>>,
     grad: FloatTensor<B>,
     wanted: [bool; 5],
-    softmax: &Softmax<F, G>,
-) -> [Option<FloatTensor<B>>; 5]
-where
-    F: Fn(FloatTensor<B>) -> FloatTensor<B>,
-    G: Fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
-{
+) -> [Option<FloatTensor<B>>; 5] {
     if d.empty() {
         let shapes = [Shape::new([d.batch, d.seq, d.features])]
             .into_iter()
@@ -460,19 +515,25 @@ where
         None => {
             for rows in ranges {
                 let x_chunk = x_rows(&rows).expect("x is kept to rebuild the chunks");
-                let (attention, heads) =
-                    chunk_attention::<B>(x_chunk.clone(), projections, d, &softmax.forward);
+                let (attention, heads) = chunk_attention::<B, K>(x_chunk.clone(), projections, d);
                 let chunk = Chunk {
                     attention: Some(attention),
                     output: Some(heads),
                 };
                 let grad_rows = rows_of::<B>(&grad, rows.clone());
-                let Some(heads) = output_phase::<B>(chunk, grad_rows, out_weight, d, &mut formed)
+                let Some(heads) =
+                    output_phase::<B, K>(chunk, grad_rows, out_weight, d, &mut formed)
                 else {
                     continue;
                 };
-                let grads = attention_phase::<B>(heads, d, &softmax.backward);
-                projection_phase::<B>(grads, Some(x_chunk), projections, rows, &mut formed);
+                let grads = attention_phase::<B, K>(heads, d);
+                let mut d_x = None;
+                for (index, (grad, w)) in grads.into_iter().zip(projections).enumerate() {
+                    let x = Some(x_chunk.clone());
+                    weight_phase::<B, K>(index, grad.clone(), x, &mut formed);
+                    input_part::<B, K>(&mut d_x, w, grad, &formed);
+                }
+                formed.write_x(rows, d_x);
             }
         }
         Some(kept) => {
@@ -481,17 +542,30 @@ where
                 .zip(&ranges)
                 .map(|(chunk, rows)| {
                     let grad_rows = rows_of::<B>(&grad, rows.clone());
-                    output_phase::<B>(chunk, grad_rows, out_weight, d, &mut formed)
+                    output_phase::<B, K>(chunk, grad_rows, out_weight, d, &mut formed)
                 })
                 .collect();
             drop(grad);
-            let grads: Vec<[FloatTensor<B>; 3]> = heads
+            let mut grads: Vec<[Option<FloatTensor<B>>; 3]> = heads
                 .into_iter()
                 .flatten()
-                .map(|heads| attention_phase::<B>(heads, d, &softmax.backward))
+                .map(|heads| attention_phase::<B, K>(heads, d).map(Some))
                 .collect();
-            for (grads, rows) in grads.into_iter().zip(ranges) {
-                projection_phase::<B>(grads, x_rows(&rows), projections, rows, &mut formed);
+            for (chunk, rows) in grads.iter().zip(&ranges) {
+                let mut d_x = None;
+                for (grad, w) in chunk.iter().zip(projections) {
+                    let grad = grad.clone().expect("formed");
+                    input_part::<B, K>(&mut d_x, w, grad, &formed);
+                }
+                formed.write_x(rows.clone(), d_x);
+            }
+            // Each weight's gradient over every chunk before the next weight's, so that a
+            // projection's gradients are dropped before the next weight's sum is made.
+            for index in 0..3 {
+                for (chunk, rows) in grads.iter_mut().zip(&ranges) {
+                    let grad = chunk[index].take().expect("formed");
+                    weight_phase::<B, K>(index, grad, x_rows(rows), &mut formed);
+                }
             }
         }
     }
@@ -512,11 +586,10 @@ pub fn self_attention<B: Backend>(
 ) -> FloatTensor<B> {
     let d = Dims::of(&x, &q_weight, &out_weight, heads, causal);
     let weights = [q_weight, k_weight, v_weight, out_weight];
-    let softmax = composed::softmax_last::<B>;
-    forward::<B>(x, &weights, &d, Chunks::Whole, None, &softmax).0
+    forward::<B, Burns>(x, &weights, &d, Chunks::Whole, None).0
 }
 
-/// `self_attention` with `B`'s own softmax kernel, in `B`'s chunks: Flex's kernel.
+/// `self_attention` with `B`'s own kernels ([`Own`]), in `B`'s chunks: Flex's kernel.
 pub(crate) fn self_attention_on<B: BackwardKernels>(
     x: FloatTensor<B>,
     weights: [FloatTensor<B>; 4],
@@ -524,15 +597,7 @@ pub(crate) fn self_attention_on<B: BackwardKernels>(
     causal: bool,
 ) -> FloatTensor<B> {
     let d = Dims::of(&x, &weights[0], &weights[3], heads, causal);
-    forward::<B>(
-        x,
-        &weights,
-        &d,
-        B::PROJECTION_CHUNKS,
-        None,
-        &B::softmax_last,
-    )
-    .0
+    forward::<B, Own>(x, &weights, &d, B::PROJECTION_CHUNKS, None).0
 }
 
 #[cfg(feature = "autodiff")]
@@ -542,7 +607,7 @@ pub(crate) mod autodiff {
 
     use burn_backend::tensor::FloatTensor;
 
-    use super::{Chunk, Dims, Softmax, backward, forward};
+    use super::{Chunk, Dims, Own, backward, forward};
     use crate::kernels::backward::BackwardKernels;
     use crate::rt::__private::grad::checkpoints;
     use crate::rt::autodiff::checkpoint::base::Checkpointer;
@@ -593,13 +658,8 @@ pub(crate) mod autodiff {
                     (Some(x), weights, None)
                 }
             };
-            let softmax = Softmax {
-                forward: B::softmax_last,
-                backward: B::softmax_last_backward,
-            };
             let chunking = B::PROJECTION_CHUNKS;
-            let formed =
-                backward::<B, _, _>(x, &weights, &dims, chunking, chunks, grad, wanted, &softmax);
+            let formed = backward::<B, Own>(x, &weights, &dims, chunking, chunks, grad, wanted);
             for (parent, formed) in ops.parents.into_iter().zip(formed) {
                 if let (Some(parent), Some(formed)) = (parent, formed) {
                     grads.register::<B>(parent.id, formed);
@@ -632,17 +692,15 @@ pub(crate) mod autodiff {
             OpsKind::Tracked(mut prep) if checkpoints::<C>() => {
                 let ids = inputs.each_ref().map(|t| prep.checkpoint(t));
                 let [x, weights @ ..] = inputs.map(|t| t.into_primitive());
-                let softmax = B::softmax_last;
-                let (output, _) = forward::<B>(x, &weights, &dims, chunking, None, &softmax);
+                let (output, _) = forward::<B, Own>(x, &weights, &dims, chunking, None);
                 let kept = Kept::Checkpointed(ids);
                 prep.finish(State { kept, dims }, output)
             }
             OpsKind::Tracked(prep) => {
                 let [x, weights @ ..] = inputs.map(|t| t.into_primitive());
                 let keep_x = wanted[1..4].contains(&true).then(|| x.clone());
-                let softmax = B::softmax_last;
                 let (output, chunks) =
-                    forward::<B>(x, &weights, &dims, chunking, Some(wanted), &softmax);
+                    forward::<B, Own>(x, &weights, &dims, chunking, Some(wanted));
                 let kept = Kept::Tensors {
                     x: keep_x,
                     weights,

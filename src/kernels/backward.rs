@@ -188,6 +188,13 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
         mlp_by_chunks::<Self>(x, norm_weight, weights, eps, grad, wanted, kept)
     }
 
+    /// `lhs @ rhs`, batched over the leading dimensions: the products of `self_attention`'s
+    /// kernels. Flex writes them with `gemm` into a fresh buffer (its `float_matmul` makes its
+    /// output twice: a zeroed byte vector, copied into an aligned buffer).
+    fn matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_matmul(lhs, rhs)
+    }
+
     /// `dx` of the last-dimension softmax with output `y`: `y (grad - sum(grad y))`.
     fn softmax_last_backward(y: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         generic::softmax_last_backward::<Self>(y, grad)

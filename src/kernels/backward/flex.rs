@@ -15,8 +15,8 @@ use crate::flex::{
 };
 use crate::kernels::arith::{self, rms_norm_grad_row};
 use crate::kernels::fused_linear::{self, Chunks};
-use crate::kernels::fused_mlp;
 use crate::kernels::half::{grads_in_f32, half_dtype, in_f32, narrow, widen};
+use crate::kernels::{fused_mlp, gemm};
 
 /// `t` readable row by row. The incoming gradient is often a broadcast view (the gradient of a
 /// `sum` is a scalar expanded to the output's shape, whose last dimension has stride 0); one
@@ -76,6 +76,15 @@ fn gelu_derivative(z: f32) -> f32 {
 
 impl BackwardKernels for Flex {
     const PROJECTION_CHUNKS: Chunks = Chunks::Small;
+
+    fn matmul(lhs: FloatTensor<Self>, rhs: FloatTensor<Self>) -> FloatTensor<Self> {
+        match gemm::batched(&lhs, &rhs) {
+            Some(product) => product,
+            None => {
+                <Self as burn_backend::backend::ops::FloatTensorOps<Self>>::float_matmul(lhs, rhs)
+            }
+        }
+    }
 
     fn rms_norm_swiglu_mlp_keeping(
         x: FloatTensor<Self>,
