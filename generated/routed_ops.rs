@@ -437,11 +437,11 @@ pub trait RoutedOps: rt::Backend {
     /// output
     /// has `x`'s shape with `outputs` as its last dimension. The same values as `rms_norm`, Burn's
     /// `module::linear` twice, `swiglu` and `module::linear`. Without gradient checkpointing the
-    /// backward pass keeps `x`, the weights and both projections (`[rows, hidden]`), and rebuilds
-    /// the
-    /// normalised tensor; under `gradient_checkpointing()` it keeps only the inputs, and rebuilds
-    /// the
-    /// normalised tensor, both projections and their product a chunk of rows at a time. A
+    /// backward pass keeps `x`, the weights and, on Flex and Cube, both projections (`[rows,
+    /// hidden]`),
+    /// and rebuilds the rest; under `gradient_checkpointing()` it keeps only the inputs, and
+    /// rebuilds
+    /// the normalised tensor, both projections and their product a chunk of rows at a time. A
     /// `gate_weight`
     /// whose rows are not `x`'s width, or a `down_weight` whose rows are not the hidden width,
     /// panics

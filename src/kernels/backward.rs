@@ -155,20 +155,17 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
     /// [`rms_norm_swiglu_mlp_backward`](Self::rms_norm_swiglu_mlp_backward) to read instead of
     /// rebuilding them: the op's `Autodiff<B, C>` kernel without gradient checkpointing. The
     /// output has the bits of `RoutedOps::rms_norm_swiglu_mlp` (the same chunks, the same
-    /// kernels).
+    /// kernels). `None` by default: the op's own kernel runs, and the backward pass rebuilds the
+    /// projections (on Remote that kernel is one operation on the server, where the projections
+    /// would be several; `Fusion<B>` runs its composition either way). Flex and Cube keep them.
     fn rms_norm_swiglu_mlp_keeping(
         x: FloatTensor<Self>,
         norm_weight: FloatTensor<Self>,
         weights: [FloatTensor<Self>; 3],
         eps: f32,
-    ) -> (FloatTensor<Self>, fused_mlp::Projections<Self>) {
-        fused_mlp::rms_norm_swiglu_mlp_keeping_on::<Self>(
-            x,
-            norm_weight,
-            weights,
-            eps,
-            Self::PROJECTION_CHUNKS,
-        )
+    ) -> Option<(FloatTensor<Self>, fused_mlp::Projections<Self>)> {
+        let _ = (x, norm_weight, weights, eps);
+        None
     }
 
     /// `rms_norm_swiglu_mlp`: the norm, both projections and their product are rebuilt from `x`

@@ -98,6 +98,21 @@ impl RoutedOps for CubeBackend {
 }
 
 impl super::backward::BackwardKernels for CubeBackend {
+    fn rms_norm_swiglu_mlp_keeping(
+        x: FloatTensor<Self>,
+        norm_weight: FloatTensor<Self>,
+        weights: [FloatTensor<Self>; 3],
+        eps: f32,
+    ) -> Option<(FloatTensor<Self>, super::fused_mlp::Projections<Self>)> {
+        // Its forward kernel's composition (every row at once), keeping the projections.
+        Some(super::fused_mlp::rms_norm_swiglu_mlp_keeping_on::<Self>(
+            x,
+            norm_weight,
+            weights,
+            eps,
+            super::fused_linear::Chunks::Whole,
+        ))
+    }
     fn bias_gelu_backward(
         x: FloatTensor<Self>,
         bias: FloatTensor<Self>,

@@ -300,7 +300,8 @@ where
 pub(crate) mod autodiff {
     //! The `Autodiff<B, C>` kernel. Without gradient checkpointing the backward pass keeps `x`,
     //! the weights and the gate and up projections (`[rows, hidden]`, 2 of the MLP's 11
-    //! matrix products that it then does not redo), and rebuilds only the normalised rows;
+    //! matrix products that it then does not redo; on Flex and Cube, see
+    //! [`BackwardKernels::rms_norm_swiglu_mlp_keeping`]), and rebuilds only the normalised rows;
     //! under `gradient_checkpointing()` it keeps only the inputs, through the checkpointer, and
     //! rebuilds the rest a chunk of rows at a time. The gradients have the same bits either way:
     //! the same chunks and kernels form them, only the projections' source differs.
@@ -316,13 +317,14 @@ pub(crate) mod autodiff {
     use crate::rt::autodiff::{Autodiff, NodeId};
     use crate::rt::{Backend, CheckpointStrategy};
 
-    /// What the backward pass keeps: the inputs and the projections, or (under gradient
+    /// What the backward pass keeps: the inputs and the projections (where the backend forms
+    /// them, [`BackwardKernels::rms_norm_swiglu_mlp_keeping`]), or (under gradient
     /// checkpointing) the inputs' node ids.
     #[derive(Clone, Debug)]
     enum Kept<B: Backend> {
         Tensors {
             inputs: [FloatTensor<B>; 5],
-            projections: Projections<B>,
+            projections: Option<Projections<B>>,
         },
         Checkpointed([NodeId; 5]),
     }
@@ -352,7 +354,7 @@ pub(crate) mod autodiff {
                 Kept::Tensors {
                     inputs,
                     projections,
-                } => (inputs, Some(projections)),
+                } => (inputs, projections),
                 Kept::Checkpointed(ids) => (
                     ids.map(|id| checkpointer.retrieve_node_output::<FloatTensor<B>>(id)),
                     None,
@@ -397,7 +399,14 @@ pub(crate) mod autodiff {
             OpsKind::Tracked(prep) => {
                 let inputs = inputs.map(|t| t.into_primitive());
                 let [x, n, weights @ ..] = inputs.clone();
-                let (output, projections) = B::rms_norm_swiglu_mlp_keeping(x, n, weights, eps);
+                let (output, projections) = match B::rms_norm_swiglu_mlp_keeping(x, n, weights, eps)
+                {
+                    Some((output, projections)) => (output, Some(projections)),
+                    None => {
+                        let [x, n, g, u, d] = inputs.clone();
+                        (B::rms_norm_swiglu_mlp(x, n, g, u, d, eps), None)
+                    }
+                };
                 let kept = Kept::Tensors {
                     inputs,
                     projections,

@@ -91,30 +91,30 @@ impl BackwardKernels for Flex {
         norm_weight: FloatTensor<Self>,
         [gate_weight, up_weight, down_weight]: [FloatTensor<Self>; 3],
         eps: f32,
-    ) -> (FloatTensor<Self>, fused_mlp::Projections<Self>) {
+    ) -> Option<(FloatTensor<Self>, fused_mlp::Projections<Self>)> {
         fused_mlp::check_weights(&x, &gate_weight, &down_weight);
         // Half dtypes run the `f32` kernel on widened copies; the projections stay `f32`, as the
         // backward pass would rebuild them.
         let inputs = [x, norm_weight, gate_weight, up_weight, down_weight];
         if let Some(dtype) = half_dtype(&inputs.each_ref()) {
             let [x, n, g, u, d] = inputs.map(widen);
-            let (out, kept) = Self::rms_norm_swiglu_mlp_keeping(x, n, [g, u, d], eps);
-            return (narrow(out, dtype), kept);
+            let (out, kept) = Self::rms_norm_swiglu_mlp_keeping(x, n, [g, u, d], eps)?;
+            return Some((narrow(out, dtype), kept));
         }
         let [x, norm_weight, gate_weight, up_weight, down_weight] = inputs;
         let weights = [&gate_weight, &up_weight, &down_weight];
         if let Some(inputs) = fused_mlp::flex::Inputs::of(&x, &norm_weight, weights, eps) {
             let (out, [gate, up]) = inputs.forward_keeping();
-            return (out, fused_mlp::Projections { gate, up });
+            return Some((out, fused_mlp::Projections { gate, up }));
         }
         let weights = [gate_weight, up_weight, down_weight];
-        fused_mlp::rms_norm_swiglu_mlp_keeping_on::<Self>(
+        Some(fused_mlp::rms_norm_swiglu_mlp_keeping_on::<Self>(
             x,
             norm_weight,
             weights,
             eps,
             Self::PROJECTION_CHUNKS,
-        )
+        ))
     }
 
     fn rms_norm_swiglu_mlp_backward(
