@@ -305,7 +305,7 @@ struct Formed<B: Backend> {
 }
 
 impl<B: Backend> Formed<B> {
-    /// Writes a chunk's rows of `x`'s gradient (summed by [`input_part`]), if wanted.
+    /// Writes a chunk's rows of `x`'s gradient (summed by [`input_part`]), if formed.
     fn write_x(&mut self, rows: Range<usize>, d_x: Option<FloatTensor<B>>) {
         if let Some(d_x) = d_x {
             self.d_x.write(rows, d_x);
@@ -371,20 +371,17 @@ fn attention_phase<B: Backend, K: Kernels<B>>(heads: Heads<B>, d: &Dims) -> [Flo
 
 /// Projection `index`'s part of a chunk's rows of `x`'s gradient, from the gradient of the
 /// projection's output `grad` (`[rows, inner]`), added into `sum` (the parts of `q`, `k` and `v`
-/// in that order; [`Formed::write_x`] writes the sum), when `x`'s gradient is wanted.
+/// in that order; [`Formed::write_x`] writes the sum).
 fn input_part<B: Backend, K: Kernels<B>>(
     sum: &mut Option<FloatTensor<B>>,
     weight: &FloatTensor<B>,
     grad: FloatTensor<B>,
-    formed: &Formed<B>,
 ) {
-    if formed.wanted[0] {
-        let part = linear_x_backward::<B, K>(weight.clone(), grad);
-        *sum = Some(match sum.take() {
-            Some(sum) => B::float_add(sum, part),
-            None => part,
-        });
-    }
+    let part = linear_x_backward::<B, K>(weight.clone(), grad);
+    *sum = Some(match sum.take() {
+        Some(sum) => B::float_add(sum, part),
+        None => part,
+    });
 }
 
 /// The weight's phase of projection `index` (`q`, `k`, `v`) of one chunk, from the gradient of
@@ -531,7 +528,9 @@ fn backward<B: Backend, K: Kernels<B>>(
                 for (index, (grad, w)) in grads.into_iter().zip(projections).enumerate() {
                     let x = Some(x_chunk.clone());
                     weight_phase::<B, K>(index, grad.clone(), x, &mut formed);
-                    input_part::<B, K>(&mut d_x, w, grad, &formed);
+                    if wanted[0] {
+                        input_part::<B, K>(&mut d_x, w, grad);
+                    }
                 }
                 formed.write_x(rows, d_x);
             }
@@ -551,11 +550,10 @@ fn backward<B: Backend, K: Kernels<B>>(
                 .flatten()
                 .map(|heads| attention_phase::<B, K>(heads, d).map(Some))
                 .collect();
-            for (chunk, rows) in grads.iter().zip(&ranges) {
+            for (chunk, rows) in grads.iter().zip(&ranges).filter(|_| wanted[0]) {
                 let mut d_x = None;
                 for (grad, w) in chunk.iter().zip(projections) {
-                    let grad = grad.clone().expect("formed");
-                    input_part::<B, K>(&mut d_x, w, grad, &formed);
+                    input_part::<B, K>(&mut d_x, w, grad.clone().expect("formed"));
                 }
                 formed.write_x(rows.clone(), d_x);
             }

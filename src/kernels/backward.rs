@@ -150,7 +150,6 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
         )
     }
 
-    /// `[dx, dnorm_weight, dgate_weight, dup_weight, ddown_weight]` of
     /// `rms_norm_swiglu_mlp`'s output with its gate and up projections, `[rows, hidden]`, for
     /// [`rms_norm_swiglu_mlp_backward`](Self::rms_norm_swiglu_mlp_backward) to read instead of
     /// rebuilding them: the op's `Autodiff<B, C>` kernel without gradient checkpointing. The
@@ -172,7 +171,8 @@ pub trait BackwardKernels: Backend + crate::ops::RoutedOps {
     /// a chunk of rows at a time (`PROJECTION_CHUNKS`), each chunk's gradients formed with
     /// `rms_norm_backward` and `swiglu_backward`; the projections are read from `kept` when the
     /// forward pass kept them ([`rms_norm_swiglu_mlp_keeping`](Self::rms_norm_swiglu_mlp_keeping)).
-    /// The gradients have the same bits either way.
+    /// The gradients have the same bits either way: the kept projections are the ones the
+    /// rebuilding forms (the same chunks of `x`'s rows, the same kernels).
     fn rms_norm_swiglu_mlp_backward(
         x: FloatTensor<Self>,
         norm_weight: FloatTensor<Self>,

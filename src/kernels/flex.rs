@@ -316,28 +316,8 @@ impl RoutedOps for Flex {
         down_weight: FloatTensor<Self>,
         eps: f32,
     ) -> FloatTensor<Self> {
-        fused_mlp::check_weights(&x, &gate_weight, &down_weight);
-        // Half dtypes run the `f32` kernel on widened copies (its sums in `f32`).
-        let inputs = [x, norm_weight, gate_weight, up_weight, down_weight];
-        let [x, norm_weight, gate_weight, up_weight, down_weight] =
-            match in_f32(inputs, |[x, n, g, u, d]| {
-                Self::rms_norm_swiglu_mlp(x, n, g, u, d, eps)
-            }) {
-                Ok(out) => return out,
-                Err(inputs) => inputs,
-            };
-        let weights = [&gate_weight, &up_weight, &down_weight];
-        if let Some(inputs) = fused_mlp::flex::Inputs::of(&x, &norm_weight, weights, eps) {
-            return inputs.forward();
-        }
         let weights = [gate_weight, up_weight, down_weight];
-        fused_mlp::rms_norm_swiglu_mlp_on::<Self>(
-            x,
-            norm_weight,
-            weights,
-            eps,
-            fused_linear::Chunks::Small,
-        )
+        fused_mlp::flex::on_flex(x, norm_weight, weights, eps, false).0
     }
 
     fn softmax_last(x: FloatTensor<Self>) -> FloatTensor<Self> {

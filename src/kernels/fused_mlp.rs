@@ -5,8 +5,8 @@
 //! a GPU takes every row at once.
 //!
 //! What the backward pass keeps follows the checkpointing strategy (the `Autodiff<B, C>`
-//! kernel, `autodiff`, is hand-written): without gradient checkpointing `x`, the weights and
-//! the gate and up projections ([`Projections`]), the normalised tensor rebuilt; under it only
+//! kernel, `autodiff`, is hand-written): without gradient checkpointing `x`, the weights and,
+//! on Flex and Cube, the gate and up projections ([`Projections`]), the rest rebuilt; under it only
 //! the inputs, the normalised tensor, both projections and their product rebuilt from `x` a
 //! chunk at a time, each chunk's gradients formed and the chunk dropped before the next, so no
 //! `[rows, hidden]` tensor exists in the backward pass. Burn's ops (and the `*_linear` ops of
@@ -75,16 +75,19 @@ fn mlp<B: Backend>(
         (B::linear(product, down_weight.clone(), None), kept)
     };
     let shape = x.shape();
-    let width = shape.last().copied().unwrap_or(1).max(1);
-    let rows = shape.num_elements() / width;
+    let last = shape.num_dims() - 1;
+    let (rows, width) = (shape[..last].iter().product::<usize>(), shape[last]);
     let (hidden, outputs) = (gate_weight.shape()[1], down_weight.shape()[1]);
-    let step = chunks.rows(rows, hidden.max(width));
-    if step >= rows {
-        return run(x);
-    }
+    let step = chunks.rows(rows, hidden.max(width).max(1));
     let mut out_shape = shape;
-    let last = out_shape.num_dims() - 1;
     out_shape[last] = outputs;
+    // Always as `[rows, width]`: the products, and the projections kept, are then those that
+    // the backward pass rebuilds from `x`'s rows (a 3-d `x` would take Burn's batched matmul).
+    let x = B::float_reshape(x, Shape::new([rows, width]));
+    if step >= rows {
+        let (out, kept) = run(x);
+        return (B::float_reshape(out, out_shape), kept);
+    }
     // The output's buffer is made before the first chunk runs (made after it, the forward
     // pass's peak measured 32 KiB higher at 64K values).
     let mut all = rows_buffer::<B>(rows, outputs, &x);

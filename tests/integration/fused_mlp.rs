@@ -382,6 +382,63 @@ fn checkpointing_gives_the_same_bits() {
     }
 }
 
+/// Checkpointing keeps the same bits where the kernels could part: a gradient that reaches the
+/// op as a row-strided view (`cat`'s backward pass slices it), at a width where `gemm` blocks a
+/// 64-row chunk's products differently from a whole matmul's; and an `x` whose last dimension
+/// is strided (the chunked composition, not the `f32` kernel) in 3-d with 32-position
+/// sequences (where Burn's `linear` takes a batched matmul), in one chunk.
+#[test]
+fn checkpointing_gives_the_same_bits_for_sliced_gradients_and_strided_inputs() {
+    fn run(device: &Device, x_shape: [usize; 3], swapped: bool) -> Vec<Vec<f32>> {
+        let [batch, seq, width] = x_shape;
+        let (hidden, outputs) = (48, 8);
+        let mut rng = Rng::new(31);
+        let mut leaf = |shape: Vec<usize>, lo: f32, hi: f32| {
+            let n = shape.iter().product();
+            Tensor::<2>::from_data(TensorData::new(rng.vec(n, lo, hi), shape), device)
+                .require_grad()
+        };
+        let x = leaf(vec![batch * seq, width], -1.0, 1.0);
+        let norm = leaf(vec![1, width], 0.5, 1.5);
+        let [gate, up] = [0; 2].map(|_| leaf(vec![width, hidden], -0.2, 0.2));
+        let down = leaf(vec![hidden, outputs], -0.2, 0.2);
+        let x3 = if swapped {
+            // The same values, read through a view whose last dimension is strided.
+            let t = x.clone().reshape([batch, seq, width]).swap_dims(1, 2) * 2.0;
+            t.swap_dims(1, 2)
+        } else {
+            x.clone().reshape([batch, seq, width]) * 2.0
+        };
+        let out = rms_norm_swiglu_mlp(
+            x3,
+            norm.clone().reshape([width]),
+            gate.clone(),
+            up.clone(),
+            down.clone(),
+            EPS,
+        );
+        // `cat` with another tensor: the op's gradient arrives as a slice of the sum's.
+        let other = out.clone() * 0.5;
+        let loss = Tensor::cat(vec![out, other], 2).powi_scalar(2).sum();
+        let grads = loss.backward();
+        let mut all = vec![values(&loss)];
+        for t in [&x, &norm, &gate, &up, &down] {
+            all.push(values(&t.grad(&grads).expect("tracked")));
+        }
+        all
+    }
+    let cases = [([2, 50, 520], false), ([2, 32, 8], true), ([3, 64, 24], true)];
+    for (shape, swapped) in cases {
+        let plain = run(&Device::flex().autodiff(), shape, swapped);
+        let checkpointed = run(
+            &Device::flex().autodiff().gradient_checkpointing(),
+            shape,
+            swapped,
+        );
+        assert_eq!(plain, checkpointed, "{shape:?}, strided x: {swapped}");
+    }
+}
+
 #[test]
 fn half_precision_runs_the_kernels_close_to_f32() {
     let device = Device::flex();

@@ -89,32 +89,13 @@ impl BackwardKernels for Flex {
     fn rms_norm_swiglu_mlp_keeping(
         x: FloatTensor<Self>,
         norm_weight: FloatTensor<Self>,
-        [gate_weight, up_weight, down_weight]: [FloatTensor<Self>; 3],
+        weights: [FloatTensor<Self>; 3],
         eps: f32,
     ) -> Option<(FloatTensor<Self>, fused_mlp::Projections<Self>)> {
-        fused_mlp::check_weights(&x, &gate_weight, &down_weight);
-        // Half dtypes run the `f32` kernel on widened copies; the projections stay `f32`, as the
-        // backward pass would rebuild them.
-        let inputs = [x, norm_weight, gate_weight, up_weight, down_weight];
-        if let Some(dtype) = half_dtype(&inputs.each_ref()) {
-            let [x, n, g, u, d] = inputs.map(widen);
-            let (out, kept) = Self::rms_norm_swiglu_mlp_keeping(x, n, [g, u, d], eps)?;
-            return Some((narrow(out, dtype), kept));
+        match fused_mlp::flex::on_flex(x, norm_weight, weights, eps, true) {
+            (out, Some(kept)) => Some((out, kept)),
+            (_, None) => None,
         }
-        let [x, norm_weight, gate_weight, up_weight, down_weight] = inputs;
-        let weights = [&gate_weight, &up_weight, &down_weight];
-        if let Some(inputs) = fused_mlp::flex::Inputs::of(&x, &norm_weight, weights, eps) {
-            let (out, [gate, up]) = inputs.forward_keeping();
-            return Some((out, fused_mlp::Projections { gate, up }));
-        }
-        let weights = [gate_weight, up_weight, down_weight];
-        Some(fused_mlp::rms_norm_swiglu_mlp_keeping_on::<Self>(
-            x,
-            norm_weight,
-            weights,
-            eps,
-            Self::PROJECTION_CHUNKS,
-        ))
     }
 
     fn rms_norm_swiglu_mlp_backward(
@@ -135,12 +116,17 @@ impl BackwardKernels for Flex {
             return grads.map(|g| g.map(|g| narrow(g, dtype)));
         }
         let [x, norm_weight, gate_weight, up_weight, down_weight, grad] = inputs;
-        let grad = readable(grad);
+        // Contiguous, so that the kernel below takes every gradient whenever it took the forward
+        // pass: with and without checkpointing the same products form the gradients.
+        let grad = match gemm::dense(&grad) {
+            Some(_) => grad,
+            None => readable(grad).to_contiguous(),
+        };
         let weights = [&gate_weight, &up_weight, &down_weight];
+        let mut kept = kept;
         if let Some(inputs) = fused_mlp::flex::Inputs::of(&x, &norm_weight, weights, eps) {
             // The kept projections are overwritten with their gradients when nothing else
             // holds them (else rebuilt, as under checkpointing).
-            let mut kept = kept;
             let buffers = kept.as_mut().and_then(|k| {
                 let [gate, up] = [&mut k.gate, &mut k.up];
                 Some([writable(gate)?, writable(up)?])
@@ -148,8 +134,6 @@ impl BackwardKernels for Flex {
             if let Some(grads) = inputs.backward(&grad, wanted, buffers) {
                 return grads;
             }
-            let weights = [gate_weight, up_weight, down_weight];
-            return super::mlp_by_chunks::<Self>(x, norm_weight, weights, eps, grad, wanted, kept);
         }
         let weights = [gate_weight, up_weight, down_weight];
         super::mlp_by_chunks::<Self>(x, norm_weight, weights, eps, grad, wanted, kept)

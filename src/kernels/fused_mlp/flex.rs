@@ -1,17 +1,21 @@
 //! `rms_norm_swiglu_mlp` on Flex's `f32` rows (any row stride): the chunks of [`super`], each
 //! product written by `gemm` straight into its place. A chunk's norm, projections and product
-//! live in scratch buffers made once for the call, each chunk's output (or `dx`) is written into
+//! live in scratch buffers made once for the call (the projections in buffers of every row when
+//! the forward pass keeps them for the backward pass), each chunk's output (or `dx`) is written into
 //! its rows of the result, and the weights' gradients are summed in place across the chunks
 //! (`accumulate`), where the composition of Flex's ops made a tensor per step of each chunk and
 //! added the chunks' weight gradients pairwise. The arithmetic is
 //! [`arith`](super::super::arith)'s, as in the unfused kernels.
 
 use burn_backend::{Shape, TensorMetadata};
+use burn_dispatch::backends::Flex;
 use burn_dispatch::backends::flex::FlexTensor;
 
 use super::super::arith::{rms_norm_grad_row, rms_norm_row, swiglu, swiglu_grads};
 use super::super::fused_linear::Chunks;
 use super::super::gemm::{Operand, Out, dense, operand, product};
+use super::super::half::{half_dtype, narrow, widen};
+use super::Projections;
 use crate::flex::{Rows, simd_fn, tensor};
 
 /// The op's `f32` inputs, read in place: `x` as rows of `width`, the norm's weight, and the
@@ -121,7 +125,7 @@ impl<'a> Inputs<'a> {
     }
 
     /// The forward pass: the output, and the projections' buffers (every row's with `keep`,
-    /// else the last chunk's).
+    /// else scratch).
     fn run(&self, keep: bool) -> (FlexTensor, [Vec<f32>; 2]) {
         let [rows, width, hidden, outputs, step] = self.dims;
         let mut out = vec![0.0_f32; rows * outputs];
@@ -172,7 +176,7 @@ impl<'a> Inputs<'a> {
     /// `[dx, dnorm_weight, dgate_weight, dup_weight, ddown_weight]` for the wanted ones, from
     /// `grad` (the output's gradient, contiguous `f32`; `None` otherwise): per chunk, the norm
     /// and both projections are rebuilt, and the weights' gradients summed in place. `kept`, the
-    /// projections [`forward`](Self::forward) kept (`[rows, hidden]` each), are read instead of
+    /// projections [`forward_keeping`](Self::forward_keeping) kept (`[rows, hidden]` each), are read instead of
     /// rebuilt, and overwritten with their gradients.
     pub(crate) fn backward(
         &self,
@@ -310,6 +314,49 @@ impl<'a> Inputs<'a> {
             to_tensor(d_down, Shape::new([hidden, outputs])),
         ])
     }
+}
+
+/// `rms_norm_swiglu_mlp` on Flex, with the gate and up projections when `keep` (for the
+/// `Autodiff<B, C>` kernel without checkpointing): this kernel for `f32` inputs it can read in
+/// place, for `f16` and `bf16` on widened copies (the output rounded once back, the
+/// projections kept in `f32`, as the backward pass would rebuild them), else the chunked
+/// composition of Flex's kernels.
+pub(crate) fn on_flex(
+    x: FlexTensor,
+    norm_weight: FlexTensor,
+    [gate_weight, up_weight, down_weight]: [FlexTensor; 3],
+    eps: f32,
+    keep: bool,
+) -> (FlexTensor, Option<Projections<Flex>>) {
+    super::check_weights(&x, &gate_weight, &down_weight);
+    let inputs = [x, norm_weight, gate_weight, up_weight, down_weight];
+    if let Some(dtype) = half_dtype(&inputs.each_ref()) {
+        let [x, n, g, u, d] = inputs.map(widen);
+        let (out, kept) = on_flex(x, n, [g, u, d], eps, keep);
+        return (narrow(out, dtype), kept);
+    }
+    let [x, norm_weight, gate_weight, up_weight, down_weight] = inputs;
+    let weights = [&gate_weight, &up_weight, &down_weight];
+    if let Some(inputs) = Inputs::of(&x, &norm_weight, weights, eps) {
+        if !keep {
+            return (inputs.forward(), None);
+        }
+        let (out, [gate, up]) = inputs.forward_keeping();
+        return (out, Some(Projections { gate, up }));
+    }
+    let weights = [gate_weight, up_weight, down_weight];
+    if keep {
+        let (out, kept) = super::rms_norm_swiglu_mlp_keeping_on::<Flex>(
+            x,
+            norm_weight,
+            weights,
+            eps,
+            Chunks::Small,
+        );
+        return (out, Some(kept));
+    }
+    let out = super::rms_norm_swiglu_mlp_on::<Flex>(x, norm_weight, weights, eps, Chunks::Small);
+    (out, None)
 }
 
 // The row loops, each compiled per instruction set (`simd_fn!`; the same bits on each).
