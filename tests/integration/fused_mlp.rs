@@ -533,3 +533,34 @@ fn weights_that_do_not_chain_panic_with_both_shapes() {
          keeps it"
     );
 }
+
+/// A batch of no sequences (`[0, seq, width]`): an empty output of the right shape and empty
+/// gradients, plain, tracked and checkpointed (Burn's batched matmul on such an `x` reads
+/// outside its buffers; the op goes by `x`'s rows).
+#[test]
+fn a_batch_of_no_sequences_gives_empty_results() {
+    for device in [
+        Device::flex(),
+        Device::flex().autodiff(),
+        Device::flex().autodiff().gradient_checkpointing(),
+    ] {
+        let tracked = device.is_autodiff();
+        let leaf = |t: Tensor<2>| if tracked { t.require_grad() } else { t };
+        let x = Tensor::<3>::zeros([0, 5, 4], &device);
+        let x = if tracked { x.require_grad() } else { x };
+        let norm = Tensor::<1>::ones([4], &device);
+        let gate = leaf(Tensor::<2>::ones([4, 6], &device));
+        let up = Tensor::<2>::ones([4, 6], &device);
+        let down = leaf(Tensor::<2>::ones([6, 2], &device));
+        let out = rms_norm_swiglu_mlp(x.clone(), norm, gate.clone(), up, down.clone(), EPS);
+        assert_eq!(out.dims(), [0, 5, 2], "{device:?}");
+        if !tracked {
+            continue;
+        }
+        let grads = out.sum().backward();
+        assert_eq!(x.grad(&grads).map(|g| g.dims()), Some([0, 5, 4]));
+        let zeros = |t: Option<Tensor<2>>| t.map(|g| values(&g).iter().all(|v| *v == 0.0));
+        assert_eq!(zeros(gate.grad(&grads)), Some(true), "{device:?}");
+        assert_eq!(zeros(down.grad(&grads)), Some(true), "{device:?}");
+    }
+}
