@@ -427,7 +427,11 @@ fn checkpointing_gives_the_same_bits_for_sliced_gradients_and_strided_inputs() {
         }
         all
     }
-    let cases = [([2, 50, 520], false), ([2, 32, 8], true), ([3, 64, 24], true)];
+    let cases = [
+        ([2, 50, 520], false),
+        ([2, 32, 8], true),
+        ([3, 64, 24], true),
+    ];
     for (shape, swapped) in cases {
         let plain = run(&Device::flex().autodiff(), shape, swapped);
         let checkpointed = run(
