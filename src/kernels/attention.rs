@@ -607,7 +607,7 @@ pub(crate) mod autodiff {
 
     use super::{Chunk, Dims, Own, backward, forward};
     use crate::kernels::backward::BackwardKernels;
-    use crate::rt::__private::grad::checkpoints;
+    use crate::rt::__private::grad::{checkpoints, register_formed};
     use crate::rt::autodiff::checkpoint::base::Checkpointer;
     use crate::rt::autodiff::grads::Gradients;
     use crate::rt::autodiff::ops::{Backward, Ops, OpsKind};
@@ -658,11 +658,8 @@ pub(crate) mod autodiff {
             };
             let chunking = B::PROJECTION_CHUNKS;
             let formed = backward::<B, Own>(x, &weights, &dims, chunking, chunks, grad, wanted);
-            for (parent, formed) in ops.parents.into_iter().zip(formed) {
-                if let (Some(parent), Some(formed)) = (parent, formed) {
-                    grads.register::<B>(parent.id, formed);
-                }
-            }
+            let parents = ops.parents.map(|p| p.map(|p| p.id));
+            register_formed::<B, 5>(parents, formed, grads);
         }
     }
 

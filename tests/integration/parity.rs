@@ -171,6 +171,24 @@ pub fn every_op_gives_the_flex_values(other: &Device) {
     );
 }
 
+/// `grads` (an op's gradients on a device) on `other` without and with gradient checkpointing,
+/// against `Autodiff<Flex>`.
+fn same_with_and_without_checkpointing(
+    other: &Device,
+    name: &str,
+    grads: impl Fn(&Device) -> Vec<f32>,
+) {
+    let flex = grads(&Device::flex().autodiff());
+    for device in [other.clone(), other.clone().gradient_checkpointing()] {
+        assert_close(
+            &grads(&device),
+            &flex,
+            TOL,
+            &format!("{name} on {device:?}"),
+        );
+    }
+}
+
 /// A differentiable op applied to the leaves `x`, `y` (both `[rows, cols]`) and `p` (`[cols]`).
 type Layer = Box<dyn Fn(Tensor<2>, Tensor<2>, Tensor<1>) -> Tensor<2>>;
 
@@ -270,15 +288,7 @@ pub fn gradients_match_flex(other: &Device) {
         }
         all
     };
-    let flex = attention(&Device::flex().autodiff());
-    for device in [other.clone(), other.clone().gradient_checkpointing()] {
-        assert_close(
-            &attention(&device),
-            &flex,
-            TOL,
-            &format!("self_attention on {device:?}"),
-        );
-    }
+    same_with_and_without_checkpointing(other, "self_attention", attention);
     // The MLP one op on `a`'s rows, hidden width 24, on an input a memory-bound op makes:
     // without gradient checkpointing (its hand-written kernel keeps the projections) and with
     // it (it rebuilds them).
@@ -305,13 +315,5 @@ pub fn gradients_match_flex(other: &Device) {
         }
         all
     };
-    let flex = mlp(&Device::flex().autodiff());
-    for device in [other.clone(), other.clone().gradient_checkpointing()] {
-        assert_close(
-            &mlp(&device),
-            &flex,
-            TOL,
-            &format!("rms_norm_swiglu_mlp on {device:?}"),
-        );
-    }
+    same_with_and_without_checkpointing(other, "rms_norm_swiglu_mlp", mlp);
 }

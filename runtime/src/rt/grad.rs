@@ -580,6 +580,21 @@ pub fn checkpoints<C: CheckpointStrategy>() -> bool {
     core::any::TypeId::of::<C>() != core::any::TypeId::of::<NoCheckpointing>()
 }
 
+/// The last step of a hand-written `Autodiff<B, C>` kernel's backward pass: each formed
+/// gradient registered for its parent (`parents`: the tracked inputs' node ids, `None` for the
+/// others).
+pub fn register_formed<B: Backend, const N: usize>(
+    parents: [Option<NodeId>; N],
+    formed: [Option<FloatTensor<B>>; N],
+    grads: &mut Gradients,
+) {
+    for (parent, formed) in parents.into_iter().zip(formed) {
+        if let (Some(parent), Some(formed)) = (parent, formed) {
+            grads.register::<B>(parent, formed);
+        }
+    }
+}
+
 /// The retro-forward of a recomputed op: its output, from its inputs' states.
 #[derive(Debug)]
 struct Retro<B: Backend, const N: usize> {
