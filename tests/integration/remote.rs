@@ -297,3 +297,26 @@ pub(crate) fn missing_text(id: &str) -> String {
          https://docs.rs/burn-route-core/0.1.0/burn_route_core/errors/index.html#remote-op-missing"
     )
 }
+
+/// Tracked, without gradient checkpointing, `rms_norm_swiglu_mlp` still runs on Remote as one
+/// operation (Remote's backend keeps no projections: `BackwardKernels::rms_norm_swiglu_mlp_keeping`
+/// is `None` there, where its composition would be several): a server that registered nothing
+/// refuses the call, naming the op.
+#[cfg(feature = "autodiff")]
+#[test]
+fn a_tracked_mlp_still_runs_on_the_server_as_one_operation() {
+    use burn_route::rms_norm_swiglu_mlp;
+    let server = LoopbackServer::serving(|server, _| server);
+    let device = server.device().autodiff();
+    let x = Tensor::<2>::ones([2, 3], &device).require_grad();
+    let norm = Tensor::<1>::ones([3], &device);
+    let [gate, up] = [0; 2].map(|_| Tensor::<2>::ones([3, 4], &device).require_grad());
+    let down = Tensor::<2>::ones([4, 3], &device);
+    let message = crate::common::panic_message(|| {
+        let _ = rms_norm_swiglu_mlp(x, norm, gate, up, down, 1e-5);
+    });
+    assert!(
+        message.contains("op `rms_norm_swiglu_mlp` runs on the server as one operation"),
+        "{message}"
+    );
+}
