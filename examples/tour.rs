@@ -273,7 +273,7 @@ fn fused_gradients(device: &Device) {
     .backward();
     show(
         "sum(w * rms_norm_swiglu_mlp)",
-        "only x kept, the rest rebuilt",
+        "the projections kept, the normalised rows rebuilt",
         &x,
         &grads,
     );
