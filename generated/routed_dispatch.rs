@@ -535,7 +535,7 @@ fn route_add_relu<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         [
             __rt::Input::float("lhs", &lhs),
@@ -1177,7 +1177,7 @@ fn route_axpby<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         __rt::Group::all([
             __rt::Group::float("x", &x),
@@ -2499,7 +2499,7 @@ fn route_bias_gelu<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         [
             __rt::Input::float("x", &x),
@@ -2763,7 +2763,7 @@ fn route_swiglu<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         [
             __rt::Input::float("gate", &gate),
@@ -3050,7 +3050,7 @@ fn route_rms_norm<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         [
             __rt::Input::float("x", &x),
@@ -3386,7 +3386,7 @@ fn route_layer_norm<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         [
             __rt::Input::float("x", &x),
@@ -3609,7 +3609,7 @@ fn route_softmax_last<F: __rt::OnError>(x: rt::DispatchTensor) -> F::Out<rt::Dis
             _ => __route.unrouted(),
         })
     }
-    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
+    match __rt::Route::fast_dtyped(&__OP, [__rt::Input::float("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::softmax_last, x)
@@ -3877,7 +3877,7 @@ fn route_cross_entropy_logits<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         [
             __rt::Input::float("logits", &logits),
@@ -4155,7 +4155,7 @@ fn route_dropout<F: __rt::OnError>(
             _ => __route.unrouted(),
         })
     }
-    match __rt::Route::fast(&__OP, [__rt::Input::float("x", &x)]) {
+    match __rt::Route::fast_dtyped(&__OP, [__rt::Input::float("x", &x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::dropout, x, p, seed)
@@ -4450,7 +4450,7 @@ fn route_topk_last<F: __rt::OnError>(
             _ => __route.unrouted(),
         })
     }
-    match __rt::Route::fast(&__OP, [__rt::Input::float("x", x)]) {
+    match __rt::Route::fast_dtyped(&__OP, [__rt::Input::float("x", x)]) {
         Some(__route) => F::ok(match __route.backend() {
             rt::BackendId::Flex => {
                 __run::<rt::Flex>(&__route, <rt::Flex as RoutedOps>::topk_last, x, k)
@@ -5360,7 +5360,7 @@ fn route_rms_norm_linear<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         __rt::Group::all([
             __rt::Group::float("x", &x),
@@ -5770,7 +5770,7 @@ fn route_layer_norm_linear<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         __rt::Group::all([
             __rt::Group::float("x", &x),
@@ -6128,7 +6128,7 @@ fn route_swiglu_linear<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         __rt::Group::all([
             __rt::Group::float("gate", &gate),
@@ -6536,7 +6536,7 @@ fn route_rms_norm_swiglu_mlp<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         [
             __rt::Input::float("x", &x),
@@ -6925,7 +6925,7 @@ fn route_linear_cross_entropy<F: __rt::OnError>(
     if let Err(__error) = __shapes {
         return F::result(Err(__error));
     }
-    match __rt::Route::fast(
+    match __rt::Route::fast_dtyped(
         &__OP,
         __rt::Group::all([
             __rt::Group::float("x", &x),

@@ -7,7 +7,8 @@
 //!   `burn_route_dtypes` is burn-route's route of `identity_f32`, the same op declaring
 //!   `dtypes = ["f32"]` (its fast path also reads the input's dtype); `floor` is the least any
 //!   route through `DispatchTensor` does (one match on the input, the kernel, the wrap), the
-//!   bound below which neither route can go; `moved` is no route at all, only the harness
+//!   bound below which neither route can go, called out of line; `floor_inlined` is the same
+//!   function inlined into the harness, as both routes are; `moved` is no route at all, only the harness
 //!   passing the `DispatchTensor` (192 bytes, against the Flex primitive's 120) in and out,
 //!   which every route through `Dispatch` pays and `direct` does not.
 //! - `tensor`: `Tensor<1>`. `direct` unwraps the Flex primitive with `try_into_primitive`, calls
@@ -83,6 +84,9 @@ fn dispatch_level(c: &mut Criterion) {
     // The least any route through `DispatchTensor` does: one match on the input, the kernel,
     // the wrap (anything else goes to burn-route's route). Not a route: a floor for both.
     group.bench_function("floor", |b| bench_route(b, &dispatch, floor));
+    group.bench_function("floor_inlined", |b| {
+        bench_route(b, &dispatch, floor_inlined)
+    });
     // No route at all: the harness moving a `DispatchTensor` in and out, which `direct` (a
     // smaller Flex primitive) does not pay and every route through `Dispatch` does.
     group.bench_function("moved", |b| bench_route(b, &dispatch, |x| x));
@@ -93,9 +97,18 @@ fn dispatch_level(c: &mut Criterion) {
     group.finish();
 }
 
-/// A hand-written route that only handles the benchmark's call: a plain Flex float in, the
-/// kernel, a plain Flex float out.
+/// A hand-written route that only handles the benchmark's call, called out of line:
+/// [`floor_inlined`].
+#[inline(never)]
 fn floor(x: DispatchTensor) -> DispatchTensor {
+    floor_inlined(x)
+}
+
+/// A hand-written route that only handles the benchmark's call (a plain Flex float in, the
+/// kernel, a plain Flex float out), inlined into the harness as both routes are: the least an
+/// inlined route does.
+#[inline(always)]
+fn floor_inlined(x: DispatchTensor) -> DispatchTensor {
     match x {
         DispatchTensor {
             kind: DispatchTensorKind::Flex(BackendTensor::Float(t)),

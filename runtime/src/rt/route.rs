@@ -47,11 +47,13 @@ impl Route {
     /// The common call, recognised without building any error context: every input is a plain
     /// (unwrapped) primitive of its declared kind, all on one backend the op is routed to, with
     /// autodiff disabled. Its route is the concrete kernel under a disabled context, whatever
-    /// the policy.
+    /// the policy. A call whose float inputs have two dtypes never takes it (the planner refuses
+    /// it).
     ///
-    /// An op that declares the float dtypes its kernels take (`dtypes`) takes this path only when
-    /// every float input has one of them; a call whose float inputs have two dtypes never takes
-    /// it (the planner refuses it).
+    /// For an op that does not declare the float dtypes its kernels take; an op that declares
+    /// them (`dtypes`) never takes this path, but [`Route::fast_dtyped`]. The two are apart so
+    /// that this one hands no input to a function out of line: an inlined call then reads the
+    /// caller's `DispatchTensor` where it is, instead of a copy.
     ///
     /// Generated code tries this first and calls its kernels straight from the answer. `None`
     /// (also for a call without any tensor input) sends the call to the full planner
@@ -59,13 +61,34 @@ impl Route {
     /// device variants below), which reaches the same route for every call this accepts and
     /// names the contract violation, if any, of the others.
     #[inline]
-    pub fn fast<'a, I>(op: &'static OpInfo, inputs: I) -> Option<Self>
+    pub fn fast<'a>(
+        op: &'static OpInfo,
+        inputs: impl IntoIterator<Item = Input<'a>>,
+    ) -> Option<Self> {
+        if op.dtypes != 0 {
+            return None;
+        }
+        Self::plain(op, inputs)
+    }
+
+    /// [`Route::fast`] for an op that declares the float dtypes its kernels take (`dtypes`): the
+    /// call also takes this path only when every float input has one of them.
+    #[inline]
+    pub fn fast_dtyped<'a, I>(op: &'static OpInfo, inputs: I) -> Option<Self>
     where
         I: IntoIterator<Item = Input<'a>>,
         I::IntoIter: Clone,
     {
         let inputs = inputs.into_iter();
-        let dtyped = inputs.clone();
+        let route = Self::plain(op, inputs.clone())?;
+        // A dtype the kernels do not take is the full planner's to route or refuse.
+        Self::takes_all(op, inputs).then_some(route)
+    }
+
+    /// The fast paths' common part: one backend the op is routed to, every input a plain
+    /// primitive of its declared kind, one float dtype.
+    #[inline]
+    fn plain<'a>(op: &'static OpInfo, inputs: impl IntoIterator<Item = Input<'a>>) -> Option<Self> {
         let mut backend = None;
         let mut first_float = None;
         for input in inputs {
@@ -94,10 +117,6 @@ impl Route {
             }
         }
         let backend = backend?;
-        // A dtype the kernels do not take is the full planner's to route or refuse.
-        if op.dtypes != 0 && !Self::takes_all(op, dtyped) {
-            return None;
-        }
         (op.is_routed(backend) && !op.asks_server(backend))
             .then_some(Self::plain_route(op, backend))
     }
@@ -118,7 +137,17 @@ impl Route {
     /// [`Route::fast`] for an op that also takes a device: the device must be a plain
     /// (non-autodiff) device of the inputs' backend.
     #[inline]
-    pub fn fast_with_device<'a, I>(
+    pub fn fast_with_device<'a>(
+        op: &'static OpInfo,
+        inputs: impl IntoIterator<Item = Input<'a>>,
+        device: &DispatchDevice,
+    ) -> Option<Self> {
+        Self::fast(op, inputs).filter(|route| route.on_plain_device(device))
+    }
+
+    /// [`Route::fast_dtyped`] for an op that also takes a device, as [`Route::fast_with_device`].
+    #[inline]
+    pub fn fast_dtyped_with_device<'a, I>(
         op: &'static OpInfo,
         inputs: I,
         device: &DispatchDevice,
@@ -127,9 +156,13 @@ impl Route {
         I: IntoIterator<Item = Input<'a>>,
         I::IntoIter: Clone,
     {
-        Self::fast(op, inputs).filter(|route| {
-            describe_device(device) == (route.backend, DispatchAutodiffContext::Disabled)
-        })
+        Self::fast_dtyped(op, inputs).filter(|route| route.on_plain_device(device))
+    }
+
+    /// Whether `device` is a plain (non-autodiff) device of the route's backend.
+    #[inline]
+    fn on_plain_device(&self, device: &DispatchDevice) -> bool {
+        describe_device(device) == (self.backend, DispatchAutodiffContext::Disabled)
     }
 
     /// [`Route::fast`] for an op whose only routing argument is a device: a plain

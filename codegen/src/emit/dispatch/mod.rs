@@ -596,12 +596,15 @@ fn planning(op: &Op) -> Option<(Doc, Doc)> {
             .map(|d| d.name.as_str())
             .unwrap_or_default()
     };
+    // An op that declares its dtypes has a fast path of its own that reads them; the other
+    // hands no input to a function out of line (`Route::fast`'s documentation says why).
+    let dtyped = if op.dtypes.is_some() { "_dtyped" } else { "" };
     match op.route_by {
         RouteBy::Tensors => {
             let inputs = plan_inputs(op);
             Some((
                 call(
-                    format!("{RT}::Route::fast"),
+                    format!("{RT}::Route::fast{dtyped}"),
                     [Doc::from(info.as_str()), inputs.clone()],
                 ),
                 call(
@@ -614,7 +617,7 @@ fn planning(op: &Op) -> Option<(Doc, Doc)> {
             let inputs = plan_inputs(op);
             Some((
                 call(
-                    format!("{RT}::Route::fast_with_device"),
+                    format!("{RT}::Route::fast{dtyped}_with_device"),
                     [Doc::from(info.as_str()), inputs.clone(), device().into()],
                 ),
                 call(
