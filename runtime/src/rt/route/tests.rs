@@ -318,6 +318,15 @@ fn dtypes_route_to_the_kernel_the_composition_or_an_error() {
             // planner.
             assert!(Route::fast(op, [input(TensorKind::Float, "x", &x)]).is_none());
             assert_eq!(route.target(), (BackendId::Flex, Mode::Concrete));
+            // The same with a device input: a plain device of the inputs' backend.
+            let device = flex.as_dispatch();
+            let with_device =
+                Route::fast_dtyped_with_device(op, [input(TensorKind::Float, "x", &x)], device)
+                    .expect("fast, with a device");
+            assert_eq!(with_device.target(), route.target());
+            assert!(
+                Route::fast_with_device(op, [input(TensorKind::Float, "x", &x)], device).is_none()
+            );
             let planned = Route::plan(op, [input(TensorKind::Float, "x", &x)]).unwrap();
             assert_eq!(planned.target(), (BackendId::Flex, Mode::Concrete));
         }
@@ -334,6 +343,7 @@ fn dtypes_route_to_the_kernel_the_composition_or_an_error() {
         };
         assert!(Route::fast_dtyped(composed, inputs()).is_none());
         assert!(Route::fast_dtyped(refused, inputs()).is_none());
+        assert!(Route::fast_dtyped_with_device(refused, inputs(), flex.as_dispatch()).is_none());
         // An op with a fallback runs it when the float inputs share the unlisted dtype; beside
         // a listed one, they are of two dtypes, which no composition takes.
         let both = [
