@@ -8,9 +8,9 @@
 //!   `dtypes = ["f32"]` (its fast path also reads the input's dtype); `floor` is the least any
 //!   route through `DispatchTensor` does (one match on the input, the kernel, the wrap), the
 //!   bound below which neither route can go, called out of line; `floor_inlined` is the same
-//!   function inlined into the harness, as both routes are; `moved` is no route at all, only the harness
-//!   passing the `DispatchTensor` (192 bytes, against the Flex primitive's 120) in and out,
-//!   which every route through `Dispatch` pays and `direct` does not.
+//!   function inlined into the harness, as both routes are; `moved` is no route at all, only
+//!   the harness passing the `DispatchTensor` (192 bytes, against the Flex primitive's 120) in
+//!   and out, which every route through `Dispatch` pays and `direct` does not.
 //! - `tensor`: `Tensor<1>`. `direct` unwraps the Flex primitive with `try_into_primitive`, calls
 //!   the kernel and wraps it back with `from_primitive`; `burn_route` is the generated
 //!   `tensor::identity`; `backend_extension` wraps Burn's route with `into_dispatch` /
